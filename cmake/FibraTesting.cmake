@@ -1,0 +1,23 @@
+# Helpers to run fibra programs as tests, the way users launch them.
+#
+# fibra_add_mpi_test(NAME <name> COMMAND <target> [ARGS ...] [LAUNCH singleton|mpirun]
+#                    [TIMEOUT s] [LABELS ...])
+#   LAUNCH singleton runs `./app` (an MPI singleton that spawns its workers);
+#   LAUNCH mpirun runs `mpirun -n 1 ./app`. Every test has a timeout.
+function(fibra_add_mpi_test)
+  cmake_parse_arguments(T "" "NAME;COMMAND;LAUNCH;TIMEOUT" "ARGS;LABELS" ${ARGN})
+  if(NOT T_LAUNCH)
+    set(T_LAUNCH singleton)
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  if(T_LAUNCH STREQUAL "mpirun")
+    add_test(NAME ${T_NAME}
+      COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 $<TARGET_FILE:${T_COMMAND}> ${T_ARGS})
+  else()
+    add_test(NAME ${T_NAME} COMMAND $<TARGET_FILE:${T_COMMAND}> ${T_ARGS})
+  endif()
+  set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "mpi;${T_LABELS}"
+    ENVIRONMENT "FIBRA_PROGRESS=0")
+endfunction()

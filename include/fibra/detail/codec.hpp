@@ -1,0 +1,275 @@
+// fibra/detail/codec.hpp: how arguments and results become bytes.
+//
+// Three paths, chosen at compile time:
+//  - "raw" types (trivially copyable, not pointers): copied byte for byte. Every process runs the
+//    same binary, so layouts agree.
+//  - std::string, std::vector/std::array/std::pair/std::tuple/std::optional: a size and their parts;
+//    a vector of a raw type is one memcpy.
+//  - anything else: Boost.Serialization's binary archive, length-prefixed.
+// A type with none of these fails at compile time with a message that says what to add.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <sstream>
+#include <streambuf>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <boost/archive/binary_iarchive.hpp>
+#include <boost/archive/binary_oarchive.hpp>
+
+#include "fibra/error.hpp"
+
+namespace fibra::detail {
+
+/// Appends bytes to a buffer.
+class Writer {
+ public:
+  explicit Writer(std::string& out) : out_(out) {}
+  void raw(const void* p, std::size_t n) { out_.append(static_cast<const char*>(p), n); }
+  template <class T>
+  void pod(const T& v) { raw(&v, sizeof v); }
+  std::string& buffer() { return out_; }
+
+ private:
+  std::string& out_;
+};
+
+/// Reads bytes from a buffer; running past its end throws instead of reading garbage.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : p_(in.data()), end_(in.data() + in.size()) {}
+  void raw(void* dst, std::size_t n) {
+    need(n);
+    std::memcpy(dst, p_, n);
+    p_ += n;
+  }
+  template <class T>
+  T pod() {
+    T v;
+    raw(&v, sizeof v);
+    return v;
+  }
+  std::string_view take(std::size_t n) {
+    need(n);
+    std::string_view s(p_, n);
+    p_ += n;
+    return s;
+  }
+  std::size_t left() const { return static_cast<std::size_t>(end_ - p_); }
+
+ private:
+  void need(std::size_t n) const {
+    if (static_cast<std::size_t>(end_ - p_) < n)
+      throw Error("fibra: a message ended early while decoding (" + std::to_string(n) + " bytes wanted, " +
+                  std::to_string(end_ - p_) + " left); the driver and workers may run different binaries");
+  }
+  const char* p_;
+  const char* end_;
+};
+
+template <class T>
+struct Codec;  // primary template: chosen below
+
+template <class T>
+inline constexpr bool is_raw_v = std::is_trivially_copyable_v<T> && !std::is_pointer_v<T> &&
+                                 !std::is_member_pointer_v<T> && std::is_default_constructible_v<T>;
+
+template <class T>
+void encode(Writer& w, const T& v) { Codec<T>::encode(w, v); }
+template <class T>
+void decode(Reader& r, T& v) { Codec<T>::decode(r, v); }
+
+// --- raw types -------------------------------------------------------------------------------
+template <class T>
+  requires is_raw_v<T>
+struct Codec<T> {
+  static void encode(Writer& w, const T& v) { w.pod(v); }
+  static void decode(Reader& r, T& v) { r.raw(&v, sizeof v); }
+};
+
+// --- strings and containers ------------------------------------------------------------------
+template <>
+struct Codec<std::string> {
+  static void encode(Writer& w, const std::string& s) {
+    w.pod<std::uint64_t>(s.size());
+    w.raw(s.data(), s.size());
+  }
+  static void decode(Reader& r, std::string& s) {
+    auto n = r.pod<std::uint64_t>();
+    s.assign(r.take(n));
+  }
+};
+
+template <class T, class A>
+struct Codec<std::vector<T, A>> {
+  static void encode(Writer& w, const std::vector<T, A>& v) {
+    w.pod<std::uint64_t>(v.size());
+    if constexpr (is_raw_v<T>) {
+      w.raw(v.data(), v.size() * sizeof(T));
+    } else {
+      for (const auto& x : v) detail::encode(w, x);
+    }
+  }
+  static void decode(Reader& r, std::vector<T, A>& v) {
+    auto n = r.pod<std::uint64_t>();
+    if constexpr (is_raw_v<T>) {
+      if (n > r.left() / (sizeof(T) ? sizeof(T) : 1))
+        throw Error("fibra: a vector's length (" + std::to_string(n) + ") is longer than its message");
+      v.resize(n);
+      r.raw(v.data(), n * sizeof(T));
+    } else {
+      v.clear();
+      v.reserve(std::min<std::uint64_t>(n, r.left()));
+      for (std::uint64_t i = 0; i < n; ++i) {
+        T x{};
+        detail::decode(r, x);
+        v.push_back(std::move(x));
+      }
+    }
+  }
+};
+
+template <class T, std::size_t N>
+  requires(!is_raw_v<std::array<T, N>>)
+struct Codec<std::array<T, N>> {
+  static void encode(Writer& w, const std::array<T, N>& a) {
+    for (const auto& x : a) detail::encode(w, x);
+  }
+  static void decode(Reader& r, std::array<T, N>& a) {
+    for (auto& x : a) detail::decode(r, x);
+  }
+};
+
+template <class A, class B>
+  requires(!is_raw_v<std::pair<A, B>>)
+struct Codec<std::pair<A, B>> {
+  static void encode(Writer& w, const std::pair<A, B>& p) {
+    detail::encode(w, p.first);
+    detail::encode(w, p.second);
+  }
+  static void decode(Reader& r, std::pair<A, B>& p) {
+    detail::decode(r, p.first);
+    detail::decode(r, p.second);
+  }
+};
+
+template <class... Ts>
+  requires(!is_raw_v<std::tuple<Ts...>>)
+struct Codec<std::tuple<Ts...>> {
+  static void encode(Writer& w, const std::tuple<Ts...>& t) {
+    std::apply([&](const auto&... x) { (detail::encode(w, x), ...); }, t);
+  }
+  static void decode(Reader& r, std::tuple<Ts...>& t) {
+    std::apply([&](auto&... x) { (detail::decode(r, x), ...); }, t);
+  }
+};
+
+template <class T>
+  requires(!is_raw_v<std::optional<T>>)
+struct Codec<std::optional<T>> {
+  static void encode(Writer& w, const std::optional<T>& o) {
+    w.pod<std::uint8_t>(o.has_value());
+    if (o) detail::encode(w, *o);
+  }
+  static void decode(Reader& r, std::optional<T>& o) {
+    if (r.pod<std::uint8_t>()) {
+      T x{};
+      detail::decode(r, x);
+      o = std::move(x);
+    } else {
+      o.reset();
+    }
+  }
+};
+
+// --- everything else: Boost.Serialization ----------------------------------------------------
+/// A read-only streambuf over bytes that already exist (no copy).
+class ViewBuf : public std::streambuf {
+ public:
+  explicit ViewBuf(std::string_view s) {
+    char* b = const_cast<char*>(s.data());
+    setg(b, b, b + s.size());
+  }
+};
+
+template <class T>
+concept boost_serializable = requires(boost::archive::binary_oarchive& oa, T& v) { oa << v; };
+
+template <class T>
+struct Codec {
+  static_assert(std::is_default_constructible_v<T>,
+                "fibra: arguments and results must be default-constructible (decoding fills a "
+                "default-constructed value)");
+  static_assert(boost_serializable<T>,
+                "fibra: this type cannot be serialized: give it a Boost.Serialization "
+                "`template <class A> void serialize(A& ar, unsigned) { ar & field1 & field2; }` "
+                "member, or make it trivially copyable");
+  static void encode(Writer& w, const T& v) {
+    std::ostringstream os(std::ios::binary);
+    {
+      boost::archive::binary_oarchive oa(os, boost::archive::no_header | boost::archive::no_tracking);
+      oa << v;
+    }
+    Codec<std::string>::encode(w, std::move(os).str());
+  }
+  static void decode(Reader& r, T& v) {
+    auto n = r.pod<std::uint64_t>();
+    ViewBuf buf(r.take(n));
+    std::istream is(&buf);
+    boost::archive::binary_iarchive ia(is, boost::archive::no_header | boost::archive::no_tracking);
+    ia >> v;
+  }
+};
+
+/// Encodes items [first, first+n) of a range one after another; one memcpy for contiguous raw data.
+template <class It>
+void encode_items(std::string& out, It first, std::size_t n) {
+  using T = std::remove_cvref_t<decltype(*first)>;
+  if constexpr (is_raw_v<T> && std::contiguous_iterator<It>) {
+    out.append(reinterpret_cast<const char*>(std::to_address(first)), n * sizeof(T));
+  } else {
+    Writer w(out);
+    for (std::size_t i = 0; i < n; ++i, ++first) encode(w, *first);
+  }
+}
+
+/// Decodes n items into dst[0..n); throws if the bytes do not hold exactly n items.
+template <class T>
+void decode_items(std::string_view in, T* dst, std::size_t n) {
+  if constexpr (is_raw_v<T>) {
+    if (in.size() != n * sizeof(T))
+      throw Error("fibra: a result chunk holds " + std::to_string(in.size()) + " bytes, expected " +
+                  std::to_string(n * sizeof(T)) + "; the driver and workers may run different binaries");
+    std::memcpy(static_cast<void*>(dst), in.data(), in.size());
+  } else {
+    Reader r(in);
+    for (std::size_t i = 0; i < n; ++i) decode(r, dst[i]);
+    if (r.left() != 0) throw Error("fibra: a result chunk has trailing bytes; binaries may differ");
+  }
+}
+
+template <class T>
+std::string encode_value(const T& v) {
+  std::string s;
+  Writer w(s);
+  encode(w, v);
+  return s;
+}
+
+template <class T>
+T decode_value(std::string_view s) {
+  T v{};
+  Reader r(s);
+  decode(r, v);
+  return v;
+}
+
+}  // namespace fibra::detail

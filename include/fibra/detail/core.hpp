@@ -1,0 +1,105 @@
+// fibra/detail/core.hpp: the narrow, non-template interface between the public templates (Pool,
+// Future) and the driver's runtime in src/. Templates encode items and decode results in the
+// user's thread; the runtime moves bytes and knows nothing of types.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "fibra/detail/registry.hpp"
+
+namespace fibra::detail {
+
+/// The outcome of one chunk: its encoded results, or the error that ended it.
+struct ChunkOutcome {
+  std::uint64_t first = 0;   ///< index of the chunk's first item in its call
+  std::uint32_t count = 0;   ///< items in the chunk
+  std::string payload;       ///< encoded results when `error` is empty
+  std::exception_ptr error;  ///< a fibra::Error subclass when the chunk failed
+};
+
+/// One call's chunks (a map, an imap, or one apply_async) and the outcomes that came back.
+/// Thread-safe: the driver's communication thread delivers, the user's thread waits.
+class JobState {
+ public:
+  JobState(const FunctionEntry& fn, CallMode mode) : fn_(fn), mode_(mode) {}
+
+  const FunctionEntry& fn() const { return fn_; }
+  CallMode mode() const { return mode_; }
+
+  void deliver(ChunkOutcome o);
+  /// Takes the next outcome, waiting for it; returns false if `timeout` passed first.
+  bool wait_next(ChunkOutcome& out, std::optional<std::chrono::nanoseconds> timeout = std::nullopt);
+  /// Waits until an outcome is there without taking it.
+  bool wait_ready(std::optional<std::chrono::nanoseconds> timeout);
+  bool ready() const { return delivered_.load(std::memory_order_acquire) > taken_; }
+
+  /// The caller no longer wants outcomes: chunks not yet started are dropped.
+  void cancel() { cancelled_.store(true, std::memory_order_release); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+
+ private:
+  const FunctionEntry& fn_;
+  CallMode mode_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<ChunkOutcome> done_;
+  std::atomic<std::uint64_t> delivered_{0};
+  std::uint64_t taken_ = 0;  // guarded by mu_ (read racily by ready(), which only needs a hint)
+  std::atomic<bool> cancelled_{false};
+};
+
+/// Settings of a pool, fixed when it starts.
+struct PoolSettings {
+  int workers = 0;
+  double heartbeat_s = 1.0;      ///< how often each side says it is alive when otherwise silent
+  double driver_silence_s = 10;  ///< an agent whose driver is silent this long exits (orphan guard)
+  double start_timeout_s = 60;   ///< how long Pool() waits for its workers to say hello
+};
+
+/// A pool's worker processes and queue, owned by the driver's runtime.
+class PoolCore {
+ public:
+  virtual ~PoolCore() = default;
+  /// Queues a chunk of encoded items; its outcome goes to `job`.
+  virtual void submit(const std::shared_ptr<JobState>& job, std::uint64_t first, std::uint32_t count,
+                      std::string payload) = 0;
+  virtual int size() const = 0;
+  virtual void resize(int workers) = 0;
+  virtual void close() = 0;      ///< no more submissions
+  virtual void join() = 0;       ///< after close(): wait for queued work, then stop the workers
+  virtual void terminate() = 0;  ///< stop the workers now; unfinished work fails with PoolClosed
+  virtual bool closed() const = 0;
+};
+
+/// Starts `settings.workers` workers and waits until each has said hello (collective with the
+/// spawned processes). Throws MpiError or ConfigError naming the fix.
+std::shared_ptr<PoolCore> start_pool(const PoolSettings& settings);
+
+/// Progress on stderr for a long map/imap: "done/total, rate, ETA", redrawn at most twice a second.
+class Progress {
+ public:
+  Progress(std::string label, std::optional<std::uint64_t> total, std::optional<bool> enabled);
+  ~Progress();
+  void advance(std::uint64_t items);
+  void finish();
+
+ private:
+  void draw(bool final);
+  std::string label_;
+  std::optional<std::uint64_t> total_;
+  bool on_;
+  bool finished_ = false;
+  std::uint64_t done_ = 0;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+};
+
+}  // namespace fibra::detail

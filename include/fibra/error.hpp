@@ -1,0 +1,95 @@
+// fibra/error.hpp: the exceptions a fibra user may catch.
+//
+// Every error derives from fibra::Error (a std::runtime_error). Messages say what happened, where
+// (function, item, worker, host, pid) and what to do about it.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace fibra {
+
+/// @brief Base of every exception fibra throws.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// @brief Where a remote failure happened.
+struct RemoteSite {
+  std::string function;      ///< registered name of the function
+  std::uint64_t item = 0;    ///< index of the input item (in the call's input order)
+  int worker = -1;           ///< fibra worker id
+  std::string host;          ///< host name of the worker
+  long pid = 0;              ///< pid of the executor process that ran the item
+};
+
+/// @brief A task failed on a worker: it threw, or its executor process died.
+///
+/// `type_name()` is the demangled type of the remote exception ("std::invalid_argument"), or
+/// "signal" / "exit" when the executor process died; `remote_message()` is its what() text.
+class RemoteError : public Error {
+ public:
+  RemoteError(const std::string& what, std::string type_name, std::string remote_message, RemoteSite site)
+      : Error(what), type_name_(std::move(type_name)), remote_message_(std::move(remote_message)),
+        site_(std::move(site)) {}
+  const std::string& type_name() const noexcept { return type_name_; }
+  const std::string& remote_message() const noexcept { return remote_message_; }
+  const RemoteSite& site() const noexcept { return site_; }
+
+ private:
+  std::string type_name_;
+  std::string remote_message_;
+  RemoteSite site_;
+};
+
+/// @brief The executor process running a task died (signal, exit, killed for memory).
+class ExecutorCrashed : public RemoteError {
+ public:
+  using RemoteError::RemoteError;
+};
+
+/// @brief A worker stopped answering and was declared lost.
+class WorkerLost : public Error {
+ public:
+  using Error::Error;
+};
+
+/// @brief A task ran past its time limit.
+class TaskTimeout : public Error {
+ public:
+  using Error::Error;
+};
+
+/// @brief The pool was closed or terminated, or can no longer run work.
+class PoolClosed : public Error {
+ public:
+  using Error::Error;
+};
+
+/// @brief A checkpoint cannot be used (wrong run, damaged, not a fibra file).
+class CheckpointError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// @brief A setting, argument or environment is wrong (unregistered function, bad option, ...).
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// @brief An MPI call failed; the message carries MPI's own text.
+class MpiError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// @brief An HDF5 call failed; the message carries HDF5's error stack.
+class Hdf5Error : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace fibra

@@ -1,0 +1,94 @@
+// fibra/future.hpp: fibra::Future<T>, the result of a call that runs elsewhere.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "fibra/detail/core.hpp"
+#include "fibra/error.hpp"
+
+namespace fibra {
+
+/// @brief The eventual result of `Pool::apply_async`. Copies share one result.
+///
+/// @code
+///   fibra::Future<double> f = pool.apply_async(rollout, params);
+///   if (f.wait_for(std::chrono::seconds(1))) use(f.get());
+/// @endcode
+template <class T>
+class Future {
+ public:
+  Future() = default;
+  explicit Future(std::shared_ptr<detail::JobState> job) : s_(std::make_shared<Shared>()) { s_->job = std::move(job); }
+
+  /// @brief Waits for the result and returns it.
+  /// @throws RemoteError if the task threw (its type and message are kept), ExecutorCrashed if its
+  ///         process died, PoolClosed if the pool was terminated first.
+  T get() const {
+    settle();
+    if (s_->error) std::rethrow_exception(s_->error);
+    return *s_->value;
+  }
+  /// @brief Waits until the result (or its error) is there.
+  void wait() const {
+    if (!settled()) s_->job->wait_ready(std::nullopt);
+  }
+  /// @brief Waits at most `d`; returns whether the result is there.
+  template <class Rep, class Period>
+  bool wait_for(std::chrono::duration<Rep, Period> d) const {
+    return settled() || s_->job->wait_ready(std::chrono::duration_cast<std::chrono::nanoseconds>(d));
+  }
+  /// @brief Whether the result (or its error) is there, without waiting.
+  bool ready() const {
+    check();
+    std::lock_guard lk(s_->mu);
+    return s_->done || s_->job->ready();
+  }
+  /// @brief Whether this future refers to a call (a default-constructed one does not).
+  bool valid() const noexcept { return s_ != nullptr; }
+
+ private:
+  struct Shared {
+    std::shared_ptr<detail::JobState> job;
+    std::mutex mu;
+    bool done = false;
+    std::optional<T> value;
+    std::exception_ptr error;
+  };
+
+  bool settled() const {
+    check();
+    std::lock_guard lk(s_->mu);
+    return s_->done;
+  }
+
+  void check() const {
+    if (!s_) throw Error("fibra: this Future is empty (default-constructed); get it from apply_async");
+  }
+
+  void settle() const {
+    check();
+    std::lock_guard lk(s_->mu);
+    if (s_->done) return;
+    detail::ChunkOutcome o;
+    s_->job->wait_next(o);
+    if (o.error) {
+      s_->error = o.error;
+    } else {
+      try {
+        T v{};
+        detail::decode_items(o.payload, &v, 1);
+        s_->value = std::move(v);
+      } catch (...) {
+        s_->error = std::current_exception();
+      }
+    }
+    s_->done = true;
+  }
+
+  std::shared_ptr<Shared> s_;
+};
+
+}  // namespace fibra

@@ -1,0 +1,348 @@
+// fibra/pool.hpp: fibra::Pool, Python's multiprocessing.Pool over MPI-spawned workers.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ranges>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "fibra/detail/codec.hpp"
+#include "fibra/detail/core.hpp"
+#include "fibra/detail/registry.hpp"
+#include "fibra/error.hpp"
+#include "fibra/future.hpp"
+
+namespace fibra {
+
+/// @brief Settings of a pool, fixed when it starts.
+struct PoolOptions {
+  double heartbeat_s = 1.0;       ///< each side says it is alive after this much silence
+  double driver_silence_s = 10;   ///< workers exit when the driver is silent this long (orphan guard)
+  double start_timeout_s = 60;    ///< Pool() fails if its workers have not all started by then
+};
+
+/// @brief Settings of one map/imap/starmap call.
+struct MapOptions {
+  std::size_t chunksize = 0;            ///< items per chunk; 0: automatic (see docs/pool.md)
+  std::optional<bool> progress;         ///< progress on stderr; default: on when stderr is a terminal
+  std::size_t max_inflight_chunks = 0;  ///< chunks queued or running at once; 0: 4 per worker (min 8)
+};
+
+namespace detail {
+
+/// Encodes map/imap items as a function's only parameter `A` (converting when the input differs).
+template <class A>
+struct SingleArg {
+  template <class X>
+  static constexpr bool bulk = std::is_same_v<std::remove_cvref_t<X>, A> && is_raw_v<A>;
+  template <class X>
+  static void one(Writer& w, const X& x) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<X>, A>) encode(w, x);
+    else encode(w, A(x));
+  }
+};
+
+/// Encodes starmap items (tuple-like: tuple, pair, array) as the tuple of a function's parameters.
+template <class Tuple>
+struct TupleArgs {
+  template <class X>
+  static constexpr bool bulk = false;
+  template <class X>
+  static void one(Writer& w, const X& x) {
+    encode(w, std::apply([](const auto&... a) { return Tuple(a...); }, x));
+  }
+};
+
+/// Feeds a range to a pool chunk by chunk, keeping at most `window` chunks unreleased, and hands
+/// back their outcomes. Lives in the user's thread; not movable (it holds iterators into `view_`).
+template <class View, class Enc>
+class ChunkStream {
+ public:
+  ChunkStream(std::shared_ptr<PoolCore> core, const FunctionEntry& fn, CallMode mode, View view,
+              const MapOptions& o, const char* call)
+      : core_(std::move(core)), job_(std::make_shared<JobState>(fn, mode)), view_(std::move(view)),
+        it_(std::ranges::begin(view_)), progress_(std::string(call) + " " + fn.name, known_size(), o.progress) {
+    if (core_->closed()) throw PoolClosed(std::string("fibra: ") + call + "() on a pool that was closed");
+    const std::size_t workers = static_cast<std::size_t>(std::max(1, core_->size()));
+    chunksize_ = o.chunksize;
+    if (chunksize_ == 0) {
+      auto n = known_size();
+      chunksize_ = n ? std::clamp<std::size_t>((*n + 4 * workers - 1) / (4 * workers), 1, 65536) : 1;
+    }
+    window_ = o.max_inflight_chunks ? o.max_inflight_chunks : std::max<std::size_t>(8, 4 * workers);
+  }
+  ChunkStream(const ChunkStream&) = delete;
+  ChunkStream& operator=(const ChunkStream&) = delete;
+  ~ChunkStream() { job_->cancel(); }
+
+  std::optional<std::uint64_t> known_size() const {
+    if constexpr (std::ranges::sized_range<View>) return std::ranges::size(view_);
+    return std::nullopt;
+  }
+
+  /// Takes the next finished chunk (any order); false when every chunk has come back.
+  /// Rethrows the chunk's error (RemoteError, ExecutorCrashed, PoolClosed).
+  bool next(ChunkOutcome& out) {
+    fill();
+    if (outstanding_ == 0) return false;
+    job_->wait_next(out);
+    --outstanding_;
+    if (out.error) std::rethrow_exception(out.error);
+    progress_.advance(out.count);
+    if (outstanding_ == 0 && exhausted()) progress_.finish();
+    return true;
+  }
+  /// A chunk's results were consumed: its slot in the window is free again.
+  void release() { --unreleased_; }
+
+ private:
+  bool exhausted() { return it_ == std::ranges::end(view_); }
+
+  void fill() {
+    while (unreleased_ < window_ && !exhausted()) submit_chunk();
+  }
+
+  void submit_chunk() {
+    std::string payload;
+    std::uint32_t n = 0;
+    const auto end = std::ranges::end(view_);
+    if constexpr (std::ranges::contiguous_range<View> && Enc::template bulk<std::ranges::range_value_t<View>>) {
+      n = static_cast<std::uint32_t>(std::min<std::size_t>(chunksize_, static_cast<std::size_t>(end - it_)));
+      encode_items(payload, it_, n);
+      it_ += n;
+    } else {
+      Writer w(payload);
+      for (; n < chunksize_ && it_ != end; ++n, ++it_) Enc::one(w, *it_);
+    }
+    core_->submit(job_, next_index_, n, std::move(payload));
+    next_index_ += n;
+    ++outstanding_;
+    ++unreleased_;
+  }
+
+  std::shared_ptr<PoolCore> core_;
+  std::shared_ptr<JobState> job_;
+  View view_;
+  std::ranges::iterator_t<View> it_;
+  Progress progress_;
+  std::size_t chunksize_ = 1;
+  std::size_t window_ = 8;
+  std::size_t outstanding_ = 0;  // submitted, outcome not yet taken
+  std::size_t unreleased_ = 0;   // submitted, results not yet consumed
+  std::uint64_t next_index_ = 0;
+};
+
+/// The results of imap (ordered: yields R) or imap_unordered (yields {index, R}), as an input range
+/// that computes while it is read. Memory stays bounded by the window of chunks in flight.
+template <class R, class View, class Enc, bool Ordered>
+class ImapResults {
+  using Stream = ChunkStream<View, Enc>;
+
+ public:
+  using value_type = std::conditional_t<Ordered, R, std::pair<std::size_t, R>>;
+
+  ImapResults(std::unique_ptr<Stream> s) : s_(std::move(s)) {}
+
+  class iterator {
+   public:
+    using value_type = ImapResults::value_type;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    explicit iterator(ImapResults* r) : r_(r) { r_->advance(); }
+    value_type& operator*() const { return r_->current_; }
+    value_type* operator->() const { return &r_->current_; }
+    iterator& operator++() {
+      r_->advance();
+      return *this;
+    }
+    void operator++(int) { ++*this; }
+    bool operator==(std::default_sentinel_t) const { return r_ == nullptr || r_->at_end_; }
+
+   private:
+    ImapResults* r_ = nullptr;
+  };
+
+  /// Starts (or resumes) reading; an ImapResults is read once.
+  iterator begin() { return iterator(this); }
+  std::default_sentinel_t end() { return {}; }
+
+ private:
+  void advance() {
+    if (at_end_) return;
+    while (pos_ >= buf_.size()) {
+      if (!load_chunk()) {
+        at_end_ = true;
+        return;
+      }
+    }
+    if constexpr (Ordered) current_ = std::move(buf_[pos_]);
+    else current_ = value_type(static_cast<std::size_t>(first_ + pos_), std::move(buf_[pos_]));
+    ++pos_;
+  }
+
+  // Decodes the next chunk to yield into buf_; false when all are done.
+  bool load_chunk() {
+    if (have_chunk_) s_->release();
+    have_chunk_ = false;
+    ChunkOutcome o;
+    if constexpr (Ordered) {
+      while (!waiting_.count(next_first_)) {
+        if (!s_->next(o)) return false;
+        std::uint64_t f = o.first;
+        waiting_.emplace(f, std::move(o));
+      }
+      auto node = waiting_.extract(next_first_);
+      o = std::move(node.mapped());
+      next_first_ += o.count;
+    } else {
+      if (!s_->next(o)) return false;
+    }
+    buf_.assign(o.count, R{});
+    decode_items(o.payload, buf_.data(), o.count);
+    first_ = o.first;
+    pos_ = 0;
+    have_chunk_ = true;
+    return true;
+  }
+
+  std::unique_ptr<Stream> s_;
+  std::vector<R> buf_;
+  std::size_t pos_ = 0;
+  std::uint64_t first_ = 0;
+  std::uint64_t next_first_ = 0;
+  bool have_chunk_ = false;
+  bool at_end_ = false;
+  std::map<std::uint64_t, ChunkOutcome> waiting_;
+  value_type current_{};
+};
+
+}  // namespace detail
+
+/// @brief A pool of worker processes, spawned with MPI_Comm_spawn, with the API of Python's
+/// `multiprocessing.Pool`.
+///
+/// @code
+///   fibra::Pool pool(8);
+///   std::vector<double> r = pool.map(rollout, params);          // ordered results
+///   for (auto&& [i, v] : pool.imap_unordered(rollout, params)) { ... }
+///   fibra::Future<double> f = pool.apply_async(rollout, p);
+/// @endcode
+/// Functions must be registered with FIBRA_REMOTE. A task that throws makes the call throw
+/// fibra::RemoteError; the pool keeps working. The destructor terminates the workers.
+class Pool {
+ public:
+  /// @brief Starts `workers` workers (0: one per core of this machine) and waits until all are ready.
+  /// @throws MpiError if MPI cannot spawn them (too few slots: the message says what to set),
+  ///         ConfigError if fibra::Runtime was not created first.
+  explicit Pool(int workers = 0, PoolOptions options = {});
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+  Pool(Pool&&) noexcept = default;
+  Pool& operator=(Pool&&) noexcept = default;
+
+  /// @brief Number of workers the pool runs.
+  int size() const { return core().size(); }
+
+  /// @brief Applies `fn` to every item of `inputs`; returns the results in input order.
+  /// @throws RemoteError for the first item whose task threw (the pool keeps working).
+  template <class R, class A, std::ranges::input_range Range>
+  std::vector<std::remove_cvref_t<R>> map(R (*fn)(A), Range&& inputs, const MapOptions& o = {}) {
+    using Enc = detail::SingleArg<std::remove_cvref_t<A>>;
+    return collect<std::remove_cvref_t<R>, Enc>(fn, detail::CallMode::single, std::forward<Range>(inputs), o, "map");
+  }
+
+  /// @brief Like map for a function of several parameters: each item is a tuple (or pair) of them.
+  template <class R, class... P, std::ranges::input_range Range>
+  std::vector<std::remove_cvref_t<R>> starmap(R (*fn)(P...), Range&& inputs, const MapOptions& o = {}) {
+    using Enc = detail::TupleArgs<std::tuple<std::remove_cvref_t<P>...>>;
+    return collect<std::remove_cvref_t<R>, Enc>(fn, detail::CallMode::tuple, std::forward<Range>(inputs), o,
+                                                 "starmap");
+  }
+
+  /// @brief Lazily applies `fn` over `inputs`, yielding results in input order as they are ready.
+  /// Keeps at most MapOptions::max_inflight_chunks chunks in memory, so the input may be huge.
+  /// The input range must outlive the iteration if passed as an lvalue.
+  template <class R, class A, std::ranges::input_range Range>
+  auto imap(R (*fn)(A), Range&& inputs, const MapOptions& o = {}) {
+    return stream<std::remove_cvref_t<R>, detail::SingleArg<std::remove_cvref_t<A>>, true>(
+        fn, std::forward<Range>(inputs), o, "imap");
+  }
+
+  /// @brief Like imap, but yields `{index, result}` pairs in the order they finish.
+  template <class R, class A, std::ranges::input_range Range>
+  auto imap_unordered(R (*fn)(A), Range&& inputs, const MapOptions& o = {}) {
+    return stream<std::remove_cvref_t<R>, detail::SingleArg<std::remove_cvref_t<A>>, false>(
+        fn, std::forward<Range>(inputs), o, "imap_unordered");
+  }
+
+  /// @brief Runs `fn(args...)` on a worker; the future holds its result.
+  template <class R, class... P, class... Args>
+  Future<std::remove_cvref_t<R>> apply_async(R (*fn)(P...), Args&&... args) {
+    static_assert(sizeof...(P) == sizeof...(Args), "fibra: apply_async got a different number of arguments than the function takes");
+    const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), "apply_async");
+    std::string payload;
+    detail::Writer w(payload);
+    detail::CallMode mode = detail::CallMode::tuple;
+    if constexpr (sizeof...(P) == 1) {
+      mode = detail::CallMode::single;
+      (detail::SingleArg<std::remove_cvref_t<P>>::one(w, args), ...);
+    } else {
+      detail::encode(w, std::tuple<std::remove_cvref_t<P>...>(std::forward<Args>(args)...));
+    }
+    auto job = std::make_shared<detail::JobState>(entry, mode);
+    core().submit(job, 0, 1, std::move(payload));
+    return Future<std::remove_cvref_t<R>>(std::move(job));
+  }
+
+  /// @brief Grows or shrinks the pool to `workers` while it runs.
+  void resize(int workers) { core().resize(workers); }
+  /// @brief No more work may be submitted; queued work still runs.
+  void close() { core().close(); }
+  /// @brief After close(): waits for queued work to finish, then stops the workers.
+  void join() { core().join(); }
+  /// @brief Stops the workers now; unfinished futures fail with PoolClosed.
+  void terminate() { core().terminate(); }
+
+ private:
+  detail::PoolCore& core() const {
+    if (!core_) throw PoolClosed("fibra: this Pool was moved from");
+    return *core_;
+  }
+
+  template <class R, class Enc, class Fn, class Range>
+  std::vector<R> collect(Fn fn, detail::CallMode mode, Range&& inputs, const MapOptions& o, const char* call) {
+    const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), call);
+    using View = std::views::all_t<Range>;
+    detail::ChunkStream<View, Enc> s(core_, entry, mode, std::views::all(std::forward<Range>(inputs)), o, call);
+    std::vector<R> out;
+    if (auto n = s.known_size()) out.resize(*n);
+    detail::ChunkOutcome c;
+    while (s.next(c)) {
+      if (out.size() < c.first + c.count) out.resize(c.first + c.count);
+      detail::decode_items(c.payload, out.data() + c.first, c.count);
+      s.release();
+    }
+    return out;
+  }
+
+  template <class R, class Enc, bool Ordered, class Fn, class Range>
+  auto stream(Fn fn, Range&& inputs, const MapOptions& o, const char* call) {
+    const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), call);
+    using View = std::views::all_t<Range>;
+    auto s = std::make_unique<detail::ChunkStream<View, Enc>>(core_, entry, detail::CallMode::single,
+                                                              std::views::all(std::forward<Range>(inputs)), o, call);
+    return detail::ImapResults<R, View, Enc, Ordered>(std::move(s));
+  }
+
+  std::shared_ptr<detail::PoolCore> core_;
+};
+
+}  // namespace fibra

@@ -1,0 +1,21 @@
+// fibra/remote.hpp: FIBRA_REMOTE, which makes a function callable on workers.
+#pragma once
+
+#include "fibra/detail/registry.hpp"
+
+#define FIBRA_DETAIL_CAT2(a, b) a##b
+#define FIBRA_DETAIL_CAT(a, b) FIBRA_DETAIL_CAT2(a, b)
+
+/// @brief Registers a free function by name in every process of the run.
+///
+/// Put it at namespace scope next to the function's definition:
+/// @code
+///   double rollout(const Params& p) { ... }
+///   FIBRA_REMOTE(rollout);
+/// @endcode
+/// Arguments and the result must be serializable (see docs/serialization.md); the function must
+/// return a value. Registering the same function twice is harmless; two functions under one name
+/// are reported when fibra::Runtime starts.
+#define FIBRA_REMOTE(fn)                                                               \
+  [[maybe_unused]] static const bool FIBRA_DETAIL_CAT(fibra_remote_registered_, __LINE__) = \
+      ::fibra::detail::Remote<&fn>::add(#fn)

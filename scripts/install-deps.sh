@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs fibra's build, test and runtime dependencies from Debian 12 packages.
+# Idempotent: packages already present are skipped, so a second run takes about a second.
+# Usage: scripts/install-deps.sh            (needs root or passwordless sudo)
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake pkg-config
+  # MPI and serialization
+  openmpi-bin libopenmpi-dev libboost-mpi-dev libboost-serialization-dev
+  # checkpoints
+  libhdf5-dev hdf5-tools python3-h5py python3-numpy
+  # command line, config, formatting, logging
+  libcli11-dev libtomlplusplus-dev libfmt-dev libspdlog-dev
+  # tests and benchmarks
+  googletest libgtest-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

@@ -1,0 +1,289 @@
+// The worker agent: an MPI process spawned by the driver. It relays task batches to its executor
+// (a plain child process that runs user code), relays results back, and turns the executor's death
+// into an ordinary message. It never runs user code, so user crashes never touch MPI state.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include "fibra/error.hpp"
+#include "mpi.hpp"
+#include "roles.hpp"
+#include "wire.hpp"
+
+extern char** environ;
+
+namespace fibra::detail {
+namespace {
+
+constexpr auto min_nap = std::chrono::microseconds(20);
+constexpr auto max_nap = std::chrono::microseconds(2000);
+
+struct Sent {
+  std::uint64_t chunk;
+  std::uint32_t attempt;
+};
+
+class Agent {
+ public:
+  Agent(MPI_Comm parent, const AgentConfig& cfg) : parent_(parent), cfg_(cfg) {
+    mailbox_fd_ = ::memfd_create("fibra-mailbox", MFD_CLOEXEC);
+    if (mailbox_fd_ < 0 || ::ftruncate(mailbox_fd_, sizeof(Mailbox)) != 0)
+      throw Error(std::string("fibra agent: cannot create its executor mailbox: ") + std::strerror(errno));
+    void* m = ::mmap(nullptr, sizeof(Mailbox), PROT_READ | PROT_WRITE, MAP_SHARED, mailbox_fd_, 0);
+    if (m == MAP_FAILED) throw Error(std::string("fibra agent: mmap failed: ") + std::strerror(errno));
+    box_ = new (m) Mailbox();
+  }
+
+  int run() {
+    say_hello();
+    start_executor();
+    auto nap = min_nap;
+    last_heard_ = mpi::now_s();
+    while (!leaving_) {
+      bool busy = receive_from_driver();
+      busy |= write_to_executor();
+      busy |= read_from_executor();
+      sends_.progress();
+      const double now = mpi::now_s();
+      if (now - last_sent_ > cfg_.heartbeat_s) send(wire::tag_heartbeat, {});
+      if (now - last_heard_ > cfg_.driver_silence_s) {
+        stop_executor();
+        std::fprintf(stderr, "fibra agent pid %ld: the driver has been silent for %.0f s; exiting\n",
+                     static_cast<long>(::getpid()), cfg_.driver_silence_s);
+        return 3;
+      }
+      nap = busy ? min_nap : std::min(max_nap, nap * 2);
+      if (!busy) wait_a_little(nap);
+    }
+    stop_executor();
+    send(wire::tag_bye, {});
+    sends_.drain(5.0);
+    return 0;
+  }
+
+ private:
+  void send(int tag, std::string data) {
+    sends_.send(parent_, 0, tag, std::move(data));
+    last_sent_ = mpi::now_s();
+  }
+
+  void say_hello() {
+    wire::Hello h;
+    h.fingerprint = registry_fingerprint();
+    h.functions = registry_size();
+    h.pid = ::getpid();
+    h.host = host_name();
+    send(wire::tag_hello, wire::encode(h));
+  }
+
+  bool receive_from_driver() {
+    bool got = false;
+    mpi::Message m;
+    while (!leaving_ && mpi::try_recv(parent_, m)) {
+      got = true;
+      last_heard_ = mpi::now_s();
+      if (m.tag == wire::tag_tasks) {
+        for (const auto& t : wire::parse_tasks(m.data)) sent_.push_back({t.header.chunk, t.header.attempt});
+        std::uint64_t n = m.data.size();
+        to_exec_.append(reinterpret_cast<const char*>(&n), sizeof n);
+        to_exec_ += m.data;
+      } else if (m.tag == wire::tag_shutdown) {
+        leaving_ = true;
+      }
+    }
+    return got;
+  }
+
+  bool write_to_executor() {
+    if (to_exec_.size() == to_exec_done_) return false;
+    ssize_t k = ::send(sock_, to_exec_.data() + to_exec_done_, to_exec_.size() - to_exec_done_, MSG_NOSIGNAL);
+    if (k <= 0) return false;  // full, or the executor died: the read side will tell
+    to_exec_done_ += static_cast<std::size_t>(k);
+    if (to_exec_done_ == to_exec_.size()) {
+      to_exec_.clear();
+      to_exec_done_ = 0;
+    }
+    return true;
+  }
+
+  bool read_from_executor() {
+    char buf[1 << 16];
+    bool got = false;
+    for (;;) {
+      ssize_t k = ::read(sock_, buf, sizeof buf);
+      if (k > 0) {
+        from_exec_.append(buf, static_cast<std::size_t>(k));
+        got = true;
+        continue;
+      }
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (k < 0 && errno == EINTR) continue;
+      forward_results();
+      executor_died();  // EOF or error: the executor is gone
+      return true;
+    }
+    if (got) forward_results();
+    return got;
+  }
+
+  // Sends every complete result frame in from_exec_ to the driver.
+  void forward_results() {
+    std::size_t at = 0;
+    while (from_exec_.size() - at >= sizeof(std::uint64_t)) {
+      std::uint64_t n;
+      std::memcpy(&n, from_exec_.data() + at, sizeof n);
+      if (from_exec_.size() - at - sizeof n < n) break;
+      std::string frame = from_exec_.substr(at + sizeof n, n);
+      at += sizeof n + n;
+      for (const auto& r : wire::parse_results(frame).results) forget(r.header.chunk);
+      send(wire::tag_results, std::move(frame));
+    }
+    from_exec_.erase(0, at);
+  }
+
+  void forget(std::uint64_t chunk) {
+    for (auto it = sent_.begin(); it != sent_.end(); ++it)
+      if (it->chunk == chunk) {
+        sent_.erase(it);
+        return;
+      }
+  }
+
+  // Reports the chunks the dead executor held: the one it died in as crashed (with the item it was
+  // on), the others as not run; then starts a fresh executor.
+  void executor_died() {
+    int status = reap(0.5);
+    const std::uint64_t died_in = box_->chunk.load(std::memory_order_acquire);
+    const std::uint32_t item = box_->item.load(std::memory_order_relaxed);
+    std::string out = wire::begin_results(exec_pid_);
+    bool blamed = false;
+    for (const auto& s : sent_) {
+      bool guilty = !blamed && (died_in == 0 || died_in == s.chunk);
+      wire::ResultHeader h{s.chunk, s.attempt, guilty ? wire::Status::crashed : wire::Status::not_run};
+      ItemFailure f;
+      f.offset = died_in == s.chunk ? item : 0;
+      f.type = WIFSIGNALED(status) ? "signal" : "exit";
+      f.message = describe_exit(status);
+      wire::append_result(out, h, guilty ? wire::encode_failure(f) : std::string());
+      blamed |= guilty;
+    }
+    sent_.clear();
+    to_exec_.clear();
+    to_exec_done_ = 0;
+    from_exec_.clear();
+    if (!blamed && died_in == 0) {
+      std::fprintf(stderr, "fibra agent pid %ld: its executor (pid %ld) %s while idle\n", static_cast<long>(::getpid()),
+                   static_cast<long>(exec_pid_), describe_exit(status).c_str());
+    }
+    if (out.size() > sizeof(std::uint32_t) + sizeof(std::int64_t)) send(wire::tag_results, std::move(out));
+    start_executor();
+  }
+
+  // Waits up to `grace` seconds for the executor to exit, then kills it; returns its wait status.
+  int reap(double grace) {
+    int status = 0;
+    const double end = mpi::now_s() + grace;
+    for (;;) {
+      pid_t r = ::waitpid(exec_pid_, &status, WNOHANG);
+      if (r == exec_pid_ || (r < 0 && errno != EINTR)) break;
+      if (mpi::now_s() > end) {
+        ::kill(exec_pid_, SIGKILL);
+        ::waitpid(exec_pid_, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ::close(sock_);
+    sock_ = -1;
+    return status;
+  }
+
+  void start_executor() {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+      throw Error(std::string("fibra agent: socketpair failed: ") + std::strerror(errno));
+    int big = 4 << 20;
+    for (int fd : sv) {
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    }
+    box_->chunk = 0;
+    box_->attempt = 0;
+    box_->item = 0;
+    box_->started_ns = 0;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+    posix_spawn_file_actions_adddup2(&fa, mailbox_fd_, 4);
+    const std::string exe = self_exe();
+    const std::string parent = std::to_string(::getpid());
+    char* argv[] = {const_cast<char*>(exe.c_str()), const_cast<char*>(executor_flag), const_cast<char*>("3"),
+                    const_cast<char*>("4"), const_cast<char*>(parent.c_str()), nullptr};
+    pid_t pid = 0;
+    int rc = ::posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(sv[1]);
+    if (rc != 0) throw Error("fibra agent: cannot start an executor (" + exe + "): " + std::strerror(rc));
+    exec_pid_ = pid;
+    sock_ = sv[0];
+    ::fcntl(sock_, F_SETFL, ::fcntl(sock_, F_GETFL) | O_NONBLOCK);
+  }
+
+  void stop_executor() {
+    if (sock_ < 0) return;
+    ::shutdown(sock_, SHUT_WR);  // EOF: the executor finishes its chunk's write and exits
+    reap(2.0);
+  }
+
+  void wait_a_little(std::chrono::microseconds nap) {
+    timespec ts{0, static_cast<long>(nap.count()) * 1000};
+    if (sent_.empty()) {
+      ::nanosleep(&ts, nullptr);
+      return;
+    }
+    pollfd p{sock_, static_cast<short>(POLLIN | (to_exec_.empty() ? 0 : POLLOUT)), 0};
+    ::ppoll(&p, 1, &ts, nullptr);
+  }
+
+  MPI_Comm parent_;
+  AgentConfig cfg_;
+  mpi::SendQueue sends_;
+  int mailbox_fd_ = -1;
+  Mailbox* box_ = nullptr;
+  pid_t exec_pid_ = -1;
+  int sock_ = -1;
+  std::deque<Sent> sent_;  // chunks given to the executor, in order, without a result yet
+  std::string to_exec_;
+  std::size_t to_exec_done_ = 0;
+  std::string from_exec_;
+  double last_heard_ = 0, last_sent_ = 0;
+  bool leaving_ = false;
+};
+
+}  // namespace
+
+int agent_main(MPI_Comm parent, const AgentConfig& cfg) {
+  ::signal(SIGPIPE, SIG_IGN);
+  try {
+    Agent a(parent, cfg);
+    return a.run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fibra agent pid %ld on %s: %s\n", static_cast<long>(::getpid()), host_name().c_str(),
+                 e.what());
+    return 2;
+  }
+}
+
+}  // namespace fibra::detail

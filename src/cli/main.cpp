@@ -1,0 +1,15 @@
+// The `fibra` command.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "fibra/version.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"fibra: run many tasks over MPI, from a workstation to a Slurm cluster"};
+  app.set_version_flag("--version", std::string("fibra ") + fibra::version);
+  app.require_subcommand(0);
+  CLI11_PARSE(app, argc, argv);
+  if (argc == 1) std::fputs(app.help().c_str(), stdout);
+  return 0;
+}

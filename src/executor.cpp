@@ -1,0 +1,116 @@
+// The executor: a plain process (no MPI) that runs user functions on the batches its agent sends.
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+
+#include "roles.hpp"
+#include "wire.hpp"
+
+namespace fibra::detail {
+namespace {
+
+constexpr std::size_t flush_bytes = 1 << 20;
+constexpr auto flush_every = std::chrono::milliseconds(2);
+
+bool read_all(int fd, void* p, std::size_t n) {
+  auto* c = static_cast<char*>(p);
+  while (n > 0) {
+    ssize_t k = ::read(fd, c, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    c += k;
+    n -= static_cast<std::size_t>(k);
+  }
+  return true;
+}
+
+void write_all(int fd, const void* p, std::size_t n) {
+  const auto* c = static_cast<const char*>(p);
+  while (n > 0) {
+    ssize_t k = ::write(fd, c, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) _exit(0);  // the agent is gone: nothing to report to
+    c += k;
+    n -= static_cast<std::size_t>(k);
+  }
+}
+
+void send_frame(int fd, const std::string& body) {
+  std::uint64_t n = body.size();
+  write_all(fd, &n, sizeof n);
+  write_all(fd, body.data(), body.size());
+}
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void run_batch(int sock, Mailbox& box, std::string_view batch) {
+  const auto pid = static_cast<std::int64_t>(::getpid());
+  std::string results = wire::begin_results(pid);
+  auto last_flush = std::chrono::steady_clock::now();
+  std::string out;
+  for (const auto& t : wire::parse_tasks(batch)) {
+    box.item.store(0, std::memory_order_relaxed);
+    box.attempt.store(t.header.attempt, std::memory_order_relaxed);
+    box.started_ns.store(now_ns(), std::memory_order_relaxed);
+    box.chunk.store(t.header.chunk, std::memory_order_release);
+    const FunctionEntry* fn = function_by_id(t.header.fn);
+    ChunkRunner run = !fn ? nullptr : t.header.mode == CallMode::single ? fn->run_single : fn->run_tuple;
+    wire::ResultHeader h{t.header.chunk, t.header.attempt, wire::Status::ok};
+    if (!run) {
+      h.status = wire::Status::unknown_fn;
+      wire::append_result(results, h, "a function this worker does not have (id " + std::to_string(t.header.fn) +
+                                          "): driver and workers must run the same binary");
+    } else {
+      out.clear();
+      ItemFailure fail;
+      if (run(t.payload, t.header.count, out, fail, box.item)) {
+        wire::append_result(results, h, out);
+      } else {
+        h.status = wire::Status::raised;
+        wire::append_result(results, h, wire::encode_failure(fail));
+      }
+    }
+    box.chunk.store(0, std::memory_order_release);
+    auto now = std::chrono::steady_clock::now();
+    if (results.size() >= flush_bytes || now - last_flush >= flush_every) {
+      send_frame(sock, results);
+      results = wire::begin_results(pid);
+      last_flush = now;
+    }
+  }
+  if (results.size() > sizeof(std::uint32_t) + sizeof(std::int64_t)) send_frame(sock, results);
+}
+
+}  // namespace
+
+[[noreturn]] void executor_main(int sock, int mailbox_fd, pid_t parent) {
+  // Die with the agent, and never outlive it even if it died before this line.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) _exit(0);
+  ::signal(SIGPIPE, SIG_IGN);
+  void* m = ::mmap(nullptr, sizeof(Mailbox), PROT_READ | PROT_WRITE, MAP_SHARED, mailbox_fd, 0);
+  if (m == MAP_FAILED) _exit(120);
+  auto& box = *static_cast<Mailbox*>(m);
+  std::string batch;
+  for (;;) {
+    std::uint64_t n = 0;
+    if (!read_all(sock, &n, sizeof n)) break;
+    batch.resize(n);
+    if (!read_all(sock, batch.data(), n)) break;
+    run_batch(sock, box, batch);
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(0);
+}
+
+}  // namespace fibra::detail

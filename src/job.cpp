@@ -1,0 +1,105 @@
+// JobState (outcomes handed from the communication thread to the user's thread) and Progress.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "fibra/detail/core.hpp"
+
+namespace fibra::detail {
+
+void JobState::deliver(ChunkOutcome o) {
+  {
+    std::lock_guard lk(mu_);
+    done_.push_back(std::move(o));
+    delivered_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+bool JobState::wait_ready(std::optional<std::chrono::nanoseconds> timeout) {
+  // A short spin first: a fast round trip should not pay for a sleep and a wake-up.
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  while (std::chrono::steady_clock::now() < spin_until) {
+    if (ready()) return true;
+    std::this_thread::yield();
+  }
+  std::unique_lock lk(mu_);
+  auto pred = [&] { return !done_.empty(); };
+  if (!timeout) {
+    cv_.wait(lk, pred);
+    return true;
+  }
+  return cv_.wait_for(lk, *timeout, pred);
+}
+
+bool JobState::wait_next(ChunkOutcome& out, std::optional<std::chrono::nanoseconds> timeout) {
+  if (!wait_ready(timeout)) return false;
+  std::lock_guard lk(mu_);
+  out = std::move(done_.front());
+  done_.pop_front();
+  ++taken_;
+  return true;
+}
+
+namespace {
+bool progress_default() {
+  if (const char* v = std::getenv("FIBRA_PROGRESS")) return std::strcmp(v, "0") != 0 && *v;
+  return ::isatty(STDERR_FILENO) == 1;
+}
+
+std::string fmt_duration(double s) {
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", int(s) / 60, int(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%dh%02dm", int(s) / 3600, int(s) / 60 % 60);
+  return buf;
+}
+}  // namespace
+
+Progress::Progress(std::string label, std::optional<std::uint64_t> total, std::optional<bool> enabled)
+    : label_(std::move(label)), total_(total), on_(enabled.value_or(progress_default())),
+      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+
+Progress::~Progress() {
+  if (on_ && !finished_ && done_ > 0) std::fputc('\n', stderr);
+}
+
+void Progress::advance(std::uint64_t items) {
+  done_ += items;
+  if (!on_) return;
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_draw_ >= std::chrono::milliseconds(500)) {
+    last_draw_ = now;
+    draw(false);
+  }
+}
+
+void Progress::finish() {
+  if (!on_ || finished_) return;
+  finished_ = true;
+  // Short calls finish silently: progress is for long work.
+  if (std::chrono::steady_clock::now() - start_ >= std::chrono::milliseconds(500)) draw(true);
+}
+
+void Progress::draw(bool final) {
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double rate = secs > 0 ? double(done_) / secs : 0;
+  char line[256];
+  if (total_ && *total_ > 0) {
+    const double left = rate > 0 ? double(*total_ - std::min(done_, *total_)) / rate : 0;
+    std::snprintf(line, sizeof line, "\r[fibra] %s: %llu/%llu (%.0f%%) %.0f items/s %s %s", label_.c_str(),
+                  (unsigned long long)done_, (unsigned long long)*total_, 100.0 * double(done_) / double(*total_),
+                  rate, final ? "in" : "ETA", fmt_duration(final ? secs : left).c_str());
+  } else {
+    std::snprintf(line, sizeof line, "\r[fibra] %s: %llu done %.0f items/s %s", label_.c_str(),
+                  (unsigned long long)done_, rate, fmt_duration(secs).c_str());
+  }
+  std::fputs(line, stderr);
+  if (final) std::fputc('\n', stderr);
+  std::fflush(stderr);
+}
+
+}  // namespace fibra::detail

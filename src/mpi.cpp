@@ -1,0 +1,83 @@
+#include "mpi.hpp"
+
+#include <chrono>
+#include <thread>
+
+#include "fibra/error.hpp"
+
+namespace fibra::mpi {
+
+std::string error_text(int code) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(buf, static_cast<std::size_t>(len));
+}
+
+void check(int rc, const char* call) {
+  if (rc != MPI_SUCCESS) throw MpiError(std::string("fibra: ") + call + " failed: " + error_text(rc));
+}
+
+std::recursive_mutex& lock() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+bool try_recv(MPI_Comm comm, Message& m) {
+  int flag = 0;
+  MPI_Status st;
+  check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, &st), "MPI_Iprobe");
+  if (!flag) return false;
+  int n = 0;
+  check(MPI_Get_count(&st, MPI_BYTE, &n), "MPI_Get_count");
+  m.source = st.MPI_SOURCE;
+  m.tag = st.MPI_TAG;
+  m.data.resize(static_cast<std::size_t>(n));
+  check(MPI_Recv(m.data.data(), n, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+  return true;
+}
+
+SendQueue::~SendQueue() { abandon(); }
+
+void SendQueue::send(MPI_Comm comm, int dest, int tag, std::string data) {
+  if (data.size() > static_cast<std::size_t>(INT32_MAX))
+    throw MpiError("fibra: a message of " + std::to_string(data.size()) +
+                   " bytes is over MPI's 2 GiB limit: use a smaller chunksize");
+  auto p = std::make_unique<Pending>();
+  p->data = std::move(data);
+  check(MPI_Isend(p->data.data(), static_cast<int>(p->data.size()), MPI_BYTE, dest, tag, comm, &p->request),
+        "MPI_Isend");
+  pending_.push_back(std::move(p));
+}
+
+std::size_t SendQueue::progress() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    int done = 0;
+    check(MPI_Test(&(*it)->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    it = done ? pending_.erase(it) : it + 1;
+  }
+  return pending_.size();
+}
+
+std::size_t SendQueue::drain(double seconds) {
+  const double end = now_s() + seconds;
+  while (progress() > 0 && now_s() < end) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  return pending_.size();
+}
+
+void SendQueue::abandon() noexcept {
+  // A send to a peer that is gone never completes; its buffer must then outlive MPI, so leak it.
+  for (auto& p : pending_) {
+    int done = 0;
+    if (MPI_Test(&p->request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) continue;
+    (void)p.release();
+  }
+  pending_.clear();
+}
+
+double now_s() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace fibra::mpi

@@ -1,0 +1,53 @@
+// src/roles.hpp: the three kinds of fibra process and what they share.
+//
+//   driver    the user's main; owns pools and their schedulers (pool.cpp)
+//   agent     a spawned MPI process; relays batches to its executor, never runs user code (agent.cpp)
+//   executor  a plain child of an agent, without MPI; runs user functions (executor.cpp)
+#pragma once
+
+#include <mpi.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "fibra/detail/registry.hpp"
+
+namespace fibra::detail {
+
+/// argv markers with which fibra starts copies of the user's binary.
+inline constexpr const char* agent_flag = "--fibra-agent";
+inline constexpr const char* executor_flag = "--fibra-executor";
+
+/// Shared memory between an agent and its executor: which chunk and item the executor is on, so
+/// that when it dies the agent can say which item it died on.
+struct Mailbox {
+  std::atomic<std::uint64_t> chunk{0};  // 0: between chunks
+  std::atomic<std::uint32_t> attempt{0};
+  Cursor item{0};
+  std::atomic<std::int64_t> started_ns{0};  // steady-clock time the chunk started
+};
+
+struct AgentConfig {
+  double heartbeat_s = 1.0;
+  double driver_silence_s = 10;
+};
+
+/// Runs the worker agent until the driver says stop or goes silent; returns the exit status.
+int agent_main(MPI_Comm parent, const AgentConfig& cfg);
+
+/// Runs the executor on a socket and a mailbox (file descriptors) until the socket closes.
+[[noreturn]] void executor_main(int sock, int mailbox_fd, pid_t parent);
+
+/// Terminates every pool still running (the Runtime's destructor calls it before MPI_Finalize).
+void stop_all_pools() noexcept;
+
+/// The path of this process's executable (to start copies of it).
+std::string self_exe();
+/// This host's name.
+std::string host_name();
+/// "killed by signal 11 (Segmentation fault)" / "exited with status 3", from a waitpid status.
+std::string describe_exit(int wait_status);
+
+}  // namespace fibra::detail

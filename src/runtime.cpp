@@ -1,0 +1,145 @@
+// fibra::Runtime: decides what this process is (driver, agent, executor) and sets MPI up for it.
+#include "fibra/runtime.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "fibra/detail/registry.hpp"
+#include "fibra/error.hpp"
+#include "mpi.hpp"
+#include "roles.hpp"
+
+namespace fibra {
+namespace {
+
+std::atomic<bool> g_active{false};
+
+// Open MPI settings fault handling needs (see docs/architecture.md). Set only where the user has
+// not set them; they reach the singleton's own runtime and every process it spawns.
+void default_env(const char* name, const char* value) { ::setenv(name, value, 0); }
+
+void apply_open_mpi_defaults() {
+  default_env("OMPI_MCA_orte_enable_recovery", "1");        // a dead worker does not end the job
+  default_env("OMPI_MCA_orte_abort_on_non_zero_status", "0");
+  default_env("OMPI_MCA_rmaps_base_oversubscribe", "1");    // ./app on a workstation can spawn
+  default_env("OMPI_MCA_mpi_yield_when_idle", "1");
+  if (::geteuid() == 0) {                                     // containers and CI often run as root
+    default_env("OMPI_ALLOW_RUN_AS_ROOT", "1");
+    default_env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+  }
+}
+
+
+// argv value after `--flag=`; nullptr if absent.
+const char* flag_value(int argc, char** argv, const char* flag) {
+  const std::size_t n = std::strlen(flag);
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], flag, n) == 0 && argv[i][n] == '=') return argv[i] + n + 1;
+  return nullptr;
+}
+
+[[noreturn]] void become_agent(int& argc, char**& argv) {
+  int provided = 0;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) std::_Exit(2);
+  MPI_Comm parent = MPI_COMM_NULL;
+  MPI_Comm_get_parent(&parent);
+  if (parent == MPI_COMM_NULL) {
+    std::fprintf(stderr, "fibra: %s is only for processes that fibra spawns itself\n", detail::agent_flag);
+    std::_Exit(2);
+  }
+  MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
+  detail::AgentConfig cfg;
+  if (const char* v = flag_value(argc, argv, "--fibra-heartbeat")) cfg.heartbeat_s = std::strtod(v, nullptr);
+  if (const char* v = flag_value(argc, argv, "--fibra-silence")) cfg.driver_silence_s = std::strtod(v, nullptr);
+  int rc = detail::agent_main(parent, cfg);
+  if (rc == 0) {
+    MPI_Comm_disconnect(&parent);
+    MPI_Finalize();
+  }
+  std::fflush(nullptr);
+  std::_Exit(rc);  // the agent never runs the user's main past this point
+}
+
+}  // namespace
+
+namespace detail {
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw ConfigError("fibra: cannot read /proc/self/exe to start workers of this program");
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+std::string describe_exit(int st) {
+  if (WIFSIGNALED(st)) {
+    int sig = WTERMSIG(st);
+    const char* name = ::strsignal(sig);
+    std::string s = "was killed by signal " + std::to_string(sig) + " (" + (name ? name : "?") + ")";
+    if (sig == SIGKILL) s += ", perhaps by the kernel for lack of memory";
+    return s;
+  }
+  if (WIFEXITED(st)) return "exited with status " + std::to_string(WEXITSTATUS(st)) + " while running it";
+  return "ended (wait status " + std::to_string(st) + ")";
+}
+
+}  // namespace detail
+
+Runtime::Runtime(int& argc, char**& argv) {
+  if (argc >= 5 && std::strcmp(argv[1], detail::executor_flag) == 0)
+    detail::executor_main(std::atoi(argv[2]), std::atoi(argv[3]), static_cast<pid_t>(std::atol(argv[4])));
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], detail::agent_flag) == 0) become_agent(argc, argv);
+
+  if (g_active.exchange(true)) throw ConfigError("fibra: a second fibra::Runtime was created; make one, first thing in main");
+  try {
+    detail::check_registry();
+    apply_open_mpi_defaults();
+    int provided = 0;
+    mpi::check(MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    if (provided < MPI_THREAD_SERIALIZED)
+      throw MpiError("fibra: this MPI library does not support MPI_THREAD_SERIALIZED, which fibra needs");
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size != 1) {
+      throw ConfigError("fibra: the driver was started as " + std::to_string(size) +
+                        " MPI processes; start one (`./app` or `mpirun -n 1 ./app`): fibra spawns its workers itself");
+    }
+    ::signal(SIGPIPE, SIG_IGN);  // a send to a dead peer must not kill the driver
+  } catch (...) {
+    int init = 0;
+    MPI_Initialized(&init);
+    if (init) MPI_Finalize();
+    g_active = false;
+    throw;
+  }
+}
+
+Runtime::~Runtime() {
+  detail::stop_all_pools();
+  MPI_Finalize();
+  g_active = false;
+}
+
+bool Runtime::active() noexcept { return g_active.load(); }
+
+const char* Runtime::host() noexcept {
+  static const std::string h = detail::host_name();
+  return h.c_str();
+}
+
+}  // namespace fibra

@@ -1,0 +1,85 @@
+#include "scheduler.hpp"
+
+#include <algorithm>
+
+namespace fibra::detail {
+
+std::uint64_t Scheduler::add(std::shared_ptr<JobState> job, std::uint64_t first, std::uint32_t count,
+                             std::string payload) {
+  auto c = std::make_unique<Chunk>();
+  c->id = next_id_++;
+  c->job = std::move(job);
+  c->first = first;
+  c->count = count;
+  c->payload = std::move(payload);
+  pending_.push_back(c->id);
+  chunks_.emplace(c->id, std::move(c));
+  return next_id_ - 1;
+}
+
+std::vector<Chunk*> Scheduler::take_batch(int worker, int workers) {
+  std::vector<Chunk*> batch;
+  std::uint64_t items = 0;
+  while (!pending_.empty()) {
+    auto it = chunks_.find(pending_.front());
+    Chunk* c = it->second.get();
+    if (c->job->cancelled()) {  // nobody waits for it any more
+      pending_.pop_front();
+      chunks_.erase(it);
+      continue;
+    }
+    if (!batch.empty()) {
+      // A fair share keeps other workers fed; only small chunks are put together.
+      std::size_t share = std::max<std::size_t>(1, (pending_.size() + batch.size()) / (2 * std::max(1, workers)));
+      if (batch.size() >= std::min(share, max_batch_chunks) || items + c->count > small_chunk_items) break;
+    }
+    pending_.pop_front();
+    c->attempt += 1;
+    c->worker = worker;
+    items += c->count;
+    batch.push_back(c);
+  }
+  return batch;
+}
+
+std::unique_ptr<Chunk> Scheduler::accept(std::uint64_t chunk, std::uint32_t attempt) {
+  auto it = chunks_.find(chunk);
+  if (it == chunks_.end() || it->second->attempt != attempt || it->second->worker < 0) return nullptr;
+  auto c = std::move(it->second);
+  chunks_.erase(it);
+  return c;
+}
+
+bool Scheduler::requeue(std::uint64_t chunk, std::uint32_t attempt) {
+  auto it = chunks_.find(chunk);
+  if (it == chunks_.end() || it->second->attempt != attempt || it->second->worker < 0) return false;
+  it->second->worker = -1;
+  it->second->attempt -= 1;  // it never started: this was not an attempt
+  pending_.push_front(chunk);
+  return true;
+}
+
+std::vector<std::unique_ptr<Chunk>> Scheduler::take_owned_by(int worker) {
+  std::vector<std::unique_ptr<Chunk>> out;
+  for (auto it = chunks_.begin(); it != chunks_.end();) {
+    if (it->second->worker == worker) {
+      out.push_back(std::move(it->second));
+      it = chunks_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a->id < b->id; });
+  return out;
+}
+
+std::vector<std::unique_ptr<Chunk>> Scheduler::take_all() {
+  std::vector<std::unique_ptr<Chunk>> out;
+  for (auto& [id, c] : chunks_) out.push_back(std::move(c));
+  chunks_.clear();
+  pending_.clear();
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a->id < b->id; });
+  return out;
+}
+
+}  // namespace fibra::detail
