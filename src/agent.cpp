@@ -27,9 +27,6 @@ extern char** environ;
 namespace fibra::detail {
 namespace {
 
-constexpr auto min_nap = std::chrono::microseconds(20);
-constexpr auto max_nap = std::chrono::microseconds(2000);
-
 struct Sent {
   std::uint64_t chunk;
   std::uint32_t attempt;
@@ -49,7 +46,7 @@ class Agent {
   int run() {
     say_hello();
     start_executor();
-    auto nap = min_nap;
+    mpi::Napper napper;
     last_heard_ = mpi::now_s();
     while (!leaving_) {
       bool busy = receive_from_driver();
@@ -64,8 +61,8 @@ class Agent {
                      static_cast<long>(::getpid()), cfg_.driver_silence_s);
         return 3;
       }
-      nap = busy ? min_nap : std::min(max_nap, nap * 2);
-      if (!busy) wait_a_little(nap);
+      if (busy) napper.busy();
+      else wait_a_little(napper.next());
     }
     stop_executor();
     send(wire::tag_bye, {});

@@ -47,7 +47,11 @@ void SendQueue::send(MPI_Comm comm, int dest, int tag, std::string data) {
   p->data = std::move(data);
   check(MPI_Isend(p->data.data(), static_cast<int>(p->data.size()), MPI_BYTE, dest, tag, comm, &p->request),
         "MPI_Isend");
-  pending_.push_back(std::move(p));
+  // Open MPI's TCP transport writes a queued message only while MPI makes progress: test once
+  // now, or a small message waits for the sender's next MPI call.
+  int done = 0;
+  check(MPI_Test(&p->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  if (!done) pending_.push_back(std::move(p));
 }
 
 std::size_t SendQueue::progress() {

@@ -3,6 +3,8 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -52,5 +54,36 @@ class SendQueue {
 };
 
 double now_s();
+
+}  // namespace fibra::mpi
+
+namespace fibra::mpi {
+
+/// How long a polling loop naps when nothing happened: short while work is flowing (a reply is
+/// due within microseconds), growing to `idle_cap` once the loop has been quiet for a while, so an
+/// idle process costs almost no CPU. MPI gives no blocking wait that sleeps, so fibra polls.
+class Napper {
+ public:
+  static constexpr std::chrono::microseconds min_nap{10};
+  static constexpr std::chrono::microseconds busy_cap{50};
+  static constexpr std::chrono::microseconds idle_cap{2000};
+  static constexpr double quiet_after_s = 0.05;
+
+  /// Something happened: nap short again.
+  void busy() {
+    nap_ = min_nap;
+    last_busy_ = now_s();
+  }
+  /// Nothing happened: the next nap to take.
+  std::chrono::microseconds next() {
+    const auto cap = now_s() - last_busy_ > quiet_after_s ? idle_cap : busy_cap;
+    nap_ = std::min(cap, nap_ * 2);
+    return nap_;
+  }
+
+ private:
+  std::chrono::microseconds nap_{min_nap};
+  double last_busy_ = 0;
+};
 
 }  // namespace fibra::mpi

@@ -21,8 +21,6 @@
 namespace fibra::detail {
 namespace {
 
-constexpr auto min_nap = std::chrono::microseconds(20);
-constexpr auto max_nap = std::chrono::microseconds(2000);
 constexpr std::size_t batches_per_worker = 2;  // one running, one waiting: no gap between batches
 
 struct Worker {
@@ -151,7 +149,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
 
   // ---- driver_run: the communication thread -------------------------------------------------
   void loop() {
-    auto nap = min_nap;
+    mpi::Napper napper;
     for (;;) {
       bool busy = false;
       try {
@@ -170,12 +168,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       }
       std::unique_lock lk(mu_);
       if (stopping_) break;
-      if (busy) {
-        nap = min_nap;
-      } else {
-        wake_.wait_for(lk, nap, [&] { return kicked_; });
-        nap = kicked_ ? min_nap : std::min(max_nap, nap * 2);
-      }
+      if (busy || kicked_) napper.busy();
+      else wake_.wait_for(lk, napper.next(), [&] { return kicked_; });
       kicked_ = false;
     }
     say_goodbye();

@@ -1,0 +1,86 @@
+// B2 of BENCHMARKS.md: throughput of tiny tasks and the round trip of one call.
+//
+//   b2_throughput [--workers N] [--map-tasks N] [--async-tasks N] [--roundtrips N] [--repeats R]
+//
+// Prints one line per figure, as CSV: benchmark,metric,value,unit (medians of R runs).
+#include <fibra/fibra.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+int noop(int x) { return x; }
+FIBRA_REMOTE(noop);
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+long arg(int argc, char** argv, const char* name, long fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return std::atol(argv[i + 1]);
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);
+  const int workers = static_cast<int>(arg(argc, argv, "--workers", 2));
+  const long map_tasks = arg(argc, argv, "--map-tasks", 10'000'000);
+  const long async_tasks = arg(argc, argv, "--async-tasks", 200'000);
+  const long roundtrips = arg(argc, argv, "--roundtrips", 2'000);
+  const int repeats = static_cast<int>(arg(argc, argv, "--repeats", 5));
+
+  std::printf("# fibra %s, %u hardware threads, %d workers, medians of %d runs\n", fibra::version,
+              std::thread::hardware_concurrency(), workers, repeats);
+  std::printf("benchmark,metric,value,unit\n");
+  fibra::Pool pool(workers);
+
+  std::vector<int> input(static_cast<std::size_t>(map_tasks));
+  std::iota(input.begin(), input.end(), 0);
+  std::vector<double> map_rate, async_rate, rtt;
+  for (int r = 0; r < repeats; ++r) {
+    auto t = Clock::now();
+    auto out = pool.map(noop, input);
+    map_rate.push_back(double(map_tasks) / seconds_since(t));
+    if (out != input) {
+      std::fprintf(stderr, "b2: map returned wrong results\n");
+      return 1;
+    }
+
+    t = Clock::now();
+    std::vector<fibra::Future<int>> fs;
+    fs.reserve(static_cast<std::size_t>(async_tasks));
+    for (long i = 0; i < async_tasks; ++i) fs.push_back(pool.apply_async(noop, static_cast<int>(i)));
+    long sum_ok = 0;
+    for (long i = 0; i < async_tasks; ++i) sum_ok += fs[static_cast<std::size_t>(i)].get() == i;
+    async_rate.push_back(double(async_tasks) / seconds_since(t));
+    if (sum_ok != async_tasks) {
+      std::fprintf(stderr, "b2: apply_async returned wrong results\n");
+      return 1;
+    }
+
+    t = Clock::now();
+    for (long i = 0; i < roundtrips; ++i)
+      if (pool.apply_async(noop, static_cast<int>(i)).get() != i) return 1;
+    rtt.push_back(seconds_since(t) / double(roundtrips) * 1e6);
+  }
+  std::printf("map_noop,tasks_per_s,%.0f,tasks/s\n", median(map_rate));
+  std::printf("apply_async_noop,tasks_per_s,%.0f,tasks/s\n", median(async_rate));
+  std::printf("roundtrip,latency,%.1f,us\n", median(rtt));
+  return 0;
+}
