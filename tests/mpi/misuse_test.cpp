@@ -1,0 +1,82 @@
+// Programs that misuse fibra or die; each mode prints what it checks and exits non-zero on failure.
+//   too_few_slots   Pool bigger than the slots with oversubscription off: a clear MpiError
+//   two_ranks       re-runs itself under `mpirun -n 2`: a clear ConfigError on each rank
+//   orphan <file> <how>  starts a pool, writes agent and executor pids, then dies by <how>:
+//                   sigkill (waits to be killed), throw (uncaught exception), return
+#include <fibra/fibra.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+
+long pids(int) { return long(::getppid()) * 1'000'000 + ::getpid(); }  // agent, executor
+FIBRA_REMOTE(pids);
+
+namespace {
+
+int too_few_slots() {
+  try {
+    fibra::Pool p(4);
+    std::puts("FAIL: a pool larger than the slots started");
+    return 1;
+  } catch (const fibra::MpiError& e) {
+    const std::string m = e.what();
+    std::printf("got: %s\n", m.c_str());
+    const bool ok = m.find("fibra: MPI_Comm_spawn could not start worker 2 of 4: ") == 0 &&
+                    m.find("set FIBRA_OVERSUBSCRIBE=1") != std::string::npos;
+    std::puts(ok ? "PASS" : "FAIL: wrong message");
+    return ok ? 0 : 1;
+  }
+}
+
+int orphan(const char* file, const char* how) {
+  fibra::Pool p(2);
+  {
+    std::ofstream out(std::string(file) + ".tmp");
+    auto r = p.map(pids, std::vector<int>(8, 0), {.chunksize = 1});
+    for (long v : r) out << v / 1'000'000 << "\n" << v % 1'000'000 << "\n";
+  }
+  std::rename((std::string(file) + ".tmp").c_str(), file);
+  if (std::strcmp(how, "throw") == 0) throw std::runtime_error("the driver fails on purpose");
+  if (std::strcmp(how, "sigkill") == 0) std::this_thread::sleep_for(std::chrono::seconds(100));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "two_ranks" && !std::getenv("OMPI_COMM_WORLD_SIZE")) {
+    // Re-launch this program as two MPI ranks; both must fail with the clear message.
+    std::string cmd = std::string(std::getenv("FIBRA_TEST_MPIEXEC")) + " -n 2 --oversubscribe " + argv[0] +
+                      " two_ranks 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    int rc = ::pclose(p);
+    std::printf("%s\n", out.c_str());
+    const char* want = "fibra: the driver was started as 2 MPI processes; start one (`./app` or `mpirun -n 1 ./app`)";
+    bool ok = rc != 0 && out.find(want) != std::string::npos;
+    std::puts(ok ? "PASS" : "FAIL: no clear error for two ranks");
+    return ok ? 0 : 1;
+  }
+  if (mode == "two_ranks") {
+    try {
+      fibra::Runtime rt(argc, argv);
+    } catch (const fibra::ConfigError& e) {
+      std::printf("%s\n", e.what());
+      return 3;
+    }
+    return 0;
+  }
+  fibra::Runtime rt(argc, argv);
+  if (mode == "too_few_slots") return too_few_slots();
+  if (mode == "orphan" && argc == 4) return orphan(argv[2], argv[3]);
+  std::fprintf(stderr, "usage: %s too_few_slots | two_ranks | orphan <file> sigkill|throw|return\n", argv[0]);
+  return 2;
+}

@@ -1,0 +1,292 @@
+// Every Pool call against real spawned workers. Runs as `./fibra_pool_tests` (singleton) and as
+// `mpirun -n 1 ./fibra_pool_tests`; the same binary is started again as agents and executors.
+#include <fibra/fibra.hpp>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/serialization/map.hpp>
+#include <boost/serialization/string.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <numeric>
+#include <ranges>
+#include <set>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+struct Params {
+  std::string name;
+  std::map<std::string, double> values;
+  template <class A>
+  void serialize(A& ar, unsigned) {
+    ar & name & values;
+  }
+};
+
+long square(int x) { return long(x) * x; }
+int add3(int a, int b, int c) { return a + b + c; }
+int maybe_throw(int x) {
+  if (x == 13) throw std::invalid_argument("thirteen is not allowed");
+  return x;
+}
+int crash_on(int x) {
+  if (x == 5) ::raise(SIGSEGV);
+  if (x == 6) std::abort();
+  if (x == 7) ::_exit(3);
+  return x;
+}
+int sleepy(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
+double weigh(const Params& p) {
+  double s = 0;
+  for (auto& [k, v] : p.values) s += v * double(k.size());
+  return s + double(p.name.size());
+}
+std::vector<double> scale(std::vector<double> v) {
+  for (double& x : v) x *= 2;
+  return v;
+}
+long executor_pid(int) { return ::getpid(); }
+int unregistered(int x) { return x; }
+
+FIBRA_REMOTE(square);
+FIBRA_REMOTE(add3);
+FIBRA_REMOTE(maybe_throw);
+FIBRA_REMOTE(crash_on);
+FIBRA_REMOTE(sleepy);
+FIBRA_REMOTE(weigh);
+FIBRA_REMOTE(scale);
+FIBRA_REMOTE(executor_pid);
+
+namespace {
+
+fibra::Pool* g_pool = nullptr;
+fibra::Pool& pool() { return *g_pool; }
+
+std::vector<int> range(int n) {
+  std::vector<int> v(static_cast<std::size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+TEST(Map, ReturnsEveryResultInOrder) {
+  auto r = pool().map(square, range(10'000));
+  ASSERT_EQ(r.size(), 10'000u);
+  for (int i = 0; i < 10'000; ++i) ASSERT_EQ(r[i], long(i) * i) << i;
+}
+
+TEST(Map, AMillionItemsExactly) {
+  auto in = range(1'000'000);
+  auto r = pool().map(square, in);
+  ASSERT_EQ(r.size(), in.size());
+  for (int i = 0; i < 1'000'000; ++i) ASSERT_EQ(r[i], long(i) * i) << i;
+}
+
+TEST(Map, ExplicitChunkSizes) {
+  for (std::size_t cs : {1u, 7u, 1000u, 5000u}) {
+    auto r = pool().map(square, range(3001), {.chunksize = cs});
+    ASSERT_EQ(r.size(), 3001u);
+    for (int i = 0; i < 3001; ++i) ASSERT_EQ(r[i], long(i) * i) << "chunksize " << cs << " item " << i;
+  }
+}
+
+TEST(Map, EmptyInput) { EXPECT_TRUE(pool().map(square, std::vector<int>{}).empty()); }
+
+TEST(Map, ConvertsInputsToTheParameterType) {
+  std::vector<short> in{1, 2, 3};
+  EXPECT_EQ(pool().map(square, in), (std::vector<long>{1, 4, 9}));
+}
+
+TEST(Map, BoostSerializableArguments) {
+  std::vector<Params> ps;
+  for (int i = 0; i < 50; ++i) ps.push_back({std::string(i % 5, 'x'), {{"ab", i * 1.0}, {"c", 2.0}}});
+  auto r = pool().map(weigh, ps);
+  for (int i = 0; i < 50; ++i) EXPECT_DOUBLE_EQ(r[i], i * 2.0 + 2.0 + i % 5);
+}
+
+TEST(Imap, StreamsAMillionLazyItemsInOrder) {
+  long n = 0;
+  for (long v : pool().imap(square, std::views::iota(0, 1'000'000))) {
+    ASSERT_EQ(v, n * n) << n;
+    ++n;
+  }
+  EXPECT_EQ(n, 1'000'000);
+}
+
+TEST(ImapUnordered, YieldsEveryIndexExactlyOnce) {
+  auto in = range(5000);
+  std::vector<int> seen(in.size(), 0);
+  for (auto&& [i, v] : pool().imap_unordered(square, in, {.chunksize = 13})) {
+    ASSERT_LT(i, in.size());
+    EXPECT_EQ(v, long(i) * long(i));
+    ++seen[i];
+  }
+  for (std::size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << i;
+}
+
+TEST(Starmap, TuplesAndPairsOfArguments) {
+  std::vector<std::tuple<int, int, int>> t;
+  for (int i = 0; i < 1000; ++i) t.emplace_back(i, 2 * i, 3);
+  auto r = pool().starmap(add3, t);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(r[i], 3 * i + 3);
+}
+
+TEST(ApplyAsync, FuturesGetWaitReady) {
+  auto f = pool().apply_async(add3, 1, 2, 3);
+  EXPECT_TRUE(f.valid());
+  EXPECT_EQ(f.get(), 6);
+  EXPECT_TRUE(f.ready());
+  EXPECT_EQ(f.get(), 6);  // get() may be called again
+
+  auto slow = pool().apply_async(sleepy, 300);
+  EXPECT_FALSE(slow.wait_for(std::chrono::milliseconds(10)));
+  EXPECT_FALSE(slow.ready());
+  slow.wait();
+  EXPECT_TRUE(slow.ready());
+  EXPECT_EQ(slow.get(), 300);
+
+  std::vector<fibra::Future<long>> fs;
+  for (int i = 0; i < 20'000; ++i) fs.push_back(pool().apply_async(square, i));
+  for (int i = 0; i < 20'000; ++i) ASSERT_EQ(fs[i].get(), long(i) * i);
+  EXPECT_THROW(fibra::Future<int>().get(), fibra::Error);
+}
+
+TEST(ApplyAsync, LargePayloadRoundTrip) {
+  std::vector<double> v(8'000'000);  // 64 MB
+  std::iota(v.begin(), v.end(), 0.0);
+  auto r = pool().apply_async(scale, v).get();
+  ASSERT_EQ(r.size(), v.size());
+  for (std::size_t i = 0; i < v.size(); i += 9973) ASSERT_EQ(r[i], 2 * v[i]);
+  EXPECT_EQ(r.back(), 2 * v.back());
+}
+
+TEST(Errors, ATaskThatThrowsRaisesRemoteErrorAndThePoolGoesOn) {
+  try {
+    pool().map(maybe_throw, range(100), {.chunksize = 10});
+    FAIL() << "no error";
+  } catch (const fibra::RemoteError& e) {
+    EXPECT_EQ(e.type_name(), "std::invalid_argument");
+    EXPECT_EQ(e.remote_message(), "thirteen is not allowed");
+    EXPECT_EQ(e.site().function, "maybe_throw");
+    EXPECT_EQ(e.site().item, 13u);
+    EXPECT_EQ(e.site().host, fibra::Runtime::host());
+    EXPECT_GT(e.site().pid, 0);
+    const std::string prefix = "fibra: maybe_throw raised std::invalid_argument on item 13: thirteen is not allowed (worker ";
+    EXPECT_EQ(std::string(e.what()).substr(0, prefix.size()), prefix) << e.what();
+  }
+  EXPECT_EQ(pool().map(maybe_throw, range(13)), range(13));
+  try {
+    pool().apply_async(maybe_throw, 13).get();
+    FAIL() << "no error";
+  } catch (const fibra::RemoteError& e) {
+    EXPECT_EQ(e.site().item, 0u);
+  }
+  EXPECT_THROW(
+      {
+        for (int v : pool().imap(maybe_throw, range(100))) (void)v;
+      },
+      fibra::RemoteError);
+}
+
+void expect_crash(int item, const std::string& how) {
+  try {
+    pool().map(crash_on, std::vector<int>{0, 1, item, 2}, {.chunksize = 1});
+    FAIL() << "no error for " << item;
+  } catch (const fibra::ExecutorCrashed& e) {
+    EXPECT_EQ(e.site().function, "crash_on");
+    EXPECT_EQ(e.site().item, 2u);
+    EXPECT_GT(e.site().pid, 0);
+    std::string m = e.what();
+    EXPECT_NE(m.find("fibra: the executor running crash_on on item 2 " + how + " (worker "), std::string::npos) << m;
+    EXPECT_NE(m.find(fibra::Runtime::host()), std::string::npos) << m;
+  }
+}
+
+TEST(Errors, AnExecutorCrashNamesTheSignalOrStatusAndThePoolGoesOn) {
+  std::set<long> before;
+  for (auto& f : std::vector{pool().apply_async(executor_pid, 0), pool().apply_async(executor_pid, 1)}) before.insert(f.get());
+  expect_crash(5, "was killed by signal 11 (Segmentation fault)");
+  expect_crash(6, "was killed by signal 6 (Aborted)");
+  expect_crash(7, "exited with status 3 while running it");
+  // Every worker still answers, all results exact.
+  auto r = pool().map(crash_on, std::vector<int>{0, 1, 2, 3, 4, 8, 9}, {.chunksize = 1});
+  EXPECT_EQ(r, (std::vector<int>{0, 1, 2, 3, 4, 8, 9}));
+  auto r2 = pool().map(square, range(20'000));
+  for (int i = 0; i < 20'000; ++i) ASSERT_EQ(r2[i], long(i) * i);
+}
+
+TEST(Errors, AnUnregisteredFunctionIsAClearError) {
+  try {
+    pool().map(unregistered, range(3));
+    FAIL() << "no error";
+  } catch (const fibra::ConfigError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("fibra: map was given 'unregistered(int)', which is not registered for remote calls: add "
+                     "FIBRA_REMOTE(<its name>);"),
+              std::string::npos)
+        << m;
+  }
+  EXPECT_THROW(pool().apply_async(unregistered, 1), fibra::ConfigError);
+}
+
+TEST(Lifecycle, ResizeGrowsAndShrinks) {
+  fibra::Pool p(1);
+  EXPECT_EQ(p.size(), 1);
+  p.resize(3);
+  EXPECT_EQ(p.size(), 3);
+  std::set<long> pids;
+  auto r = p.map(executor_pid, range(60), {.chunksize = 1});
+  auto sq = p.map(square, range(1000));
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(sq[i], long(i) * i);
+  p.resize(1);
+  EXPECT_EQ(p.size(), 1);
+  EXPECT_EQ(p.map(square, range(5)), (std::vector<long>{0, 1, 4, 9, 16}));
+  EXPECT_THROW(p.resize(0), fibra::ConfigError);
+}
+
+TEST(Lifecycle, CloseThenJoinFinishesQueuedWork) {
+  fibra::Pool p(1);
+  auto f = p.apply_async(sleepy, 200);
+  p.close();
+  EXPECT_THROW(p.apply_async(sleepy, 1), fibra::PoolClosed);
+  EXPECT_THROW(p.map(square, range(3)), fibra::PoolClosed);
+  p.join();
+  EXPECT_EQ(f.get(), 200);
+}
+
+TEST(Lifecycle, JoinBeforeCloseIsAnError) {
+  fibra::Pool p(1);
+  try {
+    p.join();
+    FAIL() << "no error";
+  } catch (const fibra::ConfigError& e) {
+    EXPECT_STREQ(e.what(), "fibra: Pool::join() before Pool::close(): close the pool first");
+  }
+}
+
+TEST(Lifecycle, TerminateFailsUnfinishedFutures) {
+  fibra::Pool p(1);
+  auto running = p.apply_async(sleepy, 5000);
+  auto queued = p.apply_async(sleepy, 5000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto t = std::chrono::steady_clock::now();
+  p.terminate();
+  EXPECT_LT(std::chrono::steady_clock::now() - t, std::chrono::seconds(4));
+  EXPECT_THROW(running.get(), fibra::PoolClosed);
+  EXPECT_THROW(queued.get(), fibra::PoolClosed);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);  // in spawned workers this never returns
+  ::testing::InitGoogleTest(&argc, argv);
+  fibra::Pool p(2);
+  g_pool = &p;
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,107 @@
+#include <gtest/gtest.h>
+
+#include <array>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <boost/serialization/map.hpp>
+#include <boost/serialization/string.hpp>
+
+#include "fibra/detail/codec.hpp"
+
+namespace {
+
+using fibra::detail::decode_value;
+using fibra::detail::encode_value;
+
+struct Pod {
+  double x;
+  int n;
+  bool operator==(const Pod&) const = default;
+};
+
+// A type that needs Boost.Serialization (it holds a map).
+struct Params {
+  std::string name;
+  std::map<std::string, double> values;
+  template <class A>
+  void serialize(A& ar, unsigned) {
+    ar & name & values;
+  }
+  bool operator==(const Params&) const = default;
+};
+
+template <class T>
+T round_trip(const T& v) {
+  return decode_value<T>(encode_value(v));
+}
+
+TEST(Codec, RawTypesAreCopiedByteForByte) {
+  EXPECT_EQ(encode_value(42).size(), sizeof(int));
+  EXPECT_EQ(round_trip(42), 42);
+  EXPECT_EQ(round_trip(-1.5), -1.5);
+  EXPECT_EQ(round_trip(Pod{2.5, 7}), (Pod{2.5, 7}));
+  std::array<float, 3> a{1, 2, 3};
+  EXPECT_EQ(round_trip(a), a);
+  EXPECT_EQ(encode_value(a).size(), sizeof a);
+}
+
+TEST(Codec, VectorsOfRawTypesAreOneBlock) {
+  std::vector<double> v(1000, 0.25);
+  EXPECT_EQ(encode_value(v).size(), sizeof(std::uint64_t) + 1000 * sizeof(double));
+  EXPECT_EQ(round_trip(v), v);
+  EXPECT_EQ(round_trip(std::vector<double>{}), std::vector<double>{});
+}
+
+TEST(Codec, StringsTuplesPairsOptionals) {
+  EXPECT_EQ(round_trip(std::string("héllo\0x", 7)), std::string("héllo\0x", 7));
+  auto t = std::make_tuple(1, std::string("two"), std::vector<int>{3, 4});
+  EXPECT_EQ(round_trip(t), t);
+  auto p = std::make_pair(std::string("k"), 9.5);
+  EXPECT_EQ(round_trip(p), p);
+  EXPECT_EQ(round_trip(std::optional<std::string>("x")), std::optional<std::string>("x"));
+  EXPECT_EQ(round_trip(std::optional<std::string>()), std::optional<std::string>());
+  std::vector<std::string> vs{"a", "", "ccc"};
+  EXPECT_EQ(round_trip(vs), vs);
+}
+
+TEST(Codec, OtherTypesGoThroughBoostSerialization) {
+  Params p{"run", {{"lr", 0.01}, {"gamma", 0.99}}};
+  EXPECT_EQ(round_trip(p), p);
+  std::vector<Params> ps{p, Params{"b", {}}};
+  EXPECT_EQ(round_trip(ps), ps);
+}
+
+TEST(Codec, ItemsOfAChunkRoundTrip) {
+  std::vector<int> in{1, 2, 3, 4, 5};
+  std::string bytes;
+  fibra::detail::encode_items(bytes, in.begin() + 1, 3);
+  EXPECT_EQ(bytes.size(), 3 * sizeof(int));
+  std::vector<int> out(3);
+  fibra::detail::decode_items(bytes, out.data(), 3);
+  EXPECT_EQ(out, (std::vector<int>{2, 3, 4}));
+}
+
+TEST(Codec, TruncatedInputIsAnErrorNotGarbage) {
+  std::string bytes = encode_value(std::string("hello world"));
+  bytes.resize(bytes.size() - 3);
+  try {
+    decode_value<std::string>(bytes);
+    FAIL() << "no error";
+  } catch (const fibra::Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "fibra: a message ended early while decoding (11 bytes wanted, 8 left); the driver and "
+                 "workers may run different binaries");
+  }
+  std::vector<double> out(2);
+  EXPECT_THROW(fibra::detail::decode_items(std::string(12, 'x'), out.data(), 2), fibra::Error);
+}
+
+TEST(Codec, HugeLengthPrefixIsRejected) {
+  std::string bytes = encode_value(std::uint64_t(1) << 60);  // a length with no data behind it
+  EXPECT_THROW(decode_value<std::vector<double>>(bytes), fibra::Error);
+}
+
+}  // namespace

@@ -1,0 +1,99 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "fibra/remote.hpp"
+
+namespace {
+
+int square(int x) { return x * x; }
+double affine(double a, double x, int b) { return a * x + b; }
+std::string shout(const std::string& s) {
+  if (s.empty()) throw std::invalid_argument("empty input");
+  return s + "!";
+}
+int not_registered(int x) { return x; }
+
+}  // namespace
+
+FIBRA_REMOTE(square);
+FIBRA_REMOTE(affine);
+FIBRA_REMOTE(shout);
+FIBRA_REMOTE(square);  // a second registration of the same function is harmless
+
+namespace {
+
+using namespace fibra::detail;
+
+TEST(Registry, FindsFunctionsByAddressAndByName) {
+  const auto& e = function_by_address(reinterpret_cast<const void*>(&square), "map");
+  EXPECT_EQ(e.name, "square");
+  EXPECT_EQ(function_by_id(hash_name("square")), &e);
+  EXPECT_NE(e.run_single, nullptr);
+  EXPECT_EQ(function_by_address(reinterpret_cast<const void*>(&affine), "map").run_single, nullptr);
+  EXPECT_EQ(function_by_id(hash_name("no_such_function")), nullptr);
+  auto names = registry_names();  // this test binary's other files register functions too
+  EXPECT_EQ(registry_size(), names.size());
+  EXPECT_EQ(std::count(names.begin(), names.end(), "square"), 1);  // registered twice, listed once
+  EXPECT_EQ(std::count(names.begin(), names.end(), "affine"), 1);
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+  EXPECT_NO_THROW(check_registry());
+}
+
+TEST(Registry, UnregisteredFunctionIsAClearError) {
+  try {
+    function_by_address(reinterpret_cast<const void*>(&not_registered), "map");
+    FAIL() << "no error";
+  } catch (const fibra::ConfigError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("fibra: map was given "), std::string::npos) << m;
+    EXPECT_NE(m.find("which is not registered for remote calls: add FIBRA_REMOTE(<its name>); at namespace "
+                     "scope next to its definition"),
+              std::string::npos)
+        << m;
+  }
+}
+
+TEST(Registry, FingerprintIsStableAndCoversNames) {
+  EXPECT_EQ(registry_fingerprint(), registry_fingerprint());
+  EXPECT_NE(registry_fingerprint(), hash_name(""));
+}
+
+TEST(Registry, RunnersApplyTheFunctionToEveryItem) {
+  const auto& e = function_by_address(reinterpret_cast<const void*>(&square), "map");
+  std::vector<int> in{1, 2, 3};
+  std::string bytes(reinterpret_cast<const char*>(in.data()), in.size() * sizeof(int));
+  std::string out;
+  ItemFailure fail;
+  Cursor cursor{0};
+  ASSERT_TRUE(e.run_single(bytes, 3, out, fail, cursor));
+  std::vector<int> r(3);
+  decode_items(out, r.data(), 3);
+  EXPECT_EQ(r, (std::vector<int>{1, 4, 9}));
+  EXPECT_EQ(cursor.load(), 2u);
+
+  const auto& a = function_by_address(reinterpret_cast<const void*>(&affine), "starmap");
+  std::string targs = encode_value(std::tuple<double, double, int>(2.0, 3.0, 1));
+  out.clear();
+  ASSERT_TRUE(a.run_tuple(targs, 1, out, fail, cursor));
+  EXPECT_EQ(decode_value<double>(out), 7.0);
+}
+
+TEST(Registry, ARunnerStopsAtTheFirstItemThatThrows) {
+  const auto& e = function_by_address(reinterpret_cast<const void*>(&shout), "map");
+  std::string bytes;
+  Writer w(bytes);
+  for (std::string s : {"a", "", "c"}) encode(w, s);
+  std::string out;
+  ItemFailure fail;
+  Cursor cursor{0};
+  EXPECT_FALSE(e.run_single(bytes, 3, out, fail, cursor));
+  EXPECT_EQ(fail.offset, 1u);
+  EXPECT_EQ(fail.type, "std::invalid_argument");
+  EXPECT_EQ(fail.message, "empty input");
+}
+
+}  // namespace

@@ -1,0 +1,59 @@
+#include <gtest/gtest.h>
+
+#include "wire.hpp"
+
+namespace {
+
+using namespace fibra;
+
+TEST(Wire, TaskBatchRoundTrips) {
+  std::string b = wire::begin_batch();
+  wire::append_task(b, {7, 1, 99, detail::CallMode::single, 100, 3}, "abc");
+  wire::append_task(b, {8, 2, 98, detail::CallMode::tuple, 103, 0}, "");
+  wire::set_count(b, 2);
+  auto t = wire::parse_tasks(b);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].header.chunk, 7u);
+  EXPECT_EQ(t[0].header.attempt, 1u);
+  EXPECT_EQ(t[0].header.fn, 99u);
+  EXPECT_EQ(t[0].header.first, 100u);
+  EXPECT_EQ(t[0].header.count, 3u);
+  EXPECT_EQ(t[0].payload, "abc");
+  EXPECT_EQ(t[1].header.mode, detail::CallMode::tuple);
+  EXPECT_EQ(t[1].payload, "");
+}
+
+TEST(Wire, ResultBatchRoundTrips) {
+  std::string b = wire::begin_results(4242);
+  wire::append_result(b, {7, 1, wire::Status::ok}, "xyz");
+  detail::ItemFailure f{5, "std::runtime_error", "boom"};
+  wire::append_result(b, {8, 3, wire::Status::raised}, wire::encode_failure(f));
+  auto r = wire::parse_results(b);
+  EXPECT_EQ(r.executor_pid, 4242);
+  ASSERT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.results[0].payload, "xyz");
+  EXPECT_EQ(r.results[1].header.status, wire::Status::raised);
+  auto g = wire::decode_failure(r.results[1].payload);
+  EXPECT_EQ(g.offset, 5u);
+  EXPECT_EQ(g.type, "std::runtime_error");
+  EXPECT_EQ(g.message, "boom");
+}
+
+TEST(Wire, TruncatedBatchIsAnError) {
+  std::string b = wire::begin_batch();
+  wire::append_task(b, {7, 1, 99, detail::CallMode::single, 0, 3}, "abcdef");
+  wire::set_count(b, 1);
+  b.resize(b.size() - 2);
+  EXPECT_THROW(wire::parse_tasks(b), Error);
+}
+
+TEST(Wire, HelloRoundTrips) {
+  wire::Hello h{123, 4, 999, "node7"};
+  auto g = wire::decode_hello(wire::encode(h));
+  EXPECT_EQ(g.fingerprint, 123u);
+  EXPECT_EQ(g.functions, 4u);
+  EXPECT_EQ(g.pid, 999);
+  EXPECT_EQ(g.host, "node7");
+}
+
+}  // namespace
