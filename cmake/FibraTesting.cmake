@@ -19,5 +19,5 @@ function(fibra_add_mpi_test)
     add_test(NAME ${T_NAME} COMMAND $<TARGET_FILE:${T_COMMAND}> ${T_ARGS})
   endif()
   set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "mpi;${T_LABELS}"
-    ENVIRONMENT "FIBRA_PROGRESS=0")
+    ENVIRONMENT "FIBRA_PROGRESS=0;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 endfunction()

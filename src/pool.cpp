@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -33,6 +35,13 @@ struct Worker {
   std::deque<std::uint32_t> batches;  // per batch sent: chunks without a result yet
   double last_heard = 0, last_sent = 0;
 };
+
+// Whether spawned workers may outnumber MPI's slots: yes on a workstation, no inside a batch job
+// (whose slots are what was paid for) unless FIBRA_OVERSUBSCRIBE says otherwise.
+bool oversubscribe_allowed() {
+  if (const char* v = std::getenv("FIBRA_OVERSUBSCRIBE"); v && *v) return std::strcmp(v, "0") != 0;
+  return !std::getenv("SLURM_JOB_ID") && !std::getenv("PBS_JOBID") && !std::getenv("LSB_JOBID");
+}
 
 class PoolImpl;
 std::mutex g_pools_mu;
@@ -127,15 +136,26 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     const std::string silence = "--fibra-silence=" + std::to_string(s_.driver_silence_s);
     char* argv[] = {const_cast<char*>(agent_flag), const_cast<char*>(hb.c_str()),
                     const_cast<char*>(silence.c_str()), nullptr};
+    MPI_Info info = MPI_INFO_NULL;
+    if (oversubscribe_allowed()) {
+      MPI_Info_create(&info);
+      MPI_Info_set(info, "map_by", ":OVERSUBSCRIBE");
+    }
+    struct InfoGuard {
+      MPI_Info& i;
+      ~InfoGuard() {
+        if (i != MPI_INFO_NULL) MPI_Info_free(&i);
+      }
+    } guard{info};
     for (int i = 0; i < n; ++i) {
       MPI_Comm inter = MPI_COMM_NULL;
       int err = MPI_SUCCESS;
-      int rc = MPI_Comm_spawn(exe.c_str(), argv, 1, MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter, &err);
+      int rc = MPI_Comm_spawn(exe.c_str(), argv, 1, info, 0, MPI_COMM_SELF, &inter, &err);
       if (rc != MPI_SUCCESS || err != MPI_SUCCESS) {
         throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(workers_.size() + 1) +
                        " of " + std::to_string(target_) + ": " + mpi::error_text(rc != MPI_SUCCESS ? rc : err) +
-                       ". If there are too few slots, run inside an allocation with more, or set "
-                       "OMPI_MCA_rmaps_base_oversubscribe=1 (fibra sets it for ./app)");
+                       ". If there are too few slots: ask the allocation for more, or set FIBRA_OVERSUBSCRIBE=1 "
+                       "to run more processes than slots (the default outside batch jobs)");
       }
       MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
       auto w = std::make_unique<Worker>();
