@@ -47,6 +47,7 @@ class Agent {
     say_hello();
     start_executor();
     mpi::Napper napper;
+    mpi::precise_sleeps();
     last_heard_ = mpi::now_s();
     while (!leaving_) {
       bool busy = receive_from_driver();
@@ -62,7 +63,7 @@ class Agent {
         return 3;
       }
       if (busy) napper.busy();
-      else wait_a_little(napper.next());
+      else if (auto nap = napper.next(); nap.count() > 0) wait_a_little(nap);
     }
     stop_executor();
     send(wire::tag_bye, {});

@@ -53,11 +53,18 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   ~PoolImpl() override { terminate(); }
 
   void start() {
-    {
+    std::exception_ptr spawn_failed;
+    try {
       std::lock_guard ml(mpi::lock());
       spawn(target_);
+    } catch (...) {
+      spawn_failed = std::current_exception();
     }
     thread_ = std::thread([this] { loop(); });
+    if (spawn_failed) {  // the workers that did start are told to leave before the error goes up
+      terminate();
+      std::rethrow_exception(spawn_failed);
+    }
     std::unique_lock lk(mu_);
     const bool ok = state_cv_.wait_for(lk, std::chrono::duration<double>(s_.start_timeout_s),
                                        [&] { return broken_ || ready_count() >= target_; });
@@ -170,6 +177,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // ---- driver_run: the communication thread -------------------------------------------------
   void loop() {
     mpi::Napper napper;
+    mpi::precise_sleeps();
     for (;;) {
       bool busy = false;
       try {
@@ -189,7 +197,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       std::unique_lock lk(mu_);
       if (stopping_) break;
       if (busy || kicked_) napper.busy();
-      else wake_.wait_for(lk, napper.next(), [&] { return kicked_; });
+      else if (auto nap = napper.next(); nap.count() > 0) wake_.wait_for(lk, nap, [&] { return kicked_; });
       kicked_ = false;
     }
     say_goodbye();

@@ -28,7 +28,6 @@ void apply_open_mpi_defaults() {
   default_env("OMPI_MCA_orte_enable_recovery", "1");        // a dead worker does not end the job
   default_env("OMPI_MCA_orte_abort_on_non_zero_status", "0");
   default_env("OMPI_MCA_rmaps_base_oversubscribe", "1");    // ./app on a workstation can spawn
-  default_env("OMPI_MCA_mpi_yield_when_idle", "1");
   if (::geteuid() == 0) {                                     // containers and CI often run as root
     default_env("OMPI_ALLOW_RUN_AS_ROOT", "1");
     default_env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
@@ -54,6 +53,7 @@ const char* flag_value(int argc, char** argv, const char* flag) {
     std::_Exit(2);
   }
   MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);  // a failed disconnect must not abort the job
   detail::AgentConfig cfg;
   if (const char* v = flag_value(argc, argv, "--fibra-heartbeat")) cfg.heartbeat_s = std::strtod(v, nullptr);
   if (const char* v = flag_value(argc, argv, "--fibra-silence")) cfg.driver_silence_s = std::strtod(v, nullptr);
