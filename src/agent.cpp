@@ -90,7 +90,7 @@ class Agent {
     bool got = false;
     mpi::Message m;
     while (!leaving_ && mpi::try_recv(parent_, m)) {
-      got = true;
+      got |= m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
       last_heard_ = mpi::now_s();
       if (m.tag == wire::tag_tasks) {
         for (const auto& t : wire::parse_tasks(m.data)) sent_.push_back({t.header.chunk, t.header.attempt});

@@ -219,7 +219,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     for (auto& w : workers_) {
       if (w->state == Worker::State::gone) continue;
       for (int k = 0; k < 64 && mpi::try_recv(w->comm, m); ++k) {
-        got = true;
+        got |= m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
         w->last_heard = mpi::now_s();
         handle(*w, m);
       }
