@@ -25,7 +25,7 @@ for how in sigkill throw return; do
     [ -z "$left" ] && break
     sleep 0.1
   done
-  took=$(echo "$(date +%s.%N) - $start" | bc)
+  took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   if [ -n "$left" ]; then
     echo "FAIL $how: workers still alive 15 s after the driver ended: $left"
     for p in $left; do kill -9 "$p" 2>/dev/null; done   # ours: started by our driver

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Sets up a Debian 12 machine, builds fibra, and runs the whole test suite through ctest.
+# Usage: scripts/test.sh [extra ctest arguments, e.g. -L unit]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j2
+# mpirun refuses to run as root unless told; CI and containers run as root.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+ctest --test-dir build --output-on-failure "$@"
