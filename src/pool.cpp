@@ -36,13 +36,6 @@ struct Worker {
   double last_heard = 0, last_sent = 0;
 };
 
-// Whether spawned workers may outnumber MPI's slots: yes on a workstation, no inside a batch job
-// (whose slots are what was paid for) unless FIBRA_OVERSUBSCRIBE says otherwise.
-bool oversubscribe_allowed() {
-  if (const char* v = std::getenv("FIBRA_OVERSUBSCRIBE"); v && *v) return std::strcmp(v, "0") != 0;
-  return !std::getenv("SLURM_JOB_ID") && !std::getenv("PBS_JOBID") && !std::getenv("LSB_JOBID");
-}
-
 class PoolImpl;
 std::mutex g_pools_mu;
 std::vector<std::weak_ptr<PoolImpl>> g_pools;
@@ -478,6 +471,7 @@ namespace fibra {
 
 Pool::Pool(int workers, PoolOptions options) {
   detail::PoolSettings s;
+  if (workers < 0) throw ConfigError("fibra: Pool(" + std::to_string(workers) + "): the number of workers cannot be negative (0 means one per core)");
   s.workers = workers > 0 ? workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s.heartbeat_s = options.heartbeat_s;
   s.driver_silence_s = options.driver_silence_s;

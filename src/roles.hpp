@@ -43,6 +43,10 @@ int agent_main(MPI_Comm parent, const AgentConfig& cfg);
 /// Terminates every pool still running (the Runtime's destructor calls it before MPI_Finalize).
 void stop_all_pools() noexcept;
 
+/// Whether spawned workers may outnumber MPI's slots: yes on a workstation, no inside a batch job
+/// (whose slots are what was paid for), unless FIBRA_OVERSUBSCRIBE=1 or 0 says otherwise.
+bool oversubscribe_allowed();
+
 /// The path of this process's executable (to start copies of it).
 std::string self_exe();
 /// This host's name.

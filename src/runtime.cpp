@@ -27,7 +27,7 @@ void default_env(const char* name, const char* value) { ::setenv(name, value, 0)
 void apply_open_mpi_defaults() {
   default_env("OMPI_MCA_orte_enable_recovery", "1");        // a dead worker does not end the job
   default_env("OMPI_MCA_orte_abort_on_non_zero_status", "0");
-  default_env("OMPI_MCA_rmaps_base_oversubscribe", "1");    // ./app on a workstation can spawn
+  if (detail::oversubscribe_allowed()) default_env("OMPI_MCA_rmaps_base_oversubscribe", "1");  // ./app can spawn
   if (::geteuid() == 0) {                                     // containers and CI often run as root
     default_env("OMPI_ALLOW_RUN_AS_ROOT", "1");
     default_env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
@@ -69,6 +69,11 @@ const char* flag_value(int argc, char** argv, const char* flag) {
 }  // namespace
 
 namespace detail {
+
+bool oversubscribe_allowed() {
+  if (const char* v = std::getenv("FIBRA_OVERSUBSCRIBE"); v && *v) return std::strcmp(v, "0") != 0;
+  return !std::getenv("SLURM_JOB_ID") && !std::getenv("PBS_JOBID") && !std::getenv("LSB_JOBID");
+}
 
 std::string self_exe() {
   char buf[4096];

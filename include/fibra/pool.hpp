@@ -189,6 +189,8 @@ class ImapResults {
 
   // Decodes the next chunk to yield into buf_; false when all are done.
   bool load_chunk() {
+    static_assert(!std::is_same_v<R, bool>,
+                  "fibra: imap cannot return bool results (std::vector<bool> is packed): return int or char");
     if (have_chunk_) s_->release();
     have_chunk_ = false;
     ChunkOutcome o;
@@ -319,6 +321,8 @@ class Pool {
 
   template <class R, class Enc, class Fn, class Range>
   std::vector<R> collect(Fn fn, detail::CallMode mode, Range&& inputs, const MapOptions& o, const char* call) {
+    static_assert(!std::is_same_v<R, bool>,
+                  "fibra: map/starmap cannot return bool results (std::vector<bool> is packed): return int or char");
     const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), call);
     using View = std::views::all_t<Range>;
     detail::ChunkStream<View, Enc> s(core_, entry, mode, std::views::all(std::forward<Range>(inputs)), o, call);

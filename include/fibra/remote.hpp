@@ -13,7 +13,7 @@
 ///   double rollout(const Params& p) { ... }
 ///   FIBRA_REMOTE(rollout);
 /// @endcode
-/// Arguments and the result must be serializable (see docs/serialization.md); the function must
+/// Arguments and the result must be serializable (see docs/remote-functions.md); the function must
 /// return a value. Registering the same function twice is harmless; two functions under one name
 /// are reported when fibra::Runtime starts.
 #define FIBRA_REMOTE(fn)                                                               \

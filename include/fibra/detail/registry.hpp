@@ -76,7 +76,7 @@ template <class R, class... Args, R (*F)(Args...)>
 struct Remote<F> {
   using Result = stored_t<R>;
   using Tuple = std::tuple<stored_t<Args>...>;
-  static_assert(!std::is_void_v<R>, "fibra: a remote function must return a value (return a bool or int)");
+  static_assert(!std::is_void_v<R>, "fibra: a remote function must return a value (return an int, say)");
 
   static bool fail_at(std::uint32_t i, ItemFailure& fail) {
     fail.offset = i;
