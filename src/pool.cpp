@@ -395,26 +395,36 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
 
   // Asks every agent to leave, waits (bounded) for their goodbyes, and disconnects from those that
   // said it. An agent that never answers is not waited for again.
+  // The MPI lock is taken per step, never across the wait: other pools keep their heartbeats.
   void say_goodbye() {
-    std::lock_guard ml(mpi::lock());
     try {
-      for (auto& w : workers_) {
-        if (w->state == Worker::State::gone) continue;
-        send(*w, wire::tag_shutdown, {});
-        w->state = Worker::State::leaving;
+      {
+        std::lock_guard ml(mpi::lock());
+        for (auto& w : workers_) {
+          if (w->state == Worker::State::gone) continue;
+          send(*w, wire::tag_shutdown, {});
+          w->state = Worker::State::leaving;
+        }
       }
       const double end = mpi::now_s() + 5.0;
       auto leaving = [&] {
         return std::any_of(workers_.begin(), workers_.end(), [](auto& w) { return w->state == Worker::State::leaving; });
       };
       while (leaving() && mpi::now_s() < end) {
-        if (!receive()) std::this_thread::sleep_for(std::chrono::microseconds(200));
-        sends_.progress();
+        bool got;
+        {
+          std::lock_guard ml(mpi::lock());
+          got = receive();
+          sends_.progress();
+        }
+        if (!got) std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
+      std::lock_guard ml(mpi::lock());
       sends_.drain(1.0);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "fibra: while stopping the pool's workers: %s\n", e.what());
     }
+    std::lock_guard ml(mpi::lock());
     for (auto& w : workers_) {
       if (w->state == Worker::State::gone && w->comm != MPI_COMM_NULL) MPI_Comm_disconnect(&w->comm);
     }
