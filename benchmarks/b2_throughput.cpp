@@ -6,6 +6,7 @@
 #include <fibra/fibra.hpp>
 
 #include <algorithm>
+#include "bench_common.hpp"
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,20 +21,11 @@ FIBRA_REMOTE(noop);
 
 namespace {
 
+using bench::arg;
+using bench::median;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
-long arg(int argc, char** argv, const char* name, long fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return std::atol(argv[i + 1]);
-  return fallback;
-}
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <fibra/fibra.hpp>
 #include <unistd.h>
 
+#include "bench_common.hpp"
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,8 @@ int one(int x) { return x; }
 FIBRA_REMOTE(one);
 
 namespace {
+
+using bench::arg;
 
 std::string exe_of(const std::string& pid) {
   char buf[4096];
@@ -50,12 +53,6 @@ double cpu_seconds(const std::string& exe, int& procs) {
   }
   ::closedir(d);
   return total;
-}
-
-long arg(int argc, char** argv, const char* name, long fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return std::atol(argv[i + 1]);
-  return fallback;
 }
 
 }  // namespace
