@@ -75,7 +75,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   fibra::Runtime rt(argc, argv);
-  if (mode == "too_few_slots") return too_few_slots();
+  if (mode == "too_few_slots") {
+    // After a failed MPI_Comm_spawn, Open MPI's teardown (disconnect/finalize) sometimes hangs;
+    // this test is about the error text, so it leaves at once. Noted on issue 2 for issue 3.
+    int rc = too_few_slots();
+    std::fflush(nullptr);
+    std::_Exit(rc);
+  }
   if (mode == "orphan" && argc == 4) return orphan(argv[2], argv[3]);
   std::fprintf(stderr, "usage: %s too_few_slots | two_ranks | orphan <file> sigkill|throw|return\n", argv[0]);
   return 2;
