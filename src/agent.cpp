@@ -30,7 +30,12 @@ namespace {
 struct Sent {
   std::uint64_t chunk;
   std::uint32_t attempt;
+  std::uint32_t timeout_ms;
 };
+
+// After this many executor deaths in a row outside any chunk (at start-up, between chunks) with
+// no result in between, the first waiting chunk is blamed, so a crash loop uses up its retries.
+constexpr int idle_deaths_before_blame = 3;
 
 class Agent {
  public:
@@ -53,6 +58,7 @@ class Agent {
       bool busy = receive_from_driver();
       busy |= write_to_executor();
       busy |= read_from_executor();
+      busy |= enforce_time_limit();
       sends_.progress();
       const double now = mpi::now_s();
       if (now - last_sent_ > cfg_.heartbeat_s) send(wire::tag_heartbeat, {});
@@ -93,7 +99,8 @@ class Agent {
       got |= m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
       last_heard_ = mpi::now_s();
       if (m.tag == wire::tag_tasks) {
-        for (const auto& t : wire::parse_tasks(m.data)) sent_.push_back({t.header.chunk, t.header.attempt});
+        for (const auto& t : wire::parse_tasks(m.data))
+          sent_.push_back({t.header.chunk, t.header.attempt, t.header.timeout_ms});
         std::uint64_t n = m.data.size();
         to_exec_.append(reinterpret_cast<const char*>(&n), sizeof n);
         to_exec_ += m.data;
@@ -146,6 +153,7 @@ class Agent {
       std::string frame = from_exec_.substr(at + sizeof n, n);
       at += sizeof n + n;
       for (const auto& r : wire::parse_results(frame).results) forget(r.header.chunk);
+      idle_deaths_ = 0;
       send(wire::tag_results, std::move(frame));
     }
     from_exec_.erase(0, at);
@@ -159,34 +167,85 @@ class Agent {
       }
   }
 
+  // Kills the executor when the item it is on has run past its chunk's time limit. The executor
+  // pays nothing for this: the agent watches the item cursor in the mailbox change.
+  bool enforce_time_limit() {
+    const std::uint64_t chunk = box_->chunk.load(std::memory_order_acquire);
+    const std::uint32_t item = box_->item.load(std::memory_order_relaxed);
+    const double now = mpi::now_s();
+    if (chunk != watch_chunk_ || item != watch_item_) {
+      watch_chunk_ = chunk;
+      watch_item_ = item;
+      watch_since_ = now;
+      return false;
+    }
+    if (chunk == 0) return false;
+    const Sent* s = find_sent(chunk);
+    if (!s || s->timeout_ms == 0 || now - watch_since_ < s->timeout_ms / 1000.0) return false;
+    ::kill(exec_pid_, SIGKILL);
+    const double ran = now - watch_since_;
+    std::string out = wire::begin_results(exec_pid_);
+    for (const auto& t : sent_) {
+      const bool guilty = t.chunk == chunk;
+      wire::ResultHeader h{t.chunk, t.attempt, guilty ? wire::Status::timed_out : wire::Status::not_run};
+      ItemFailure f{item, "timeout", ""};
+      char text[160];
+      std::snprintf(text, sizeof text, "ran for %.1f s, past its time limit of %.1f s, and its executor was killed",
+                    ran, t.timeout_ms / 1000.0);
+      f.message = text;
+      wire::append_result(out, h, guilty ? wire::encode_failure(f) : std::string());
+    }
+    reap(0.5);
+    restart_after_death(std::move(out));
+    return true;
+  }
+
+  const Sent* find_sent(std::uint64_t chunk) const {
+    for (const auto& s : sent_)
+      if (s.chunk == chunk) return &s;
+    return nullptr;
+  }
+
   // Reports the chunks the dead executor held: the one it died in as crashed (with the item it was
   // on), the others as not run; then starts a fresh executor.
   void executor_died() {
-    int status = reap(0.5);
+    const int status = reap(0.5);
     const std::uint64_t died_in = box_->chunk.load(std::memory_order_acquire);
     const std::uint32_t item = box_->item.load(std::memory_order_relaxed);
+    if (died_in == 0 && !sent_.empty()) ++idle_deaths_;
+    const bool blame_first = died_in == 0 && idle_deaths_ >= idle_deaths_before_blame;
     std::string out = wire::begin_results(exec_pid_);
     bool blamed = false;
     for (const auto& s : sent_) {
-      bool guilty = !blamed && (died_in == 0 || died_in == s.chunk);
+      const bool guilty = died_in == s.chunk || (blame_first && !blamed);
       wire::ResultHeader h{s.chunk, s.attempt, guilty ? wire::Status::crashed : wire::Status::not_run};
       ItemFailure f;
       f.offset = died_in == s.chunk ? item : 0;
       f.type = WIFSIGNALED(status) ? "signal" : "exit";
-      f.message = describe_exit(status);
+      f.message = describe_exit(status) + (died_in == s.chunk ? "" : " before it started this chunk");
       wire::append_result(out, h, guilty ? wire::encode_failure(f) : std::string());
       blamed |= guilty;
     }
+    if (blamed && died_in == 0) idle_deaths_ = 0;
+    if (died_in == 0) {
+      std::fprintf(stderr, "fibra agent pid %ld: its executor (pid %ld) %s outside any task; starting another\n",
+                   static_cast<long>(::getpid()), static_cast<long>(exec_pid_), describe_exit(status).c_str());
+    }
+    restart_after_death(std::move(out));
+  }
+
+  // Sends the report on the chunks the dead executor held, forgets them, starts a new executor.
+  void restart_after_death(std::string report) {
     sent_.clear();
     to_exec_.clear();
     to_exec_done_ = 0;
     from_exec_.clear();
-    if (!blamed && died_in == 0) {
-      std::fprintf(stderr, "fibra agent pid %ld: its executor (pid %ld) %s while idle\n", static_cast<long>(::getpid()),
-                   static_cast<long>(exec_pid_), describe_exit(status).c_str());
+    if (report.size() > sizeof(std::uint32_t) + sizeof(std::int64_t)) send(wire::tag_results, std::move(report));
+    if (idle_deaths_ > 0) {  // a crash loop at start-up must not spin: back off a little
+      std::this_thread::sleep_for(std::chrono::milliseconds(50 * std::min(idle_deaths_, 20)));
     }
-    if (out.size() > sizeof(std::uint32_t) + sizeof(std::int64_t)) send(wire::tag_results, std::move(out));
     start_executor();
+    watch_chunk_ = 0;
   }
 
   // Waits up to `grace` seconds for the executor to exit, then kills it; returns its wait status.
@@ -268,12 +327,20 @@ class Agent {
   std::string from_exec_;
   double last_heard_ = 0, last_sent_ = 0;
   bool leaving_ = false;
+  int idle_deaths_ = 0;  // executor deaths outside a chunk since the last result
+  std::uint64_t watch_chunk_ = 0;  // the time limit's view of what the executor is on, and since when
+  std::uint32_t watch_item_ = 0;
+  double watch_since_ = 0;
 };
 
 }  // namespace
 
 int agent_main(MPI_Comm parent, const AgentConfig& cfg) {
   ::signal(SIGPIPE, SIG_IGN);
+  // mpirun forwards SIGUSR1/SIGUSR2 to every process it started; they are meant for the driver
+  // (checkpoint and requeue), whose agents must not die of them.
+  ::signal(SIGUSR1, SIG_IGN);
+  ::signal(SIGUSR2, SIG_IGN);
   try {
     Agent a(parent, cfg);
     return a.run();

@@ -57,6 +57,8 @@ void run_batch(int sock, Mailbox& box, std::string_view batch) {
   std::string results = wire::begin_results(pid);
   auto last_flush = std::chrono::steady_clock::now();
   std::string out;
+  RunControl ctl;
+  std::vector<ItemFailure> failures;
   for (const auto& t : wire::parse_tasks(batch)) {
     box.item.store(0, std::memory_order_relaxed);
     box.attempt.store(t.header.attempt, std::memory_order_relaxed);
@@ -72,11 +74,18 @@ void run_batch(int sock, Mailbox& box, std::string_view batch) {
     } else {
       out.clear();
       ItemFailure fail;
-      if (run(t.payload, t.header.count, out, fail, box.item)) {
-        wire::append_result(results, h, out);
-      } else {
+      failures.clear();
+      ctl.keep_going = t.header.keep_going;
+      ctl.skip = t.header.skip;
+      ctl.failures = &failures;
+      if (!run(t.payload, t.header.count, out, fail, box.item, ctl)) {
         h.status = wire::Status::raised;
         wire::append_result(results, h, wire::encode_failure(fail));
+      } else if (!failures.empty()) {
+        h.status = wire::Status::partial;
+        wire::append_result(results, h, wire::encode_partial(failures, out));
+      } else {
+        wire::append_result(results, h, out);
       }
     }
     box.chunk.store(0, std::memory_order_release);
@@ -97,6 +106,8 @@ void run_batch(int sock, Mailbox& box, std::string_view batch) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) _exit(0);
   ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGUSR1, SIG_DFL);  // ignored in the agent, which started this process
+  ::signal(SIGUSR2, SIG_DFL);
   void* m = ::mmap(nullptr, sizeof(Mailbox), PROT_READ | PROT_WRITE, MAP_SHARED, mailbox_fd, 0);
   if (m == MAP_FAILED) _exit(120);
   auto& box = *static_cast<Mailbox*>(m);

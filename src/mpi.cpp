@@ -50,6 +50,7 @@ void SendQueue::send(MPI_Comm comm, int dest, int tag, std::string data) {
                    " bytes is over MPI's 2 GiB limit: use a smaller chunksize");
   auto p = std::make_unique<Pending>();
   p->data = std::move(data);
+  p->comm = comm;
   check(MPI_Isend(p->data.data(), static_cast<int>(p->data.size()), MPI_BYTE, dest, tag, comm, &p->request),
         "MPI_Isend");
   // Open MPI's TCP transport writes a queued message only while MPI makes progress: test once
@@ -82,6 +83,19 @@ void SendQueue::abandon() noexcept {
     (void)p.release();
   }
   pending_.clear();
+}
+
+void SendQueue::abandon(MPI_Comm comm) noexcept {
+  // The request is left to MPI (never tested again) and its buffer leaked: testing a send to a
+  // dead peer drives the TCP transport at a dead socket.
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if ((*it)->comm == comm) {
+      (void)it->release();
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void precise_sleeps() noexcept { ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); }

@@ -44,10 +44,13 @@ class SendQueue {
   std::size_t drain(double seconds);
   /// Cancels what is still going (for peers that are gone).
   void abandon() noexcept;
+  /// Cancels what is still going to the peer(s) of `comm` (declared dead).
+  void abandon(MPI_Comm comm) noexcept;
 
  private:
   struct Pending {
     MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Comm comm = MPI_COMM_NULL;
     std::string data;
   };
   std::deque<std::unique_ptr<Pending>> pending_;

@@ -2,13 +2,17 @@
 // and collects results, and stopping them. All MPI traffic of a pool runs on its one thread.
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "fibra/detail/core.hpp"
@@ -26,15 +30,22 @@ namespace {
 constexpr std::size_t batches_per_worker = 2;  // one running, one waiting: no gap between batches
 
 struct Worker {
-  enum class State { starting, ready, retiring, leaving, gone };
+  // starting: spawned, no hello yet; ready: takes work; retiring: finishes its batches, then is
+  // told to leave; leaving: told, waiting for its bye; gone: said bye (disconnected at the end);
+  // lost: declared dead; never sent to or read from again.
+  enum class State { starting, ready, retiring, leaving, gone, lost };
   int id = 0;
   MPI_Comm comm = MPI_COMM_NULL;  // an intercommunicator of its own
   std::string host;
   long pid = 0;
   State state = State::starting;
   std::deque<std::uint32_t> batches;  // per batch sent: chunks without a result yet
-  double last_heard = 0, last_sent = 0;
+  double spawned_at = 0, last_heard = 0, last_sent = 0;
+  bool alive() const { return state != State::gone && state != State::lost; }
 };
+
+// How an attempt failed, for retry decisions and messages.
+enum class FailKind { raised, crashed, timed_out, lost, config };
 
 class PoolImpl;
 std::mutex g_pools_mu;
@@ -96,10 +107,26 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::unique_lock lk(mu_);
     if (closed_) throw PoolClosed("fibra: resize() on a pool that was closed");
     target_ = n;
+    spawn_error_ = nullptr;
+    next_spawn_ = 0;
     kick();
-    state_cv_.wait(lk, [&] { return broken_ || ready_count() == target_; });
+    const bool ok = state_cv_.wait_for(lk, std::chrono::duration<double>(s_.start_timeout_s),
+                                       [&] { return broken_ || spawn_error_ || ready_count() == target_; });
     if (broken_) std::rethrow_exception(broken_);
+    if (spawn_error_) {
+      const int live = live_count();
+      target_ = std::max(1, live);
+      throw MpiError("fibra: Pool::resize(" + std::to_string(n) + ") could not start every new worker (" +
+                     error_text(spawn_error_) + "); the pool carries on with " + std::to_string(live) + " workers");
+    }
+    if (!ok) {
+      throw WorkerLost("fibra: Pool::resize(" + std::to_string(n) + "): only " + std::to_string(ready_count()) +
+                       " workers were ready after " + seconds(s_.start_timeout_s) +
+                       " (PoolOptions::start_timeout_s); the others may still come");
+    }
   }
+
+  RetryPolicy default_policy() const override { return s_.policy; }
 
   void close() override {
     std::lock_guard lk(mu_);
@@ -161,9 +188,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       auto w = std::make_unique<Worker>();
       w->id = next_worker_id_++;
       w->comm = inter;
-      w->last_heard = w->last_sent = mpi::now_s();
+      w->spawned_at = w->last_heard = w->last_sent = mpi::now_s();
       std::lock_guard lk(mu_);
       workers_.push_back(std::move(w));
+      spawn_failures_ = 0;
     }
   }
 
@@ -179,7 +207,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
         busy |= dispatch();
         busy |= adjust_size();
         sends_.progress();
-        heartbeats();
+        watch_workers();
       } catch (...) {
         std::lock_guard lk(mu_);
         broken_ = std::current_exception();
@@ -201,6 +229,12 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     wake_.notify_one();
   }
 
+  int live_count() const {
+    return static_cast<int>(std::count_if(workers_.begin(), workers_.end(), [](auto& w) {
+      return w->state == Worker::State::ready || w->state == Worker::State::starting;
+    }));
+  }
+
   int ready_count() const {
     return static_cast<int>(std::count_if(workers_.begin(), workers_.end(),
                                           [](auto& w) { return w->state == Worker::State::ready; }));
@@ -210,8 +244,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     bool got = false;
     mpi::Message m;
     for (auto& w : workers_) {
-      if (w->state == Worker::State::gone) continue;
-      for (int k = 0; k < 64 && mpi::try_recv(w->comm, m); ++k) {
+      if (!w->alive()) continue;
+      for (int k = 0; k < 64 && w->alive() && mpi::try_recv(w->comm, m); ++k) {
         got |= m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
         w->last_heard = mpi::now_s();
         handle(*w, m);
@@ -243,7 +277,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
                         std::to_string(registry_size()) +
                         " or others: driver and workers must run the same build of the program");
     }
-    w.state = Worker::State::ready;
+    if (w.state == Worker::State::starting) w.state = Worker::State::ready;
     state_cv_.notify_all();
   }
 
@@ -251,43 +285,160 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::lock_guard lk(mu_);
     for (const auto& r : b.results) {
       if (!w.batches.empty() && --w.batches.front() == 0) w.batches.pop_front();
-      if (r.header.status == wire::Status::not_run) {
-        sched_.requeue(r.header.chunk, r.header.attempt);
-        continue;
+      const auto& h = r.header;
+      switch (h.status) {
+        case wire::Status::not_run: sched_.requeue(h.chunk, h.attempt); break;
+        case wire::Status::ok: accept_result(h, r.payload, {}); break;
+        case wire::Status::partial: on_partial(w, h, r.payload, b.executor_pid); break;
+        default: on_failed_attempt(w, r, b.executor_pid); break;
       }
-      auto c = sched_.accept(r.header.chunk, r.header.attempt);
-      if (!c) continue;  // an attempt already given up on: dropped, never counted twice
-      ChunkOutcome o{c->first, c->count, {}, {}};
-      if (r.header.status == wire::Status::ok) o.payload.assign(r.payload);
-      else o.error = failure(w, *c, r, b.executor_pid);
-      c->job->deliver(std::move(o));
     }
     if (sched_.idle()) state_cv_.notify_all();
+  }
+
+  // A result for the attempt in flight is delivered; any other is a late duplicate and dropped.
+  void accept_result(const wire::ResultHeader& h, std::string_view payload, std::vector<ItemOutcomeError> errors) {
+    auto c = sched_.accept(h.chunk, h.attempt);
+    if (!c) return;
+    for (auto& e : c->item_errors) errors.push_back(std::move(e));
+    std::sort(errors.begin(), errors.end(), [](auto& x, auto& y) { return x.offset < y.offset; });
+    c->job->deliver({c->first, c->count, std::string(payload), {}, std::move(errors)});
+  }
+
+  // A keep_going chunk came back with some items failed or skipped.
+  void on_partial(const Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid) {
+    auto p = wire::decode_partial(payload);
+    const Chunk* c = sched_.find(h.chunk, h.attempt);
+    if (!c) return;
+    std::vector<ItemOutcomeError> errors;
+    std::string first_error;
+    for (const auto& f : p.failures) {
+      if (f.type == "skipped") continue;  // its error is already in the chunk's item_errors
+      auto e = raised_error(w, *c, f, exec_pid);
+      if (first_error.empty()) first_error = error_text(e);
+      errors.push_back({f.offset, e});
+    }
+    if (!errors.empty() && c->job->policy().retry_exceptions && c->failures.size() < c->job->policy().retries) {
+      std::unique_ptr<Chunk> out;
+      sched_.fail(h.chunk, h.attempt, std::to_string(errors.size()) + " items raised, first: " + first_error,
+                  errors.front().error, true, out);
+      return;
+    }
+    accept_result(h, p.results, std::move(errors));
+  }
+
+  // A chunk's attempt failed: it raised, crashed, ran out of time or met an unknown function.
+  void on_failed_attempt(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid) {
+    const Chunk* c = sched_.find(r.header.chunk, r.header.attempt);
+    if (!c) return;  // an attempt already given up on
+    const auto& fn = c->job->fn().name;
+    if (r.header.status == wire::Status::unknown_fn) {
+      auto e = std::make_exception_ptr(ConfigError("fibra: " + where(w, exec_pid) + " cannot run '" + fn +
+                                                   "': " + std::string(r.payload)));
+      return attempt_failed(r.header.chunk, r.header.attempt, FailKind::config, e, std::nullopt);
+    }
+    ItemFailure f = wire::decode_failure(r.payload);
+    if (r.header.status == wire::Status::raised)
+      return attempt_failed(r.header.chunk, r.header.attempt, FailKind::raised, raised_error(w, *c, f, exec_pid),
+                            f.offset);
+    RemoteSite site{fn, c->first + f.offset, w.id, w.host, static_cast<long>(exec_pid)};
+    const std::string item = "item " + std::to_string(site.item);
+    std::exception_ptr e;
+    if (r.header.status == wire::Status::timed_out) {
+      e = std::make_exception_ptr(TaskTimeout("fibra: " + fn + " on " + item + " " + f.message + " (" +
+                                                  where(w, exec_pid) + ")",
+                                              f.type, f.message, site));
+    } else {
+      e = std::make_exception_ptr(ExecutorCrashed(
+          "fibra: the executor running " + fn + " on " + item + " " + f.message + " (" + where(w, exec_pid) + ")",
+          f.type, f.message, site));
+    }
+    attempt_failed(r.header.chunk, r.header.attempt,
+                   r.header.status == wire::Status::timed_out ? FailKind::timed_out : FailKind::crashed, e, f.offset);
+  }
+
+  std::exception_ptr raised_error(const Worker& w, const Chunk& c, const ItemFailure& f, std::int64_t exec_pid) {
+    const std::string& fn = c.job->fn().name;
+    RemoteSite site{fn, c.first + f.offset, w.id, w.host, static_cast<long>(exec_pid)};
+    return std::make_exception_ptr(RemoteError("fibra: " + fn + " raised " + f.type + " on item " +
+                                                   std::to_string(site.item) + ": " + f.message + " (" +
+                                                   where(w, exec_pid) + ")",
+                                               f.type, f.message, site));
+  }
+
+  // Counts a failed attempt against the chunk's retries. When they are used up the call gets the
+  // error with the history of every attempt; a keep_going call instead gets that error for the
+  // failing item (all items if it is unknown) and the chunk runs again without it.
+  void attempt_failed(std::uint64_t id, std::uint32_t attempt, FailKind kind, std::exception_ptr e,
+                      std::optional<std::uint32_t> item) {
+    const Chunk* c0 = sched_.find(id, attempt);
+    if (!c0) return;
+    const RetryPolicy& policy = c0->job->policy();
+    const bool retryable =
+        kind == FailKind::crashed || kind == FailKind::timed_out || kind == FailKind::lost ||
+        (kind == FailKind::raised && policy.retry_exceptions);
+    std::unique_ptr<Chunk> c;
+    if (sched_.fail(id, attempt, error_text(e), e, retryable, c) != Failed::exhausted) return;
+    auto final_error = with_history(*c);
+    if (!policy.keep_going || kind == FailKind::config) {
+      c->job->deliver({c->first, c->count, {}, final_error, {}});
+      return;
+    }
+    if (kind == FailKind::raised && item) {  // keep_going chunks only stop at undecodable input
+      c->job->deliver({c->first, c->count, {}, final_error, {}});
+      return;
+    }
+    for (std::uint32_t k = 0; k < c->count; ++k) {
+      if ((item && k != *item) || std::binary_search(c->skip.begin(), c->skip.end(), k)) continue;
+      c->skip.insert(std::upper_bound(c->skip.begin(), c->skip.end(), k), k);
+      c->item_errors.push_back({k, final_error});
+    }
+    sched_.readd(std::move(c));
+  }
+
+  // The error a call sees when a chunk used up its retries: the last attempt's error, its text
+  // extended with every attempt's.
+  std::exception_ptr with_history(const Chunk& c) const {
+    if (c.failures.size() <= 1) return c.last_error;
+    const std::string items = c.count == 1 ? "item " + std::to_string(c.first)
+                                           : "items " + std::to_string(c.first) + ".." +
+                                                 std::to_string(c.first + c.count - 1);
+    std::string msg = "fibra: " + c.job->fn().name + " failed " + std::to_string(c.failures.size()) +
+                      " times on " + items + "; no retries left (retries = " +
+                      std::to_string(c.job->policy().retries) + ")";
+    for (std::size_t i = 0; i < c.failures.size(); ++i)
+      msg += "\n  attempt " + std::to_string(i + 1) + ": " + c.failures[i];
+    msg += "\nAn item that fails every time is a bug or a poison input: fix the function or leave the item out"
+           " (MapOptions::errors collects such failures instead of throwing).";
+    try {
+      std::rethrow_exception(c.last_error);
+    } catch (const TaskTimeout& e) {
+      return std::make_exception_ptr(TaskTimeout(msg, e.type_name(), e.remote_message(), e.site()));
+    } catch (const ExecutorCrashed& e) {
+      return std::make_exception_ptr(ExecutorCrashed(msg, e.type_name(), e.remote_message(), e.site()));
+    } catch (const RemoteError& e) {
+      return std::make_exception_ptr(RemoteError(msg, e.type_name(), e.remote_message(), e.site()));
+    } catch (const WorkerLost&) {
+      return std::make_exception_ptr(WorkerLost(msg));
+    } catch (...) {
+      return c.last_error;
+    }
+  }
+
+  static std::string error_text(const std::exception_ptr& e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      std::string s = x.what();
+      return s.rfind("fibra: ", 0) == 0 ? s.substr(7) : s;
+    } catch (...) {
+      return "unknown error";
+    }
   }
 
   std::string where(const Worker& w, long pid) const {
     return "worker " + std::to_string(w.id) + " of " + std::to_string(target_) + " on " + w.host + ", pid " +
            std::to_string(pid);
-  }
-
-  std::exception_ptr failure(const Worker& w, const Chunk& c, const wire::ResultView& r, std::int64_t exec_pid) {
-    const std::string fn = c.job->fn().name;
-    if (r.header.status == wire::Status::unknown_fn) {
-      return std::make_exception_ptr(ConfigError("fibra: " + where(w, exec_pid) + " cannot run '" + fn + "': " +
-                                                 std::string(r.payload)));
-    }
-    ItemFailure f = wire::decode_failure(r.payload);
-    RemoteSite site{fn, c.first + f.offset, w.id, w.host, static_cast<long>(exec_pid)};
-    const std::string item = "item " + std::to_string(site.item);
-    if (r.header.status == wire::Status::crashed) {
-      return std::make_exception_ptr(ExecutorCrashed(
-          "fibra: the executor running " + fn + " on " + item + " " + f.message + " (" + where(w, exec_pid) +
-              "); the worker carries on with a new executor",
-          f.type, f.message, site));
-    }
-    return std::make_exception_ptr(RemoteError("fibra: " + fn + " raised " + f.type + " on " + item + ": " +
-                                                   f.message + " (" + where(w, exec_pid) + ")",
-                                               f.type, f.message, site));
   }
 
   // Gives each ready worker with room a batch of pending chunks.
@@ -312,7 +463,17 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       std::string batch = wire::begin_batch();
       batch.reserve(bytes);
       for (Chunk* c : chunks) {
-        wire::TaskHeader h{c->id, c->attempt, c->job->fn().id, c->job->mode(), c->first, c->count};
+        const RetryPolicy& policy = c->job->policy();
+        wire::TaskHeader h;
+        h.chunk = c->id;
+        h.attempt = c->attempt;
+        h.fn = c->job->fn().id;
+        h.mode = c->job->mode();
+        h.first = c->first;
+        h.count = c->count;
+        h.timeout_ms = static_cast<std::uint32_t>(std::min(policy.task_timeout_s * 1000, 4e9));
+        h.keep_going = policy.keep_going;
+        h.skip = c->skip;
         wire::append_task(batch, h, c->payload);
       }
       wire::set_count(batch, static_cast<std::uint32_t>(chunks.size()));
@@ -322,36 +483,93 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   }
 
   void send(Worker& w, int tag, std::string data) {
+    if (!w.alive()) return;  // never to a worker that is gone or lost: a send to a dead peer can wedge MPI
     sends_.send(w.comm, 0, tag, std::move(data));
     w.last_sent = mpi::now_s();
   }
 
-  void heartbeats() {
+  // Heartbeats to quiet workers, and the liveness check of every worker: a worker that has been
+  // silent too long (or whose process is gone, for workers on this host) is declared lost.
+  void watch_workers() {
     const double now = mpi::now_s();
-    for (auto& w : workers_)
+    const bool check_pids = now - last_pid_check_ > 0.2;
+    if (check_pids) last_pid_check_ = now;
+    for (auto& w : workers_) {
+      if (!w->alive()) continue;
+      if (w->state == Worker::State::starting) {
+        if (now - w->spawned_at > s_.start_timeout_s)
+          declare_lost(*w, "it did not start within " + seconds(s_.start_timeout_s) + " (PoolOptions::start_timeout_s)");
+        continue;
+      }
+      if (now - w->last_heard > s_.worker_silence_s) {
+        declare_lost(*w, "it has been silent for " + seconds(now - w->last_heard) +
+                             " (PoolOptions::worker_silence_s = " + seconds(s_.worker_silence_s) + ")");
+        continue;
+      }
+      if (check_pids && w->pid > 0 && w->host == my_host_ && ::kill(static_cast<pid_t>(w->pid), 0) != 0 &&
+          errno == ESRCH) {
+        declare_lost(*w, "its process is gone");
+        continue;
+      }
       if (w->state == Worker::State::ready && now - w->last_sent > s_.heartbeat_s) send(*w, wire::tag_heartbeat, {});
+    }
   }
 
-  // Spawns or retires workers until the pool has its target size.
+  static std::string seconds(double s) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f s", s);
+    return b;
+  }
+
+  // The worker is dead to the pool: nothing is sent to it or read from it again, and the chunks it
+  // held are failed attempts (retried elsewhere while they have retries left).
+  void declare_lost(Worker& w, const std::string& why) {
+    std::lock_guard lk(mu_);
+    const bool was_leaving = w.state == Worker::State::leaving;
+    w.state = Worker::State::lost;
+    sends_.abandon(w.comm);
+    w.batches.clear();
+    const auto held = sched_.owned_by(w.id);
+    const std::string who = "worker " + std::to_string(w.id) + " of " + std::to_string(target_) + " on " +
+                            (w.host.empty() ? "?" : w.host) + " (pid " + std::to_string(w.pid) + ")";
+    if (!was_leaving) {
+      std::fprintf(stderr, "fibra: %s was lost: %s; %zu chunk(s) it held go back to the queue%s\n", who.c_str(),
+                   why.c_str(), held.size(), closed_ && stopping_ ? "" : ", and a replacement is started");
+    }
+    ++lost_count_;
+    for (const auto& [id, attempt] : held) {
+      const Chunk* c = sched_.find(id, attempt);
+      if (!c) continue;
+      auto e = std::make_exception_ptr(WorkerLost("fibra: " + who + " was lost while it ran " + c->job->fn().name +
+                                                  " on items " + std::to_string(c->first) + ".." +
+                                                  std::to_string(c->first + c->count - 1) + ": " + why));
+      attempt_failed(id, attempt, FailKind::lost, e, std::nullopt);
+    }
+    state_cv_.notify_all();
+  }
+
+  // Spawns or retires workers until the pool has its target size. A spawn that fails is reported
+  // and tried again later; the pool carries on with the workers it has.
   bool adjust_size() {
-    int ready, target, live;
+    int target, live;
     {
       std::lock_guard lk(mu_);
-      ready = ready_count();
       target = target_;
-      live = static_cast<int>(std::count_if(workers_.begin(), workers_.end(), [](auto& w) {
-        return w->state == Worker::State::ready || w->state == Worker::State::starting;
-      }));
+      live = live_count();
     }
-    if (live < target) {
-      spawn(target - live);
+    if (live < target && mpi::now_s() >= next_spawn_) {
+      try {
+        spawn(target - live);
+      } catch (const Error& e) {
+        on_spawn_failed(e);
+      }
       return true;
     }
     bool changed = false;
     for (auto it = workers_.rbegin(); it != workers_.rend() && live > target; ++it) {
       auto& w = **it;
-      if (w.state == Worker::State::ready) {  // stop taking work; leave once its batches are done
-        std::lock_guard lk(mu_);
+      if (w.state == Worker::State::ready || w.state == Worker::State::starting) {
+        std::lock_guard lk(mu_);  // stop taking work; leave once its batches are done
         w.state = Worker::State::retiring;
         --live;
         changed = true;
@@ -364,17 +582,32 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
         changed = true;
       }
     }
-    if (changed || ready != ready_count()) {
+    if (changed) {
       std::lock_guard lk(mu_);
       state_cv_.notify_all();
     }
     return changed;
   }
 
+  void on_spawn_failed(const Error& e) {
+    std::lock_guard lk(mu_);
+    spawn_error_ = std::current_exception();
+    ++spawn_failures_;
+    next_spawn_ = mpi::now_s() + std::min(60.0, 2.0 * spawn_failures_);
+    const int live = live_count();
+    std::fprintf(stderr, "fibra: %s\nfibra: the pool carries on with %d worker(s); it tries again in %.0f s\n",
+                 e.what(), live, next_spawn_ - mpi::now_s());
+    if (live == 0) {  // nobody left to run anything: every waiting call fails now, nothing hangs
+      fail_all(std::make_exception_ptr(WorkerLost(std::string("fibra: the pool has no workers left and cannot start new ones: ") +
+                                                  e.what())));
+    }
+    state_cv_.notify_all();
+  }
+
   // ---- driver_stop ----------------------------------------------------------------------------
   // Every chunk still queued or running fails with `e`.
   void fail_all(const std::exception_ptr& e) {
-    for (auto& c : sched_.take_all()) c->job->deliver({c->first, c->count, {}, e});
+    for (auto& c : sched_.take_all()) c->job->deliver({c->first, c->count, {}, e, {}});
     for (auto& w : workers_) w->batches.clear();
     state_cv_.notify_all();
   }
@@ -401,7 +634,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       {
         std::lock_guard ml(mpi::lock());
         for (auto& w : workers_) {
-          if (w->state == Worker::State::gone) continue;
+          if (!w->alive()) continue;
           send(*w, wire::tag_shutdown, {});
           w->state = Worker::State::leaving;
         }
@@ -441,6 +674,12 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::thread thread_;
   int target_ = 0;
   int next_worker_id_ = 1;
+  std::string my_host_ = host_name();
+  double last_pid_check_ = 0;
+  double next_spawn_ = 0;          // after a failed spawn, when to try again
+  int spawn_failures_ = 0;         // in a row
+  std::exception_ptr spawn_error_;  // the last failed spawn (resize() reports it)
+  int lost_count_ = 0;
   bool kicked_ = false, closed_ = false, stopping_ = false, stopped_ = false;
   std::exception_ptr broken_;
 };
@@ -483,9 +722,17 @@ Pool::Pool(int workers, PoolOptions options) {
   detail::PoolSettings s;
   if (workers < 0) throw ConfigError("fibra: Pool(" + std::to_string(workers) + "): the number of workers cannot be negative (0 means one per core)");
   s.workers = workers > 0 ? workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!(options.heartbeat_s > 0) || !(options.worker_silence_s >= 2 * options.heartbeat_s) ||
+      !(options.driver_silence_s >= 2 * options.heartbeat_s))
+    throw ConfigError("fibra: PoolOptions: heartbeat_s must be > 0 and worker_silence_s and driver_silence_s at least "
+                      "twice heartbeat_s (got " + std::to_string(options.heartbeat_s) + ", " +
+                      std::to_string(options.worker_silence_s) + ", " + std::to_string(options.driver_silence_s) + ")");
+  if (!(options.start_timeout_s > 0)) throw ConfigError("fibra: PoolOptions::start_timeout_s must be > 0");
   s.heartbeat_s = options.heartbeat_s;
+  s.worker_silence_s = options.worker_silence_s;
   s.driver_silence_s = options.driver_silence_s;
   s.start_timeout_s = options.start_timeout_s;
+  s.policy = detail::make_policy({}, options.retries, options.retry_exceptions, options.task_timeout_s);
   core_ = detail::start_pool(s);
 }
 

@@ -19,6 +19,7 @@ std::uint64_t Scheduler::add(std::shared_ptr<JobState> job, std::uint64_t first,
 
 std::vector<Chunk*> Scheduler::take_batch(int worker, int workers) {
   std::vector<Chunk*> batch;
+  std::vector<std::uint64_t> passed;  // retries that should run on another worker
   std::uint64_t items = 0;
   while (!pending_.empty()) {
     auto it = chunks_.find(pending_.front());
@@ -26,6 +27,11 @@ std::vector<Chunk*> Scheduler::take_batch(int worker, int workers) {
     if (c->job->cancelled()) {  // nobody waits for it any more
       pending_.pop_front();
       chunks_.erase(it);
+      continue;
+    }
+    if (workers > 1 && c->avoid_worker == worker && passed.size() < max_passed) {
+      passed.push_back(c->id);
+      pending_.pop_front();
       continue;
     }
     if (!batch.empty()) {
@@ -39,6 +45,7 @@ std::vector<Chunk*> Scheduler::take_batch(int worker, int workers) {
     items += c->count;
     batch.push_back(c);
   }
+  for (auto id = passed.rbegin(); id != passed.rend(); ++id) pending_.push_front(*id);
   return batch;
 }
 
@@ -54,22 +61,48 @@ bool Scheduler::requeue(std::uint64_t chunk, std::uint32_t attempt) {
   auto it = chunks_.find(chunk);
   if (it == chunks_.end() || it->second->attempt != attempt || it->second->worker < 0) return false;
   it->second->worker = -1;
-  it->second->attempt -= 1;  // it never started: this was not an attempt
   pending_.push_front(chunk);
   return true;
 }
 
-std::vector<std::unique_ptr<Chunk>> Scheduler::take_owned_by(int worker) {
-  std::vector<std::unique_ptr<Chunk>> out;
-  for (auto it = chunks_.begin(); it != chunks_.end();) {
-    if (it->second->worker == worker) {
-      out.push_back(std::move(it->second));
-      it = chunks_.erase(it);
-    } else {
-      ++it;
-    }
+Failed Scheduler::fail(std::uint64_t chunk, std::uint32_t attempt, std::string what, std::exception_ptr error,
+                       bool retryable, std::unique_ptr<Chunk>& out) {
+  auto it = chunks_.find(chunk);
+  if (it == chunks_.end() || it->second->attempt != attempt || it->second->worker < 0) return Failed::stale;
+  Chunk& c = *it->second;
+  c.avoid_worker = c.worker;
+  c.worker = -1;
+  c.failures.push_back(std::move(what));
+  c.last_error = std::move(error);
+  if (retryable && c.failures.size() <= c.job->policy().retries) {
+    pending_.push_front(chunk);
+    return Failed::retried;
   }
-  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a->id < b->id; });
+  out = std::move(it->second);
+  chunks_.erase(it);
+  return Failed::exhausted;
+}
+
+void Scheduler::readd(std::unique_ptr<Chunk> c) {
+  c->worker = -1;
+  c->failures.clear();
+  c->last_error = nullptr;
+  const auto id = c->id;
+  pending_.push_front(id);
+  chunks_.emplace(id, std::move(c));
+}
+
+const Chunk* Scheduler::find(std::uint64_t chunk, std::uint32_t attempt) const {
+  auto it = chunks_.find(chunk);
+  if (it == chunks_.end() || it->second->attempt != attempt || it->second->worker < 0) return nullptr;
+  return it->second.get();
+}
+
+std::vector<std::pair<std::uint64_t, std::uint32_t>> Scheduler::owned_by(int worker) const {
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> out;
+  for (const auto& [id, c] : chunks_)
+    if (c->worker == worker) out.emplace_back(id, c->attempt);
+  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -19,8 +20,20 @@ struct Chunk {
   std::uint64_t first = 0;
   std::uint32_t count = 0;
   std::string payload;     // encoded items, kept until the chunk is done (for reruns)
-  std::uint32_t attempt = 0;
+  std::uint32_t attempt = 0;  // how many times it was handed out; a result names the one it is for
   int worker = -1;         // owner while in flight
+  int avoid_worker = -1;   // where its last attempt failed: a retry goes elsewhere if it can
+  std::vector<std::string> failures;   // what went wrong in each failed attempt, in order
+  std::exception_ptr last_error;       // the error of the last failed attempt
+  std::vector<std::uint32_t> skip;     // poison items (offsets) not to run again (keep_going calls)
+  std::vector<ItemOutcomeError> item_errors;  // their errors, delivered with the chunk
+};
+
+/// What became of a failed attempt.
+enum class Failed {
+  stale,      ///< not the attempt in flight (already given up on): ignored
+  retried,    ///< back in the queue for another attempt
+  exhausted,  ///< out of retries (or not retryable): the chunk is removed and handed back
 };
 
 /// Not thread-safe: the pool guards it with its mutex.
@@ -29,6 +42,8 @@ class Scheduler {
   /// Chunks with at most this many items are batched together (many tiny apply_async calls).
   static constexpr std::uint32_t small_chunk_items = 256;
   static constexpr std::size_t max_batch_chunks = 1024;
+  /// How many retries a worker passes over (to leave them to other workers) before it takes one.
+  static constexpr std::size_t max_passed = 16;
 
   std::uint64_t add(std::shared_ptr<JobState> job, std::uint64_t first, std::uint32_t count, std::string payload);
 
@@ -41,12 +56,25 @@ class Scheduler {
   /// chunk is unknown or that attempt was given up on (a late duplicate: dropped, never counted).
   std::unique_ptr<Chunk> accept(std::uint64_t chunk, std::uint32_t attempt);
 
-  /// Puts an in-flight chunk back at the front of the queue (it was never started). Returns false
-  /// if (chunk, attempt) is not in flight.
+  /// Puts an in-flight chunk back at the front of the queue (it was never started: no failure is
+  /// counted). Returns false if (chunk, attempt) is not in flight.
   bool requeue(std::uint64_t chunk, std::uint32_t attempt);
 
-  /// Removes and returns every chunk owned by `worker` (in flight there).
-  std::vector<std::unique_ptr<Chunk>> take_owned_by(int worker);
+  /// Records that attempt `attempt` of `chunk` failed (`what` says how, `error` is the exception a
+  /// caller would see). The chunk goes back to the front of the queue while it has retries left and
+  /// `retryable`; otherwise it is removed and returned in `out`.
+  Failed fail(std::uint64_t chunk, std::uint32_t attempt, std::string what, std::exception_ptr error,
+              bool retryable, std::unique_ptr<Chunk>& out);
+
+  /// Puts an exhausted chunk back (keep_going calls): it runs again, skipping its poison items,
+  /// with its failure count reset.
+  void readd(std::unique_ptr<Chunk> c);
+
+  /// The chunk if `attempt` of it is in flight, else nullptr.
+  const Chunk* find(std::uint64_t chunk, std::uint32_t attempt) const;
+
+  /// (chunk, attempt) of every chunk in flight at `worker`.
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> owned_by(int worker) const;
   /// Removes and returns every chunk (pending and in flight).
   std::vector<std::unique_ptr<Chunk>> take_all();
 

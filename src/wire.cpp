@@ -37,6 +37,10 @@ void append_task(std::string& batch, const TaskHeader& h, std::string_view paylo
   w.pod(h.mode);
   w.pod(h.first);
   w.pod(h.count);
+  w.pod(h.timeout_ms);
+  w.pod<std::uint8_t>(h.keep_going ? 1 : 0);
+  w.pod<std::uint32_t>(static_cast<std::uint32_t>(h.skip.size()));
+  for (auto k : h.skip) w.pod(k);
   w.pod<std::uint64_t>(payload.size());
   w.raw(payload.data(), payload.size());
 }
@@ -54,6 +58,10 @@ std::vector<TaskView> parse_tasks(std::string_view batch) {
     t.header.mode = r.pod<detail::CallMode>();
     t.header.first = r.pod<std::uint64_t>();
     t.header.count = r.pod<std::uint32_t>();
+    t.header.timeout_ms = r.pod<std::uint32_t>();
+    t.header.keep_going = r.pod<std::uint8_t>() != 0;
+    t.header.skip.resize(r.pod<std::uint32_t>());
+    for (auto& k : t.header.skip) k = r.pod<std::uint32_t>();
     t.payload = r.take(r.pod<std::uint64_t>());
     out.push_back(t);
   }
@@ -93,6 +101,32 @@ ResultBatch parse_results(std::string_view batch) {
     b.results.push_back(v);
   }
   return b;
+}
+
+std::string encode_partial(const std::vector<detail::ItemFailure>& failures, std::string_view results) {
+  std::string s;
+  Writer w(s);
+  w.pod<std::uint32_t>(static_cast<std::uint32_t>(failures.size()));
+  for (const auto& f : failures) {
+    w.pod(f.offset);
+    detail::encode(w, f.type);
+    detail::encode(w, f.message);
+  }
+  w.raw(results.data(), results.size());
+  return s;
+}
+
+Partial decode_partial(std::string_view s) {
+  Reader r(s);
+  Partial p;
+  p.failures.resize(r.pod<std::uint32_t>());
+  for (auto& f : p.failures) {
+    f.offset = r.pod<std::uint32_t>();
+    detail::decode(r, f.type);
+    detail::decode(r, f.message);
+  }
+  p.results = r.take(r.left());
+  return p;
 }
 
 std::string encode_failure(const detail::ItemFailure& f) {

@@ -42,6 +42,9 @@ struct TaskHeader {
   detail::CallMode mode = detail::CallMode::single;
   std::uint64_t first = 0;    ///< index of the chunk's first item in its call
   std::uint32_t count = 0;    ///< items in the chunk
+  std::uint32_t timeout_ms = 0;  ///< one item may run this long before the agent kills the executor; 0: none
+  bool keep_going = false;       ///< collect item failures and go on (RunControl::keep_going)
+  std::vector<std::uint32_t> skip;  ///< offsets of poison items not to run
 };
 
 /// Appends one chunk to a task batch under construction (the batch starts with a u32 count).
@@ -62,6 +65,8 @@ enum class Status : std::uint8_t {
   crashed = 2,      ///< payload: description of how the executor died, while running this chunk
   not_run = 3,      ///< the executor died before starting this chunk: run it again, not an attempt
   unknown_fn = 4,   ///< payload: message (the function is not registered in this worker)
+  timed_out = 5,    ///< payload: like crashed; an item ran past the chunk's time limit and was killed
+  partial = 6,      ///< payload: encode_partial (keep_going chunks whose items failed or were skipped)
 };
 
 struct ResultHeader {
@@ -83,6 +88,14 @@ struct ResultBatch {
   std::vector<ResultView> results;
 };
 ResultBatch parse_results(std::string_view batch);
+
+/// Payload of a `partial` result: the failed items, then the results of all items (R{} for failed ones).
+std::string encode_partial(const std::vector<detail::ItemFailure>& failures, std::string_view results);
+struct Partial {
+  std::vector<detail::ItemFailure> failures;
+  std::string_view results;
+};
+Partial decode_partial(std::string_view s);
 
 /// Payload of a `raised` result.
 std::string encode_failure(const detail::ItemFailure& f);

@@ -50,16 +50,17 @@ class ExecutorCrashed : public RemoteError {
   using RemoteError::RemoteError;
 };
 
-/// @brief A worker stopped answering and was declared lost.
+/// @brief A worker stopped answering and was declared lost, and the work it held ran out of
+/// retries; or no worker could be started.
 class WorkerLost : public Error {
  public:
   using Error::Error;
 };
 
-/// @brief A task ran past its time limit.
-class TaskTimeout : public Error {
+/// @brief A task ran past its time limit (MapOptions::task_timeout_s); its executor was killed.
+class TaskTimeout : public RemoteError {
  public:
-  using Error::Error;
+  using RemoteError::RemoteError;
 };
 
 /// @brief The pool was closed or terminated, or can no longer run work.

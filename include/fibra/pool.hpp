@@ -21,11 +21,22 @@
 
 namespace fibra {
 
-/// @brief Settings of a pool, fixed when it starts.
+/// @brief Settings of a pool, fixed when it starts. See docs/fault-tolerance.md.
 struct PoolOptions {
   double heartbeat_s = 1.0;       ///< each side says it is alive after this much silence
-  double driver_silence_s = 10;   ///< workers exit when the driver is silent this long (orphan guard)
-  double start_timeout_s = 60;    ///< Pool() fails if its workers have not all started by then
+  double worker_silence_s = 10;   ///< a worker silent this long is declared lost; its work runs elsewhere
+  double driver_silence_s = 30;   ///< workers exit when the driver is silent this long (orphan guard)
+  double start_timeout_s = 60;    ///< Pool() and resize() give up on workers not started by then
+  unsigned retries = 3;           ///< default MapOptions::retries (also for apply_async)
+  bool retry_exceptions = false;  ///< default MapOptions::retry_exceptions (also for apply_async)
+  double task_timeout_s = 0;      ///< default MapOptions::task_timeout_s (also for apply_async); 0: none
+};
+
+/// @brief One item that failed in a call that collects errors (MapOptions::errors).
+struct ItemError {
+  std::size_t index = 0;     ///< the item's position in the input
+  std::exception_ptr error;  ///< RemoteError, ExecutorCrashed, TaskTimeout or WorkerLost
+  std::string message;       ///< the error's what()
 };
 
 /// @brief Settings of one map/imap/starmap call.
@@ -33,9 +44,52 @@ struct MapOptions {
   std::size_t chunksize = 0;            ///< items per chunk; 0: automatic (see docs/pool.md)
   std::optional<bool> progress;         ///< progress on stderr; default: on when stderr is a terminal
   std::size_t max_inflight_chunks = 0;  ///< chunks queued or running at once; 0: 4 per worker (min 8)
+  /// Failed attempts of a chunk (crash, time limit, lost worker; exceptions if retry_exceptions)
+  /// that are run again before the call fails. Default: PoolOptions::retries (3).
+  std::optional<unsigned> retries;
+  /// Run a chunk again when one of its items throws (default: no; exceptions are usually
+  /// deterministic).
+  std::optional<bool> retry_exceptions;
+  /// Seconds one item may run before its executor is killed and the attempt counts as failed
+  /// (TaskTimeout). Default: PoolOptions::task_timeout_s; 0: no limit.
+  std::optional<double> task_timeout_s;
+  /// When set, the call does not throw for failed items: it runs every item, puts R{} in the place
+  /// of each failed one and appends an ItemError for it here (map: sorted by index; imap: as they
+  /// come). Errors that stop the whole pool (PoolClosed) still throw.
+  std::vector<ItemError>* errors = nullptr;
 };
 
 namespace detail {
+
+/// The retry policy of a call: its options over the pool's defaults. Throws ConfigError.
+inline RetryPolicy make_policy(RetryPolicy base, std::optional<unsigned> retries, std::optional<bool> retry_exceptions,
+                               std::optional<double> task_timeout_s) {
+  if (retries) base.retries = *retries;
+  if (retry_exceptions) base.retry_exceptions = *retry_exceptions;
+  if (task_timeout_s) {
+    if (!(*task_timeout_s >= 0) || *task_timeout_s > 4e6)
+      throw ConfigError("fibra: task_timeout_s must be between 0 (no limit) and 4e6 seconds, got " +
+                        std::to_string(*task_timeout_s));
+    base.task_timeout_s = *task_timeout_s;
+  }
+  return base;
+}
+
+inline RetryPolicy policy_for(const PoolCore& core, const MapOptions& o) {
+  RetryPolicy p = make_policy(core.default_policy(), o.retries, o.retry_exceptions, o.task_timeout_s);
+  p.keep_going = o.errors != nullptr;
+  return p;
+}
+
+inline std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
 
 /// Encodes map/imap items as a function's only parameter `A` (converting when the input differs).
 template <class A>
@@ -67,8 +121,9 @@ class ChunkStream {
  public:
   ChunkStream(std::shared_ptr<PoolCore> core, const FunctionEntry& fn, CallMode mode, View view,
               const MapOptions& o, const char* call)
-      : core_(std::move(core)), job_(std::make_shared<JobState>(fn, mode)), view_(std::move(view)),
-        it_(std::ranges::begin(view_)), progress_(std::string(call) + " " + fn.name, known_size(), o.progress) {
+      : core_(std::move(core)), job_(std::make_shared<JobState>(fn, mode, policy_for(*core_, o))),
+        view_(std::move(view)), it_(std::ranges::begin(view_)),
+        progress_(std::string(call) + " " + fn.name, known_size(), o.progress), errors_(o.errors) {
     if (core_->closed()) throw PoolClosed(std::string("fibra: ") + call + "() on a pool that was closed");
     const std::size_t workers = static_cast<std::size_t>(std::max(1, core_->size()));
     chunksize_ = o.chunksize;
@@ -95,6 +150,10 @@ class ChunkStream {
     job_->wait_next(out);
     --outstanding_;
     if (out.error) std::rethrow_exception(out.error);
+    if (errors_) {
+      for (const auto& e : out.item_errors)
+        errors_->push_back({static_cast<std::size_t>(out.first + e.offset), e.error, what_of(e.error)});
+    }
     progress_.advance(out.count);
     if (outstanding_ == 0 && exhausted()) progress_.finish();
     return true;
@@ -137,6 +196,7 @@ class ChunkStream {
   std::size_t outstanding_ = 0;  // submitted, outcome not yet taken
   std::size_t unreleased_ = 0;   // submitted, results not yet consumed
   std::uint64_t next_index_ = 0;
+  std::vector<ItemError>* errors_ = nullptr;
 };
 
 /// The results of imap (ordered: yields R) or imap_unordered (yields {index, R}), as an input range
@@ -299,7 +359,7 @@ class Pool {
     } else {
       detail::encode(w, std::tuple<std::remove_cvref_t<P>...>(std::forward<Args>(args)...));
     }
-    auto job = std::make_shared<detail::JobState>(entry, mode);
+    auto job = std::make_shared<detail::JobState>(entry, mode, core().default_policy());
     core().submit(job, 0, 1, std::move(payload));
     return Future<std::remove_cvref_t<R>>(std::move(job));
   }
@@ -327,6 +387,7 @@ class Pool {
     using View = std::views::all_t<Range>;
     detail::ChunkStream<View, Enc> s(core_, entry, mode, std::views::all(std::forward<Range>(inputs)), o, call);
     std::vector<R> out;
+    const std::size_t errors_before = o.errors ? o.errors->size() : 0;
     if (auto n = s.known_size()) out.resize(*n);
     detail::ChunkOutcome c;
     while (s.next(c)) {
@@ -334,6 +395,9 @@ class Pool {
       detail::decode_items(c.payload, out.data() + c.first, c.count);
       s.release();
     }
+    if (o.errors)  // only what this call added
+      std::stable_sort(o.errors->begin() + static_cast<std::ptrdiff_t>(errors_before), o.errors->end(),
+                       [](auto& a, auto& b) { return a.index < b.index; });
     return out;
   }
 

@@ -195,7 +195,7 @@ TEST(Errors, ATaskThatThrowsRaisesRemoteErrorAndThePoolGoesOn) {
 
 void expect_crash(int item, const std::string& how) {
   try {
-    pool().map(crash_on, std::vector<int>{0, 1, item, 2}, {.chunksize = 1});
+    pool().map(crash_on, std::vector<int>{0, 1, item, 2}, {.chunksize = 1, .retries = 0});
     FAIL() << "no error for " << item;
   } catch (const fibra::ExecutorCrashed& e) {
     EXPECT_EQ(e.site().function, "crash_on");

@@ -16,12 +16,17 @@ std::string shout(const std::string& s) {
   return s + "!";
 }
 int not_registered(int x) { return x; }
+int positive(int x) {
+  if (x < 0) throw std::domain_error("negative");
+  return x;
+}
 
 }  // namespace
 
 FIBRA_REMOTE(square);
 FIBRA_REMOTE(affine);
 FIBRA_REMOTE(shout);
+FIBRA_REMOTE(positive);
 FIBRA_REMOTE(square);  // a second registration of the same function is harmless
 
 namespace {
@@ -69,7 +74,7 @@ TEST(Registry, RunnersApplyTheFunctionToEveryItem) {
   std::string out;
   ItemFailure fail;
   Cursor cursor{0};
-  ASSERT_TRUE(e.run_single(bytes, 3, out, fail, cursor));
+  ASSERT_TRUE(e.run_single(bytes, 3, out, fail, cursor, {}));
   std::vector<int> r(3);
   decode_items(out, r.data(), 3);
   EXPECT_EQ(r, (std::vector<int>{1, 4, 9}));
@@ -78,7 +83,7 @@ TEST(Registry, RunnersApplyTheFunctionToEveryItem) {
   const auto& a = function_by_address(reinterpret_cast<const void*>(&affine), "starmap");
   std::string targs = encode_value(std::tuple<double, double, int>(2.0, 3.0, 1));
   out.clear();
-  ASSERT_TRUE(a.run_tuple(targs, 1, out, fail, cursor));
+  ASSERT_TRUE(a.run_tuple(targs, 1, out, fail, cursor, {}));
   EXPECT_EQ(decode_value<double>(out), 7.0);
 }
 
@@ -90,10 +95,55 @@ TEST(Registry, ARunnerStopsAtTheFirstItemThatThrows) {
   std::string out;
   ItemFailure fail;
   Cursor cursor{0};
-  EXPECT_FALSE(e.run_single(bytes, 3, out, fail, cursor));
+  EXPECT_FALSE(e.run_single(bytes, 3, out, fail, cursor, {}));
   EXPECT_EQ(fail.offset, 1u);
   EXPECT_EQ(fail.type, "std::invalid_argument");
   EXPECT_EQ(fail.message, "empty input");
+}
+
+TEST(Registry, KeepGoingRecordsEveryFailureAndSkipsPoisonItems) {
+  // Encoded items and results.
+  const auto& e = function_by_address(reinterpret_cast<const void*>(&shout), "map");
+  std::string bytes;
+  Writer w(bytes);
+  for (std::string s : {"a", "", "c", "d"}) encode(w, s);
+  std::string out;
+  ItemFailure fail;
+  Cursor cursor{0};
+  std::vector<ItemFailure> failures;
+  RunControl ctl{.keep_going = true, .skip = {2}, .failures = &failures};
+  ASSERT_TRUE(e.run_single(bytes, 4, out, fail, cursor, ctl));
+  std::vector<std::string> r(4);
+  decode_items(out, r.data(), 4);
+  EXPECT_EQ(r, (std::vector<std::string>{"a!", "", "", "d!"}));
+  ASSERT_EQ(failures.size(), 2u);
+  EXPECT_EQ(failures[0].offset, 1u);
+  EXPECT_EQ(failures[0].message, "empty input");
+  EXPECT_EQ(failures[1].offset, 2u);
+  EXPECT_EQ(failures[1].type, "skipped");
+
+  // Raw items and results (the fast path's careful twin).
+  const auto& p = function_by_address(reinterpret_cast<const void*>(&positive), "map");
+  std::vector<int> in{5, -1, 7, -2, 9};
+  std::string raw(reinterpret_cast<const char*>(in.data()), in.size() * sizeof(int));
+  out.clear();
+  failures.clear();
+  RunControl ctl2{.keep_going = true, .skip = {4}, .failures = &failures};
+  ASSERT_TRUE(p.run_single(raw, 5, out, fail, cursor, ctl2));
+  std::vector<int> ri(5);
+  decode_items(out, ri.data(), 5);
+  EXPECT_EQ(ri, (std::vector<int>{5, 0, 7, 0, 0}));
+  ASSERT_EQ(failures.size(), 3u);
+  EXPECT_EQ(failures[0].offset, 1u);
+  EXPECT_EQ(failures[1].offset, 3u);
+  EXPECT_EQ(failures[2].offset, 4u);
+
+  // Without keep_going a skip list still holds, and the first exception stops the chunk.
+  out.clear();
+  failures.clear();
+  RunControl ctl3{.keep_going = false, .skip = {1}, .failures = &failures};
+  EXPECT_FALSE(p.run_single(raw, 5, out, fail, cursor, ctl3));
+  EXPECT_EQ(fail.offset, 3u);
 }
 
 }  // namespace

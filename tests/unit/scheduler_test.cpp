@@ -12,10 +12,12 @@ namespace {
 
 using namespace fibra::detail;
 
-std::shared_ptr<JobState> job() {
+std::shared_ptr<JobState> job(RetryPolicy p = {}) {
   return std::make_shared<JobState>(function_by_address(reinterpret_cast<const void*>(&ident), "map"),
-                                    CallMode::single);
+                                    CallMode::single, p);
 }
+
+std::exception_ptr err(const char* what) { return std::make_exception_ptr(fibra::Error(what)); }
 
 TEST(Scheduler, BigChunksGoOneByOneInOrder) {
   Scheduler s;
@@ -68,8 +70,11 @@ TEST(Scheduler, ANotRunChunkGoesBackToTheFrontWithoutCostingAnAttempt) {
   auto b = s.take_batch(2, 1);
   ASSERT_EQ(b.size(), 1u);
   EXPECT_EQ(b[0]->id, a);
-  EXPECT_EQ(b[0]->attempt, 1u);
+  EXPECT_EQ(b[0]->attempt, 2u);  // a new number: a late result of the first hand-out is dropped
+  EXPECT_TRUE(b[0]->failures.empty());
   EXPECT_EQ(b[0]->worker, 2);
+  EXPECT_EQ(s.accept(a, 1), nullptr);
+  EXPECT_NE(s.accept(a, 2), nullptr);
 }
 
 TEST(Scheduler, CancelledJobsAreDroppedBeforeTheyRun) {
@@ -85,17 +90,88 @@ TEST(Scheduler, CancelledJobsAreDroppedBeforeTheyRun) {
   EXPECT_EQ(s.pending(), 0u);
 }
 
-TEST(Scheduler, TakesWhatAWorkerOwnsAndEverything) {
+TEST(Scheduler, KnowsWhatAWorkerOwnsAndTakesEverything) {
   Scheduler s;
   auto j = job();
   for (int i = 0; i < 3; ++i) s.add(j, i * 1000, 1000, "p");
-  s.take_batch(1, 2);
+  auto b1 = s.take_batch(1, 2);
   s.take_batch(2, 2);
-  auto mine = s.take_owned_by(1);
+  auto mine = s.owned_by(1);
   ASSERT_EQ(mine.size(), 1u);
-  EXPECT_EQ(mine[0]->first, 0u);
-  EXPECT_EQ(s.take_all().size(), 2u);
+  EXPECT_EQ(mine[0].first, b1[0]->id);
+  EXPECT_EQ(mine[0].second, 1u);
+  EXPECT_EQ(s.take_all().size(), 3u);
   EXPECT_TRUE(s.idle());
+}
+
+TEST(Scheduler, AFailedAttemptIsRetriedFirstUntilItsRetriesAreUsedUp) {
+  Scheduler s;
+  auto j = job(RetryPolicy{.retries = 2});
+  auto a = s.add(j, 0, 10, "p");
+  s.add(j, 10, 10, "p");
+  std::unique_ptr<Chunk> out;
+  for (std::uint32_t attempt = 1; attempt <= 2; ++attempt) {
+    auto b = s.take_batch(attempt, 1);
+    ASSERT_EQ(b[0]->id, a);  // the failed chunk goes to the front
+    EXPECT_EQ(s.fail(a, attempt, "crash " + std::to_string(attempt), err("x"), true, out), Failed::retried);
+  }
+  EXPECT_EQ(s.fail(a, 2, "late", err("x"), true, out), Failed::stale);  // no longer in flight
+  s.take_batch(3, 1);
+  EXPECT_EQ(s.fail(a, 3, "crash 3", err("x"), true, out), Failed::exhausted);
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(out->failures, (std::vector<std::string>{"crash 1", "crash 2", "crash 3"}));
+  EXPECT_EQ(s.pending(), 1u);  // only the other chunk is left
+  EXPECT_EQ(s.in_flight(), 0u);
+}
+
+TEST(Scheduler, ARetryGoesToAnotherWorkerIfThereIsOne) {
+  Scheduler s;
+  auto j = job();
+  auto a = s.add(j, 0, 1000, "p");
+  auto b = s.add(j, 1000, 1000, "p");
+  s.take_batch(1, 2);
+  std::unique_ptr<Chunk> out;
+  ASSERT_EQ(s.fail(a, 1, "crash", err("x"), true, out), Failed::retried);
+  auto again = s.take_batch(1, 2);  // worker 1 passes over its own failure
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0]->id, b);
+  auto other = s.take_batch(2, 2);
+  ASSERT_EQ(other.size(), 1u);
+  EXPECT_EQ(other[0]->id, a);
+  // With a single worker it takes the retry itself.
+  ASSERT_EQ(s.fail(a, 2, "crash", err("x"), true, out), Failed::retried);
+  auto alone = s.take_batch(2, 1);
+  ASSERT_EQ(alone.size(), 1u);
+  EXPECT_EQ(alone[0]->id, a);
+}
+
+TEST(Scheduler, ANonRetryableFailureEndsTheChunkAtOnce) {
+  Scheduler s;
+  auto j = job();
+  auto a = s.add(j, 0, 10, "p");
+  s.take_batch(1, 1);
+  std::unique_ptr<Chunk> out;
+  EXPECT_EQ(s.fail(a, 1, "raised", err("x"), false, out), Failed::exhausted);
+  ASSERT_NE(out, nullptr);
+  EXPECT_TRUE(s.idle());
+}
+
+TEST(Scheduler, AReaddedChunkRunsAgainWithFreshRetriesAndANewAttemptNumber) {
+  Scheduler s;
+  auto j = job(RetryPolicy{.retries = 0});
+  auto a = s.add(j, 0, 10, "p");
+  s.take_batch(1, 1);
+  std::unique_ptr<Chunk> out;
+  ASSERT_EQ(s.fail(a, 1, "crash", err("x"), true, out), Failed::exhausted);
+  out->skip = {3};
+  s.readd(std::move(out));
+  auto b = s.take_batch(2, 1);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0]->attempt, 2u);
+  EXPECT_TRUE(b[0]->failures.empty());
+  EXPECT_EQ(b[0]->skip, std::vector<std::uint32_t>{3});
+  EXPECT_EQ(s.find(a, 1), nullptr);
+  EXPECT_NE(s.find(a, 2), nullptr);
 }
 
 }  // namespace

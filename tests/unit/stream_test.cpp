@@ -74,7 +74,7 @@ class InProcessCore : public PoolCore {
       ItemFailure f;
       Cursor c{0};
       ChunkOutcome o{it->first, it->count, {}, {}};
-      if (it->job->fn().run_single(it->payload, it->count, out, f, c)) o.payload = std::move(out);
+      if (it->job->fn().run_single(it->payload, it->count, out, f, c, {})) o.payload = std::move(out);
       else o.error = std::make_exception_ptr(RemoteError(f.message, f.type, f.message, {}));
       it->job->deliver(std::move(o));
     }

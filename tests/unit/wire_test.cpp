@@ -9,7 +9,7 @@ using namespace fibra;
 TEST(Wire, TaskBatchRoundTrips) {
   std::string b = wire::begin_batch();
   wire::append_task(b, {7, 1, 99, detail::CallMode::single, 100, 3}, "abc");
-  wire::append_task(b, {8, 2, 98, detail::CallMode::tuple, 103, 0}, "");
+  wire::append_task(b, {8, 2, 98, detail::CallMode::tuple, 103, 0, 2500, true, {1, 4}}, "");
   wire::set_count(b, 2);
   auto t = wire::parse_tasks(b);
   ASSERT_EQ(t.size(), 2u);
@@ -19,8 +19,24 @@ TEST(Wire, TaskBatchRoundTrips) {
   EXPECT_EQ(t[0].header.first, 100u);
   EXPECT_EQ(t[0].header.count, 3u);
   EXPECT_EQ(t[0].payload, "abc");
+  EXPECT_EQ(t[0].header.timeout_ms, 0u);
+  EXPECT_FALSE(t[0].header.keep_going);
+  EXPECT_TRUE(t[0].header.skip.empty());
   EXPECT_EQ(t[1].header.mode, detail::CallMode::tuple);
+  EXPECT_EQ(t[1].header.timeout_ms, 2500u);
+  EXPECT_TRUE(t[1].header.keep_going);
+  EXPECT_EQ(t[1].header.skip, (std::vector<std::uint32_t>{1, 4}));
   EXPECT_EQ(t[1].payload, "");
+}
+
+TEST(Wire, PartialResultRoundTrips) {
+  std::vector<detail::ItemFailure> f{{1, "std::domain_error", "bad"}, {4, "skipped", "not run again"}};
+  auto p = wire::decode_partial(wire::encode_partial(f, "results"));
+  ASSERT_EQ(p.failures.size(), 2u);
+  EXPECT_EQ(p.failures[0].offset, 1u);
+  EXPECT_EQ(p.failures[0].type, "std::domain_error");
+  EXPECT_EQ(p.failures[1].message, "not run again");
+  EXPECT_EQ(p.results, "results");
 }
 
 TEST(Wire, ResultBatchRoundTrips) {

@@ -13,10 +13,25 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fibra/detail/registry.hpp"
 
 namespace fibra::detail {
+
+/// How one call's chunks are retried and watched (from MapOptions, else the pool's PoolOptions).
+struct RetryPolicy {
+  std::uint32_t retries = 3;      ///< failed attempts of a chunk that are tried again
+  bool retry_exceptions = false;  ///< exceptions are usually deterministic: not retried by default
+  double task_timeout_s = 0;      ///< one item may run this long before its executor is killed; 0: no limit
+  bool keep_going = false;        ///< item failures are collected (MapOptions::errors), not thrown
+};
+
+/// One failed item of a chunk, when the call collects errors instead of throwing.
+struct ItemOutcomeError {
+  std::uint32_t offset = 0;  ///< item within the chunk
+  std::exception_ptr error;
+};
 
 /// The outcome of one chunk: its encoded results, or the error that ended it.
 struct ChunkOutcome {
@@ -24,16 +39,18 @@ struct ChunkOutcome {
   std::uint32_t count = 0;   ///< items in the chunk
   std::string payload;       ///< encoded results when `error` is empty
   std::exception_ptr error;  ///< a fibra::Error subclass when the chunk failed
+  std::vector<ItemOutcomeError> item_errors;  ///< keep_going calls: failed items (their results are R{})
 };
 
 /// One call's chunks (a map, an imap, or one apply_async) and the outcomes that came back.
 /// Thread-safe: the driver's communication thread delivers, the user's thread waits.
 class JobState {
  public:
-  JobState(const FunctionEntry& fn, CallMode mode) : fn_(fn), mode_(mode) {}
+  JobState(const FunctionEntry& fn, CallMode mode, RetryPolicy policy = {}) : fn_(fn), mode_(mode), policy_(policy) {}
 
   const FunctionEntry& fn() const { return fn_; }
   CallMode mode() const { return mode_; }
+  const RetryPolicy& policy() const { return policy_; }
 
   void deliver(ChunkOutcome o);
   /// Takes the next outcome, waiting for it; returns false if `timeout` passed first.
@@ -49,6 +66,7 @@ class JobState {
  private:
   const FunctionEntry& fn_;
   CallMode mode_;
+  RetryPolicy policy_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<ChunkOutcome> done_;
@@ -61,8 +79,10 @@ class JobState {
 struct PoolSettings {
   int workers = 0;
   double heartbeat_s = 1.0;      ///< how often each side says it is alive when otherwise silent
-  double driver_silence_s = 10;  ///< an agent whose driver is silent this long exits (orphan guard)
+  double worker_silence_s = 10;  ///< a worker silent this long is declared lost
+  double driver_silence_s = 30;  ///< an agent whose driver is silent this long exits (orphan guard)
   double start_timeout_s = 60;   ///< how long Pool() waits for its workers to say hello
+  RetryPolicy policy;            ///< the default for calls that do not set their own
 };
 
 /// A pool's worker processes and queue, owned by the driver's runtime.
@@ -78,6 +98,8 @@ class PoolCore {
   virtual void join() = 0;       ///< after close(): wait for queued work, then stop the workers
   virtual void terminate() = 0;  ///< stop the workers now; unfinished work fails with PoolClosed
   virtual bool closed() const = 0;
+  /// The retry policy of calls that do not set their own.
+  virtual RetryPolicy default_policy() const { return {}; }
 };
 
 /// Starts `settings.workers` workers and waits until each has said hello (collective with the

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <type_traits>
 #include <typeinfo>
+#include <cstring>
 #include <vector>
 
 #include "fibra/detail/codec.hpp"
@@ -30,12 +31,24 @@ struct ItemFailure {
   std::string message;       ///< what()
 };
 
+/// How an executor runs one chunk beyond the plain case.
+struct RunControl {
+  /// Record each failing item in `failures` (its result is R{}) and go on, instead of stopping
+  /// at the first (calls with MapOptions::errors).
+  bool keep_going = false;
+  /// Offsets of items not to run (sorted): poison items that already used up their retries. They
+  /// are recorded in `failures` with type "skipped" and get R{}.
+  std::vector<std::uint32_t> skip;
+  std::vector<ItemFailure>* failures = nullptr;
+  bool plain() const { return !keep_going && skip.empty(); }
+};
+
 /// Runs `count` encoded items through a function, appending encoded results to `out`, and stores
 /// the index of the item it is on in `cursor` (shared memory the agent reads if the process dies).
-/// Returns false and fills `fail` at the first item that throws.
+/// Returns false and fills `fail` at the first item that throws (unless ctl.keep_going).
 using Cursor = std::atomic<std::uint32_t>;
 using ChunkRunner = bool (*)(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail,
-                             Cursor& cursor);
+                             Cursor& cursor, const RunControl& ctl);
 
 struct FunctionEntry {
   std::string name;
@@ -78,7 +91,8 @@ struct Remote<F> {
   using Tuple = std::tuple<stored_t<Args>...>;
   static_assert(!std::is_void_v<R>, "fibra: a remote function must return a value (return an int, say)");
 
-  static bool fail_at(std::uint32_t i, ItemFailure& fail) {
+  static ItemFailure failure_at(std::uint32_t i) {
+    ItemFailure fail;
     fail.offset = i;
     auto e = std::current_exception();
     fail.type = exception_type_name(e);
@@ -89,13 +103,60 @@ struct Remote<F> {
     } catch (...) {
       fail.message = "(an exception that is not a std::exception)";
     }
-    return false;
+    return fail;
+  }
+
+  // The careful loop: skips poison items and, with keep_going, records failures and goes on.
+  // `one(i)` runs item i and appends its result, setting `decoded` once its input is read;
+  // `skip_input()` consumes an item's input unread; `empty_result()` appends R{}.
+  template <class One, class SkipInput, class Empty>
+  static bool run_careful(std::uint32_t count, ItemFailure& fail, Cursor& cursor, const RunControl& ctl,
+                          bool& decoded, One&& one, SkipInput&& skip_input, Empty&& empty_result) {
+    std::size_t next_skip = 0;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      cursor.store(i, std::memory_order_relaxed);
+      if (next_skip < ctl.skip.size() && ctl.skip[next_skip] == i) {
+        ++next_skip;
+        skip_input();
+        empty_result();
+        if (ctl.failures) ctl.failures->push_back({i, "skipped", "not run again"});
+        continue;
+      }
+      decoded = false;
+      try {
+        one(i);
+      } catch (...) {
+        fail = failure_at(i);
+        // An input that cannot be decoded leaves the rest unreadable: stop there.
+        if (!ctl.keep_going || !decoded) return false;
+        empty_result();
+        if (ctl.failures) ctl.failures->push_back(fail);
+      }
+    }
+    return true;
   }
 
   static bool run_tuple(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail,
-                        Cursor& cursor) {
+                        Cursor& cursor, const RunControl& ctl) {
     Reader r(in);
     Writer w(out);
+    if (!ctl.plain()) {
+      bool decoded = false;
+      return run_careful(
+          count, fail, cursor, ctl, decoded,
+          [&](std::uint32_t) {
+            Tuple args{};
+            decode(r, args);
+            decoded = true;
+            Result res = std::apply(F, std::move(args));
+            encode(w, res);
+          },
+          [&] {
+            Tuple unused{};
+            decode(r, unused);
+          },
+          [&] { encode(w, Result{}); });
+    }
     for (std::uint32_t i = 0; i < count; ++i) {
       cursor.store(i, std::memory_order_relaxed);
       try {
@@ -103,14 +164,15 @@ struct Remote<F> {
         decode(r, args);
         encode(w, std::apply(F, std::move(args)));
       } catch (...) {
-        return fail_at(i, fail);
+        fail = failure_at(i);
+        return false;
       }
     }
     return true;
   }
 
   static bool run_single(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail,
-                         Cursor& cursor) {
+                         Cursor& cursor, const RunControl& ctl) {
     if constexpr (sizeof...(Args) == 1) {
       using A = std::tuple_element_t<0, Tuple>;
       Reader r(in);
@@ -119,6 +181,23 @@ struct Remote<F> {
         std::size_t at = out.size();
         out.resize(at + std::size_t(count) * sizeof(Result));
         char* dst = out.data() + at;
+        if (!ctl.plain()) {
+          bool decoded = false;
+          return run_careful(
+              count, fail, cursor, ctl, decoded,
+              [&](std::uint32_t i) {
+                A a = r.pod<A>();
+                decoded = true;
+                Result res = F(a);
+                std::memcpy(dst + std::size_t(i) * sizeof(Result), &res, sizeof(Result));
+              },
+              [&] { (void)r.pod<A>(); },
+              [&] {  // the slot of the item the cursor is on gets Result{}
+                const Result empty{};
+                std::memcpy(dst + std::size_t(cursor.load(std::memory_order_relaxed)) * sizeof(Result), &empty,
+                            sizeof(Result));
+              });
+        }
         for (std::uint32_t i = 0; i < count; ++i) {
           cursor.store(i, std::memory_order_relaxed);
           try {
@@ -127,12 +206,30 @@ struct Remote<F> {
             std::memcpy(dst + std::size_t(i) * sizeof(Result), &res, sizeof(Result));
           } catch (...) {
             out.resize(at + std::size_t(i) * sizeof(Result));
-            return fail_at(i, fail);
+            fail = failure_at(i);
+            return false;
           }
         }
         return true;
       } else {
         Writer w(out);
+        if (!ctl.plain()) {
+          bool decoded = false;
+          return run_careful(
+              count, fail, cursor, ctl, decoded,
+              [&](std::uint32_t) {
+                A a{};
+                decode(r, a);
+                decoded = true;
+                Result res = F(std::move(a));
+                encode(w, res);
+              },
+              [&] {
+                A unused{};
+                decode(r, unused);
+              },
+              [&] { encode(w, Result{}); });
+        }
         for (std::uint32_t i = 0; i < count; ++i) {
           cursor.store(i, std::memory_order_relaxed);
           try {
@@ -140,7 +237,8 @@ struct Remote<F> {
             decode(r, a);
             encode(w, F(std::move(a)));
           } catch (...) {
-            return fail_at(i, fail);
+            fail = failure_at(i);
+            return false;
           }
         }
         return true;
