@@ -284,6 +284,8 @@ class Agent {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
     posix_spawn_file_actions_adddup2(&fa, mailbox_fd_, 4);
+    // The agent's MPI and PMIx sockets must not live on in the executor.
+    posix_spawn_file_actions_addclosefrom_np(&fa, 5);
     const std::string exe = self_exe();
     const std::string parent = std::to_string(::getpid());
     char* argv[] = {const_cast<char*>(exe.c_str()), const_cast<char*>(executor_flag), const_cast<char*>("3"),

@@ -451,7 +451,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       for (auto& w : workers_) {
         if (w->state != Worker::State::ready || w->batches.size() >= batches_per_worker) continue;
         auto batch = sched_.take_batch(w->id, ready);
-        if (batch.empty()) break;
+        if (batch.empty()) {
+          if (sched_.pending() == 0) break;
+          continue;  // it passed over retries meant for other workers
+        }
         w->batches.push_back(static_cast<std::uint32_t>(batch.size()));
         out.emplace_back(w.get(), std::move(batch));
       }
