@@ -225,6 +225,8 @@ void JournalWriter::flush(bool sync) {
 void JournalWriter::reset(JournalKey key) {
   fd_ = Fd();
   broken_ = false;
+  buffer_.clear();
+  buffered_records_ = 0;
   if (::unlink(path_.c_str()) != 0 && errno != ENOENT) fail("remove checkpoint journal", path_);
   key_ = key;
   bytes_on_disk_ = 0;

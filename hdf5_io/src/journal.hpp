@@ -83,7 +83,8 @@ class JournalWriter {
   bool has_pending() const noexcept { return !buffer_.empty(); }
   /// Writes the buffered records (creating the file on first use) and fdatasync()s when `sync`.
   void flush(bool sync);
-  /// Deletes the journal file and starts over for `key` (after a compaction).
+  /// Deletes the journal file and drops buffered records, starting over for `key` (after a
+  /// compaction wrote everything into the .h5 file).
   void reset(JournalKey key);
 
   std::uint64_t bytes_on_disk() const noexcept { return bytes_on_disk_; }

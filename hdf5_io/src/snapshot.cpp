@@ -50,13 +50,15 @@ std::optional<NativeType> native_type_named(const std::string& name) {
   return std::nullopt;
 }
 
+/// Creates a contiguous dataset; with `data == nullptr` nothing is written and readers see the fill
+/// value 0 (HDF5 allocates no space for it: a new checkpoint of a million items costs a few KB).
 void write_dataset(hid_t file, const char* name, hid_t file_type, hid_t mem_type, std::vector<hsize_t> dims,
                    const void* data) {
   h5::Handle space = h5::dataspace(dims);
   h5::Handle ds = h5::dataset_create(file, name, file_type, space.get());
   std::uint64_t n = 1;
   for (auto d : dims) n *= d;
-  if (n > 0) h5::write_all(ds.get(), mem_type, data);
+  if (n > 0 && data) h5::write_all(ds.get(), mem_type, data);
   ds.close();
 }
 
@@ -85,7 +87,8 @@ void write_results(hid_t file, const Contents& c) {
   if (c.type.kind == ElementType::Kind::native) {
     std::vector<hsize_t> dims{n};
     dims.insert(dims.end(), c.type.shape.begin(), c.type.shape.end());
-    write_dataset(file, "results", file_type_of(c.type.native), memory_type_of(c.type.native), dims, c.values.data());
+    write_dataset(file, "results", file_type_of(c.type.native), memory_type_of(c.type.native), dims,
+                  c.n_done ? c.values.data() : nullptr);
     return;
   }
   std::vector<std::uint64_t> offsets(n + 1, 0);
@@ -182,7 +185,7 @@ void write_snapshot(const std::filesystem::path& file, const Contents& c) {
   h5::Handle f = h5::file_create(file.string());
   write_attributes(f.get(), c);
   write_results(f.get(), c);
-  write_dataset(f.get(), "done", H5T_STD_U8LE, H5T_NATIVE_UINT8, {c.run.n_inputs}, c.done.data());
+  write_dataset(f.get(), "done", H5T_STD_U8LE, H5T_NATIVE_UINT8, {c.run.n_inputs}, c.n_done ? c.done.data() : nullptr);
   f.close();
 }
 

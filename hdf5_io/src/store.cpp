@@ -49,14 +49,16 @@ std::uint64_t random_run_id() {
 }
 
 /// Writes `c` to `path` atomically: a complete temporary file, fsync, rename, fsync of the directory.
-void replace_snapshot(const fs::path& path, const Contents& c, bool sync) {
+/// Always synced, whatever StoreOptions::sync says: without it a machine crash could keep the rename
+/// but lose the data, leaving a damaged .h5 file in place of a good one.
+void replace_snapshot(const fs::path& path, const Contents& c) {
   const fs::path tmp = path.string() + ".tmp";
   detail::write_snapshot(tmp, c);
-  if (sync) detail::sync_path(tmp);
+  detail::sync_path(tmp);
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) throw CheckpointError("cannot replace checkpoint '" + path.string() + "': " + ec.message());
-  if (sync) detail::sync_path(path.parent_path());
+  detail::sync_path(path.parent_path());
 }
 
 [[noreturn]] void damaged_journal(const fs::path& path, const std::string& why) {
@@ -148,7 +150,7 @@ Store Store::create(const fs::path& path, const RunRecord& run, const ElementTyp
   std::error_code ec;
   fs::remove(State::journal_path(path), ec);
   if (ec) throw CheckpointError("cannot remove old checkpoint journal '" + path.string() + ".journal': " + ec.message());
-  replace_snapshot(path, c, options.sync);
+  replace_snapshot(path, c);
   return Store(std::make_unique<State>(path, Access::read_write, options, std::move(c)));
 }
 
@@ -235,14 +237,14 @@ void compact(Store::State& s) {
   c.generation++;
   c.updated_at = detail::iso8601(detail::now_ns());
   try {
-    replace_snapshot(s.path, c, s.options.sync);
+    replace_snapshot(s.path, c);
   } catch (...) {
     c.generation--;
     c.updated_at = old_updated;
     throw;
   }
-  // The journal's records are all in the new .h5 file now; a crash before the next line leaves a
-  // journal of the previous generation, which open() ignores.
+  // The journal's records, and those still buffered, are all in the new .h5 file now; a crash
+  // before the next line leaves a journal of the previous generation, which open() ignores.
   s.journal.reset({c.run_id, c.generation});
 }
 }  // namespace
@@ -301,12 +303,12 @@ bool Store::flush_if_due() {
 void Store::finish() {
   State& s = *s_;
   check_writable(s);
-  s.journal.flush(s.options.sync);
   s.last_flush = std::chrono::steady_clock::now();
   std::error_code ec;
   const bool journal_exists = fs::exists(State::journal_path(s.path), ec);
-  if (s.journal.records_on_disk() == 0 && !journal_exists) return;  // the .h5 file already holds everything
-  compact(s);
+  if (!s.journal.has_pending() && s.journal.records_on_disk() == 0 && !journal_exists)
+    return;  // the .h5 file already holds everything
+  compact(s);  // buffered records go straight into the new .h5 file, not through the journal
 }
 
 Info Store::info() const {

@@ -62,9 +62,11 @@ struct ItemRange {
 
 /// @brief Tunables of a Store; the defaults suit a run of millions of small results.
 struct StoreOptions {
-  /// fdatasync the journal on flush (survives a machine crash); off, a flush survives a SIGKILL
-  /// of the process but not a power loss.
-  bool sync = true;
+  /// fdatasync the journal on every flush. Off (the default), a flush survives a SIGKILL of the
+  /// process, and a machine crash leaves a resumable checkpoint that may lack the results of the
+  /// last seconds (what the kernel had not written back). On, a flush also survives a machine crash,
+  /// at the cost of an fdatasync (about 80 ms for 8 MB here). Rewrites of the .h5 file are always synced.
+  bool sync = false;
   /// `flush_if_due` flushes when this long has passed since the last flush.
   std::chrono::milliseconds flush_interval{1000};
   /// The journal is folded into the .h5 file when it holds more than
@@ -159,8 +161,9 @@ class Store {
   /// @brief Bytes kind: records one blob per item for items [first, first + blobs.size()).
   void put_bytes(std::uint64_t first, std::span<const std::span<const std::byte>> blobs);
 
-  /// @brief Makes everything put so far durable: after it returns a SIGKILL loses none of it.
-  ///        Folds the journal into the .h5 file when it has grown past the bound of StoreOptions.
+  /// @brief Makes everything put so far durable: after it returns a SIGKILL loses none of it (and,
+  ///        with StoreOptions::sync, neither does a machine crash). Folds the journal into the .h5
+  ///        file when it has grown past the bound of StoreOptions.
   void flush();
   /// @brief `flush` when StoreOptions::flush_interval has passed since the last one; returns
   ///        whether it flushed. Cheap when not due: meant to be called after every put.

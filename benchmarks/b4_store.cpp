@@ -1,0 +1,134 @@
+// benchmarks/b4_store.cpp: B4, the checkpoint store part. Prints medians of several runs.
+//
+//   b4_store [--items 1000000] [--chunk 4096] [--runs 5] [--dir /tmp]
+//
+// Measures, for double results: create; put + flush of every chunk (the journal, fdatasync per
+// flush, and with sync off); put + flush_if_due (a flush per second, the policy fibra's Pool uses);
+// finish (compaction into the .h5 file); open of the finished file (resume); open of an unfinished
+// run whose results are all in the journal; and, as the alternative measured against the journal,
+// writing each chunk straight into an HDF5 dataset followed by H5Fflush.
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+#include "fibra/hdf5_io/store.hpp"
+
+namespace {
+
+using namespace fibra::hdf5_io;
+using Clock = std::chrono::steady_clock;
+
+double seconds_of(const std::function<void()>& f) {
+  auto t0 = Clock::now();
+  f();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct Setup {
+  std::uint64_t items;
+  std::uint64_t chunk;
+  std::filesystem::path file;
+  std::vector<double> values;
+  RunRecord run() const { return RunRecord{"cheap", items, "0123456789abcdef", chunk, "0.1.0"}; }
+};
+
+void put_all(Store& store, const Setup& s, bool every_chunk) {
+  for (std::uint64_t first = 0; first < s.items; first += s.chunk) {
+    const auto count = std::min(s.chunk, s.items - first);
+    store.put_values<double>(first, std::span(s.values).subspan(first, count));
+    if (every_chunk)
+      store.flush();
+    else
+      store.flush_if_due();
+  }
+  store.flush();
+}
+
+/// The alternative: one HDF5 file open for the whole run, each chunk written in place, then H5Fflush.
+double h5_in_place(const Setup& s) {
+  const std::string path = s.file.string() + ".direct.h5";
+  return seconds_of([&] {
+    hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t dims[1] = {s.items};
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    hid_t ds = H5Dcreate2(f, "results", H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t done = H5Dcreate2(f, "done", H5T_STD_U8LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    std::vector<std::uint8_t> ones(s.chunk, 1);
+    for (std::uint64_t first = 0; first < s.items; first += s.chunk) {
+      hsize_t start[1] = {first}, count[1] = {std::min(s.chunk, s.items - first)};
+      hid_t mem = H5Screate_simple(1, count, nullptr);
+      H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+      H5Dwrite(ds, H5T_NATIVE_DOUBLE, mem, space, H5P_DEFAULT, s.values.data() + first);
+      H5Dwrite(done, H5T_NATIVE_UINT8, mem, space, H5P_DEFAULT, ones.data());
+      H5Sclose(mem);
+      H5Fflush(f, H5F_SCOPE_GLOBAL);
+    }
+    H5Dclose(done);
+    H5Dclose(ds);
+    H5Sclose(space);
+    H5Fclose(f);
+  });
+}
+
+void report(const char* what, std::vector<double> t, const Setup& s) {
+  const double m = bench::median(t);
+  std::printf("%-46s median %9.4f s  (%6.1f M items/s, %zu runs)\n", what, m, double(s.items) / m / 1e6, t.size());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto runs = bench::arg(argc, argv, "--runs", 5);
+  Setup s{std::uint64_t(bench::arg(argc, argv, "--items", 1'000'000)),
+          std::uint64_t(bench::arg(argc, argv, "--chunk", 4096)), {}, {}};
+  std::string dir = "/tmp";
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--dir") dir = argv[i + 1];
+  s.file = std::filesystem::path(dir) / ("b4_store_" + std::to_string(::getpid()) + ".h5");
+  s.values.resize(s.items);
+  for (std::uint64_t i = 0; i < s.items; ++i) s.values[i] = double(i) * 0.5;
+  std::printf("B4 store: %llu doubles in chunks of %llu, files in %s\n", static_cast<unsigned long long>(s.items),
+              static_cast<unsigned long long>(s.chunk), dir.c_str());
+
+  std::vector<double> create, sync_each, nosync_each, due, finish, resume, resume_journal, direct;
+  for (long r = 0; r < runs; ++r) {
+    for (bool sync : {true, false}) {
+      StoreOptions o;
+      o.sync = sync;
+      o.compact_min_bytes = 1ull << 40;  // no compaction: measure the journal alone
+      Store store = Store::create(s.file, s.run(), element_type_of<double>(), o);
+      (sync ? sync_each : nosync_each).push_back(seconds_of([&] { put_all(store, s, true); }));
+    }
+    resume_journal.push_back(seconds_of([&] { Store::open(s.file); }));
+    std::optional<Store> store;
+    create.push_back(seconds_of([&] { store.emplace(Store::create(s.file, s.run(), element_type_of<double>())); }));
+    due.push_back(seconds_of([&] { put_all(*store, s, false); }));
+    finish.push_back(seconds_of([&] { store->finish(); }));
+    store.reset();
+    resume.push_back(seconds_of([&] {
+      Store again = Store::open(s.file);
+      if (again.n_done() != s.items) std::abort();
+    }));
+    direct.push_back(h5_in_place(s));
+  }
+  report("create (empty 1M file, fsync, rename)", create, s);
+  report("put + flush every chunk, fdatasync", sync_each, s);
+  report("put + flush every chunk, no fsync", nosync_each, s);
+  report("put + flush_if_due (1 s), fdatasync", due, s);
+  report("finish (compaction to .h5)", finish, s);
+  report("resume: open finished file", resume, s);
+  report("resume: open run with all results in journal", resume_journal, s);
+  report("alternative: H5Dwrite in place + H5Fflush/chunk", direct, s);
+  std::filesystem::remove(s.file);
+  std::filesystem::remove(s.file.string() + ".journal");
+  std::filesystem::remove(s.file.string() + ".direct.h5");
+  return 0;
+}
