@@ -2,12 +2,14 @@
 //
 //   b4_store [--items 1000000] [--chunk 4096] [--runs 5] [--dir /tmp]
 //
-// Measures, for double results: create; put + flush of every chunk (the journal, fdatasync per
-// flush, and with sync off); put + flush_if_due (a flush per second, the policy fibra's Pool uses);
-// finish (compaction into the .h5 file); open of the finished file (resume); open of an unfinished
-// run whose results are all in the journal; and, as the alternative measured against the journal,
-// writing each chunk straight into an HDF5 dataset followed by H5Fflush.
+// Measures, for double results: create; put + flush of every chunk into the journal (with and
+// without fdatasync); put + flush_if_due (a flush per second, default options); finish (compaction
+// into the .h5 file); open of the finished file (resume) and of a run whose results are all in the
+// journal. The alternatives measured against the journal: each chunk written in place into an HDF5
+// dataset then H5Fflush, plain and in SWMR mode, and whether such a file opens after a SIGKILL.
 #include <hdf5.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -52,30 +54,56 @@ void put_all(Store& store, const Setup& s, bool every_chunk) {
   store.flush();
 }
 
-/// The alternative: one HDF5 file open for the whole run, each chunk written in place, then H5Fflush.
-double h5_in_place(const Setup& s) {
-  const std::string path = s.file.string() + ".direct.h5";
-  return seconds_of([&] {
-    hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    hsize_t dims[1] = {s.items};
-    hid_t space = H5Screate_simple(1, dims, nullptr);
-    hid_t ds = H5Dcreate2(f, "results", H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    hid_t done = H5Dcreate2(f, "done", H5T_STD_U8LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    std::vector<std::uint8_t> ones(s.chunk, 1);
-    for (std::uint64_t first = 0; first < s.items; first += s.chunk) {
-      hsize_t start[1] = {first}, count[1] = {std::min(s.chunk, s.items - first)};
-      hid_t mem = H5Screate_simple(1, count, nullptr);
-      H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
-      H5Dwrite(ds, H5T_NATIVE_DOUBLE, mem, space, H5P_DEFAULT, s.values.data() + first);
-      H5Dwrite(done, H5T_NATIVE_UINT8, mem, space, H5P_DEFAULT, ones.data());
-      H5Sclose(mem);
-      H5Fflush(f, H5F_SCOPE_GLOBAL);
-    }
-    H5Dclose(done);
-    H5Dclose(ds);
-    H5Sclose(space);
-    H5Fclose(f);
-  });
+/// The alternatives: one HDF5 file open for the whole run, each chunk written in place, then
+/// H5Fflush; `swmr` uses chunked datasets, the latest file format and SWMR write mode.
+/// `stop_after` > 0 stops (for the kill probe) after that many chunks, leaving the file open.
+void h5_in_place_write(const Setup& s, const std::string& path, bool swmr, std::uint64_t stop_after = 0) {
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  if (swmr) H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+  hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  hsize_t dims[1] = {s.items}, chunk[1] = {s.chunk};
+  hid_t space = H5Screate_simple(1, dims, nullptr);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  if (swmr) H5Pset_chunk(dcpl, 1, chunk);
+  hid_t ds = H5Dcreate2(f, "results", H5T_IEEE_F64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  hid_t done = H5Dcreate2(f, "done", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  if (swmr) H5Fstart_swmr_write(f);
+  std::vector<std::uint8_t> ones(s.chunk, 1);
+  std::uint64_t chunks = 0;
+  for (std::uint64_t first = 0; first < s.items; first += s.chunk) {
+    hsize_t start[1] = {first}, count[1] = {std::min(s.chunk, s.items - first)};
+    hid_t mem = H5Screate_simple(1, count, nullptr);
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    H5Dwrite(ds, H5T_NATIVE_DOUBLE, mem, space, H5P_DEFAULT, s.values.data() + first);
+    H5Dwrite(done, H5T_NATIVE_UINT8, mem, space, H5P_DEFAULT, ones.data());
+    H5Sclose(mem);
+    H5Fflush(f, H5F_SCOPE_GLOBAL);
+    if (++chunks == stop_after) return;  // as if killed: nothing closed
+  }
+  H5Dclose(done);
+  H5Dclose(ds);
+  H5Pclose(dcpl);
+  H5Pclose(fapl);
+  H5Sclose(space);
+  H5Fclose(f);
+}
+
+/// What a resume finds after the writer was SIGKILLed half-way (after a flush): can it open the file?
+const char* reopen_after_kill(const Setup& s, bool swmr) {
+  const std::string path = s.file.string() + ".killed.h5";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    h5_in_place_write(s, path, swmr, s.items / s.chunk / 2);
+    ::kill(::getpid(), SIGKILL);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  std::filesystem::remove(path);
+  if (f < 0) return "does not open (a SWMR/1.10 file stays marked as open for write until h5clear)";
+  H5Fclose(f);
+  return "opens";
 }
 
 void report(const char* what, std::vector<double> t, const Setup& s) {
@@ -98,7 +126,7 @@ int main(int argc, char** argv) {
   std::printf("B4 store: %llu doubles in chunks of %llu, files in %s\n", static_cast<unsigned long long>(s.items),
               static_cast<unsigned long long>(s.chunk), dir.c_str());
 
-  std::vector<double> create, sync_each, nosync_each, due, finish, resume, resume_journal, direct;
+  std::vector<double> create, sync_each, nosync_each, due, finish, resume, resume_journal, direct, swmr;
   for (long r = 0; r < runs; ++r) {
     for (bool sync : {true, false}) {
       StoreOptions o;
@@ -117,16 +145,21 @@ int main(int argc, char** argv) {
       Store again = Store::open(s.file);
       if (again.n_done() != s.items) std::abort();
     }));
-    direct.push_back(h5_in_place(s));
+    const std::string path = s.file.string() + ".direct.h5";
+    direct.push_back(seconds_of([&] { h5_in_place_write(s, path, false); }));
+    swmr.push_back(seconds_of([&] { h5_in_place_write(s, path, true); }));
   }
   report("create (empty 1M file, fsync, rename)", create, s);
   report("put + flush every chunk, fdatasync", sync_each, s);
   report("put + flush every chunk, no fsync", nosync_each, s);
-  report("put + flush_if_due (1 s), fdatasync", due, s);
+  report("put + flush_if_due (1 s), default options", due, s);
   report("finish (compaction to .h5)", finish, s);
   report("resume: open finished file", resume, s);
   report("resume: open run with all results in journal", resume_journal, s);
   report("alternative: H5Dwrite in place + H5Fflush/chunk", direct, s);
+  report("alternative: SWMR, chunked, H5Fflush/chunk", swmr, s);
+  std::printf("after a SIGKILL half-way: in-place file %s; SWMR file %s\n", reopen_after_kill(s, false),
+              reopen_after_kill(s, true));
   std::filesystem::remove(s.file);
   std::filesystem::remove(s.file.string() + ".journal");
   std::filesystem::remove(s.file.string() + ".direct.h5");

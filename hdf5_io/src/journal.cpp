@@ -25,6 +25,7 @@ constexpr std::uint32_t journal_version = 1;
 constexpr std::size_t file_header_bytes = 40;
 constexpr std::uint32_t record_magic = 0x43524a46;  // "FJRC"
 constexpr std::size_t record_header_bytes = 48;
+constexpr std::size_t write_behind_bytes = 1 << 20;
 
 [[noreturn]] void fail(const std::string& what, const std::filesystem::path& path) {
   throw CheckpointError("cannot " + what + " '" + path.string() + "': " + std::strerror(errno));
@@ -146,6 +147,7 @@ void JournalWriter::adopt(const JournalScan& scan, bool writable) {
   records_on_disk_ = scan.records;
   last_wall_ns_ = scan.last_wall_ns;
   bytes_on_disk_ = scan.valid_bytes;
+  synced_bytes_ = scan.valid_bytes;
   if (!writable) return;
   fd_ = Fd(::open(path_.c_str(), O_WRONLY | O_CLOEXEC));
   if (fd_.get() < 0) fail("open checkpoint journal", path_);
@@ -189,6 +191,9 @@ void JournalWriter::finish_record(std::size_t at) {
   put_at(h, 32, buffered_last_ns_);
   put_at(h, 40, checksum(h + record_header_bytes, payload_bytes, checksum(h, 40)));
   buffered_records_++;
+  // Hand full buffers to the kernel early: a small buffer is reused (no page faults), and the
+  // records are complete, so writing them before a flush changes nothing for a reader.
+  if (buffer_.size() >= write_behind_bytes) write_out();
 }
 
 void JournalWriter::open_new() {
@@ -200,26 +205,36 @@ void JournalWriter::open_new() {
   records_on_disk_ = 0;
 }
 
-void JournalWriter::flush(bool sync) {
+void JournalWriter::write_out() {
   if (buffer_.empty()) return;
   if (broken_)
-    throw CheckpointError("checkpoint journal '" + path_.string() + "' is unusable after a failed write; call finish() to rewrite the checkpoint");
-  const bool created = fd_.get() < 0;
-  if (created) open_new();
+    throw CheckpointError("checkpoint journal '" + path_.string() +
+                          "' is unusable after a failed write; call finish() to rewrite the checkpoint");
+  if (fd_.get() < 0) {
+    open_new();
+    dir_synced_ = false;
+  }
   try {
     write_fully(fd_.get(), buffer_.data(), buffer_.size(), path_);
-    if (sync && ::fdatasync(fd_.get()) != 0) fail("sync checkpoint journal", path_);
   } catch (...) {
-    // Cut what this flush wrote, so later records never follow a partial one (replay would stop there).
+    // Cut what this write left, so later records never follow a partial one (replay would stop there).
     if (::ftruncate(fd_.get(), off_t(bytes_on_disk_)) != 0 || ::lseek(fd_.get(), 0, SEEK_END) < 0) broken_ = true;
     throw;
   }
-  if (created && sync) sync_path(path_.parent_path());
   bytes_on_disk_ += buffer_.size();
   records_on_disk_ += buffered_records_;
   last_wall_ns_ = buffered_last_ns_;
   buffer_.clear();
   buffered_records_ = 0;
+}
+
+void JournalWriter::flush(bool sync) {
+  write_out();
+  if (!sync || fd_.get() < 0 || synced_bytes_ == bytes_on_disk_) return;
+  if (::fdatasync(fd_.get()) != 0) fail("sync checkpoint journal", path_);
+  if (!dir_synced_) sync_path(path_.parent_path());  // the new file's directory entry
+  dir_synced_ = true;
+  synced_bytes_ = bytes_on_disk_;
 }
 
 void JournalWriter::reset(JournalKey key) {
@@ -230,6 +245,7 @@ void JournalWriter::reset(JournalKey key) {
   if (::unlink(path_.c_str()) != 0 && errno != ENOENT) fail("remove checkpoint journal", path_);
   key_ = key;
   bytes_on_disk_ = 0;
+  synced_bytes_ = 0;
   records_on_disk_ = 0;
 }
 

@@ -67,7 +67,7 @@ struct JournalScan {
 JournalScan scan_journal(const std::filesystem::path& path, JournalKey key,
                          const std::function<void(const JournalRecord&)>& visit);
 
-/// Appends records to a journal; records are buffered until `flush`.
+/// Appends records to a journal; records are buffered until `flush` or until 1 MiB is buffered.
 class JournalWriter {
  public:
   JournalWriter(std::filesystem::path path, JournalKey key) : path_(std::move(path)), key_(key) {}
@@ -83,6 +83,8 @@ class JournalWriter {
   bool has_pending() const noexcept { return !buffer_.empty(); }
   /// Writes the buffered records (creating the file on first use) and fdatasync()s when `sync`.
   void flush(bool sync);
+  /// Writes the buffered records to the kernel, without syncing.
+  void write_out();
   /// Deletes the journal file and drops buffered records, starting over for `key` (after a
   /// compaction wrote everything into the .h5 file).
   void reset(JournalKey key);
@@ -101,7 +103,9 @@ class JournalWriter {
   std::vector<std::byte> buffer_;
   std::uint64_t buffered_records_ = 0;
   std::uint64_t buffered_last_ns_ = 0;
-  std::uint64_t bytes_on_disk_ = 0;
+  std::uint64_t bytes_on_disk_ = 0;  // written to the file (not necessarily synced)
+  std::uint64_t synced_bytes_ = 0;   // of which fdatasync()ed
+  bool dir_synced_ = true;           // the directory entry of a new file was synced
   std::uint64_t records_on_disk_ = 0;
   std::uint64_t last_wall_ns_ = 0;
   bool broken_ = false;  // a failed write could not be cut off
