@@ -38,7 +38,7 @@ std::string error_stack() {
   return text.empty() ? "no HDF5 error stack" : text;
 }
 
-void fail(const char* what) { throw Hdf5Error(std::string("HDF5 call ") + what + " failed: " + error_stack()); }
+void fail(const char* what) { throw Hdf5Error(std::string("fibra: HDF5 call ") + what + " failed: " + error_stack()); }
 
 void Handle::close() {
   if (id_ < 0) return;
@@ -119,7 +119,7 @@ std::string read_string_attribute(hid_t loc, const char* name) {
   Handle attr = attribute_open(loc, name);
   Handle file_type{check(H5Aget_type(attr.get()), "H5Aget_type"), H5Tclose};
   if (H5Tget_class(file_type.get()) != H5T_STRING)
-    throw Hdf5Error(std::string("attribute '") + name + "' is not a string");
+    throw Hdf5Error(std::string("fibra: attribute '") + name + "' is not a string");
   if (check(H5Tis_variable_str(file_type.get()), "H5Tis_variable_str") > 0) {
     Handle type = utf8_string_type();
     char* p = nullptr;

@@ -28,7 +28,7 @@ constexpr std::size_t record_header_bytes = 48;
 constexpr std::size_t write_behind_bytes = 1 << 20;
 
 [[noreturn]] void fail(const std::string& what, const std::filesystem::path& path) {
-  throw CheckpointError("cannot " + what + " '" + path.string() + "': " + std::strerror(errno));
+  throw CheckpointError("fibra: cannot " + what + " '" + path.string() + "': " + std::strerror(errno));
 }
 
 template <class T>
@@ -208,7 +208,7 @@ void JournalWriter::open_new() {
 void JournalWriter::write_out() {
   if (buffer_.empty()) return;
   if (broken_)
-    throw CheckpointError("checkpoint journal '" + path_.string() +
+    throw CheckpointError("fibra: checkpoint journal '" + path_.string() +
                           "' is unusable after a failed write; call finish() to rewrite the checkpoint");
   if (fd_.get() < 0) {
     open_new();

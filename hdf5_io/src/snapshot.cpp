@@ -100,8 +100,14 @@ void write_results(hid_t file, const Contents& c) {
   write_dataset(file, "offsets", H5T_STD_U64LE, H5T_NATIVE_UINT64, {n + 1}, offsets.data());
 }
 
+/// The text of an Hdf5Error without its "fibra: " prefix, to quote it inside another message.
+std::string quoted(const Hdf5Error& e) {
+  std::string text = e.what();
+  return text.rfind("fibra: ", 0) == 0 ? text.substr(7) : text;
+}
+
 [[noreturn]] void refuse(const std::filesystem::path& file, const std::string& why, const std::string& advice) {
-  throw CheckpointError("cannot use '" + file.string() + "' as a checkpoint: " + why + " — " + advice);
+  throw CheckpointError("fibra: cannot use '" + file.string() + "' as a checkpoint: " + why + " — " + advice);
 }
 
 std::vector<hsize_t> read_dataset(hid_t file, const char* name, hid_t mem_type, void* data_or_null,
@@ -109,7 +115,7 @@ std::vector<hsize_t> read_dataset(hid_t file, const char* name, hid_t mem_type, 
   h5::Handle ds = h5::dataset_open(file, name);
   auto dims = h5::dataset_dims(ds.get());
   if (!expected_dims.empty() && dims != expected_dims)
-    throw Hdf5Error(std::string("dataset '") + name + "' has the wrong shape");
+    throw Hdf5Error(std::string("fibra: dataset '") + name + "' has the wrong shape");
   std::uint64_t n = 1;
   for (auto d : dims) n *= d;
   if (data_or_null && n > 0) h5::read_all(ds.get(), mem_type, data_or_null);
@@ -120,10 +126,10 @@ ElementType read_element_type(hid_t file) {
   const std::string kind = h5::read_string_attribute(file, "element_kind");
   if (kind == "bytes") return ElementType::bytes_of(h5::read_string_attribute(file, "bytes_encoding"));
   auto native = native_type_named(h5::read_string_attribute(file, "element_type"));
-  if (kind != "native" || !native) throw Hdf5Error("unknown element type");
+  if (kind != "native" || !native) throw Hdf5Error("fibra: unknown element type");
   h5::Handle ds = h5::dataset_open(file, "results");
   auto dims = h5::dataset_dims(ds.get());
-  if (dims.empty()) throw Hdf5Error("dataset 'results' has rank 0");
+  if (dims.empty()) throw Hdf5Error("fibra: dataset 'results' has rank 0");
   return ElementType::native_of(*native, std::vector<std::uint64_t>(dims.begin() + 1, dims.end()));
 }
 
@@ -141,7 +147,7 @@ void read_results(hid_t file, Contents& c) {
   std::vector<std::uint64_t> offsets(n + 1);
   read_dataset(file, "offsets", H5T_NATIVE_UINT64, offsets.data(), {n + 1});
   for (std::uint64_t i = 0; i < n; ++i)
-    if (offsets[i + 1] < offsets[i]) throw Hdf5Error("dataset 'offsets' is not ascending");
+    if (offsets[i + 1] < offsets[i]) throw Hdf5Error("fibra: dataset 'offsets' is not ascending");
   std::vector<std::byte> flat(offsets[n]);
   read_dataset(file, "results", H5T_NATIVE_UINT8, flat.data(), {offsets[n]});
   for (std::uint64_t i = 0; i < n; ++i)
@@ -163,7 +169,7 @@ Contents read_fibra_file(hid_t file) {
   {  // check the extent before allocating for it: a damaged n_inputs must not allocate terabytes
     h5::Handle done = h5::dataset_open(file, "done");
     if (h5::dataset_dims(done.get()) != std::vector<hsize_t>{c.run.n_inputs})
-      throw Hdf5Error("dataset 'done' does not have n_inputs = " + std::to_string(c.run.n_inputs) + " items");
+      throw Hdf5Error("fibra: dataset 'done' does not have n_inputs = " + std::to_string(c.run.n_inputs) + " items");
   }
   c.allocate();
   read_results(file, c);
@@ -198,7 +204,7 @@ Contents read_snapshot(const std::filesystem::path& file) {
   try {
     f = h5::file_open_read(file.string());
   } catch (const Hdf5Error& e) {
-    refuse(file, std::string("the file is damaged (") + e.what() + ")", "delete it to start the run over");
+    refuse(file, "the file is damaged (" + quoted(e) + ")", "delete it to start the run over");
   }
   try {
     if (!h5::has_attribute(f.get(), "format") || h5::read_string_attribute(f.get(), "format") != format_name)
@@ -212,7 +218,7 @@ Contents read_snapshot(const std::filesystem::path& file) {
              "use a newer fibra or delete the file");
     return read_fibra_file(f.get());
   } catch (const Hdf5Error& e) {
-    refuse(file, std::string("the file is damaged (") + e.what() + ")", "delete it to start the run over");
+    refuse(file, "the file is damaged (" + quoted(e) + ")", "delete it to start the run over");
   }
 }
 

@@ -57,12 +57,12 @@ void replace_snapshot(const fs::path& path, const Contents& c) {
   detail::sync_path(tmp);
   std::error_code ec;
   fs::rename(tmp, path, ec);
-  if (ec) throw CheckpointError("cannot replace checkpoint '" + path.string() + "': " + ec.message());
+  if (ec) throw CheckpointError("fibra: cannot replace checkpoint '" + path.string() + "': " + ec.message());
   detail::sync_path(path.parent_path());
 }
 
 [[noreturn]] void damaged_journal(const fs::path& path, const std::string& why) {
-  throw CheckpointError("cannot use '" + path.string() + "' as a checkpoint: its journal '" + path.string() +
+  throw CheckpointError("fibra: cannot use '" + path.string() + "' as a checkpoint: its journal '" + path.string() +
                         ".journal' is damaged (" + why + ") — delete both files to start the run over");
 }
 
@@ -76,7 +76,7 @@ std::string describe_run(const RunRecord& r) {
 /// Throws the refusal to resume `path` (written for `old_run`) with `run`, or returns when they match.
 void check_same_run(const fs::path& path, const RunRecord& old_run, const ElementType& old_type, const RunRecord& run,
                     const ElementType& type) {
-  const std::string head = "cannot resume '" + path.string() + "': ";
+  const std::string head = "fibra: cannot resume '" + path.string() + "': ";
   const std::string advice = " — delete the file or pass another checkpoint path";
   if (old_run.function != run.function || old_run.n_inputs != run.n_inputs)
     throw CheckpointError(head + "it was written for " + describe_run(old_run) + ", this run maps '" + run.function +
@@ -137,7 +137,7 @@ Store::~Store() {
 
 Store Store::create(const fs::path& path, const RunRecord& run, const ElementType& type, StoreOptions options) {
   if (type.kind == ElementType::Kind::native && type.size_bytes() == 0)
-    throw CheckpointError("cannot create checkpoint '" + path.string() + "': the element type " + type.describe() +
+    throw CheckpointError("fibra: cannot create checkpoint '" + path.string() + "': the element type " + type.describe() +
                           " has no values");
   Contents c;
   c.run = run;
@@ -149,7 +149,7 @@ Store Store::create(const fs::path& path, const RunRecord& run, const ElementTyp
   // The old journal goes first: it must never be replayed into the new file.
   std::error_code ec;
   fs::remove(State::journal_path(path), ec);
-  if (ec) throw CheckpointError("cannot remove old checkpoint journal '" + path.string() + ".journal': " + ec.message());
+  if (ec) throw CheckpointError("fibra: cannot remove old checkpoint journal '" + path.string() + ".journal': " + ec.message());
   replace_snapshot(path, c);
   return Store(std::make_unique<State>(path, Access::read_write, options, std::move(c)));
 }
@@ -197,23 +197,23 @@ std::vector<ItemRange> Store::pending_ranges() const {
 
 std::span<const std::byte> Store::native_results() const {
   if (s_->c.type.kind != ElementType::Kind::native)
-    throw CheckpointError("checkpoint '" + s_->path.string() + "' holds bytes results, not native numbers");
+    throw CheckpointError("fibra: checkpoint '" + s_->path.string() + "' holds bytes results, not native numbers");
   return s_->c.values;
 }
 
 std::span<const std::byte> Store::item_bytes(std::uint64_t i) const {
   if (s_->c.type.kind != ElementType::Kind::bytes)
-    throw CheckpointError("checkpoint '" + s_->path.string() + "' holds native numbers, not bytes results");
+    throw CheckpointError("fibra: checkpoint '" + s_->path.string() + "' holds native numbers, not bytes results");
   return s_->c.blobs.at(i);
 }
 
 void Store::check_native_access(std::size_t value_size, std::uint64_t first, std::uint64_t count) const {
   const auto& c = s_->c;
   if (c.type.kind != ElementType::Kind::native || value_size != c.type.size_bytes())
-    throw CheckpointError("checkpoint '" + s_->path.string() + "' holds " + c.type.describe() + " results, not a " +
+    throw CheckpointError("fibra: checkpoint '" + s_->path.string() + "' holds " + c.type.describe() + " results, not a " +
                           std::to_string(value_size) + "-byte type");
   if (first > c.run.n_inputs || count > c.run.n_inputs - first)
-    throw CheckpointError("checkpoint '" + s_->path.string() + "': items [" + std::to_string(first) + ", " +
+    throw CheckpointError("fibra: checkpoint '" + s_->path.string() + "': items [" + std::to_string(first) + ", " +
                           std::to_string(first + count) + ") are outside its " + std::to_string(c.run.n_inputs) +
                           " inputs");
 }
@@ -221,7 +221,7 @@ void Store::check_native_access(std::size_t value_size, std::uint64_t first, std
 namespace {
 void check_writable(const Store::State& s) {
   if (s.access != Access::read_write)
-    throw CheckpointError("checkpoint '" + s.path.string() + "' was opened read-only");
+    throw CheckpointError("fibra: checkpoint '" + s.path.string() + "' was opened read-only");
 }
 
 void mark_done(Contents& c, std::uint64_t first, std::uint64_t count) {
@@ -253,11 +253,11 @@ void Store::put(std::uint64_t first, std::uint64_t count, std::span<const std::b
   State& s = *s_;
   check_writable(s);
   if (s.c.type.kind != ElementType::Kind::native)
-    throw CheckpointError("checkpoint '" + s.path.string() + "' holds bytes results: use put_bytes(), not put()");
+    throw CheckpointError("fibra: checkpoint '" + s.path.string() + "' holds bytes results: use put_bytes(), not put()");
   check_native_access(s.c.type.size_bytes(), first, count);
   const std::size_t size = s.c.type.size_bytes();
   if (values.size() != count * size)
-    throw CheckpointError("checkpoint '" + s.path.string() + "': put of " + std::to_string(count) + " items needs " +
+    throw CheckpointError("fibra: checkpoint '" + s.path.string() + "': put of " + std::to_string(count) + " items needs " +
                           std::to_string(count * size) + " bytes, got " + std::to_string(values.size()));
   if (count == 0) return;
   std::memcpy(s.c.values.data() + first * size, values.data(), values.size());
@@ -269,11 +269,11 @@ void Store::put_bytes(std::uint64_t first, std::span<const std::span<const std::
   State& s = *s_;
   check_writable(s);
   if (s.c.type.kind != ElementType::Kind::bytes)
-    throw CheckpointError("checkpoint '" + s.path.string() + "' holds " + s.c.type.describe() +
+    throw CheckpointError("fibra: checkpoint '" + s.path.string() + "' holds " + s.c.type.describe() +
                           " results: use put(), not put_bytes()");
   const std::uint64_t n = s.c.run.n_inputs;
   if (first > n || blobs.size() > n - first)
-    throw CheckpointError("checkpoint '" + s.path.string() + "': items [" + std::to_string(first) + ", " +
+    throw CheckpointError("fibra: checkpoint '" + s.path.string() + "': items [" + std::to_string(first) + ", " +
                           std::to_string(first + blobs.size()) + ") are outside its " + std::to_string(n) + " inputs");
   if (blobs.empty()) return;
   for (std::size_t k = 0; k < blobs.size(); ++k) {

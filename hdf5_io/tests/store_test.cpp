@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fibra/hdf5_io/store.hpp"
+#include "journal.hpp"  // internal: to forge a damaged journal
 #include "test_dir.hpp"
 
 namespace fibra::hdf5_io {
@@ -202,7 +203,7 @@ TEST_F(StoreTest, ReadOnlyStoresRefusePuts) {
   auto store = Store::open(file("ro.h5"), Access::read_only);
   std::vector<double> v{1};
   EXPECT_EQ(message_of([&] { store.put_values<double>(0, v); }),
-            "checkpoint '" + file("ro.h5").string() + "' was opened read-only");
+            "fibra: checkpoint '" + file("ro.h5").string() + "' was opened read-only");
 }
 
 TEST_F(StoreTest, RefusesPutsOutsideTheRunOrOfTheWrongType) {
@@ -210,10 +211,10 @@ TEST_F(StoreTest, RefusesPutsOutsideTheRunOrOfTheWrongType) {
   auto store = Store::create(path, sample_run(3), element_type_of<double>());
   std::vector<double> v{1, 2};
   EXPECT_EQ(message_of([&] { store.put_values<double>(2, v); }),
-            "checkpoint '" + path.string() + "': items [2, 4) are outside its 3 inputs");
+            "fibra: checkpoint '" + path.string() + "': items [2, 4) are outside its 3 inputs");
   std::vector<float> f{1};
   EXPECT_EQ(message_of([&] { store.put_values<float>(0, f); }),
-            "checkpoint '" + path.string() + "' holds float64 results, not a 4-byte type");
+            "fibra: checkpoint '" + path.string() + "' holds float64 results, not a 4-byte type");
 }
 
 // ---- refusals a user reads ------------------------------------------------------------------
@@ -234,23 +235,23 @@ class RefusalTest : public TestDir {
 TEST_F(RefusalTest, AnotherFunctionOrInputCount) {
   const std::string p = path_.string();
   EXPECT_EQ(resume(sample_run(5000, "rollout")),
-            "cannot resume '" + p + "': it was written for 'simulate' over 10000 inputs, this run maps 'rollout' "
+            "fibra: cannot resume '" + p + "': it was written for 'simulate' over 10000 inputs, this run maps 'rollout' "
             "over 5000 — delete the file or pass another checkpoint path");
   EXPECT_EQ(resume(sample_run(10001)),
-            "cannot resume '" + p + "': it was written for 'simulate' over 10000 inputs, this run maps 'simulate' "
+            "fibra: cannot resume '" + p + "': it was written for 'simulate' over 10000 inputs, this run maps 'simulate' "
             "over 10001 — delete the file or pass another checkpoint path");
 }
 
 TEST_F(RefusalTest, OtherInputs) {
   EXPECT_EQ(resume(sample_run(10000, "simulate", "1111222233334444")),
-            "cannot resume '" + path_.string() + "': it was written for 'simulate' over 10000 inputs with fingerprint "
+            "fibra: cannot resume '" + path_.string() + "': it was written for 'simulate' over 10000 inputs with fingerprint "
             "00c0ffee00c0ffee, this run's inputs have fingerprint 1111222233334444 — delete the file or pass "
             "another checkpoint path");
 }
 
 TEST_F(RefusalTest, AnotherResultType) {
   EXPECT_EQ(resume(sample_run(10000), element_type_of<int>()),
-            "cannot resume '" + path_.string() + "': it holds float64 results of 'simulate', this run's results are "
+            "fibra: cannot resume '" + path_.string() + "': it holds float64 results of 'simulate', this run's results are "
             "int32 — delete the file or pass another checkpoint path");
 }
 
@@ -264,7 +265,7 @@ TEST_F(RefusalTest, TheSameRunResumes) {
 TEST_F(RefusalTest, NotAnHdf5File) {
   std::ofstream(path_) << "x,y\n1,2\n";
   EXPECT_EQ(resume(sample_run(10000)),
-            "cannot use '" + path_.string() + "' as a checkpoint: it is not an HDF5 file — pass another checkpoint path");
+            "fibra: cannot use '" + path_.string() + "' as a checkpoint: it is not an HDF5 file — pass another checkpoint path");
 }
 
 TEST_F(RefusalTest, AnHdf5FileThatIsNotACheckpoint) {
@@ -273,17 +274,40 @@ TEST_F(RefusalTest, AnHdf5FileThatIsNotACheckpoint) {
   ASSERT_GE(f, 0);
   H5Fclose(f);
   EXPECT_EQ(resume(sample_run(10000)),
-            "cannot use '" + path_.string() + "' as a checkpoint: it is an HDF5 file but not a fibra checkpoint (no "
+            "fibra: cannot use '" + path_.string() + "' as a checkpoint: it is an HDF5 file but not a fibra checkpoint (no "
             "root attribute format = \"fibra-checkpoint\") — pass another checkpoint path");
 }
 
 TEST_F(RefusalTest, ATruncatedFile) {
   std::filesystem::resize_file(path_, 3000);
   const std::string msg = resume(sample_run(10000));
-  const std::string head = "cannot use '" + path_.string() + "' as a checkpoint: the file is damaged (HDF5 call ";
+  const std::string head = "fibra: cannot use '" + path_.string() + "' as a checkpoint: the file is damaged (HDF5 call ";
   EXPECT_EQ(msg.substr(0, head.size()), head) << msg;
   const std::string tail = ") — delete it to start the run over";
   EXPECT_EQ(msg.substr(msg.size() - tail.size()), tail) << msg;
+}
+
+std::uint64_t uint_attribute(const std::filesystem::path& file, const char* name) {
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+  std::uint64_t v = 0;
+  H5Aread(a, H5T_NATIVE_UINT64, &v);
+  H5Aclose(a);
+  H5Fclose(f);
+  return v;
+}
+
+TEST_F(RefusalTest, AJournalRecordOutsideTheInputs) {
+  // A record with a valid checksum for this run that names items past n_inputs: written by a bug.
+  detail::JournalWriter journal(path_.string() + ".journal",
+                                {uint_attribute(path_, "run_id"), uint_attribute(path_, "generation")});
+  std::vector<double> v{1, 2};
+  journal.append(9999, 2, std::as_bytes(std::span(v)));
+  journal.flush(false);
+  const std::string p = path_.string();
+  EXPECT_EQ(resume(sample_run(10000)),
+            "fibra: cannot use '" + p + "' as a checkpoint: its journal '" + p + ".journal' is damaged (a record for "
+            "items beyond n_inputs = 10000) — delete both files to start the run over");
 }
 
 TEST_F(RefusalTest, AnotherRunsJournalIsIgnored) {

@@ -51,7 +51,7 @@ void add_inspect_command(CLI::App& app) {
       auto store = hdf5_io::Store::open(*path, hdf5_io::Access::read_only);
       print_info(store.info());
     } catch (const fibra::Error& e) {
-      std::fprintf(stderr, "fibra inspect: %s\n", e.what());
+      std::fprintf(stderr, "%s\n", e.what());
       throw CLI::RuntimeError(1);
     }
   });
