@@ -33,8 +33,9 @@ void print_info(const hdf5_io::Info& info) {
   std::printf("results      %s\n", info.element_type.describe().c_str());
   std::printf("progress     %llu / %llu done (%.1f%%), %s\n", static_cast<unsigned long long>(info.n_done),
               static_cast<unsigned long long>(run.n_inputs), percent, info.state.c_str());
-  std::printf("journal      %llu records pending (%s) not yet folded into the .h5 file\n",
-              static_cast<unsigned long long>(info.journal_records), human_bytes(info.journal_bytes).c_str());
+  std::printf("journal      %llu record%s (%s) not yet folded into the .h5 file\n",
+              static_cast<unsigned long long>(info.journal_records), info.journal_records == 1 ? "" : "s",
+              human_bytes(info.journal_bytes).c_str());
   std::printf("written by   fibra %s\n", run.fibra_version.c_str());
   std::printf("created      %s\n", info.created_at.c_str());
   std::printf("updated      %s\n", info.updated_at.c_str());
