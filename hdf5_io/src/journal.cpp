@@ -2,6 +2,7 @@
 #include "journal.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -100,6 +101,25 @@ Fd::~Fd() {
 int Fd::release() noexcept {
   int fd = fd_;
   fd_ = -1;
+  return fd;
+}
+
+Fd lock_checkpoint(const std::filesystem::path& checkpoint) {
+  const std::filesystem::path path = checkpoint.string() + ".lock";
+  Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (fd.get() < 0) fail("create lock file", path);
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) fail("lock", path);
+    char pid[32] = {};
+    const ssize_t n = ::pread(fd.get(), pid, sizeof pid - 1, 0);
+    std::string holder = n > 0 ? std::string(pid, std::size_t(n)) : "unknown";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    throw CheckpointError("fibra: checkpoint '" + checkpoint.string() + "' is being written by another process (pid " +
+                          holder + ", which holds '" + path.string() +
+                          "') — wait for it to end or pass another checkpoint path");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd.get(), 0) != 0 || ::pwrite(fd.get(), pid.data(), pid.size(), 0) < 0) fail("write lock file", path);
   return fd;
 }
 

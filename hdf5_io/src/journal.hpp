@@ -33,6 +33,11 @@ class Fd {
   int fd_ = -1;
 };
 
+/// Takes an exclusive flock() on `checkpoint` + ".lock" (created if missing) and writes this pid
+/// into it; the lock lasts as long as the returned descriptor.
+/// @throws CheckpointError naming the holder's pid when another process holds it.
+Fd lock_checkpoint(const std::filesystem::path& checkpoint);
+
 /// fsync()s `path` (a file or a directory); throws CheckpointError naming `path` on failure.
 void sync_path(const std::filesystem::path& path);
 

@@ -39,6 +39,7 @@ struct Store::State {
   detail::JournalWriter journal;
   std::chrono::steady_clock::time_point last_flush;
   std::uint64_t blob_bytes = 0;  // bytes kind: size of all stored blobs
+  detail::Fd lock;               // read_write: the flock on path + ".lock"
 };
 
 namespace {
@@ -146,16 +147,28 @@ Store Store::create(const fs::path& path, const RunRecord& run, const ElementTyp
   c.generation = 1;
   c.created_at = c.updated_at = detail::iso8601(detail::now_ns());
   c.allocate();
+  detail::Fd lock = detail::lock_checkpoint(path);
   // The old journal goes first: it must never be replayed into the new file.
   std::error_code ec;
   fs::remove(State::journal_path(path), ec);
   if (ec) throw CheckpointError("fibra: cannot remove old checkpoint journal '" + path.string() + ".journal': " + ec.message());
   replace_snapshot(path, c);
-  return Store(std::make_unique<State>(path, Access::read_write, options, std::move(c)));
+  auto s = std::make_unique<State>(path, Access::read_write, options, std::move(c));
+  s->lock = std::move(lock);
+  return Store(std::move(s));
 }
 
 Store Store::open(const fs::path& path, Access access, StoreOptions options) {
-  auto s = std::make_unique<State>(path, access, options, detail::read_snapshot(path));
+  // Lock before reading, so the file read is not one another writer is about to replace.
+  detail::Fd lock = access == Access::read_write && fs::exists(path) ? detail::lock_checkpoint(path) : detail::Fd();
+  std::unique_ptr<State> s;
+  try {
+    s = std::make_unique<State>(path, access, options, detail::read_snapshot(path));
+  } catch (const CheckpointError&) {
+    if (lock.get() >= 0) fs::remove(path.string() + ".lock");  // not a checkpoint: leave no lock file next to it
+    throw;
+  }
+  s->lock = std::move(lock);
   for (const auto& blob : s->c.blobs) s->blob_bytes += blob.size();
   State& state = *s;
   auto scan = detail::scan_journal(State::journal_path(path), {s->c.run_id, s->c.generation},

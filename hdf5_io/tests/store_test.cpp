@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <fstream>
+#include <unistd.h>
 #include <vector>
 
 #include "fibra/hdf5_io/store.hpp"
@@ -144,7 +145,7 @@ TEST_F(StoreTest, ResumesAfterPartialWrites) {
   EXPECT_EQ(store.info().state, "running");
   for (auto r : store.pending_ranges()) store.put_values<double>(r.first, std::span(v).subspan(r.first, r.count));
   store.finish();
-  EXPECT_EQ(Store::open(path).info().state, "complete");
+  EXPECT_EQ(Store::open(path, Access::read_only).info().state, "complete");
 }
 
 TEST_F(StoreTest, CompactsTheJournalWhenItGrowsPastTheBound) {
@@ -157,7 +158,7 @@ TEST_F(StoreTest, CompactsTheJournalWhenItGrowsPastTheBound) {
     store.flush();
   }
   EXPECT_GT(store.info().generation, 1u);  // 16 KB of results bound the journal, not the 4 KiB minimum
-  auto again = Store::open(file("c.h5"));
+  auto again = Store::open(file("c.h5"), Access::read_only);
   EXPECT_EQ(again.n_done(), 2000u);
   EXPECT_EQ(again.value<double>(1999), 2.5);
 }
@@ -195,7 +196,31 @@ TEST_F(StoreTest, CreateDiscardsAnOldJournal) {
     store.put_values<double>(0, v);
   }
   auto store = Store::create(path, sample_run(10), element_type_of<double>());
-  EXPECT_EQ(Store::open(path).n_done(), 0u);
+  EXPECT_EQ(Store::open(path, Access::read_only).n_done(), 0u);
+}
+
+TEST_F(StoreTest, ASecondWriterIsRefusedReadersAreNot) {
+  const auto path = file("w.h5");
+  {
+    auto first = Store::create(path, sample_run(3), element_type_of<double>());
+    EXPECT_EQ(message_of([&] { Store::open(path); }),
+              "fibra: checkpoint '" + path.string() + "' is being written by another process (pid " +
+                  std::to_string(::getpid()) + ", which holds '" + path.string() +
+                  ".lock') — wait for it to end or pass another checkpoint path");
+    EXPECT_EQ(Store::open(path, Access::read_only).n_done(), 0u);
+  }
+  EXPECT_EQ(Store::open(path).n_done(), 0u);  // the lock ends with its store
+}
+
+TEST_F(StoreTest, AnEmptyRunIsCompleteFromTheStart) {
+  {
+    auto store = Store::create(file("e.h5"), sample_run(0), element_type_of<double>());
+    EXPECT_TRUE(store.pending_ranges().empty());
+    store.finish();
+  }
+  auto store = Store::open(file("e.h5"));
+  EXPECT_EQ(store.info().state, "complete");
+  EXPECT_EQ(store.n_done(), 0u);
 }
 
 TEST_F(StoreTest, ReadOnlyStoresRefusePuts) {
@@ -266,6 +291,7 @@ TEST_F(RefusalTest, NotAnHdf5File) {
   std::ofstream(path_) << "x,y\n1,2\n";
   EXPECT_EQ(resume(sample_run(10000)),
             "fibra: cannot use '" + path_.string() + "' as a checkpoint: it is not an HDF5 file — pass another checkpoint path");
+  EXPECT_FALSE(std::filesystem::exists(path_.string() + ".lock"));  // refused files get no lock file next to them
 }
 
 TEST_F(RefusalTest, AnHdf5FileThatIsNotACheckpoint) {
