@@ -67,9 +67,6 @@ void replace_snapshot(const fs::path& path, const Contents& c) {
                         ".journal' is damaged (" + why + ") — delete both files to start the run over");
 }
 
-/// Applies one journal record to the in-memory contents.
-void replay(Store::State& s, const detail::JournalRecord& r);
-
 std::string describe_run(const RunRecord& r) {
   return "'" + r.function + "' over " + std::to_string(r.n_inputs) + " inputs";
 }
@@ -91,12 +88,34 @@ void check_same_run(const fs::path& path, const RunRecord& old_run, const Elemen
                           "', this run's results are " + type.describe() + advice);
 }
 
-}  // namespace
+void mark_done(Contents& c, std::uint64_t first, std::uint64_t count) {
+  for (std::uint64_t i = first; i < first + count; ++i) {
+    c.n_done += c.done[i] == 0;
+    c.done[i] = 1;
+  }
+}
 
-namespace {
+void set_blob(Store::State& s, std::uint64_t i, std::span<const std::byte> bytes) {
+  auto& blob = s.c.blobs[i];
+  s.blob_bytes = s.blob_bytes - blob.size() + bytes.size();
+  blob.assign(bytes.begin(), bytes.end());
+}
+
+bool in_range(const Contents& c, std::uint64_t first, std::uint64_t count) {
+  return first <= c.run.n_inputs && count <= c.run.n_inputs - first;
+}
+
+void check_range(const Store::State& s, std::uint64_t first, std::uint64_t count) {
+  if (!in_range(s.c, first, count))
+    throw CheckpointError("fibra: checkpoint '" + s.path.string() + "': items [" + std::to_string(first) + ", " +
+                          std::to_string(first + count) + ") are outside its " + std::to_string(s.c.run.n_inputs) +
+                          " inputs");
+}
+
+/// Applies one journal record to the in-memory contents.
 void replay(Store::State& s, const detail::JournalRecord& r) {
   Contents& c = s.c;
-  if (r.first > c.run.n_inputs || r.count > c.run.n_inputs - r.first)
+  if (!in_range(c, r.first, r.count))
     damaged_journal(s.path, "a record for items beyond n_inputs = " + std::to_string(c.run.n_inputs));
   if (c.type.kind == ElementType::Kind::native) {
     const std::size_t size = c.type.size_bytes();
@@ -110,17 +129,35 @@ void replay(Store::State& s, const detail::JournalRecord& r) {
       std::uint64_t len;
       std::memcpy(&len, lengths + k * 8, 8);
       if (len > r.payload.size() - at) damaged_journal(s.path, "a record of the wrong size");
-      auto& blob = c.blobs[r.first + k];
-      s.blob_bytes += len - blob.size();
-      blob.assign(r.payload.begin() + std::ptrdiff_t(at), r.payload.begin() + std::ptrdiff_t(at + len));
+      set_blob(s, r.first + k, r.payload.subspan(at, len));
       at += len;
     }
   }
-  for (std::uint64_t i = r.first; i < r.first + r.count; ++i) {
-    c.n_done += c.done[i] == 0;
-    c.done[i] = 1;
-  }
+  mark_done(c, r.first, r.count);
 }
+
+void check_writable(const Store::State& s) {
+  if (s.access != Access::read_write)
+    throw CheckpointError("fibra: checkpoint '" + s.path.string() + "' was opened read-only");
+}
+
+void compact(Store::State& s) {
+  Contents& c = s.c;
+  const auto old_updated = c.updated_at;
+  c.generation++;
+  c.updated_at = detail::iso8601(detail::now_ns());
+  try {
+    replace_snapshot(s.path, c);
+  } catch (...) {
+    c.generation--;
+    c.updated_at = old_updated;
+    throw;
+  }
+  // The journal's records, and those still buffered, are all in the new .h5 file now; a crash
+  // before the next line leaves a journal of the previous generation, which open() ignores.
+  s.journal.reset({c.run_id, c.generation});
+}
+
 }  // namespace
 
 Store::Store(std::unique_ptr<State> state) : s_(std::move(state)) {}
@@ -225,49 +262,15 @@ void Store::check_native_access(std::size_t value_size, std::uint64_t first, std
   if (c.type.kind != ElementType::Kind::native || value_size != c.type.size_bytes())
     throw CheckpointError("fibra: checkpoint '" + s_->path.string() + "' holds " + c.type.describe() + " results, not a " +
                           std::to_string(value_size) + "-byte type");
-  if (first > c.run.n_inputs || count > c.run.n_inputs - first)
-    throw CheckpointError("fibra: checkpoint '" + s_->path.string() + "': items [" + std::to_string(first) + ", " +
-                          std::to_string(first + count) + ") are outside its " + std::to_string(c.run.n_inputs) +
-                          " inputs");
+  check_range(*s_, first, count);
 }
-
-namespace {
-void check_writable(const Store::State& s) {
-  if (s.access != Access::read_write)
-    throw CheckpointError("fibra: checkpoint '" + s.path.string() + "' was opened read-only");
-}
-
-void mark_done(Contents& c, std::uint64_t first, std::uint64_t count) {
-  for (std::uint64_t i = first; i < first + count; ++i) {
-    c.n_done += c.done[i] == 0;
-    c.done[i] = 1;
-  }
-}
-
-void compact(Store::State& s) {
-  Contents& c = s.c;
-  const auto old_updated = c.updated_at;
-  c.generation++;
-  c.updated_at = detail::iso8601(detail::now_ns());
-  try {
-    replace_snapshot(s.path, c);
-  } catch (...) {
-    c.generation--;
-    c.updated_at = old_updated;
-    throw;
-  }
-  // The journal's records, and those still buffered, are all in the new .h5 file now; a crash
-  // before the next line leaves a journal of the previous generation, which open() ignores.
-  s.journal.reset({c.run_id, c.generation});
-}
-}  // namespace
 
 void Store::put(std::uint64_t first, std::uint64_t count, std::span<const std::byte> values) {
   State& s = *s_;
   check_writable(s);
   if (s.c.type.kind != ElementType::Kind::native)
     throw CheckpointError("fibra: checkpoint '" + s.path.string() + "' holds bytes results: use put_bytes(), not put()");
-  check_native_access(s.c.type.size_bytes(), first, count);
+  check_range(s, first, count);
   const std::size_t size = s.c.type.size_bytes();
   if (values.size() != count * size)
     throw CheckpointError("fibra: checkpoint '" + s.path.string() + "': put of " + std::to_string(count) + " items needs " +
@@ -284,16 +287,9 @@ void Store::put_bytes(std::uint64_t first, std::span<const std::span<const std::
   if (s.c.type.kind != ElementType::Kind::bytes)
     throw CheckpointError("fibra: checkpoint '" + s.path.string() + "' holds " + s.c.type.describe() +
                           " results: use put(), not put_bytes()");
-  const std::uint64_t n = s.c.run.n_inputs;
-  if (first > n || blobs.size() > n - first)
-    throw CheckpointError("fibra: checkpoint '" + s.path.string() + "': items [" + std::to_string(first) + ", " +
-                          std::to_string(first + blobs.size()) + ") are outside its " + std::to_string(n) + " inputs");
+  check_range(s, first, blobs.size());
   if (blobs.empty()) return;
-  for (std::size_t k = 0; k < blobs.size(); ++k) {
-    auto& blob = s.c.blobs[first + k];
-    s.blob_bytes += blobs[k].size() - blob.size();
-    blob.assign(blobs[k].begin(), blobs[k].end());
-  }
+  for (std::size_t k = 0; k < blobs.size(); ++k) set_blob(s, first + k, blobs[k]);
   mark_done(s.c, first, blobs.size());
   s.journal.append_blobs(first, blobs);
 }
