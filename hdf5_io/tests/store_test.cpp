@@ -194,7 +194,8 @@ TEST_F(StoreTest, CreateDiscardsAnOldJournal) {
     auto store = Store::create(path, sample_run(10), element_type_of<double>());
     std::vector<double> v{1, 2, 3};
     store.put_values<double>(0, v);
-  }
+  }  // the destructor flushes into the journal
+  ASSERT_TRUE(std::filesystem::exists(path.string() + ".journal"));
   auto store = Store::create(path, sample_run(10), element_type_of<double>());
   EXPECT_EQ(Store::open(path, Access::read_only).n_done(), 0u);
 }
