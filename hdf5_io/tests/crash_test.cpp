@@ -92,13 +92,16 @@ TEST_F(CrashTest, SigkillAtRandomMomentsNeverLeavesAnUnresumableCheckpoint) {
   std::mt19937 rng(20261130);
   std::vector<std::uint8_t> previous(n_items, 0);
   bool existed = false;
-  int rounds_with_tmp = 0;
+  int killed_in_rewrite = 0;  // rounds that left a new .tmp: the kill hit a rewrite of the .h5 file
+  std::filesystem::file_time_type tmp_time{};
   std::uint64_t last_generation = 0;
   for (int round = 0; round < rounds; ++round) {
     const bool sync = round % 3 == 0;
     const auto delay = std::chrono::microseconds(rng() % 30'000);
     const std::uint64_t reported = run_and_kill(path, rng(), sync, delay);
-    rounds_with_tmp += std::filesystem::exists(path.string() + ".tmp");
+    std::error_code ec;
+    const auto t = std::filesystem::last_write_time(path.string() + ".tmp", ec);
+    if (!ec && t != tmp_time) ++killed_in_rewrite, tmp_time = t;
     if (!std::filesystem::exists(path)) {
       ASSERT_FALSE(existed) << "round " << round << ": the checkpoint vanished";
       ASSERT_EQ(reported, 0u) << "round " << round;
@@ -114,9 +117,10 @@ TEST_F(CrashTest, SigkillAtRandomMomentsNeverLeavesAnUnresumableCheckpoint) {
     previous.assign(store.done().begin(), store.done().end());
     last_generation = store.info().generation;
   }
-  std::printf("%d kills; after %d a .tmp of an interrupted rewrite was present; last generation %llu\n",
-              rounds, rounds_with_tmp, static_cast<unsigned long long>(last_generation));
+  std::printf("%d kills, %d of them during a rewrite of the .h5 file; last generation %llu\n", rounds,
+              killed_in_rewrite, static_cast<unsigned long long>(last_generation));
   EXPECT_GT(last_generation, 1u) << "no compaction happened: the test did not cover it";
+  EXPECT_GT(killed_in_rewrite, 0) << "no kill hit a rewrite of the .h5 file: the test did not cover it";
 }
 
 }  // namespace
