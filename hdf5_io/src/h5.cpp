@@ -77,13 +77,7 @@ Handle dataset_open(hid_t loc, const char* name) {
 
 Handle dataset_space(hid_t dataset) { return {check(H5Dget_space(dataset), "H5Dget_space"), H5Sclose}; }
 
-Handle array_type(hid_t base, const std::vector<hsize_t>& dims) {
-  return {check(H5Tarray_create2(base, unsigned(dims.size()), dims.data()), "H5Tarray_create2"), H5Tclose};
-}
-
 bool has_attribute(hid_t loc, const char* name) { return check(H5Aexists(loc, name), "H5Aexists") > 0; }
-
-bool has_link(hid_t loc, const char* name) { return check(H5Lexists(loc, name, H5P_DEFAULT), "H5Lexists") > 0; }
 
 namespace {
 Handle utf8_string_type() {

@@ -67,11 +67,9 @@ Handle scalar_space();
 Handle dataset_create(hid_t loc, const char* name, hid_t file_type, hid_t space);
 Handle dataset_open(hid_t loc, const char* name);
 Handle dataset_space(hid_t dataset);
-Handle array_type(hid_t base, const std::vector<hsize_t>& dims);
 
-/// Whether `loc` has an attribute / a link called `name`.
+/// Whether `loc` has an attribute called `name`.
 bool has_attribute(hid_t loc, const char* name);
-bool has_link(hid_t loc, const char* name);
 
 // Scalar attributes: UTF-8 variable-length strings and little-endian uint64 in the file.
 void write_attribute(hid_t loc, const char* name, const std::string& value);
