@@ -110,16 +110,14 @@ std::string quoted(const Hdf5Error& e) {
   throw CheckpointError("fibra: cannot use '" + file.string() + "' as a checkpoint: " + why + " — " + advice);
 }
 
-std::vector<hsize_t> read_dataset(hid_t file, const char* name, hid_t mem_type, void* data_or_null,
-                                  std::vector<hsize_t> expected_dims) {
+/// Reads a whole dataset into `data` after checking that its extents are `dims`.
+void read_dataset(hid_t file, const char* name, hid_t mem_type, void* data, const std::vector<hsize_t>& dims) {
   h5::Handle ds = h5::dataset_open(file, name);
-  auto dims = h5::dataset_dims(ds.get());
-  if (!expected_dims.empty() && dims != expected_dims)
+  if (h5::dataset_dims(ds.get()) != dims)
     throw Hdf5Error(std::string("fibra: dataset '") + name + "' has the wrong shape");
   std::uint64_t n = 1;
   for (auto d : dims) n *= d;
-  if (data_or_null && n > 0) h5::read_all(ds.get(), mem_type, data_or_null);
-  return dims;
+  if (n > 0) h5::read_all(ds.get(), mem_type, data);
 }
 
 ElementType read_element_type(hid_t file) {
