@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -50,6 +51,17 @@ enum class FailKind { raised, crashed, timed_out, lost, config };
 class PoolImpl;
 std::mutex g_pools_mu;
 std::vector<std::weak_ptr<PoolImpl>> g_pools;
+// Agents of every pool that hold an MPI slot (spawned, not yet gone or lost): with the driver,
+// what a new spawn must fit beside when oversubscription is off.
+std::atomic<int> g_agents_in_slots{0};
+
+// MPI's universe size (the slots of the allocation), or 0 if MPI does not say.
+int universe_size() {
+  int* size = nullptr;
+  int flag = 0;
+  if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_UNIVERSE_SIZE, &size, &flag) != MPI_SUCCESS || !flag || !size) return 0;
+  return *size;
+}
 
 class PoolImpl final : public PoolCore, public std::enable_shared_from_this<PoolImpl> {
  public:
@@ -117,7 +129,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       const int live = live_count();
       target_ = std::max(1, live);
       throw MpiError("fibra: Pool::resize(" + std::to_string(n) + ") could not start every new worker (" +
-                     error_text(spawn_error_) + "); the pool carries on with " + std::to_string(live) + " workers");
+                     error_text(spawn_error_) + "); the pool carries on with " + std::to_string(live) + " worker(s)");
     }
     if (!ok) {
       throw WorkerLost("fibra: Pool::resize(" + std::to_string(n) + "): only " + std::to_string(ready_count()) +
@@ -175,6 +187,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       }
     } guard{info};
     for (int i = 0; i < n; ++i) {
+      check_slots();
       MPI_Comm inter = MPI_COMM_NULL;
       int err = MPI_SUCCESS;
       int rc = MPI_Comm_spawn(exe.c_str(), argv, 1, info, 0, MPI_COMM_SELF, &inter, &err);
@@ -185,6 +198,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
                        "to run more processes than slots (the default outside batch jobs)");
       }
       MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+      g_agents_in_slots.fetch_add(1);
       auto w = std::make_unique<Worker>();
       w->id = next_worker_id_++;
       w->comm = inter;
@@ -194,6 +208,23 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       spawn_failures_ = 0;
     }
   }
+
+  // Refuses a spawn that cannot fit in the allocation's slots when oversubscription is off. Open
+  // MPI would refuse it too, but after a failed MPI_Comm_spawn mpirun never exits on its own.
+  void check_slots() const {
+    if (oversubscribe_allowed()) return;
+    const int slots = universe_size();
+    const int used = 1 + g_agents_in_slots.load();
+    if (slots <= 0 || used < slots) return;
+    throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(live_count() + 1) + " of " +
+                   std::to_string(target_) + ": all " + std::to_string(slots) +
+                   " MPI slots are in use (the driver and " + std::to_string(used - 1) +
+                   " worker(s)). If there are too few slots: ask the allocation for more, or set FIBRA_OVERSUBSCRIBE=1 "
+                   "to run more processes than slots (the default outside batch jobs)");
+  }
+
+  // A worker no longer holds its MPI slot (it said bye or was declared lost).
+  static void slot_freed() { g_agents_in_slots.fetch_sub(1); }
 
   // ---- driver_run: the communication thread -------------------------------------------------
   void loop() {
@@ -261,6 +292,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       case wire::tag_bye: {
         std::lock_guard lk(mu_);
         w.state = Worker::State::gone;
+        slot_freed();
         return;
       }
       default: return;  // heartbeat
@@ -530,6 +562,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::lock_guard lk(mu_);
     const bool was_leaving = w.state == Worker::State::leaving;
     w.state = Worker::State::lost;
+    slot_freed();
     sends_.abandon(w.comm);
     w.batches.clear();
     const auto held = sched_.owned_by(w.id);
