@@ -140,6 +140,13 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
 
   RetryPolicy default_policy() const override { return s_.policy; }
 
+  PoolStats stats() const override {
+    std::lock_guard lk(mu_);
+    PoolStats s = stats_;
+    s.workers_ready = ready_count();
+    return s;
+  }
+
   void close() override {
     std::lock_guard lk(mu_);
     closed_ = true;
@@ -199,6 +206,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       }
       MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
       g_agents_in_slots.fetch_add(1);
+      {
+        std::lock_guard lk(mu_);
+        ++stats_.workers_started;
+      }
       auto w = std::make_unique<Worker>();
       w->id = next_worker_id_++;
       w->comm = inter;
@@ -331,7 +342,11 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // A result for the attempt in flight is delivered; any other is a late duplicate and dropped.
   void accept_result(const wire::ResultHeader& h, std::string_view payload, std::vector<ItemOutcomeError> errors) {
     auto c = sched_.accept(h.chunk, h.attempt);
-    if (!c) return;
+    if (!c) {
+      ++stats_.late_results_dropped;
+      return;
+    }
+    ++stats_.chunks_done;
     for (auto& e : c->item_errors) errors.push_back(std::move(e));
     std::sort(errors.begin(), errors.end(), [](auto& x, auto& y) { return x.offset < y.offset; });
     c->job->deliver({c->first, c->count, std::string(payload), {}, std::move(errors)});
@@ -362,7 +377,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // A chunk's attempt failed: it raised, crashed, ran out of time or met an unknown function.
   void on_failed_attempt(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid) {
     const Chunk* c = sched_.find(r.header.chunk, r.header.attempt);
-    if (!c) return;  // an attempt already given up on
+    if (!c) {  // an attempt already given up on
+      ++stats_.late_results_dropped;
+      return;
+    }
     const auto& fn = c->job->fn().name;
     if (r.header.status == wire::Status::unknown_fn) {
       auto e = std::make_exception_ptr(ConfigError("fibra: " + where(w, exec_pid) + " cannot run '" + fn +
@@ -410,7 +428,12 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
         kind == FailKind::crashed || kind == FailKind::timed_out || kind == FailKind::lost ||
         (kind == FailKind::raised && policy.retry_exceptions);
     std::unique_ptr<Chunk> c;
-    if (sched_.fail(id, attempt, error_text(e), e, retryable, c) != Failed::exhausted) return;
+    const Failed f = sched_.fail(id, attempt, error_text(e), e, retryable, c);
+    if (f == Failed::stale) return;
+    ++stats_.attempts_failed;
+    stats_.last_failure_seen = std::chrono::steady_clock::now();
+    if (f != Failed::exhausted) return;
+    ++stats_.chunks_done;
     auto final_error = with_history(*c);
     if (!policy.keep_going || kind == FailKind::config) {
       c->job->deliver({c->first, c->count, {}, final_error, {}});
@@ -488,6 +511,11 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
           continue;  // it passed over retries meant for other workers
         }
         w->batches.push_back(static_cast<std::uint32_t>(batch.size()));
+        for (const Chunk* c : batch) {
+          if (c->failures.empty()) continue;
+          ++stats_.chunks_resubmitted;
+          stats_.last_retry_sent = std::chrono::steady_clock::now();
+        }
         out.emplace_back(w.get(), std::move(batch));
       }
     }
@@ -572,7 +600,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       std::fprintf(stderr, "fibra: %s was lost: %s; %zu chunk(s) it held go back to the queue%s\n", who.c_str(),
                    why.c_str(), held.size(), closed_ && stopping_ ? "" : ", and a replacement is started");
     }
-    ++lost_count_;
+    ++stats_.workers_lost;
     for (const auto& [id, attempt] : held) {
       const Chunk* c = sched_.find(id, attempt);
       if (!c) continue;
@@ -715,7 +743,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   double next_spawn_ = 0;          // after a failed spawn, when to try again
   int spawn_failures_ = 0;         // in a row
   std::exception_ptr spawn_error_;  // the last failed spawn (resize() reports it)
-  int lost_count_ = 0;
+  PoolStats stats_;  // guarded by mu_
   bool kicked_ = false, closed_ = false, stopping_ = false, stopped_ = false;
   std::exception_ptr broken_;
 };
