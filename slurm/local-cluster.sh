@@ -2,12 +2,14 @@
 # Starts, stops or reports a single-node Slurm cluster (slurmctld + slurmd from Debian's packages)
 # on this machine, without systemd, for fibra's Slurm tests and for trying job specs by hand.
 #
-# Usage: slurm/local-cluster.sh start|stop|status [--dir DIR] [--cpus N]
+# Usage: slurm/local-cluster.sh start|stop|status [--dir DIR] [--cpus N] [--port P]
 #   --dir DIR   scratch folder for slurm.conf, state, spool, pid and log files
 #               (default: $FIBRA_SLURM_DIR or /tmp/fibra-slurm)
 #   --cpus N    CPUs the node advertises (default: $FIBRA_SLURM_CPUS or 8). More than the real cores
 #               is allowed (SlurmdParameters=config_overrides): a driver and its spawned workers
 #               mostly wait, and the tests need slots for 1 driver + N workers.
+#   --port P    slurmctld listens on P and slurmd on P+1 (default: $FIBRA_SLURM_PORT or 6817, Slurm's
+#               own); the tests use another pair so they never meet a cluster started by hand.
 # `start` prints `export SLURM_CONF=DIR/slurm.conf`; every Slurm command needs it.
 # All three commands are safe to re-run: `start` on a running cluster only reports it, `stop` on a
 # stopped one does nothing. Needs root (the daemons run as root, auth/none, no munge).
@@ -17,10 +19,12 @@ cmd="${1:-}"
 [ $# -gt 0 ] && shift
 dir="${FIBRA_SLURM_DIR:-/tmp/fibra-slurm}"
 cpus="${FIBRA_SLURM_CPUS:-8}"
+port="${FIBRA_SLURM_PORT:-6817}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) dir="$2"; shift 2 ;;
     --cpus) cpus="$2"; shift 2 ;;
+    --port) port="$2"; shift 2 ;;
     *) echo "local-cluster: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -34,7 +38,10 @@ live_pid() {
   local f="$dir/$1.pid" pid
   [ -s "$f" ] || return 1
   pid="$(cat "$f")"
-  kill -0 "$pid" 2>/dev/null && echo "$pid"
+  kill -0 "$pid" 2>/dev/null || return 1
+  # a daemon that exited but was not reaped (a container's pid 1 may not reap) counts as gone
+  [ "$(sed 's/.*) \(.\).*/\1/' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
+  echo "$pid"
 }
 
 # RealMemory may not exceed what slurmd measures, or the node becomes INVALID; keep a margin.
@@ -51,6 +58,8 @@ write_conf() {
 # Written by fibra's slurm/local-cluster.sh: a one-node test cluster. Not for production.
 ClusterName=fibra-local
 SlurmctldHost=localhost
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/none
@@ -162,5 +171,5 @@ case "$cmd" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) echo "usage: $0 start|stop|status [--dir DIR] [--cpus N]" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|status [--dir DIR] [--cpus N] [--port P]" >&2; exit 2 ;;
 esac
