@@ -1,7 +1,6 @@
 // Renders a job spec as an sbatch script (see fibra/slurm/render.hpp and docs/slurm.md).
 #include <fibra/slurm/render.hpp>
 
-#include <fibra/version.hpp>
 
 #include <algorithm>
 #include <sstream>
@@ -131,7 +130,7 @@ std::string shell_quote(std::string_view s) {
 std::string render_script(const JobSpec& s) {
   std::ostringstream o;
   o << "#!/bin/bash\n";
-  o << "# Rendered by 'fibra slurm render' (fibra " << version << ") from " << s.source << ".\n";
+  o << "# Rendered by 'fibra slurm render' from " << s.source << ".\n";
   render_sbatch_lines(o, s);
   if (s.checkpoint && !s.checkpoint->path.empty()) o << "# fibra-checkpoint: " << s.checkpoint->path << '\n';
   render_environment(o, s);
