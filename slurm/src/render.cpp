@@ -3,6 +3,7 @@
 
 
 #include <algorithm>
+#include <cctype>
 #include <sstream>
 
 namespace fibra::slurm {

@@ -1,6 +1,7 @@
 // Job spec parsing and checking (see fibra/slurm/spec.hpp and docs/slurm.md).
 #include <fibra/slurm/spec.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <sstream>

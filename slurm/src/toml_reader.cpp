@@ -2,6 +2,7 @@
 #include "toml_reader.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 namespace fibra::slurm::detail {
 
