@@ -158,8 +158,17 @@ std::vector<JobStatus> wait_for_job(const std::string& id, double max_interval_s
                                     const std::function<void(const JobStatus&)>& on_change) {
   std::map<std::string, std::string> seen;  // last state per job or array task, to report changes once
   double interval = 0.5;
+  int misses = 0;  // slurmctld may be busy or restarting: a few failed polls in a row are tolerated
   for (;;) {
-    std::vector<JobStatus> jobs = query_job(id);
+    std::vector<JobStatus> jobs;
+    try {
+      jobs = query_job(id);
+      misses = 0;
+    } catch (const SlurmError&) {
+      if (++misses >= 3) throw;
+      std::this_thread::sleep_for(std::chrono::duration<double>(max_interval_s));
+      continue;
+    }
     bool all_final = true;
     for (const JobStatus& j : jobs) {
       const std::string now = j.state + "/" + std::to_string(j.restarts);

@@ -64,7 +64,7 @@ std::vector<JobStatus> query_job(const std::string& id);
 ///
 /// Polls `scontrol show job` every 0.5 s at first, backing off to every `max_interval_s`
 /// (a long job costs slurmctld one small request every few seconds). `on_change` is called with
-/// each new state.
+/// each new state. Two failed polls in a row are retried; the third failure is thrown.
 std::vector<JobStatus> wait_for_job(const std::string& id, double max_interval_s,
                                     const std::function<void(const JobStatus&)>& on_change);
 
