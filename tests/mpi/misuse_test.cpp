@@ -71,6 +71,18 @@ int resize_no_slots() {
   return 0;
 }
 
+// Starts and stops `n` pools in a row (a stress test of MPI_Comm_spawn, not part of ctest).
+int churn(int n) {
+  for (int i = 0; i < n; ++i) {
+    fibra::Pool p(2);
+    auto r = p.map(pids, std::vector<int>(10, 0), {.chunksize = 1});
+    std::printf("pool %d ok (%zu results)\n", i, r.size());
+    std::fflush(stdout);
+  }
+  std::puts("PASS");
+  return 0;
+}
+
 int orphan(const char* file, const char* how) {
   fibra::Pool p(2);
   {
@@ -123,6 +135,7 @@ int main(int argc, char** argv) {
     std::fflush(nullptr);
     return rc;  // a normal exit: teardown after a failed spawn must not hang
   }
+  if (mode == "churn" && argc == 3) return churn(std::atoi(argv[2]));
   if (mode == "orphan" && argc == 4) return orphan(argv[2], argv[3]);
   std::fprintf(stderr, "usage: %s too_few_slots | two_ranks | orphan <file> sigkill|throw|return\n", argv[0]);
   return 2;
