@@ -497,14 +497,14 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   }
 
   // Gives each ready worker with room a batch of pending chunks.
-  bool dispatch() {
+  bool dispatch(std::size_t batches_each = batches_per_worker) {
     std::vector<std::pair<Worker*, std::vector<Chunk*>>> out;
     {
       std::lock_guard lk(mu_);
       if (sched_.pending() == 0) return false;
       const int ready = ready_count();
       for (auto& w : workers_) {
-        if (w->state != Worker::State::ready || w->batches.size() >= batches_per_worker) continue;
+        if (w->state != Worker::State::ready || w->batches.size() >= batches_each) continue;
         auto batch = sched_.take_batch(w->id, ready);
         if (batch.empty()) {
           if (sched_.pending() == 0) break;
@@ -555,7 +555,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // silent too long (or whose process is gone, for workers on this host) is declared lost.
   void watch_workers() {
     const double now = mpi::now_s();
-    const bool check_pids = now - last_pid_check_ > 0.2;
+    const bool check_pids = now - last_pid_check_ > 0.05;
     if (check_pids) last_pid_check_ = now;
     for (auto& w : workers_) {
       if (!w->alive()) continue;
@@ -622,6 +622,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       live = live_count();
     }
     if (live < target && mpi::now_s() >= next_spawn_) {
+      // MPI_Comm_spawn blocks this thread for a few hundred ms: give the workers enough to do
+      // meanwhile (retries first: they are at the front of the queue).
+      dispatch(batches_per_worker + 2);
+      sends_.progress();
       try {
         spawn(target - live);
       } catch (const Error& e) {
