@@ -1,5 +1,6 @@
 // Submitting and following jobs through Slurm's commands (see fibra/slurm/client.hpp).
 #include <fibra/slurm/client.hpp>
+#include <fibra/hdf5_io/store.hpp>
 
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <map>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <thread>
 
@@ -194,9 +196,20 @@ std::string job_checkpoint_path(const std::string& id) {
   return "";
 }
 
-std::optional<std::string> checkpoint_progress(const std::string& /*path*/) {
-  // HOOK: read the progress from the checkpoint store once hdf5_io/ is on this branch.
-  return std::nullopt;
+std::string checkpoint_progress(const std::string& path) {
+  if (!std::filesystem::exists(path)) return "not written yet";
+  try {
+    // Read-only: the running job may hold the writer's lock; readers are not locked out.
+    const auto info = hdf5_io::Store::open(path, hdf5_io::Access::read_only).info();
+    const double pct = info.run.n_inputs ? 100.0 * double(info.n_done) / double(info.run.n_inputs) : 100.0;
+    char line[512];
+    std::snprintf(line, sizeof line, "%llu/%llu items of %s done (%.1f%%), %s, updated %s",
+                  static_cast<unsigned long long>(info.n_done), static_cast<unsigned long long>(info.run.n_inputs),
+                  info.run.function.c_str(), pct, info.state.c_str(), info.updated_at.c_str());
+    return std::string(line);
+  } catch (const std::exception& e) {
+    return std::string("cannot be read: ") + e.what();
+  }
 }
 
 }  // namespace fibra::slurm

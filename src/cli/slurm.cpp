@@ -92,10 +92,8 @@ void run_status(const SlurmArgs& a) {
     const std::string path = fs::job_checkpoint_path(a.job_id);
     if (path.empty()) {
       std::printf("checkpoint: none\n");
-    } else if (auto progress = fs::checkpoint_progress(path)) {
-      std::printf("checkpoint: %s: %s\n", path.c_str(), progress->c_str());
     } else {
-      std::printf("checkpoint: %s: progress not available (this fibra cannot read checkpoints yet)\n", path.c_str());
+      std::printf("checkpoint: %s: %s\n", path.c_str(), fs::checkpoint_progress(path).c_str());
     }
   } catch (const fs::SlurmError& e) {
     fail(e, 1);

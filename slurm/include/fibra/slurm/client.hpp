@@ -72,10 +72,9 @@ std::vector<JobStatus> wait_for_job(const std::string& id, double max_interval_s
 /// with `scontrol write batch_script`; empty if the job has none.
 std::string job_checkpoint_path(const std::string& id);
 
-/// @brief A one-line summary of a checkpoint's progress ("812 of 1000 items done").
-///
-/// HOOK: the checkpoint store is built in parallel (hdf5_io/); until it lands this returns nullopt
-/// and `fibra slurm status` says the progress is not available. Do not guess progress here.
-std::optional<std::string> checkpoint_progress(const std::string& path);
+/// @brief A one-line summary of a checkpoint's progress, read with the checkpoint store
+/// ("812/1000 items of rollout done (81.2%), running, updated 2026-11-30T08:00:00Z"), "not written
+/// yet", or "cannot be read: <why>".
+std::string checkpoint_progress(const std::string& path);
 
 }  // namespace fibra::slurm
