@@ -293,6 +293,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
         handle(*w, m);
       }
     }
+    last_receive_pass_ = mpi::now_s();
     return got;
   }
 
@@ -564,7 +565,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
           declare_lost(*w, "it did not start within " + seconds(s_.start_timeout_s) + " (PoolOptions::start_timeout_s)");
         continue;
       }
-      if (now - w->last_heard > s_.worker_silence_s) {
+      // Silence is judged only right after a receive pass: a pass delayed by a long spawn has not
+      // read what the workers sent meanwhile.
+      if (now - last_receive_pass_ < 0.5 * s_.heartbeat_s && now - w->last_heard > s_.worker_silence_s) {
         declare_lost(*w, "it has been silent for " + seconds(now - w->last_heard) +
                              " (PoolOptions::worker_silence_s = " + seconds(s_.worker_silence_s) + ")");
         continue;
@@ -574,7 +577,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
         declare_lost(*w, "its process is gone");
         continue;
       }
-      if (w->state == Worker::State::ready && now - w->last_sent > s_.heartbeat_s) send(*w, wire::tag_heartbeat, {});
+      const bool working = w->state == Worker::State::ready || w->state == Worker::State::retiring;
+      if (working && now - w->last_sent > s_.heartbeat_s) send(*w, wire::tag_heartbeat, {});
     }
   }
 
@@ -627,7 +631,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       dispatch(batches_per_worker + 2);
       sends_.progress();
       try {
-        spawn(target - live);
+        spawn(1);  // one per pass: traffic with the other workers flows between spawns
       } catch (const Error& e) {
         on_spawn_failed(e);
       }
@@ -744,6 +748,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   int next_worker_id_ = 1;
   std::string my_host_ = host_name();
   double last_pid_check_ = 0;
+  double last_receive_pass_ = 0;  // when receive() last read every worker
   double next_spawn_ = 0;          // after a failed spawn, when to try again
   int spawn_failures_ = 0;         // in a row
   std::exception_ptr spawn_error_;  // the last failed spawn (resize() reports it)
