@@ -13,7 +13,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -84,6 +86,7 @@ void exit_for_stop(const std::string& what_was_saved) {
                "(rerun the program to resume)\n",
                signal_name(stop_signal()), what_was_saved.c_str(), stop_exit_status);
   stop_all_pools();
+  wait_for_checkpoints();
   int init = 0, fin = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
@@ -115,48 +118,104 @@ std::string InputsDigest::hex() {
   return fp_.hex();
 }
 
-CallCheckpoint::CallCheckpoint(hdf5_io::Store store) : store_(std::move(store)) {
-  const auto info = store_.info();
-  folded_at_open_ = info.journal_records == 0 && info.state == "complete";
+CallCheckpoint::~CallCheckpoint() {
+  if (creating_.valid()) {  // the creation must end before the store can be dropped
+    try {
+      creating_.get();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fibra: %s\n", e.what());
+    }
+  }
+}
+
+void CallCheckpoint::open(const std::string& path, const hdf5_io::RunRecord& run, const hdf5_io::ElementType& type,
+                          double flush_s) {
+  if (!(flush_s > 0) || flush_s > 86400)
+    throw ConfigError("fibra: MapOptions::checkpoint_flush_s must be between 0 and 86400 seconds (got " +
+                      std::to_string(flush_s) + ")");
+  wait_for_checkpoints();  // a call's checkpoint still being folded may be this one
+  hdf5_io::StoreOptions options;
+  options.flush_interval = std::chrono::milliseconds(static_cast<long long>(flush_s * 1000));
+  n_inputs_ = run.n_inputs;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    store_.emplace(hdf5_io::Store::open_or_create(path, run, type, options));
+    const auto info = store_->info();
+    folded_at_open_ = info.journal_records == 0 && info.state == "complete";
+  } else {  // nothing is done yet: creating the file (an fsync and a rename) need not hold up the work
+    creating_ = std::async(std::launch::async, [=] { return hdf5_io::Store::create(path, run, type, options); });
+  }
+  checkpoint_opened();
+}
+
+hdf5_io::Store& CallCheckpoint::store() const {
+  if (!store_) store_.emplace(creating_.get());
+  return *store_;
 }
 
 std::uint64_t CallCheckpoint::run_length(std::uint64_t first, std::uint64_t max) const {
-  const auto done = store_.done();
+  if (!store_) return std::min(max, n_inputs_ - first);  // a new checkpoint: nothing is done
+  const auto done = store_->done();
   const std::uint64_t end = std::min<std::uint64_t>(done.size(), first + max);
-  std::uint64_t i = first;
-  const auto* p = static_cast<const std::uint8_t*>(std::memchr(done.data() + i, done[i] ? 0 : 1, end - i));
+  const auto* p = static_cast<const std::uint8_t*>(std::memchr(done.data() + first, done[first] ? 0 : 1, end - first));
   return p ? static_cast<std::uint64_t>(p - done.data()) - first : end - first;
 }
 
-void CallCheckpoint::flush_if_due() { store_.flush_if_due(); }
+void CallCheckpoint::flush_if_due() { store().flush_if_due(); }
+
+void CallCheckpoint::flush() { store().flush(); }
 
 void CallCheckpoint::finish() {
-  if (recorded_ || !folded_at_open_) store_.finish();
+  if (recorded_ || !folded_at_open_) store().finish();
 }
 
 void CallCheckpoint::stop_and_exit() {
   std::string saved;
   try {
-    store_.finish();
-    saved = std::to_string(store_.n_done()) + " of " + std::to_string(store_.run().n_inputs) + " results are in '" +
-            store_.path().string() + "'";
+    auto& s = store();
+    s.finish();
+    saved = std::to_string(s.n_done()) + " of " + std::to_string(s.run().n_inputs) + " results are in '" +
+            s.path().string() + "'";
   } catch (const std::exception& e) {
     saved = std::string("the checkpoint could not be written in full (") + e.what() + "); it holds what was flushed";
   }
   exit_for_stop(saved);
 }
 
-std::unique_ptr<CallCheckpoint> open_call_checkpoint(const std::string& path, const hdf5_io::RunRecord& run,
-                                                     const hdf5_io::ElementType& type, double flush_s,
-                                                     std::unique_ptr<CallCheckpoint> (*make)(hdf5_io::Store)) {
-  if (!(flush_s > 0) || flush_s > 86400)
-    throw ConfigError("fibra: MapOptions::checkpoint_flush_s must be between 0 and 86400 seconds (got " +
-                      std::to_string(flush_s) + ")");
-  hdf5_io::StoreOptions options;
-  options.flush_interval = std::chrono::milliseconds(static_cast<long long>(flush_s * 1000));
-  auto call = make(hdf5_io::Store::open_or_create(path, run, type, options));
-  checkpoint_opened();
-  return call;
+namespace {
+// Folding threads are detached (a process that ends without the Runtime's destructor must not
+// std::terminate over a joinable thread; a fold cut short leaves a resumable checkpoint).
+std::mutex g_folding_mu;
+std::condition_variable g_folding_cv;
+int g_folding = 0;
+}  // namespace
+
+void finish_in_background(std::unique_ptr<CallCheckpoint> c) {
+  c->flush();
+  c->end_call();
+  {
+    std::lock_guard lk(g_folding_mu);
+    ++g_folding;
+  }
+  std::thread([c = std::move(c)]() mutable {
+    try {
+      c->finish();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr,
+                   "fibra: folding checkpoint '%s' into its .h5 file failed (%s); its journal holds every result, "
+                   "a rerun resumes from it\n",
+                   c->store().path().c_str(), e.what());
+    }
+    c.reset();  // releases the checkpoint's lock before anyone is told
+    std::lock_guard lk(g_folding_mu);
+    --g_folding;
+    g_folding_cv.notify_all();
+  }).detach();
+}
+
+void wait_for_checkpoints() noexcept {
+  std::unique_lock lk(g_folding_mu);
+  g_folding_cv.wait(lk, [] { return g_folding == 0; });
 }
 
 }  // namespace fibra::detail

@@ -188,10 +188,7 @@ class ChunkStream {
     if (ckpt_ && stop_signal()) stop_now();
     fill();
     if (outstanding_ == 0) {
-      if (ckpt_ && !finished_) {
-        finished_ = true;
-        ckpt_->finish();
-      }
+      if (ckpt_) finish_in_background(std::move(ckpt_));
       return false;
     }
     if (!resumed_.empty()) {
@@ -295,7 +292,6 @@ class ChunkStream {
   std::vector<ItemError>* errors_ = nullptr;
   std::unique_ptr<CallCheckpoint> ckpt_;
   std::deque<ChunkOutcome> resumed_;  // outcomes taken from the checkpoint, not yet handed back
-  bool finished_ = false;
 };
 
 /// Opens the checkpoint a call asked for (MapOptions::checkpoint) and attaches it to the stream.
@@ -315,7 +311,7 @@ void attach_checkpoint(Stream& s, const FunctionEntry& fn, const MapOptions& o, 
                         "' needs a sized input range (a checkpoint records the number of inputs before the run "
                         "starts); this one is not sized: collect the inputs into a std::vector first");
     hdf5_io::RunRecord run{fn.name, *s.known_size(), s.inputs_digest(), s.chunksize(), fibra::version};
-    s.attach(make_checkpoint<R>(o.checkpoint, std::move(run), o.checkpoint_flush_s));
+    s.attach(make_checkpoint<R>(o.checkpoint, run, o.checkpoint_flush_s));
   }
 }
 

@@ -10,7 +10,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <future>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -65,10 +67,18 @@ class InputsDigest {
 /// The untyped part of a call's checkpoint: the store, flushing and the stop.
 class CallCheckpoint {
  public:
-  explicit CallCheckpoint(hdf5_io::Store store);
-  virtual ~CallCheckpoint() = default;
+  CallCheckpoint() = default;
+  virtual ~CallCheckpoint();
+  CallCheckpoint(const CallCheckpoint&) = delete;
+  CallCheckpoint& operator=(const CallCheckpoint&) = delete;
 
-  bool is_done(std::uint64_t i) const { return store_.is_done(i); }
+  /// Resumes `path` if it was written for the same run, else creates it. A new file is created on
+  /// a background thread while the call starts sending work (nothing is done in it); an error
+  /// creating it surfaces when the first result is recorded.
+  /// @throws CheckpointError for another run's file, one that is not a checkpoint, or damaged.
+  void open(const std::string& path, const hdf5_io::RunRecord& run, const hdf5_io::ElementType& type, double flush_s);
+
+  bool is_done(std::uint64_t i) const { return store_ && store_->is_done(i); }
   /// Items from `first` (at most `max`) that are all done, or all pending, like item `first`.
   std::uint64_t run_length(std::uint64_t first, std::uint64_t max) const;
   /// The encoded results of done items [first, first + count), as a worker would send them.
@@ -80,12 +90,17 @@ class CallCheckpoint {
   }
   /// Flushes when the flush interval has passed; cheap otherwise.
   void flush_if_due();
-  /// Ends the call: folds everything into the .h5 file (h5py then reads the whole run); nothing
-  /// to do when the call recorded nothing and the file already held everything.
+  /// Makes everything recorded durable (the journal; cheap).
+  void flush();
+  /// Folds everything into the .h5 file (h5py then reads the whole run); nothing to do when the
+  /// call recorded nothing and the file already held everything.
   void finish();
+  /// The call is over (its checkpoint may still be folded in the background).
+  void end_call() { active_.reset(); }
   /// Flushes, then ends the driver with status 75 (after a stop signal).
   [[noreturn]] void stop_and_exit();
-  const hdf5_io::Store& store() const { return store_; }
+  /// The store (waits for a new one to be created).
+  hdf5_io::Store& store() const;
 
  protected:
   /// Records items [first, first + count) minus the offsets in `failed` (sorted), via put(first, n, k).
@@ -99,10 +114,12 @@ class CallCheckpoint {
     if (k < o.count) put(k, o.count - k);
   }
   virtual void record_items(const ChunkOutcome& o) = 0;
-  hdf5_io::Store store_;
 
  private:
-  ActiveCheckpoint active_;
+  mutable std::optional<hdf5_io::Store> store_;
+  mutable std::future<hdf5_io::Store> creating_;  // a new checkpoint, created in the background
+  std::uint64_t n_inputs_ = 0;
+  std::optional<ActiveCheckpoint> active_{std::in_place};
   bool recorded_ = false;
   bool folded_at_open_ = false;  // the .h5 file held everything when the call opened it
 };
@@ -113,16 +130,14 @@ class TypedCheckpoint final : public CallCheckpoint {
   static constexpr bool native = hdf5_io::is_native_element<R>;
 
  public:
-  using CallCheckpoint::CallCheckpoint;
-
   std::string encoded(std::uint64_t first, std::uint64_t count) const override {
     if constexpr (native) {
-      auto all = store_.native_results().subspan(first * sizeof(R), count * sizeof(R));
+      auto all = store().native_results().subspan(first * sizeof(R), count * sizeof(R));
       return std::string(reinterpret_cast<const char*>(all.data()), all.size());
     } else {
       std::string out;
       for (std::uint64_t i = first; i < first + count; ++i) {
-        auto b = store_.item_bytes(i);
+        auto b = store().item_bytes(i);
         out.append(reinterpret_cast<const char*>(b.data()), b.size());
       }
       return out;
@@ -134,12 +149,12 @@ class TypedCheckpoint final : public CallCheckpoint {
     if constexpr (native) {
       static_assert(is_raw_v<R>, "fibra: a native checkpoint element must be encoded byte for byte");
       put_ok_ranges(o, [&](std::uint32_t k, std::uint32_t n) {
-        store_.put(o.first + k, n, std::as_bytes(std::span(p + std::size_t(k) * sizeof(R), std::size_t(n) * sizeof(R))));
+        store().put(o.first + k, n, std::as_bytes(std::span(p + std::size_t(k) * sizeof(R), std::size_t(n) * sizeof(R))));
       });
     } else {
       std::vector<std::span<const std::byte>> blobs = split(o);
       put_ok_ranges(o, [&](std::uint32_t k, std::uint32_t n) {
-        store_.put_bytes(o.first + k, std::span(blobs).subspan(k, n));
+        store().put_bytes(o.first + k, std::span(blobs).subspan(k, n));
       });
     }
   }
@@ -166,18 +181,20 @@ class TypedCheckpoint final : public CallCheckpoint {
   }
 };
 
-/// Opens (or creates) the checkpoint of a call; refuses another run's file with CheckpointError.
-std::unique_ptr<CallCheckpoint> open_call_checkpoint(const std::string& path, const hdf5_io::RunRecord& run,
-                                                     const hdf5_io::ElementType& type, double flush_s,
-                                                     std::unique_ptr<CallCheckpoint> (*make)(hdf5_io::Store));
+/// Ends a call that got every result: flushes its checkpoint now (every result is then durable),
+/// and folds the journal into the .h5 file on a background thread, so that the caller does not wait
+/// for that rewrite and its fsync. `wait_for_checkpoints` waits for those threads.
+void finish_in_background(std::unique_ptr<CallCheckpoint> c);
+/// Waits until every checkpoint handed to finish_in_background is folded. Called before a
+/// checkpoint is opened, when the Runtime ends and before a stop; never throws.
+void wait_for_checkpoints() noexcept;
 
-/// The checkpoint of a call whose results are of type R.
+/// The checkpoint of a call whose results are of type R (see CallCheckpoint::open).
 template <class R>
-std::unique_ptr<CallCheckpoint> make_checkpoint(const std::string& path, hdf5_io::RunRecord run, double flush_s) {
-  auto make = [](hdf5_io::Store s) -> std::unique_ptr<CallCheckpoint> {
-    return std::make_unique<TypedCheckpoint<R>>(std::move(s));
-  };
-  return open_call_checkpoint(path, run, hdf5_io::element_type_of<R>(checkpoint_bytes_encoding), flush_s, make);
+std::unique_ptr<CallCheckpoint> make_checkpoint(const std::string& path, const hdf5_io::RunRecord& run, double flush_s) {
+  auto c = std::make_unique<TypedCheckpoint<R>>();
+  c->open(path, run, hdf5_io::element_type_of<R>(checkpoint_bytes_encoding), flush_s);
+  return c;
 }
 
 }  // namespace fibra::detail
