@@ -1,7 +1,7 @@
 // A checkpointed job for the kill, signal and h5py tests: maps `work` over N doubles with a
 // checkpoint and writes the results (raw doubles, input order) to a file when it finishes.
 //
-//   checkpoint_job CHECKPOINT RESULTS N [--flush S]
+//   checkpoint_job CHECKPOINT RESULTS N [--flush S] [--sleep-after S]
 //
 // Every execution of `work` appends one line to $FIBRA_CKPT_LOG (O_APPEND), so a test can count
 // executions over several runs; each takes about $FIBRA_CKPT_WORK_US microseconds (default 100). Exit status: 0 done, 75 stopped by SIGTERM/SIGUSR1 (rerun resumes),
@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 // About FIBRA_CKPT_WORK_US microseconds of arithmetic whose result depends only on x.
@@ -45,9 +46,11 @@ int main(int argc, char** argv) {
   }
   const std::string checkpoint = argv[1], results = argv[2];
   const long n = std::atol(argv[3]);
-  double flush_s = 0.1;
-  for (int i = 4; i + 1 < argc; ++i)
+  double flush_s = 0.1, sleep_after = 0;
+  for (int i = 4; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--flush") == 0) flush_s = std::atof(argv[i + 1]);
+    if (std::strcmp(argv[i], "--sleep-after") == 0) sleep_after = std::atof(argv[i + 1]);  // between calls
+  }
 
   fibra::Pool pool(2, {.heartbeat_s = 0.5, .driver_silence_s = 2});
   std::vector<double> in(static_cast<std::size_t>(n));
@@ -64,5 +67,7 @@ int main(int argc, char** argv) {
   }
   std::rename(tmp.c_str(), results.c_str());
   std::printf("checkpoint_job: %ld results in %.3f s\n", n, took);
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::duration<double>(sleep_after));
   return 0;
 }

@@ -41,6 +41,20 @@ stop_once() {
   echo "PASS $name: SIG$sig after $execs executions -> status 75; resumed, $(wc -l <"$FIBRA_CKPT_LOG") executions in all for $n inputs"
 }
 
+# Between calls: a checkpoint was opened, no checkpointed call runs; the driver stops all the same.
+rm -f "$FIBRA_CKPT_LOG"
+"$job" "$dir/idle.h5" "$dir/idle.bin" 2000 --sleep-after 60 >"$dir/idle.out" 2>&1 &
+pid=$!
+for _ in $(seq 1 300); do grep -q "results in" "$dir/idle.out" && break; sleep 0.1; done
+start=$(date +%s.%N)
+kill -USR1 "$pid"
+wait "$pid"
+status=$?
+took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+[ "$status" = 75 ] || { cat "$dir/idle.out"; fail "between calls: exit status $status after SIGUSR1, expected 75"; }
+grep -q "fibra: stopped by SIGUSR1: no checkpointed call was running" "$dir/idle.out" || { cat "$dir/idle.out"; fail "between calls: no stop message"; }
+echo "PASS between_calls: SIGUSR1 -> status 75 after ${took} s"
+
 stop_once usr1_singleton USR1
 stop_once term_singleton TERM
 stop_once usr1_mpirun USR1 "$mpiexec" -n 1
