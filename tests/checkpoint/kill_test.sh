@@ -28,7 +28,7 @@ map_s=$(sed -n 's/.* results in \([0-9.]*\) s/\1/p' "$dir/ref.out")
 echo "uninterrupted run: ${ref_s} s in all, map ${map_s} s"
 rm -f "$FIBRA_CKPT_LOG"
 
-count() { wc -l <"$FIBRA_CKPT_LOG" 2>/dev/null || echo 0; }
+count() { wc -l 2>/dev/null <"$FIBRA_CKPT_LOG" || echo 0; }
 landed=0
 for k in $(seq 1 $kills); do
   before=$(count)
@@ -38,9 +38,9 @@ for k in $(seq 1 $kills); do
     # kills 3 and 7: a moment in the start-up (the checkpoint may not be open yet)
     delay=$(awk -v r="$RANDOM" -v t="$ref_s" -v m="$map_s" 'BEGIN { printf "%.3f", 0.1 + (r / 32767) * (t - m) }')
   else
-    # the others: once tasks run, a moment within the next eighth of the map's time
+    # the others: once tasks run, a moment within the next twelfth of the map's time
     for _ in $(seq 1 200); do [ "$(count)" -gt "$before" ] && break; sleep 0.05; done
-    delay=$(awk -v r="$RANDOM" -v m="$map_s" 'BEGIN { printf "%.3f", (r / 32767) * m / 8 }')
+    delay=$(awk -v r="$RANDOM" -v m="$map_s" 'BEGIN { printf "%.3f", (r / 32767) * m / 12 }')
   fi
   sleep "$delay"
   kill -KILL "$pid" 2>/dev/null

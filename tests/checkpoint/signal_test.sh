@@ -24,7 +24,7 @@ stop_once() {
   "$@" "$job" "$dir/$name.h5" "$dir/$name.bin" "$n" >"$dir/$name.out" 2>&1 &
   local pid=$!
   for _ in $(seq 1 300); do
-    [ "$(wc -l <"$FIBRA_CKPT_LOG" 2>/dev/null || echo 0)" -ge 3000 ] && break
+    [ "$(wc -l 2>/dev/null <"$FIBRA_CKPT_LOG" || echo 0)" -ge 3000 ] && break
     sleep 0.1
   done
   kill -"$sig" "$pid"
