@@ -103,7 +103,8 @@ class CallCheckpoint {
   hdf5_io::Store& store() const;
 
  protected:
-  /// Records items [first, first + count) minus the offsets in `failed` (sorted), via put(first, n, k).
+  /// Calls put(k, n) for each run [k, k + n) of a chunk's items that did not fail (item_errors is
+  /// sorted by offset).
   template <class Put>
   static void put_ok_ranges(const ChunkOutcome& o, Put&& put) {
     std::uint32_t k = 0;
