@@ -15,6 +15,8 @@ packages=(
   libcli11-dev libtomlplusplus-dev libfmt-dev libspdlog-dev
   # tests and benchmarks
   googletest libgtest-dev libbenchmark-dev
+  # the local Slurm cluster the Slurm tests run against (slurm/local-cluster.sh)
+  slurmctld slurmd slurm-client
 )
 
 missing=()
@@ -36,6 +38,14 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# The slurmd, slurmctld and munge packages start their services on install; without systemd (a
+# container, CI) that fails or leaves stray daemons. The tests start their own cluster
+# (slurm/local-cluster.sh), so forbid service starts during the install when nothing else does.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+  $sudo chmod 755 /usr/sbin/policy-rc.d
+  trap '$sudo rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "install-deps: done"

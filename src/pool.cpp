@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -50,6 +51,17 @@ enum class FailKind { raised, crashed, timed_out, lost, config };
 class PoolImpl;
 std::mutex g_pools_mu;
 std::vector<std::weak_ptr<PoolImpl>> g_pools;
+// Agents of every pool that hold an MPI slot (spawned, not yet gone or lost): with the driver,
+// what a new spawn must fit beside when oversubscription is off.
+std::atomic<int> g_agents_in_slots{0};
+
+// MPI's universe size (the slots of the allocation), or 0 if MPI does not say.
+int universe_size() {
+  int* size = nullptr;
+  int flag = 0;
+  if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_UNIVERSE_SIZE, &size, &flag) != MPI_SUCCESS || !flag || !size) return 0;
+  return *size;
+}
 
 class PoolImpl final : public PoolCore, public std::enable_shared_from_this<PoolImpl> {
  public:
@@ -117,7 +129,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       const int live = live_count();
       target_ = std::max(1, live);
       throw MpiError("fibra: Pool::resize(" + std::to_string(n) + ") could not start every new worker (" +
-                     error_text(spawn_error_) + "); the pool carries on with " + std::to_string(live) + " workers");
+                     error_text(spawn_error_) + "); the pool carries on with " + std::to_string(live) + " worker(s)");
     }
     if (!ok) {
       throw WorkerLost("fibra: Pool::resize(" + std::to_string(n) + "): only " + std::to_string(ready_count()) +
@@ -127,6 +139,13 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   }
 
   RetryPolicy default_policy() const override { return s_.policy; }
+
+  PoolStats stats() const override {
+    std::lock_guard lk(mu_);
+    PoolStats s = stats_;
+    s.workers_ready = ready_count();
+    return s;
+  }
 
   void close() override {
     std::lock_guard lk(mu_);
@@ -175,6 +194,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       }
     } guard{info};
     for (int i = 0; i < n; ++i) {
+      check_slots();
       MPI_Comm inter = MPI_COMM_NULL;
       int err = MPI_SUCCESS;
       int rc = MPI_Comm_spawn(exe.c_str(), argv, 1, info, 0, MPI_COMM_SELF, &inter, &err);
@@ -185,6 +205,11 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
                        "to run more processes than slots (the default outside batch jobs)");
       }
       MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+      g_agents_in_slots.fetch_add(1);
+      {
+        std::lock_guard lk(mu_);
+        ++stats_.workers_started;
+      }
       auto w = std::make_unique<Worker>();
       w->id = next_worker_id_++;
       w->comm = inter;
@@ -194,6 +219,23 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       spawn_failures_ = 0;
     }
   }
+
+  // Refuses a spawn that cannot fit in the allocation's slots when oversubscription is off. Open
+  // MPI would refuse it too, but after a failed MPI_Comm_spawn mpirun never exits on its own.
+  void check_slots() const {
+    if (oversubscribe_allowed()) return;
+    const int slots = universe_size();
+    const int used = 1 + g_agents_in_slots.load();
+    if (slots <= 0 || used < slots) return;
+    throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(live_count() + 1) + " of " +
+                   std::to_string(target_) + ": all " + std::to_string(slots) +
+                   " MPI slots are in use (the driver and " + std::to_string(used - 1) +
+                   " worker(s)). If there are too few slots: ask the allocation for more, or set FIBRA_OVERSUBSCRIBE=1 "
+                   "to run more processes than slots (the default outside batch jobs)");
+  }
+
+  // A worker no longer holds its MPI slot (it said bye or was declared lost).
+  static void slot_freed() { g_agents_in_slots.fetch_sub(1); }
 
   // ---- driver_run: the communication thread -------------------------------------------------
   void loop() {
@@ -261,6 +303,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       case wire::tag_bye: {
         std::lock_guard lk(mu_);
         w.state = Worker::State::gone;
+        slot_freed();
         return;
       }
       default: return;  // heartbeat
@@ -299,7 +342,11 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // A result for the attempt in flight is delivered; any other is a late duplicate and dropped.
   void accept_result(const wire::ResultHeader& h, std::string_view payload, std::vector<ItemOutcomeError> errors) {
     auto c = sched_.accept(h.chunk, h.attempt);
-    if (!c) return;
+    if (!c) {
+      ++stats_.late_results_dropped;
+      return;
+    }
+    ++stats_.chunks_done;
     for (auto& e : c->item_errors) errors.push_back(std::move(e));
     std::sort(errors.begin(), errors.end(), [](auto& x, auto& y) { return x.offset < y.offset; });
     c->job->deliver({c->first, c->count, std::string(payload), {}, std::move(errors)});
@@ -330,7 +377,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // A chunk's attempt failed: it raised, crashed, ran out of time or met an unknown function.
   void on_failed_attempt(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid) {
     const Chunk* c = sched_.find(r.header.chunk, r.header.attempt);
-    if (!c) return;  // an attempt already given up on
+    if (!c) {  // an attempt already given up on
+      ++stats_.late_results_dropped;
+      return;
+    }
     const auto& fn = c->job->fn().name;
     if (r.header.status == wire::Status::unknown_fn) {
       auto e = std::make_exception_ptr(ConfigError("fibra: " + where(w, exec_pid) + " cannot run '" + fn +
@@ -378,7 +428,12 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
         kind == FailKind::crashed || kind == FailKind::timed_out || kind == FailKind::lost ||
         (kind == FailKind::raised && policy.retry_exceptions);
     std::unique_ptr<Chunk> c;
-    if (sched_.fail(id, attempt, error_text(e), e, retryable, c) != Failed::exhausted) return;
+    const Failed f = sched_.fail(id, attempt, error_text(e), e, retryable, c);
+    if (f == Failed::stale) return;
+    ++stats_.attempts_failed;
+    stats_.last_failure_seen = std::chrono::steady_clock::now();
+    if (f != Failed::exhausted) return;
+    ++stats_.chunks_done;
     auto final_error = with_history(*c);
     if (!policy.keep_going || kind == FailKind::config) {
       c->job->deliver({c->first, c->count, {}, final_error, {}});
@@ -456,6 +511,11 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
           continue;  // it passed over retries meant for other workers
         }
         w->batches.push_back(static_cast<std::uint32_t>(batch.size()));
+        for (const Chunk* c : batch) {
+          if (c->failures.empty()) continue;
+          ++stats_.chunks_resubmitted;
+          stats_.last_retry_sent = std::chrono::steady_clock::now();
+        }
         out.emplace_back(w.get(), std::move(batch));
       }
     }
@@ -530,6 +590,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::lock_guard lk(mu_);
     const bool was_leaving = w.state == Worker::State::leaving;
     w.state = Worker::State::lost;
+    slot_freed();
     sends_.abandon(w.comm);
     w.batches.clear();
     const auto held = sched_.owned_by(w.id);
@@ -539,7 +600,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       std::fprintf(stderr, "fibra: %s was lost: %s; %zu chunk(s) it held go back to the queue%s\n", who.c_str(),
                    why.c_str(), held.size(), closed_ && stopping_ ? "" : ", and a replacement is started");
     }
-    ++lost_count_;
+    ++stats_.workers_lost;
     for (const auto& [id, attempt] : held) {
       const Chunk* c = sched_.find(id, attempt);
       if (!c) continue;
@@ -682,7 +743,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   double next_spawn_ = 0;          // after a failed spawn, when to try again
   int spawn_failures_ = 0;         // in a row
   std::exception_ptr spawn_error_;  // the last failed spawn (resize() reports it)
-  int lost_count_ = 0;
+  PoolStats stats_;  // guarded by mu_
   bool kicked_ = false, closed_ = false, stopping_ = false, stopped_ = false;
   std::exception_ptr broken_;
 };

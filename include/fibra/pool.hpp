@@ -480,6 +480,9 @@ class Pool {
     return Future<std::remove_cvref_t<R>>(std::move(job));
   }
 
+  /// @brief Counters of work done, failures seen, retries and lost workers (see docs/fault-tolerance.md).
+  PoolStats stats() const { return core().stats(); }
+
   /// @brief Grows or shrinks the pool to `workers` while it runs.
   void resize(int workers) { core().resize(workers); }
   /// @brief No more work may be submitted; queued work still runs.

@@ -17,6 +17,23 @@
 
 #include "fibra/detail/registry.hpp"
 
+namespace fibra {
+
+/// @brief What a pool has been through: its counters of work and failures (Pool::stats()).
+struct PoolStats {
+  int workers_ready = 0;                   ///< workers taking work now
+  std::uint64_t workers_started = 0;       ///< spawned since the pool started, replacements included
+  std::uint64_t workers_lost = 0;          ///< declared lost (silent, or their process gone)
+  std::uint64_t chunks_done = 0;           ///< chunks whose outcome was delivered
+  std::uint64_t attempts_failed = 0;       ///< crashed, timed out, lost, or raised and retried
+  std::uint64_t chunks_resubmitted = 0;    ///< failed attempts that were handed out again
+  std::uint64_t late_results_dropped = 0;  ///< results of attempts already given up on
+  /// When the last failure was seen by the driver, and when a retry was last handed out.
+  std::chrono::steady_clock::time_point last_failure_seen{}, last_retry_sent{};
+};
+
+}  // namespace fibra
+
 namespace fibra::detail {
 
 /// How one call's chunks are retried and watched (from MapOptions, else the pool's PoolOptions).
@@ -100,6 +117,7 @@ class PoolCore {
   virtual bool closed() const = 0;
   /// The retry policy of calls that do not set their own.
   virtual RetryPolicy default_policy() const { return {}; }
+  virtual PoolStats stats() const { return {}; }
 };
 
 /// Starts `settings.workers` workers and waits until each has said hello (collective with the

@@ -1,0 +1,81 @@
+// fibra/slurm/client.hpp: submitting, following and inspecting Slurm jobs through Slurm's commands
+// (`sbatch --parsable`, `scontrol show job`), with sbatch's errors put in plain words.
+#pragma once
+
+#include <fibra/error.hpp>
+#include <fibra/slurm/spec.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fibra::slurm {
+
+/// @brief Slurm refused a request or could not be reached; the message says why in plain words.
+class SlurmError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// @brief What a finished command printed and how it ended.
+struct CommandResult {
+  int status = -1;      ///< exit status; 127 if the command could not be started; 128+N if killed by signal N
+  std::string out;      ///< its standard output
+  std::string err;      ///< its standard error
+};
+
+/// @brief Runs a command (searched in PATH) to completion, capturing its output.
+CommandResult run_command(const std::vector<std::string>& argv);
+
+/// @brief One job (or one array task) as `scontrol show job` sees it.
+struct JobStatus {
+  std::string id;             ///< JobId, e.g. "12"; array tasks have their own id
+  std::string array_task;     ///< ArrayTaskId for array tasks, else empty
+  std::string name;           ///< JobName
+  std::string state;          ///< JobState: PENDING, RUNNING, COMPLETED, FAILED, ...
+  std::string reason;         ///< Reason (why pending), "None" when none
+  int restarts = 0;           ///< Restarts: how often the job was requeued
+  int exit_code = 0;          ///< the first number of ExitCode
+  int exit_signal = 0;        ///< the second number of ExitCode
+  std::string node_list;      ///< NodeList
+  std::string work_dir;       ///< WorkDir
+  std::string std_out;        ///< StdOut
+};
+
+/// @brief True for states a job never leaves (COMPLETED, FAILED, CANCELLED, TIMEOUT, ...).
+bool is_final_state(const std::string& state);
+
+/// @brief Parses the output of `scontrol -o show job <id>` (one job or array task per line).
+std::vector<JobStatus> parse_scontrol_jobs(const std::string& text);
+
+/// @brief sbatch's error output in plain words, naming the spec's setting that caused it.
+std::string explain_sbatch_error(const std::string& sbatch_stderr, const JobSpec& spec);
+
+/// @brief Submits a rendered script with `sbatch --parsable` and returns the job id.
+/// @throws SlurmError with explain_sbatch_error's text when sbatch refuses the job.
+std::string submit_script(const std::string& script, const JobSpec& spec);
+
+/// @brief The job's current status (every task, for an array).
+/// @throws SlurmError if slurmctld does not know the job or cannot be reached.
+std::vector<JobStatus> query_job(const std::string& id);
+
+/// @brief Polls until every task of the job is in a final state and returns their last status.
+///
+/// Polls `scontrol show job` every 0.5 s at first, backing off to every `max_interval_s`
+/// (a long job costs slurmctld one small request every few seconds). `on_change` is called with
+/// each new state. Two failed polls in a row are retried; the third failure is thrown.
+std::vector<JobStatus> wait_for_job(const std::string& id, double max_interval_s,
+                                    const std::function<void(const JobStatus&)>& on_change);
+
+/// @brief The checkpoint path a fibra batch script records (`# fibra-checkpoint: <path>`), read
+/// with `scontrol write batch_script`; empty if the job has none.
+std::string job_checkpoint_path(const std::string& id);
+
+/// @brief A one-line summary of a checkpoint's progress ("812 of 1000 items done").
+///
+/// HOOK: the checkpoint store is built in parallel (hdf5_io/); until it lands this returns nullopt
+/// and `fibra slurm status` says the progress is not available. Do not guess progress here.
+std::optional<std::string> checkpoint_progress(const std::string& path);
+
+}  // namespace fibra::slurm

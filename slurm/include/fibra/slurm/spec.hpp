@@ -1,0 +1,84 @@
+// fibra/slurm/spec.hpp: a Slurm job spec (TOML), parsed and checked.
+//
+// A spec says what to run (program, arguments, workers) and what to ask Slurm for (tasks, time,
+// partition, ...). The format is documented in docs/slurm.md; examples live in jobs/*/job.toml.
+//
+//   fibra::slurm::JobSpec spec = fibra::slurm::parse_spec_file("jobs/hello/job.toml");
+#pragma once
+
+#include <fibra/error.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fibra::slurm {
+
+/// @brief A job spec is wrong. The message starts with `file:line: ` when a line is known and
+/// names the key, e.g. `job.toml:4: unknown key 'job.wrokers'; ...`.
+class SpecError : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+};
+
+/// @brief The warning Slurm sends before the time limit (`--signal=B:<signal>@<grace>`) and what
+/// the job does with it: the driver checkpoints and exits 75, and the batch script requeues it.
+struct CheckpointSpec {
+  std::string path;            ///< checkpoint file, passed to the program as FIBRA_CHECKPOINT
+  std::string signal = "USR1"; ///< USR1 or TERM
+  int grace_s = 60;            ///< seconds between the warning and the time limit
+  bool requeue = false;        ///< requeue the job when the driver stops for a checkpoint
+};
+
+/// @brief A job array for sweeps (`--array=<indices>%<throttle>`).
+struct ArraySpec {
+  std::string indices;         ///< e.g. "0-15", "1,3,5", "0-30:10"
+  int throttle = 0;            ///< at most this many tasks at once; 0: no limit
+};
+
+/// @brief Everything a spec says, with defaults filled in.
+struct JobSpec {
+  std::string source;                      ///< the spec's file name, as given
+  std::string name;                        ///< job name (`--job-name`)
+  std::string program;                     ///< the fibra program to run under `mpirun -n 1`
+  std::vector<std::string> args;           ///< its arguments
+  int workers = 1;                         ///< workers the program spawns (slots it needs)
+  bool oversubscribe = false;              ///< allow more processes than slots (FIBRA_OVERSUBSCRIBE=1)
+  std::string workdir;                     ///< `--chdir`; empty: the directory sbatch runs in
+  std::string output;                      ///< `--output`; empty: `<name>-%j.out` (`%A_%a` for arrays)
+  std::string error;                       ///< `--error`; empty: with the output
+  std::vector<std::string> setup;          ///< shell lines run first (module load ...)
+  std::map<std::string, std::string> env;  ///< variables exported before the program starts
+  std::vector<std::string> mpirun_args;    ///< extra mpirun arguments
+
+  int nodes = 1;                           ///< `--nodes`
+  int tasks = 0;                           ///< `--ntasks`; default workers + 1 (1 with oversubscribe)
+  int cpus_per_task = 1;                   ///< `--cpus-per-task`
+  std::string memory;                      ///< `--mem`, e.g. "4G"; empty: the partition's default
+  std::string time;                        ///< `--time` as written; empty: the partition's default
+  long time_s = 0;                         ///< the time limit in seconds; 0 when not set
+  std::string partition, account, qos, constraint, gres;
+  int gpus = 0;                            ///< `--gpus`; 0: none asked
+
+  std::optional<CheckpointSpec> checkpoint;
+  std::optional<ArraySpec> array;
+  std::vector<std::string> sbatch_extra;   ///< extra `#SBATCH` options, e.g. "--exclusive"
+};
+
+/// @brief Parses and checks a spec from TOML text.
+/// @param text   the TOML document
+/// @param source the file name used in error messages
+/// @throws SpecError naming the key and line of the first problem.
+JobSpec parse_spec(std::string_view text, const std::string& source);
+
+/// @brief Reads, parses and checks a spec file.
+/// @throws SpecError if the file cannot be read or the spec is wrong.
+JobSpec parse_spec_file(const std::string& path);
+
+/// @brief Seconds in a Slurm time limit ("30", "10:00", "1:30:00", "2-0", "2-12:00", "2-12:00:00").
+/// @returns nullopt if the text is not one of Slurm's formats.
+std::optional<long> parse_time_limit(std::string_view text);
+
+}  // namespace fibra::slurm

@@ -1,0 +1,143 @@
+// Renders a job spec as an sbatch script (see fibra/slurm/render.hpp and docs/slurm.md).
+#include <fibra/slurm/render.hpp>
+
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+namespace fibra::slurm {
+namespace {
+
+void sbatch_line(std::ostringstream& o, const char* option, const std::string& value) {
+  if (!value.empty()) o << "#SBATCH --" << option << '=' << value << '\n';
+}
+
+void render_sbatch_lines(std::ostringstream& o, const JobSpec& s) {
+  sbatch_line(o, "job-name", s.name);
+  sbatch_line(o, "chdir", s.workdir);
+  sbatch_line(o, "nodes", std::to_string(s.nodes));
+  sbatch_line(o, "ntasks", std::to_string(s.tasks));
+  sbatch_line(o, "cpus-per-task", std::to_string(s.cpus_per_task));
+  sbatch_line(o, "mem", s.memory);
+  sbatch_line(o, "time", s.time);
+  sbatch_line(o, "partition", s.partition);
+  sbatch_line(o, "account", s.account);
+  sbatch_line(o, "qos", s.qos);
+  sbatch_line(o, "constraint", s.constraint);
+  sbatch_line(o, "gres", s.gres);
+  if (s.gpus > 0) sbatch_line(o, "gpus", std::to_string(s.gpus));
+  const std::string default_output = s.name + (s.array ? "-%A_%a.out" : "-%j.out");
+  sbatch_line(o, "output", s.output.empty() ? default_output : s.output);
+  sbatch_line(o, "error", s.error);
+  o << "#SBATCH --open-mode=append\n";  // a requeued run appends to the first run's output
+  if (s.checkpoint) {
+    o << "#SBATCH --signal=B:" << s.checkpoint->signal << '@' << s.checkpoint->grace_s << '\n';
+    o << (s.checkpoint->requeue ? "#SBATCH --requeue\n" : "#SBATCH --no-requeue\n");
+  }
+  if (s.array)
+    sbatch_line(o, "array", s.array->indices + (s.array->throttle > 0 ? "%" + std::to_string(s.array->throttle) : ""));
+  for (const std::string& extra : s.sbatch_extra) o << "#SBATCH " << extra << '\n';
+}
+
+void render_environment(std::ostringstream& o, const JobSpec& s) {
+  if (!s.setup.empty()) {
+    o << "\n# Set-up lines from the spec (modules, virtual environments, ...).\n";
+    for (const std::string& line : s.setup) o << line << '\n';
+  }
+  o << "\nexport FIBRA_JOB_SPEC=" << shell_quote(s.name) << '\n';
+  if (s.checkpoint && !s.checkpoint->path.empty())
+    o << "export FIBRA_CHECKPOINT=" << shell_quote(s.checkpoint->path) << '\n';
+  o << "export FIBRA_OVERSUBSCRIBE=" << (s.oversubscribe ? 1 : 0)
+    << (s.oversubscribe ? "  # the spec allows more processes than slots\n"
+                        : "  # the allocation has a slot for the driver and each worker\n");
+  for (const auto& [name, value] : s.env) o << "export " << name << '=' << shell_quote(value) << '\n';
+}
+
+// How mpirun starts the driver: through a small `sh` that records the driver's pid (so that the
+// trap can signal the driver itself) and its exit status (with the recovery settings, mpirun exits 0
+// whatever its process returned: measured with Open MPI 4.1.4). The files are on the batch host,
+// where mpirun places its only rank.
+const char* const driver_wrapper =
+    "sh -c '\"$@\" & echo $! >\"$0.pid\"; wait $!; s=$?; echo $s >\"$0.status\"; exit $s' \"$fibra_run\"";
+
+std::string mpirun_command(const JobSpec& s) {
+  std::string cmd = "mpirun --enable-recovery --mca orte_abort_on_non_zero_status 0";
+  if (s.oversubscribe) cmd += " --oversubscribe";
+  for (const std::string& a : s.mpirun_args) cmd += ' ' + shell_quote(a);
+  cmd += std::string(" -n 1 ") + driver_wrapper + " " + shell_quote(s.program);
+  for (const std::string& a : s.args) cmd += ' ' + shell_quote(a);
+  return cmd;
+}
+
+// The batch shell runs mpirun in the background so that a trapped signal interrupts `wait` at once.
+// The trap sends USR1 to the driver itself, not to mpirun: mpirun would pass it on to every process
+// it started, and the spawned workers die of it (measured with Open MPI 4.1.4). `wait` is repeated
+// until mpirun really ends.
+void render_launch(std::ostringstream& o, const JobSpec& s) {
+  o << "\necho \"fibra: job ${SLURM_JOB_ID} run $(( ${SLURM_RESTART_COUNT:-0} + 1 )) on ${SLURM_JOB_NODELIST:-?}"
+       " at $(date -u +%Y-%m-%dT%H:%M:%SZ)\"\n";
+  o << "fibra_run=\"${TMPDIR:-/tmp}/fibra-${SLURM_JOB_ID}-$$\"  # .pid and .status of the driver\n"
+       "rm -f \"$fibra_run.pid\" \"$fibra_run.status\"\n"
+       "fibra_signalled=0\n";
+  o << "fibra_forward() {  # $1: the signal the batch shell got\n"
+       "  fibra_signalled=1\n"
+       "  echo \"fibra: batch shell got SIG$1; asking the driver to checkpoint and stop\"\n"
+       "  if [ -s \"$fibra_run.pid\" ]; then kill -USR1 \"$(cat \"$fibra_run.pid\")\" 2>/dev/null; fi\n"
+       "}\n"
+       "trap 'fibra_forward USR1' USR1\n"
+       "trap 'fibra_forward TERM' TERM\n\n";
+  o << mpirun_command(s) << " &\n";
+  o << "fibra_mpirun=$!\n"
+       "while :; do\n"
+       "  fibra_signalled=0\n"
+       "  wait \"$fibra_mpirun\"\n"
+       "  fibra_status=$?\n"
+       "  # above 128 with the flag set: a trap interrupted wait, so wait again for mpirun's own status\n"
+       "  [ \"$fibra_signalled\" = 1 ] && [ \"$fibra_status\" -gt 128 ] || break\n"
+       "done\n"
+       "if [ -s \"$fibra_run.status\" ]; then fibra_status=$(cat \"$fibra_run.status\")\n"
+       "elif [ \"$fibra_status\" -eq 0 ]; then fibra_status=1; echo \"fibra: the driver's exit status is unknown\" >&2; fi\n"
+       "rm -f \"$fibra_run.pid\" \"$fibra_run.status\"\n";
+}
+
+void render_epilogue(std::ostringstream& o, const JobSpec& s) {
+  const bool requeue = s.checkpoint && s.checkpoint->requeue;
+  o << "\nif [ \"$fibra_status\" -eq " << checkpoint_exit_status << " ]; then\n";
+  if (requeue) {
+    o << "  echo \"fibra: the driver stopped for a checkpoint; requeueing job ${SLURM_JOB_ID}\"\n"
+         "  if scontrol requeue \"${SLURM_JOB_ID}\"; then exit 0; fi\n"
+         "  echo \"fibra: 'scontrol requeue ${SLURM_JOB_ID}' failed; resubmit this job to resume\" >&2\n";
+  } else {
+    o << "  echo \"fibra: the driver stopped for a checkpoint; requeue is off, so resubmit the job to resume\" >&2\n";
+  }
+  o << "fi\n";
+  o << "echo \"fibra: the driver exited with status ${fibra_status}\"\n";
+  o << "exit \"$fibra_status\"\n";
+}
+
+}  // namespace
+
+std::string shell_quote(std::string_view s) {
+  const bool safe = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_-./=:,+%@").find(c) != std::string_view::npos;
+  });
+  if (safe) return std::string(s);
+  std::string q = "'";
+  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string render_script(const JobSpec& s) {
+  std::ostringstream o;
+  o << "#!/bin/bash\n";
+  o << "# Rendered by 'fibra slurm render' from " << s.source << ".\n";
+  render_sbatch_lines(o, s);
+  if (s.checkpoint && !s.checkpoint->path.empty()) o << "# fibra-checkpoint: " << s.checkpoint->path << '\n';
+  render_environment(o, s);
+  render_launch(o, s);
+  render_epilogue(o, s);
+  return o.str();
+}
+
+}  // namespace fibra::slurm

@@ -1,0 +1,183 @@
+// Job spec parsing and checking (see fibra/slurm/spec.hpp and docs/slurm.md).
+#include <fibra/slurm/spec.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "toml_reader.hpp"
+
+namespace fibra::slurm {
+namespace {
+
+using detail::TableReader;
+
+const char* const known_tables = "[job], [resources], [checkpoint], [array], [sbatch]";
+
+const toml::table* sub_table(const toml::table& doc, const std::string& source, const char* name) {
+  const toml::node* n = doc.get(name);
+  if (!n) return nullptr;
+  if (!n->is_table())
+    throw SpecError(detail::where(source, n->source()) + "'" + name + "' must be a table ([" + name +
+                    "]), not " + detail::type_phrase(n->type()));
+  return n->as_table();
+}
+
+void check_tables(const toml::table& doc, const std::string& source) {
+  static const char* const names[] = {"job", "resources", "checkpoint", "array", "sbatch"};
+  for (auto&& [k, v] : doc) {
+    const std::string name(k.str());
+    if (std::find(std::begin(names), std::end(names), name) != std::end(names)) continue;
+    throw SpecError(detail::where(source, k.source()) + "unknown " + (v.is_table() ? "table [" + name + "]" : "key '" + name + "'") +
+                    "; a spec has the tables " + known_tables);
+  }
+}
+
+void read_job(JobSpec& s, const toml::table* t) {
+  TableReader r(s.source, "job", t);
+  r.read("name", s.name);
+  r.read("program", s.program);
+  r.read("args", s.args);
+  r.read("workers", s.workers, 0);
+  r.read("oversubscribe", s.oversubscribe);
+  r.read("workdir", s.workdir);
+  r.read("output", s.output);
+  r.read("error", s.error);
+  r.read("setup", s.setup);
+  r.read("env", s.env);
+  r.read("mpirun_args", s.mpirun_args);
+  r.finish();
+  if (!t) throw SpecError(s.source + ": the [job] table is missing; it needs at least 'name' and 'program'");
+  if (s.name.empty()) throw SpecError(s.source + ": 'job.name' is missing; it names the job in squeue and in file names");
+  if (!std::regex_match(s.name, std::regex("[A-Za-z0-9_.+-]+")))
+    r.fail("name", "is \"" + s.name + "\"; use letters, digits and _ . + - only");
+  if (s.program.empty()) throw SpecError(s.source + ": 'job.program' is missing; it is the fibra program to run");
+}
+
+void read_resources(JobSpec& s, const toml::table* t) {
+  TableReader r(s.source, "resources", t);
+  r.read("nodes", s.nodes, 1);
+  r.read("tasks", s.tasks, 1);
+  r.read("cpus_per_task", s.cpus_per_task, 1);
+  r.read("memory", s.memory);
+  r.read_time("time", s.time, s.time_s);
+  r.read("partition", s.partition);
+  r.read("account", s.account);
+  r.read("qos", s.qos);
+  r.read("constraint", s.constraint);
+  r.read("gres", s.gres);
+  r.read("gpus", s.gpus, 0);
+  r.finish();
+  if (!s.memory.empty() && !std::regex_match(s.memory, std::regex("[0-9]+[KMGT]?")))
+    r.fail("memory", "is \"" + s.memory + "\"; use a number of megabytes or a number with K, M, G or T, like \"4G\"");
+  const int needed = s.oversubscribe ? 1 : s.workers + 1;
+  if (!r.has("tasks")) s.tasks = needed;
+  if (s.tasks < needed)
+    r.fail("tasks", "= " + std::to_string(s.tasks) + " leaves no slot for the driver and " + std::to_string(s.workers) +
+                        " workers (needs " + std::to_string(needed) + "); raise it to " + std::to_string(needed) +
+                        " or set 'job.oversubscribe = true'");
+  if (s.nodes > s.tasks)
+    r.fail("nodes", "= " + std::to_string(s.nodes) + " is more than 'resources.tasks' = " + std::to_string(s.tasks) +
+                        "; every node needs at least one task");
+  if (s.gpus > 0 && s.gres.find("gpu") != std::string::npos)
+    r.fail("gpus", "and 'resources.gres' = \"" + s.gres + "\" both ask for GPUs; keep one of them");
+}
+
+void read_checkpoint(JobSpec& s, const toml::table* t) {
+  if (!t) return;
+  TableReader r(s.source, "checkpoint", t);
+  CheckpointSpec c;
+  r.read("path", c.path);
+  r.read("signal", c.signal);
+  r.read("grace", c.grace_s, 1);
+  r.read("requeue", c.requeue);
+  r.finish();
+  if (c.signal != "USR1" && c.signal != "TERM")
+    r.fail("signal", "is \"" + c.signal + "\"; the driver checkpoints on \"USR1\" or \"TERM\"");
+  if (c.path.empty() && c.requeue)
+    throw SpecError(r.where_of("requeue") + "'checkpoint.requeue' needs 'checkpoint.path': a requeued run without a checkpoint starts over");
+  if (s.time_s > 0 && c.grace_s >= s.time_s)
+    r.fail("grace", "= " + std::to_string(c.grace_s) + " s is not shorter than 'resources.time' (" +
+                        std::to_string(s.time_s) + " s); the warning would come before the job starts");
+  s.checkpoint = c;
+}
+
+void read_array(JobSpec& s, const toml::table* t) {
+  if (!t) return;
+  TableReader r(s.source, "array", t);
+  ArraySpec a;
+  r.read("indices", a.indices);
+  r.read("throttle", a.throttle, 1);
+  r.finish();
+  if (a.indices.empty()) {
+    if (r.has("throttle")) r.fail("throttle", "needs 'array.indices' (the tasks to throttle), e.g. indices = \"0-9\"");
+    throw SpecError(s.source + ": 'array.indices' is missing; e.g. indices = \"0-9\" runs tasks 0 to 9");
+  }
+  static const std::regex range("[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*");
+  if (!std::regex_match(a.indices, range))
+    r.fail("indices", "is \"" + a.indices + "\"; use Slurm's form, like \"0-9\", \"1,3,5\" or \"0-30:10\"");
+  s.array = a;
+}
+
+void read_sbatch(JobSpec& s, const toml::table* t) {
+  TableReader r(s.source, "sbatch", t);
+  r.read("extra", s.sbatch_extra);
+  r.finish();
+  for (const std::string& line : s.sbatch_extra)
+    if (line.empty() || line[0] != '-')
+      r.fail("extra", "has \"" + line + "\"; each entry is one sbatch option, like \"--exclusive\"");
+}
+
+}  // namespace
+
+std::optional<long> parse_time_limit(std::string_view text) {
+  static const std::regex forms[] = {
+      std::regex("([0-9]+)"),                               // minutes
+      std::regex("([0-9]+):([0-9]+)"),                      // minutes:seconds
+      std::regex("([0-9]+):([0-9]+):([0-9]+)"),             // hours:minutes:seconds
+      std::regex("([0-9]+)-([0-9]+)"),                      // days-hours
+      std::regex("([0-9]+)-([0-9]+):([0-9]+)"),             // days-hours:minutes
+      std::regex("([0-9]+)-([0-9]+):([0-9]+):([0-9]+)")};   // days-hours:minutes:seconds
+  static const long units[6][4] = {{60}, {60, 1}, {3600, 60, 1}, {86400, 3600}, {86400, 3600, 60}, {86400, 3600, 60, 1}};
+  const std::string s(text);
+  std::smatch m;
+  for (int f = 0; f < 6; ++f) {
+    if (!std::regex_match(s, m, forms[f])) continue;
+    long total = 0;
+    for (std::size_t i = 1; i < m.size(); ++i) {
+      if (m[i].length() > 6) return std::nullopt;
+      total += std::stol(m[i].str()) * units[f][i - 1];
+    }
+    return total;
+  }
+  return std::nullopt;
+}
+
+JobSpec parse_spec(std::string_view text, const std::string& source) {
+  toml::table doc;
+  try {
+    doc = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    throw SpecError(detail::where(source, e.source()) + "not valid TOML: " + std::string(e.description()));
+  }
+  JobSpec s;
+  s.source = source;
+  check_tables(doc, source);
+  read_job(s, sub_table(doc, source, "job"));
+  read_resources(s, sub_table(doc, source, "resources"));
+  read_checkpoint(s, sub_table(doc, source, "checkpoint"));
+  read_array(s, sub_table(doc, source, "array"));
+  read_sbatch(s, sub_table(doc, source, "sbatch"));
+  return s;
+}
+
+JobSpec parse_spec_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw SpecError("cannot read the job spec '" + path + "': no such file or no permission");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_spec(text.str(), path);
+}
+
+}  // namespace fibra::slurm

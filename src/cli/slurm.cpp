@@ -1,0 +1,129 @@
+// `fibra slurm render|submit|status` (see docs/slurm.md).
+#include "slurm.hpp"
+
+#include <fibra/slurm/client.hpp>
+#include <fibra/slurm/render.hpp>
+#include <fibra/slurm/spec.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+namespace fibra::cli {
+namespace {
+
+namespace fs = fibra::slurm;
+
+struct SlurmArgs {
+  std::string spec;
+  std::string output;
+  bool wait = false;
+  double poll_max_s = 10;
+  std::string job_id;
+};
+
+/// Prints the error and leaves the command with `code` (CLI11 turns this into main's return).
+[[noreturn]] void fail(const std::exception& e, int code) {
+  std::fprintf(stderr, "fibra slurm: %s\n", e.what());
+  throw CLI::RuntimeError(code);
+}
+
+std::string describe(const fs::JobStatus& j) {
+  std::string s = "job " + j.id + (j.array_task.empty() ? "" : " (array task " + j.array_task + ")") + " '" + j.name +
+                  "': " + j.state;
+  if (j.state == "PENDING" && !j.reason.empty() && j.reason != "None") s += " (" + j.reason + ")";
+  if (fs::is_final_state(j.state)) s += ", exit code " + std::to_string(j.exit_code);
+  if (j.exit_signal) s += ", signal " + std::to_string(j.exit_signal);
+  s += ", restarts " + std::to_string(j.restarts);
+  return s;
+}
+
+/// 0 when every task completed; else the first non-zero exit code, or 1.
+int exit_status_of(const std::vector<fs::JobStatus>& jobs) {
+  int status = 0;
+  for (const fs::JobStatus& j : jobs) {
+    if (j.state == "COMPLETED") continue;
+    if (status == 0) status = (j.exit_code > 0 && j.exit_code < 256) ? j.exit_code : 1;
+  }
+  return status;
+}
+
+void run_render(const SlurmArgs& a) {
+  try {
+    const std::string script = fs::render_script(fs::parse_spec_file(a.spec));
+    if (a.output.empty() || a.output == "-") {
+      std::fwrite(script.data(), 1, script.size(), stdout);
+      return;
+    }
+    std::ofstream out(a.output);
+    out << script;
+    if (!out) throw fs::SpecError("cannot write '" + a.output + "'");
+  } catch (const fs::SpecError& e) {
+    fail(e, 2);
+  }
+}
+
+void run_submit(const SlurmArgs& a) {
+  fs::JobSpec spec;
+  try {
+    spec = fs::parse_spec_file(a.spec);
+  } catch (const fs::SpecError& e) {
+    fail(e, 2);
+  }
+  try {
+    const std::string id = fs::submit_script(fs::render_script(spec), spec);
+    std::printf("%s\n", id.c_str());
+    std::fflush(stdout);
+    if (!a.wait) return;
+    auto jobs = fs::wait_for_job(id, a.poll_max_s, [](const fs::JobStatus& j) {
+      std::fprintf(stderr, "fibra slurm: %s\n", describe(j).c_str());
+    });
+    for (const fs::JobStatus& j : jobs) std::printf("%s\n", describe(j).c_str());
+    if (int status = exit_status_of(jobs)) throw CLI::RuntimeError(status);
+  } catch (const fs::SlurmError& e) {
+    fail(e, 1);
+  }
+}
+
+void run_status(const SlurmArgs& a) {
+  try {
+    for (const fs::JobStatus& j : fs::query_job(a.job_id)) std::printf("%s\n", describe(j).c_str());
+    const std::string path = fs::job_checkpoint_path(a.job_id);
+    if (path.empty()) {
+      std::printf("checkpoint: none\n");
+    } else if (auto progress = fs::checkpoint_progress(path)) {
+      std::printf("checkpoint: %s: %s\n", path.c_str(), progress->c_str());
+    } else {
+      std::printf("checkpoint: %s: progress not available (this fibra cannot read checkpoints yet)\n", path.c_str());
+    }
+  } catch (const fs::SlurmError& e) {
+    fail(e, 1);
+  }
+}
+
+}  // namespace
+
+void add_slurm_commands(CLI::App& app) {
+  auto args = std::make_shared<SlurmArgs>();
+  CLI::App* slurm = app.add_subcommand("slurm", "Render, submit and follow Slurm batch jobs from a job spec");
+  slurm->require_subcommand(1);
+
+  CLI::App* render = slurm->add_subcommand("render", "Print the sbatch script for a job spec");
+  render->add_option("spec", args->spec, "The job spec (TOML)")->required();
+  render->add_option("-o,--output", args->output, "Write the script to this file instead of stdout");
+  render->callback([args] { run_render(*args); });
+
+  CLI::App* submit = slurm->add_subcommand("submit", "Submit a job spec with sbatch and print the job id");
+  submit->add_option("spec", args->spec, "The job spec (TOML)")->required();
+  submit->add_flag("--wait", args->wait, "Follow the job until it ends; exit 0 if it completed");
+  submit->add_option("--poll-max", args->poll_max_s, "Longest pause between two polls, in seconds (default 10)")
+      ->check(CLI::PositiveNumber);
+  submit->callback([args] { run_submit(*args); });
+
+  CLI::App* status = slurm->add_subcommand("status", "Show a job's state, restarts and checkpoint");
+  status->add_option("job_id", args->job_id, "The job id sbatch gave")->required();
+  status->callback([args] { run_status(*args); });
+}
+
+}  // namespace fibra::cli

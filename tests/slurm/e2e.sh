@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# End-to-end Slurm tests on the local cluster the ctest fixture started (SLURM_CONF points at it).
+#   e2e.sh CASE FIBRA SWEEP WORK
+# CASE: map | requeue | requeue-pool | array | errors
+# FIBRA: the `fibra` command; SWEEP: tests/slurm/fibra_slurm_sweep; WORK: a scratch folder.
+# Each case writes a job spec, submits it with `fibra slurm submit`, and checks the results exactly.
+set -euo pipefail
+case_name="$1" fibra="$2" sweep="$3" work="$4/$1"
+rm -rf "$work" && mkdir -p "$work" && cd "$work"
+: "${SLURM_CONF:?the slurm cluster fixture did not set SLURM_CONF}"
+
+fail() { echo "FAIL: $*" >&2; for f in "$work"/*.out; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done >&2; exit 1; }
+
+# Exact result line of the sweep program for N items starting at FIRST: the sum of their cubes.
+expected() { python3 -c "import sys; n, f = int(sys.argv[1]), int(sys.argv[2]); print(f'sweep: items={n} first={f} sum={sum(i**3 for i in range(f, f + n))}')" "$1" "$2"; }
+
+# The [job] table of a sweep spec. SWEEP_ITEM_MS (env) slows each item down.
+spec_header() {  # name workers args...
+  local name="$1" workers="$2"; shift 2
+  local args="" a
+  for a in "$@"; do args+="${args:+, }\"$a\""; done
+  printf '[job]\nname = "%s"\nprogram = "%s"\nargs = [%s]\nworkers = %s\nenv = { FIBRA_PROGRESS = "0", SWEEP_ITEM_MS = "%s" }\n' \
+    "$name" "$sweep" "$args" "$workers" "${SWEEP_ITEM_MS:-0}"
+}
+
+case_map() {
+  { spec_header map 3 --items 300 --workers 3; printf '[resources]\ntime = "5:00"\n'; } >map.toml
+  local out status
+  out="$(timeout 90 "$fibra" slurm submit map.toml --wait)" || fail "submit --wait exited $?: $out"
+  local id="${out%%$'\n'*}"
+  grep -qx "job $id 'map': COMPLETED, exit code 0, restarts 0" <<<"$out" || fail "unexpected final status: $out"
+  grep -qx "$(expected 300 0)" "map-$id.out" || fail "map-$id.out lacks '$(expected 300 0)'"
+  grep -qx "sweep: 3 workers, 300 items from 0, mode plain, run 0" "map-$id.out" || fail "not 3 workers"
+  status="$("$fibra" slurm status "$id")"
+  [ "$status" = "job $id 'map': COMPLETED, exit code 0, restarts 0"$'\n'"checkpoint: none" ] || fail "status: $status"
+}
+
+# USR1 mid-run: the driver stops, the script requeues, the second run resumes and the result equals
+# an uninterrupted run's. $1: the sweep mode (self-checkpoint, or pool-checkpoint once it exists).
+case_requeue() {
+  local mode="$1" name="requeue"
+  { SWEEP_ITEM_MS=20 spec_header "$name" 2 --items 200 --workers 2 --batch 10 --mode "$mode"
+    printf '[resources]\ntime = "5:00"\n[checkpoint]\npath = "%s/run.ckpt"\ngrace = 30\nrequeue = true\n' "$work"
+  } >"$name.toml"
+  local id out="" i
+  id="$("$fibra" slurm submit "$name.toml")" || fail "submit"
+  for i in $(seq 1 150); do  # wait until the first run has done some work
+    grep -q "mode $mode, run 0" "$name-$id.out" 2>/dev/null && [ -s run.ckpt ] && break
+    sleep 0.2
+  done
+  [ -s run.ckpt ] || { scancel "$id"; fail "the first run made no progress"; }
+  scancel --batch --signal=USR1 "$id"
+  timeout 90 bash -c 'until scontrol -o show job "$0" | grep -Eq "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT)"; do sleep 0.5; done' "$id" ||
+    { scancel "$id"; fail "job $id did not finish within 90 s"; }
+  out="$(cat "$name-$id.out")"
+  if [ "$mode" = pool-checkpoint ]; then  # the Pool's own stop message, then its resume
+    grep -q "^fibra: stopped by SIGUSR1: [0-9]* of 200 results are in '[^']*run.ckpt'; exiting with status 75" <<<"$out" ||
+      fail "the driver did not stop for a checkpoint"
+  else
+    grep -q "^sweep: stopping for a checkpoint at item [0-9]*$" <<<"$out" || fail "the driver did not stop for a checkpoint"
+  fi
+  grep -qx "fibra: the driver stopped for a checkpoint; requeueing job $id" <<<"$out" || fail "no requeue"
+  grep -Eq "^sweep: resuming (at item [1-9][0-9]*|with [1-9][0-9]* of 200 items done)$" <<<"$out" ||
+    fail "the second run did not resume"
+  grep -qx "$(expected 200 0)" <<<"$out" || fail "result differs from an uninterrupted run: want '$(expected 200 0)'"
+  [ "$(grep -c '^sweep: items=' <<<"$out")" = 1 ] || fail "more than one result line"
+  "$fibra" slurm status "$id" | grep -qx "job $id 'requeue': COMPLETED, exit code 0, restarts 1" ||
+    fail "status: $("$fibra" slurm status "$id")"
+}
+
+case_array() {
+  { spec_header sweep 2 --items 50 --workers 2; printf '[resources]\ntime = "5:00"\n[array]\nindices = "0-3"\nthrottle = 2\n'; } >array.toml
+  local out id t
+  out="$(timeout 120 "$fibra" slurm submit array.toml --wait)" || fail "submit --wait exited $?: $out"
+  id="${out%%$'\n'*}"
+  [ "$(grep -c "COMPLETED, exit code 0" <<<"$out")" = 4 ] || fail "not 4 completed tasks: $out"
+  for t in 0 1 2 3; do
+    grep -qx "$(expected 50 $((t * 1000)))" "sweep-${id}_$t.out" || fail "task $t: want '$(expected 50 $((t * 1000)))'"
+  done
+}
+
+case_errors() {
+  { spec_header nope 1; printf '[resources]\npartition = "nope"\n'; } >nope.toml
+  local err rc=0
+  err="$("$fibra" slurm submit nope.toml 2>&1)" || rc=$?
+  [ "$rc" = 1 ] || fail "exit status $rc, want 1"
+  [ "$err" = "fibra slurm: sbatch refused job 'nope' (nope.toml): partition 'nope' does not exist on this cluster; 'sinfo -s' lists the partitions [sbatch: Invalid partition name specified]" ] ||
+    fail "message: $err"
+  { spec_header long 1; printf '[resources]\ntime = "2:00:00"\n'; } >long.toml
+  rc=0
+  err="$("$fibra" slurm submit long.toml 2>&1)" || rc=$?
+  [ "$rc" = 1 ] || fail "exit status $rc, want 1"
+  [ "$err" = "fibra slurm: sbatch refused job 'long' (long.toml): the time limit '2:00:00' is more than partition (the default) allows; 'sinfo -o \"%P %l\"' shows each partition's limit [sbatch: Requested time limit is invalid (missing or exceeds some limit)]" ] ||
+    fail "message: $err"
+  rc=0
+  err="$("$fibra" slurm status 999999 2>&1)" || rc=$?
+  [ "$rc" = 1 ] && [ "$err" = "fibra slurm: job 999999 is not known to slurmctld (a wrong id, or it ended longer ago than MinJobAge)" ] ||
+    fail "status of an unknown job ($rc): $err"
+}
+
+case "$case_name" in
+  map) case_map ;;
+  requeue) case_requeue self-checkpoint ;;
+  requeue-pool) case_requeue pool-checkpoint ;;
+  array) case_array ;;
+  errors) case_errors ;;
+  *) echo "e2e.sh: unknown case '$case_name'" >&2; exit 2 ;;
+esac
+echo "PASS: $case_name"
