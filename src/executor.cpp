@@ -106,8 +106,11 @@ void run_batch(int sock, Mailbox& box, std::string_view batch) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) _exit(0);
   ::signal(SIGPIPE, SIG_IGN);
-  ::signal(SIGUSR1, SIG_DFL);  // ignored in the agent, which started this process
-  ::signal(SIGUSR2, SIG_DFL);
+  // Ignored as in the agent: Open MPI's orted forwards mpirun's SIGUSR1/SIGUSR2 to the process group
+  // of each process it started, which includes this executor; they are meant for the driver (a stop
+  // before the time limit), and the default action would kill the task and run it again.
+  ::signal(SIGUSR1, SIG_IGN);
+  ::signal(SIGUSR2, SIG_IGN);
   void* m = ::mmap(nullptr, sizeof(Mailbox), PROT_READ | PROT_WRITE, MAP_SHARED, mailbox_fd, 0);
   if (m == MAP_FAILED) _exit(120);
   auto& box = *static_cast<Mailbox*>(m);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "fibra/detail/checkpoint.hpp"
 #include "fibra/detail/registry.hpp"
 #include "fibra/error.hpp"
 #include "mpi.hpp"
@@ -136,6 +137,7 @@ Runtime::Runtime(int& argc, char**& argv) {
 
 Runtime::~Runtime() {
   detail::stop_all_pools();
+  detail::wait_for_checkpoints();  // checkpoints of finished calls still being folded into their .h5
   MPI_Finalize();
   g_active = false;
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <deque>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -13,11 +14,13 @@
 #include <utility>
 #include <vector>
 
+#include "fibra/detail/checkpoint.hpp"
 #include "fibra/detail/codec.hpp"
 #include "fibra/detail/core.hpp"
 #include "fibra/detail/registry.hpp"
 #include "fibra/error.hpp"
 #include "fibra/future.hpp"
+#include "fibra/version.hpp"
 
 namespace fibra {
 
@@ -57,6 +60,15 @@ struct MapOptions {
   /// of each failed one and appends an ItemError for it here (map: sorted by index; imap: as they
   /// come). Errors that stop the whole pool (PoolClosed) still throw.
   std::vector<ItemError>* errors = nullptr;
+  /// A checkpoint file (HDF5) for this call; empty: none. Completed results are written to it as
+  /// they arrive; a rerun with the same function and inputs loads them, runs only the rest and
+  /// returns the same results. Another run's file is refused with CheckpointError. While a
+  /// checkpoint is open, SIGTERM/SIGUSR1 make the driver flush and exit with status 75.
+  /// Needs a sized input range. See docs/pool.md, "Checkpoints".
+  std::string checkpoint;
+  /// Results that arrived are flushed to the checkpoint at most this many seconds later; a SIGKILL
+  /// of the driver loses at most these.
+  double checkpoint_flush_s = 1.0;
 };
 
 namespace detail {
@@ -116,6 +128,8 @@ struct TupleArgs {
 
 /// Feeds a range to a pool chunk by chunk, keeping at most `window` chunks unreleased, and hands
 /// back their outcomes. Lives in the user's thread; not movable (it holds iterators into `view_`).
+/// With a checkpoint attached, items it holds are not sent: their results come back from it as
+/// outcomes of their own, and every outcome that arrives is recorded in it.
 template <class View, class Enc>
 class ChunkStream {
  public:
@@ -141,13 +155,50 @@ class ChunkStream {
     if constexpr (std::ranges::sized_range<View>) return std::ranges::size(view_);
     return std::nullopt;
   }
+  std::size_t chunksize() const { return chunksize_; }
+
+  /// The digest of every input as it would be sent (a pass over the range before the call starts).
+  std::string inputs_digest() requires std::ranges::forward_range<View> {
+    InputsDigest d;
+    const auto end = std::ranges::end(view_);
+    if constexpr (std::ranges::contiguous_range<View> && Enc::template bulk<std::ranges::range_value_t<View>>) {
+      const auto* p = std::ranges::data(view_);
+      d.add(std::string_view(reinterpret_cast<const char*>(p), std::ranges::size(view_) * sizeof(*p)));
+    } else {
+      std::string buf;
+      Writer w(buf);
+      for (auto it = std::ranges::begin(view_); it != end; ++it) {
+        Enc::one(w, *it);
+        if (buf.size() >= InputsDigest::block) {
+          d.add(buf);
+          buf.clear();
+        }
+      }
+      d.add(buf);
+    }
+    return d.hex();
+  }
+
+  /// From now on, items done in `c` are skipped and what arrives is recorded in it.
+  void attach(std::unique_ptr<CallCheckpoint> c) { ckpt_ = std::move(c); }
 
   /// Takes the next finished chunk (any order); false when every chunk has come back.
   /// Rethrows the chunk's error (RemoteError, ExecutorCrashed, PoolClosed).
   bool next(ChunkOutcome& out) {
+    if (ckpt_ && stop_signal()) stop_now();
     fill();
-    if (outstanding_ == 0) return false;
-    job_->wait_next(out);
+    if (outstanding_ == 0) {
+      if (ckpt_) finish_in_background(std::move(ckpt_));
+      return false;
+    }
+    if (!resumed_.empty()) {
+      out = std::move(resumed_.front());
+      resumed_.pop_front();
+    } else if (ckpt_) {
+      wait_recorded(out);
+    } else {
+      job_->wait_next(out);
+    }
     --outstanding_;
     if (out.error) std::rethrow_exception(out.error);
     if (errors_) {
@@ -165,25 +216,67 @@ class ChunkStream {
   bool exhausted() { return it_ == std::ranges::end(view_); }
 
   void fill() {
-    while (unreleased_ < window_ && !exhausted()) submit_chunk();
+    while (unreleased_ < window_ && !exhausted()) {
+      if (!ckpt_) {
+        submit_chunk(chunksize_);
+      } else if (ckpt_->is_done(next_index_)) {
+        take_resumed();
+      } else {
+        submit_chunk(ckpt_->run_length(next_index_, chunksize_));
+      }
+    }
   }
 
-  void submit_chunk() {
+  void submit_chunk(std::size_t limit) {
     std::string payload;
     std::uint32_t n = 0;
     const auto end = std::ranges::end(view_);
     if constexpr (std::ranges::contiguous_range<View> && Enc::template bulk<std::ranges::range_value_t<View>>) {
-      n = static_cast<std::uint32_t>(std::min<std::size_t>(chunksize_, static_cast<std::size_t>(end - it_)));
+      n = static_cast<std::uint32_t>(std::min<std::size_t>(limit, static_cast<std::size_t>(end - it_)));
       encode_items(payload, it_, n);
       it_ += n;
     } else {
       Writer w(payload);
-      for (; n < chunksize_ && it_ != end; ++n, ++it_) Enc::one(w, *it_);
+      for (; n < limit && it_ != end; ++n, ++it_) Enc::one(w, *it_);
     }
     core_->submit(job_, next_index_, n, std::move(payload));
     next_index_ += n;
     ++outstanding_;
     ++unreleased_;
+  }
+
+  // Done items from the checkpoint become an outcome without a trip to the workers.
+  void take_resumed() {
+    const auto n = static_cast<std::uint32_t>(ckpt_->run_length(next_index_, std::max<std::size_t>(chunksize_, 4096)));
+    std::ranges::advance(it_, static_cast<std::ranges::range_difference_t<View>>(n));
+    resumed_.push_back({next_index_, n, ckpt_->encoded(next_index_, n), {}, {}});
+    next_index_ += n;
+    ++outstanding_;
+    ++unreleased_;
+  }
+
+  // Waits for the next outcome, flushing on time while waiting, and records it.
+  void wait_recorded(ChunkOutcome& out) {
+    while (!job_->wait_next(out, std::chrono::milliseconds(50))) {
+      ckpt_->flush_if_due();
+      if (stop_signal()) stop_now();
+    }
+    if (!out.error) ckpt_->record(out);
+    ckpt_->flush_if_due();
+  }
+
+  // After SIGTERM/SIGUSR1: nothing more is handed out; what is out may come back for a short
+  // grace and is recorded; then the checkpoint is written and the driver exits with status 75.
+  [[noreturn]] void stop_now() {
+    const auto deadline = std::chrono::steady_clock::now() + stop_grace;
+    ChunkOutcome o;
+    for (std::size_t waiting = outstanding_ - resumed_.size(); waiting > 0; --waiting) {
+      const auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= left.zero() || !job_->wait_next(o, left)) break;
+      if (!o.error) ckpt_->record(o);
+    }
+    job_->cancel();
+    ckpt_->stop_and_exit();
   }
 
   std::shared_ptr<PoolCore> core_;
@@ -193,11 +286,34 @@ class ChunkStream {
   Progress progress_;
   std::size_t chunksize_ = 1;
   std::size_t window_ = 8;
-  std::size_t outstanding_ = 0;  // submitted, outcome not yet taken
-  std::size_t unreleased_ = 0;   // submitted, results not yet consumed
+  std::size_t outstanding_ = 0;  // submitted or resumed, outcome not yet taken
+  std::size_t unreleased_ = 0;   // submitted or resumed, results not yet consumed
   std::uint64_t next_index_ = 0;
   std::vector<ItemError>* errors_ = nullptr;
+  std::unique_ptr<CallCheckpoint> ckpt_;
+  std::deque<ChunkOutcome> resumed_;  // outcomes taken from the checkpoint, not yet handed back
 };
+
+/// Opens the checkpoint a call asked for (MapOptions::checkpoint) and attaches it to the stream.
+/// Throws ConfigError for an input range it cannot checkpoint, CheckpointError for another run's file.
+template <class R, class Stream>
+void attach_checkpoint(Stream& s, const FunctionEntry& fn, const MapOptions& o, const char* call) {
+  if (o.checkpoint.empty()) return;
+  constexpr bool ok = requires { s.inputs_digest(); };
+  if constexpr (!ok) {
+    throw ConfigError(std::string("fibra: ") + call + "() with checkpoint '" + o.checkpoint +
+                      "' needs an input range that is sized and can be read twice (a checkpoint records the "
+                      "number of inputs and a digest of them before the run starts); this one cannot: collect "
+                      "the inputs into a std::vector first");
+  } else {
+    if (!s.known_size())
+      throw ConfigError(std::string("fibra: ") + call + "() with checkpoint '" + o.checkpoint +
+                        "' needs a sized input range (a checkpoint records the number of inputs before the run "
+                        "starts); this one is not sized: collect the inputs into a std::vector first");
+    hdf5_io::RunRecord run{fn.name, *s.known_size(), s.inputs_digest(), s.chunksize(), fibra::version};
+    s.attach(make_checkpoint<R>(o.checkpoint, run, o.checkpoint_flush_s));
+  }
+}
 
 /// The results of imap (ordered: yields R) or imap_unordered (yields {index, R}), as an input range
 /// that computes while it is read. Memory stays bounded by the window of chunks in flight.
@@ -389,6 +505,7 @@ class Pool {
     const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), call);
     using View = std::views::all_t<Range>;
     detail::ChunkStream<View, Enc> s(core_, entry, mode, std::views::all(std::forward<Range>(inputs)), o, call);
+    detail::attach_checkpoint<R>(s, entry, o, call);
     std::vector<R> out;
     const std::size_t errors_before = o.errors ? o.errors->size() : 0;
     if (auto n = s.known_size()) out.resize(*n);
@@ -410,6 +527,7 @@ class Pool {
     using View = std::views::all_t<Range>;
     auto s = std::make_unique<detail::ChunkStream<View, Enc>>(core_, entry, detail::CallMode::single,
                                                               std::views::all(std::forward<Range>(inputs)), o, call);
+    detail::attach_checkpoint<R>(*s, entry, o, call);
     return detail::ImapResults<R, View, Enc, Ordered>(std::move(s));
   }
 

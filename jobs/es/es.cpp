@@ -1,7 +1,12 @@
 // The demo job: an evolution strategy (OpenAI-ES style) that maximises a 20-dimensional
 // Rastrigin-like fitness with a population of 256 per generation, evaluated on workers.
 //
-//   es [--workers N] [--generations G] [--population P]
+//   es [--workers N] [--generations G] [--population P] [--checkpoint PATH]
+//
+// With a checkpoint (--checkpoint, else $FIBRA_CHECKPOINT, which `fibra slurm submit` sets), each
+// generation's map keeps its fitnesses in PATH-gen<G>.h5; the run is deterministic, so a rerun
+// after a stop (exit status 75 on SIGUSR1/SIGTERM) replays the finished generations from their
+// files and resumes the one that was running.
 //
 // Each generation maps `evaluate` over the population; the driver updates the mean from the
 // fitness-weighted noise. It prints the best fitness per generation, and checks that the
@@ -15,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 constexpr int dims = 20;
@@ -44,6 +50,10 @@ int main(int argc, char** argv) {
   const int workers = static_cast<int>(arg(argc, argv, "--workers", 4));
   const int generations = static_cast<int>(arg(argc, argv, "--generations", 30));
   const int population = static_cast<int>(arg(argc, argv, "--population", 256));
+  std::string checkpoint = std::getenv("FIBRA_CHECKPOINT") ? std::getenv("FIBRA_CHECKPOINT") : "";
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--checkpoint") == 0) checkpoint = argv[i + 1];
+  if (checkpoint.size() > 3 && checkpoint.ends_with(".h5")) checkpoint.resize(checkpoint.size() - 3);
   fibra::Pool pool(workers);
   std::printf("es: %d workers, population %d, %d generations\n", pool.size(), population, generations);
 
@@ -59,7 +69,8 @@ int main(int argc, char** argv) {
         noise[k][i] = normal(rng);
         candidates[k][i] = mean[i] + sigma * noise[k][i];
       }
-    std::vector<double> fitness = pool.map(evaluate, candidates);
+    const std::string gen_checkpoint = checkpoint.empty() ? "" : checkpoint + "-gen" + std::to_string(gen) + ".h5";
+    std::vector<double> fitness = pool.map(evaluate, candidates, {.checkpoint = gen_checkpoint});
     for (int k = 0; k < population; k += 37)
       if (fitness[k] != evaluate(candidates[k])) {
         std::fprintf(stderr, "es: fitness %d differs from the local value\n", k);

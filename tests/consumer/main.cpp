@@ -1,7 +1,11 @@
 // Built against the installed fibra package only (find_package(fibra)); exits 0 when all is right.
 #include <fibra/fibra.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
+#include <string>
 #include <stdexcept>
 #include <vector>
 
@@ -34,6 +38,11 @@ int main(int argc, char** argv) {
     bad += e.type_name() != "std::out_of_range";
     std::printf("RemoteError as expected: %s\n", e.what());
   }
+  // A checkpointed map (fibra::hdf5_io comes with the package): a rerun resumes the finished file.
+  const std::string ckpt = (std::filesystem::temp_directory_path() / ("fibra_consumer_" + std::to_string(::getpid()) + ".h5")).string();
+  bad += pool.map(half, in, {.checkpoint = ckpt}) != r;
+  bad += pool.map(half, in, {.checkpoint = ckpt}) != r;
+  for (const char* ext : {"", ".journal", ".lock"}) std::filesystem::remove(ckpt + ext);
   std::printf("%s: %d wrong\n", bad ? "FAIL" : "PASS", bad);
   return bad ? 1 : 0;
 }

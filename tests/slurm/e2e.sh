@@ -53,9 +53,15 @@ case_requeue() {
   timeout 90 bash -c 'until scontrol -o show job "$0" | grep -Eq "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT)"; do sleep 0.5; done' "$id" ||
     { scancel "$id"; fail "job $id did not finish within 90 s"; }
   out="$(cat "$name-$id.out")"
-  grep -q "^sweep: stopping for a checkpoint at item [0-9]*$" <<<"$out" || fail "the driver did not stop for a checkpoint"
+  if [ "$mode" = pool-checkpoint ]; then  # the Pool's own stop message, then its resume
+    grep -q "^fibra: stopped by SIGUSR1: [0-9]* of 200 results are in '[^']*run.ckpt'; exiting with status 75" <<<"$out" ||
+      fail "the driver did not stop for a checkpoint"
+  else
+    grep -q "^sweep: stopping for a checkpoint at item [0-9]*$" <<<"$out" || fail "the driver did not stop for a checkpoint"
+  fi
   grep -qx "fibra: the driver stopped for a checkpoint; requeueing job $id" <<<"$out" || fail "no requeue"
-  grep -q "^sweep: resuming at item [1-9][0-9]*$" <<<"$out" || fail "the second run did not resume"
+  grep -Eq "^sweep: resuming (at item [1-9][0-9]*|with [1-9][0-9]* of 200 items done)$" <<<"$out" ||
+    fail "the second run did not resume"
   grep -qx "$(expected 200 0)" <<<"$out" || fail "result differs from an uninterrupted run: want '$(expected 200 0)'"
   [ "$(grep -c '^sweep: items=' <<<"$out")" = 1 ] || fail "more than one result line"
   "$fibra" slurm status "$id" | grep -qx "job $id 'requeue': COMPLETED, exit code 0, restarts 1" ||

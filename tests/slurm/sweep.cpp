@@ -9,15 +9,18 @@
 //    in batches, saves the finished batches' sum to $FIBRA_CHECKPOINT (text), and on SIGUSR1 or
 //    SIGTERM stops after the current batch and exits with status 75. This tests the batch script's
 //    side (forwarding the signal, requeue on 75, resuming) without the pool's own checkpoints.
-//  - pool-checkpoint: relies on pool.map's checkpoints. Not on this branch yet: see the DISABLED test
-//    slurm.e2e.requeue_pool_checkpoint in tests/slurm/CMakeLists.txt.
+//  - pool-checkpoint: relies on pool.map's checkpoints (MapOptions::checkpoint = $FIBRA_CHECKPOINT):
+//    on SIGUSR1/SIGTERM the Pool flushes and exits 75; a rerun resumes. It says how much a resumed
+//    run found done (read with fibra::hdf5_io) so that the test can tell it resumed.
 #include <fibra/fibra.hpp>
+#include <fibra/hdf5_io/store.hpp>
 
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <string>
@@ -87,6 +90,22 @@ int run_self_checkpoint(fibra::Pool& pool, const std::vector<long long>& items, 
   return 0;
 }
 
+int run_pool_checkpoint(fibra::Pool& pool, const std::vector<long long>& items, long long batch) {
+  const char* path = std::getenv("FIBRA_CHECKPOINT");
+  if (!path) {
+    std::fprintf(stderr, "sweep: pool-checkpoint mode needs FIBRA_CHECKPOINT\n");
+    return 2;
+  }
+  if (std::filesystem::exists(path)) {
+    const auto done = fibra::hdf5_io::Store::open(path, fibra::hdf5_io::Access::read_only).n_done();
+    std::printf("sweep: resuming with %llu of %zu items done\n", static_cast<unsigned long long>(done), items.size());
+    std::fflush(stdout);
+  }
+  auto r = pool.map(cube, items, {.chunksize = static_cast<std::size_t>(batch), .checkpoint = path});
+  std::printf("sweep: items=%zu first=%lld sum=%lld\n", items.size(), items.front(), sum_of(r));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,17 +119,16 @@ int main(int argc, char** argv) {
 
   std::vector<long long> items(static_cast<std::size_t>(n));
   std::iota(items.begin(), items.end(), first);
-  std::signal(SIGUSR1, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  if (mode == "self-checkpoint") {  // pool-checkpoint: the Pool handles them once its checkpoint is open
+    std::signal(SIGUSR1, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
+  }
   fibra::Pool pool(workers);
   std::printf("sweep: %d workers, %lld items from %lld, mode %s, run %s\n", pool.size(), n, first, mode.c_str(),
               std::getenv("SLURM_RESTART_COUNT") ? std::getenv("SLURM_RESTART_COUNT") : "0");
   std::fflush(stdout);
   if (mode == "self-checkpoint") return run_self_checkpoint(pool, items, batch);
-  if (mode == "pool-checkpoint") {
-    std::fprintf(stderr, "sweep: pool checkpoints are not on this branch yet\n");
-    return 2;
-  }
+  if (mode == "pool-checkpoint") return run_pool_checkpoint(pool, items, batch);
   std::printf("sweep: items=%zu first=%lld sum=%lld\n", items.size(), first, sum_of(pool.map(cube, items)));
   return 0;
 }

@@ -2,7 +2,10 @@
 // PoolCore that runs chunks through the registry and hands outcomes back out of order.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
 #include <numeric>
 #include <ranges>
 #include <thread>
@@ -159,6 +162,46 @@ TEST(Stream, ARemoteExceptionStopsTheIteration) {
     EXPECT_EQ(e.remote_message(), "-7 is unlucky");
   }
   EXPECT_LE(n, 770);
+}
+
+// A checkpointed imap (MapOptions::checkpoint) in one process: a rerun skips done items.
+template <bool Ordered>
+auto checkpointed_imap(std::shared_ptr<InProcessCore> core, const std::vector<long>& in, MapOptions o) {
+  using View = std::views::all_t<const std::vector<long>&>;
+  auto s = std::make_unique<ChunkStream<View, SingleArg<long>>>(core, twice_entry(), CallMode::single,
+                                                                std::views::all(in), o, "imap");
+  attach_checkpoint<long>(*s, twice_entry(), o, "imap");
+  return ImapResults<long, View, SingleArg<long>, Ordered>(std::move(s));
+}
+
+TEST(Stream, ACheckpointedRerunSendsOnlyWhatIsNotDone) {
+  const auto path = (std::filesystem::temp_directory_path() / ("fibra_stream_" + std::to_string(::getpid()) + ".h5")).string();
+  std::vector<long> in(1000);
+  std::iota(in.begin(), in.end(), 0);
+  auto first = std::make_shared<InProcessCore>(2);
+  long n = 0;
+  for (long v : checkpointed_imap<true>(first, in, {.chunksize = 10, .checkpoint = path})) {
+    ASSERT_EQ(v, 2 * n);
+    if (++n == 300) break;
+  }
+  const auto done = hdf5_io::Store::open(path, hdf5_io::Access::read_only).n_done();
+  EXPECT_GE(done, 300u);
+  EXPECT_LE(done, 300u + 8 * 10);  // what was read, plus at most the window
+  auto second = std::make_shared<InProcessCore>(2);
+  std::vector<long> got;
+  for (long v : checkpointed_imap<true>(second, in, {.chunksize = 7, .checkpoint = path})) got.push_back(v);
+  ASSERT_EQ(got.size(), in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) ASSERT_EQ(got[i], 2 * in[i]) << i;
+  EXPECT_EQ(second->submitted_items.load(), in.size() - done);
+  wait_for_checkpoints();
+  EXPECT_EQ(hdf5_io::Store::open(path, hdf5_io::Access::read_only).n_done(), in.size());
+  auto third = std::make_shared<InProcessCore>(2);
+  std::size_t count = 0;
+  for (auto&& [i, v] : checkpointed_imap<false>(third, in, {.checkpoint = path})) count += v == 2 * in[i];
+  EXPECT_EQ(count, in.size());
+  EXPECT_EQ(third->submitted_items.load(), 0u);
+  wait_for_checkpoints();
+  for (const char* ext : {"", ".journal", ".tmp", ".lock"}) std::filesystem::remove(path + ext);
 }
 
 }  // namespace

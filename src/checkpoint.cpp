@@ -1,0 +1,221 @@
+// A call's checkpoint (the untyped part) and the driver's stop on SIGTERM/SIGUSR1.
+//
+// The signal handler only records the signal and wakes a watcher thread. A checkpointed call sees
+// the signal in its wait loop (pool.hpp), lets the chunks it handed out come back for a short grace,
+// folds what it has into its checkpoint and calls exit_for_stop. When no checkpointed call is
+// running, the watcher does the stop itself.
+#include "fibra/detail/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "fibra/error.hpp"
+#include "mpi.hpp"
+#include "roles.hpp"
+
+namespace fibra::detail {
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+std::atomic<int> g_active_calls{0};
+int g_wake_pipe[2] = {-1, -1};
+
+extern "C" void on_stop_signal(int sig) {
+  int none = 0;
+  g_stop_signal.compare_exchange_strong(none, sig);
+  const char c = 1;
+  [[maybe_unused]] auto n = ::write(g_wake_pipe[1], &c, 1);  // async-signal-safe
+}
+
+// Waits for a stop signal; if no checkpointed call is running (or one does not end in time), stops
+// the driver itself.
+void watch_for_stop() {
+  char c;
+  while (::read(g_wake_pipe[0], &c, 1) < 0 && errno == EINTR) {
+  }
+  const auto give_up = std::chrono::steady_clock::now() + stop_grace + std::chrono::seconds(60);
+  int idle = 0;
+  while (std::chrono::steady_clock::now() < give_up && idle < 4) {
+    idle = g_active_calls.load() == 0 ? idle + 1 : 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  exit_for_stop(idle >= 4 ? "no checkpointed call was running; the checkpoints hold what was flushed"
+                          : "the checkpointed call did not stop in time; its checkpoint holds what was flushed");
+}
+
+const char* signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : "a signal"; }
+
+}  // namespace
+
+void checkpoint_opened() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (::pipe2(g_wake_pipe, O_CLOEXEC) != 0)
+      throw CheckpointError(std::string("fibra: cannot create the pipe that handles SIGTERM/SIGUSR1: ") +
+                            std::strerror(errno));
+    std::thread(watch_for_stop).detach();
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGUSR1, &sa, nullptr);
+  });
+}
+
+int stop_signal() noexcept { return g_stop_signal.load(std::memory_order_relaxed); }
+
+ActiveCheckpoint::ActiveCheckpoint() { g_active_calls.fetch_add(1); }
+ActiveCheckpoint::~ActiveCheckpoint() { g_active_calls.fetch_sub(1); }
+
+void exit_for_stop(const std::string& what_was_saved) {
+  static std::mutex once;
+  once.lock();  // never unlocked: a second caller waits here until the process ends
+  std::fprintf(stderr,
+               "fibra: stopped by %s: %s; exiting with status %d so that a batch script can requeue the run "
+               "(rerun the program to resume)\n",
+               signal_name(stop_signal()), what_was_saved.c_str(), stop_exit_status);
+  stop_all_pools();
+  wait_for_checkpoints();
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) MPI_Finalize();
+  std::fflush(nullptr);
+  std::_Exit(stop_exit_status);
+}
+
+void InputsDigest::add(std::string_view bytes) {
+  if (pending_.empty()) {  // whole blocks straight from the caller's bytes
+    while (bytes.size() >= block) {
+      fp_.update(std::as_bytes(std::span(bytes.data(), block)));
+      bytes.remove_prefix(block);
+    }
+  }
+  pending_.append(bytes);
+  if (pending_.size() < block) return;
+  std::string_view all(pending_);
+  while (all.size() >= block) {
+    fp_.update(std::as_bytes(std::span(all.data(), block)));
+    all.remove_prefix(block);
+  }
+  pending_.erase(0, pending_.size() - all.size());
+}
+
+std::string InputsDigest::hex() {
+  if (!pending_.empty()) fp_.update(std::as_bytes(std::span(pending_.data(), pending_.size())));
+  pending_.clear();
+  return fp_.hex();
+}
+
+CallCheckpoint::~CallCheckpoint() {
+  if (creating_.valid()) {  // the creation must end before the store can be dropped
+    try {
+      creating_.get();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fibra: %s\n", e.what());
+    }
+  }
+}
+
+void CallCheckpoint::open(const std::string& path, const hdf5_io::RunRecord& run, const hdf5_io::ElementType& type,
+                          double flush_s) {
+  if (!(flush_s > 0) || flush_s > 86400)
+    throw ConfigError("fibra: MapOptions::checkpoint_flush_s must be between 0 and 86400 seconds (got " +
+                      std::to_string(flush_s) + ")");
+  wait_for_checkpoints();  // a call's checkpoint still being folded may be this one
+  hdf5_io::StoreOptions options;
+  options.flush_interval = std::chrono::milliseconds(static_cast<long long>(flush_s * 1000));
+  n_inputs_ = run.n_inputs;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    store_.emplace(hdf5_io::Store::open_or_create(path, run, type, options));
+    const auto info = store_->info();
+    folded_at_open_ = info.journal_records == 0 && info.state == "complete";
+  } else {  // nothing is done yet: creating the file (an fsync and a rename) need not hold up the work
+    creating_ = std::async(std::launch::async, [=] { return hdf5_io::Store::create(path, run, type, options); });
+  }
+  checkpoint_opened();
+}
+
+hdf5_io::Store& CallCheckpoint::store() const {
+  if (!store_) store_.emplace(creating_.get());
+  return *store_;
+}
+
+std::uint64_t CallCheckpoint::run_length(std::uint64_t first, std::uint64_t max) const {
+  if (!store_) return std::min(max, n_inputs_ - first);  // a new checkpoint: nothing is done
+  const auto done = store_->done();
+  const std::uint64_t end = std::min<std::uint64_t>(done.size(), first + max);
+  const auto* p = static_cast<const std::uint8_t*>(std::memchr(done.data() + first, done[first] ? 0 : 1, end - first));
+  return p ? static_cast<std::uint64_t>(p - done.data()) - first : end - first;
+}
+
+void CallCheckpoint::flush_if_due() { store().flush_if_due(); }
+
+void CallCheckpoint::flush() { store().flush(); }
+
+void CallCheckpoint::finish() {
+  if (recorded_ || !folded_at_open_) store().finish();
+}
+
+void CallCheckpoint::stop_and_exit() {
+  std::string saved;
+  try {
+    auto& s = store();
+    s.finish();
+    saved = std::to_string(s.n_done()) + " of " + std::to_string(s.run().n_inputs) + " results are in '" +
+            s.path().string() + "'";
+  } catch (const std::exception& e) {
+    saved = std::string("the checkpoint could not be written in full (") + e.what() + "); it holds what was flushed";
+  }
+  exit_for_stop(saved);
+}
+
+namespace {
+// Folding threads are detached (a process that ends without the Runtime's destructor must not
+// std::terminate over a joinable thread; a fold cut short leaves a resumable checkpoint).
+std::mutex g_folding_mu;
+std::condition_variable g_folding_cv;
+int g_folding = 0;
+}  // namespace
+
+void finish_in_background(std::unique_ptr<CallCheckpoint> c) {
+  c->flush();
+  c->end_call();
+  {
+    std::lock_guard lk(g_folding_mu);
+    ++g_folding;
+  }
+  std::thread([c = std::move(c)]() mutable {
+    try {
+      c->finish();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr,
+                   "fibra: folding checkpoint '%s' into its .h5 file failed (%s); its journal holds every result, "
+                   "a rerun resumes from it\n",
+                   c->store().path().c_str(), e.what());
+    }
+    c.reset();  // releases the checkpoint's lock before anyone is told
+    std::lock_guard lk(g_folding_mu);
+    --g_folding;
+    g_folding_cv.notify_all();
+  }).detach();
+}
+
+void wait_for_checkpoints() noexcept {
+  std::unique_lock lk(g_folding_mu);
+  g_folding_cv.wait(lk, [] { return g_folding == 0; });
+}
+
+}  // namespace fibra::detail

@@ -1,0 +1,73 @@
+// A checkpointed job for the kill, signal and h5py tests: maps `work` over N doubles with a
+// checkpoint and writes the results (raw doubles, input order) to a file when it finishes.
+//
+//   checkpoint_job CHECKPOINT RESULTS N [--flush S] [--sleep-after S]
+//
+// Every execution of `work` appends one line to $FIBRA_CKPT_LOG (O_APPEND), so a test can count
+// executions over several runs; each takes about $FIBRA_CKPT_WORK_US microseconds (default 100). Exit status: 0 done, 75 stopped by SIGTERM/SIGUSR1 (rerun resumes),
+// 1 error. Workers of a killed driver leave after 2 s of silence (PoolOptions::driver_silence_s).
+#include <fcntl.h>
+#include <fibra/fibra.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+// About FIBRA_CKPT_WORK_US microseconds of arithmetic whose result depends only on x.
+double work(double x) {
+  if (const char* log = std::getenv("FIBRA_CKPT_LOG")) {
+    int fd = ::open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      [[maybe_unused]] auto n = ::write(fd, "x\n", 2);
+      ::close(fd);
+    }
+  }
+  const long us = std::getenv("FIBRA_CKPT_WORK_US") ? std::atol(std::getenv("FIBRA_CKPT_WORK_US")) : 100;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  double s = x;
+  for (int k = 0; k < 64; ++k) s = std::sin(s) + x * 1e-3;
+  while (std::chrono::steady_clock::now() < end) {  // busy, but the result does not depend on it
+  }
+  return x * 0.5 + s;
+}
+FIBRA_REMOTE(work);
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: checkpoint_job CHECKPOINT RESULTS N [--flush S]\n");
+    return 2;
+  }
+  const std::string checkpoint = argv[1], results = argv[2];
+  const long n = std::atol(argv[3]);
+  double flush_s = 0.1, sleep_after = 0;
+  for (int i = 4; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--flush") == 0) flush_s = std::atof(argv[i + 1]);
+    if (std::strcmp(argv[i], "--sleep-after") == 0) sleep_after = std::atof(argv[i + 1]);  // between calls
+  }
+
+  fibra::Pool pool(2, {.heartbeat_s = 0.5, .driver_silence_s = 2});
+  std::vector<double> in(static_cast<std::size_t>(n));
+  for (long i = 0; i < n; ++i) in[i] = double(i) * 0.25 - 100;
+  const auto t = std::chrono::steady_clock::now();
+  auto out = pool.map(work, in,
+                      {.chunksize = 16, .max_inflight_chunks = 8, .checkpoint = checkpoint, .checkpoint_flush_s = flush_s});
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  const std::string tmp = results + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f || std::fwrite(out.data(), sizeof(double), out.size(), f) != out.size() || std::fclose(f) != 0) {
+    std::fprintf(stderr, "checkpoint_job: cannot write %s\n", tmp.c_str());
+    return 1;
+  }
+  std::rename(tmp.c_str(), results.c_str());
+  std::printf("checkpoint_job: %ld results in %.3f s\n", n, took);
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::duration<double>(sleep_after));
+  return 0;
+}

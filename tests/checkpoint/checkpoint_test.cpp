@@ -1,0 +1,293 @@
+// MapOptions::checkpoint against real spawned workers: a call stopped half-way and rerun returns
+// exactly what an uninterrupted call returns, without running done items again; another run's file
+// is refused; failed items are not recorded as done. Runs as `./app` and `mpirun -n 1 ./app`.
+//
+// Executions are counted in a log that every task appends a line to (FIBRA_CKPT_TEST_DIR/exec.log).
+#include <fcntl.h>
+#include <fibra/fibra.hpp>
+#include <fibra/hdf5_io/store.hpp>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <ranges>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path test_dir() {
+  const char* d = std::getenv("FIBRA_CKPT_TEST_DIR");
+  return d ? fs::path(d) : fs::temp_directory_path() / "fibra_ckpt_test";
+}
+
+void log_execution() {
+  const std::string path = (test_dir() / "exec.log").string();
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  [[maybe_unused]] auto n = ::write(fd, "x\n", 2);
+  ::close(fd);
+}
+
+}  // namespace
+
+double twice(double x) {
+  log_execution();
+  return 2 * x + 0.5;
+}
+double thrice(double x) { return 3 * x; }
+int square(int x) {
+  log_execution();
+  return x * x;
+}
+std::array<double, 3> spread(double x) {
+  log_execution();
+  return {x, x / 2, -x};
+}
+std::string spell(int x) {
+  log_execution();
+  return "item-" + std::to_string(x) + std::string(static_cast<std::size_t>(x % 7), '!');
+}
+int add(int a, int b) {
+  log_execution();
+  if (a >= 400 && fs::exists(test_dir() / "fail")) throw std::runtime_error("add " + std::to_string(a));
+  return a * 1000 + b;
+}
+// Fails for every 10th item while the file `fail` exists in the test directory.
+int flaky(int x) {
+  log_execution();
+  if (x % 10 == 3 && fs::exists(test_dir() / "fail")) throw std::runtime_error("flaky " + std::to_string(x));
+  return x + 1;
+}
+
+FIBRA_REMOTE(twice);
+FIBRA_REMOTE(thrice);
+FIBRA_REMOTE(square);
+FIBRA_REMOTE(spread);
+FIBRA_REMOTE(spell);
+FIBRA_REMOTE(add);
+FIBRA_REMOTE(flaky);
+
+namespace {
+
+fibra::Pool* g_pool = nullptr;
+fibra::Pool& pool() { return *g_pool; }
+
+std::size_t executions() {
+  std::ifstream in(test_dir() / "exec.log");
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+// The count once tasks of a cancelled call have stopped appending.
+std::size_t settled_executions() {
+  std::size_t n = executions();
+  for (int quiet = 0; quiet < 3;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::size_t m = executions();
+    quiet = m == n ? quiet + 1 : 0;
+    n = m;
+  }
+  return n;
+}
+
+// A fresh checkpoint path and an empty execution log.
+std::string fresh(const std::string& name) {
+  fs::create_directories(test_dir());
+  fs::remove(test_dir() / "exec.log");
+  const fs::path p = test_dir() / (name + ".h5");
+  for (const char* ext : {"", ".journal", ".tmp", ".lock"}) fs::remove(p.string() + ext);
+  return p.string();
+}
+
+std::uint64_t done_in(const std::string& path) {
+  fibra::detail::wait_for_checkpoints();  // a finished call's checkpoint is folded in the background
+  return fibra::hdf5_io::Store::open(path, fibra::hdf5_io::Access::read_only).n_done();
+}
+
+template <class T>
+std::vector<T> iota_of(int n) {
+  std::vector<T> v(static_cast<std::size_t>(n));
+  std::iota(v.begin(), v.end(), T{});
+  return v;
+}
+
+// Runs imap over `in` and stops after `take` results: the checkpoint keeps what had arrived.
+template <class R, class A, class In>
+void run_partly(R (*fn)(A), const In& in, const std::string& path, std::size_t take) {
+  std::size_t k = 0;
+  for (auto&& r : pool().imap(fn, in, {.chunksize = 16, .checkpoint = path})) {
+    (void)r;
+    if (++k == take) break;
+  }
+}
+
+// A partial run, then a resumed map: identical results; the done items did not run again.
+template <class R, class A, class In>
+void expect_resume_identical(R (*fn)(A), const In& in, const std::string& name) {
+  const auto path = fresh(name);
+  const auto expected = pool().map(fn, in);
+  fs::remove(test_dir() / "exec.log");
+  run_partly(fn, in, path, in.size() / 3);
+  const auto before = settled_executions();
+  const auto done = done_in(path);
+  EXPECT_GE(done, in.size() / 3);
+  EXPECT_LT(done, in.size());
+  EXPECT_EQ(pool().map(fn, in, {.chunksize = 10, .checkpoint = path}), expected);
+  EXPECT_EQ(executions() - before, in.size() - done) << "resumed items were sent to workers";
+  EXPECT_EQ(done_in(path), in.size());
+  EXPECT_EQ(pool().map(fn, in, {.checkpoint = path}), expected);  // all done: nothing runs
+  EXPECT_EQ(executions() - before, in.size() - done);
+}
+
+TEST(Resume, DoubleResults) { expect_resume_identical(twice, iota_of<double>(3000), "double"); }
+TEST(Resume, IntResults) { expect_resume_identical(square, iota_of<int>(2000), "int"); }
+TEST(Resume, ArrayResults) { expect_resume_identical(spread, iota_of<double>(1500), "array"); }
+TEST(Resume, StringResultsStoredAsBytes) { expect_resume_identical(spell, iota_of<int>(1500), "string"); }
+
+TEST(Resume, ImapYieldsResumedItemsInOrder) {
+  const auto in = iota_of<int>(2000);
+  const auto path = fresh("imap");
+  run_partly(square, in, path, 500);
+  const auto before = settled_executions();
+  const auto done = done_in(path);
+  std::vector<int> got;
+  for (int r : pool().imap(square, in, {.chunksize = 7, .checkpoint = path})) got.push_back(r);
+  ASSERT_EQ(got.size(), in.size());
+  for (int i = 0; i < 2000; ++i) ASSERT_EQ(got[i], i * i) << i;
+  EXPECT_EQ(executions() - before, in.size() - done) << "only pending items run on resume";
+}
+
+TEST(Resume, ImapUnorderedYieldsEveryItemOnce) {
+  const auto in = iota_of<int>(2000);
+  const auto path = fresh("imap_unordered");
+  run_partly(square, in, path, 700);
+  std::map<std::size_t, int> got;
+  for (auto&& [i, r] : pool().imap_unordered(square, in, {.chunksize = 9, .checkpoint = path})) {
+    EXPECT_TRUE(got.emplace(i, r).second) << "item " << i << " came twice";
+  }
+  ASSERT_EQ(got.size(), in.size());
+  for (auto& [i, r] : got) ASSERT_EQ(r, int(i * i)) << i;
+}
+
+TEST(Resume, Starmap) {
+  std::vector<std::tuple<int, int>> in;
+  for (int i = 0; i < 1200; ++i) in.emplace_back(i, i % 17);
+  const auto path = fresh("starmap");
+  const auto expected = pool().starmap(add, in);
+  std::ofstream(test_dir() / "fail") << "fail\n";  // items from 400 on fail in the first run
+  std::vector<fibra::ItemError> errors;
+  pool().starmap(add, in, {.chunksize = 50, .errors = &errors, .checkpoint = path});
+  fs::remove(test_dir() / "fail");
+  EXPECT_EQ(errors.size(), 800u);
+  EXPECT_EQ(done_in(path), 400u);
+  const auto before = settled_executions();
+  EXPECT_EQ(pool().starmap(add, in, {.chunksize = 30, .checkpoint = path}), expected);
+  EXPECT_EQ(executions() - before, 800u);
+  EXPECT_EQ(pool().starmap(add, in, {.chunksize = 50, .checkpoint = path}), expected);
+  EXPECT_EQ(executions() - before, 800u) << "a finished checkpoint runs nothing again";
+}
+
+TEST(Refuse, AnotherFunction) {
+  const auto in = iota_of<double>(100);
+  const auto path = fresh("other_fn");
+  pool().map(twice, in, {.checkpoint = path});
+  try {
+    pool().map(thrice, in, {.checkpoint = path});
+    FAIL() << "no error";
+  } catch (const fibra::CheckpointError& e) {
+    EXPECT_EQ(std::string(e.what()), "fibra: cannot resume '" + path +
+                                         "': it was written for 'twice' over 100 inputs, this run maps 'thrice' "
+                                         "over 100 — delete the file or pass another checkpoint path");
+  }
+}
+
+TEST(Refuse, OtherInputs) {
+  auto in = iota_of<double>(100);
+  const auto path = fresh("other_inputs");
+  pool().map(twice, in, {.checkpoint = path});
+  fibra::detail::wait_for_checkpoints();
+  const std::string old_fp = fibra::hdf5_io::Store::open(path, fibra::hdf5_io::Access::read_only).run().inputs_fingerprint;
+  in[57] = -1;
+  fibra::detail::InputsDigest d;
+  d.add(std::string_view(reinterpret_cast<const char*>(in.data()), in.size() * sizeof(double)));
+  const std::string new_fp = d.hex();
+  ASSERT_NE(old_fp, new_fp);
+  try {
+    pool().map(twice, in, {.checkpoint = path});
+    FAIL() << "no error";
+  } catch (const fibra::CheckpointError& e) {
+    EXPECT_EQ(std::string(e.what()), "fibra: cannot resume '" + path + "': it was written for 'twice' over 100 inputs with fingerprint " +
+                                         old_fp + ", this run's inputs have fingerprint " + new_fp +
+                                         " — delete the file or pass another checkpoint path");
+  }
+}
+
+TEST(Refuse, NotACheckpoint) {
+  const auto path = fresh("not_a_checkpoint");
+  std::ofstream(path) << "these are notes, not a checkpoint\n";
+  try {
+    pool().map(twice, iota_of<double>(10), {.checkpoint = path});
+    FAIL() << "no error";
+  } catch (const fibra::CheckpointError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "fibra: cannot use '" + path + "' as a checkpoint: it is not an HDF5 file — pass another checkpoint path");
+  }
+}
+
+TEST(Refuse, UnsizedInput) {
+  auto in = iota_of<int>(50);
+  auto odd = in | std::views::filter([](int x) { return x % 2 == 1; });
+  try {
+    for (int r : pool().imap(square, odd, {.checkpoint = "unused.h5"})) (void)r;
+    FAIL() << "no error";
+  } catch (const fibra::ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "fibra: imap() with checkpoint 'unused.h5' needs a sized input range (a checkpoint records the "
+                 "number of inputs before the run starts); this one is not sized: collect the inputs into a "
+                 "std::vector first");
+  }
+  EXPECT_FALSE(fs::exists("unused.h5"));
+}
+
+TEST(Errors, FailedItemsAreNotDoneAndRunOnResume) {
+  const auto in = iota_of<int>(500);
+  const auto path = fresh("errors");
+  std::ofstream(test_dir() / "fail") << "fail\n";
+  std::vector<fibra::ItemError> errors;
+  auto first = pool().map(flaky, in, {.chunksize = 25, .errors = &errors, .checkpoint = path});
+  ASSERT_EQ(errors.size(), 50u);
+  EXPECT_EQ(first[3], 0);  // R{} in the place of a failed item
+  EXPECT_EQ(done_in(path), 450u);
+  fs::remove(test_dir() / "fail");
+  const auto before = executions();
+  errors.clear();
+  auto second = pool().map(flaky, in, {.chunksize = 25, .errors = &errors, .checkpoint = path});
+  EXPECT_TRUE(errors.empty());
+  EXPECT_EQ(executions() - before, 50u) << "only the failed items run again";
+  for (int i = 0; i < 500; ++i) ASSERT_EQ(second[i], i + 1) << i;
+  EXPECT_EQ(done_in(path), 500u);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);  // in spawned workers this never returns
+  ::testing::InitGoogleTest(&argc, argv);
+  fs::create_directories(test_dir());
+  fibra::Pool p(2);
+  g_pool = &p;
+  return RUN_ALL_TESTS();
+}

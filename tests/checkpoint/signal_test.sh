@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# SIGUSR1 (Slurm's warning before the time limit) and SIGTERM stop a checkpointed run: the driver
+# flushes and exits with status 75, under `./app` and under `mpirun -n 1 ./app` (mpirun forwards
+# SIGUSR1 to the driver and returns its status); a rerun resumes and its results are identical to
+# an uninterrupted run's. Only the processes this script started are signalled, by pid.
+#
+#   signal_test.sh CHECKPOINT_JOB MPIEXEC
+set -u
+job=$1
+mpiexec=$2
+n=20000
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+export FIBRA_PROGRESS=0 FIBRA_CKPT_LOG=$dir/exec.log OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$job" "$dir/ref.h5" "$dir/ref.bin" "$n" >/dev/null 2>&1 || fail "the uninterrupted run failed"
+
+# stop_once NAME SIGNAL LAUNCHER...: starts the job, signals it once it has run 3000 tasks.
+stop_once() {
+  local name=$1 sig=$2
+  shift 2
+  rm -f "$FIBRA_CKPT_LOG"
+  "$@" "$job" "$dir/$name.h5" "$dir/$name.bin" "$n" >"$dir/$name.out" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 300); do
+    [ "$(wc -l 2>/dev/null <"$FIBRA_CKPT_LOG" || echo 0)" -ge 3000 ] && break
+    sleep 0.1
+  done
+  kill -"$sig" "$pid"
+  wait "$pid"
+  local status=$?
+  local execs
+  execs=$(wc -l <"$FIBRA_CKPT_LOG")
+  [ "$status" = 75 ] || { cat "$dir/$name.out"; fail "$name: exit status $status after SIG$sig, expected 75"; }
+  [ ! -f "$dir/$name.bin" ] || fail "$name: the run finished before the signal; nothing was tested"
+  grep -q "fibra: stopped by SIG$sig: [0-9]* of $n results are in '$dir/$name.h5'; exiting with status 75" "$dir/$name.out" ||
+    { cat "$dir/$name.out"; fail "$name: no stop message"; }
+  "$job" "$dir/$name.h5" "$dir/$name.bin" "$n" >/dev/null 2>&1 || fail "$name: the rerun failed"
+  cmp -s "$dir/ref.bin" "$dir/$name.bin" || fail "$name: the resumed results differ from the uninterrupted run's"
+  echo "PASS $name: SIG$sig after $execs executions -> status 75; resumed, $(wc -l <"$FIBRA_CKPT_LOG") executions in all for $n inputs"
+}
+
+# Between calls: a checkpoint was opened, no checkpointed call runs; the driver stops all the same.
+rm -f "$FIBRA_CKPT_LOG"
+"$job" "$dir/idle.h5" "$dir/idle.bin" 2000 --sleep-after 60 >"$dir/idle.out" 2>&1 &
+pid=$!
+for _ in $(seq 1 300); do grep -q "results in" "$dir/idle.out" && break; sleep 0.1; done
+start=$(date +%s.%N)
+kill -USR1 "$pid"
+wait "$pid"
+status=$?
+took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+[ "$status" = 75 ] || { cat "$dir/idle.out"; fail "between calls: exit status $status after SIGUSR1, expected 75"; }
+grep -q "fibra: stopped by SIGUSR1: no checkpointed call was running" "$dir/idle.out" || { cat "$dir/idle.out"; fail "between calls: no stop message"; }
+echo "PASS between_calls: SIGUSR1 -> status 75 after ${took} s"
+
+stop_once usr1_singleton USR1
+stop_once term_singleton TERM
+stop_once usr1_mpirun USR1 "$mpiexec" -n 1
