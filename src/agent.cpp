@@ -36,6 +36,8 @@ struct Sent {
 // After this many executor deaths in a row outside any chunk (at start-up, between chunks) with
 // no result in between, the first waiting chunk is blamed, so a crash loop uses up its retries.
 constexpr int idle_deaths_before_blame = 3;
+// An executor that holds work but is in no task for this long is stuck (in start-up, say).
+constexpr double executor_stuck_s = 60;
 
 class Agent {
  public:
@@ -99,6 +101,7 @@ class Agent {
       got |= m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
       last_heard_ = mpi::now_s();
       if (m.tag == wire::tag_tasks) {
+        if (sent_.empty()) watch_since_ = mpi::now_s();  // the stuck-executor clock starts with work
         for (const auto& t : wire::parse_tasks(m.data))
           sent_.push_back({t.header.chunk, t.header.attempt, t.header.timeout_ms});
         std::uint64_t n = m.data.size();
@@ -179,7 +182,15 @@ class Agent {
       watch_since_ = now;
       return false;
     }
-    if (chunk == 0) return false;
+    if (chunk == 0) {
+      // Work waits, but the executor is in no task (stuck starting up, say): after a long while it
+      // is killed, an executor death outside any task.
+      if (!sent_.empty() && now - watch_since_ > executor_stuck_s) {
+        ::kill(exec_pid_, SIGKILL);
+        watch_since_ = now;
+      }
+      return false;
+    }
     const Sent* s = find_sent(chunk);
     if (!s || s->timeout_ms == 0 || now - watch_since_ < s->timeout_ms / 1000.0) return false;
     ::kill(exec_pid_, SIGKILL);
@@ -212,7 +223,7 @@ class Agent {
     const int status = reap(0.5);
     const std::uint64_t died_in = box_->chunk.load(std::memory_order_acquire);
     const std::uint32_t item = box_->item.load(std::memory_order_relaxed);
-    if (died_in == 0 && !sent_.empty()) ++idle_deaths_;
+    if (died_in == 0) ++idle_deaths_;  // also paces the restarts of an executor that keeps dying
     const bool blame_first = died_in == 0 && idle_deaths_ >= idle_deaths_before_blame;
     std::string out = wire::begin_results(exec_pid_);
     bool blamed = false;
@@ -220,9 +231,9 @@ class Agent {
       const bool guilty = died_in == s.chunk || (blame_first && !blamed);
       wire::ResultHeader h{s.chunk, s.attempt, guilty ? wire::Status::crashed : wire::Status::not_run};
       ItemFailure f;
-      f.offset = died_in == s.chunk ? item : 0;
+      f.offset = died_in == s.chunk ? item : wire::unknown_item;
       f.type = WIFSIGNALED(status) ? "signal" : "exit";
-      f.message = describe_exit(status) + (died_in == s.chunk ? "" : " before it started this chunk");
+      f.message = describe_exit(status) + (died_in == s.chunk ? "" : " outside any task, again and again");
       wire::append_result(out, h, guilty ? wire::encode_failure(f) : std::string());
       blamed |= guilty;
     }
@@ -246,6 +257,7 @@ class Agent {
     }
     start_executor();
     watch_chunk_ = 0;
+    watch_since_ = mpi::now_s();
   }
 
   // Waits up to `grace` seconds for the executor to exit, then kills it; returns its wait status.

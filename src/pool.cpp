@@ -41,7 +41,8 @@ struct Worker {
   long pid = 0;
   State state = State::starting;
   std::deque<std::uint32_t> batches;  // per batch sent: chunks without a result yet
-  double spawned_at = 0, last_heard = 0, last_sent = 0;
+  double spawned_at = 0, last_heard = 0, last_sent = 0, lost_at = 0;
+  bool holds_slot = true;  // counted in g_agents_in_slots until its process is surely gone
   bool alive() const { return state != State::gone && state != State::lost; }
 };
 
@@ -123,8 +124,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     next_spawn_ = 0;
     kick();
     const bool ok = state_cv_.wait_for(lk, std::chrono::duration<double>(s_.start_timeout_s),
-                                       [&] { return broken_ || spawn_error_ || ready_count() == target_; });
+                                       [&] { return broken_ || stopped_ || spawn_error_ || ready_count() == target_; });
     if (broken_) std::rethrow_exception(broken_);
+    if (stopped_) throw PoolClosed("fibra: the pool was terminated while resize() waited for its workers");
     if (spawn_error_) {
       const int live = live_count();
       target_ = std::max(1, live);
@@ -234,8 +236,12 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
                    "to run more processes than slots (the default outside batch jobs)");
   }
 
-  // A worker no longer holds its MPI slot (it said bye or was declared lost).
-  static void slot_freed() { g_agents_in_slots.fetch_sub(1); }
+  // A worker no longer holds its MPI slot: it said bye, or it was lost and its process is gone.
+  static void free_slot(Worker& w) {
+    if (!w.holds_slot) return;
+    w.holds_slot = false;
+    g_agents_in_slots.fetch_sub(1);
+  }
 
   // ---- driver_run: the communication thread -------------------------------------------------
   void loop() {
@@ -304,7 +310,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       case wire::tag_bye: {
         std::lock_guard lk(mu_);
         w.state = Worker::State::gone;
-        slot_freed();
+        free_slot(w);
         return;
       }
       default: return;  // heartbeat
@@ -357,7 +363,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void on_partial(const Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid) {
     auto p = wire::decode_partial(payload);
     const Chunk* c = sched_.find(h.chunk, h.attempt);
-    if (!c) return;
+    if (!c) {
+      ++stats_.late_results_dropped;
+      return;
+    }
     std::vector<ItemOutcomeError> errors;
     std::string first_error;
     for (const auto& f : p.failures) {
@@ -370,6 +379,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       std::unique_ptr<Chunk> out;
       sched_.fail(h.chunk, h.attempt, std::to_string(errors.size()) + " items raised, first: " + first_error,
                   errors.front().error, true, out);
+      ++stats_.attempts_failed;
+      stats_.last_failure_seen = std::chrono::steady_clock::now();
       return;
     }
     accept_result(h, p.results, std::move(errors));
@@ -392,8 +403,11 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     if (r.header.status == wire::Status::raised)
       return attempt_failed(r.header.chunk, r.header.attempt, FailKind::raised, raised_error(w, *c, f, exec_pid),
                             f.offset);
-    RemoteSite site{fn, c->first + f.offset, w.id, w.host, static_cast<long>(exec_pid)};
-    const std::string item = "item " + std::to_string(site.item);
+    // The agent says which item the executor was on, or wire::unknown_item if it died outside one.
+    const bool known = f.offset < c->count;
+    RemoteSite site{fn, c->first + (known ? f.offset : 0), w.id, w.host, static_cast<long>(exec_pid)};
+    const std::string item = known ? "item " + std::to_string(site.item)
+                                   : "items " + std::to_string(c->first) + ".." + std::to_string(c->first + c->count - 1);
     std::exception_ptr e;
     if (r.header.status == wire::Status::timed_out) {
       e = std::make_exception_ptr(TaskTimeout("fibra: " + fn + " on " + item + " " + f.message + " (" +
@@ -405,7 +419,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
           f.type, f.message, site));
     }
     attempt_failed(r.header.chunk, r.header.attempt,
-                   r.header.status == wire::Status::timed_out ? FailKind::timed_out : FailKind::crashed, e, f.offset);
+                   r.header.status == wire::Status::timed_out ? FailKind::timed_out : FailKind::crashed, e,
+                   known ? std::optional<std::uint32_t>(f.offset) : std::nullopt);
   }
 
   std::exception_ptr raised_error(const Worker& w, const Chunk& c, const ItemFailure& f, std::int64_t exec_pid) {
@@ -444,8 +459,16 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       c->job->deliver({c->first, c->count, {}, final_error, {}});
       return;
     }
+    // The failing item gets the error and the chunk runs again without it. When the item is not
+    // known, or already skipped, every item not yet skipped gets it; when every item is skipped
+    // and the chunk still fails (its executor dies before any task), the chunk itself fails.
+    if (c->skip.size() >= c->count) {
+      c->job->deliver({c->first, c->count, {}, final_error, {}});
+      return;
+    }
+    const bool one_item = item && *item < c->count && !std::binary_search(c->skip.begin(), c->skip.end(), *item);
     for (std::uint32_t k = 0; k < c->count; ++k) {
-      if ((item && k != *item) || std::binary_search(c->skip.begin(), c->skip.end(), k)) continue;
+      if ((one_item && k != *item) || std::binary_search(c->skip.begin(), c->skip.end(), k)) continue;
       c->skip.insert(std::upper_bound(c->skip.begin(), c->skip.end(), k), k);
       c->item_errors.push_back({k, final_error});
     }
@@ -499,14 +522,18 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
 
   // Gives each ready worker with room a batch of pending chunks.
   bool dispatch(std::size_t batches_each = batches_per_worker) {
-    std::vector<std::pair<Worker*, std::vector<Chunk*>>> out;
+    // Batches are encoded under mu_: terminate() on a user thread may fail (and free) every chunk.
+    std::vector<std::pair<Worker*, std::string>> out;
     {
       std::lock_guard lk(mu_);
       if (sched_.pending() == 0) return false;
       const int ready = ready_count();
       for (auto& w : workers_) {
         if (w->state != Worker::State::ready || w->batches.size() >= batches_each) continue;
-        auto batch = sched_.take_batch(w->id, ready);
+        const bool others_have_room = std::any_of(workers_.begin(), workers_.end(), [&](auto& o) {
+          return o.get() != w.get() && o->state == Worker::State::ready && o->batches.size() < batches_each;
+        });
+        auto batch = sched_.take_batch(w->id, ready, others_have_room);
         if (batch.empty()) {
           if (sched_.pending() == 0) break;
           continue;  // it passed over retries meant for other workers
@@ -517,33 +544,36 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
           ++stats_.chunks_resubmitted;
           stats_.last_retry_sent = std::chrono::steady_clock::now();
         }
-        out.emplace_back(w.get(), std::move(batch));
+        out.emplace_back(w.get(), encode_batch(batch));
       }
+      // Chunks of cancelled calls are dropped by take_batch: join() may be waiting for that.
+      if (sched_.idle()) state_cv_.notify_all();
     }
-    // Chunks in flight are only touched by this thread, so the batches are built unlocked.
-    for (auto& [w, chunks] : out) {
-      std::size_t bytes = sizeof(std::uint32_t);
-      for (Chunk* c : chunks) bytes += 64 + c->payload.size();
-      std::string batch = wire::begin_batch();
-      batch.reserve(bytes);
-      for (Chunk* c : chunks) {
-        const RetryPolicy& policy = c->job->policy();
-        wire::TaskHeader h;
-        h.chunk = c->id;
-        h.attempt = c->attempt;
-        h.fn = c->job->fn().id;
-        h.mode = c->job->mode();
-        h.first = c->first;
-        h.count = c->count;
-        h.timeout_ms = static_cast<std::uint32_t>(std::min(policy.task_timeout_s * 1000, 4e9));
-        h.keep_going = policy.keep_going;
-        h.skip = c->skip;
-        wire::append_task(batch, h, c->payload);
-      }
-      wire::set_count(batch, static_cast<std::uint32_t>(chunks.size()));
-      send(*w, wire::tag_tasks, std::move(batch));
-    }
+    for (auto& [w, batch] : out) send(*w, wire::tag_tasks, std::move(batch));
     return !out.empty();
+  }
+
+  static std::string encode_batch(const std::vector<Chunk*>& chunks) {
+    std::size_t bytes = sizeof(std::uint32_t);
+    for (const Chunk* c : chunks) bytes += 64 + 4 * c->skip.size() + c->payload.size();
+    std::string batch = wire::begin_batch();
+    batch.reserve(bytes);
+    for (const Chunk* c : chunks) {
+      const RetryPolicy& policy = c->job->policy();
+      wire::TaskHeader h;
+      h.chunk = c->id;
+      h.attempt = c->attempt;
+      h.fn = c->job->fn().id;
+      h.mode = c->job->mode();
+      h.first = c->first;
+      h.count = c->count;
+      h.timeout_ms = static_cast<std::uint32_t>(std::min(policy.task_timeout_s * 1000, 4e9));
+      h.keep_going = policy.keep_going;
+      h.skip = c->skip;
+      wire::append_task(batch, h, c->payload);
+    }
+    wire::set_count(batch, static_cast<std::uint32_t>(chunks.size()));
+    return batch;
   }
 
   void send(Worker& w, int tag, std::string data) {
@@ -559,6 +589,12 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     const bool check_pids = now - last_pid_check_ > 0.05;
     if (check_pids) last_pid_check_ = now;
     for (auto& w : workers_) {
+      if (w->state == Worker::State::lost && w->holds_slot) {
+        // Its slot is free once its process is: gone from this host, or past the orphan guard.
+        const bool gone_here = w->pid > 0 && w->host == my_host_ && ::kill(static_cast<pid_t>(w->pid), 0) != 0 &&
+                               errno == ESRCH;
+        if (gone_here || now - w->lost_at > s_.driver_silence_s + 2 * s_.heartbeat_s) free_slot(*w);
+      }
       if (!w->alive()) continue;
       if (w->state == Worker::State::starting) {
         if (now - w->spawned_at > s_.start_timeout_s)
@@ -594,15 +630,16 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::lock_guard lk(mu_);
     const bool was_leaving = w.state == Worker::State::leaving;
     w.state = Worker::State::lost;
-    slot_freed();
+    w.lost_at = mpi::now_s();
     sends_.abandon(w.comm);
     w.batches.clear();
     const auto held = sched_.owned_by(w.id);
     const std::string who = "worker " + std::to_string(w.id) + " of " + std::to_string(target_) + " on " +
                             (w.host.empty() ? "?" : w.host) + " (pid " + std::to_string(w.pid) + ")";
     if (!was_leaving) {
-      std::fprintf(stderr, "fibra: %s was lost: %s; %zu chunk(s) it held go back to the queue%s\n", who.c_str(),
-                   why.c_str(), held.size(), closed_ && stopping_ ? "" : ", and a replacement is started");
+      const bool replaced = live_count() < target_ && !closed_;
+      std::fprintf(stderr, "fibra: %s was lost: %s; the %zu chunk(s) it held count a failed attempt%s\n", who.c_str(),
+                   why.c_str(), held.size(), replaced ? "; a replacement is being started" : "");
     }
     ++stats_.workers_lost;
     for (const auto& [id, attempt] : held) {
@@ -732,6 +769,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::lock_guard ml(mpi::lock());
     for (auto& w : workers_) {
       if (w->state == Worker::State::gone && w->comm != MPI_COMM_NULL) MPI_Comm_disconnect(&w->comm);
+      free_slot(*w);  // best effort for the ones that did not say bye: they leave by the orphan guard
     }
     sends_.abandon();
   }

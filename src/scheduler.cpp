@@ -17,7 +17,7 @@ std::uint64_t Scheduler::add(std::shared_ptr<JobState> job, std::uint64_t first,
   return next_id_ - 1;
 }
 
-std::vector<Chunk*> Scheduler::take_batch(int worker, int workers) {
+std::vector<Chunk*> Scheduler::take_batch(int worker, int workers, bool others_have_room) {
   std::vector<Chunk*> batch;
   std::vector<std::uint64_t> passed;  // retries that should run on another worker
   std::uint64_t items = 0;
@@ -29,7 +29,7 @@ std::vector<Chunk*> Scheduler::take_batch(int worker, int workers) {
       chunks_.erase(it);
       continue;
     }
-    if (workers > 1 && c->avoid_worker == worker && passed.size() < max_passed) {
+    if (others_have_room && workers > 1 && c->avoid_worker == worker && passed.size() < max_passed) {
       passed.push_back(c->id);
       pending_.pop_front();
       continue;

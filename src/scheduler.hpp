@@ -49,8 +49,9 @@ class Scheduler {
 
   /// Takes the chunks to send to `worker` as one batch, given `workers` ready workers in all:
   /// one chunk, or several small ones up to a fair share of what is pending. Chunks of cancelled
-  /// jobs are dropped. Each taken chunk's attempt number goes up by one.
-  std::vector<Chunk*> take_batch(int worker, int workers);
+  /// jobs are dropped. Each taken chunk's attempt number goes up by one. A retry that failed on
+  /// `worker` is passed over, left for another worker, only if `others_have_room`.
+  std::vector<Chunk*> take_batch(int worker, int workers, bool others_have_room = true);
 
   /// Accepts a result for (chunk, attempt) and removes the chunk; returns it, or nullptr if the
   /// chunk is unknown or that attempt was given up on (a late duplicate: dropped, never counted).

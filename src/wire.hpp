@@ -97,6 +97,9 @@ struct Partial {
 };
 Partial decode_partial(std::string_view s);
 
+/// ItemFailure::offset of a crash outside any item of the chunk (the executor died between chunks).
+inline constexpr std::uint32_t unknown_item = 0xffffffffu;
+
 /// Payload of a `raised` result.
 std::string encode_failure(const detail::ItemFailure& f);
 detail::ItemFailure decode_failure(std::string_view s);

@@ -138,8 +138,13 @@ TEST(Scheduler, ARetryGoesToAnotherWorkerIfThereIsOne) {
   auto other = s.take_batch(2, 2);
   ASSERT_EQ(other.size(), 1u);
   EXPECT_EQ(other[0]->id, a);
-  // With a single worker it takes the retry itself.
+  // When no other worker has room, it takes the retry itself rather than let it wait.
   ASSERT_EQ(s.fail(a, 2, "crash", err("x"), true, out), Failed::retried);
+  auto busy_others = s.take_batch(2, 2, false);
+  ASSERT_EQ(busy_others.size(), 1u);
+  EXPECT_EQ(busy_others[0]->id, a);
+  // With a single worker it takes the retry itself.
+  ASSERT_EQ(s.fail(a, 3, "crash", err("x"), true, out), Failed::retried);
   auto alone = s.take_batch(2, 1);
   ASSERT_EQ(alone.size(), 1u);
   EXPECT_EQ(alone[0]->id, a);
