@@ -8,4 +8,6 @@ scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build -j2 --target es
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Open MPI 4.1 + PMIx 4 can hang in MPI_Comm_spawn under mpirun without it (docs/architecture.md).
+export EVENT_NOEPOLL=1
 build/jobs/es "$@"

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -25,7 +26,21 @@ std::atomic<bool> g_active{false};
 // not set them; they reach the singleton's own runtime and every process it spawns.
 void default_env(const char* name, const char* value) { ::setenv(name, value, 0); }
 
+// Open MPI 4.1 with Debian's PMIx 4.2 can hang in MPI_Comm_spawn for good, about once in 25-60
+// spawns: the PMIx server closes a finished child's socket without removing it from libevent's
+// epoll set, and a new child given the same fd number is never read. libevent's poll backend keeps
+// no such state; EVENT_NOEPOLL=1 selects it (0 hangs in 1,500 spawns, no measurable cost). It must
+// be in the environment of the process that hosts the PMIx server: the singleton's orted, forked
+// inside MPI_Init (so setting it here works for ./app), or mpirun itself (so it has to be set
+// before mpirun starts; see launched_without_noepoll).
+constexpr const char* noepoll = "EVENT_NOEPOLL";
+
+// True when this driver was started by mpirun (or another launcher) whose environment lacked
+// EVENT_NOEPOLL: too late to fix from here, so the user is told.
+bool launched_without_noepoll() { return std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv(noepoll); }
+
 void apply_open_mpi_defaults() {
+  default_env(noepoll, "1");
   default_env("OMPI_MCA_orte_enable_recovery", "1");        // a dead worker does not end the job
   default_env("OMPI_MCA_orte_abort_on_non_zero_status", "0");
   if (detail::oversubscribe_allowed()) default_env("OMPI_MCA_rmaps_base_oversubscribe", "1");  // ./app can spawn
@@ -45,6 +60,7 @@ const char* flag_value(int argc, char** argv, const char* flag) {
 }
 
 [[noreturn]] void become_agent(int& argc, char**& argv) {
+  default_env(noepoll, "1");  // its PMIx client's event loop too
   int provided = 0;
   if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) std::_Exit(2);
   MPI_Comm parent = MPI_COMM_NULL;
@@ -112,6 +128,12 @@ Runtime::Runtime(int& argc, char**& argv) {
   if (g_active.exchange(true)) throw ConfigError("fibra: a second fibra::Runtime was created; make one, first thing in main");
   try {
     detail::check_registry();
+    if (launched_without_noepoll()) {
+      std::fprintf(stderr,
+                   "fibra: warning: mpirun was started without EVENT_NOEPOLL=1 in its environment; with Open MPI 4.1 "
+                   "and PMIx 4, MPI_Comm_spawn then hangs now and then (a PMIx bug, see docs/architecture.md). "
+                   "Start it as `EVENT_NOEPOLL=1 mpirun ...` (fibra slurm scripts do)\n");
+    }
     apply_open_mpi_defaults();
     int provided = 0;
     mpi::check(MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");

@@ -51,6 +51,7 @@ void render_environment(std::ostringstream& o, const JobSpec& s) {
   o << "export FIBRA_OVERSUBSCRIBE=" << (s.oversubscribe ? 1 : 0)
     << (s.oversubscribe ? "  # the spec allows more processes than slots\n"
                         : "  # the allocation has a slot for the driver and each worker\n");
+  o << "export EVENT_NOEPOLL=1  # mpirun's PMIx server must not use epoll: Open MPI 4.1 + PMIx 4 spawn hang\n";
   for (const auto& [name, value] : s.env) o << "export " << name << '=' << shell_quote(value) << '\n';
 }
 

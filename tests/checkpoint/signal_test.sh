@@ -11,7 +11,7 @@ mpiexec=$2
 n=20000
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-export FIBRA_PROGRESS=0 FIBRA_CKPT_LOG=$dir/exec.log OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export FIBRA_PROGRESS=0 FIBRA_CKPT_LOG=$dir/exec.log OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 EVENT_NOEPOLL=1
 fail() { echo "FAIL: $*"; exit 1; }
 
 "$job" "$dir/ref.h5" "$dir/ref.bin" "$n" >/dev/null 2>&1 || fail "the uninterrupted run failed"
