@@ -38,9 +38,11 @@ for k in $(seq 1 $kills); do
     # kills 3 and 7: a moment in the start-up (the checkpoint may not be open yet)
     delay=$(awk -v r="$RANDOM" -v t="$ref_s" -v m="$map_s" 'BEGIN { printf "%.3f", 0.1 + (r / 32767) * (t - m) }')
   else
-    # the others: once tasks run, a moment within the next twelfth of the map's time
+    # the others: once tasks run, a moment within a share of the work still left (spread over the
+    # kills still to come, so that each lands before the run could finish)
     for _ in $(seq 1 200); do [ "$(count)" -gt "$before" ] && break; sleep 0.05; done
-    delay=$(awk -v r="$RANDOM" -v m="$map_s" 'BEGIN { printf "%.3f", (r / 32767) * m / 12 }')
+    delay=$(awk -v r="$RANDOM" -v m="$map_s" -v n="$n" -v e="$(count)" -v left="$((kills - k + 2))" \
+      'BEGIN { l = (n - e) / n; if (l < 0.02) l = 0.02; printf "%.3f", (r / 32767) * m * l / left }')
   fi
   sleep "$delay"
   kill -KILL "$pid" 2>/dev/null
