@@ -66,6 +66,10 @@ case_requeue() {
   [ "$(grep -c '^sweep: items=' <<<"$out")" = 1 ] || fail "more than one result line"
   "$fibra" slurm status "$id" | grep -qx "job $id 'requeue': COMPLETED, exit code 0, restarts 1" ||
     fail "status: $("$fibra" slurm status "$id")"
+  if [ "$mode" = pool-checkpoint ]; then  # status reads the progress from the checkpoint itself
+    "$fibra" slurm status "$id" | grep -Eq "^checkpoint: .*run\.ckpt: 200/200 items of [a-z_]+ done \(100\.0%\), complete, updated " ||
+      fail "status: $("$fibra" slurm status "$id")"
+  fi
 }
 
 case_array() {
