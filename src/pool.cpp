@@ -35,7 +35,8 @@ struct Worker {
   // told to leave; leaving: told, waiting for its bye; gone: said bye (disconnected at the end);
   // lost: declared dead; never sent to or read from again.
   enum class State { starting, ready, retiring, leaving, gone, lost };
-  int id = 0;
+  int id = 0;    // unique for the pool's life: who holds which chunk
+  int slot = 0;  // what messages call it ("worker 3 of 4"): a replacement takes the number of the lost one
   MPI_Comm comm = MPI_COMM_NULL;  // an intercommunicator of its own
   std::string host;
   long pid = 0;
@@ -201,7 +202,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       int err = MPI_SUCCESS;
       int rc = MPI_Comm_spawn(exe.c_str(), argv, 1, info, 0, MPI_COMM_SELF, &inter, &err);
       if (rc != MPI_SUCCESS || err != MPI_SUCCESS) {
-        throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(workers_.size() + 1) +
+        throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(live_count() + 1) +
                        " of " + std::to_string(target_) + ": " + mpi::error_text(rc != MPI_SUCCESS ? rc : err) +
                        ". If there are too few slots: ask the allocation for more, or set FIBRA_OVERSUBSCRIBE=1 "
                        "to run more processes than slots (the default outside batch jobs)");
@@ -214,6 +215,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       }
       auto w = std::make_unique<Worker>();
       w->id = next_worker_id_++;
+      w->slot = free_slot_number();
       w->comm = inter;
       w->spawned_at = w->last_heard = w->last_sent = mpi::now_s();
       std::lock_guard lk(mu_);
@@ -277,6 +279,16 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     wake_.notify_one();
   }
 
+  // The smallest worker number no live worker uses.
+  int free_slot_number() const {
+    for (int n = 1;; ++n) {
+      const bool used = std::any_of(workers_.begin(), workers_.end(), [&](auto& w) {
+        return w->slot == n && w->state != Worker::State::gone && w->state != Worker::State::lost;
+      });
+      if (!used) return n;
+    }
+  }
+
   int live_count() const {
     return static_cast<int>(std::count_if(workers_.begin(), workers_.end(), [](auto& w) {
       return w->state == Worker::State::ready || w->state == Worker::State::starting;
@@ -322,7 +334,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     w.host = h.host;
     w.pid = static_cast<long>(h.pid);
     if (h.fingerprint != registry_fingerprint()) {
-      throw ConfigError("fibra: worker " + std::to_string(w.id) + " on " + h.host + " (pid " + std::to_string(h.pid) +
+      throw ConfigError("fibra: worker " + std::to_string(w.slot) + " on " + h.host + " (pid " + std::to_string(h.pid) +
                         ") has " + std::to_string(h.functions) + " remote functions registered, this driver has " +
                         std::to_string(registry_size()) +
                         " or others: driver and workers must run the same build of the program");
@@ -405,7 +417,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
                             f.offset);
     // The agent says which item the executor was on, or wire::unknown_item if it died outside one.
     const bool known = f.offset < c->count;
-    RemoteSite site{fn, c->first + (known ? f.offset : 0), w.id, w.host, static_cast<long>(exec_pid)};
+    RemoteSite site{fn, c->first + (known ? f.offset : 0), w.slot, w.host, static_cast<long>(exec_pid)};
     const std::string item = known ? "item " + std::to_string(site.item)
                                    : "items " + std::to_string(c->first) + ".." + std::to_string(c->first + c->count - 1);
     std::exception_ptr e;
@@ -425,7 +437,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
 
   std::exception_ptr raised_error(const Worker& w, const Chunk& c, const ItemFailure& f, std::int64_t exec_pid) {
     const std::string& fn = c.job->fn().name;
-    RemoteSite site{fn, c.first + f.offset, w.id, w.host, static_cast<long>(exec_pid)};
+    RemoteSite site{fn, c.first + f.offset, w.slot, w.host, static_cast<long>(exec_pid)};
     return std::make_exception_ptr(RemoteError("fibra: " + fn + " raised " + f.type + " on item " +
                                                    std::to_string(site.item) + ": " + f.message + " (" +
                                                    where(w, exec_pid) + ")",
@@ -516,7 +528,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   }
 
   std::string where(const Worker& w, long pid) const {
-    return "worker " + std::to_string(w.id) + " of " + std::to_string(target_) + " on " + w.host + ", pid " +
+    return "worker " + std::to_string(w.slot) + " of " + std::to_string(target_) + " on " + w.host + ", pid " +
            std::to_string(pid);
   }
 
@@ -634,7 +646,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     sends_.abandon(w.comm);
     w.batches.clear();
     const auto held = sched_.owned_by(w.id);
-    const std::string who = "worker " + std::to_string(w.id) + " of " + std::to_string(target_) + " on " +
+    const std::string who = "worker " + std::to_string(w.slot) + " of " + std::to_string(target_) + " on " +
                             (w.host.empty() ? "?" : w.host) + " (pid " + std::to_string(w.pid) + ")";
     if (!was_leaving) {
       const bool replaced = live_count() < target_ && !closed_;
