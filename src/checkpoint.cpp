@@ -31,10 +31,14 @@ std::atomic<int> g_active_calls{0};
 int g_wake_pipe[2] = {-1, -1};
 
 extern "C" void on_stop_signal(int sig) {
+  const int saved_errno = errno;
   int none = 0;
-  g_stop_signal.compare_exchange_strong(none, sig);
-  const char c = 1;
-  [[maybe_unused]] auto n = ::write(g_wake_pipe[1], &c, 1);  // async-signal-safe
+  // Only the first signal wakes the watcher: later ones cannot fill the pipe and block here.
+  if (g_stop_signal.compare_exchange_strong(none, sig)) {
+    const char c = 1;
+    [[maybe_unused]] auto n = ::write(g_wake_pipe[1], &c, 1);  // async-signal-safe
+  }
+  errno = saved_errno;
 }
 
 // Waits for a stop signal; if no checkpointed call is running (or one does not end in time), stops
@@ -43,14 +47,18 @@ void watch_for_stop() {
   char c;
   while (::read(g_wake_pipe[0], &c, 1) < 0 && errno == EINTR) {
   }
-  const auto give_up = std::chrono::steady_clock::now() + stop_grace + std::chrono::seconds(60);
+  // Well inside a batch system's usual grace (Slurm's spec default: 60 s).
+  const auto give_up = std::chrono::steady_clock::now() + stop_grace + std::chrono::seconds(20);
   int idle = 0;
   while (std::chrono::steady_clock::now() < give_up && idle < 4) {
     idle = g_active_calls.load() == 0 ? idle + 1 : 0;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  // Not from this thread: stopping the pools would fail the calls the user's thread waits in (and
+  // MPI must not be finalized under its feet). Every checkpoint already holds what was flushed.
   exit_for_stop(idle >= 4 ? "no checkpointed call was running; the checkpoints hold what was flushed"
-                          : "the checkpointed call did not stop in time; its checkpoint holds what was flushed");
+                          : "the checkpointed call did not stop in time; its checkpoint holds what was flushed",
+                false);
 }
 
 const char* signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : "a signal"; }
@@ -78,13 +86,26 @@ int stop_signal() noexcept { return g_stop_signal.load(std::memory_order_relaxed
 ActiveCheckpoint::ActiveCheckpoint() { g_active_calls.fetch_add(1); }
 ActiveCheckpoint::~ActiveCheckpoint() { g_active_calls.fetch_sub(1); }
 
-void exit_for_stop(const std::string& what_was_saved) {
+void exit_for_stop(const std::string& what_was_saved, bool graceful) {
   static std::mutex once;
   once.lock();  // never unlocked: a second caller waits here until the process ends
   std::fprintf(stderr,
                "fibra: stopped by %s: %s; exiting with status %d so that a batch script can requeue the run "
                "(rerun the program to resume)\n",
                signal_name(stop_signal()), what_was_saved.c_str(), stop_exit_status);
+  std::fflush(stderr);
+  // What is saved is durable now; a teardown that hangs (a spawn stuck in Open MPI, say) must not
+  // cost the requeue.
+  std::thread([] {
+    std::this_thread::sleep_for(stop_teardown_limit);
+    std::fflush(nullptr);
+    std::_Exit(stop_exit_status);
+  }).detach();
+  if (!graceful) {
+    wait_for_checkpoints();  // folds in progress; cut short by the limit above
+    std::fflush(nullptr);
+    std::_Exit(stop_exit_status);
+  }
   stop_all_pools();
   wait_for_checkpoints();
   int init = 0, fin = 0;
@@ -173,6 +194,7 @@ void CallCheckpoint::stop_and_exit() {
   std::string saved;
   try {
     auto& s = store();
+    s.flush();   // durable first (cheap); the rewrite of the .h5 may take longer than the grace left
     s.finish();
     saved = std::to_string(s.n_done()) + " of " + std::to_string(s.run().n_inputs) + " results are in '" +
             s.path().string() + "'";
@@ -193,24 +215,30 @@ int g_folding = 0;
 void finish_in_background(std::unique_ptr<CallCheckpoint> c) {
   c->flush();
   c->end_call();
-  {
-    std::lock_guard lk(g_folding_mu);
-    ++g_folding;
-  }
-  std::thread([c = std::move(c)]() mutable {
-    try {
-      c->finish();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr,
-                   "fibra: folding checkpoint '%s' into its .h5 file failed (%s); its journal holds every result, "
-                   "a rerun resumes from it\n",
-                   c->store().path().c_str(), e.what());
-    }
-    c.reset();  // releases the checkpoint's lock before anyone is told
+  std::unique_lock lk0(g_folding_mu);  // counted before the thread runs, released if it cannot start
+  ++g_folding;
+  lk0.unlock();
+  try {
+    std::thread([c = std::move(c)]() mutable {
+      try {
+        c->finish();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr,
+                     "fibra: folding checkpoint '%s' into its .h5 file failed (%s); its journal holds every result, "
+                     "a rerun resumes from it\n",
+                     c->store().path().c_str(), e.what());
+      }
+      c.reset();  // releases the checkpoint's lock before anyone is told
+      std::lock_guard lk(g_folding_mu);
+      --g_folding;
+      g_folding_cv.notify_all();
+    }).detach();
+  } catch (const std::system_error& e) {  // no thread: the journal holds every result; fold later
+    std::fprintf(stderr, "fibra: cannot start a thread to fold a checkpoint (%s); a rerun folds it\n", e.what());
     std::lock_guard lk(g_folding_mu);
     --g_folding;
     g_folding_cv.notify_all();
-  }).detach();
+  }
 }
 
 void wait_for_checkpoints() noexcept {

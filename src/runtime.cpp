@@ -148,6 +148,9 @@ Runtime::Runtime(int& argc, char**& argv) {
                         " MPI processes; start one (`./app` or `mpirun -n 1 ./app`): fibra spawns its workers itself");
     }
     ::signal(SIGPIPE, SIG_IGN);  // a send to a dead peer must not kill the driver
+    // A program started with a checkpoint (FIBRA_CHECKPOINT, as `fibra slurm` scripts do) handles
+    // SIGTERM/SIGUSR1 from the start: a warning during start-up or a resume still ends in status 75.
+    if (const char* ckpt = std::getenv("FIBRA_CHECKPOINT"); ckpt && *ckpt) detail::checkpoint_opened();
   } catch (...) {
     int init = 0;
     MPI_Initialized(&init);

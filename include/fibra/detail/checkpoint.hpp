@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <typeinfo>
 #include <string_view>
 #include <vector>
 
@@ -30,6 +31,8 @@ inline constexpr int stop_exit_status = 75;
 /// How long a stopped call waits for the chunks it had already handed out before it flushes and
 /// exits; chunks still out then run again on resume.
 inline constexpr std::chrono::milliseconds stop_grace{3000};
+/// How long the teardown after a stop may take before the process exits anyway (status 75).
+inline constexpr std::chrono::seconds stop_teardown_limit{15};
 /// The bytes_encoding recorded for results stored as bytes: fibra's codec (docs/checkpoint-format.md).
 inline constexpr const char* checkpoint_bytes_encoding = "fibra-codec";
 
@@ -45,9 +48,11 @@ struct ActiveCheckpoint {
   ActiveCheckpoint(const ActiveCheckpoint&) = delete;
   ActiveCheckpoint& operator=(const ActiveCheckpoint&) = delete;
 };
-/// Ends the driver after a stop signal: stops every pool, finalizes MPI, exits with status 75.
-/// Callers flush their checkpoint first. Runs once; a second caller waits for the first.
-[[noreturn]] void exit_for_stop(const std::string& what_was_saved);
+/// Ends the driver after a stop signal with status 75. Callers flush their checkpoint first.
+/// `graceful` (the caller is the user's thread, in a checkpointed call): stop every pool and
+/// finalize MPI first; otherwise (the signal watcher thread) only wait for checkpoint folds. Either
+/// way the process exits within stop_teardown_limit. Runs once; a second caller waits.
+[[noreturn]] void exit_for_stop(const std::string& what_was_saved, bool graceful = true);
 
 /// The digest of a call's encoded inputs, in blocks of a fixed size so that it does not depend on
 /// how the items were chunked.
@@ -194,7 +199,11 @@ void wait_for_checkpoints() noexcept;
 template <class R>
 std::unique_ptr<CallCheckpoint> make_checkpoint(const std::string& path, const hdf5_io::RunRecord& run, double flush_s) {
   auto c = std::make_unique<TypedCheckpoint<R>>();
-  c->open(path, run, hdf5_io::element_type_of<R>(checkpoint_bytes_encoding), flush_s);
+  // Results stored as codec bytes name their C++ type and size, so a rerun whose function now
+  // returns another type is refused rather than decoded wrongly.
+  const std::string encoding = std::string(checkpoint_bytes_encoding) + ":" + demangle(typeid(R).name()) + ":" +
+                               std::to_string(sizeof(R));
+  c->open(path, run, hdf5_io::element_type_of<R>(encoding), flush_s);
   return c;
 }
 
