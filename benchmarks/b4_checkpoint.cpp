@@ -36,9 +36,8 @@ namespace {
 
 using bench::arg;
 using bench::median;
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using bench::Clock;
+using bench::seconds_since;
 
 void remove_checkpoint(const std::string& path) {
   for (const char* ext : {"", ".journal", ".tmp", ".lock"}) std::filesystem::remove(path + ext);

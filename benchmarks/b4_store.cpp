@@ -28,12 +28,12 @@
 namespace {
 
 using namespace fibra::hdf5_io;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
 
 double seconds_of(const std::function<void()>& f) {
   auto t0 = Clock::now();
   f();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+  return bench::seconds_since(t0);
 }
 
 struct Setup {

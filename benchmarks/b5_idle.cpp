@@ -63,9 +63,9 @@ int main(int argc, char** argv) {
   const int idle = static_cast<int>(arg(argc, argv, "--idle-seconds", 10));
   std::printf("# fibra %s, %u hardware threads\nbenchmark,metric,value,unit\n", fibra::version,
               std::thread::hardware_concurrency());
-  auto t = std::chrono::steady_clock::now();
+  auto t = bench::Clock::now();
   fibra::Pool pool(workers);
-  const double start_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  const double start_s = bench::seconds_since(t);
   std::printf("startup_%d_workers,seconds,%.3f,s\n", workers, start_s);
   pool.map(one, std::vector<int>(100, 1), {.chunksize = 1});  // every executor has run
 

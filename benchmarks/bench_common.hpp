@@ -2,11 +2,19 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
 namespace bench {
+
+using Clock = std::chrono::steady_clock;
+
+/// Seconds from `t` to now.
+inline double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 /// The value after `name` on the command line (`--workers 4`), or `fallback`.
 inline long arg(int argc, char** argv, const char* name, long fallback) {
