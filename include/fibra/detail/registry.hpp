@@ -136,8 +136,11 @@ struct Remote<F> {
     return true;
   }
 
-  static bool run_tuple(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail,
-                        Cursor& cursor, const RunControl& ctl) {
+  // Runs `count` codec-encoded items of type In through `call`, appending encoded results: every
+  // path but the raw fast one.
+  template <class In, class Call>
+  static bool run_encoded(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail,
+                          Cursor& cursor, const RunControl& ctl, Call&& call) {
     Reader r(in);
     Writer w(out);
     if (!ctl.plain()) {
@@ -145,14 +148,14 @@ struct Remote<F> {
       return run_careful(
           count, fail, cursor, ctl, decoded,
           [&](std::uint32_t) {
-            Tuple args{};
-            decode(r, args);
+            In x{};
+            decode(r, x);
             decoded = true;
-            Result res = std::apply(F, std::move(args));
+            Result res = call(std::move(x));
             encode(w, res);
           },
           [&] {
-            Tuple unused{};
+            In unused{};
             decode(r, unused);
           },
           [&] { encode(w, Result{}); });
@@ -160,15 +163,21 @@ struct Remote<F> {
     for (std::uint32_t i = 0; i < count; ++i) {
       cursor.store(i, std::memory_order_relaxed);
       try {
-        Tuple args{};
-        decode(r, args);
-        encode(w, std::apply(F, std::move(args)));
+        In x{};
+        decode(r, x);
+        encode(w, call(std::move(x)));
       } catch (...) {
         fail = failure_at(i);
         return false;
       }
     }
     return true;
+  }
+
+  static bool run_tuple(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail,
+                        Cursor& cursor, const RunControl& ctl) {
+    return run_encoded<Tuple>(in, count, out, fail, cursor, ctl,
+                              [](Tuple&& args) -> Result { return std::apply(F, std::move(args)); });
   }
 
   static bool run_single(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail,
@@ -212,36 +221,7 @@ struct Remote<F> {
         }
         return true;
       } else {
-        Writer w(out);
-        if (!ctl.plain()) {
-          bool decoded = false;
-          return run_careful(
-              count, fail, cursor, ctl, decoded,
-              [&](std::uint32_t) {
-                A a{};
-                decode(r, a);
-                decoded = true;
-                Result res = F(std::move(a));
-                encode(w, res);
-              },
-              [&] {
-                A unused{};
-                decode(r, unused);
-              },
-              [&] { encode(w, Result{}); });
-        }
-        for (std::uint32_t i = 0; i < count; ++i) {
-          cursor.store(i, std::memory_order_relaxed);
-          try {
-            A a{};
-            decode(r, a);
-            encode(w, F(std::move(a)));
-          } catch (...) {
-            fail = failure_at(i);
-            return false;
-          }
-        }
-        return true;
+        return run_encoded<A>(in, count, out, fail, cursor, ctl, [](A&& a) -> Result { return F(std::move(a)); });
       }
     } else {
       return false;
