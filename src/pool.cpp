@@ -601,11 +601,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     const bool check_pids = now - last_pid_check_ > 0.05;
     if (check_pids) last_pid_check_ = now;
     for (auto& w : workers_) {
-      if (w->state == Worker::State::lost && w->holds_slot) {
+      if (w->state == Worker::State::lost && w->holds_slot && check_pids) {
         // Its slot is free once its process is: gone from this host, or past the orphan guard.
-        const bool gone_here = w->pid > 0 && w->host == my_host_ && ::kill(static_cast<pid_t>(w->pid), 0) != 0 &&
-                               errno == ESRCH;
-        if (gone_here || now - w->lost_at > s_.driver_silence_s + 2 * s_.heartbeat_s) free_slot(*w);
+        if (process_gone_here(*w) || now - w->lost_at > s_.driver_silence_s + 2 * s_.heartbeat_s) free_slot(*w);
       }
       if (!w->alive()) continue;
       if (w->state == Worker::State::starting) {
@@ -620,14 +618,18 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
                              " (PoolOptions::worker_silence_s = " + seconds(s_.worker_silence_s) + ")");
         continue;
       }
-      if (check_pids && w->pid > 0 && w->host == my_host_ && ::kill(static_cast<pid_t>(w->pid), 0) != 0 &&
-          errno == ESRCH) {
+      if (check_pids && process_gone_here(*w)) {
         declare_lost(*w, "its process is gone");
         continue;
       }
       const bool working = w->state == Worker::State::ready || w->state == Worker::State::retiring;
       if (working && now - w->last_sent > s_.heartbeat_s) send(*w, wire::tag_heartbeat, {});
     }
+  }
+
+  // True when the worker runs on this host and its process no longer exists.
+  bool process_gone_here(const Worker& w) const {
+    return w.pid > 0 && w.host == my_host_ && ::kill(static_cast<pid_t>(w.pid), 0) != 0 && errno == ESRCH;
   }
 
   static std::string seconds(double s) {
