@@ -4,10 +4,15 @@
 //   checkpoint_job CHECKPOINT RESULTS N [--flush S] [--sleep-after S]
 //
 // Every execution of `work` appends one line to $FIBRA_CKPT_LOG (O_APPEND), so a test can count
-// executions over several runs; each takes about $FIBRA_CKPT_WORK_US microseconds (default 100). Exit status: 0 done, 75 stopped by SIGTERM/SIGUSR1 (rerun resumes),
+// executions over several runs; each takes about $FIBRA_CKPT_WORK_US microseconds (default 100).
+// With $FIBRA_CKPT_KILL_AT and $FIBRA_CKPT_KILL_PID set, the execution that writes line number
+// KILL_AT of the log sends SIGKILL (or $FIBRA_CKPT_KILL_SIG: USR1, TERM) to KILL_PID (the driver
+// or its mpirun), so a signal lands at an exact point of the work however the machine schedules
+// the test script. Exit status: 0 done, 75 stopped by SIGTERM/SIGUSR1 (rerun resumes),
 // 1 error. Workers of a killed driver leave after 2 s of silence (PoolOptions::driver_silence_s).
 #include <fcntl.h>
 #include <fibra/fibra.hpp>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -19,12 +24,23 @@
 #include <thread>
 #include <vector>
 
+int kill_signal() {
+  const char* name = std::getenv("FIBRA_CKPT_KILL_SIG");
+  if (name && std::strcmp(name, "USR1") == 0) return SIGUSR1;
+  if (name && std::strcmp(name, "TERM") == 0) return SIGTERM;
+  return SIGKILL;
+}
+
 // About FIBRA_CKPT_WORK_US microseconds of arithmetic whose result depends only on x.
 double work(double x) {
   if (const char* log = std::getenv("FIBRA_CKPT_LOG")) {
     int fd = ::open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) {
-      [[maybe_unused]] auto n = ::write(fd, "x\n", 2);
+      if (::write(fd, "x\n", 2) == 2) {
+        const char* at = std::getenv("FIBRA_CKPT_KILL_AT");
+        const char* pid = std::getenv("FIBRA_CKPT_KILL_PID");
+        if (at && pid && ::lseek(fd, 0, SEEK_CUR) / 2 == std::atol(at)) ::kill(std::atoi(pid), kill_signal());
+      }
       ::close(fd);
     }
   }
