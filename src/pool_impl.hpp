@@ -1,0 +1,168 @@
+// The driver's side of a pool, shared by its three files: pool.cpp (the public calls, the
+// communication thread, dispatch and stop), pool_workers.cpp (the lifecycle of workers: spawn,
+// slots, liveness, loss, resize, goodbye) and pool_results.cpp (what comes back: results, failed
+// attempts, retries and their messages). All MPI traffic of a pool runs on its one thread.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fibra/detail/core.hpp"
+#include "fibra/error.hpp"
+#include "mpi.hpp"
+#include "roles.hpp"
+#include "scheduler.hpp"
+#include "wire.hpp"
+
+namespace fibra::detail {
+
+constexpr std::size_t batches_per_worker = 2;  // one running, one waiting: no gap between batches
+
+struct Worker {
+  // starting: spawned, no hello yet; ready: takes work; retiring: finishes its batches, then is
+  // told to leave; leaving: told, waiting for its bye; gone: said bye (disconnected at the end);
+  // lost: declared dead; never sent to or read from again.
+  enum class State { starting, ready, retiring, leaving, gone, lost };
+  int id = 0;    // unique for the pool's life: who holds which chunk
+  int slot = 0;  // what messages call it ("worker 3 of 4"): a replacement takes the number of the lost one
+  MPI_Comm comm = MPI_COMM_NULL;  // an intercommunicator of its own
+  std::string host;
+  long pid = 0;
+  State state = State::starting;
+  std::deque<std::uint32_t> batches;  // per batch sent: chunks without a result yet
+  double spawned_at = 0, last_heard = 0, last_sent = 0, lost_at = 0;
+  bool holds_slot = true;  // counted in g_agents_in_slots until its process is surely gone
+  bool alive() const { return state != State::gone && state != State::lost; }
+};
+
+// How an attempt failed, for retry decisions and messages.
+enum class FailKind { raised, crashed, timed_out, lost, config };
+
+class PoolImpl final : public PoolCore, public std::enable_shared_from_this<PoolImpl> {
+ public:
+  explicit PoolImpl(const PoolSettings& s) : s_(s), target_(s.workers) {}
+  ~PoolImpl() override { terminate(); }
+
+  // pool.cpp
+  void start();
+  void submit(const std::shared_ptr<JobState>& job, std::uint64_t first, std::uint32_t count,
+              std::string payload) override {
+    std::lock_guard lk(mu_);
+    if (broken_) std::rethrow_exception(broken_);
+    if (closed_) throw PoolClosed("fibra: work was submitted to a pool that was closed or terminated");
+    sched_.add(job, first, count, std::move(payload));
+    kick();
+  }
+
+  int size() const override {
+    std::lock_guard lk(mu_);
+    return target_;
+  }
+
+  PoolStats stats() const override {
+    std::lock_guard lk(mu_);
+    PoolStats s = stats_;
+    s.workers_ready = ready_count();
+    return s;
+  }
+
+  void close() override {
+    std::lock_guard lk(mu_);
+    closed_ = true;
+  }
+
+  bool closed() const override {
+    std::lock_guard lk(mu_);
+    return closed_;
+  }
+
+  RetryPolicy default_policy() const override { return s_.policy; }
+  void join() override;
+  void terminate() override;
+  // pool_workers.cpp
+  void resize(int n) override;
+
+ private:
+  // ---- pool.cpp: driver_run (the communication thread) and driver_stop ------------------------
+  void loop();
+  bool receive();
+  void handle(Worker& w, const mpi::Message& m);
+  bool dispatch(std::size_t batches_each = batches_per_worker);
+  static std::string encode_batch(const std::vector<Chunk*>& chunks);
+  void send(Worker& w, int tag, std::string data);
+  void fail_all(const std::exception_ptr& e);
+  void stop();
+  void kick() {
+    kicked_ = true;
+    wake_.notify_one();
+  }
+
+  // ---- pool_workers.cpp: driver_start (spawning) and the lifecycle of workers -----------------
+  void spawn(int n);
+  void check_slots() const;
+  static void free_slot(Worker& w);
+  int free_slot_number() const;
+  void on_hello(Worker& w, const wire::Hello& h);
+  void watch_workers();
+  bool process_gone_here(const Worker& w) const;
+  static std::string seconds(double s);
+  void declare_lost(Worker& w, const std::string& why);
+  bool adjust_size();
+  void on_spawn_failed(const Error& e);
+  void say_goodbye();
+  int live_count() const {
+    return static_cast<int>(std::count_if(workers_.begin(), workers_.end(), [](auto& w) {
+      return w->state == Worker::State::ready || w->state == Worker::State::starting;
+    }));
+  }
+
+  int ready_count() const {
+    return static_cast<int>(std::count_if(workers_.begin(), workers_.end(),
+                                          [](auto& w) { return w->state == Worker::State::ready; }));
+  }
+
+  // ---- pool_results.cpp: results and failed attempts -----------------------------------------
+  void on_results(Worker& w, const wire::ResultBatch& b);
+  void accept_result(const wire::ResultHeader& h, std::string_view payload, std::vector<ItemOutcomeError> errors);
+  void on_partial(const Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid);
+  void on_failed_attempt(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid);
+  std::exception_ptr raised_error(const Worker& w, const Chunk& c, const ItemFailure& f, std::int64_t exec_pid);
+  void attempt_failed(std::uint64_t id, std::uint32_t attempt, FailKind kind, std::exception_ptr e,
+                      std::optional<std::uint32_t> item);
+  std::exception_ptr with_history(const Chunk& c) const;
+  static std::string error_text(const std::exception_ptr& e);
+  std::string where(const Worker& w, long pid) const;
+
+  PoolSettings s_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;      // the communication thread naps here
+  std::condition_variable state_cv_;  // users wait here for workers and for work to finish
+  Scheduler sched_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  mpi::SendQueue sends_;
+  std::thread thread_;
+  int target_ = 0;
+  int next_worker_id_ = 1;
+  std::string my_host_ = host_name();
+  double last_pid_check_ = 0;
+  double last_receive_pass_ = 0;  // when receive() last read every worker
+  double next_spawn_ = 0;          // after a failed spawn, when to try again (guarded by mu_)
+  int spawn_failures_ = 0;         // in a row (guarded by mu_)
+  std::exception_ptr spawn_error_;  // the last failed spawn (resize() reports it)
+  PoolStats stats_;  // guarded by mu_
+  bool kicked_ = false, closed_ = false, stopping_ = false, stopped_ = false;
+  std::exception_ptr broken_;
+};
+
+}  // namespace fibra::detail

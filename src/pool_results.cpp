@@ -1,0 +1,201 @@
+// What a pool's workers send back, on the driver: results of the attempt in flight are delivered,
+// late ones dropped; a failed attempt (raised, crashed, timed out, lost) is counted against the
+// chunk's retries, and when they run out the call gets the error with every attempt's history.
+#include <algorithm>
+#include <string>
+
+#include "fibra/error.hpp"
+#include "pool_impl.hpp"
+
+namespace fibra::detail {
+
+void PoolImpl::on_results(Worker& w, const wire::ResultBatch& b) {
+  std::lock_guard lk(mu_);
+  for (const auto& r : b.results) {
+    if (!w.batches.empty() && --w.batches.front() == 0) w.batches.pop_front();
+    const auto& h = r.header;
+    switch (h.status) {
+      case wire::Status::not_run: sched_.requeue(h.chunk, h.attempt); break;
+      case wire::Status::ok: accept_result(h, r.payload, {}); break;
+      case wire::Status::partial: on_partial(w, h, r.payload, b.executor_pid); break;
+      default: on_failed_attempt(w, r, b.executor_pid); break;
+    }
+  }
+  if (sched_.idle()) state_cv_.notify_all();
+}
+
+// A result for the attempt in flight is delivered; any other is a late duplicate and dropped.
+void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view payload, std::vector<ItemOutcomeError> errors) {
+  auto c = sched_.accept(h.chunk, h.attempt);
+  if (!c) {
+    ++stats_.late_results_dropped;
+    return;
+  }
+  ++stats_.chunks_done;
+  for (auto& e : c->item_errors) errors.push_back(std::move(e));
+  std::sort(errors.begin(), errors.end(), [](auto& x, auto& y) { return x.offset < y.offset; });
+  c->job->deliver({c->first, c->count, std::string(payload), {}, std::move(errors)});
+}
+
+// A keep_going chunk came back with some items failed or skipped.
+void PoolImpl::on_partial(const Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid) {
+  auto p = wire::decode_partial(payload);
+  const Chunk* c = sched_.find(h.chunk, h.attempt);
+  if (!c) {
+    ++stats_.late_results_dropped;
+    return;
+  }
+  std::vector<ItemOutcomeError> errors;
+  std::string first_error;
+  for (const auto& f : p.failures) {
+    if (f.type == "skipped") continue;  // its error is already in the chunk's item_errors
+    auto e = raised_error(w, *c, f, exec_pid);
+    if (first_error.empty()) first_error = error_text(e);
+    errors.push_back({f.offset, e});
+  }
+  if (!errors.empty() && c->job->policy().retry_exceptions && c->failures.size() < c->job->policy().retries) {
+    std::unique_ptr<Chunk> out;
+    sched_.fail(h.chunk, h.attempt, std::to_string(errors.size()) + " items raised, first: " + first_error,
+                errors.front().error, true, out);
+    ++stats_.attempts_failed;
+    stats_.last_failure_seen = std::chrono::steady_clock::now();
+    return;
+  }
+  accept_result(h, p.results, std::move(errors));
+}
+
+// A chunk's attempt failed: it raised, crashed, ran out of time or met an unknown function.
+void PoolImpl::on_failed_attempt(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid) {
+  const Chunk* c = sched_.find(r.header.chunk, r.header.attempt);
+  if (!c) {  // an attempt already given up on
+    ++stats_.late_results_dropped;
+    return;
+  }
+  const auto& fn = c->job->fn().name;
+  if (r.header.status == wire::Status::unknown_fn) {
+    auto e = std::make_exception_ptr(ConfigError("fibra: " + where(w, exec_pid) + " cannot run '" + fn +
+                                                 "': " + std::string(r.payload)));
+    return attempt_failed(r.header.chunk, r.header.attempt, FailKind::config, e, std::nullopt);
+  }
+  ItemFailure f = wire::decode_failure(r.payload);
+  if (r.header.status == wire::Status::raised)
+    return attempt_failed(r.header.chunk, r.header.attempt, FailKind::raised, raised_error(w, *c, f, exec_pid),
+                          f.offset);
+  // The agent says which item the executor was on, or wire::unknown_item if it died outside one.
+  const bool known = f.offset < c->count;
+  RemoteSite site{fn, c->first + (known ? f.offset : 0), w.slot, w.host, static_cast<long>(exec_pid)};
+  const std::string item = known ? "item " + std::to_string(site.item)
+                                 : "items " + std::to_string(c->first) + ".." + std::to_string(c->first + c->count - 1);
+  std::exception_ptr e;
+  if (r.header.status == wire::Status::timed_out) {
+    e = std::make_exception_ptr(TaskTimeout("fibra: " + fn + " on " + item + " " + f.message + " (" +
+                                                where(w, exec_pid) + ")",
+                                            f.type, f.message, site));
+  } else {
+    e = std::make_exception_ptr(ExecutorCrashed(
+        "fibra: the executor running " + fn + " on " + item + " " + f.message + " (" + where(w, exec_pid) + ")",
+        f.type, f.message, site));
+  }
+  attempt_failed(r.header.chunk, r.header.attempt,
+                 r.header.status == wire::Status::timed_out ? FailKind::timed_out : FailKind::crashed, e,
+                 known ? std::optional<std::uint32_t>(f.offset) : std::nullopt);
+}
+
+std::exception_ptr PoolImpl::raised_error(const Worker& w, const Chunk& c, const ItemFailure& f, std::int64_t exec_pid) {
+  const std::string& fn = c.job->fn().name;
+  RemoteSite site{fn, c.first + f.offset, w.slot, w.host, static_cast<long>(exec_pid)};
+  return std::make_exception_ptr(RemoteError("fibra: " + fn + " raised " + f.type + " on item " +
+                                                 std::to_string(site.item) + ": " + f.message + " (" +
+                                                 where(w, exec_pid) + ")",
+                                             f.type, f.message, site));
+}
+
+// Counts a failed attempt against the chunk's retries. When they are used up the call gets the
+// error with the history of every attempt; a keep_going call instead gets that error for the
+// failing item (all items if it is unknown) and the chunk runs again without it.
+void PoolImpl::attempt_failed(std::uint64_t id, std::uint32_t attempt, FailKind kind, std::exception_ptr e,
+                    std::optional<std::uint32_t> item) {
+  const Chunk* c0 = sched_.find(id, attempt);
+  if (!c0) return;
+  const RetryPolicy& policy = c0->job->policy();
+  const bool retryable =
+      kind == FailKind::crashed || kind == FailKind::timed_out || kind == FailKind::lost ||
+      (kind == FailKind::raised && policy.retry_exceptions);
+  std::unique_ptr<Chunk> c;
+  const Failed f = sched_.fail(id, attempt, error_text(e), e, retryable, c);
+  if (f == Failed::stale) return;
+  ++stats_.attempts_failed;
+  stats_.last_failure_seen = std::chrono::steady_clock::now();
+  if (f != Failed::exhausted) return;
+  ++stats_.chunks_done;
+  auto final_error = with_history(*c);
+  if (!policy.keep_going || kind == FailKind::config) {
+    c->job->deliver({c->first, c->count, {}, final_error, {}});
+    return;
+  }
+  if (kind == FailKind::raised && item) {  // keep_going chunks only stop at undecodable input
+    c->job->deliver({c->first, c->count, {}, final_error, {}});
+    return;
+  }
+  // The failing item gets the error and the chunk runs again without it. When the item is not
+  // known, or already skipped, every item not yet skipped gets it; when every item is skipped
+  // and the chunk still fails (its executor dies before any task), the chunk itself fails.
+  if (c->skip.size() >= c->count) {
+    c->job->deliver({c->first, c->count, {}, final_error, {}});
+    return;
+  }
+  const bool one_item = item && *item < c->count && !std::binary_search(c->skip.begin(), c->skip.end(), *item);
+  for (std::uint32_t k = 0; k < c->count; ++k) {
+    if ((one_item && k != *item) || std::binary_search(c->skip.begin(), c->skip.end(), k)) continue;
+    c->skip.insert(std::upper_bound(c->skip.begin(), c->skip.end(), k), k);
+    c->item_errors.push_back({k, final_error});
+  }
+  sched_.readd(std::move(c));
+}
+
+// The error a call sees when a chunk used up its retries: the last attempt's error, its text
+// extended with every attempt's.
+std::exception_ptr PoolImpl::with_history(const Chunk& c) const {
+  if (c.failures.size() <= 1) return c.last_error;
+  const std::string items = c.count == 1 ? "item " + std::to_string(c.first)
+                                         : "items " + std::to_string(c.first) + ".." +
+                                               std::to_string(c.first + c.count - 1);
+  std::string msg = "fibra: " + c.job->fn().name + " failed " + std::to_string(c.failures.size()) +
+                    " times on " + items + "; no retries left (retries = " +
+                    std::to_string(c.job->policy().retries) + ")";
+  for (std::size_t i = 0; i < c.failures.size(); ++i)
+    msg += "\n  attempt " + std::to_string(i + 1) + ": " + c.failures[i];
+  msg += "\nAn item that fails every time is a bug or a poison input: fix the function or leave the item out"
+         " (MapOptions::errors collects such failures instead of throwing).";
+  try {
+    std::rethrow_exception(c.last_error);
+  } catch (const TaskTimeout& e) {
+    return std::make_exception_ptr(TaskTimeout(msg, e.type_name(), e.remote_message(), e.site()));
+  } catch (const ExecutorCrashed& e) {
+    return std::make_exception_ptr(ExecutorCrashed(msg, e.type_name(), e.remote_message(), e.site()));
+  } catch (const RemoteError& e) {
+    return std::make_exception_ptr(RemoteError(msg, e.type_name(), e.remote_message(), e.site()));
+  } catch (const WorkerLost&) {
+    return std::make_exception_ptr(WorkerLost(msg));
+  } catch (...) {
+    return c.last_error;
+  }
+}
+
+std::string PoolImpl::error_text(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    std::string s = x.what();
+    return s.rfind("fibra: ", 0) == 0 ? s.substr(7) : s;
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+std::string PoolImpl::where(const Worker& w, long pid) const {
+  return "worker " + std::to_string(w.slot) + " of " + std::to_string(target_) + " on " + w.host + ", pid " +
+         std::to_string(pid);
+}
+
+}  // namespace fibra::detail

@@ -1,0 +1,320 @@
+// The lifecycle of a pool's workers on the driver: spawning (one MPI_Comm_spawn per agent, within
+// the allocation's slots), their hello, heartbeats and liveness, declaring one lost, growing and
+// shrinking the pool, and the goodbye at the end.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <string>
+
+#include "fibra/error.hpp"
+#include "pool_impl.hpp"
+
+namespace fibra::detail {
+
+std::atomic<int> g_agents_in_slots{0};
+
+namespace {
+
+// MPI's universe size (the slots of the allocation), or 0 if MPI does not say.
+int universe_size() {
+  int* size = nullptr;
+  int flag = 0;
+  if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_UNIVERSE_SIZE, &size, &flag) != MPI_SUCCESS || !flag || !size) return 0;
+  return *size;
+}
+
+}  // namespace
+
+void PoolImpl::resize(int n) {
+  if (n < 1) throw ConfigError("fibra: Pool::resize(" + std::to_string(n) + "): a pool needs at least 1 worker");
+  std::unique_lock lk(mu_);
+  if (closed_) throw PoolClosed("fibra: resize() on a pool that was closed");
+  target_ = n;
+  spawn_error_ = nullptr;
+  next_spawn_ = 0;
+  kick();
+  const bool ok = state_cv_.wait_for(lk, std::chrono::duration<double>(s_.start_timeout_s),
+                                     [&] { return broken_ || stopped_ || spawn_error_ || ready_count() == target_; });
+  if (broken_) std::rethrow_exception(broken_);
+  if (stopped_) throw PoolClosed("fibra: the pool was terminated while resize() waited for its workers");
+  if (spawn_error_) {
+    const int live = live_count();
+    target_ = std::max(1, live);
+    throw MpiError("fibra: Pool::resize(" + std::to_string(n) + ") could not start every new worker (" +
+                   error_text(spawn_error_) + "); the pool carries on with " + std::to_string(live) + " worker(s)");
+  }
+  if (!ok) {
+    throw WorkerLost("fibra: Pool::resize(" + std::to_string(n) + "): only " + std::to_string(ready_count()) +
+                     " workers were ready after " + seconds(s_.start_timeout_s) +
+                     " (PoolOptions::start_timeout_s); the others may still come");
+  }
+}
+
+void PoolImpl::spawn(int n) {
+  const std::string exe = self_exe();
+  const std::string hb = "--fibra-heartbeat=" + std::to_string(s_.heartbeat_s);
+  const std::string silence = "--fibra-silence=" + std::to_string(s_.driver_silence_s);
+  char* argv[] = {const_cast<char*>(agent_flag), const_cast<char*>(hb.c_str()),
+                  const_cast<char*>(silence.c_str()), nullptr};
+  MPI_Info info = MPI_INFO_NULL;
+  if (oversubscribe_allowed()) {
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "map_by", ":OVERSUBSCRIBE");
+  }
+  struct InfoGuard {
+    MPI_Info& i;
+    ~InfoGuard() {
+      if (i != MPI_INFO_NULL) MPI_Info_free(&i);
+    }
+  } guard{info};
+  for (int i = 0; i < n; ++i) {
+    check_slots();
+    MPI_Comm inter = MPI_COMM_NULL;
+    int err = MPI_SUCCESS;
+    int rc = MPI_Comm_spawn(exe.c_str(), argv, 1, info, 0, MPI_COMM_SELF, &inter, &err);
+    if (rc != MPI_SUCCESS || err != MPI_SUCCESS) {
+      throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(live_count() + 1) +
+                     " of " + std::to_string(target_) + ": " + mpi::error_text(rc != MPI_SUCCESS ? rc : err) +
+                     ". If there are too few slots: ask the allocation for more, or set FIBRA_OVERSUBSCRIBE=1 "
+                     "to run more processes than slots (the default outside batch jobs)");
+    }
+    MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+    g_agents_in_slots.fetch_add(1);
+    {
+      std::lock_guard lk(mu_);
+      ++stats_.workers_started;
+    }
+    auto w = std::make_unique<Worker>();
+    w->id = next_worker_id_++;
+    w->slot = free_slot_number();
+    w->comm = inter;
+    w->spawned_at = w->last_heard = w->last_sent = mpi::now_s();
+    std::lock_guard lk(mu_);
+    workers_.push_back(std::move(w));
+    spawn_failures_ = 0;
+  }
+}
+
+// Refuses a spawn that cannot fit in the allocation's slots when oversubscription is off. Open
+// MPI would refuse it too, but after a failed MPI_Comm_spawn mpirun never exits on its own.
+void PoolImpl::check_slots() const {
+  if (oversubscribe_allowed()) return;
+  const int slots = universe_size();
+  const int used = 1 + g_agents_in_slots.load();
+  if (slots <= 0 || used < slots) return;
+  throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(live_count() + 1) + " of " +
+                 std::to_string(target_) + ": all " + std::to_string(slots) +
+                 " MPI slots are in use (the driver and " + std::to_string(used - 1) +
+                 " worker(s)). If there are too few slots: ask the allocation for more, or set FIBRA_OVERSUBSCRIBE=1 "
+                 "to run more processes than slots (the default outside batch jobs)");
+}
+
+// A worker no longer holds its MPI slot: it said bye, or it was lost and its process is gone.
+void PoolImpl::free_slot(Worker& w) {
+  if (!w.holds_slot) return;
+  w.holds_slot = false;
+  g_agents_in_slots.fetch_sub(1);
+}
+
+// The smallest worker number no live worker uses.
+int PoolImpl::free_slot_number() const {
+  for (int n = 1;; ++n) {
+    const bool used = std::any_of(workers_.begin(), workers_.end(), [&](auto& w) {
+      return w->slot == n && w->state != Worker::State::gone && w->state != Worker::State::lost;
+    });
+    if (!used) return n;
+  }
+}
+
+void PoolImpl::on_hello(Worker& w, const wire::Hello& h) {
+  std::lock_guard lk(mu_);
+  w.host = h.host;
+  w.pid = static_cast<long>(h.pid);
+  if (h.fingerprint != registry_fingerprint()) {
+    throw ConfigError("fibra: worker " + std::to_string(w.slot) + " on " + h.host + " (pid " + std::to_string(h.pid) +
+                      ") has " + std::to_string(h.functions) + " remote functions registered, this driver has " +
+                      std::to_string(registry_size()) +
+                      " or others: driver and workers must run the same build of the program");
+  }
+  if (w.state == Worker::State::starting) w.state = Worker::State::ready;
+  state_cv_.notify_all();
+}
+
+// Heartbeats to quiet workers, and the liveness check of every worker: a worker that has been
+// silent too long (or whose process is gone, for workers on this host) is declared lost.
+void PoolImpl::watch_workers() {
+  const double now = mpi::now_s();
+  const bool check_pids = now - last_pid_check_ > 0.05;
+  if (check_pids) last_pid_check_ = now;
+  for (auto& w : workers_) {
+    if (w->state == Worker::State::lost && w->holds_slot && check_pids) {
+      // Its slot is free once its process is: gone from this host, or past the orphan guard.
+      if (process_gone_here(*w) || now - w->lost_at > s_.driver_silence_s + 2 * s_.heartbeat_s) free_slot(*w);
+    }
+    if (!w->alive()) continue;
+    if (w->state == Worker::State::starting) {
+      if (now - w->spawned_at > s_.start_timeout_s)
+        declare_lost(*w, "it did not start within " + seconds(s_.start_timeout_s) + " (PoolOptions::start_timeout_s)");
+      continue;
+    }
+    // Silence is judged only right after a receive pass: a pass delayed by a long spawn has not
+    // read what the workers sent meanwhile.
+    if (now - last_receive_pass_ < 0.5 * s_.heartbeat_s && now - w->last_heard > s_.worker_silence_s) {
+      declare_lost(*w, "it has been silent for " + seconds(now - w->last_heard) +
+                           " (PoolOptions::worker_silence_s = " + seconds(s_.worker_silence_s) + ")");
+      continue;
+    }
+    if (check_pids && process_gone_here(*w)) {
+      declare_lost(*w, "its process is gone");
+      continue;
+    }
+    const bool working = w->state == Worker::State::ready || w->state == Worker::State::retiring;
+    if (working && now - w->last_sent > s_.heartbeat_s) send(*w, wire::tag_heartbeat, {});
+  }
+}
+
+// True when the worker runs on this host and its process no longer exists.
+bool PoolImpl::process_gone_here(const Worker& w) const {
+  return w.pid > 0 && w.host == my_host_ && ::kill(static_cast<pid_t>(w.pid), 0) != 0 && errno == ESRCH;
+}
+
+std::string PoolImpl::seconds(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f s", s);
+  return b;
+}
+
+// The worker is dead to the pool: nothing is sent to it or read from it again, and the chunks it
+// held are failed attempts (retried elsewhere while they have retries left).
+void PoolImpl::declare_lost(Worker& w, const std::string& why) {
+  std::lock_guard lk(mu_);
+  const bool was_leaving = w.state == Worker::State::leaving;
+  w.state = Worker::State::lost;
+  w.lost_at = mpi::now_s();
+  sends_.abandon(w.comm);
+  w.batches.clear();
+  const auto held = sched_.owned_by(w.id);
+  const std::string who = "worker " + std::to_string(w.slot) + " of " + std::to_string(target_) + " on " +
+                          (w.host.empty() ? "?" : w.host) + " (pid " + std::to_string(w.pid) + ")";
+  if (!was_leaving) {
+    const bool replaced = live_count() < target_ && !closed_;
+    std::fprintf(stderr, "fibra: %s was lost: %s; the %zu chunk(s) it held count a failed attempt%s\n", who.c_str(),
+                 why.c_str(), held.size(), replaced ? "; a replacement is being started" : "");
+  }
+  ++stats_.workers_lost;
+  for (const auto& [id, attempt] : held) {
+    const Chunk* c = sched_.find(id, attempt);
+    if (!c) continue;
+    auto e = std::make_exception_ptr(WorkerLost("fibra: " + who + " was lost while it ran " + c->job->fn().name +
+                                                " on items " + std::to_string(c->first) + ".." +
+                                                std::to_string(c->first + c->count - 1) + ": " + why));
+    attempt_failed(id, attempt, FailKind::lost, e, std::nullopt);
+  }
+  state_cv_.notify_all();
+}
+
+// Spawns or retires workers until the pool has its target size. A spawn that fails is reported
+// and tried again later; the pool carries on with the workers it has.
+bool PoolImpl::adjust_size() {
+  int target, live;
+  double next_spawn;
+  {
+    std::lock_guard lk(mu_);  // resize() sets target_ and next_spawn_ from a user's thread
+    target = target_;
+    live = live_count();
+    next_spawn = next_spawn_;
+  }
+  if (live < target && mpi::now_s() >= next_spawn) {
+    // MPI_Comm_spawn blocks this thread for a few hundred ms: give the workers enough to do
+    // meanwhile (retries first: they are at the front of the queue).
+    dispatch(batches_per_worker + 2);
+    sends_.progress();
+    try {
+      spawn(1);  // one per pass: traffic with the other workers flows between spawns
+    } catch (const Error& e) {
+      on_spawn_failed(e);
+    }
+    return true;
+  }
+  bool changed = false;
+  for (auto it = workers_.rbegin(); it != workers_.rend() && live > target; ++it) {
+    auto& w = **it;
+    if (w.state == Worker::State::ready || w.state == Worker::State::starting) {
+      std::lock_guard lk(mu_);  // stop taking work; leave once its batches are done
+      w.state = Worker::State::retiring;
+      --live;
+      changed = true;
+    }
+  }
+  for (auto& w : workers_) {
+    if (w->state == Worker::State::retiring && w->batches.empty()) {
+      send(*w, wire::tag_shutdown, {});
+      w->state = Worker::State::leaving;
+      changed = true;
+    }
+  }
+  if (changed) {
+    std::lock_guard lk(mu_);
+    state_cv_.notify_all();
+  }
+  return changed;
+}
+
+void PoolImpl::on_spawn_failed(const Error& e) {
+  std::lock_guard lk(mu_);
+  spawn_error_ = std::current_exception();
+  ++spawn_failures_;
+  next_spawn_ = mpi::now_s() + std::min(60.0, 2.0 * spawn_failures_);
+  const int live = live_count();
+  std::fprintf(stderr, "fibra: %s\nfibra: the pool carries on with %d worker(s); it tries again in %.0f s\n",
+               e.what(), live, next_spawn_ - mpi::now_s());
+  if (live == 0) {  // nobody left to run anything: every waiting call fails now, nothing hangs
+    fail_all(std::make_exception_ptr(WorkerLost(std::string("fibra: the pool has no workers left and cannot start new ones: ") +
+                                                e.what())));
+  }
+  state_cv_.notify_all();
+}
+
+// Asks every agent to leave, waits (bounded) for their goodbyes, and disconnects from those that
+// said it. An agent that never answers is not waited for again.
+// The MPI lock is taken per step, never across the wait: other pools keep their heartbeats.
+void PoolImpl::say_goodbye() {
+  try {
+    {
+      std::lock_guard ml(mpi::lock());
+      for (auto& w : workers_) {
+        if (!w->alive()) continue;
+        send(*w, wire::tag_shutdown, {});
+        w->state = Worker::State::leaving;
+      }
+    }
+    const double end = mpi::now_s() + 5.0;
+    auto leaving = [&] {
+      return std::any_of(workers_.begin(), workers_.end(), [](auto& w) { return w->state == Worker::State::leaving; });
+    };
+    while (leaving() && mpi::now_s() < end) {
+      bool got;
+      {
+        std::lock_guard ml(mpi::lock());
+        got = receive();
+        sends_.progress();
+      }
+      if (!got) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    std::lock_guard ml(mpi::lock());
+    sends_.drain(1.0);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fibra: while stopping the pool's workers: %s\n", e.what());
+  }
+  std::lock_guard ml(mpi::lock());
+  for (auto& w : workers_) {
+    if (w->state == Worker::State::gone && w->comm != MPI_COMM_NULL) MPI_Comm_disconnect(&w->comm);
+    free_slot(*w);  // best effort for the ones that did not say bye: they leave by the orphan guard
+  }
+  sends_.abandon();
+}
+
+}  // namespace fibra::detail
