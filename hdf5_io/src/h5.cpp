@@ -7,8 +7,10 @@
 
 namespace fibra::hdf5_io::h5 {
 
+// HDF5's automatic error printing is set per thread in a thread-safe build (Debian's is), so each
+// thread that calls HDF5 silences it once.
 void silence_errors() {
-  static const bool done = [] {
+  thread_local const bool done = [] {
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     return true;
   }();

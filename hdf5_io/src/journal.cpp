@@ -114,6 +114,10 @@ Fd lock_checkpoint(const std::filesystem::path& checkpoint) {
     const ssize_t n = ::pread(fd.get(), pid, sizeof pid - 1, 0);
     std::string holder = n > 0 ? std::string(pid, std::size_t(n)) : "unknown";
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    if (holder == std::to_string(::getpid()))
+      throw CheckpointError("fibra: checkpoint '" + checkpoint.string() +
+                            "' is already open in this process (an unfinished call, or an ImapResults not yet "
+                            "destroyed, writes it) — let that call finish first or pass another checkpoint path");
     throw CheckpointError("fibra: checkpoint '" + checkpoint.string() + "' is being written by another process (pid " +
                           holder + ", which holds '" + path.string() +
                           "') — wait for it to end or pass another checkpoint path");

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <fstream>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -205,9 +206,28 @@ TEST_F(StoreTest, ASecondWriterIsRefusedReadersAreNot) {
   {
     auto first = Store::create(path, sample_run(3), element_type_of<double>());
     EXPECT_EQ(message_of([&] { Store::open(path); }),
-              "fibra: checkpoint '" + path.string() + "' is being written by another process (pid " +
-                  std::to_string(::getpid()) + ", which holds '" + path.string() +
-                  ".lock') — wait for it to end or pass another checkpoint path");
+              "fibra: checkpoint '" + path.string() +
+                  "' is already open in this process (an unfinished call, or an ImapResults not yet destroyed, "
+                  "writes it) — let that call finish first or pass another checkpoint path");
+    // Another process is told who holds the file: a forked child tries, and sends back what it got.
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      const std::string m = message_of([&] { Store::open(path); });
+      [[maybe_unused]] auto n = ::write(fds[1], m.data(), m.size());
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    std::string got;
+    char buf[512];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, std::size_t(n));
+    ::close(fds[0]);
+    ::waitpid(child, nullptr, 0);
+    EXPECT_EQ(got, "fibra: checkpoint '" + path.string() + "' is being written by another process (pid " +
+                       std::to_string(::getpid()) + ", which holds '" + path.string() +
+                       ".lock') — wait for it to end or pass another checkpoint path");
     EXPECT_EQ(Store::open(path, Access::read_only).n_done(), 0u);
   }
   EXPECT_EQ(Store::open(path).n_done(), 0u);  // the lock ends with its store
