@@ -161,12 +161,13 @@ class ChunkStream {
   std::string inputs_digest() requires std::ranges::forward_range<View> {
     InputsDigest d;
     const auto end = std::ranges::end(view_);
-    if constexpr (std::ranges::contiguous_range<View> && Enc::template bulk<std::ranges::range_value_t<View>>) {
+    using Item = std::ranges::range_value_t<View>;
+    if constexpr (std::ranges::contiguous_range<View> && Enc::template bulk<Item> && !may_have_padding_v<Item>) {
       const auto* p = std::ranges::data(view_);
       d.add(std::string_view(reinterpret_cast<const char*>(p), std::ranges::size(view_) * sizeof(*p)));
     } else {
       std::string buf;
-      Writer w(buf);
+      Writer w(buf, /*for_digest=*/true);
       for (auto it = std::ranges::begin(view_); it != end; ++it) {
         Enc::one(w, *it);
         if (buf.size() >= InputsDigest::block) {

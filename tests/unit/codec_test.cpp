@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstring>
+#include <new>
 #include <map>
 #include <string>
 #include <tuple>
@@ -53,6 +55,36 @@ TEST(Codec, VectorsOfRawTypesAreOneBlock) {
   EXPECT_EQ(encode_value(v).size(), sizeof(std::uint64_t) + 1000 * sizeof(double));
   EXPECT_EQ(round_trip(v), v);
   EXPECT_EQ(round_trip(std::vector<double>{}), std::vector<double>{});
+}
+
+// Pod has 4 padding bytes after `n`. Two equal values whose padding differs encode to different
+// bytes for a message, and to the same bytes for a digest (a checkpoint's inputs fingerprint).
+TEST(Codec, ADigestWriterZeroesPadding) {
+  static_assert(fibra::detail::may_have_padding_v<Pod> && sizeof(Pod) == 16);
+  alignas(Pod) unsigned char a_bytes[sizeof(Pod)], b_bytes[sizeof(Pod)];
+  std::memset(a_bytes, 0xAA, sizeof a_bytes);
+  std::memset(b_bytes, 0x55, sizeof b_bytes);
+  Pod* a = new (a_bytes) Pod;
+  Pod* b = new (b_bytes) Pod;
+  a->x = b->x = 2.5;
+  a->n = b->n = 7;
+  std::vector<Pod> va{*a, *a}, vb{*b, *b};
+  std::memcpy(static_cast<void*>(&va[1]), a_bytes, sizeof(Pod));  // whatever a copy did, keep the padding
+  std::memcpy(static_cast<void*>(&vb[1]), b_bytes, sizeof(Pod));
+  auto bytes = [](auto& v, bool digest, std::size_t i) {
+    std::string out;
+    fibra::detail::Writer w(out, digest);
+    w.pod(v[i]);
+    return out;
+  };
+  EXPECT_NE(bytes(va, false, 1), bytes(vb, false, 1));
+  EXPECT_EQ(bytes(va, true, 1), bytes(vb, true, 1));
+  std::string da, db;
+  fibra::detail::Writer wa(da, true), wb(db, true);
+  fibra::detail::encode(wa, va);
+  fibra::detail::encode(wb, vb);
+  EXPECT_EQ(da, db);
+  EXPECT_EQ(da.size(), sizeof(std::uint64_t) + 2 * sizeof(Pod));
 }
 
 TEST(Codec, StringsTuplesPairsOptionals) {

@@ -29,17 +29,40 @@
 
 namespace fibra::detail {
 
-/// Appends bytes to a buffer.
+/// True for a trivially copyable class that may hold padding bytes, whose values are unspecified.
+template <class T>
+inline constexpr bool may_have_padding_v = std::is_class_v<T> && !std::has_unique_object_representations_v<T>;
+
+/// Appends bytes to a buffer. A writer for a digest (`for_digest`) writes padding bytes as zeros,
+/// so that equal values always give equal bytes; a writer for messages copies objects as they are.
 class Writer {
  public:
-  explicit Writer(std::string& out) : out_(out) {}
+  explicit Writer(std::string& out, bool for_digest = false) : out_(out), for_digest_(for_digest) {}
   void raw(const void* p, std::size_t n) { out_.append(static_cast<const char*>(p), n); }
   template <class T>
-  void pod(const T& v) { raw(&v, sizeof v); }
+  void pod(const T& v) { pods(&v, 1); }
+  /// n trivially copyable objects, in one copy unless padding has to be cleared.
+  template <class T>
+  void pods(const T* p, std::size_t n) {
+#if defined(__has_builtin) && __has_builtin(__builtin_clear_padding)
+    if constexpr (may_have_padding_v<T>) {
+      if (for_digest_) {
+        for (std::size_t i = 0; i < n; ++i) {
+          T copy = p[i];
+          __builtin_clear_padding(&copy);
+          raw(&copy, sizeof copy);
+        }
+        return;
+      }
+    }
+#endif
+    raw(p, n * sizeof(T));
+  }
   std::string& buffer() { return out_; }
 
  private:
   std::string& out_;
+  bool for_digest_;
 };
 
 /// Reads bytes from a buffer; running past its end throws instead of reading garbage.
@@ -113,7 +136,7 @@ struct Codec<std::vector<T, A>> {
   static void encode(Writer& w, const std::vector<T, A>& v) {
     w.pod<std::uint64_t>(v.size());
     if constexpr (is_raw_v<T>) {
-      w.raw(v.data(), v.size() * sizeof(T));
+      w.pods(v.data(), v.size());
     } else {
       for (const auto& x : v) detail::encode(w, x);
     }
