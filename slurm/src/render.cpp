@@ -58,9 +58,12 @@ void render_environment(std::ostringstream& o, const JobSpec& s) {
 // How mpirun starts the driver: through a small `sh` that records the driver's pid (so that the
 // trap can signal the driver itself) and its exit status (with the recovery settings, mpirun exits 0
 // whatever its process returned: measured with Open MPI 4.1.4). The files are on the batch host,
-// where mpirun places its only rank.
+// where mpirun places its only rank. The driver starts with USR1 ignored, so that a warning that
+// comes before it installs its handler (fibra::Runtime does, given FIBRA_CHECKPOINT) does not kill
+// it; the batch shell sends the warning again until the driver ends.
 const char* const driver_wrapper =
-    "sh -c '\"$@\" & echo $! >\"$0.pid\"; wait $!; s=$?; echo $s >\"$0.status\"; exit $s' \"$fibra_run\"";
+    "sh -c 'trap \"\" USR1; \"$@\" & echo $! >\"$0.pid\"; wait $!; s=$?; echo $s >\"$0.status\"; exit $s' "
+    "\"$fibra_run\"";
 
 std::string mpirun_command(const JobSpec& s) {
   std::string cmd = "mpirun --enable-recovery --mca orte_abort_on_non_zero_status 0";
@@ -81,10 +84,18 @@ void render_launch(std::ostringstream& o, const JobSpec& s) {
   o << "fibra_run=\"${TMPDIR:-/tmp}/fibra-${SLURM_JOB_ID}-$$\"  # .pid and .status of the driver\n"
        "rm -f \"$fibra_run.pid\" \"$fibra_run.status\"\n"
        "fibra_signalled=0\n";
-  o << "fibra_forward() {  # $1: the signal the batch shell got\n"
+  o << "fibra_resender=\n"
+       "fibra_forward() {  # $1: the signal the batch shell got\n"
        "  fibra_signalled=1\n"
        "  echo \"fibra: batch shell got SIG$1; asking the driver to checkpoint and stop\"\n"
-       "  if [ -s \"$fibra_run.pid\" ]; then kill -USR1 \"$(cat \"$fibra_run.pid\")\" 2>/dev/null; fi\n"
+       "  [ -z \"$fibra_resender\" ] || return 0\n"
+       "  # USR1 to the driver now and every 2 s while this shell runs: one that comes before the driver\n"
+       "  # handles it is ignored, a later one lands; a second one changes nothing\n"
+       "  ( while kill -0 $$ 2>/dev/null; do\n"
+       "      if [ -s \"$fibra_run.pid\" ]; then kill -USR1 \"$(cat \"$fibra_run.pid\")\" 2>/dev/null; fi\n"
+       "      sleep 2\n"
+       "    done ) &\n"
+       "  fibra_resender=$!\n"
        "}\n"
        "trap 'fibra_forward USR1' USR1\n"
        "trap 'fibra_forward TERM' TERM\n\n";
@@ -99,7 +110,8 @@ void render_launch(std::ostringstream& o, const JobSpec& s) {
        "done\n"
        "if [ -s \"$fibra_run.status\" ]; then fibra_status=$(cat \"$fibra_run.status\")\n"
        "elif [ \"$fibra_status\" -eq 0 ]; then fibra_status=1; echo \"fibra: the driver's exit status is unknown\" >&2; fi\n"
-       "rm -f \"$fibra_run.pid\" \"$fibra_run.status\"\n";
+       "rm -f \"$fibra_run.pid\" \"$fibra_run.status\"\n"
+       "if [ -n \"$fibra_resender\" ]; then kill \"$fibra_resender\" 2>/dev/null; fi\n";
 }
 
 void render_epilogue(std::ostringstream& o, const JobSpec& s) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end Slurm tests on the local cluster the ctest fixture started (SLURM_CONF points at it).
 #   e2e.sh CASE FIBRA SWEEP WORK
-# CASE: map | requeue | requeue-pool | array | errors
+# CASE: map | requeue | requeue-pool | early-signal | array | errors
 # FIBRA: the `fibra` command; SWEEP: tests/slurm/fibra_slurm_sweep; WORK: a scratch folder.
 # Each case writes a job spec, submits it with `fibra slurm submit`, and checks the results exactly.
 set -euo pipefail
@@ -72,6 +72,34 @@ case_requeue() {
   fi
 }
 
+# The warning comes while the driver of the first run has not started fibra::Runtime (so has no
+# handler yet): it must neither kill the driver nor be lost. The batch shell sends it again until
+# the driver takes it; the run stops for a checkpoint, requeues, and the second run finishes.
+case_early_signal() {
+  local name="early"
+  { SWEEP_ITEM_MS=20 spec_header "$name" 2 --items 200 --workers 2 --batch 10 --mode pool-checkpoint --start-delay 4
+    printf '[resources]\ntime = "5:00"\n[checkpoint]\npath = "%s/run.ckpt"\ngrace = 30\nrequeue = true\n' "$work"
+  } >"$name.toml"
+  local id out="" i
+  id="$("$fibra" slurm submit "$name.toml")" || fail "submit"
+  for i in $(seq 1 150); do  # the driver is sleeping before fibra::Runtime
+    grep -q "^sweep: start-up delay" "$name-$id.out" 2>/dev/null && break
+    sleep 0.2
+  done
+  grep -q "^sweep: start-up delay" "$name-$id.out" || { scancel "$id"; fail "the driver did not start"; }
+  scancel --batch --signal=USR1 "$id"
+  timeout 90 bash -c 'until scontrol -o show job "$0" | grep -Eq "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT)"; do sleep 0.5; done' "$id" ||
+    { scancel "$id"; fail "job $id did not finish within 90 s"; }
+  out="$(cat "$name-$id.out")"
+  grep -q "^fibra: batch shell got SIGUSR1" <<<"$out" || fail "the batch shell did not get the signal"
+  grep -q "^fibra: stopped by SIGUSR1: " <<<"$out" || fail "the driver did not stop for a checkpoint"
+  grep -qx "fibra: the driver stopped for a checkpoint; requeueing job $id" <<<"$out" || fail "no requeue"
+  grep -qx "$(expected 200 0)" <<<"$out" || fail "result differs from an uninterrupted run: want '$(expected 200 0)'"
+  [ "$(grep -c '^sweep: items=' <<<"$out")" = 1 ] || fail "more than one result line"
+  "$fibra" slurm status "$id" | grep -qx "job $id '$name': COMPLETED, exit code 0, restarts 1" ||
+    fail "status: $("$fibra" slurm status "$id")"
+}
+
 case_array() {
   { spec_header sweep 2 --items 50 --workers 2; printf '[resources]\ntime = "5:00"\n[array]\nindices = "0-3"\nthrottle = 2\n'; } >array.toml
   local out id t
@@ -106,6 +134,7 @@ case "$case_name" in
   map) case_map ;;
   requeue) case_requeue self-checkpoint ;;
   requeue-pool) case_requeue pool-checkpoint ;;
+  early-signal) case_early_signal ;;
   array) case_array ;;
   errors) case_errors ;;
   *) echo "e2e.sh: unknown case '$case_name'" >&2; exit 2 ;;

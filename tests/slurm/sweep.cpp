@@ -2,6 +2,10 @@
 // array's task id) on `--workers` spawned workers and prints a result line the tests check exactly.
 //
 //   sweep --items N --workers W [--batch B] [--item-ms MS] [--mode plain|self-checkpoint|pool-checkpoint]
+//         [--start-delay S]
+//
+// --start-delay: the driver of the first run (SLURM_RESTART_COUNT unset or 0) sleeps S seconds
+// before fibra::Runtime, so that a test can signal it before any handler is installed.
 //
 // Modes:
 //  - plain: one pool.map over all items.
@@ -15,6 +19,7 @@
 #include <fibra/fibra.hpp>
 #include <fibra/hdf5_io/store.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -109,6 +114,16 @@ int run_pool_checkpoint(fibra::Pool& pool, const std::vector<long long>& items, 
 }  // namespace
 
 int main(int argc, char** argv) {
+  const bool driver = std::none_of(argv + 1, argv + argc, [](const char* a) { return std::strncmp(a, "--fibra-", 8) == 0; });
+  const char* restarts = std::getenv("SLURM_RESTART_COUNT");
+  if (driver && (!restarts || std::atoi(restarts) == 0)) {
+    const double delay = std::atof(arg(argc, argv, "--start-delay", "0").c_str());
+    if (delay > 0) {
+      std::printf("sweep: start-up delay of %.1f s\n", delay);
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    }
+  }
   fibra::Runtime rt(argc, argv);
   const long long n = std::atoll(arg(argc, argv, "--items", "100").c_str());
   const int workers = std::atoi(arg(argc, argv, "--workers", "2").c_str());
