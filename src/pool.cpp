@@ -74,6 +74,7 @@ void PoolImpl::terminate() {
   stop();
 }
 
+// ---- driver_run: the communication thread -------------------------------------------------------
 void PoolImpl::loop() {
   mpi::Napper napper;
   mpi::precise_sleeps();
@@ -193,6 +194,7 @@ void PoolImpl::send(Worker& w, int tag, std::string data) {
   w.last_sent = mpi::now_s();
 }
 
+// ---- driver_stop -------------------------------------------------------------------------------
 // Every chunk still queued or running fails with `e`.
 void PoolImpl::fail_all(const std::exception_ptr& e) {
   for (auto& c : sched_.take_all()) c->job->deliver({c->first, c->count, {}, e, {}});
