@@ -149,6 +149,22 @@ CallCheckpoint::~CallCheckpoint() {
   }
 }
 
+namespace {
+// The folder a new checkpoint goes into must exist and be writable; a typo in it is an error, not a
+// folder created silently (a rerun with the right path would not find this run's results).
+void check_directory(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::filesystem::path dir = parent.empty() ? std::filesystem::path(".") : parent;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw CheckpointError("fibra: cannot create checkpoint '" + path + "': the folder '" + dir.string() +
+                          "' does not exist — create it first or pass another checkpoint path");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw CheckpointError("fibra: cannot create checkpoint '" + path + "': the folder '" + dir.string() +
+                          "' is not writable (" + std::strerror(errno) + ") — pass another checkpoint path");
+}
+}  // namespace
+
 void CallCheckpoint::open(const std::string& path, const hdf5_io::RunRecord& run, const hdf5_io::ElementType& type,
                           double flush_s) {
   if (!(flush_s > 0) || flush_s > 86400)
@@ -164,6 +180,7 @@ void CallCheckpoint::open(const std::string& path, const hdf5_io::RunRecord& run
     const auto info = store_->info();
     folded_at_open_ = info.journal_records == 0 && info.state == "complete";
   } else {  // nothing is done yet: creating the file (an fsync and a rename) need not hold up the work
+    check_directory(path);  // but a place it cannot be created in is said before any work starts
     creating_ = std::async(std::launch::async, [=] { return hdf5_io::Store::create(path, run, type, options); });
   }
   checkpoint_opened();

@@ -247,6 +247,18 @@ TEST(Refuse, NotACheckpoint) {
   }
 }
 
+TEST(Refuse, MissingFolder) {
+  const std::string path = (fs::path(fresh("unused")).parent_path() / "no_such_folder" / "run.h5").string();
+  try {
+    pool().map(twice, iota_of<double>(10), {.checkpoint = path});
+    FAIL() << "no error";
+  } catch (const fibra::CheckpointError& e) {
+    EXPECT_EQ(std::string(e.what()), "fibra: cannot create checkpoint '" + path + "': the folder '" +
+                                         fs::path(path).parent_path().string() +
+                                         "' does not exist — create it first or pass another checkpoint path");
+  }
+}
+
 TEST(Refuse, UnsizedInput) {
   auto in = iota_of<int>(50);
   auto odd = in | std::views::filter([](int x) { return x % 2 == 1; });
