@@ -28,8 +28,16 @@ std::vector<std::weak_ptr<PoolImpl>> g_pools;
 void PoolImpl::start() {
   std::exception_ptr spawn_failed;
   try {
-    std::lock_guard ml(mpi::lock());
-    spawn(target_);
+    // One agent at a time, reading hellos and sending heartbeats in between: with many workers the
+    // first would otherwise hear nothing for minutes and leave (PoolOptions::driver_silence_s). The
+    // MPI lock is taken per spawn, so that other pools keep their heartbeats too.
+    for (int i = 0; i < target_; ++i) {
+      std::lock_guard ml(mpi::lock());
+      spawn(1);
+      receive();
+      watch_workers();
+      sends_.progress();
+    }
   } catch (...) {
     spawn_failed = std::current_exception();
   }
@@ -108,7 +116,15 @@ bool PoolImpl::receive() {
   mpi::Message m;
   for (auto& w : workers_) {
     if (!w->alive()) continue;
-    for (int k = 0; k < 64 && w->alive() && mpi::try_recv(w->comm, m); ++k) {
+    for (int k = 0; k < 64 && w->alive(); ++k) {
+      bool have = false;
+      try {
+        have = mpi::try_recv(w->comm, m);
+      } catch (const MpiError& e) {  // its connection broke: the worker is lost, not the pool
+        declare_lost(*w, "MPI failed on its connection (" + error_text(std::current_exception()) + ")");
+        break;
+      }
+      if (!have) break;
       got |= m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
       w->last_heard = mpi::now_s();
       handle(*w, m);
@@ -123,9 +139,18 @@ void PoolImpl::handle(Worker& w, const mpi::Message& m) {
     case wire::tag_hello: return on_hello(w, wire::decode_hello(m.data));
     case wire::tag_results: return on_results(w, wire::parse_results(m.data));
     case wire::tag_bye: {
+      bool stopping;
+      {
+        std::lock_guard lk(mu_);
+        w.state = Worker::State::gone;
+        stopping = stopping_;
+      }
+      // A worker retired by resize() disconnects right after its bye and then exits; the pool
+      // disconnects too (a collective call), so that its process and slot are free now, not when
+      // the pool ends. At the pool's end say_goodbye() disconnects every worker.
+      if (!stopping && w.comm != MPI_COMM_NULL) MPI_Comm_disconnect(&w.comm);
       std::lock_guard lk(mu_);
-      w.state = Worker::State::gone;
-      free_slot(w);
+      if (!stopping) free_slot(w);
       return;
     }
     default: return;  // heartbeat

@@ -194,13 +194,14 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
   const bool was_leaving = w.state == Worker::State::leaving;
   w.state = Worker::State::lost;
   w.lost_at = mpi::now_s();
+  if (process_gone_here(w)) free_slot(w);  // its replacement may take the slot on the next pass
   sends_.abandon(w.comm);
   w.batches.clear();
   const auto held = sched_.owned_by(w.id);
   const std::string who = "worker " + std::to_string(w.slot) + " of " + std::to_string(target_) + " on " +
                           (w.host.empty() ? "?" : w.host) + " (pid " + std::to_string(w.pid) + ")";
   if (!was_leaving) {
-    const bool replaced = live_count() < target_ && !closed_;
+    const bool replaced = live_count() < target_ && !stopping_;
     std::fprintf(stderr, "fibra: %s was lost: %s; the %zu chunk(s) it held count a failed attempt%s\n", who.c_str(),
                  why.c_str(), held.size(), replaced ? "; a replacement is being started" : "");
   }
@@ -221,12 +222,15 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
 bool PoolImpl::adjust_size() {
   int target, live;
   double next_spawn;
+  bool stopping;
   {
-    std::lock_guard lk(mu_);  // resize() sets target_ and next_spawn_ from a user's thread
+    std::lock_guard lk(mu_);  // resize() and terminate() write these from a user's thread
     target = target_;
     live = live_count();
     next_spawn = next_spawn_;
+    stopping = stopping_;
   }
+  if (stopping) return false;  // no new agent only to be told to leave
   if (live < target && mpi::now_s() >= next_spawn) {
     // MPI_Comm_spawn blocks this thread for a few hundred ms: give the workers enough to do
     // meanwhile (retries first: they are at the front of the queue).
@@ -250,11 +254,13 @@ bool PoolImpl::adjust_size() {
     }
   }
   for (auto& w : workers_) {
-    if (w->state == Worker::State::retiring && w->batches.empty()) {
-      send(*w, wire::tag_shutdown, {});
+    {
+      std::lock_guard lk(mu_);  // terminate() may clear batches; stats() reads states
+      if (w->state != Worker::State::retiring || !w->batches.empty()) continue;
       w->state = Worker::State::leaving;
-      changed = true;
     }
+    send(*w, wire::tag_shutdown, {});
+    changed = true;
   }
   if (changed) {
     std::lock_guard lk(mu_);
@@ -271,7 +277,12 @@ void PoolImpl::on_spawn_failed(const Error& e) {
   const int live = live_count();
   std::fprintf(stderr, "fibra: %s\nfibra: the pool carries on with %d worker(s); it tries again in %.0f s\n",
                e.what(), live, next_spawn_ - mpi::now_s());
-  if (live == 0) {  // nobody left to run anything: every waiting call fails now, nothing hangs
+  // A lost worker whose process may still hold its slot frees it soon (see watch_workers), and a
+  // retiring one still runs its batches: only with neither do the waiting calls give up.
+  const bool may_recover = std::any_of(workers_.begin(), workers_.end(), [](auto& w) {
+    return w->state == Worker::State::retiring || (w->state == Worker::State::lost && w->holds_slot);
+  });
+  if (live == 0 && !may_recover) {  // nobody left to run anything: every waiting call fails now, nothing hangs
     fail_all(std::make_exception_ptr(WorkerLost(std::string("fibra: the pool has no workers left and cannot start new ones: ") +
                                                 e.what())));
   }
@@ -288,6 +299,7 @@ void PoolImpl::say_goodbye() {
       for (auto& w : workers_) {
         if (!w->alive()) continue;
         send(*w, wire::tag_shutdown, {});
+        std::lock_guard lk(mu_);
         w->state = Worker::State::leaving;
       }
     }
