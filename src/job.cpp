@@ -35,12 +35,27 @@ bool JobState::wait_ready(std::optional<std::chrono::nanoseconds> timeout) {
   return cv_.wait_for(lk, *timeout, pred);
 }
 
+bool JobState::wait_delivered(std::uint64_t n, std::optional<std::chrono::nanoseconds> timeout) {
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  while (std::chrono::steady_clock::now() < spin_until) {
+    if (delivered() >= n) return true;
+    std::this_thread::yield();
+  }
+  std::unique_lock lk(mu_);
+  auto pred = [&] { return delivered() >= n; };
+  if (!timeout) {
+    cv_.wait(lk, pred);
+    return true;
+  }
+  return cv_.wait_for(lk, *timeout, pred);
+}
+
 bool JobState::wait_next(ChunkOutcome& out, std::optional<std::chrono::nanoseconds> timeout) {
   if (!wait_ready(timeout)) return false;
   std::lock_guard lk(mu_);
   out = std::move(done_.front());
   done_.pop_front();
-  ++taken_;
+  taken_.fetch_add(1, std::memory_order_release);
   return true;
 }
 

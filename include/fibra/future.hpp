@@ -33,19 +33,15 @@ class Future {
   }
   /// @brief Waits until the result (or its error) is there.
   void wait() const {
-    if (!settled()) s_->job->wait_ready(std::nullopt);
+    if (!settled()) s_->job->wait_delivered(1, std::nullopt);
   }
   /// @brief Waits at most `d`; returns whether the result is there.
   template <class Rep, class Period>
   bool wait_for(std::chrono::duration<Rep, Period> d) const {
-    return settled() || s_->job->wait_ready(std::chrono::duration_cast<std::chrono::nanoseconds>(d));
+    return settled() || s_->job->wait_delivered(1, std::chrono::duration_cast<std::chrono::nanoseconds>(d));
   }
   /// @brief Whether the result (or its error) is there, without waiting.
-  bool ready() const {
-    check();
-    std::lock_guard lk(s_->mu);
-    return s_->done || s_->job->ready();
-  }
+  bool ready() const { return settled() || s_->job->delivered() >= 1; }
   /// @brief Whether this future refers to a call (a default-constructed one does not).
   bool valid() const noexcept { return s_ != nullptr; }
 
@@ -68,12 +64,15 @@ class Future {
     if (!s_) throw Error("fibra: this Future is empty (default-constructed); get it from apply_async");
   }
 
+  // Copies of a Future may wait in several threads: they wait without holding `mu` (so that
+  // ready() and wait_for() on another copy never block), and the first to lock it takes the outcome.
   void settle() const {
-    check();
+    if (settled()) return;
+    s_->job->wait_delivered(1, std::nullopt);
     std::lock_guard lk(s_->mu);
     if (s_->done) return;
     detail::ChunkOutcome o;
-    s_->job->wait_next(o);
+    s_->job->wait_next(o);  // delivered: does not wait
     if (o.error) {
       s_->error = o.error;
     } else {

@@ -74,7 +74,10 @@ class JobState {
   bool wait_next(ChunkOutcome& out, std::optional<std::chrono::nanoseconds> timeout = std::nullopt);
   /// Waits until an outcome is there without taking it.
   bool wait_ready(std::optional<std::chrono::nanoseconds> timeout);
-  bool ready() const { return delivered_.load(std::memory_order_acquire) > taken_; }
+  bool ready() const { return delivered_.load(std::memory_order_acquire) > taken_.load(std::memory_order_acquire); }
+  /// Waits until `n` outcomes were delivered in all, taken or not (a Future shared by threads).
+  bool wait_delivered(std::uint64_t n, std::optional<std::chrono::nanoseconds> timeout);
+  std::uint64_t delivered() const { return delivered_.load(std::memory_order_acquire); }
 
   /// The caller no longer wants outcomes: chunks not yet started are dropped.
   void cancel() { cancelled_.store(true, std::memory_order_release); }
@@ -88,7 +91,7 @@ class JobState {
   std::condition_variable cv_;
   std::deque<ChunkOutcome> done_;
   std::atomic<std::uint64_t> delivered_{0};
-  std::uint64_t taken_ = 0;  // guarded by mu_ (read racily by ready(), which only needs a hint)
+  std::atomic<std::uint64_t> taken_{0};  // written under mu_
   std::atomic<bool> cancelled_{false};
 };
 

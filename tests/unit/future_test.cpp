@@ -1,0 +1,71 @@
+// fibra::Future shared by threads: copies share one result, and no copy waits forever or blocks
+// another copy's ready()/wait_for() while a get() waits. The JobState is fed by hand, as the
+// driver's communication thread would.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "fibra/future.hpp"
+#include "fibra/remote.hpp"
+
+namespace {
+long answer(long x) { return x; }
+}  // namespace
+FIBRA_REMOTE(answer);
+
+namespace {
+
+using namespace std::chrono_literals;
+using fibra::detail::ChunkOutcome;
+using fibra::detail::JobState;
+
+std::shared_ptr<JobState> job() {
+  const auto& fn = fibra::detail::function_by_address(reinterpret_cast<const void*>(&answer), "apply_async");
+  return std::make_shared<JobState>(fn, fibra::detail::CallMode::single);
+}
+
+ChunkOutcome outcome(long v) { return ChunkOutcome{0, 1, fibra::detail::encode_value(v), {}, {}}; }
+
+TEST(Future, CopiesWaitingInSeveralThreadsAllSeeTheResult) {
+  auto j = job();
+  fibra::Future<long> a(j);
+  const fibra::Future<long> b = a, c = a;
+  std::atomic<long> got_a{0};
+  std::atomic<bool> b_woke{false};
+  std::thread ta([&] { got_a = a.get(); });
+  std::thread tb([&] {
+    b.wait();
+    b_woke = true;
+  });
+  std::this_thread::sleep_for(50ms);
+  // While both wait: another copy answers at once instead of blocking behind them.
+  const auto t = std::chrono::steady_clock::now();
+  EXPECT_FALSE(c.ready());
+  EXPECT_FALSE(c.wait_for(20ms));
+  EXPECT_LT(std::chrono::steady_clock::now() - t, 1s);
+  j->deliver(outcome(42));
+  ta.join();
+  tb.join();  // used to wait forever once a.get() had taken the only outcome
+  EXPECT_EQ(got_a, 42);
+  EXPECT_TRUE(b_woke);
+  EXPECT_TRUE(c.ready());
+  EXPECT_TRUE(c.wait_for(0ms));
+  EXPECT_EQ(b.get(), 42);
+  EXPECT_EQ(c.get(), 42);
+}
+
+TEST(Future, AnErrorReachesEveryCopy) {
+  auto j = job();
+  fibra::Future<long> a(j);
+  const fibra::Future<long> b = a;
+  std::thread t([&] { EXPECT_THROW(a.get(), fibra::WorkerLost); });
+  std::this_thread::sleep_for(20ms);
+  j->deliver(ChunkOutcome{0, 1, {}, std::make_exception_ptr(fibra::WorkerLost("fibra: lost")), {}});
+  t.join();
+  b.wait();
+  EXPECT_THROW(b.get(), fibra::WorkerLost);
+}
+
+}  // namespace
