@@ -46,8 +46,15 @@ void render_environment(std::ostringstream& o, const JobSpec& s) {
     for (const std::string& line : s.setup) o << line << '\n';
   }
   o << "\nexport FIBRA_JOB_SPEC=" << shell_quote(s.name) << '\n';
-  if (s.checkpoint && !s.checkpoint->path.empty())
-    o << "export FIBRA_CHECKPOINT=" << shell_quote(s.checkpoint->path) << '\n';
+  if (s.checkpoint && !s.checkpoint->path.empty()) {
+    // %a: the array task's id, so that every task of an array has a checkpoint of its own
+    std::string value;
+    std::string_view rest = s.checkpoint->path;
+    for (std::size_t at; (at = rest.find("%a")) != std::string_view::npos; rest.remove_prefix(at + 2))
+      value += (at ? shell_quote(rest.substr(0, at)) : "") + "\"${SLURM_ARRAY_TASK_ID}\"";
+    if (!rest.empty() || value.empty()) value += shell_quote(rest);
+    o << "export FIBRA_CHECKPOINT=" << value << '\n';
+  }
   o << "export FIBRA_OVERSUBSCRIBE=" << (s.oversubscribe ? 1 : 0)
     << (s.oversubscribe ? "  # the spec allows more processes than slots\n"
                         : "  # the allocation has a slot for the driver and each worker\n");
@@ -62,8 +69,8 @@ void render_environment(std::ostringstream& o, const JobSpec& s) {
 // comes before it installs its handler (fibra::Runtime does, given FIBRA_CHECKPOINT) does not kill
 // it; the batch shell sends the warning again until the driver ends.
 const char* const driver_wrapper =
-    "sh -c 'trap \"\" USR1; \"$@\" & echo $! >\"$0.pid\"; wait $!; s=$?; echo $s >\"$0.status\"; exit $s' "
-    "\"$fibra_run\"";
+    "sh -c 'trap \"\" USR1; \"$@\" & echo $! >\"$0.pid\"; wait $!; s=$?; rm -f \"$0.pid\"; echo $s >\"$0.status\"; "
+    "exit $s' \"$fibra_run\"";
 
 std::string mpirun_command(const JobSpec& s) {
   std::string cmd = "mpirun --enable-recovery --mca orte_abort_on_non_zero_status 0";
@@ -74,11 +81,11 @@ std::string mpirun_command(const JobSpec& s) {
   return cmd;
 }
 
-// The batch shell runs mpirun in the background so that a trapped signal interrupts `wait` at once.
-// The trap sends USR1 to the driver itself, not to mpirun: mpirun would pass it on to every process
-// it started, and the spawned workers die of it (measured with Open MPI 4.1.4). `wait` is repeated
-// until mpirun really ends.
-void render_launch(std::ostringstream& o, const JobSpec& s) {
+// First in the script: the batch shell must never die of the warning (bash's default for USR1),
+// even during the set-up lines. The trap sends USR1 to the driver itself, not to mpirun: mpirun
+// would pass it on to every process it started, and the spawned workers die of it (measured with
+// Open MPI 4.1.4).
+void render_signals(std::ostringstream& o) {
   o << "\necho \"fibra: job ${SLURM_JOB_ID} run $(( ${SLURM_RESTART_COUNT:-0} + 1 )) on ${SLURM_JOB_NODELIST:-?}"
        " at $(date -u +%Y-%m-%dT%H:%M:%SZ)\"\n";
   o << "fibra_run=\"${TMPDIR:-/tmp}/fibra-${SLURM_JOB_ID}-$$\"  # .pid and .status of the driver\n"
@@ -98,9 +105,24 @@ void render_launch(std::ostringstream& o, const JobSpec& s) {
        "  fibra_resender=$!\n"
        "}\n"
        "trap 'fibra_forward USR1' USR1\n"
-       "trap 'fibra_forward TERM' TERM\n\n";
-  o << mpirun_command(s) << " &\n";
+       "trap 'fibra_forward TERM' TERM\n";
+}
+
+// The batch shell runs mpirun in the background so that a trapped signal interrupts `wait` at once;
+// `wait` is repeated until mpirun really ends. mpirun also waits for the driver's spawned workers,
+// which leave by themselves only after PoolOptions::driver_silence_s when the driver exited in a
+// hurry (a stop for a checkpoint): 10 s after the driver's status is known, mpirun is ended, so
+// that the requeue comes inside the grace time.
+void render_launch(std::ostringstream& o, const JobSpec& s) {
+  o << '\n' << mpirun_command(s) << " &\n";
   o << "fibra_mpirun=$!\n"
+       "( while kill -0 \"$fibra_mpirun\" 2>/dev/null && [ ! -s \"$fibra_run.status\" ]; do sleep 1; done\n"
+       "  sleep 10\n"
+       "  if kill -0 \"$fibra_mpirun\" 2>/dev/null; then\n"
+       "    echo \"fibra: mpirun is still running 10 s after the driver exited; ending it\" >&2\n"
+       "    kill \"$fibra_mpirun\"\n"
+       "  fi ) &\n"
+       "fibra_reaper=$!\n"
        "while :; do\n"
        "  fibra_signalled=0\n"
        "  wait \"$fibra_mpirun\"\n"
@@ -108,6 +130,7 @@ void render_launch(std::ostringstream& o, const JobSpec& s) {
        "  # above 128 with the flag set: a trap interrupted wait, so wait again for mpirun's own status\n"
        "  [ \"$fibra_signalled\" = 1 ] && [ \"$fibra_status\" -gt 128 ] || break\n"
        "done\n"
+       "kill \"$fibra_reaper\" 2>/dev/null\n"
        "if [ -s \"$fibra_run.status\" ]; then fibra_status=$(cat \"$fibra_run.status\")\n"
        "elif [ \"$fibra_status\" -eq 0 ]; then fibra_status=1; echo \"fibra: the driver's exit status is unknown\" >&2; fi\n"
        "rm -f \"$fibra_run.pid\" \"$fibra_run.status\"\n"
@@ -118,9 +141,15 @@ void render_epilogue(std::ostringstream& o, const JobSpec& s) {
   const bool requeue = s.checkpoint && s.checkpoint->requeue;
   o << "\nif [ \"$fibra_status\" -eq " << checkpoint_exit_status << " ]; then\n";
   if (requeue) {
-    o << "  echo \"fibra: the driver stopped for a checkpoint; requeueing job ${SLURM_JOB_ID}\"\n"
-         "  if scontrol requeue \"${SLURM_JOB_ID}\"; then exit 0; fi\n"
-         "  echo \"fibra: 'scontrol requeue ${SLURM_JOB_ID}' failed; resubmit this job to resume\" >&2\n";
+    const std::string max = std::to_string(s.checkpoint->max_restarts);
+    o << "  if [ \"${SLURM_RESTART_COUNT:-0}\" -ge " << max << " ]; then\n"
+         "    echo \"fibra: the driver stopped for a checkpoint, but the job was requeued " << max
+      << " times already (checkpoint.max_restarts); resubmit it to resume\" >&2\n"
+         "  else\n"
+         "    echo \"fibra: the driver stopped for a checkpoint; requeueing job ${SLURM_JOB_ID}\"\n"
+         "    if scontrol requeue \"${SLURM_JOB_ID}\"; then exit 0; fi\n"
+         "    echo \"fibra: 'scontrol requeue ${SLURM_JOB_ID}' failed; resubmit this job to resume\" >&2\n"
+         "  fi\n";
   } else {
     o << "  echo \"fibra: the driver stopped for a checkpoint; requeue is off, so resubmit the job to resume\" >&2\n";
   }
@@ -147,6 +176,7 @@ std::string render_script(const JobSpec& s) {
   o << "# Rendered by 'fibra slurm render' from " << s.source << ".\n";
   render_sbatch_lines(o, s);
   if (s.checkpoint && !s.checkpoint->path.empty()) o << "# fibra-checkpoint: " << s.checkpoint->path << '\n';
+  render_signals(o);
   render_environment(o, s);
   render_launch(o, s);
   render_epilogue(o, s);

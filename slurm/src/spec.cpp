@@ -34,6 +34,12 @@ void check_tables(const toml::table& doc, const std::string& source) {
   }
 }
 
+// Values that go on `#SBATCH --option=value` lines: sbatch splits those at white space.
+void no_spaces(const TableReader& r, const std::string& key, const std::string& value) {
+  if (value.find_first_of(" \t") != std::string::npos)
+    r.fail(key, "is \"" + value + "\"; it goes on an #SBATCH line, which cannot hold a space: use a value without one");
+}
+
 void read_job(JobSpec& s, const toml::table* t) {
   TableReader r(s.source, "job", t);
   r.read("name", s.name);
@@ -53,6 +59,9 @@ void read_job(JobSpec& s, const toml::table* t) {
   if (!std::regex_match(s.name, std::regex("[A-Za-z0-9_.+-]+")))
     r.fail("name", "is \"" + s.name + "\"; use letters, digits and _ . + - only");
   if (s.program.empty()) throw SpecError(s.source + ": 'job.program' is missing; it is the fibra program to run");
+  no_spaces(r, "workdir", s.workdir);
+  no_spaces(r, "output", s.output);
+  no_spaces(r, "error", s.error);
 }
 
 void read_resources(JobSpec& s, const toml::table* t) {
@@ -69,6 +78,10 @@ void read_resources(JobSpec& s, const toml::table* t) {
   r.read("gres", s.gres);
   r.read("gpus", s.gpus, 0);
   r.finish();
+  for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"partition", s.partition},
+                                   {"account", s.account}, {"qos", s.qos}, {"constraint", s.constraint},
+                                   {"gres", s.gres}})
+    no_spaces(r, key, value);
   if (!s.memory.empty() && !std::regex_match(s.memory, std::regex("[0-9]+[KMGT]?")))
     r.fail("memory", "is \"" + s.memory + "\"; use a number of megabytes or a number with K, M, G or T, like \"4G\"");
   const int needed = s.oversubscribe ? 1 : s.workers + 1;
@@ -92,7 +105,13 @@ void read_checkpoint(JobSpec& s, const toml::table* t) {
   r.read("signal", c.signal);
   r.read("grace", c.grace_s, 1);
   r.read("requeue", c.requeue);
+  r.read("max_restarts", c.max_restarts, 0);
   r.finish();
+  if (c.grace_s > 65535)
+    r.fail("grace", "= " + std::to_string(c.grace_s) + " s is more than Slurm's --signal allows (65535 s)");
+  if (s.array && !c.path.empty() && c.path.find("%a") == std::string::npos)
+    r.fail("path", "is \"" + c.path + "\"; with [array] every task needs its own checkpoint: put %a (the task id) in it, "
+                   "like \"sweep-%a.h5\"");
   if (c.signal != "USR1" && c.signal != "TERM")
     r.fail("signal", "is \"" + c.signal + "\"; the driver checkpoints on \"USR1\" or \"TERM\"");
   if (c.path.empty() && c.requeue)
@@ -125,8 +144,8 @@ void read_sbatch(JobSpec& s, const toml::table* t) {
   r.read("extra", s.sbatch_extra);
   r.finish();
   for (const std::string& line : s.sbatch_extra)
-    if (line.empty() || line[0] != '-')
-      r.fail("extra", "has \"" + line + "\"; each entry is one sbatch option, like \"--exclusive\"");
+    if (line.empty() || line[0] != '-' || line.find_first_of(" \t") != std::string::npos)
+      r.fail("extra", "has \"" + line + "\"; each entry is one sbatch option without spaces, like \"--exclusive\"");
 }
 
 }  // namespace
@@ -166,8 +185,8 @@ JobSpec parse_spec(std::string_view text, const std::string& source) {
   check_tables(doc, source);
   read_job(s, sub_table(doc, source, "job"));
   read_resources(s, sub_table(doc, source, "resources"));
-  read_checkpoint(s, sub_table(doc, source, "checkpoint"));
   read_array(s, sub_table(doc, source, "array"));
+  read_checkpoint(s, sub_table(doc, source, "checkpoint"));  // after [array]: its path then needs %a
   read_sbatch(s, sub_table(doc, source, "sbatch"));
   return s;
 }

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 
 namespace fibra::cli {
 namespace {
@@ -88,11 +89,21 @@ void run_submit(const SlurmArgs& a) {
 
 void run_status(const SlurmArgs& a) {
   try {
-    for (const fs::JobStatus& j : fs::query_job(a.job_id)) std::printf("%s\n", describe(j).c_str());
-    const std::string path = fs::job_checkpoint_path(a.job_id);
-    if (path.empty()) {
+    const auto jobs = fs::query_job(a.job_id);
+    for (const fs::JobStatus& j : jobs) std::printf("%s\n", describe(j).c_str());
+    const std::string spec_path = fs::job_checkpoint_path(a.job_id);
+    if (spec_path.empty()) {
       std::printf("checkpoint: none\n");
-    } else {
+      return;
+    }
+    // The spec's path, as the job sees it: %a is an array task's id, and a relative path is
+    // relative to the job's working folder, not to this command's.
+    std::set<std::string> shown;
+    for (const fs::JobStatus& j : jobs) {
+      std::string path = spec_path;
+      for (std::size_t at; (at = path.find("%a")) != std::string::npos;) path.replace(at, 2, j.array_task);
+      if (!path.empty() && path[0] != '/' && !j.work_dir.empty()) path = j.work_dir + "/" + path;
+      if (!shown.insert(path).second) continue;
       std::printf("checkpoint: %s: %s\n", path.c_str(), fs::checkpoint_progress(path).c_str());
     }
   } catch (const fs::SlurmError& e) {

@@ -43,7 +43,7 @@ TEST(Spec, FullSpec) {
   fs::JobSpec s = fs::parse_spec(std::string(minimal) +
                                      "args = [\"--x\", \"1\"]\nsetup = [\"module load openmpi\"]\nenv = { A = \"b c\" }\n"
                                      "[resources]\ntime = \"1-02:03:04\"\nmemory = \"4G\"\ngpus = 2\n"
-                                     "[checkpoint]\npath = \"run.ckpt\"\ngrace = 90\nrequeue = true\n"
+                                     "[checkpoint]\npath = \"run-%a.ckpt\"\ngrace = 90\nrequeue = true\n"
                                      "[array]\nindices = \"0-9\"\nthrottle = 3\n[sbatch]\nextra = [\"--exclusive\"]\n",
                                  "t.toml");
   EXPECT_EQ(s.args, (std::vector<std::string>{"--x", "1"}));
@@ -133,6 +133,34 @@ TEST(SpecErrors, GraceLongerThanTime) {
   EXPECT_EQ(error_of(std::string(minimal) + "[resources]\ntime = \"5\"\n[checkpoint]\npath = \"c\"\ngrace = 300\n"),
             "t.toml:9: 'checkpoint.grace' = 300 s is not shorter than 'resources.time' (300 s); the warning would "
             "come before the job starts");
+}
+
+TEST(SpecErrors, GraceOverSlurmsLimit) {
+  EXPECT_EQ(error_of(std::string(minimal) + "[checkpoint]\npath = \"c\"\ngrace = 70000\n"),
+            "t.toml:7: 'checkpoint.grace' = 70000 s is more than Slurm's --signal allows (65535 s)");
+}
+
+TEST(SpecErrors, ArrayTasksNeedTheirOwnCheckpoint) {
+  EXPECT_EQ(error_of(std::string(minimal) + "[array]\nindices = \"0-3\"\n[checkpoint]\npath = \"run.h5\"\n"),
+            "t.toml:8: 'checkpoint.path' is \"run.h5\"; with [array] every task needs its own checkpoint: put %a "
+            "(the task id) in it, like \"sweep-%a.h5\"");
+  const auto s = fs::parse_spec(std::string(minimal) + "[array]\nindices = \"0-3\"\n[checkpoint]\npath = \"r-%a.h5\"\n"
+                                "requeue = true\nmax_restarts = 2\n", "t.toml");
+  EXPECT_EQ(s.checkpoint->path, "r-%a.h5");
+  EXPECT_EQ(s.checkpoint->max_restarts, 2);
+  EXPECT_EQ(fs::parse_spec(std::string(minimal) + "[checkpoint]\npath = \"c\"\n", "t.toml").checkpoint->max_restarts, 10);
+}
+
+TEST(SpecErrors, SpacesCannotGoOnSbatchLines) {
+  EXPECT_EQ(error_of(std::string(minimal) + "output = \"my run.out\"\n"),
+            "t.toml:5: 'job.output' is \"my run.out\"; it goes on an #SBATCH line, which cannot hold a space: use a "
+            "value without one");
+  EXPECT_EQ(error_of(std::string(minimal) + "[resources]\npartition = \"big mem\"\n"),
+            "t.toml:6: 'resources.partition' is \"big mem\"; it goes on an #SBATCH line, which cannot hold a space: "
+            "use a value without one");
+  EXPECT_EQ(error_of(std::string(minimal) + "[sbatch]\nextra = [\"--comment=a b\"]\n"),
+            "t.toml:6: 'sbatch.extra' has \"--comment=a b\"; each entry is one sbatch option without spaces, like "
+            "\"--exclusive\"");
 }
 
 TEST(SpecErrors, BadSignalAndMemory) {

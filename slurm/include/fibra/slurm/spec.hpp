@@ -26,10 +26,12 @@ class SpecError : public ConfigError {
 /// @brief The warning Slurm sends before the time limit (`--signal=B:<signal>@<grace>`) and what
 /// the job does with it: the driver checkpoints and exits 75, and the batch script requeues it.
 struct CheckpointSpec {
-  std::string path;            ///< checkpoint file, passed to the program as FIBRA_CHECKPOINT
+  std::string path;            ///< checkpoint file, passed to the program as FIBRA_CHECKPOINT;
+                               ///< with [array] it holds %a, the task id (one file per task)
   std::string signal = "USR1"; ///< USR1 or TERM
   int grace_s = 60;            ///< seconds between the warning and the time limit
   bool requeue = false;        ///< requeue the job when the driver stops for a checkpoint
+  int max_restarts = 10;       ///< requeue at most this many times (a run that saves nothing would loop)
 };
 
 /// @brief A job array for sweeps (`--array=<indices>%<throttle>`).
