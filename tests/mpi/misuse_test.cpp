@@ -1,10 +1,13 @@
 // Programs that misuse fibra or die; each mode prints what it checks and exits non-zero on failure.
 //   too_few_slots   Pool bigger than the slots with oversubscription off: a clear MpiError
 //   two_ranks       re-runs itself under `mpirun -n 2`: a clear ConfigError on each rank
+//   lost_full_slots every slot is taken (driver + workers, oversubscription off) and a worker
+//                   agent is killed mid-map: its replacement takes the freed slot, the map is exact
 //   orphan <file> <how>  starts a pool, writes agent and executor pids, then dies by <how>:
 //                   sigkill (waits to be killed), throw (uncaught exception), return
 #include <fibra/fibra.hpp>
 #include <mpi.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,6 +16,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 long pids(int) { return long(::getppid()) * 1'000'000 + ::getpid(); }  // agent, executor
 FIBRA_REMOTE(pids);
@@ -43,6 +47,56 @@ int too_few_slots() {
     std::puts(ok ? "PASS" : "FAIL: wrong message");
     return ok ? 0 : 1;
   }
+}
+
+// Kills its own agent (the executor's parent) once, at item 300: the marker file says it happened.
+long kill_agent_once(long i) {
+  const char* marker = std::getenv("FIBRA_TEST_MARKER");
+  std::FILE* f = i == 300 && marker ? std::fopen(marker, "wx") : nullptr;
+  if (f) {
+    std::fclose(f);
+    ::kill(::getppid(), SIGKILL);
+    ::pause();  // dies with the agent (PR_SET_PDEATHSIG)
+  }
+  return 3 * i + 1;
+}
+FIBRA_REMOTE(kill_agent_once);
+
+// Every slot is in use, one worker is lost: before the fix, the replacement's spawn still saw the
+// lost worker's slot as taken and every waiting call failed with WorkerLost.
+int lost_full_slots() {
+  // Set by ctest for mpirun, which passes it on to the workers it spawns.
+  const char* env = std::getenv("FIBRA_TEST_MARKER");
+  if (!env) {
+    std::puts("FAIL: FIBRA_TEST_MARKER is not set");
+    return 1;
+  }
+  const std::string marker = env;
+  std::remove(marker.c_str());
+  const int workers = slots() - 1;
+  fibra::Pool p(workers, {.heartbeat_s = 0.5, .driver_silence_s = 2});
+  std::vector<long> in(2000);
+  for (long i = 0; i < 2000; ++i) in[std::size_t(i)] = i;
+  std::vector<long> r;
+  try {
+    r = p.map(kill_agent_once, in, {.chunksize = 10});
+  } catch (const fibra::Error& e) {
+    std::printf("FAIL: the map failed: %s\n", e.what());
+    std::remove(marker.c_str());
+    return 1;
+  }
+  const bool killed = std::remove(marker.c_str()) == 0;
+  for (long i = 0; i < 2000; ++i)
+    if (r[std::size_t(i)] != 3 * i + 1) {
+      std::printf("FAIL: item %ld is %ld\n", i, r[std::size_t(i)]);
+      return 1;
+    }
+  const auto st = p.stats();
+  std::printf("workers %d (slots %d), lost %llu, started %llu\n", workers, slots(),
+              static_cast<unsigned long long>(st.workers_lost), static_cast<unsigned long long>(st.workers_started));
+  const bool ok = killed && st.workers_lost == 1 && st.workers_started == static_cast<std::uint64_t>(workers) + 1;
+  std::puts(ok ? "PASS" : "FAIL: no agent was lost and replaced");
+  return ok ? 0 : 1;
 }
 
 // The pool grows past the slots: resize() reports it, and the pool carries on with what it has.
@@ -134,6 +188,11 @@ int main(int argc, char** argv) {
     int rc = resize_no_slots();
     std::fflush(nullptr);
     return rc;  // a normal exit: teardown after a failed spawn must not hang
+  }
+  if (mode == "lost_full_slots") {
+    int rc = lost_full_slots();
+    std::fflush(nullptr);
+    return rc;
   }
   if (mode == "churn" && argc == 3) return churn(std::atoi(argv[2]));
   if (mode == "orphan" && argc == 4) return orphan(argv[2], argv[3]);
