@@ -288,14 +288,31 @@ TEST_F(Faults, ResizeWhileAMapRunsKeepsEveryResult) {
   fibra::Pool pool(2);
   std::size_t n = 0;
   std::vector<int> seen(4000, 0);
+  std::set<int> ran;  // agents that ran a task
   for (auto&& [index, out] : pool.imap_unordered(work, items(4000), {.chunksize = 20})) {
     ASSERT_EQ(out.value, long(index) * long(index));
     ++seen[index];
+    ran.insert(out.ppid);
     if (++n == 1000) pool.resize(3);
     if (n == 2500) pool.resize(1);
   }
   for (int i = 0; i < 4000; ++i) ASSERT_EQ(seen[i], 1) << i;
   EXPECT_EQ(pool.size(), 1);
+  // The retired agents have left, not only stopped taking work: their processes end at their bye
+  // (before, they waited in MPI_Comm_disconnect until the pool ended).
+  std::set<int> agents;
+  for (const Out& o : pool.map(work, items(200), {.chunksize = 10})) agents.insert(o.ppid);
+  ASSERT_EQ(agents.size(), 1u);
+  const int remaining = *agents.begin();
+  std::set<int> retired;
+  for (int pid : ran)
+    if (pid != remaining) retired.insert(pid);
+  ASSERT_GE(retired.size(), 1u);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int pid : retired) {
+    while (::kill(pid, 0) == 0 && std::chrono::steady_clock::now() < deadline) busy_ms(20);
+    EXPECT_NE(::kill(pid, 0), 0) << "retired agent " << pid << " is still running";
+  }
 }
 
 }  // namespace
