@@ -202,7 +202,13 @@ Contents read_snapshot(const std::filesystem::path& file) {
   try {
     f = h5::file_open_read(file.string());
   } catch (const Hdf5Error& e) {
-    refuse(file, "the file is damaged (" + quoted(e) + ")", "delete it to start the run over");
+    // HDF5 1.10 locks files it opens: a lock refused is not damage, and the file must not be deleted
+    const std::string why = quoted(e);
+    if (why.find("unable to lock") != std::string::npos || why.find("Unable to lock") != std::string::npos)
+      refuse(file, "HDF5 cannot lock it (" + why + ")",
+             "another program may have it open for writing (wait for it to end); on a file system without file "
+             "locks (some NFS or Lustre mounts) set HDF5_USE_FILE_LOCKING=FALSE");
+    refuse(file, "the file is damaged (" + why + ")", "delete it to start the run over");
   }
   try {
     if (!h5::has_attribute(f.get(), "format") || h5::read_string_attribute(f.get(), "format") != format_name)

@@ -5,6 +5,8 @@
 #include <array>
 #include <cstdint>
 #include <fstream>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -332,6 +334,24 @@ TEST_F(RefusalTest, ATruncatedFile) {
   EXPECT_EQ(msg.substr(0, head.size()), head) << msg;
   const std::string tail = ") — delete it to start the run over";
   EXPECT_EQ(msg.substr(msg.size() - tail.size()), tail) << msg;
+}
+
+// A file another program holds open for writing is not "damaged": HDF5 refuses the lock, and the
+// message says so instead of advising to delete the file. HDF5 1.10's writer lock is an exclusive
+// flock(2) on the file, which the test takes itself.
+TEST_F(RefusalTest, AFileLockedByAnotherWriter) {
+  const int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  const std::string msg = resume(sample_run(10000));
+  ::close(fd);
+  const std::string head = "fibra: cannot use '" + path_.string() + "' as a checkpoint: HDF5 cannot lock it (HDF5 call ";
+  EXPECT_EQ(msg.substr(0, head.size()), head) << msg;
+  const std::string tail = ") — another program may have it open for writing (wait for it to end); on a file system "
+                           "without file locks (some NFS or Lustre mounts) set HDF5_USE_FILE_LOCKING=FALSE";
+  ASSERT_GE(msg.size(), tail.size());
+  EXPECT_EQ(msg.substr(msg.size() - tail.size()), tail) << msg;
+  EXPECT_EQ(resume(sample_run(10000)), "no CheckpointError");  // the lock ends with the other program
 }
 
 std::uint64_t uint_attribute(const std::filesystem::path& file, const char* name) {
