@@ -266,11 +266,11 @@ void JournalWriter::reset(JournalKey key) {
   broken_ = false;
   buffer_.clear();
   buffered_records_ = 0;
-  if (::unlink(path_.c_str()) != 0 && errno != ENOENT) fail("remove checkpoint journal", path_);
-  key_ = key;
+  key_ = key;  // first: records after a failed unlink must still carry the new key
   bytes_on_disk_ = 0;
   synced_bytes_ = 0;
   records_on_disk_ = 0;
+  if (::unlink(path_.c_str()) != 0 && errno != ENOENT) fail("remove checkpoint journal", path_);
 }
 
 }  // namespace fibra::hdf5_io::detail

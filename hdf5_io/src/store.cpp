@@ -52,13 +52,16 @@ std::uint64_t random_run_id() {
 /// Writes `c` to `path` atomically: a complete temporary file, fsync, rename, fsync of the directory.
 /// Always synced, whatever StoreOptions::sync says: without it a machine crash could keep the rename
 /// but lose the data, leaving a damaged .h5 file in place of a good one.
-void replace_snapshot(const fs::path& path, const Contents& c) {
+/// `renamed` says, also when it throws, whether the new file took the old one's place.
+void replace_snapshot(const fs::path& path, const Contents& c, bool& renamed) {
+  renamed = false;
   const fs::path tmp = path.string() + ".tmp";
   detail::write_snapshot(tmp, c);
   detail::sync_path(tmp);
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) throw CheckpointError("fibra: cannot replace checkpoint '" + path.string() + "': " + ec.message());
+  renamed = true;
   detail::sync_path(path.parent_path());
 }
 
@@ -146,9 +149,14 @@ void compact(Store::State& s) {
   const auto old_updated = c.updated_at;
   c.generation++;
   c.updated_at = detail::iso8601(detail::now_ns());
+  bool renamed = false;
   try {
-    replace_snapshot(s.path, c);
+    replace_snapshot(s.path, c, renamed);
   } catch (...) {
+    if (renamed) {  // the new file is in place (only its directory's sync failed): follow it
+      s.journal.reset({c.run_id, c.generation});
+      throw;
+    }
     c.generation--;
     c.updated_at = old_updated;
     throw;
@@ -189,7 +197,8 @@ Store Store::create(const fs::path& path, const RunRecord& run, const ElementTyp
   std::error_code ec;
   fs::remove(State::journal_path(path), ec);
   if (ec) throw CheckpointError("fibra: cannot remove old checkpoint journal '" + path.string() + ".journal': " + ec.message());
-  replace_snapshot(path, c);
+  bool renamed = false;
+  replace_snapshot(path, c, renamed);
   auto s = std::make_unique<State>(path, Access::read_write, options, std::move(c));
   s->lock = std::move(lock);
   return Store(std::move(s));
