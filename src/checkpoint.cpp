@@ -181,7 +181,9 @@ void CallCheckpoint::open(const std::string& path, const hdf5_io::RunRecord& run
     folded_at_open_ = info.journal_records == 0 && info.state == "complete";
   } else {  // nothing is done yet: creating the file (an fsync and a rename) need not hold up the work
     check_directory(path);  // but a place it cannot be created in is said before any work starts
-    creating_ = std::async(std::launch::async, [=] { return hdf5_io::Store::create(path, run, type, options); });
+    // A background thread calls HDF5 while the user's may too: only with a thread-safe HDF5.
+    const auto how = hdf5_io::hdf5_is_threadsafe() ? std::launch::async : std::launch::deferred;
+    creating_ = std::async(how, [=] { return hdf5_io::Store::create(path, run, type, options); });
   }
   checkpoint_opened();
 }
@@ -232,6 +234,15 @@ int g_folding = 0;
 void finish_in_background(std::unique_ptr<CallCheckpoint> c) {
   c->flush();
   c->end_call();
+  if (!hdf5_io::hdf5_is_threadsafe()) {  // no HDF5 from a second thread: fold here, in the caller's
+    try {
+      c->finish();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fibra: folding checkpoint '%s' into its .h5 file failed (%s); its journal holds every "
+                   "result, a rerun resumes from it\n", c->store().path().c_str(), e.what());
+    }
+    return;
+  }
   std::unique_lock lk0(g_folding_mu);  // counted before the thread runs, released if it cannot start
   ++g_folding;
   lk0.unlock();

@@ -5,6 +5,15 @@
 
 #include "fibra/error.hpp"
 
+namespace fibra::hdf5_io {
+
+bool hdf5_is_threadsafe() noexcept {
+  hbool_t ts = 0;
+  return H5is_library_threadsafe(&ts) >= 0 && ts;
+}
+
+}  // namespace fibra::hdf5_io
+
 namespace fibra::hdf5_io::h5 {
 
 // HDF5's automatic error printing is set per thread in a thread-safe build (Debian's is), so each

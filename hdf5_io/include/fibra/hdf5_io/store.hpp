@@ -75,6 +75,10 @@ struct StoreOptions {
   std::uint64_t compact_min_bytes = 64ull << 20;
 };
 
+/// @brief Whether the HDF5 library was built thread-safe (Debian's is). When it is not, no two
+/// threads may call HDF5 at once, so callers keep every Store call on one thread.
+bool hdf5_is_threadsafe() noexcept;
+
 /// @brief Whether a Store may change its files.
 enum class Access : std::uint8_t { read_write, read_only };
 
