@@ -36,10 +36,11 @@ case_map() {
 }
 
 # USR1 mid-run: the driver stops, the script requeues, the second run resumes and the result equals
-# an uninterrupted run's. $1: the sweep mode (self-checkpoint, or pool-checkpoint once it exists).
+# an uninterrupted run's. The first run has 3 s of work after it first writes its checkpoint: room
+# for this shell's poll and slurmctld's delivery on a busy machine. $1: the sweep mode (self-checkpoint, or pool-checkpoint once it exists).
 case_requeue() {
   local mode="$1" name="requeue"
-  { SWEEP_ITEM_MS=20 spec_header "$name" 2 --items 200 --workers 2 --batch 10 --mode "$mode"
+  { SWEEP_ITEM_MS=30 spec_header "$name" 2 --items 200 --workers 2 --batch 10 --mode "$mode"
     printf '[resources]\ntime = "5:00"\n[checkpoint]\npath = "%s/run.ckpt"\ngrace = 30\nrequeue = true\n' "$work"
   } >"$name.toml"
   local id out="" i
@@ -74,10 +75,11 @@ case_requeue() {
 
 # The warning comes while the driver of the first run has not started fibra::Runtime (so has no
 # handler yet): it must neither kill the driver nor be lost. The batch shell sends it again until
-# the driver takes it; the run stops for a checkpoint, requeues, and the second run finishes.
+# the driver takes it; the run stops for a checkpoint, requeues, and the second run finishes. Its map
+# takes 4 s, so that one of the warnings resent every 2 s lands before it ends.
 case_early_signal() {
   local name="early"
-  { SWEEP_ITEM_MS=20 spec_header "$name" 2 --items 200 --workers 2 --batch 10 --mode pool-checkpoint --start-delay 4
+  { SWEEP_ITEM_MS=40 spec_header "$name" 2 --items 200 --workers 2 --batch 10 --mode pool-checkpoint --start-delay 4
     printf '[resources]\ntime = "5:00"\n[checkpoint]\npath = "%s/run.ckpt"\ngrace = 30\nrequeue = true\n' "$work"
   } >"$name.toml"
   local id out="" i
