@@ -60,10 +60,18 @@ void SendQueue::send(MPI_Comm comm, int dest, int tag, std::string data) {
   if (!done) pending_.push_back(std::move(p));
 }
 
-std::size_t SendQueue::progress() {
+std::size_t SendQueue::progress(const std::function<void(MPI_Comm, const std::string&)>& on_error) {
   for (auto it = pending_.begin(); it != pending_.end();) {
     int done = 0;
-    check(MPI_Test(&(*it)->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    const int rc = MPI_Test(&(*it)->request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      if (!on_error) check(rc, "MPI_Test");
+      const MPI_Comm comm = (*it)->comm;
+      (void)it->release();  // MPI may still hold the buffer: leak it, as abandon() does
+      it = pending_.erase(it);
+      on_error(comm, "MPI_Test failed: " + error_text(rc));
+      continue;
+    }
     it = done ? pending_.erase(it) : it + 1;
   }
   return pending_.size();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,8 +39,9 @@ class SendQueue {
   SendQueue& operator=(const SendQueue&) = delete;
   ~SendQueue();
   void send(MPI_Comm comm, int dest, int tag, std::string data);
-  /// Completes finished sends; returns how many are still going.
-  std::size_t progress();
+  /// Completes finished sends; returns how many are still going. A send that MPI reports failed
+  /// throws MpiError, or, given `on_error`, is dropped and reported there with its communicator.
+  std::size_t progress(const std::function<void(MPI_Comm, const std::string&)>& on_error = {});
   /// Completes finished sends, waiting at most `seconds` for the rest; returns how many are left.
   std::size_t drain(double seconds);
   /// Cancels what is still going (for peers that are gone).

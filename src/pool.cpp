@@ -36,7 +36,7 @@ void PoolImpl::start() {
       spawn(1);
       receive();
       watch_workers();
-      sends_.progress();
+      progress_sends();
     }
   } catch (...) {
     spawn_failed = std::current_exception();
@@ -93,7 +93,7 @@ void PoolImpl::loop() {
       busy |= receive();
       busy |= dispatch();
       busy |= adjust_size();
-      sends_.progress();
+      progress_sends();
       watch_workers();
     } catch (...) {
       std::lock_guard lk(mu_);
@@ -211,6 +211,15 @@ std::string PoolImpl::encode_batch(const std::vector<Chunk*>& chunks) {
   }
   wire::set_count(batch, static_cast<std::uint32_t>(chunks.size()));
   return batch;
+}
+
+// Moves queued sends on. A send that MPI reports failed loses its worker, not the pool.
+void PoolImpl::progress_sends() {
+  std::vector<std::pair<MPI_Comm, std::string>> failed;  // declared lost after the pass: that edits the queue
+  sends_.progress([&](MPI_Comm c, const std::string& why) { failed.emplace_back(c, why); });
+  for (const auto& [c, why] : failed)
+    for (auto& w : workers_)
+      if (w->comm == c && w->alive()) declare_lost(*w, "MPI failed on its connection (" + why + ")");
 }
 
 void PoolImpl::send(Worker& w, int tag, std::string data) {

@@ -101,6 +101,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   bool dispatch(std::size_t batches_each = batches_per_worker);
   static std::string encode_batch(const std::vector<Chunk*>& chunks);
   void send(Worker& w, int tag, std::string data);
+  void progress_sends();
   void fail_all(const std::exception_ptr& e);
   void stop();
   void kick() {

@@ -235,7 +235,7 @@ bool PoolImpl::adjust_size() {
     // MPI_Comm_spawn blocks this thread for a few hundred ms: give the workers enough to do
     // meanwhile (retries first: they are at the front of the queue).
     dispatch(batches_per_worker + 2);
-    sends_.progress();
+    progress_sends();
     try {
       spawn(1);  // one per pass: traffic with the other workers flows between spawns
     } catch (const Error& e) {
