@@ -103,13 +103,22 @@ case_early_signal() {
 }
 
 case_array() {
-  { spec_header sweep 2 --items 50 --workers 2; printf '[resources]\ntime = "5:00"\n[array]\nindices = "0-3"\nthrottle = 2\n'; } >array.toml
-  local out id t
+  # Each task keeps its own checkpoint (%a), given as a path relative to the job's folder.
+  { spec_header sweep 2 --items 50 --workers 2 --mode pool-checkpoint
+    printf '[resources]\ntime = "5:00"\n[array]\nindices = "0-3"\nthrottle = 2\n[checkpoint]\npath = "sweep-%%a.ckpt"\n'
+  } >array.toml
+  local out id t status
   out="$(timeout 120 "$fibra" slurm submit array.toml --wait)" || fail "submit --wait exited $?: $out"
   id="${out%%$'\n'*}"
   [ "$(grep -c "COMPLETED, exit code 0" <<<"$out")" = 4 ] || fail "not 4 completed tasks: $out"
   for t in 0 1 2 3; do
     grep -qx "$(expected 50 $((t * 1000)))" "sweep-${id}_$t.out" || fail "task $t: want '$(expected 50 $((t * 1000)))'"
+  done
+  # status, asked from another folder, finds every task's checkpoint in the job's folder
+  status="$(cd / && "$fibra" slurm status "$id")" || fail "status exited $?: $status"
+  for t in 0 1 2 3; do
+    grep -Eq "^checkpoint: $work/sweep-$t\.ckpt: 50/50 items of cube done \(100\.0%\), complete, updated " <<<"$status" ||
+      fail "status lacks task $t's checkpoint: $status"
   done
 }
 
