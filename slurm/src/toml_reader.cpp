@@ -119,9 +119,13 @@ void TableReader::read_time(const std::string& key, std::string& text, long& sec
   }
   if (!n->is_string()) wrong_type(key, *n, "a string like \"1:30:00\" or an integer of minutes");
   text = n->as_string()->get();
+  if (text == "UNLIMITED" || text == "INFINITE") {  // Slurm's own words for the partition's maximum
+    seconds = 0;
+    return;
+  }
   std::optional<long> s = parse_time_limit(text);
   if (!s)
-    fail(key, "is \"" + text + "\", which is not a Slurm time; use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS");
+    fail(key, "is \"" + text + "\", which is not a Slurm time; use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED");
   if (*s < 1) fail(key, "must be more than 0 seconds");
   seconds = *s;
 }

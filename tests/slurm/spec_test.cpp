@@ -65,6 +65,9 @@ TEST(Spec, TimeFormats) {
   EXPECT_EQ(fs::parse_time_limit("1:2:3:4"), std::nullopt);
   EXPECT_EQ(fs::parse_time_limit("1h"), std::nullopt);
   EXPECT_EQ(fs::parse_time_limit(""), std::nullopt);
+  const auto unlimited = fs::parse_spec(std::string(minimal) + "[resources]\ntime = \"UNLIMITED\"\n", "t.toml");
+  EXPECT_EQ(unlimited.time, "UNLIMITED");
+  EXPECT_EQ(unlimited.time_s, 0);
 }
 
 TEST(SpecErrors, UnknownKeyNamesKeyAndLine) {
@@ -90,7 +93,7 @@ TEST(SpecErrors, WrongType) {
 TEST(SpecErrors, BadTimeFormat) {
   EXPECT_EQ(error_of(std::string(minimal) + "[resources]\ntime = \"1:2:3:4\"\n"),
             "t.toml:6: 'resources.time' is \"1:2:3:4\", which is not a Slurm time; use MM, MM:SS, HH:MM:SS, D-HH, "
-            "D-HH:MM or D-HH:MM:SS");
+            "D-HH:MM, D-HH:MM:SS or UNLIMITED");
 }
 
 TEST(SpecErrors, NotToml) {
