@@ -146,9 +146,10 @@ void PoolImpl::handle(Worker& w, const mpi::Message& m) {
         stopping = stopping_;
       }
       // A worker retired by resize() disconnects right after its bye and then exits; the pool
-      // disconnects too (a collective call), so that its process and slot are free now, not when
-      // the pool ends. At the pool's end say_goodbye() disconnects every worker.
-      if (!stopping && w.comm != MPI_COMM_NULL) MPI_Comm_disconnect(&w.comm);
+      // disconnects too (a collective call, which waits for the agent's), so that its process and
+      // slot are free now, not when the pool ends. At the pool's end say_goodbye() disconnects
+      // every worker. An agent whose process is already gone is not waited for.
+      if (!stopping && w.comm != MPI_COMM_NULL && !process_gone_here(w)) MPI_Comm_disconnect(&w.comm);
       std::lock_guard lk(mu_);
       if (!stopping) free_slot(w);
       return;
@@ -224,7 +225,14 @@ void PoolImpl::progress_sends() {
 
 void PoolImpl::send(Worker& w, int tag, std::string data) {
   if (!w.alive()) return;  // never to a worker that is gone or lost: a send to a dead peer can wedge MPI
-  sends_.send(w.comm, 0, tag, std::move(data));
+  const bool too_big = data.size() > static_cast<std::size_t>(INT32_MAX);  // the caller's error, not the worker's
+  try {
+    sends_.send(w.comm, 0, tag, std::move(data));
+  } catch (const MpiError&) {
+    if (too_big) throw;
+    declare_lost(w, "MPI failed on its connection (" + error_text(std::current_exception()) + ")");
+    return;
+  }
   w.last_sent = mpi::now_s();
 }
 

@@ -1,7 +1,9 @@
 // The driver's side of a pool, shared by its three files: pool.cpp (the public calls, the
 // communication thread, dispatch and stop), pool_workers.cpp (the lifecycle of workers: spawn,
 // slots, liveness, loss, resize, goodbye) and pool_results.cpp (what comes back: results, failed
-// attempts, retries and their messages). All MPI traffic of a pool runs on its one thread.
+// attempts, retries and their messages). All MPI traffic of a pool runs on its one communication
+// thread, except in start(): the user's thread spawns the first workers, reading their hellos and
+// sending them heartbeats in between, before that thread exists.
 #pragma once
 
 #include <algorithm>

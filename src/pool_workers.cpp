@@ -300,7 +300,7 @@ void PoolImpl::say_goodbye() {
         if (!w->alive()) continue;
         send(*w, wire::tag_shutdown, {});
         std::lock_guard lk(mu_);
-        w->state = Worker::State::leaving;
+        if (w->alive()) w->state = Worker::State::leaving;  // the send may have lost it
       }
     }
     const double end = mpi::now_s() + 5.0;
@@ -312,7 +312,7 @@ void PoolImpl::say_goodbye() {
       {
         std::lock_guard ml(mpi::lock());
         got = receive();
-        sends_.progress();
+        progress_sends();
       }
       if (!got) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }

@@ -109,6 +109,8 @@ void read_checkpoint(JobSpec& s, const toml::table* t) {
   r.finish();
   if (c.grace_s > 65535)
     r.fail("grace", "= " + std::to_string(c.grace_s) + " s is more than Slurm's --signal allows (65535 s)");
+  if (!s.array && c.path.find("%a") != std::string::npos)
+    r.fail("path", "is \"" + c.path + "\"; %a stands for an array task's id, and this job has no [array]");
   if (s.array && !c.path.empty() && c.path.find("%a") == std::string::npos)
     r.fail("path", "is \"" + c.path + "\"; with [array] every task needs its own checkpoint: put %a (the task id) in it, "
                    "like \"sweep-%a.h5\"");

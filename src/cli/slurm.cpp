@@ -5,6 +5,7 @@
 #include <fibra/slurm/render.hpp>
 #include <fibra/slurm/spec.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -100,6 +101,9 @@ void run_status(const SlurmArgs& a) {
     // relative to the job's working folder, not to this command's.
     std::set<std::string> shown;
     for (const fs::JobStatus& j : jobs) {
+      // a pending array's own record names a range of tasks ("2-3%2"), not one task: no file of its own
+      const bool one_task = std::all_of(j.array_task.begin(), j.array_task.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (!one_task) continue;
       std::string path = spec_path;
       for (std::size_t at; (at = path.find("%a")) != std::string::npos;) path.replace(at, 2, j.array_task);
       if (!path.empty() && path[0] != '/' && !j.work_dir.empty()) path = j.work_dir + "/" + path;

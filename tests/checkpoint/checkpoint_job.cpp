@@ -5,10 +5,11 @@
 //
 // Every execution of `work` appends one line to $FIBRA_CKPT_LOG (O_APPEND), so a test can count
 // executions over several runs; each takes about $FIBRA_CKPT_WORK_US microseconds (default 100).
-// With $FIBRA_CKPT_KILL_AT and $FIBRA_CKPT_KILL_PID set, the execution that writes line number
-// KILL_AT of the log sends SIGKILL (or $FIBRA_CKPT_KILL_SIG: USR1, TERM) to KILL_PID (the driver
-// or its mpirun), so a signal lands at an exact point of the work however the machine schedules
-// the test script. Exit status: 0 done, 75 stopped by SIGTERM/SIGUSR1 (rerun resumes),
+// With $FIBRA_CKPT_KILL_AT, $FIBRA_CKPT_KILL_PID and $FIBRA_CKPT_KILL_MARK set, the first execution
+// that writes line KILL_AT or later of the log, and creates the file KILL_MARK, sends SIGKILL (or
+// $FIBRA_CKPT_KILL_SIG: USR1, TERM) to KILL_PID (the driver or its mpirun), so a signal lands at an
+// exact point of the work however the machine schedules the test script. Each run has its own
+// mark: late workers of an earlier run find theirs taken and signal nobody. Exit status: 0 done, 75 stopped by SIGTERM/SIGUSR1 (rerun resumes),
 // 1 error. Workers of a killed driver leave after 2 s of silence (PoolOptions::driver_silence_s).
 #include <fcntl.h>
 #include <fibra/fibra.hpp>
@@ -39,7 +40,14 @@ double work(double x) {
       if (::write(fd, "x\n", 2) == 2) {
         const char* at = std::getenv("FIBRA_CKPT_KILL_AT");
         const char* pid = std::getenv("FIBRA_CKPT_KILL_PID");
-        if (at && pid && ::lseek(fd, 0, SEEK_CUR) / 2 == std::atol(at)) ::kill(std::atoi(pid), kill_signal());
+        const char* mark = std::getenv("FIBRA_CKPT_KILL_MARK");
+        if (at && pid && mark && ::lseek(fd, 0, SEEK_CUR) / 2 >= std::atol(at)) {
+          const int m = ::open(mark, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+          if (m >= 0) {
+            ::close(m);
+            ::kill(std::atoi(pid), kill_signal());
+          }
+        }
       }
       ::close(fd);
     }

@@ -61,7 +61,7 @@ for k in $(seq 1 $kills); do
     delay=$(awk -v r="$RANDOM" -v t="$ref_s" -v m="$map_s" 'BEGIN { printf "%.3f", 0.1 + (r / 32767) * (t - m) }')
     when="$delay s after start"
   fi
-  FIBRA_CKPT_KILL_AT=$((before + target)) bash -c 'FIBRA_CKPT_KILL_PID=$$ exec "$@"' - \
+  FIBRA_CKPT_KILL_AT=$((before + target)) FIBRA_CKPT_KILL_MARK=$dir/kill$k bash -c 'FIBRA_CKPT_KILL_PID=$$ exec "$@"' - \
     "$job" "$dir/run.h5" "$dir/run.bin" "$n" >"$dir/run$k.out" 2>&1 &
   pid=$!
   if [ $((k % 4)) = 3 ]; then

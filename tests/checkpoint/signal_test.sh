@@ -22,7 +22,7 @@ stop_once() {
   local name=$1 sig=$2
   shift 2
   rm -f "$FIBRA_CKPT_LOG"
-  FIBRA_CKPT_KILL_AT=3000 FIBRA_CKPT_KILL_SIG=$sig bash -c 'FIBRA_CKPT_KILL_PID=$$ exec "$@"' - \
+  FIBRA_CKPT_KILL_AT=3000 FIBRA_CKPT_KILL_SIG=$sig FIBRA_CKPT_KILL_MARK=$dir/$name.mark bash -c 'FIBRA_CKPT_KILL_PID=$$ exec "$@"' - \
     "$@" "$job" "$dir/$name.h5" "$dir/$name.bin" "$n" >"$dir/$name.out" 2>&1 &
   local pid=$!
   wait "$pid"

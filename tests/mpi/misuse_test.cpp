@@ -74,7 +74,11 @@ int lost_full_slots() {
   const std::string marker = env;
   std::remove(marker.c_str());
   const int workers = slots() - 1;
-  fibra::Pool p(workers, {.heartbeat_s = 0.5, .driver_silence_s = 2});
+  if (workers < 1) {
+    std::puts("SKIP: mpirun gives fewer than 2 slots here, so a worker cannot fill the last one");
+    return 0;
+  }
+  fibra::Pool p(workers);
   std::vector<long> in(2000);
   for (long i = 0; i < 2000; ++i) in[std::size_t(i)] = i;
   std::vector<long> r;

@@ -152,6 +152,8 @@ TEST(SpecErrors, ArrayTasksNeedTheirOwnCheckpoint) {
   EXPECT_EQ(s.checkpoint->path, "r-%a.h5");
   EXPECT_EQ(s.checkpoint->max_restarts, 2);
   EXPECT_EQ(fs::parse_spec(std::string(minimal) + "[checkpoint]\npath = \"c\"\n", "t.toml").checkpoint->max_restarts, 10);
+  EXPECT_EQ(error_of(std::string(minimal) + "[checkpoint]\npath = \"r-%a.h5\"\n"),
+            "t.toml:6: 'checkpoint.path' is \"r-%a.h5\"; %a stands for an array task's id, and this job has no [array]");
 }
 
 TEST(SpecErrors, SpacesCannotGoOnSbatchLines) {

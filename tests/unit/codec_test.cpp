@@ -61,6 +61,7 @@ TEST(Codec, VectorsOfRawTypesAreOneBlock) {
 // bytes for a message, and to the same bytes for a digest (a checkpoint's inputs fingerprint).
 TEST(Codec, ADigestWriterZeroesPadding) {
   static_assert(fibra::detail::may_have_padding_v<Pod> && sizeof(Pod) == 16);
+  if (!fibra::detail::digest_clears_padding) GTEST_SKIP() << "this compiler has no __builtin_clear_padding";
   alignas(Pod) unsigned char a_bytes[sizeof(Pod)], b_bytes[sizeof(Pod)];
   std::memset(a_bytes, 0xAA, sizeof a_bytes);
   std::memset(b_bytes, 0x55, sizeof b_bytes);

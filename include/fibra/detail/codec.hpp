@@ -33,6 +33,14 @@ namespace fibra::detail {
 template <class T>
 inline constexpr bool may_have_padding_v = std::is_class_v<T> && !std::has_unique_object_representations_v<T>;
 
+/// Whether a digest Writer can zero padding: it needs __builtin_clear_padding (GCC 11 or later, as
+/// Debian 12's GCC 12). Without it, padding bytes are hashed as they are.
+#if defined(__has_builtin) && __has_builtin(__builtin_clear_padding)
+inline constexpr bool digest_clears_padding = true;
+#else
+inline constexpr bool digest_clears_padding = false;
+#endif
+
 /// Appends bytes to a buffer. A writer for a digest (`for_digest`) writes padding bytes as zeros,
 /// so that equal values always give equal bytes; a writer for messages copies objects as they are.
 class Writer {
