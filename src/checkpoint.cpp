@@ -231,31 +231,31 @@ std::condition_variable g_folding_cv;
 int g_folding = 0;
 }  // namespace
 
+namespace {
+// Folds the journal into the .h5 file; a failure is reported, never thrown (the journal keeps
+// every result, so a rerun resumes and folds).
+void fold(CallCheckpoint& c) noexcept {
+  try {
+    c.finish();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "fibra: folding checkpoint '%s' into its .h5 file failed (%s); its journal holds every result, "
+                 "a rerun resumes from it\n",
+                 c.store().path().c_str(), e.what());
+  }
+}
+}  // namespace
+
 void finish_in_background(std::unique_ptr<CallCheckpoint> c) {
   c->flush();
   c->end_call();
-  if (!hdf5_io::hdf5_is_threadsafe()) {  // no HDF5 from a second thread: fold here, in the caller's
-    try {
-      c->finish();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "fibra: folding checkpoint '%s' into its .h5 file failed (%s); its journal holds every "
-                   "result, a rerun resumes from it\n", c->store().path().c_str(), e.what());
-    }
-    return;
-  }
+  if (!hdf5_io::hdf5_is_threadsafe()) return fold(*c);  // no HDF5 from a second thread: in the caller's
   std::unique_lock lk0(g_folding_mu);  // counted before the thread runs, released if it cannot start
   ++g_folding;
   lk0.unlock();
   try {
     std::thread([c = std::move(c)]() mutable {
-      try {
-        c->finish();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr,
-                     "fibra: folding checkpoint '%s' into its .h5 file failed (%s); its journal holds every result, "
-                     "a rerun resumes from it\n",
-                     c->store().path().c_str(), e.what());
-      }
+      fold(*c);
       c.reset();  // releases the checkpoint's lock before anyone is told
       std::lock_guard lk(g_folding_mu);
       --g_folding;

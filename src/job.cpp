@@ -19,15 +19,15 @@ void JobState::deliver(ChunkOutcome o) {
   cv_.notify_all();
 }
 
-bool JobState::wait_ready(std::optional<std::chrono::nanoseconds> timeout) {
+template <class Pred>
+bool JobState::wait_until(Pred pred, std::optional<std::chrono::nanoseconds> timeout) {
   // A short spin first: a fast round trip should not pay for a sleep and a wake-up.
   const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
   while (std::chrono::steady_clock::now() < spin_until) {
-    if (ready()) return true;
+    if (pred()) return true;
     std::this_thread::yield();
   }
   std::unique_lock lk(mu_);
-  auto pred = [&] { return !done_.empty(); };
   if (!timeout) {
     cv_.wait(lk, pred);
     return true;
@@ -35,19 +35,12 @@ bool JobState::wait_ready(std::optional<std::chrono::nanoseconds> timeout) {
   return cv_.wait_for(lk, *timeout, pred);
 }
 
+bool JobState::wait_ready(std::optional<std::chrono::nanoseconds> timeout) {
+  return wait_until([&] { return ready(); }, timeout);
+}
+
 bool JobState::wait_delivered(std::uint64_t n, std::optional<std::chrono::nanoseconds> timeout) {
-  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-  while (std::chrono::steady_clock::now() < spin_until) {
-    if (delivered() >= n) return true;
-    std::this_thread::yield();
-  }
-  std::unique_lock lk(mu_);
-  auto pred = [&] { return delivered() >= n; };
-  if (!timeout) {
-    cv_.wait(lk, pred);
-    return true;
-  }
-  return cv_.wait_for(lk, *timeout, pred);
+  return wait_until([&] { return delivered() >= n; }, timeout);
 }
 
 bool JobState::wait_next(ChunkOutcome& out, std::optional<std::chrono::nanoseconds> timeout) {

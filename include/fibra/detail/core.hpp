@@ -92,6 +92,10 @@ class JobState {
   std::deque<ChunkOutcome> done_;
   std::atomic<std::uint64_t> delivered_{0};
   std::atomic<std::uint64_t> taken_{0};  // written under mu_
+
+  // Spins briefly, then waits on cv_ until `pred` holds (delivered_ and taken_ change under mu_).
+  template <class Pred>
+  bool wait_until(Pred pred, std::optional<std::chrono::nanoseconds> timeout);
   std::atomic<bool> cancelled_{false};
 };
 
