@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace bench {
@@ -21,6 +23,44 @@ inline long arg(int argc, char** argv, const char* name, long fallback) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], name) == 0) return std::atol(argv[i + 1]);
   return fallback;
+}
+
+/// The value after `name` as a floating-point number, or `fallback`.
+inline double arg_double(int argc, char** argv, const char* name, double fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return std::atof(argv[i + 1]);
+  return fallback;
+}
+
+/// The value after `name` as a string, or `fallback`.
+inline std::string arg_str(int argc, char** argv, const char* name, const char* fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  return fallback;
+}
+
+/// The parts of a comma-separated list ("map,seq"), empty parts dropped.
+inline std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at <= s.size()) {
+    std::size_t end = s.find(',', at);
+    if (end == std::string::npos) end = s.size();
+    if (end > at) out.push_back(s.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+/// Physical memory of this machine in GiB (for the `#` line naming the machine).
+inline double memory_gib() {
+  return double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE)) / (1024.0 * 1024 * 1024);
+}
+
+/// A payload size as a metric name: "64mib" for 64 MiB, "1000b" otherwise.
+inline std::string size_name(long bytes) {
+  if (bytes > 0 && bytes % (1024 * 1024) == 0) return std::to_string(bytes / (1024 * 1024)) + "mib";
+  return std::to_string(bytes) + "b";
 }
 
 inline double median(std::vector<double> v) {
