@@ -7,6 +7,7 @@
 #include <spawn.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "fibra/error.hpp"
 #include "mpi.hpp"
 #include "roles.hpp"
+#include "trace.hpp"
 #include "wire.hpp"
 
 extern char** environ;
@@ -61,7 +63,7 @@ class Agent {
       busy |= write_to_executor();
       busy |= read_from_executor();
       busy |= enforce_time_limit();
-      sends_.progress();
+      const bool sending = sends_.progress() > 0;
       const double now = mpi::now_s();
       if (now - last_sent_ > cfg_.heartbeat_s) send(wire::tag_heartbeat, {});
       if (now - last_heard_ > cfg_.driver_silence_s) {
@@ -71,7 +73,8 @@ class Agent {
         return 3;
       }
       if (busy) napper.busy();
-      else if (auto nap = napper.next(); nap.count() > 0) wait_a_little(nap);
+      else if (auto nap = napper.next(sending); nap.count() > 0) wait_a_little(nap);
+      else std::this_thread::yield();  // spinning for a reply: give a core to whoever needs one
     }
     stop_executor();
     send(wire::tag_bye, {});
@@ -102,11 +105,11 @@ class Agent {
       last_heard_ = mpi::now_s();
       if (m.tag == wire::tag_tasks) {
         if (sent_.empty()) watch_since_ = mpi::now_s();  // the stuck-executor clock starts with work
-        for (const auto& t : wire::parse_tasks(m.data))
+        for (const auto& t : wire::parse_tasks(m.data)) {
           sent_.push_back({t.header.chunk, t.header.attempt, t.header.timeout_ms});
-        std::uint64_t n = m.data.size();
-        to_exec_.append(reinterpret_cast<const char*>(&n), sizeof n);
-        to_exec_ += m.data;
+          trace::mark(trace::agent_received, t.header.chunk);
+        }
+        to_exec_.push_back({m.data.size(), std::move(m.data)});
       } else if (m.tag == wire::tag_shutdown) {
         leaving_ = true;
       }
@@ -114,52 +117,83 @@ class Agent {
     return got;
   }
 
+  // Writes batches to the executor, each framed by its length, straight from the MPI message.
   bool write_to_executor() {
-    if (to_exec_.size() == to_exec_done_) return false;
-    ssize_t k = ::send(sock_, to_exec_.data() + to_exec_done_, to_exec_.size() - to_exec_done_, MSG_NOSIGNAL);
-    if (k <= 0) return false;  // full, or the executor died: the read side will tell
-    to_exec_done_ += static_cast<std::size_t>(k);
-    if (to_exec_done_ == to_exec_.size()) {
-      to_exec_.clear();
-      to_exec_done_ = 0;
+    bool wrote = false;
+    while (!to_exec_.empty()) {
+      Outgoing& o = to_exec_.front();
+      iovec v[2];
+      int n = 0;
+      if (o.done < sizeof o.length) v[n++] = {reinterpret_cast<char*>(&o.length) + o.done, sizeof o.length - o.done};
+      const std::size_t body_done = o.done > sizeof o.length ? o.done - sizeof o.length : 0;
+      v[n++] = {o.body.data() + body_done, o.body.size() - body_done};
+      msghdr mh{};
+      mh.msg_iov = v;
+      mh.msg_iovlen = static_cast<std::size_t>(n);
+      ssize_t k = ::sendmsg(sock_, &mh, MSG_NOSIGNAL);
+      if (k <= 0) break;  // full, or the executor died: the read side will tell
+      wrote = true;
+      o.done += static_cast<std::size_t>(k);
+      if (o.done < sizeof o.length + o.body.size()) break;
+      to_exec_.pop_front();
+      if (trace::detail::on && to_exec_.empty())
+        for (const auto& s : sent_) trace::mark(trace::agent_forwarded, s.chunk);
     }
-    return true;
+    return wrote;
   }
 
+  // Reads result frames: each one's length, then the frame straight into a buffer of its own,
+  // which goes on to the driver as it is.
   bool read_from_executor() {
-    char buf[1 << 16];
     bool got = false;
     for (;;) {
-      ssize_t k = ::read(sock_, buf, sizeof buf);
-      if (k > 0) {
-        from_exec_.append(buf, static_cast<std::size_t>(k));
-        got = true;
+      char* dst;
+      std::size_t want;
+      if (from_len_done_ < sizeof from_len_) {
+        dst = reinterpret_cast<char*>(&from_len_) + from_len_done_;
+        want = sizeof from_len_ - from_len_done_;
+      } else {
+        dst = from_exec_.data() + from_done_;
+        want = from_exec_.size() - from_done_;
+      }
+      ssize_t k = want ? ::read(sock_, dst, want) : 0;
+      if (want && k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (want && k < 0 && errno == EINTR) continue;
+      if (want && k <= 0) {
+        executor_died();  // EOF or error: the executor is gone
+        return true;
+      }
+      got = true;
+      if (from_len_done_ < sizeof from_len_) {
+        from_len_done_ += static_cast<std::size_t>(k);
+        if (from_len_done_ < sizeof from_len_) continue;
+        std::string().swap(from_exec_);
+        reserve_large(from_exec_, from_len_);
+        from_exec_.resize(from_len_);
+        from_done_ = 0;
         continue;
       }
-      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      if (k < 0 && errno == EINTR) continue;
-      forward_results();
-      executor_died();  // EOF or error: the executor is gone
-      return true;
+      from_done_ += static_cast<std::size_t>(k);
+      if (from_done_ == from_exec_.size()) {
+        forward_results(std::move(from_exec_));
+        from_exec_.clear();
+        from_len_done_ = 0;
+      }
     }
-    if (got) forward_results();
     return got;
   }
 
-  // Sends every complete result frame in from_exec_ to the driver.
-  void forward_results() {
-    std::size_t at = 0;
-    while (from_exec_.size() - at >= sizeof(std::uint64_t)) {
-      std::uint64_t n;
-      std::memcpy(&n, from_exec_.data() + at, sizeof n);
-      if (from_exec_.size() - at - sizeof n < n) break;
-      std::string frame = from_exec_.substr(at + sizeof n, n);
-      at += sizeof n + n;
-      for (const auto& r : wire::parse_results(frame).results) forget(r.header.chunk);
-      idle_deaths_ = 0;
-      send(wire::tag_results, std::move(frame));
+  // Sends one result frame to the driver.
+  void forward_results(std::string frame) {
+    std::vector<std::uint64_t> traced;
+    for (const auto& r : wire::parse_results(frame).results) {
+      forget(r.header.chunk);
+      trace::mark(trace::agent_read, r.header.chunk);
+      if (trace::detail::on) traced.push_back(r.header.chunk);
     }
-    from_exec_.erase(0, at);
+    idle_deaths_ = 0;
+    send(wire::tag_results, std::move(frame));
+    for (auto id : traced) trace::mark(trace::agent_sent, id);
   }
 
   void forget(std::uint64_t chunk) {
@@ -249,8 +283,9 @@ class Agent {
   void restart_after_death(std::string report) {
     sent_.clear();
     to_exec_.clear();
-    to_exec_done_ = 0;
     from_exec_.clear();
+    from_len_done_ = 0;
+    from_done_ = 0;
     if (report.size() > sizeof(std::uint32_t) + sizeof(std::int64_t)) send(wire::tag_results, std::move(report));
     if (idle_deaths_ > 0) {  // a crash loop at start-up must not spin: back off a little
       std::this_thread::sleep_for(std::chrono::milliseconds(50 * std::min(idle_deaths_, 20)));
@@ -336,9 +371,16 @@ class Agent {
   pid_t exec_pid_ = -1;
   int sock_ = -1;
   std::deque<Sent> sent_;  // chunks given to the executor, in order, without a result yet
-  std::string to_exec_;
-  std::size_t to_exec_done_ = 0;
+  struct Outgoing {
+    std::uint64_t length;  // the frame's length prefix
+    std::string body;      // the batch as it came from the driver
+    std::size_t done = 0;  // bytes of prefix and body written
+  };
+  std::deque<Outgoing> to_exec_;
+  std::uint64_t from_len_ = 0;  // the result frame being read: its length prefix, then its bytes
+  std::size_t from_len_done_ = 0;
   std::string from_exec_;
+  std::size_t from_done_ = 0;
   double last_heard_ = 0, last_sent_ = 0;
   bool leaving_ = false;
   int idle_deaths_ = 0;  // executor deaths outside a chunk since the last result

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "roles.hpp"
+#include "trace.hpp"
 #include "wire.hpp"
 
 namespace fibra::detail {
@@ -52,14 +53,16 @@ std::int64_t now_ns() {
       .count();
 }
 
-void run_batch(int sock, Mailbox& box, std::string_view batch) {
+// `results` is the frame buffer, kept from batch to batch so that its memory stays warm.
+void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& results) {
   const auto pid = static_cast<std::int64_t>(::getpid());
-  std::string results = wire::begin_results(pid);
+  results.assign(wire::begin_results(pid));
   auto last_flush = std::chrono::steady_clock::now();
-  std::string out;
   RunControl ctl;
   std::vector<ItemFailure> failures;
+  std::vector<std::uint64_t> traced;  // chunks in the frame being built, for FIBRA_TRACE
   for (const auto& t : wire::parse_tasks(batch)) {
+    trace::mark(trace::executor_read, t.header.chunk);
     box.item.store(0, std::memory_order_relaxed);
     box.attempt.store(t.header.attempt, std::memory_order_relaxed);
     box.started_ns.store(now_ns(), std::memory_order_relaxed);
@@ -67,36 +70,48 @@ void run_batch(int sock, Mailbox& box, std::string_view batch) {
     const FunctionEntry* fn = function_by_id(t.header.fn);
     ChunkRunner run = !fn ? nullptr : t.header.mode == CallMode::single ? fn->run_single : fn->run_tuple;
     wire::ResultHeader h{t.header.chunk, t.header.attempt, wire::Status::ok};
+    const std::int64_t began = now_ns();
     if (!run) {
       h.status = wire::Status::unknown_fn;
       wire::append_result(results, h, "a function this worker does not have (id " + std::to_string(t.header.fn) +
                                           "): driver and workers must run the same binary");
     } else {
-      out.clear();
+      // Results are encoded straight into the frame; a failure replaces what the chunk wrote.
+      const std::size_t at = wire::open_result(results, h);
+      const std::size_t body = results.size();
       ItemFailure fail;
       failures.clear();
       ctl.keep_going = t.header.keep_going;
       ctl.skip = t.header.skip;
       ctl.failures = &failures;
-      if (!run(t.payload, t.header.count, out, fail, box.item, ctl)) {
+      const bool ran = run(t.payload, t.header.count, results, fail, box.item, ctl);
+      h.run_ns = static_cast<std::uint64_t>(now_ns() - began);
+      if (!ran) {
         h.status = wire::Status::raised;
-        wire::append_result(results, h, wire::encode_failure(fail));
+        results.resize(body);
+        results += wire::encode_failure(fail);
       } else if (!failures.empty()) {
         h.status = wire::Status::partial;
-        wire::append_result(results, h, wire::encode_partial(failures, out));
-      } else {
-        wire::append_result(results, h, out);
+        const std::string partial = wire::encode_partial(failures, std::string_view(results).substr(body));
+        results.resize(body);
+        results += partial;
       }
+      wire::close_result(results, at, h);
     }
     box.chunk.store(0, std::memory_order_release);
+    trace::mark(trace::executor_ran, t.header.chunk);
+    if (trace::detail::on) traced.push_back(t.header.chunk);
     auto now = std::chrono::steady_clock::now();
     if (results.size() >= flush_bytes || now - last_flush >= flush_every) {
       send_frame(sock, results);
-      results = wire::begin_results(pid);
+      for (auto id : traced) trace::mark(trace::executor_sent, id);
+      traced.clear();
+      results.assign(wire::begin_results(pid));  // keeps its memory: the next frame finds it warm
       last_flush = now;
     }
   }
   if (results.size() > sizeof(std::uint32_t) + sizeof(std::int64_t)) send_frame(sock, results);
+  for (auto id : traced) trace::mark(trace::executor_sent, id);
 }
 
 }  // namespace
@@ -114,13 +129,17 @@ void run_batch(int sock, Mailbox& box, std::string_view batch) {
   void* m = ::mmap(nullptr, sizeof(Mailbox), PROT_READ | PROT_WRITE, MAP_SHARED, mailbox_fd, 0);
   if (m == MAP_FAILED) _exit(120);
   auto& box = *static_cast<Mailbox*>(m);
-  std::string batch;
+  std::string batch, results;
   for (;;) {
     std::uint64_t n = 0;
     if (!read_all(sock, &n, sizeof n)) break;
+    if (n >= large_buffer && batch.capacity() < n) {
+      std::string().swap(batch);
+      reserve_large(batch, n);
+    }
     batch.resize(n);
     if (!read_all(sock, batch.data(), n)) break;
-    run_batch(sock, box, batch);
+    run_batch(sock, box, batch, results);
   }
   std::fflush(stdout);
   std::fflush(stderr);

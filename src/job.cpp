@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "fibra/detail/core.hpp"
+#include "trace.hpp"
 
 namespace fibra::detail {
 
@@ -49,6 +50,7 @@ bool JobState::wait_next(ChunkOutcome& out, std::optional<std::chrono::nanosecon
   out = std::move(done_.front());
   done_.pop_front();
   taken_.fetch_add(1, std::memory_order_release);
+  trace::mark(trace::taken, 0);
   return true;
 }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "fibra/detail/codec.hpp"
 #include "fibra/error.hpp"
 
 namespace fibra::mpi {
@@ -37,6 +38,10 @@ bool try_recv(MPI_Comm comm, Message& m) {
   check(MPI_Get_count(&st, MPI_BYTE, &n), "MPI_Get_count");
   m.source = st.MPI_SOURCE;
   m.tag = st.MPI_TAG;
+  if (static_cast<std::size_t>(n) >= detail::large_buffer) {
+    std::string().swap(m.data);
+    detail::reserve_large(m.data, static_cast<std::size_t>(n));
+  }
   m.data.resize(static_cast<std::size_t>(n));
   check(MPI_Recv(m.data.data(), n, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comm, MPI_STATUS_IGNORE), "MPI_Recv");
   return true;
@@ -44,15 +49,84 @@ bool try_recv(MPI_Comm comm, Message& m) {
 
 SendQueue::~SendQueue() { abandon(); }
 
-void SendQueue::send(MPI_Comm comm, int dest, int tag, std::string data) {
-  if (data.size() > static_cast<std::size_t>(INT32_MAX))
-    throw MpiError("fibra: a message of " + std::to_string(data.size()) +
+namespace {
+void check_size(std::size_t n) {
+  if (n > static_cast<std::size_t>(INT32_MAX))
+    throw MpiError("fibra: a message of " + std::to_string(n) +
                    " bytes is over MPI's 2 GiB limit: use a smaller chunksize");
+}
+constexpr std::size_t join_below = 1 << 20;  // smaller bodies are copied: one buffer is cheaper then
+}  // namespace
+
+std::size_t Pieces::size() const {
+  std::size_t n = heads.size();
+  for (const auto& b : bodies) n += b->size();
+  return n;
+}
+
+std::string Pieces::joined() const {
+  std::string s;
+  s.reserve(size());
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < bodies.size(); ++i) {
+    s.append(heads, at, ends[i] - at);
+    s += *bodies[i];
+    at = ends[i];
+  }
+  s.append(heads, at, std::string::npos);
+  return s;
+}
+
+void SendQueue::send(MPI_Comm comm, int dest, int tag, std::string data) {
+  check_size(data.size());
   auto p = std::make_unique<Pending>();
   p->data = std::move(data);
   p->comm = comm;
-  check(MPI_Isend(p->data.data(), static_cast<int>(p->data.size()), MPI_BYTE, dest, tag, comm, &p->request),
-        "MPI_Isend");
+  const void* buf = p->data.data();
+  const int count = static_cast<int>(p->data.size());
+  start(std::move(p), tag, dest, MPI_BYTE, buf, count);
+}
+
+void SendQueue::send(MPI_Comm comm, int dest, int tag, Pieces pieces) {
+  const std::size_t total = pieces.size();
+  check_size(total);
+  if (total - pieces.heads.size() < join_below) return send(comm, dest, tag, pieces.joined());
+  auto p = std::make_unique<Pending>();
+  p->pieces = std::move(pieces);
+  p->comm = comm;
+  // One hindexed datatype over the pieces' addresses: MPI reads each where it is.
+  const Pieces& q = p->pieces;
+  std::vector<int> lengths;
+  std::vector<MPI_Aint> where;
+  auto add = [&](const char* b, std::size_t n) {
+    if (n == 0) return;
+    MPI_Aint a;
+    check(MPI_Get_address(b, &a), "MPI_Get_address");
+    lengths.push_back(static_cast<int>(n));
+    where.push_back(a);
+  };
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < q.bodies.size(); ++i) {
+    add(q.heads.data() + at, q.ends[i] - at);
+    add(q.bodies[i]->data(), q.bodies[i]->size());
+    at = q.ends[i];
+  }
+  add(q.heads.data() + at, q.heads.size() - at);
+  MPI_Datatype type;
+  check(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(), where.data(), MPI_BYTE, &type),
+        "MPI_Type_create_hindexed");
+  check(MPI_Type_commit(&type), "MPI_Type_commit");
+  try {
+    start(std::move(p), tag, dest, type, MPI_BOTTOM, 1);
+  } catch (...) {
+    MPI_Type_free(&type);
+    throw;
+  }
+  MPI_Type_free(&type);  // the send under way keeps what it needs of it
+}
+
+void SendQueue::start(std::unique_ptr<Pending> p, int tag, int dest, MPI_Datatype type, const void* buf, int count) {
+  check(MPI_Isend(buf, count, type, dest, tag, p->comm, &p->request), "MPI_Isend");
   // Open MPI's TCP transport writes a queued message only while MPI makes progress: test once
   // now, or a small message waits for the sender's next MPI call.
   int done = 0;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace fibra::mpi {
 
@@ -31,6 +32,17 @@ struct Message {
 /// message that has not arrived.
 bool try_recv(MPI_Comm comm, Message& m);
 
+/// One message made of header bytes and shared bodies, in the order
+/// heads[0, ends[0]) + *bodies[0] + heads[ends[0], ends[1]) + *bodies[1] + ... + heads[ends.back(), end).
+/// A large body is sent from where it is, not copied into the message.
+struct Pieces {
+  std::string heads;
+  std::vector<std::size_t> ends;  // one per body: where the heads before it end
+  std::vector<std::shared_ptr<const std::string>> bodies;
+  std::size_t size() const;
+  std::string joined() const;
+};
+
 /// Sends without blocking; keeps each buffer alive until MPI is done with it.
 class SendQueue {
  public:
@@ -39,11 +51,15 @@ class SendQueue {
   SendQueue& operator=(const SendQueue&) = delete;
   ~SendQueue();
   void send(MPI_Comm comm, int dest, int tag, std::string data);
+  /// Sends pieces as one message; bodies of 1 MiB or more in all are not copied.
+  void send(MPI_Comm comm, int dest, int tag, Pieces pieces);
   /// Completes finished sends; returns how many are still going. A send that MPI reports failed
   /// throws MpiError, or, given `on_error`, is dropped and reported there with its communicator.
   std::size_t progress(const std::function<void(MPI_Comm, const std::string&)>& on_error = {});
   /// Completes finished sends, waiting at most `seconds` for the rest; returns how many are left.
   std::size_t drain(double seconds);
+  /// Sends still under way.
+  std::size_t pending() const { return pending_.size(); }
   /// Cancels what is still going (for peers that are gone).
   void abandon() noexcept;
   /// Cancels what is still going to the peer(s) of `comm` (declared dead).
@@ -54,7 +70,9 @@ class SendQueue {
     MPI_Request request = MPI_REQUEST_NULL;
     MPI_Comm comm = MPI_COMM_NULL;
     std::string data;
+    Pieces pieces;  // a message sent from its pieces
   };
+  void start(std::unique_ptr<Pending> p, int tag, int dest, MPI_Datatype type, const void* buf, int count);
   std::deque<std::unique_ptr<Pending>> pending_;
 };
 
@@ -77,10 +95,12 @@ class Napper {
 
   /// Something happened.
   void busy() { last_busy_ = now_s(); }
-  /// Nothing happened: how long to nap now (zero while still in the spin window).
-  std::chrono::microseconds next() const {
+  /// Nothing happened: how long to nap now (zero while still in the spin window, or while sends
+  /// are under way: Open MPI's TCP transport moves a large message only while its sender makes MPI
+  /// calls, so any nap would cut its bandwidth).
+  std::chrono::microseconds next(bool sends_pending = false) const {
     const double quiet = now_s() - last_busy_;
-    if (quiet < spin_s) return std::chrono::microseconds(0);
+    if (quiet < spin_s || sends_pending) return std::chrono::microseconds(0);
     auto nap = std::chrono::microseconds(static_cast<long>(quiet / 40 * 1e6));
     return std::clamp(nap, min_nap, idle_cap);
   }

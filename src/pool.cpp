@@ -87,13 +87,13 @@ void PoolImpl::loop() {
   mpi::Napper napper;
   mpi::precise_sleeps();
   for (;;) {
-    bool busy = false;
+    bool busy = false, sending = false;
     try {
       std::lock_guard ml(mpi::lock());
       busy |= receive();
       busy |= dispatch();
       busy |= adjust_size();
-      progress_sends();
+      sending = progress_sends();
       watch_workers();
     } catch (...) {
       std::lock_guard lk(mu_);
@@ -105,7 +105,12 @@ void PoolImpl::loop() {
     std::unique_lock lk(mu_);
     if (stopping_) break;
     if (busy || kicked_) napper.busy();
-    else if (auto nap = napper.next(); nap.count() > 0) wake_.wait_for(lk, nap, [&] { return kicked_; });
+    else if (auto nap = napper.next(sending); nap.count() > 0) wake_.wait_for(lk, nap, [&] { return kicked_; });
+    else {  // spinning for a reply: give a core to whoever needs one (the caller woken by a result)
+      lk.unlock();
+      std::this_thread::yield();
+      lk.lock();
+    }
     kicked_ = false;
   }
   say_goodbye();
@@ -134,10 +139,10 @@ bool PoolImpl::receive() {
   return got;
 }
 
-void PoolImpl::handle(Worker& w, const mpi::Message& m) {
+void PoolImpl::handle(Worker& w, mpi::Message& m) {
   switch (m.tag) {
     case wire::tag_hello: return on_hello(w, wire::decode_hello(m.data));
-    case wire::tag_results: return on_results(w, wire::parse_results(m.data));
+    case wire::tag_results: return on_results(w, m.data);
     case wire::tag_bye: {
       bool stopping;
       {
@@ -161,41 +166,59 @@ void PoolImpl::handle(Worker& w, const mpi::Message& m) {
 // Gives each ready worker with room a batch of pending chunks.
 bool PoolImpl::dispatch(std::size_t batches_each) {
   // Batches are encoded under mu_: terminate() on a user thread may fail (and free) every chunk.
-  std::vector<std::pair<Worker*, std::string>> out;
+  std::vector<std::pair<Worker*, mpi::Pieces>> out;
+  std::vector<std::uint64_t> traced;  // chunk ids, for FIBRA_TRACE
   {
     std::lock_guard lk(mu_);
     if (sched_.pending() == 0) return false;
     const int ready = ready_count();
-    for (auto& w : workers_) {
-      if (w->state != Worker::State::ready || w->batches.size() >= batches_each) continue;
-      const bool others_have_room = std::any_of(workers_.begin(), workers_.end(), [&](auto& o) {
-        return o.get() != w.get() && o->state == Worker::State::ready && o->batches.size() < batches_each;
-      });
-      auto batch = sched_.take_batch(w->id, ready, others_have_room);
-      if (batch.empty()) {
-        if (sched_.pending() == 0) break;
-        continue;  // it passed over retries meant for other workers
+    // Least loaded first: every idle worker gets a batch before a busy one gets a second, and a
+    // second batch waits on a busy worker only while chunks are short (prefetch_pays).
+    for (std::size_t depth = 0; depth < batches_each && sched_.pending() > 0; ++depth) {
+      if (depth > 0 && !prefetch_pays()) break;
+      for (auto& w : workers_) {
+        if (w->state != Worker::State::ready || w->batches.size() != depth) continue;
+        const bool others_have_room = std::any_of(workers_.begin(), workers_.end(), [&](auto& o) {
+          return o.get() != w.get() && o->state == Worker::State::ready && o->batches.size() < batches_each;
+        });
+        auto batch = sched_.take_batch(w->id, ready, others_have_room);
+        if (batch.empty()) {
+          if (sched_.pending() == 0) break;
+          continue;  // it passed over retries meant for other workers
+        }
+        w->batches.push_back(static_cast<std::uint32_t>(batch.size()));
+        for (const Chunk* c : batch) {
+          if (c->failures.empty()) continue;
+          ++stats_.chunks_resubmitted;
+          stats_.last_retry_sent = std::chrono::steady_clock::now();
+        }
+        out.emplace_back(w.get(), encode_batch(batch));
+        if (trace::detail::on)
+          for (const Chunk* c : batch) traced.push_back(c->id);
       }
-      w->batches.push_back(static_cast<std::uint32_t>(batch.size()));
-      for (const Chunk* c : batch) {
-        if (c->failures.empty()) continue;
-        ++stats_.chunks_resubmitted;
-        stats_.last_retry_sent = std::chrono::steady_clock::now();
-      }
-      out.emplace_back(w.get(), encode_batch(batch));
     }
     // Chunks of cancelled calls are dropped by take_batch: join() may be waiting for that.
     if (sched_.idle()) state_cv_.notify_all();
   }
   for (auto& [w, batch] : out) send(*w, wire::tag_tasks, std::move(batch));
+  for (auto id : traced) trace::mark(trace::dispatched, id);
   return !out.empty();
 }
 
-std::string PoolImpl::encode_batch(const std::vector<Chunk*>& chunks) {
-  std::size_t bytes = sizeof(std::uint32_t);
-  for (const Chunk* c : chunks) bytes += 64 + 4 * c->skip.size() + c->payload.size();
-  std::string batch = wire::begin_batch();
-  batch.reserve(bytes);
+// Whether the next chunk is short enough that queueing it behind a running batch pays: it hides
+// the round trip between batches, but a long chunk queued on a busy worker may wait there while
+// another worker is free. A call whose chunks have not been timed yet counts as short.
+bool PoolImpl::prefetch_pays() const {
+  const Chunk* c = sched_.front();
+  if (!c) return false;
+  return double(c->count) * c->job->seconds_per_item() < prefetch_limit_s;
+}
+
+// The batch's headers, with each chunk's payload sent from the chunk (mpi::Pieces), not copied.
+mpi::Pieces PoolImpl::encode_batch(const std::vector<Chunk*>& chunks) {
+  mpi::Pieces batch;
+  batch.heads = wire::begin_batch();
+  batch.heads.reserve(sizeof(std::uint32_t) + chunks.size() * 64);
   for (const Chunk* c : chunks) {
     const RetryPolicy& policy = c->job->policy();
     wire::TaskHeader h;
@@ -208,22 +231,32 @@ std::string PoolImpl::encode_batch(const std::vector<Chunk*>& chunks) {
     h.timeout_ms = static_cast<std::uint32_t>(std::min(policy.task_timeout_s * 1000, 4e9));
     h.keep_going = policy.keep_going;
     h.skip = c->skip;
-    wire::append_task(batch, h, c->payload);
+    wire::append_task_head(batch.heads, h, c->payload->size());
+    batch.ends.push_back(batch.heads.size());
+    batch.bodies.push_back(c->payload);
   }
-  wire::set_count(batch, static_cast<std::uint32_t>(chunks.size()));
+  wire::set_count(batch.heads, static_cast<std::uint32_t>(chunks.size()));
   return batch;
 }
 
-// Moves queued sends on. A send that MPI reports failed loses its worker, not the pool.
-void PoolImpl::progress_sends() {
+// Moves queued sends on; returns whether some are still under way. A send that MPI reports failed
+// loses its worker, not the pool.
+bool PoolImpl::progress_sends() {
   std::vector<std::pair<MPI_Comm, std::string>> failed;  // declared lost after the pass: that edits the queue
   sends_.progress([&](MPI_Comm c, const std::string& why) { failed.emplace_back(c, why); });
   for (const auto& [c, why] : failed)
     for (auto& w : workers_)
       if (w->comm == c && w->alive()) declare_lost(*w, "MPI failed on its connection (" + why + ")");
+  return sends_.pending() > 0;
 }
 
 void PoolImpl::send(Worker& w, int tag, std::string data) {
+  mpi::Pieces p;
+  p.heads = std::move(data);
+  send(w, tag, std::move(p));
+}
+
+void PoolImpl::send(Worker& w, int tag, mpi::Pieces data) {
   if (!w.alive()) return;  // never to a worker that is gone or lost: a send to a dead peer can wedge MPI
   const bool too_big = data.size() > static_cast<std::size_t>(INT32_MAX);  // the caller's error, not the worker's
   try {

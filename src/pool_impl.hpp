@@ -25,11 +25,13 @@
 #include "mpi.hpp"
 #include "roles.hpp"
 #include "scheduler.hpp"
+#include "trace.hpp"
 #include "wire.hpp"
 
 namespace fibra::detail {
 
 constexpr std::size_t batches_per_worker = 2;  // one running, one waiting: no gap between batches
+constexpr double prefetch_limit_s = 0.05;      // ... for chunks expected to run shorter than this
 
 struct Worker {
   // starting: spawned, no hello yet; ready: takes work; retiring: finishes its batches, then is
@@ -63,7 +65,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::lock_guard lk(mu_);
     if (broken_) std::rethrow_exception(broken_);
     if (closed_) throw PoolClosed("fibra: work was submitted to a pool that was closed or terminated");
-    sched_.add(job, first, count, std::move(payload));
+    trace::mark(trace::submitted, sched_.add(job, first, count, std::move(payload)));
     kick();
   }
 
@@ -99,11 +101,13 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // ---- pool.cpp: driver_run (the communication thread) and driver_stop ------------------------
   void loop();
   bool receive();
-  void handle(Worker& w, const mpi::Message& m);
+  void handle(Worker& w, mpi::Message& m);
   bool dispatch(std::size_t batches_each = batches_per_worker);
-  static std::string encode_batch(const std::vector<Chunk*>& chunks);
+  bool prefetch_pays() const;
+  static mpi::Pieces encode_batch(const std::vector<Chunk*>& chunks);
   void send(Worker& w, int tag, std::string data);
-  void progress_sends();
+  void send(Worker& w, int tag, mpi::Pieces data);
+  bool progress_sends();
   void fail_all(const std::exception_ptr& e);
   void stop();
   void kick() {
@@ -136,8 +140,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   }
 
   // ---- pool_results.cpp: results and failed attempts -----------------------------------------
-  void on_results(Worker& w, const wire::ResultBatch& b);
-  void accept_result(const wire::ResultHeader& h, std::string_view payload, std::vector<ItemOutcomeError> errors);
+  void on_results(Worker& w, std::string& message);
+  void accept_result(const wire::ResultHeader& h, std::string_view payload, std::vector<ItemOutcomeError> errors,
+                     std::string* message = nullptr);
   void on_partial(const Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid);
   void on_failed_attempt(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid);
   std::exception_ptr raised_error(const Worker& w, const Chunk& c, const ItemFailure& f, std::int64_t exec_pid);

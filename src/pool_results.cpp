@@ -9,14 +9,18 @@
 
 namespace fibra::detail {
 
-void PoolImpl::on_results(Worker& w, const wire::ResultBatch& b) {
+void PoolImpl::on_results(Worker& w, std::string& message) {
+  const wire::ResultBatch b = wire::parse_results(message);
+  // A message of one result gives it its bytes (no copy of a large payload).
+  std::string* whole = b.results.size() == 1 ? &message : nullptr;
   std::lock_guard lk(mu_);
   for (const auto& r : b.results) {
     if (!w.batches.empty() && --w.batches.front() == 0) w.batches.pop_front();
     const auto& h = r.header;
+    trace::mark(trace::driver_received, h.chunk);
     switch (h.status) {
       case wire::Status::not_run: sched_.requeue(h.chunk, h.attempt); break;
-      case wire::Status::ok: accept_result(h, r.payload, {}); break;
+      case wire::Status::ok: accept_result(h, r.payload, {}, whole); break;
       case wire::Status::partial: on_partial(w, h, r.payload, b.executor_pid); break;
       default: on_failed_attempt(w, r, b.executor_pid); break;
     }
@@ -25,16 +29,26 @@ void PoolImpl::on_results(Worker& w, const wire::ResultBatch& b) {
 }
 
 // A result for the attempt in flight is delivered; any other is a late duplicate and dropped.
-void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view payload, std::vector<ItemOutcomeError> errors) {
+void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view payload, std::vector<ItemOutcomeError> errors,
+                             std::string* message) {
   auto c = sched_.accept(h.chunk, h.attempt);
   if (!c) {
     ++stats_.late_results_dropped;
     return;
   }
   ++stats_.chunks_done;
+  c->job->note_run(c->count, h.run_ns);
   for (auto& e : c->item_errors) errors.push_back(std::move(e));
   std::sort(errors.begin(), errors.end(), [](auto& x, auto& y) { return x.offset < y.offset; });
-  c->job->deliver({c->first, c->count, std::string(payload), {}, std::move(errors)});
+  ChunkOutcome o{c->first, c->count, {}, {}, std::move(errors)};
+  if (message) {
+    o.offset = static_cast<std::size_t>(payload.data() - message->data());
+    o.payload = std::move(*message);
+  } else {
+    o.payload.assign(payload);
+  }
+  trace::mark(trace::delivered, h.chunk);
+  c->job->deliver(std::move(o));
 }
 
 // A keep_going chunk came back with some items failed or skipped.

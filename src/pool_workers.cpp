@@ -172,7 +172,7 @@ void PoolImpl::watch_workers() {
       continue;
     }
     const bool working = w->state == Worker::State::ready || w->state == Worker::State::retiring;
-    if (working && now - w->last_sent > s_.heartbeat_s) send(*w, wire::tag_heartbeat, {});
+    if (working && now - w->last_sent > s_.heartbeat_s) send(*w, wire::tag_heartbeat, std::string());
   }
 }
 
@@ -259,7 +259,7 @@ bool PoolImpl::adjust_size() {
       if (w->state != Worker::State::retiring || !w->batches.empty()) continue;
       w->state = Worker::State::leaving;
     }
-    send(*w, wire::tag_shutdown, {});
+    send(*w, wire::tag_shutdown, std::string());
     changed = true;
   }
   if (changed) {
@@ -298,7 +298,7 @@ void PoolImpl::say_goodbye() {
       std::lock_guard ml(mpi::lock());
       for (auto& w : workers_) {
         if (!w->alive()) continue;
-        send(*w, wire::tag_shutdown, {});
+        send(*w, wire::tag_shutdown, std::string());
         std::lock_guard lk(mu_);
         if (w->alive()) w->state = Worker::State::leaving;  // the send may have lost it
       }

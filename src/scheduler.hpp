@@ -19,7 +19,9 @@ struct Chunk {
   std::shared_ptr<JobState> job;
   std::uint64_t first = 0;
   std::uint32_t count = 0;
-  std::string payload;     // encoded items, kept until the chunk is done (for reruns)
+  /// Encoded items, kept until the chunk is done (for reruns); shared with sends under way, which
+  /// send it from here rather than from a copy.
+  std::shared_ptr<const std::string> payload;
   std::uint32_t attempt = 0;  // how many times it was handed out; a result names the one it is for
   int worker = -1;         // owner while in flight
   int avoid_worker = -1;   // where its last attempt failed: a retry goes elsewhere if it can
@@ -80,6 +82,8 @@ class Scheduler {
   std::vector<std::unique_ptr<Chunk>> take_all();
 
   std::size_t pending() const { return pending_.size(); }
+  /// The chunk at the front of the queue, or nullptr.
+  const Chunk* front() const { return pending_.empty() ? nullptr : chunks_.at(pending_.front()).get(); }
   std::size_t in_flight() const { return chunks_.size() - pending_.size(); }
   bool idle() const { return chunks_.empty(); }
 

@@ -30,6 +30,11 @@ std::string begin_batch() { return std::string(sizeof(std::uint32_t), '\0'); }
 void set_count(std::string& batch, std::uint32_t n) { std::memcpy(batch.data(), &n, sizeof n); }
 
 void append_task(std::string& batch, const TaskHeader& h, std::string_view payload) {
+  append_task_head(batch, h, payload.size());
+  batch.append(payload);
+}
+
+void append_task_head(std::string& batch, const TaskHeader& h, std::uint64_t payload_bytes) {
   Writer w(batch);
   w.pod(h.chunk);
   w.pod(h.attempt);
@@ -41,8 +46,7 @@ void append_task(std::string& batch, const TaskHeader& h, std::string_view paylo
   w.pod<std::uint8_t>(h.keep_going ? 1 : 0);
   w.pod<std::uint32_t>(static_cast<std::uint32_t>(h.skip.size()));
   for (auto k : h.skip) w.pod(k);
-  w.pod<std::uint64_t>(payload.size());
-  w.raw(payload.data(), payload.size());
+  w.pod<std::uint64_t>(payload_bytes);
 }
 
 std::vector<TaskView> parse_tasks(std::string_view batch) {
@@ -74,16 +78,39 @@ std::string begin_results(std::int64_t executor_pid) {
   return s;
 }
 
-void append_result(std::string& batch, const ResultHeader& h, std::string_view payload) {
-  Writer w(batch);
+namespace {
+constexpr std::size_t result_header_bytes = 8 + 4 + 1 + 8 + 8;
+
+void put_result_header(char* p, const ResultHeader& h, std::uint64_t payload_bytes) {
+  std::string s;
+  Writer w(s);
   w.pod(h.chunk);
   w.pod(h.attempt);
   w.pod(h.status);
-  w.pod<std::uint64_t>(payload.size());
-  w.raw(payload.data(), payload.size());
+  w.pod(h.run_ns);
+  w.pod(payload_bytes);
+  std::memcpy(p, s.data(), result_header_bytes);
+}
+}  // namespace
+
+std::size_t open_result(std::string& batch, const ResultHeader& h) {
+  const std::size_t at = batch.size();
+  batch.resize(at + result_header_bytes);
+  put_result_header(batch.data() + at, h, 0);
+  return at;
+}
+
+void close_result(std::string& batch, std::size_t at, const ResultHeader& h) {
+  put_result_header(batch.data() + at, h, batch.size() - at - result_header_bytes);
   std::uint32_t n;
   std::memcpy(&n, batch.data(), sizeof n);
   set_count(batch, n + 1);
+}
+
+void append_result(std::string& batch, const ResultHeader& h, std::string_view payload) {
+  const std::size_t at = open_result(batch, h);
+  batch.append(payload);
+  close_result(batch, at, h);
 }
 
 ResultBatch parse_results(std::string_view batch) {
@@ -97,6 +124,7 @@ ResultBatch parse_results(std::string_view batch) {
     v.header.chunk = r.pod<std::uint64_t>();
     v.header.attempt = r.pod<std::uint32_t>();
     v.header.status = r.pod<Status>();
+    v.header.run_ns = r.pod<std::uint64_t>();
     v.payload = r.take(r.pod<std::uint64_t>());
     b.results.push_back(v);
   }

@@ -49,6 +49,9 @@ struct TaskHeader {
 
 /// Appends one chunk to a task batch under construction (the batch starts with a u32 count).
 void append_task(std::string& batch, const TaskHeader& h, std::string_view payload);
+/// Appends a chunk's header only; its `payload_bytes` bytes of payload must follow it in the message
+/// (sent from where they are, see mpi::SendQueue::send_pieces).
+void append_task_head(std::string& batch, const TaskHeader& h, std::uint64_t payload_bytes);
 /// Starts an empty batch; set_count fixes up the chunk count at the front.
 std::string begin_batch();
 void set_count(std::string& batch, std::uint32_t n);
@@ -73,11 +76,18 @@ struct ResultHeader {
   std::uint64_t chunk = 0;
   std::uint32_t attempt = 0;
   Status status = Status::ok;
+  std::uint64_t run_ns = 0;  ///< how long the executor ran the chunk (0 in the agent's reports)
 };
 
 /// A result batch: u32 count, i64 executor pid, then (header, u64 length, payload) per chunk.
 std::string begin_results(std::int64_t executor_pid);
 void append_result(std::string& batch, const ResultHeader& h, std::string_view payload);
+/// Starts a result whose payload the caller appends to `batch` itself (no copy of it); returns
+/// where the result starts, for close_result.
+std::size_t open_result(std::string& batch, const ResultHeader& h);
+/// Ends the result opened at `at`: writes its header again (status and run time may have changed)
+/// with the length of what was appended since, and counts it in the batch.
+void close_result(std::string& batch, std::size_t at, const ResultHeader& h);
 
 struct ResultView {
   ResultHeader header;

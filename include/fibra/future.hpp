@@ -78,7 +78,7 @@ class Future {
     } else {
       try {
         T v{};
-        detail::decode_items(o.payload, &v, 1);
+        detail::decode_items(o.bytes(), &v, 1);
         s_->value = std::move(v);
       } catch (...) {
         s_->error = std::current_exception();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <deque>
 #include <iterator>
@@ -141,9 +142,10 @@ class ChunkStream {
     if (core_->closed()) throw PoolClosed(std::string("fibra: ") + call + "() on a pool that was closed");
     const std::size_t workers = static_cast<std::size_t>(std::max(1, core_->size()));
     chunksize_ = o.chunksize;
-    if (chunksize_ == 0) {
+    adaptive_ = chunksize_ == 0;
+    if (adaptive_) {
       auto n = known_size();
-      chunksize_ = n ? std::clamp<std::size_t>((*n + 4 * workers - 1) / (4 * workers), 1, 65536) : 1;
+      chunksize_ = n ? std::clamp<std::size_t>((*n + 4 * workers - 1) / (4 * workers), 1, 65536) : 65536;
     }
     window_ = o.max_inflight_chunks ? o.max_inflight_chunks : std::max<std::size_t>(8, 4 * workers);
   }
@@ -155,6 +157,7 @@ class ChunkStream {
     if constexpr (std::ranges::sized_range<View>) return std::ranges::size(view_);
     return std::nullopt;
   }
+  /// The chunk size asked for, or with chunksize 0 the largest one used.
   std::size_t chunksize() const { return chunksize_; }
 
   /// The digest of every input as it would be sent (a pass over the range before the call starts).
@@ -219,13 +222,25 @@ class ChunkStream {
   void fill() {
     while (unreleased_ < window_ && !exhausted()) {
       if (!ckpt_) {
-        submit_chunk(chunksize_);
+        submit_chunk(next_chunk_size());
       } else if (ckpt_->is_done(next_index_)) {
         take_resumed();
       } else {
-        submit_chunk(ckpt_->run_length(next_index_, chunksize_));
+        submit_chunk(ckpt_->run_length(next_index_, next_chunk_size()));
       }
     }
+  }
+
+  // An explicit chunksize is obeyed. With chunksize 0, chunks follow the measured time of the
+  // call's items: one item until the first results are timed, then about target_chunk_s of work
+  // (long enough to hide the per-chunk overhead, short enough to balance and to lose little on a
+  // fault), never more than chunksize_ (about four chunks per worker).
+  std::size_t next_chunk_size() const {
+    if (!adaptive_) return chunksize_;
+    const double per_item = job_->seconds_per_item();
+    if (per_item <= 0) return 1;
+    const double items = std::ceil(target_chunk_s / per_item);
+    return items >= double(chunksize_) ? chunksize_ : std::max<std::size_t>(1, static_cast<std::size_t>(items));
   }
 
   void submit_chunk(std::size_t limit) {
@@ -285,7 +300,9 @@ class ChunkStream {
   View view_;
   std::ranges::iterator_t<View> it_;
   Progress progress_;
+  static constexpr double target_chunk_s = 0.02;
   std::size_t chunksize_ = 1;
+  bool adaptive_ = false;  // chunksize 0: sizes follow the measured time of items
   std::size_t window_ = 8;
   std::size_t outstanding_ = 0;  // submitted or resumed, outcome not yet taken
   std::size_t unreleased_ = 0;   // submitted or resumed, results not yet consumed
@@ -384,7 +401,7 @@ class ImapResults {
       if (!s_->next(o)) return false;
     }
     buf_.assign(o.count, R{});
-    decode_items(o.payload, buf_.data(), o.count);
+    decode_items(o.bytes(), buf_.data(), o.count);
     first_ = o.first;
     pos_ = 0;
     have_chunk_ = true;
@@ -513,7 +530,7 @@ class Pool {
     detail::ChunkOutcome c;
     while (s.next(c)) {
       if (out.size() < c.first + c.count) out.resize(c.first + c.count);
-      detail::decode_items(c.payload, out.data() + c.first, c.count);
+      detail::decode_items(c.bytes(), out.data() + c.first, c.count);
       s.release();
     }
     if (o.errors)  // only what this call added

@@ -57,6 +57,7 @@ class InProcessCore : public PoolCore {
 
   std::atomic<std::uint64_t> submitted_items{0};
   std::vector<std::uint32_t> chunk_sizes;
+  std::uint64_t ns_per_item = 1;  // what an executor would report for each item run
 
  private:
   struct P {
@@ -77,8 +78,12 @@ class InProcessCore : public PoolCore {
       ItemFailure f;
       Cursor c{0};
       ChunkOutcome o{it->first, it->count, {}, {}};
-      if (it->job->fn().run_single(it->payload, it->count, out, f, c, {})) o.payload = std::move(out);
-      else o.error = std::make_exception_ptr(RemoteError(f.message, f.type, f.message, {}));
+      if (it->job->fn().run_single(it->payload, it->count, out, f, c, {})) {
+        o.payload = std::move(out);
+        it->job->note_run(it->count, it->count * ns_per_item);
+      } else {
+        o.error = std::make_exception_ptr(RemoteError(f.message, f.type, f.message, {}));
+      }
       it->job->deliver(std::move(o));
     }
   }
@@ -122,15 +127,36 @@ TEST(Stream, UnorderedImapYieldsEveryIndexOnce) {
   for (std::size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << i;
 }
 
-TEST(Stream, AutomaticChunkSizeIsAQuarterShareCapped) {
+TEST(Stream, AutomaticChunkSizeStartsAtOneItemThenIsAQuarterShareCapped) {
+  // Items of 1 ns: once timed, chunks are as large as the cap allows.
   auto core = std::make_shared<InProcessCore>(2);
   std::vector<long> in(100);
   for (long v : imap<true>(core, in)) (void)v;
-  EXPECT_EQ(core->chunk_sizes.front(), 13u);  // ceil(100 / (4 * 2))
+  EXPECT_EQ(core->chunk_sizes.front(), 1u);  // not timed yet
+  EXPECT_EQ(*std::max_element(core->chunk_sizes.begin(), core->chunk_sizes.end()), 13u);  // ceil(100 / (4 * 2))
   auto core2 = std::make_shared<InProcessCore>(1);
   std::vector<long> big(1'000'000);
   for (auto&& v : imap<false>(core2, big)) (void)v.second;
-  EXPECT_EQ(core2->chunk_sizes.front(), 65536u);
+  EXPECT_EQ(*std::max_element(core2->chunk_sizes.begin(), core2->chunk_sizes.end()), 65536u);
+}
+
+TEST(Stream, AutomaticChunksOfSlowItemsHoldAboutTwentyMilliseconds) {
+  auto core = std::make_shared<InProcessCore>(2);
+  core->ns_per_item = 8'000'000;  // 8 ms an item: chunks of ceil(20 / 8) = 3 items
+  std::vector<long> in(200);
+  std::size_t n = 0;
+  for (long v : imap<true>(core, in)) n += v == 0;
+  EXPECT_EQ(n, 200u);
+  EXPECT_EQ(core->chunk_sizes.front(), 1u);
+  EXPECT_EQ(*std::max_element(core->chunk_sizes.begin(), core->chunk_sizes.end()), 3u);
+}
+
+TEST(Stream, AnExplicitChunkSizeIsAlwaysObeyed) {
+  auto core = std::make_shared<InProcessCore>(2);
+  core->ns_per_item = 8'000'000;
+  std::vector<long> in(100);
+  for (long v : imap<true>(core, in, {.chunksize = 10})) (void)v;
+  EXPECT_EQ(core->chunk_sizes, std::vector<std::uint32_t>(10, 10u));
 }
 
 TEST(Stream, ImapOfAHugeLazyRangeKeepsMemoryBounded) {

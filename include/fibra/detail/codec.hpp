@@ -41,12 +41,24 @@ inline constexpr bool digest_clears_padding = true;
 inline constexpr bool digest_clears_padding = false;
 #endif
 
+/// Buffers of this many bytes or more ask for huge pages (MADV_HUGEPAGE) before they are first
+/// touched: faulting in 64 MiB page by page costs 25-45 ms on a 2-core machine here, in 2 MiB pages
+/// about 7 ms, which is more than copying it (docs/architecture.md, "Large payloads").
+inline constexpr std::size_t large_buffer = std::size_t(4) << 20;
+/// Asks for huge pages under the 2 MiB-aligned part of [p, p + n); nothing when n < large_buffer.
+void advise_large(const void* p, std::size_t n) noexcept;
+/// s.reserve(n), asking for huge pages before the new memory is touched.
+void reserve_large(std::string& s, std::size_t n);
+
 /// Appends bytes to a buffer. A writer for a digest (`for_digest`) writes padding bytes as zeros,
 /// so that equal values always give equal bytes; a writer for messages copies objects as they are.
 class Writer {
  public:
   explicit Writer(std::string& out, bool for_digest = false) : out_(out), for_digest_(for_digest) {}
-  void raw(const void* p, std::size_t n) { out_.append(static_cast<const char*>(p), n); }
+  void raw(const void* p, std::size_t n) {
+    if (n >= large_buffer && out_.capacity() - out_.size() < n) reserve_large(out_, out_.size() + n);
+    out_.append(static_cast<const char*>(p), n);
+  }
   template <class T>
   void pod(const T& v) { pods(&v, 1); }
   /// n trivially copyable objects, in one copy unless padding has to be cleared.
@@ -154,6 +166,11 @@ struct Codec<std::vector<T, A>> {
     if constexpr (is_raw_v<T>) {
       if (n > r.left() / (sizeof(T) ? sizeof(T) : 1))
         throw Error("fibra: a vector's length (" + std::to_string(n) + ") is longer than its message");
+      if (n * sizeof(T) >= large_buffer && v.capacity() < n) {
+        std::vector<T, A>().swap(v);
+        v.reserve(n);
+        advise_large(v.data(), n * sizeof(T));
+      }
       v.resize(n);
       r.raw(v.data(), n * sizeof(T));
     } else {

@@ -57,6 +57,10 @@ struct ChunkOutcome {
   std::string payload;       ///< encoded results when `error` is empty
   std::exception_ptr error;  ///< a fibra::Error subclass when the chunk failed
   std::vector<ItemOutcomeError> item_errors;  ///< keep_going calls: failed items (their results are R{})
+  /// Where the results start in `payload`: a large result keeps the message it came in, whose
+  /// headers come first, rather than being copied out of it.
+  std::size_t offset = 0;
+  std::string_view bytes() const { return std::string_view(payload).substr(offset); }
 };
 
 /// One call's chunks (a map, an imap, or one apply_async) and the outcomes that came back.
@@ -79,6 +83,17 @@ class JobState {
   bool wait_delivered(std::uint64_t n, std::optional<std::chrono::nanoseconds> timeout);
   std::uint64_t delivered() const { return delivered_.load(std::memory_order_acquire); }
 
+  /// Records that an executor ran `items` items of this call in `ns` nanoseconds.
+  void note_run(std::uint32_t items, std::uint64_t ns) {
+    run_ns_.fetch_add(ns, std::memory_order_relaxed);
+    run_items_.fetch_add(items, std::memory_order_release);
+  }
+  /// Seconds an item of this call took to run so far, on average; 0 before the first result.
+  double seconds_per_item() const {
+    const auto items = run_items_.load(std::memory_order_acquire);
+    return items ? double(run_ns_.load(std::memory_order_relaxed)) * 1e-9 / double(items) : 0.0;
+  }
+
   /// The caller no longer wants outcomes: chunks not yet started are dropped.
   void cancel() { cancelled_.store(true, std::memory_order_release); }
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
@@ -97,6 +112,7 @@ class JobState {
   template <class Pred>
   bool wait_until(Pred pred, std::optional<std::chrono::nanoseconds> timeout);
   std::atomic<bool> cancelled_{false};
+  std::atomic<std::uint64_t> run_ns_{0}, run_items_{0};  // measured by the executors (note_run)
 };
 
 /// Settings of a pool, fixed when it starts.
