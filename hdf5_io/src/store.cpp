@@ -312,6 +312,12 @@ void Store::flush() {
   if (s.journal.bytes_on_disk() > std::max(s.options.compact_min_bytes, results_bytes)) compact(s);
 }
 
+void Store::write_out() {
+  State& s = *s_;
+  if (s.access != Access::read_write) return;
+  s.journal.write_out();
+}
+
 bool Store::flush_if_due() {
   if (std::chrono::steady_clock::now() - s_->last_flush < s_->options.flush_interval) return false;
   flush();

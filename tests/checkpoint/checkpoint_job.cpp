@@ -1,7 +1,11 @@
 // A checkpointed job for the kill, signal and h5py tests: maps `work` over N doubles with a
 // checkpoint and writes the results (raw doubles, input order) to a file when it finishes.
 //
-//   checkpoint_job CHECKPOINT RESULTS N [--flush S] [--sleep-after S]
+//   checkpoint_job CHECKPOINT RESULTS N [--flush S] [--sleep-after S] [--received LOG]
+//
+// With --received, the job reads the results through imap_unordered and appends the index of each
+// result it is handed to LOG ("<index>\n", one write each) before it looks at the next; every
+// execution also appends its input's index to $FIBRA_CKPT_INDEX_LOG when that is set.
 //
 // Every execution of `work` appends one line to $FIBRA_CKPT_LOG (O_APPEND), so a test can count
 // executions over several runs; each takes about $FIBRA_CKPT_WORK_US microseconds (default 100).
@@ -32,8 +36,20 @@ int kill_signal() {
   return SIGKILL;
 }
 
+void append_line(const char* path, long value) {
+  const std::string line = std::to_string(value) + "\n";
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  [[maybe_unused]] auto n = ::write(fd, line.data(), line.size());  // one write: lines never interleave
+  ::close(fd);
+}
+
+double input(long i) { return double(i) * 0.25 - 100; }
+long index_of(double x) { return std::lround((x + 100) * 4); }
+
 // About FIBRA_CKPT_WORK_US microseconds of arithmetic whose result depends only on x.
 double work(double x) {
+  if (const char* log = std::getenv("FIBRA_CKPT_INDEX_LOG")) append_line(log, index_of(x));
   if (const char* log = std::getenv("FIBRA_CKPT_LOG")) {
     int fd = ::open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) {
@@ -71,17 +87,28 @@ int main(int argc, char** argv) {
   const std::string checkpoint = argv[1], results = argv[2];
   const long n = std::atol(argv[3]);
   double flush_s = 0.1, sleep_after = 0;
+  const char* received = nullptr;
   for (int i = 4; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--flush") == 0) flush_s = std::atof(argv[i + 1]);
     if (std::strcmp(argv[i], "--sleep-after") == 0) sleep_after = std::atof(argv[i + 1]);  // between calls
+    if (std::strcmp(argv[i], "--received") == 0) received = argv[i + 1];
   }
 
   fibra::Pool pool(2, {.heartbeat_s = 0.5, .driver_silence_s = 2});
   std::vector<double> in(static_cast<std::size_t>(n));
-  for (long i = 0; i < n; ++i) in[i] = double(i) * 0.25 - 100;
+  for (long i = 0; i < n; ++i) in[i] = input(i);
   const auto t = std::chrono::steady_clock::now();
-  auto out = pool.map(work, in,
-                      {.chunksize = 16, .max_inflight_chunks = 8, .checkpoint = checkpoint, .checkpoint_flush_s = flush_s});
+  const fibra::MapOptions o{.chunksize = 16, .max_inflight_chunks = 8, .checkpoint = checkpoint, .checkpoint_flush_s = flush_s};
+  std::vector<double> out;
+  if (received) {
+    out.resize(in.size());
+    for (auto&& [i, r] : pool.imap_unordered(work, in, o)) {
+      append_line(received, static_cast<long>(i));
+      out[i] = r;
+    }
+  } else {
+    out = pool.map(work, in, o);
+  }
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   const std::string tmp = results + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");

@@ -88,10 +88,12 @@ class CallCheckpoint {
   std::uint64_t run_length(std::uint64_t first, std::uint64_t max) const;
   /// The encoded results of done items [first, first + count), as a worker would send them.
   virtual std::string encoded(std::uint64_t first, std::uint64_t count) const = 0;
-  /// Records a chunk's results, leaving out its failed items (they run again on resume).
+  /// Records a chunk's results, leaving out its failed items (they run again on resume), and hands
+  /// them to the kernel: once the caller sees a result, a SIGKILL of the driver cannot lose it.
   void record(const ChunkOutcome& o) {
     recorded_ = true;
     record_items(o);
+    store().write_out();
   }
   /// Flushes when the flush interval has passed; cheap otherwise.
   void flush_if_due();
@@ -151,7 +153,7 @@ class TypedCheckpoint final : public CallCheckpoint {
   }
 
   void record_items(const ChunkOutcome& o) override {
-    const char* p = o.payload.data();
+    const char* p = o.bytes().data();
     if constexpr (native) {
       static_assert(is_raw_v<R>, "fibra: a native checkpoint element must be encoded byte for byte");
       put_ok_ranges(o, [&](std::uint32_t k, std::uint32_t n) {
@@ -169,8 +171,8 @@ class TypedCheckpoint final : public CallCheckpoint {
   // Each item's bytes within a chunk's payload (decoding walks over items of variable size).
   static std::vector<std::span<const std::byte>> split(const ChunkOutcome& o) {
     std::vector<std::span<const std::byte>> blobs(o.count);
-    const auto* base = reinterpret_cast<const std::byte*>(o.payload.data());
-    Reader r(o.payload);
+    const auto* base = reinterpret_cast<const std::byte*>(o.bytes().data());
+    Reader r(o.bytes());
     std::size_t at = 0;
     for (std::uint32_t i = 0; i < o.count; ++i) {
       if constexpr (is_raw_v<R>) {
@@ -179,7 +181,7 @@ class TypedCheckpoint final : public CallCheckpoint {
         R skip{};
         decode(r, skip);
       }
-      const std::size_t end = o.payload.size() - r.left();
+      const std::size_t end = o.bytes().size() - r.left();
       blobs[i] = std::span(base + at, end - at);
       at = end;
     }

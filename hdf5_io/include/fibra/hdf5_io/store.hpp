@@ -169,6 +169,10 @@ class Store {
   ///        with StoreOptions::sync, neither does a machine crash). Folds the journal into the .h5
   ///        file when it has grown past the bound of StoreOptions.
   void flush();
+  /// @brief Hands what was put to the kernel (one write of the journal's buffered records): after it
+  ///        returns a SIGKILL of this process loses none of it; a machine crash may (no fdatasync,
+  ///        no fold). Cheap enough to call after every put.
+  void write_out();
   /// @brief `flush` when StoreOptions::flush_interval has passed since the last one; returns
   ///        whether it flushed. Cheap when not due: meant to be called after every put.
   bool flush_if_due();
