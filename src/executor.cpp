@@ -64,8 +64,6 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
   for (const auto& t : wire::parse_tasks(batch)) {
     trace::mark(trace::executor_read, t.header.chunk);
     box.item.store(0, std::memory_order_relaxed);
-    box.attempt.store(t.header.attempt, std::memory_order_relaxed);
-    box.started_ns.store(now_ns(), std::memory_order_relaxed);
     box.chunk.store(t.header.chunk, std::memory_order_release);
     const FunctionEntry* fn = function_by_id(t.header.fn);
     ChunkRunner run = !fn ? nullptr : t.header.mode == CallMode::single ? fn->run_single : fn->run_tuple;
@@ -129,6 +127,8 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
   void* m = ::mmap(nullptr, sizeof(Mailbox), PROT_READ | PROT_WRITE, MAP_SHARED, mailbox_fd, 0);
   if (m == MAP_FAILED) _exit(120);
   auto& box = *static_cast<Mailbox*>(m);
+  const std::uint64_t ready = 0;  // an empty frame: "started, waiting for work"
+  write_all(sock, &ready, sizeof ready);
   std::string batch, results;
   for (;;) {
     std::uint64_t n = 0;

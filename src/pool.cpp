@@ -26,14 +26,16 @@ std::vector<std::weak_ptr<PoolImpl>> g_pools;
 
 // ---- driver_start ------------------------------------------------------------------------------
 void PoolImpl::start() {
+  // PoolOptions::start_timeout_s bounds the whole constructor: the spawns and the hellos.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(s_.start_timeout_s);
   std::exception_ptr spawn_failed;
   try {
     // One agent at a time, reading hellos and sending heartbeats in between: with many workers the
     // first would otherwise hear nothing for minutes and leave (PoolOptions::driver_silence_s). The
     // MPI lock is taken per spawn, so that other pools keep their heartbeats too.
-    for (int i = 0; i < target_; ++i) {
+    while (live_count() < target_ && std::chrono::steady_clock::now() < deadline) {
       std::lock_guard ml(mpi::lock());
-      spawn(1);
+      spawn(next_agent_size());
       receive();
       watch_workers();
       progress_sends();
@@ -47,8 +49,7 @@ void PoolImpl::start() {
     std::rethrow_exception(spawn_failed);
   }
   std::unique_lock lk(mu_);
-  const bool ok = state_cv_.wait_for(lk, std::chrono::duration<double>(s_.start_timeout_s),
-                                     [&] { return broken_ || ready_count() >= target_; });
+  const bool ok = state_cv_.wait_until(lk, deadline, [&] { return broken_ || ready_count() >= target_; });
   if (broken_) {
     auto e = broken_;
     lk.unlock();
@@ -60,8 +61,8 @@ void PoolImpl::start() {
     lk.unlock();
     terminate();
     throw WorkerLost("fibra: only " + std::to_string(ready) + " of " + std::to_string(target_) +
-                     " workers started within " + std::to_string(int(s_.start_timeout_s)) +
-                     " s; check that the machine has room for them (PoolOptions::start_timeout_s)");
+                     " workers started within " + seconds(s_.start_timeout_s) +
+                     " (PoolOptions::start_timeout_s); check that the machine has room for them");
   }
 }
 
@@ -172,29 +173,31 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
     std::lock_guard lk(mu_);
     if (sched_.pending() == 0) return false;
     const int ready = ready_count();
-    // Least loaded first: every idle worker gets a batch before a busy one gets a second, and a
-    // second batch waits on a busy worker only while chunks are short (prefetch_pays).
+    // Least loaded first: every idle executor gets a batch before a busy one gets a second, and a
+    // second batch waits on a busy executor only while chunks are short (prefetch_pays). An agent
+    // gives each batch to its least busy executor.
+    auto room = [&](const Worker& w, std::size_t depth) {
+      return w.state == Worker::State::ready && w.batches.size() < (depth + 1) * std::size_t(w.executors);
+    };
     for (std::size_t depth = 0; depth < batches_each && sched_.pending() > 0; ++depth) {
       if (depth > 0 && !prefetch_pays()) break;
       for (auto& w : workers_) {
-        if (w->state != Worker::State::ready || w->batches.size() != depth) continue;
-        const bool others_have_room = std::any_of(workers_.begin(), workers_.end(), [&](auto& o) {
-          return o.get() != w.get() && o->state == Worker::State::ready && o->batches.size() < batches_each;
-        });
-        auto batch = sched_.take_batch(w->id, ready, others_have_room);
-        if (batch.empty()) {
-          if (sched_.pending() == 0) break;
-          continue;  // it passed over retries meant for other workers
+        while (room(*w, depth) && sched_.pending() > 0) {  // one batch per executor with room
+          const bool others_have_room = std::any_of(workers_.begin(), workers_.end(), [&](auto& o) {
+            return o.get() != w.get() && room(*o, batches_each - 1);
+          });
+          auto batch = sched_.take_batch(w->id, ready, others_have_room);
+          if (batch.empty()) break;  // it passed over retries meant for other workers
+          w->batches.add(batch);
+          for (const Chunk* c : batch) {
+            if (c->failures.empty()) continue;
+            ++stats_.chunks_resubmitted;
+            stats_.last_retry_sent = std::chrono::steady_clock::now();
+          }
+          out.emplace_back(w.get(), encode_batch(batch));
+          if (trace::detail::on)
+            for (const Chunk* c : batch) traced.push_back(c->id);
         }
-        w->batches.push_back(static_cast<std::uint32_t>(batch.size()));
-        for (const Chunk* c : batch) {
-          if (c->failures.empty()) continue;
-          ++stats_.chunks_resubmitted;
-          stats_.last_retry_sent = std::chrono::steady_clock::now();
-        }
-        out.emplace_back(w.get(), encode_batch(batch));
-        if (trace::detail::on)
-          for (const Chunk* c : batch) traced.push_back(c->id);
       }
     }
     // Chunks of cancelled calls are dropped by take_batch: join() may be waiting for that.
@@ -337,6 +340,10 @@ Pool::Pool(int workers, PoolOptions options) {
   s.worker_silence_s = options.worker_silence_s;
   s.driver_silence_s = options.driver_silence_s;
   s.start_timeout_s = options.start_timeout_s;
+  if (options.workers_per_agent < 0)
+    throw ConfigError("fibra: PoolOptions::workers_per_agent must be 0 (automatic) or more, got " +
+                      std::to_string(options.workers_per_agent));
+  s.workers_per_agent = options.workers_per_agent;
   s.policy = detail::make_policy({}, options.retries, options.retry_exceptions, options.task_timeout_s);
   core_ = detail::start_pool(s);
 }

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "fibra/detail/core.hpp"
@@ -32,7 +33,38 @@ namespace fibra::detail {
 
 constexpr std::size_t batches_per_worker = 2;  // one running, one waiting: no gap between batches
 constexpr double prefetch_limit_s = 0.05;      // ... for chunks expected to run shorter than this
+constexpr int auto_agents = 4;  // PoolOptions::workers_per_agent = 0: workers spread over at most this many agents
 
+// Batches sent to a worker and not all back. Its executors run side by side, so results come back
+// in any order: each chunk remembers its batch.
+class BatchesInFlight {
+ public:
+  void add(const std::vector<Chunk*>& chunks) {
+    const std::uint32_t b = next_++;
+    for (const Chunk* c : chunks) batch_of_[c->id] = b;
+    left_[b] = chunks.size();
+  }
+  void done(std::uint64_t chunk) {
+    auto it = batch_of_.find(chunk);
+    if (it == batch_of_.end()) return;
+    auto l = left_.find(it->second);
+    if (l != left_.end() && --l->second == 0) left_.erase(l);
+    batch_of_.erase(it);
+  }
+  std::size_t size() const { return left_.size(); }
+  bool empty() const { return left_.empty(); }
+  void clear() {
+    batch_of_.clear();
+    left_.clear();
+  }
+
+ private:
+  std::uint32_t next_ = 0;
+  std::unordered_map<std::uint64_t, std::uint32_t> batch_of_;
+  std::unordered_map<std::uint32_t, std::size_t> left_;
+};
+
+// One agent: an MPI process supervising `executors` executors (the pool's workers).
 struct Worker {
   // starting: spawned, no hello yet; ready: takes work; retiring: finishes its batches, then is
   // told to leave; leaving: told, waiting for its bye; gone: said bye (disconnected at the end);
@@ -44,7 +76,8 @@ struct Worker {
   std::string host;
   long pid = 0;
   State state = State::starting;
-  std::deque<std::uint32_t> batches;  // per batch sent: chunks without a result yet
+  int executors = 1;        // workers it runs: batches_per_worker batches each may be in flight
+  BatchesInFlight batches;
   double spawned_at = 0, last_heard = 0, last_sent = 0, lost_at = 0;
   bool holds_slot = true;  // counted in g_agents_in_slots until its process is surely gone
   bool alive() const { return state != State::gone && state != State::lost; }
@@ -116,7 +149,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   }
 
   // ---- pool_workers.cpp: driver_start (spawning) and the lifecycle of workers -----------------
-  void spawn(int n);
+  void spawn(int executors);
   void check_slots() const;
   static void free_slot(Worker& w);
   int free_slot_number() const;
@@ -128,16 +161,21 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   bool adjust_size();
   void on_spawn_failed(const Error& e);
   void say_goodbye();
+  // Workers (executors) of agents that are starting or ready, and of ready ones.
   int live_count() const {
-    return static_cast<int>(std::count_if(workers_.begin(), workers_.end(), [](auto& w) {
-      return w->state == Worker::State::ready || w->state == Worker::State::starting;
-    }));
+    int n = 0;
+    for (auto& w : workers_)
+      if (w->state == Worker::State::ready || w->state == Worker::State::starting) n += w->executors;
+    return n;
   }
 
   int ready_count() const {
-    return static_cast<int>(std::count_if(workers_.begin(), workers_.end(),
-                                          [](auto& w) { return w->state == Worker::State::ready; }));
+    int n = 0;
+    for (auto& w : workers_)
+      if (w->state == Worker::State::ready) n += w->executors;
+    return n;
   }
+  int next_agent_size() const;
 
   // ---- pool_results.cpp: results and failed attempts -----------------------------------------
   void on_results(Worker& w, std::string& message);
@@ -151,6 +189,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::exception_ptr with_history(const Chunk& c) const;
   static std::string error_text(const std::exception_ptr& e);
   std::string where(const Worker& w, long pid) const;
+  std::string name(const Worker& w) const;
 
   PoolSettings s_;
   mutable std::mutex mu_;

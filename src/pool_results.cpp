@@ -15,8 +15,8 @@ void PoolImpl::on_results(Worker& w, std::string& message) {
   std::string* whole = b.results.size() == 1 ? &message : nullptr;
   std::lock_guard lk(mu_);
   for (const auto& r : b.results) {
-    if (!w.batches.empty() && --w.batches.front() == 0) w.batches.pop_front();
     const auto& h = r.header;
+    w.batches.done(h.chunk);
     trace::mark(trace::driver_received, h.chunk);
     switch (h.status) {
       case wire::Status::not_run: sched_.requeue(h.chunk, h.attempt); break;
@@ -208,8 +208,14 @@ std::string PoolImpl::error_text(const std::exception_ptr& e) {
 }
 
 std::string PoolImpl::where(const Worker& w, long pid) const {
-  return "worker " + std::to_string(w.slot) + " of " + std::to_string(target_) + " on " + w.host + ", pid " +
-         std::to_string(pid);
+  return name(w) + " on " + w.host + ", pid " + std::to_string(pid);
+}
+
+// "worker 3 of 4", or for an agent that runs several: "a worker of agent 2 (4 of the pool's 16)".
+std::string PoolImpl::name(const Worker& w) const {
+  if (w.executors == 1) return "worker " + std::to_string(w.slot) + " of " + std::to_string(target_);
+  return "a worker of agent " + std::to_string(w.slot) + " (" + std::to_string(w.executors) + " of the pool's " +
+         std::to_string(target_) + ")";
 }
 
 }  // namespace fibra::detail

@@ -53,12 +53,22 @@ void PoolImpl::resize(int n) {
   }
 }
 
-void PoolImpl::spawn(int n) {
+// How many executors the next agent runs: PoolOptions::workers_per_agent, or automatically a
+// quarter of the pool (at most 4 agents, so that start-up costs at most 4 MPI spawns); never more
+// than the pool still lacks.
+int PoolImpl::next_agent_size() const {
+  const int per = s_.workers_per_agent > 0 ? s_.workers_per_agent : (target_ + auto_agents - 1) / auto_agents;
+  return std::max(1, std::min(per, target_ - live_count()));
+}
+
+// Spawns one agent that runs `executors` workers.
+void PoolImpl::spawn(int executors) {
   const std::string exe = self_exe();
   const std::string hb = "--fibra-heartbeat=" + std::to_string(s_.heartbeat_s);
   const std::string silence = "--fibra-silence=" + std::to_string(s_.driver_silence_s);
+  const std::string execs = "--fibra-executors=" + std::to_string(executors);
   char* argv[] = {const_cast<char*>(agent_flag), const_cast<char*>(hb.c_str()),
-                  const_cast<char*>(silence.c_str()), nullptr};
+                  const_cast<char*>(silence.c_str()), const_cast<char*>(execs.c_str()), nullptr};
   MPI_Info info = MPI_INFO_NULL;
   if (oversubscribe_allowed()) {
     MPI_Info_create(&info);
@@ -70,7 +80,7 @@ void PoolImpl::spawn(int n) {
       if (i != MPI_INFO_NULL) MPI_Info_free(&i);
     }
   } guard{info};
-  for (int i = 0; i < n; ++i) {
+  {
     check_slots();
     MPI_Comm inter = MPI_COMM_NULL;
     int err = MPI_SUCCESS;
@@ -91,6 +101,7 @@ void PoolImpl::spawn(int n) {
     w->id = next_worker_id_++;
     w->slot = free_slot_number();
     w->comm = inter;
+    w->executors = executors;
     w->spawned_at = w->last_heard = w->last_sent = mpi::now_s();
     std::lock_guard lk(mu_);
     workers_.push_back(std::move(w));
@@ -198,8 +209,9 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
   sends_.abandon(w.comm);
   w.batches.clear();
   const auto held = sched_.owned_by(w.id);
-  const std::string who = "worker " + std::to_string(w.slot) + " of " + std::to_string(target_) + " on " +
-                          (w.host.empty() ? "?" : w.host) + " (pid " + std::to_string(w.pid) + ")";
+  const std::string who = (w.executors == 1 ? name(w) : "agent " + std::to_string(w.slot) + " with " +
+                                                         std::to_string(w.executors) + " workers") +
+                          " on " + (w.host.empty() ? "?" : w.host) + " (pid " + std::to_string(w.pid) + ")";
   if (!was_leaving) {
     const bool replaced = live_count() < target_ && !stopping_;
     std::fprintf(stderr, "fibra: %s was lost: %s; the %zu chunk(s) it held count a failed attempt%s\n", who.c_str(),
@@ -237,7 +249,7 @@ bool PoolImpl::adjust_size() {
     dispatch(batches_per_worker + 2);
     progress_sends();
     try {
-      spawn(1);  // one per pass: traffic with the other workers flows between spawns
+      spawn(next_agent_size());  // one per pass: traffic with the other workers flows between spawns
     } catch (const Error& e) {
       on_spawn_failed(e);
     }
@@ -249,7 +261,7 @@ bool PoolImpl::adjust_size() {
     if (w.state == Worker::State::ready || w.state == Worker::State::starting) {
       std::lock_guard lk(mu_);  // stop taking work; leave once its batches are done
       w.state = Worker::State::retiring;
-      --live;
+      live -= w.executors;  // below the target: the next pass starts a smaller agent
       changed = true;
     }
   }

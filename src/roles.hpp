@@ -24,14 +24,13 @@ inline constexpr const char* executor_flag = "--fibra-executor";
 /// that when it dies the agent can say which item it died on.
 struct Mailbox {
   std::atomic<std::uint64_t> chunk{0};  // 0: between chunks
-  std::atomic<std::uint32_t> attempt{0};
   Cursor item{0};
-  std::atomic<std::int64_t> started_ns{0};  // steady-clock time the chunk started
 };
 
 struct AgentConfig {
   double heartbeat_s = 1.0;
-  double driver_silence_s = 10;
+  double driver_silence_s = 30;
+  int executors = 1;  ///< executors the agent supervises
 };
 
 /// Runs the worker agent until the driver says stop or goes silent; returns the exit status.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -74,6 +75,7 @@ const char* flag_value(int argc, char** argv, const char* flag) {
   detail::AgentConfig cfg;
   if (const char* v = flag_value(argc, argv, "--fibra-heartbeat")) cfg.heartbeat_s = std::strtod(v, nullptr);
   if (const char* v = flag_value(argc, argv, "--fibra-silence")) cfg.driver_silence_s = std::strtod(v, nullptr);
+  if (const char* v = flag_value(argc, argv, "--fibra-executors")) cfg.executors = std::max(1, std::atoi(v));
   int rc = detail::agent_main(parent, cfg);
   if (rc == 0) {
     MPI_Comm_disconnect(&parent);

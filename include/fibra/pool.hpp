@@ -34,6 +34,11 @@ struct PoolOptions {
   unsigned retries = 3;           ///< default MapOptions::retries (also for apply_async)
   bool retry_exceptions = false;  ///< default MapOptions::retry_exceptions (also for apply_async)
   double task_timeout_s = 0;      ///< default MapOptions::task_timeout_s (also for apply_async); 0: none
+  /// Workers run as executors (plain processes) under agents (MPI processes, one MPI_Comm_spawn
+  /// each, about 0.3 s apiece here): this many workers per agent. 0: automatic, the workers spread
+  /// evenly over at most 4 agents (a pool of 4 or fewer has one agent per worker). A lost agent
+  /// costs the chunks of all its workers, as a lost node would; a crashed worker only its own.
+  int workers_per_agent = 0;
 };
 
 /// @brief One item that failed in a call that collects errors (MapOptions::errors).

@@ -315,6 +315,74 @@ TEST_F(Faults, ResizeWhileAMapRunsKeepsEveryResult) {
   }
 }
 
+// Agents that run several workers (executors) each: PoolOptions::workers_per_agent.
+TEST_F(Faults, AgentsRunSeveralWorkersEachAndAllOfThemWork) {
+  fibra::Pool pool(6, {.workers_per_agent = 3});
+  EXPECT_EQ(pool.size(), 6);
+  std::set<int> executors, agents;
+  auto r = pool.map(work, items(1200), {.chunksize = 1});
+  for (int i = 0; i < 1200; ++i) {
+    ASSERT_EQ(r[i].value, long(i) * i) << i;
+    executors.insert(r[i].pid);
+    agents.insert(r[i].ppid);
+  }
+  EXPECT_EQ(agents.size(), 2u) << "6 workers, 3 per agent";
+  EXPECT_EQ(executors.size(), 6u) << "every worker took part";
+}
+
+TEST_F(Faults, AutomaticAgentsSpreadTenWorkersOverFour) {
+  fibra::Pool pool(10);
+  std::set<int> executors, agents;
+  auto r = pool.map(work, items(2000), {.chunksize = 1});
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_EQ(r[i].value, long(i) * i) << i;
+    executors.insert(r[i].pid);
+    agents.insert(r[i].ppid);
+  }
+  EXPECT_EQ(agents.size(), 4u) << "ceil(10 / 4) = 3 per agent: agents of 3, 3, 3 and 1";
+  EXPECT_EQ(executors.size(), 10u);
+}
+
+TEST_F(Faults, AnExecutorKilledInASharedAgentCostsOnlyItsOwnChunks) {
+  fibra::Pool pool(4, {.workers_per_agent = 2});
+  int victim = 0, victim_agent = 0;
+  auto got = run_and_strike(pool, items(4000), 1200, [&](const Out& o) {
+    victim = o.pid;
+    victim_agent = o.ppid;
+    ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  });
+  // The agent lived on (its other worker kept working) and started a new executor.
+  bool replaced = false;
+  for (auto& o : got) replaced |= o.ppid == victim_agent && o.pid != victim;
+  EXPECT_TRUE(replaced) << "no result came from a new executor of agent " << victim_agent;
+  EXPECT_EQ(pool.stats().workers_lost, 0u);
+}
+
+TEST_F(Faults, ASharedAgentKilledMidMapCostsItsWorkersChunksAndIsReplaced) {
+  fibra::Pool pool(4, {.workers_per_agent = 2});
+  int victim = 0;
+  run_and_strike(pool, items(4000), 2000, [&](const Out& o) {
+    victim = o.ppid;
+    ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  });
+  EXPECT_EQ(pool.stats().workers_lost, 1u);
+  std::set<int> agents, executors;
+  for (auto& o : pool.map(work, items(800), {.chunksize = 1})) {
+    agents.insert(o.ppid);
+    executors.insert(o.pid);
+  }
+  EXPECT_EQ(agents.count(victim), 0u);
+  EXPECT_EQ(agents.size(), 2u) << "the lost agent was not replaced";
+  EXPECT_EQ(executors.size(), 4u) << "the replacement runs 2 workers again";
+}
+
+TEST_F(Faults, AHangingTaskInASharedAgentTimesOutWhileItsNeighbourWorks) {
+  fibra::Pool pool(2, {.workers_per_agent = 2});
+  auto r = pool.map(hang_first_time, items(40, 9), {.chunksize = 4, .task_timeout_s = 0.5});
+  for (int i = 0; i < 40; ++i) ASSERT_EQ(r[i], 5L * i);
+  EXPECT_GE(pool.stats().attempts_failed, 1u);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -122,6 +122,7 @@ struct PoolSettings {
   double worker_silence_s = 10;  ///< a worker silent this long is declared lost
   double driver_silence_s = 30;  ///< an agent whose driver is silent this long exits (orphan guard)
   double start_timeout_s = 60;   ///< how long Pool() waits for its workers to say hello
+  int workers_per_agent = 0;     ///< executors per agent process; 0: automatic
   RetryPolicy policy;            ///< the default for calls that do not set their own
 };
 

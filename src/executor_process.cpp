@@ -1,0 +1,327 @@
+// The agent's side of one executor (src/executor_process.hpp).
+#include "executor_process.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "fibra/error.hpp"
+#include "mpi.hpp"
+#include "trace.hpp"
+
+extern char** environ;
+
+namespace fibra::detail {
+namespace {
+
+// After this many executor deaths in a row outside any chunk (at start-up, between chunks) with
+// no result in between, the first waiting chunk is blamed, so a crash loop uses up its retries.
+constexpr int idle_deaths_before_blame = 3;
+
+std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+// The executor gets its socket as fd 3 and its mailbox as fd 4, and nothing else of the agent's:
+// an executor holding the agent's PMIx and TCP sockets once wedged a later MPI_Comm_spawn after it
+// was killed. glibc 2.34 closes the rest in posix_spawn; older ones (RHEL/Rocky 8 has 2.28) get
+// close-on-exec set on every other descriptor first.
+void close_the_rest(posix_spawn_file_actions_t* fa) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+  posix_spawn_file_actions_addclosefrom_np(fa, 5);
+#else
+  (void)fa;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    const int own = ::dirfd(d);
+    while (dirent* e = ::readdir(d)) {
+      const int fd = std::atoi(e->d_name);
+      if (fd > 4 && fd != own) ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
+    }
+    ::closedir(d);
+  }
+#endif
+}
+
+}  // namespace
+
+FileDescriptor& FileDescriptor::operator=(FileDescriptor&& o) noexcept {
+  if (this != &o) {
+    reset();
+    fd_ = o.release();
+  }
+  return *this;
+}
+
+void FileDescriptor::reset() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+SharedMailbox::SharedMailbox() : fd_(::memfd_create("fibra-mailbox", MFD_CLOEXEC)) {
+  if (fd_.get() < 0 || ::ftruncate(fd_.get(), sizeof(Mailbox)) != 0)
+    throw Error("fibra agent: cannot create an executor's mailbox: " + errno_text("memfd_create"));
+  void* m = ::mmap(nullptr, sizeof(Mailbox), PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
+  if (m == MAP_FAILED) throw Error("fibra agent: " + errno_text("mmap of an executor's mailbox"));
+  box_ = new (m) Mailbox();
+}
+
+SharedMailbox::~SharedMailbox() {
+  if (box_) ::munmap(box_, sizeof(Mailbox));
+}
+
+ExecutorProcess::~ExecutorProcess() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+void ExecutorProcess::start() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    throw Error("fibra agent: " + errno_text("socketpair for an executor"));
+  FileDescriptor mine(sv[0]), theirs(sv[1]);
+  int big = 4 << 20;
+  for (int fd : sv) {
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+  }
+  Mailbox& b = box_.get();
+  b.chunk = 0;
+  b.item = 0;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, theirs.get(), 3);
+  posix_spawn_file_actions_adddup2(&fa, box_.fd(), 4);
+  close_the_rest(&fa);
+  const std::string exe = self_exe();
+  const std::string parent = std::to_string(::getpid());
+  char* argv[] = {const_cast<char*>(exe.c_str()), const_cast<char*>(executor_flag), const_cast<char*>("3"),
+                  const_cast<char*>("4"), const_cast<char*>(parent.c_str()), nullptr};
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw Error("fibra agent: cannot start an executor (" + exe + "): " + std::strerror(rc));
+  pid_ = pid;
+  ready_ = false;
+  sock_ = std::move(mine);
+  ::fcntl(sock_.get(), F_SETFL, ::fcntl(sock_.get(), F_GETFL) | O_NONBLOCK);
+  watch_chunk_ = 0;
+  watch_since_ = mpi::now_s();
+}
+
+void ExecutorProcess::start_if_due(double now) {
+  if (pid_ <= 0 && now >= restart_at_) start();
+}
+
+void ExecutorProcess::give(std::string batch) {
+  if (held_.empty()) watch_since_ = mpi::now_s();  // the stuck-executor clock starts with work
+  for (const auto& t : wire::parse_tasks(batch)) {
+    held_.push_back({t.header.chunk, t.header.attempt, t.header.timeout_ms});
+    trace::mark(trace::agent_received, t.header.chunk);
+  }
+  out_.push_back({batch.size(), std::move(batch)});
+}
+
+bool ExecutorProcess::write() {
+  bool wrote = false;
+  while (pid_ > 0 && !out_.empty()) {
+    Outgoing& o = out_.front();
+    iovec v[2];
+    int n = 0;
+    if (o.done < sizeof o.length) v[n++] = {reinterpret_cast<char*>(&o.length) + o.done, sizeof o.length - o.done};
+    const std::size_t body_done = o.done > sizeof o.length ? o.done - sizeof o.length : 0;
+    v[n++] = {o.body.data() + body_done, o.body.size() - body_done};
+    msghdr mh{};
+    mh.msg_iov = v;
+    mh.msg_iovlen = static_cast<std::size_t>(n);
+    const ssize_t k = ::sendmsg(sock_.get(), &mh, MSG_NOSIGNAL);
+    if (k <= 0) break;  // full, or the executor died: the read side will tell
+    wrote = true;
+    o.done += static_cast<std::size_t>(k);
+    if (o.done < sizeof o.length + o.body.size()) break;
+    out_.pop_front();
+    if (trace::detail::on && out_.empty())
+      for (const auto& h : held_) trace::mark(trace::agent_forwarded, h.chunk);
+  }
+  return wrote;
+}
+
+bool ExecutorProcess::read(std::vector<std::string>& frames, bool& got) {
+  while (pid_ > 0) {
+    char* dst;
+    std::size_t want;
+    if (in_len_done_ < sizeof in_len_) {
+      dst = reinterpret_cast<char*>(&in_len_) + in_len_done_;
+      want = sizeof in_len_ - in_len_done_;
+    } else {
+      dst = in_.data() + in_done_;
+      want = in_.size() - in_done_;
+    }
+    if (want > 0) {
+      const ssize_t k = ::read(sock_.get(), dst, want);
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) return false;  // end of file or error: the executor is gone
+      got = true;
+      if (in_len_done_ < sizeof in_len_) {
+        in_len_done_ += static_cast<std::size_t>(k);
+        if (in_len_done_ < sizeof in_len_) continue;
+        if (in_len_ == 0) {  // the empty frame it sends once started
+          ready_ = true;
+          in_len_done_ = 0;
+          continue;
+        }
+        // The frame goes into a buffer of its own, which travels on to the driver as it is.
+        std::string().swap(in_);
+        reserve_large(in_, in_len_);
+        in_.resize(in_len_);
+        in_done_ = 0;
+        continue;
+      }
+      in_done_ += static_cast<std::size_t>(k);
+    }
+    if (in_len_done_ == sizeof in_len_ && in_done_ == in_.size()) {
+      for (const auto& r : wire::parse_results(in_).results) {
+        forget(r.header.chunk);
+        trace::mark(trace::agent_read, r.header.chunk);
+      }
+      idle_deaths_ = 0;
+      frames.push_back(std::move(in_));
+      in_.clear();
+      in_len_done_ = 0;
+      in_done_ = 0;
+    }
+  }
+  return true;
+}
+
+void ExecutorProcess::forget(std::uint64_t chunk) {
+  auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) { return h.chunk == chunk; });
+  if (it != held_.end()) held_.erase(it);
+}
+
+const ExecutorProcess::Held* ExecutorProcess::find(std::uint64_t chunk) const {
+  for (const auto& h : held_)
+    if (h.chunk == chunk) return &h;
+  return nullptr;
+}
+
+// A result batch on the chunks it held: `guilty_chunk` (or, with blame_first, the first one) gets
+// `guilty_status` and the failure `f`; the others are reported not run (no attempt counted).
+std::string ExecutorProcess::report(std::uint64_t guilty_chunk, bool blame_first, wire::Status guilty_status,
+                                    const ItemFailure& f) {
+  std::string out = wire::begin_results(pid_);
+  bool blamed = false;
+  for (const auto& h : held_) {
+    const bool guilty = h.chunk == guilty_chunk || (blame_first && !blamed);
+    wire::ResultHeader r{h.chunk, h.attempt, guilty ? guilty_status : wire::Status::not_run};
+    wire::append_result(out, r, guilty ? wire::encode_failure(f) : std::string());
+    blamed |= guilty;
+  }
+  if (blamed && guilty_chunk == 0) idle_deaths_ = 0;
+  return held_.empty() ? std::string() : out;
+}
+
+std::optional<std::string> ExecutorProcess::enforce_time_limit(double now, double stuck_s) {
+  if (pid_ <= 0) return std::nullopt;
+  const Mailbox& b = box_.get();
+  const std::uint64_t chunk = b.chunk.load(std::memory_order_acquire);
+  const std::uint32_t item = b.item.load(std::memory_order_relaxed);
+  if (chunk != watch_chunk_ || item != watch_item_) {
+    watch_chunk_ = chunk;
+    watch_item_ = item;
+    watch_since_ = now;
+    return std::nullopt;
+  }
+  if (chunk == 0) {
+    // Work waits, but the executor is in no task (stuck starting up, say): after a long while it
+    // is killed, an executor death outside any task (the read side reports it).
+    if (!held_.empty() && now - watch_since_ > stuck_s) {
+      ::kill(pid_, SIGKILL);
+      watch_since_ = now;
+    }
+    return std::nullopt;
+  }
+  const Held* h = find(chunk);
+  if (!h || h->timeout_ms == 0 || now - watch_since_ < h->timeout_ms / 1000.0) return std::nullopt;
+  ::kill(pid_, SIGKILL);
+  char text[160];
+  std::snprintf(text, sizeof text, "ran for %.1f s, past its time limit of %.1f s, and its executor was killed",
+                now - watch_since_, h->timeout_ms / 1000.0);
+  std::string out = report(chunk, false, wire::Status::timed_out, ItemFailure{item, "timeout", text});
+  reap(0.5);
+  clear_after_death(now);
+  return out;
+}
+
+std::string ExecutorProcess::report_death() {
+  const int status = reap(0.5);
+  const Mailbox& b = box_.get();
+  const std::uint64_t died_in = b.chunk.load(std::memory_order_acquire);
+  const std::uint32_t item = b.item.load(std::memory_order_relaxed);
+  if (died_in == 0) ++idle_deaths_;  // also paces the restarts of an executor that keeps dying
+  const bool blame_first = died_in == 0 && idle_deaths_ >= idle_deaths_before_blame;
+  ItemFailure f;
+  f.offset = died_in != 0 && find(died_in) ? item : wire::unknown_item;
+  f.type = WIFSIGNALED(status) ? "signal" : "exit";
+  f.message = describe_exit(status) + (died_in != 0 ? "" : " outside any task, again and again");
+  const pid_t was = pid_;
+  std::string out = report(died_in, blame_first, wire::Status::crashed, f);
+  if (died_in == 0) {
+    std::fprintf(stderr, "fibra agent pid %ld: its executor %d (pid %ld) %s outside any task; starting another\n",
+                 static_cast<long>(::getpid()), index_, static_cast<long>(was), describe_exit(status).c_str());
+  }
+  clear_after_death(mpi::now_s());
+  return out;
+}
+
+// Forgets what the dead executor held and schedules its restart (a crash loop backs off a little).
+void ExecutorProcess::clear_after_death(double now) {
+  pid_ = -1;
+  ready_ = false;
+  sock_.reset();
+  held_.clear();
+  out_.clear();
+  in_.clear();
+  in_len_done_ = 0;
+  in_done_ = 0;
+  restart_at_ = now + 0.05 * std::min(idle_deaths_, 20);
+}
+
+int ExecutorProcess::reap(double grace) {
+  int status = 0;
+  const double end = mpi::now_s() + grace;
+  for (;;) {
+    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_ || (r < 0 && errno != EINTR)) break;
+    if (mpi::now_s() > end) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return status;
+}
+
+void ExecutorProcess::stop(double grace) {
+  if (pid_ <= 0) return;
+  ::shutdown(sock_.get(), SHUT_WR);  // end of file: the executor finishes its chunk's write and exits
+  reap(grace);
+  pid_ = -1;
+  sock_.reset();
+}
+
+}  // namespace fibra::detail

@@ -1,0 +1,127 @@
+// src/executor_process.hpp: the agent's view of one executor, a plain child process that runs user
+// code: its process, its socket, the mailbox it shares with the agent, the batches it was given
+// and the result frames it sends back. An agent supervises several (src/agent.cpp).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "roles.hpp"
+#include "wire.hpp"
+
+namespace fibra::detail {
+
+/// A move-only owner of a file descriptor.
+class FileDescriptor {
+ public:
+  FileDescriptor() = default;
+  explicit FileDescriptor(int fd) noexcept : fd_(fd) {}
+  FileDescriptor(FileDescriptor&& o) noexcept : fd_(o.release()) {}
+  FileDescriptor& operator=(FileDescriptor&& o) noexcept;
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() { reset(); }
+  int get() const noexcept { return fd_; }
+  int release() noexcept {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset() noexcept;
+
+ private:
+  int fd_ = -1;
+};
+
+/// The mailbox in shared memory (a memfd mapped by agent and executor), owned.
+class SharedMailbox {
+ public:
+  SharedMailbox();  // throws Error
+  ~SharedMailbox();
+  SharedMailbox(const SharedMailbox&) = delete;
+  SharedMailbox& operator=(const SharedMailbox&) = delete;
+  Mailbox& get() const { return *box_; }
+  int fd() const { return fd_.get(); }
+
+ private:
+  FileDescriptor fd_;
+  Mailbox* box_ = nullptr;
+};
+
+class ExecutorProcess {
+ public:
+  explicit ExecutorProcess(int index) : index_(index) {}
+  ~ExecutorProcess();  // kills and reaps a running executor
+  ExecutorProcess(const ExecutorProcess&) = delete;
+  ExecutorProcess& operator=(const ExecutorProcess&) = delete;
+
+  /// Starts the process (posix_spawn of this binary); throws Error.
+  void start();
+  /// Starts it again after a death, once its back-off (for crash loops) has passed.
+  void start_if_due(double now);
+  bool running() const { return pid_ > 0; }
+  /// It has started and waits for work (it said so with an empty frame).
+  bool ready() const { return ready_; }
+  pid_t pid() const { return pid_; }
+  int socket() const { return sock_.get(); }
+  /// Chunks given and not reported back: how busy it is.
+  std::size_t load() const { return held_.size(); }
+  bool wants_to_write() const { return !out_.empty(); }
+
+  /// Queues a batch as it came from the driver; it is written as the socket takes it.
+  void give(std::string batch);
+  /// Writes queued batches, framed by their length; true if it wrote anything.
+  bool write();
+  /// Reads result frames; each complete one goes to `frames`. Returns false when the socket
+  /// reached its end or failed: the executor is gone (call report_death).
+  bool read(std::vector<std::string>& frames, bool& got);
+  /// Kills the executor when the item it is on has run past its chunk's time limit, or when it
+  /// holds work but has been in no task for `stuck_s`; returns the report of its chunks then.
+  std::optional<std::string> enforce_time_limit(double now, double stuck_s);
+  /// After the executor died: reaps it and returns the report of the chunks it held (the one it
+  /// died in crashed, the others not run), forgetting them. Empty when it held none.
+  std::string report_death();
+  /// Closes its socket for writing (it finishes and exits) and reaps it, waiting up to `grace`.
+  void stop(double grace);
+
+ private:
+  struct Held {
+    std::uint64_t chunk;
+    std::uint32_t attempt;
+    std::uint32_t timeout_ms;
+  };
+  struct Outgoing {
+    std::uint64_t length;  // the frame's length prefix
+    std::string body;      // the batch as it came from the driver
+    std::size_t done = 0;  // bytes of prefix and body written
+  };
+  int reap(double grace);
+  void forget(std::uint64_t chunk);
+  const Held* find(std::uint64_t chunk) const;
+  std::string report(std::uint64_t guilty_chunk, bool blame_first, wire::Status guilty_status, const ItemFailure& f);
+  void clear_after_death(double now);
+
+  int index_;
+  SharedMailbox box_;
+  pid_t pid_ = -1;
+  FileDescriptor sock_;
+  std::deque<Held> held_;  // chunks given, in order, without a result yet
+  std::deque<Outgoing> out_;
+  std::uint64_t in_len_ = 0;  // the result frame being read: its length prefix, then its bytes
+  std::size_t in_len_done_ = 0;
+  std::string in_;
+  std::size_t in_done_ = 0;
+  bool ready_ = false;
+  int idle_deaths_ = 0;       // deaths outside a chunk since the last result
+  double restart_at_ = 0;     // after a death: when to start again
+  std::uint64_t watch_chunk_ = 0;  // the time limit's view of what it is on, and since when
+  std::uint32_t watch_item_ = 0;
+  double watch_since_ = 0;
+};
+
+}  // namespace fibra::detail
