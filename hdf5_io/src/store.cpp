@@ -182,6 +182,10 @@ Store::~Store() {
 }
 
 Store Store::create(const fs::path& path, const RunRecord& run, const ElementType& type, StoreOptions options) {
+  std::error_code dir_ec;
+  if (fs::is_directory(path, dir_ec))
+    throw CheckpointError("fibra: cannot create checkpoint '" + path.string() + "': it is a directory — pass the path " +
+                          "of a checkpoint file, such as '" + (path / "run.h5").string() + "'");
   if (type.kind == ElementType::Kind::native && type.size_bytes() == 0)
     throw CheckpointError("fibra: cannot create checkpoint '" + path.string() + "': the element type " + type.describe() +
                           " has no values");

@@ -317,6 +317,21 @@ TEST_F(RefusalTest, NotAnHdf5File) {
   EXPECT_FALSE(std::filesystem::exists(path_.string() + ".lock"));  // refused files get no lock file next to them
 }
 
+TEST_F(RefusalTest, ADirectory) {
+  const auto dir = file("results");
+  std::filesystem::create_directory(dir);
+  const std::string d = dir.string();
+  const std::string advice = " — pass the path of a checkpoint file, such as '" + (dir / "run.h5").string() + "'";
+  EXPECT_EQ(message_of([&] { Store::open_or_create(dir, sample_run(10), element_type_of<double>()); }),
+            "fibra: cannot use '" + d + "' as a checkpoint: it is a directory" + advice);
+  EXPECT_EQ(message_of([&] { Store::open(dir, Access::read_only); }),
+            "fibra: cannot use '" + d + "' as a checkpoint: it is a directory" + advice);
+  EXPECT_EQ(message_of([&] { Store::create(dir, sample_run(10), element_type_of<double>()); }),
+            "fibra: cannot create checkpoint '" + d + "': it is a directory" + advice);
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  EXPECT_FALSE(std::filesystem::exists(d + ".lock"));
+}
+
 TEST_F(RefusalTest, AnHdf5FileThatIsNotACheckpoint) {
   std::filesystem::remove(path_);
   hid_t f = H5Fcreate(path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);  // another program's file

@@ -6,6 +6,9 @@
 #include <fibra/slurm/spec.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -51,16 +54,41 @@ int exit_status_of(const std::vector<fs::JobStatus>& jobs) {
   return status;
 }
 
+/// Reads the job spec, after saying plainly when its path is a folder (a stream would read nothing).
+fs::JobSpec read_spec(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw fs::SpecError("cannot read job spec '" + path + "': it is a directory; pass the spec file (TOML) in it");
+  return fs::parse_spec_file(path);
+}
+
+/// Writes the script to `path`, saying why when it cannot: a folder, a folder that does not exist.
+void write_script(const std::string& path, const std::string& script) {
+  namespace stdfs = std::filesystem;
+  std::error_code ec;
+  if (stdfs::is_directory(path, ec))
+    throw fs::SpecError("cannot write '" + path + "': it is a directory; pass a file path, such as '" +
+                        (stdfs::path(path) / "job.sbatch").string() + "'");
+  const stdfs::path parent = stdfs::path(path).parent_path();
+  if (!parent.empty() && !stdfs::is_directory(parent, ec))
+    throw fs::SpecError("cannot write '" + path + "': the folder '" + parent.string() +
+                        (stdfs::exists(parent, ec) ? "' is not a directory" : "' does not exist; create it first"));
+  errno = 0;
+  std::ofstream out(path);
+  out << script;
+  out.flush();
+  if (!out)
+    throw fs::SpecError("cannot write '" + path + "'" + (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+}
+
 void run_render(const SlurmArgs& a) {
   try {
-    const std::string script = fs::render_script(fs::parse_spec_file(a.spec));
+    const std::string script = fs::render_script(read_spec(a.spec));
     if (a.output.empty() || a.output == "-") {
       std::fwrite(script.data(), 1, script.size(), stdout);
       return;
     }
-    std::ofstream out(a.output);
-    out << script;
-    if (!out) throw fs::SpecError("cannot write '" + a.output + "'");
+    write_script(a.output, script);
   } catch (const fs::SpecError& e) {
     fail(e, 2);
   }
@@ -69,7 +97,7 @@ void run_render(const SlurmArgs& a) {
 void run_submit(const SlurmArgs& a) {
   fs::JobSpec spec;
   try {
-    spec = fs::parse_spec_file(a.spec);
+    spec = read_spec(a.spec);
   } catch (const fs::SpecError& e) {
     fail(e, 2);
   }

@@ -259,6 +259,19 @@ TEST(Refuse, MissingFolder) {
   }
 }
 
+TEST(Refuse, ADirectory) {
+  const fs::path dir = test_dir() / "a_folder";
+  fs::create_directories(dir);
+  const std::string advice = " — pass the path of a checkpoint file, such as '" + (dir / "run.h5").string() + "'";
+  try {
+    pool().map(twice, iota_of<double>(10), {.checkpoint = dir.string()});
+    FAIL() << "no error";
+  } catch (const fibra::CheckpointError& e) {
+    EXPECT_EQ(std::string(e.what()), "fibra: cannot use '" + dir.string() + "' as a checkpoint: it is a directory" + advice);
+  }
+  EXPECT_TRUE(fs::is_empty(dir));
+}
+
 TEST(Refuse, UnsizedInput) {
   auto in = iota_of<int>(50);
   auto odd = in | std::views::filter([](int x) { return x % 2 == 1; });
