@@ -127,7 +127,18 @@ Runtime::Runtime(int& argc, char**& argv) {
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], detail::agent_flag) == 0) become_agent(argc, argv);
 
-  if (g_active.exchange(true)) throw ConfigError("fibra: a second fibra::Runtime was created; make one, first thing in main");
+  if (g_active.exchange(true))
+    throw ConfigError("fibra: a second fibra::Runtime was created while the first is alive; create one, first thing "
+                      "in main, and keep it until main returns");
+  // MPI cannot be initialised again once finalized (Open MPI aborts the process): say so instead.
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) {
+    g_active = false;
+    throw ConfigError("fibra: a fibra::Runtime was created after an earlier one ended, and MPI cannot be started "
+                      "twice in one process; create one Runtime, first thing in main, and keep it until main returns "
+                      "(create Pools and drop them as often as needed while it lives)");
+  }
   try {
     detail::check_registry();
     if (launched_without_noepoll()) {

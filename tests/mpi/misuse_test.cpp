@@ -3,6 +3,8 @@
 //   two_ranks       re-runs itself under `mpirun -n 2`: a clear ConfigError on each rank
 //   lost_full_slots every slot is taken (driver + workers, oversubscription off) and a worker
 //                   agent is killed mid-map: its replacement takes the freed slot, the map is exact
+//   second_runtime  a second Runtime while the first lives, then one after it ended: ConfigErrors
+//                   that say so (MPI cannot be initialised twice; Open MPI would abort the process)
 //   orphan <file> <how>  starts a pool, writes agent and executor pids, then dies by <how>:
 //                   sigkill (waits to be killed), throw (uncaught exception), return
 #include <fibra/fibra.hpp>
@@ -154,6 +156,42 @@ int orphan(const char* file, const char* how) {
   return 0;
 }
 
+bool expect_config_error(int& argc, char**& argv, const std::string& want) {
+  try {
+    fibra::Runtime again(argc, argv);
+    std::puts("FAIL: a second Runtime was created");
+    return false;
+  } catch (const fibra::ConfigError& e) {
+    std::printf("got: %s\n", e.what());
+    if (e.what() == want) return true;
+    std::printf("FAIL: wrong message, want: %s\n", want.c_str());
+    return false;
+  }
+}
+
+int second_runtime(int& argc, char**& argv) {
+  {
+    fibra::Runtime rt(argc, argv);  // in spawned workers this never returns
+    fibra::Pool p(1);
+    if (p.map(pids, std::vector<int>(4, 0)).size() != 4) return 1;
+    if (!expect_config_error(argc, argv,
+                             "fibra: a second fibra::Runtime was created while the first is alive; create one, first "
+                             "thing in main, and keep it until main returns"))
+      return 1;
+  }  // MPI is finalized here
+  if (!expect_config_error(argc, argv,
+                           "fibra: a fibra::Runtime was created after an earlier one ended, and MPI cannot be started "
+                           "twice in one process; create one Runtime, first thing in main, and keep it until main "
+                           "returns (create Pools and drop them as often as needed while it lives)"))
+    return 1;
+  if (fibra::Runtime::active()) {
+    std::puts("FAIL: Runtime::active() after the refused Runtime");
+    return 1;
+  }
+  std::puts("PASS");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -182,6 +220,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (mode == "second_runtime") return second_runtime(argc, argv);
   fibra::Runtime rt(argc, argv);
   if (mode == "too_few_slots") {
     // fibra refuses a spawn that does not fit in the slots before MPI_Comm_spawn fails (after which
