@@ -488,6 +488,7 @@ class Pool {
   template <class R, class... P, class... Args>
   Future<std::remove_cvref_t<R>> apply_async(R (*fn)(P...), Args&&... args) {
     static_assert(sizeof...(P) == sizeof...(Args), "fibra: apply_async got a different number of arguments than the function takes");
+    auto& core = this->core();  // a moved-from pool throws PoolClosed before anything else
     const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), "apply_async");
     std::string payload;
     detail::Writer w(payload);
@@ -498,8 +499,8 @@ class Pool {
     } else {
       detail::encode(w, std::tuple<std::remove_cvref_t<P>...>(std::forward<Args>(args)...));
     }
-    auto job = std::make_shared<detail::JobState>(entry, mode, core().default_policy());
-    core().submit(job, 0, 1, std::move(payload));
+    auto job = std::make_shared<detail::JobState>(entry, mode, core.default_policy());
+    core.submit(job, 0, 1, std::move(payload));
     return Future<std::remove_cvref_t<R>>(std::move(job));
   }
 
@@ -517,17 +518,22 @@ class Pool {
 
  private:
   detail::PoolCore& core() const {
+    return *live_core();
+  }
+  // The pool's core, shared with a call's stream; a moved-from pool has none.
+  const std::shared_ptr<detail::PoolCore>& live_core() const {
     if (!core_) throw PoolClosed("fibra: this Pool was moved from");
-    return *core_;
+    return core_;
   }
 
   template <class R, class Enc, class Fn, class Range>
   std::vector<R> collect(Fn fn, detail::CallMode mode, Range&& inputs, const MapOptions& o, const char* call) {
     static_assert(!std::is_same_v<R, bool>,
                   "fibra: map/starmap cannot return bool results (std::vector<bool> is packed): return int or char");
+    const auto& core = live_core();  // a moved-from pool throws PoolClosed before anything else
     const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), call);
     using View = std::views::all_t<Range>;
-    detail::ChunkStream<View, Enc> s(core_, entry, mode, std::views::all(std::forward<Range>(inputs)), o, call);
+    detail::ChunkStream<View, Enc> s(core, entry, mode, std::views::all(std::forward<Range>(inputs)), o, call);
     detail::attach_checkpoint<R>(s, entry, o, call);
     std::vector<R> out;
     const std::size_t errors_before = o.errors ? o.errors->size() : 0;
@@ -546,9 +552,10 @@ class Pool {
 
   template <class R, class Enc, bool Ordered, class Fn, class Range>
   auto stream(Fn fn, Range&& inputs, const MapOptions& o, const char* call) {
+    const auto& core = live_core();  // a moved-from pool throws PoolClosed before anything else
     const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), call);
     using View = std::views::all_t<Range>;
-    auto s = std::make_unique<detail::ChunkStream<View, Enc>>(core_, entry, detail::CallMode::single,
+    auto s = std::make_unique<detail::ChunkStream<View, Enc>>(core, entry, detail::CallMode::single,
                                                               std::views::all(std::forward<Range>(inputs)), o, call);
     detail::attach_checkpoint<R>(*s, entry, o, call);
     return detail::ImapResults<R, View, Enc, Ordered>(std::move(s));

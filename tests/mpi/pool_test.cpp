@@ -9,6 +9,7 @@
 #include <boost/serialization/string.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <numeric>
 #include <ranges>
@@ -267,6 +268,36 @@ TEST(Lifecycle, JoinBeforeCloseIsAnError) {
   } catch (const fibra::ConfigError& e) {
     EXPECT_STREQ(e.what(), "fibra: Pool::join() before Pool::close(): close the pool first");
   }
+}
+
+// Every call on a moved-from pool throws PoolClosed with the reason (it used to dereference null).
+TEST(Lifecycle, AMovedFromPoolThrowsPoolClosed) {
+  fibra::Pool a(1);
+  fibra::Pool b(std::move(a));
+  const auto in = range(4);
+  auto expect_moved_from = [](auto&& call, const char* what) {
+    try {
+      call();
+      ADD_FAILURE() << what << " did not throw";
+    } catch (const fibra::PoolClosed& e) {
+      EXPECT_STREQ(e.what(), "fibra: this Pool was moved from") << what;
+    }
+  };
+  expect_moved_from([&] { a.map(square, in); }, "map");
+  expect_moved_from([&] { a.map(square, in, {.checkpoint = "never_created.h5"}); }, "map with a checkpoint");
+  expect_moved_from([&] { a.imap(square, in); }, "imap");
+  expect_moved_from([&] { a.imap_unordered(square, in); }, "imap_unordered");
+  expect_moved_from([&] { a.starmap(add3, std::vector<std::tuple<int, int, int>>{{1, 2, 3}}); }, "starmap");
+  expect_moved_from([&] { a.apply_async(square, 3); }, "apply_async");
+  expect_moved_from([&] { a.resize(2); }, "resize");
+  expect_moved_from([&] { a.stats(); }, "stats");
+  expect_moved_from([&] { a.size(); }, "size");
+  expect_moved_from([&] { a.close(); }, "close");
+  expect_moved_from([&] { a.terminate(); }, "terminate");
+  EXPECT_EQ(b.map(square, in), (std::vector<long>{0, 1, 4, 9}));  // the pool moved to b works
+  a = std::move(b);  // a moved-from pool can be assigned to again
+  EXPECT_EQ(a.map(square, in), (std::vector<long>{0, 1, 4, 9}));
+  EXPECT_FALSE(std::filesystem::exists("never_created.h5"));
 }
 
 TEST(Lifecycle, TerminateFailsUnfinishedFutures) {
