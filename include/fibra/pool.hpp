@@ -132,6 +132,85 @@ struct TupleArgs {
   }
 };
 
+// ---- compile-time checks of Pool calls, each with fibra's own sentence ------------------------
+
+/// Parameters of a function pointer (noexcept or not); -1 for anything else.
+template <class F>
+struct arity : std::integral_constant<int, -1> {};
+template <class R, class... P>
+struct arity<R (*)(P...)> : std::integral_constant<int, int(sizeof...(P))> {};
+template <class R, class... P>
+struct arity<R (*)(P...) noexcept> : std::integral_constant<int, int(sizeof...(P))> {};
+/// What a call was given as its function, decayed as a function name decays to its address.
+template <class F>
+inline constexpr int arity_v = arity<std::decay_t<F>>::value;
+
+template <class From, class To>
+concept brace_converts = requires(From f) { To{f}; };
+
+/// True when an item X would lose value as the parameter A (a double into an int, an int into a
+/// short or an unsigned). An integer into a floating-point parameter is let through, as Python does.
+template <class X, class A>
+inline constexpr bool narrows_v = [] {
+  using F = std::remove_cvref_t<X>;
+  using T = std::remove_cvref_t<A>;
+  if constexpr (std::is_arithmetic_v<F> && std::is_arithmetic_v<T> &&
+                !(std::is_integral_v<F> && std::is_floating_point_v<T>))
+    return !brace_converts<F, T>;
+  else
+    return false;
+}();
+
+/// An input item of type X is given to a parameter of type A.
+template <class X, class A>
+constexpr bool check_item() {
+  using P = std::remove_cvref_t<A>;
+  static_assert(std::is_constructible_v<P, const std::remove_cvref_t<X>&>,
+                "fibra: an input does not convert to the function's parameter type: pass items of the type the "
+                "function takes");
+  static_assert(!narrows_v<X, A>,
+                "fibra: an input would be narrowed into the function's parameter (a double into an int, say), "
+                "losing what does not fit: convert the inputs yourself first (std::views::transform and a "
+                "static_cast) or change the parameter's type");
+  return true;
+}
+
+/// A starmap item (a tuple, pair or array) against the function's parameters P...
+template <class Item, class... P>
+constexpr bool check_tuple_item() {
+  constexpr bool tuple_like = requires { std::tuple_size<Item>::value; };
+  static_assert(tuple_like,
+                "fibra: starmap takes a range of tuples (or pairs or std::arrays) of arguments, one per call; for a "
+                "function of one parameter, use map");
+  if constexpr (tuple_like) {
+    static_assert(std::tuple_size_v<Item> == sizeof...(P),
+                  "fibra: starmap: each item has a different number of elements than the function has parameters");
+    if constexpr (std::tuple_size_v<Item> == sizeof...(P)) {
+      return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return (check_item<std::tuple_element_t<I, Item>, P>() && ...);
+      }(std::index_sequence_for<P...>{});
+    }
+  }
+  return true;
+}
+
+/// What a call was given is not a free function of the right arity: the sentence that says so.
+template <class F, bool one_parameter>
+constexpr void refuse_function() {
+  using D = std::decay_t<F>;
+  static_assert(!std::is_class_v<D>,
+                "fibra: a lambda or function object cannot run on a worker (it has no name another process can "
+                "look up): pass a free function registered with FIBRA_REMOTE");
+  static_assert(!std::is_member_function_pointer_v<D>,
+                "fibra: a member function cannot run on a worker (it needs an object the worker does not have): "
+                "pass a free function, registered with FIBRA_REMOTE, that takes the object as a parameter");
+  static_assert(!(one_parameter && arity_v<F> >= 0),
+                "fibra: map, imap and imap_unordered call the function with one item, so it must take one "
+                "parameter; for a function of several, pass tuples of arguments to starmap (or call apply_async)");
+  static_assert(std::is_class_v<D> || std::is_member_function_pointer_v<D> || arity_v<F> >= 0,
+                "fibra: pass a free function registered with FIBRA_REMOTE");
+}
+
 /// Feeds a range to a pool chunk by chunk, keeping at most `window` chunks unreleased, and hands
 /// back their outcomes. Lives in the user's thread; not movable (it holds iterators into `view_`).
 /// With a checkpoint attached, items it holds are not sent: their results come back from it as
@@ -456,6 +535,7 @@ class Pool {
   /// @throws RemoteError for the first item whose task threw (the pool keeps working).
   template <class R, class A, std::ranges::input_range Range>
   std::vector<std::remove_cvref_t<R>> map(R (*fn)(A), Range&& inputs, const MapOptions& o = {}) {
+    static_assert(detail::check_signature<R, A>() && detail::check_item<std::ranges::range_reference_t<Range>, A>());
     using Enc = detail::SingleArg<std::remove_cvref_t<A>>;
     return collect<std::remove_cvref_t<R>, Enc>(fn, detail::CallMode::single, std::forward<Range>(inputs), o, "map");
   }
@@ -463,6 +543,8 @@ class Pool {
   /// @brief Like map for a function of several parameters: each item is a tuple (or pair) of them.
   template <class R, class... P, std::ranges::input_range Range>
   std::vector<std::remove_cvref_t<R>> starmap(R (*fn)(P...), Range&& inputs, const MapOptions& o = {}) {
+    static_assert(detail::check_signature<R, P...>() &&
+                  detail::check_tuple_item<std::ranges::range_value_t<Range>, P...>());
     using Enc = detail::TupleArgs<std::tuple<std::remove_cvref_t<P>...>>;
     return collect<std::remove_cvref_t<R>, Enc>(fn, detail::CallMode::tuple, std::forward<Range>(inputs), o,
                                                  "starmap");
@@ -473,6 +555,7 @@ class Pool {
   /// The input range must outlive the iteration if passed as an lvalue.
   template <class R, class A, std::ranges::input_range Range>
   auto imap(R (*fn)(A), Range&& inputs, const MapOptions& o = {}) {
+    static_assert(detail::check_signature<R, A>() && detail::check_item<std::ranges::range_reference_t<Range>, A>());
     return stream<std::remove_cvref_t<R>, detail::SingleArg<std::remove_cvref_t<A>>, true>(
         fn, std::forward<Range>(inputs), o, "imap");
   }
@@ -480,6 +563,7 @@ class Pool {
   /// @brief Like imap, but yields `{index, result}` pairs in the order they finish.
   template <class R, class A, std::ranges::input_range Range>
   auto imap_unordered(R (*fn)(A), Range&& inputs, const MapOptions& o = {}) {
+    static_assert(detail::check_signature<R, A>() && detail::check_item<std::ranges::range_reference_t<Range>, A>());
     return stream<std::remove_cvref_t<R>, detail::SingleArg<std::remove_cvref_t<A>>, false>(
         fn, std::forward<Range>(inputs), o, "imap_unordered");
   }
@@ -487,7 +571,10 @@ class Pool {
   /// @brief Runs `fn(args...)` on a worker; the future holds its result.
   template <class R, class... P, class... Args>
   Future<std::remove_cvref_t<R>> apply_async(R (*fn)(P...), Args&&... args) {
-    static_assert(sizeof...(P) == sizeof...(Args), "fibra: apply_async got a different number of arguments than the function takes");
+    static_assert(sizeof...(P) == sizeof...(Args),
+                  "fibra: apply_async got a different number of arguments than the function takes");
+    static_assert(detail::check_signature<R, P...>());
+    if constexpr (sizeof...(P) == sizeof...(Args)) static_assert((detail::check_item<Args, P>() && ...));
     auto& core = this->core();  // a moved-from pool throws PoolClosed before anything else
     const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), "apply_async");
     std::string payload;
@@ -503,6 +590,24 @@ class Pool {
     core.submit(job, 0, 1, std::move(payload));
     return Future<std::remove_cvref_t<R>>(std::move(job));
   }
+
+  // What is not a free function (a lambda, a member function) or has the wrong number of parameters
+  // lands here, where a static_assert says so in fibra's words instead of "no matching function".
+  template <class F, class Range>
+    requires(detail::arity_v<F> != 1)
+  void map(F&&, Range&&, const MapOptions& = {}) { detail::refuse_function<F, true>(); }
+  template <class F, class Range>
+    requires(detail::arity_v<F> != 1)
+  void imap(F&&, Range&&, const MapOptions& = {}) { detail::refuse_function<F, true>(); }
+  template <class F, class Range>
+    requires(detail::arity_v<F> != 1)
+  void imap_unordered(F&&, Range&&, const MapOptions& = {}) { detail::refuse_function<F, true>(); }
+  template <class F, class Range>
+    requires(detail::arity_v<F> < 0)
+  void starmap(F&&, Range&&, const MapOptions& = {}) { detail::refuse_function<F, false>(); }
+  template <class F, class... Args>
+    requires(detail::arity_v<F> < 0)
+  void apply_async(F&&, Args&&...) { detail::refuse_function<F, false>(); }
 
   /// @brief Counters of work done, failures seen, retries and lost workers (see docs/fault-tolerance.md).
   PoolStats stats() const { return core().stats(); }

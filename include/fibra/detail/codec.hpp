@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <concepts>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -24,6 +25,8 @@
 
 #include <boost/archive/binary_iarchive.hpp>
 #include <boost/archive/binary_oarchive.hpp>
+#include <boost/serialization/level.hpp>
+#include <boost/serialization/serialization.hpp>
 
 #include "fibra/error.hpp"
 
@@ -248,18 +251,72 @@ class ViewBuf : public std::streambuf {
   }
 };
 
+// Whether Boost.Serialization can write a T. `oa << v` compiles for every type (Boost fails later,
+// deep inside, when T has no serialize), so the test looks for what Boost would call: a member named
+// serialize (of any access: Boost's pattern makes it private with a friend), a free serialize found
+// for T (a user's, or Boost's own for std::map and the like once its header is included), or a type
+// Boost writes as a primitive.
+namespace serialize_probe {
+
+struct NotFound {};
+// More specialized than Boost's fallback serialize(Archive&, T&, unsigned), which calls the member:
+// a call that picks this one found no serialize written for T; one that is ambiguous found one.
 template <class T>
-concept boost_serializable = requires(boost::archive::binary_oarchive& oa, T& v) { oa << v; };
+NotFound serialize(boost::archive::binary_oarchive&, T&, unsigned int);
+
+template <class T>
+concept no_free_serialize = requires(boost::archive::binary_oarchive& ar, T& t,
+                                     const boost::serialization::version_type v) {
+  { serialize(ar, t, v) } -> std::same_as<NotFound>;
+};
+
+struct Named { void serialize(); };
+template <class T>
+struct Both : T, Named {};
+// A member named serialize in T makes the name ambiguous in Both<T> (found even if it is private).
+template <class T>
+concept has_member_serialize =
+    std::is_class_v<T> && (std::is_final_v<T> || !requires { &Both<T>::serialize; });
+
+}  // namespace serialize_probe
+
+template <class T>
+concept boost_serializable =
+    serialize_probe::has_member_serialize<T> || !serialize_probe::no_free_serialize<T> ||
+    boost::serialization::implementation_level<T>::value == boost::serialization::primitive_type;
+
+/// True when fibra can send a T between processes: raw, a string, a container fibra knows of
+/// codable parts, or a type Boost.Serialization can write.
+template <class T>
+struct codable : std::bool_constant<is_raw_v<T> || boost_serializable<T>> {};
+template <>
+struct codable<std::string> : std::true_type {};
+template <class T, class A>
+struct codable<std::vector<T, A>> : codable<T> {};
+template <class T, std::size_t N>
+struct codable<std::array<T, N>> : std::bool_constant<is_raw_v<std::array<T, N>> || codable<T>::value> {};
+template <class A, class B>
+struct codable<std::pair<A, B>> : std::bool_constant<is_raw_v<std::pair<A, B>> || (codable<A>::value && codable<B>::value)> {};
+template <class... Ts>
+struct codable<std::tuple<Ts...>> : std::bool_constant<is_raw_v<std::tuple<Ts...>> || (codable<Ts>::value && ...)> {};
+template <class T>
+struct codable<std::optional<T>> : std::bool_constant<is_raw_v<std::optional<T>> || codable<T>::value> {};
+template <class T>
+inline constexpr bool codable_v = codable<std::remove_cvref_t<T>>::value;
+
+/// The sentence a type that cannot be sent gets (here and where a call is checked, pool.hpp).
+#define FIBRA_DETAIL_NOT_CODABLE                                                                  \
+  "fibra: this type cannot be sent to a worker: it is not trivially copyable and has no "          \
+  "Boost.Serialization serialize(); give it a member `template <class A> void serialize(A& ar, "   \
+  "unsigned) { ar & field1 & field2; }` (and include Boost's header for each std container it "     \
+  "holds, such as <boost/serialization/map.hpp>), or make it trivially copyable"
 
 template <class T>
 struct Codec {
   static_assert(std::is_default_constructible_v<T>,
                 "fibra: arguments and results must be default-constructible (decoding fills a "
                 "default-constructed value)");
-  static_assert(boost_serializable<T>,
-                "fibra: this type cannot be serialized: give it a Boost.Serialization "
-                "`template <class A> void serialize(A& ar, unsigned) { ar & field1 & field2; }` "
-                "member, or make it trivially copyable");
+  static_assert(boost_serializable<T>, FIBRA_DETAIL_NOT_CODABLE);
   static void encode(Writer& w, const T& v) {
     std::ostringstream os(std::ios::binary);
     {
