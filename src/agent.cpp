@@ -54,9 +54,17 @@ class Agent {
                      static_cast<long>(::getpid()), cfg_.driver_silence_s);
         return 3;
       }
-      if (busy) napper.busy();
-      else if (auto nap = napper.next(sending); nap.count() > 0) wait_a_little(nap);
-      else std::this_thread::yield();  // spinning for a reply: give a core to whoever needs one
+      if (busy) {
+        napper.busy();
+      } else if (holding_work() && !sending) {
+        // Its executors run: block on their sockets (a result wakes it at once) rather than spin
+        // beside them; what the driver sends meanwhile is only the next batch, read within 1 ms.
+        wait_a_little(std::chrono::milliseconds(1));
+      } else if (auto nap = napper.next(sending); nap.count() > 0) {
+        wait_a_little(nap);
+      } else {
+        std::this_thread::yield();  // spinning for the driver: give a core to whoever needs one
+      }
     }
     stop_executors();
     send(wire::tag_bye, {});
@@ -128,6 +136,10 @@ class Agent {
       for (const auto& r : wire::parse_results(frame).results) traced.push_back(r.header.chunk);
     send(wire::tag_results, std::move(frame));
     for (auto id : traced) trace::mark(trace::agent_sent, id);
+  }
+
+  bool holding_work() const {
+    return std::any_of(executors_.begin(), executors_.end(), [](auto& e) { return e->running() && e->load() > 0; });
   }
 
   void report(std::string results) {
