@@ -9,9 +9,14 @@
 // files and resumes the one that was running.
 //
 // Each generation maps `evaluate` over the population; the driver updates the mean from the
-// fitness-weighted noise. It prints the best fitness per generation, and checks that the
-// distributed fitnesses equal those computed locally.
+// fitness-weighted noise. It prints the best fitness per generation, and checks that every
+// distributed fitness equals the one computed locally.
+//
+// For the tests: with $FIBRA_ES_EVAL_LOG set, every evaluation on a worker appends a line to that
+// file (one O_APPEND write), so a test can count what a resumed run executed.
+#include <fcntl.h>
 #include <fibra/fibra.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -27,13 +32,25 @@ constexpr int dims = 20;
 using Genome = std::array<double, dims>;
 
 // Fitness of one candidate (higher is better, 0 at the optimum): a shifted Rastrigin, negated.
-double evaluate(const Genome& g) {
+double fitness_of(const Genome& g) {
   double s = 10.0 * dims;
   for (int i = 0; i < dims; ++i) {
     double x = g[i] - 1.5;
     s += x * x - 10.0 * std::cos(2 * M_PI * x);
   }
   return -s;
+}
+
+// What the workers run: the fitness (and a line in $FIBRA_ES_EVAL_LOG when a test counts them).
+double evaluate(const Genome& g) {
+  if (const char* log = std::getenv("FIBRA_ES_EVAL_LOG")) {
+    const int fd = ::open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      [[maybe_unused]] auto n = ::write(fd, "e\n", 2);
+      ::close(fd);
+    }
+  }
+  return fitness_of(g);
 }
 FIBRA_REMOTE(evaluate);
 
@@ -71,8 +88,12 @@ int main(int argc, char** argv) {
       }
     const std::string gen_checkpoint = checkpoint.empty() ? "" : checkpoint + "-gen" + std::to_string(gen) + ".h5";
     std::vector<double> fitness = pool.map(evaluate, candidates, {.checkpoint = gen_checkpoint});
-    for (int k = 0; k < population; k += 37)
-      if (fitness[k] != evaluate(candidates[k])) {
+    if (fitness.size() != candidates.size()) {
+      std::fprintf(stderr, "es: %zu fitnesses for %d candidates\n", fitness.size(), population);
+      return 1;
+    }
+    for (int k = 0; k < population; ++k)
+      if (fitness[k] != fitness_of(candidates[k])) {
         std::fprintf(stderr, "es: fitness %d differs from the local value\n", k);
         return 1;
       }
