@@ -8,7 +8,10 @@
 # i.e. a kill loses at most the chunks handed out and not yet back (8 chunks of 16 items; the
 # workers of the killed driver finish the batches they hold, then leave after 2 s of silence) plus
 # the results since the last flush (flush interval 0.1 s; the rate is the uninterrupted run's,
-# doubled for noise). Only the drivers this script started are killed, by pid.
+# doubled for noise). The last rerun must resume: it executes fewer items than the inputs (a
+# rerun that ignored the checkpoint would run all of them). The results are checked against work(x)
+# computed by Python (expected_results.py), independently of fibra: the uninterrupted run's and the
+# resumed run's. Only the drivers this script started are killed, by pid.
 #
 #   kill_test.sh CHECKPOINT_JOB [ITEMS]
 set -u
@@ -23,6 +26,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 start=$(date +%s.%N)
 "$job" "$dir/ref.h5" "$dir/ref.bin" "$n" >"$dir/ref.out" 2>&1 || { cat "$dir/ref.out"; fail "the uninterrupted run failed"; }
+/usr/bin/python3 "$(dirname "$0")/expected_results.py" "$dir/ref.bin" "$n" ||
+  fail "the uninterrupted run's results differ from work(x) computed by Python"
 ref_s=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
 map_s=$(sed -n 's/.* results in \([0-9.]*\) s/\1/p' "$dir/ref.out")
 echo "uninterrupted run: ${ref_s} s in all, map ${map_s} s"
@@ -80,7 +85,13 @@ for k in $(seq 1 $kills); do
 done
 
 quiet
+before_last=$(count)
 "$job" "$dir/run.h5" "$dir/run.bin" "$n" >"$dir/last.out" 2>&1 || { cat "$dir/last.out"; fail "the last rerun failed"; }
+last_execs=$(($(count) - before_last))
+echo "the last rerun executed $last_execs of $n items"
+[ "$last_execs" -lt "$n" ] || fail "the last rerun executed $last_execs items for $n inputs: it did not resume"
+/usr/bin/python3 "$(dirname "$0")/expected_results.py" "$dir/run.bin" "$n" ||
+  fail "the resumed run's results differ from work(x) computed by Python"
 cmp -s "$dir/ref.bin" "$dir/run.bin" || fail "the resumed run's results differ from the uninterrupted run's"
 execs=$(wc -l <"$FIBRA_CKPT_LOG")
 bound=$(awk -v n="$n" -v k="$kills" -v w="$window" -v c="$chunksize" -v f="$flush_s" -v m="$map_s" \

@@ -68,20 +68,6 @@ echo "executions: $execs for $n inputs over $((kills + 1)) runs (bound $bound)"
 [ "$execs" -ge "$n" ] || fail "fewer executions than inputs"
 [ "$execs" -le "$bound" ] || fail "more executions than inputs plus what can be out at each kill"
 
-/usr/bin/python3 - "$dir/run.bin" "$n" <<'PY' || fail "the results differ from work(x) computed by Python"
-import math, struct, sys
-path, n = sys.argv[1], int(sys.argv[2])
-data = open(path, "rb").read()
-assert len(data) == 8 * n, f"{len(data)} bytes, expected {8 * n}"
-got = struct.unpack(f"<{n}d", data)
-for i in range(n):
-    x = i * 0.25 - 100
-    s = x
-    for _ in range(64):
-        s = math.sin(s) + x * 1e-3
-    want = x * 0.5 + s
-    if got[i] != want:
-        sys.exit(f"item {i}: got {got[i]!r}, expected {want!r}")
-print(f"{n} results equal Python's")
-PY
+/usr/bin/python3 "$(dirname "$0")/expected_results.py" "$dir/run.bin" "$n" ||
+  fail "the results differ from work(x) computed by Python"
 echo "PASS: no result handed to a caller ran again after $kills kills"

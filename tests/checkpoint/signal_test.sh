@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # SIGUSR1 (Slurm's warning before the time limit) and SIGTERM stop a checkpointed run: the driver
 # flushes and exits with status 75, under `./app` and under `mpirun -n 1 ./app` (mpirun forwards
-# SIGUSR1 to the driver and returns its status); a rerun resumes and its results are identical to
-# an uninterrupted run's. Only the processes this script started are signalled, by pid.
+# SIGUSR1 to the driver and returns its status); a rerun resumes: it executes exactly the items the
+# stop message did not count as saved, and its results equal work(x) computed by Python
+# (expected_results.py), independently of fibra. Only the processes this script started are
+# signalled, by pid.
 #
 #   signal_test.sh CHECKPOINT_JOB MPIEXEC
 set -u
@@ -15,6 +17,8 @@ export FIBRA_PROGRESS=0 FIBRA_CKPT_LOG=$dir/exec.log OMPI_ALLOW_RUN_AS_ROOT=1 OM
 fail() { echo "FAIL: $*"; exit 1; }
 
 "$job" "$dir/ref.h5" "$dir/ref.bin" "$n" >/dev/null 2>&1 || fail "the uninterrupted run failed"
+/usr/bin/python3 "$(dirname "$0")/expected_results.py" "$dir/ref.bin" "$n" >/dev/null ||
+  fail "the uninterrupted run's results differ from work(x) computed by Python"
 
 # stop_once NAME SIGNAL LAUNCHER...: starts the job; its 3000th task sends SIGNAL to the driver or
 # to its launcher (see checkpoint_job.cpp; a shell polling the log is late when the CPUs are busy).
@@ -31,11 +35,21 @@ stop_once() {
   execs=$(wc -l <"$FIBRA_CKPT_LOG")
   [ "$status" = 75 ] || { cat "$dir/$name.out"; fail "$name: exit status $status after SIG$sig, expected 75"; }
   [ ! -f "$dir/$name.bin" ] || fail "$name: the run finished before the signal; nothing was tested"
-  grep -q "fibra: stopped by SIG$sig: [0-9]* of $n results are in '$dir/$name.h5'; exiting with status 75" "$dir/$name.out" ||
-    { cat "$dir/$name.out"; fail "$name: no stop message"; }
-  "$job" "$dir/$name.h5" "$dir/$name.bin" "$n" >/dev/null 2>&1 || fail "$name: the rerun failed"
-  cmp -s "$dir/ref.bin" "$dir/$name.bin" || fail "$name: the resumed results differ from the uninterrupted run's"
-  echo "PASS $name: SIG$sig after $execs executions -> status 75; resumed, $(wc -l <"$FIBRA_CKPT_LOG") executions in all for $n inputs"
+  local saved
+  saved=$(sed -n "s/^fibra: stopped by SIG$sig: \([0-9]*\) of $n results are in '.*'; exiting with status 75.*/\1/p" "$dir/$name.out")
+  grep -q "fibra: stopped by SIG$sig: [0-9]* of $n results are in '$dir/$name.h5'; exiting with status 75" "$dir/$name.out" &&
+    [ -n "$saved" ] || { cat "$dir/$name.out"; fail "$name: no stop message"; }
+  # The rerun logs its executions apart: the stopped driver's workers keep the old log.
+  local rerun_log=$dir/$name.rerun.log
+  FIBRA_CKPT_LOG=$rerun_log "$job" "$dir/$name.h5" "$dir/$name.bin" "$n" >/dev/null 2>&1 || fail "$name: the rerun failed"
+  local rerun_execs
+  rerun_execs=$(cat "$rerun_log" 2>/dev/null | wc -l)
+  [ "$saved" -gt 0 ] || fail "$name: nothing was saved before the stop; the resume was not tested"
+  [ "$rerun_execs" = $((n - saved)) ] ||
+    fail "$name: the rerun executed $rerun_execs items, expected the $((n - saved)) that were not saved ($saved of $n were)"
+  /usr/bin/python3 "$(dirname "$0")/expected_results.py" "$dir/$name.bin" "$n" >/dev/null ||
+    fail "$name: the resumed results differ from work(x) computed by Python"
+  echo "PASS $name: SIG$sig after $execs executions -> status 75 with $saved saved; the rerun executed the other $rerun_execs"
 }
 
 # Between calls: a checkpoint was opened, no checkpointed call runs; the driver stops all the same.
