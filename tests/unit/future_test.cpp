@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <latch>
 #include <thread>
 
 #include "fibra/future.hpp"
@@ -34,12 +35,17 @@ TEST(Future, CopiesWaitingInSeveralThreadsAllSeeTheResult) {
   const fibra::Future<long> b = a, c = a;
   std::atomic<long> got_a{0};
   std::atomic<bool> b_woke{false};
-  std::thread ta([&] { got_a = a.get(); });
+  std::latch waiting(2);  // both threads are at their get()/wait(), not merely created
+  std::thread ta([&] {
+    waiting.count_down();
+    got_a = a.get();
+  });
   std::thread tb([&] {
+    waiting.count_down();
     b.wait();
     b_woke = true;
   });
-  std::this_thread::sleep_for(50ms);
+  waiting.wait();
   // While both wait: another copy answers at once instead of blocking behind them.
   const auto t = std::chrono::steady_clock::now();
   EXPECT_FALSE(c.ready());
@@ -60,8 +66,12 @@ TEST(Future, AnErrorReachesEveryCopy) {
   auto j = job();
   fibra::Future<long> a(j);
   const fibra::Future<long> b = a;
-  std::thread t([&] { EXPECT_THROW(a.get(), fibra::WorkerLost); });
-  std::this_thread::sleep_for(20ms);
+  std::latch waiting(1);
+  std::thread t([&] {
+    waiting.count_down();
+    EXPECT_THROW(a.get(), fibra::WorkerLost);
+  });
+  waiting.wait();
   j->deliver(ChunkOutcome{0, 1, {}, std::make_exception_ptr(fibra::WorkerLost("fibra: lost")), {}});
   t.join();
   b.wait();
