@@ -30,7 +30,16 @@ constexpr double executor_stuck_s = 60;
 class Agent {
  public:
   Agent(MPI_Comm parent, const AgentConfig& cfg) : parent_(parent), cfg_(cfg) {
-    for (int i = 0; i < std::max(1, cfg.executors); ++i) executors_.push_back(std::make_unique<ExecutorProcess>(i + 1));
+    const int n = std::max(1, cfg.executors);
+    for (int i = 0; i < n; ++i) {
+      // "(worker 3" or "(agent 2 worker 1"; the executor adds " pid 1234) " (LineRelay)
+      std::string prefix;
+      if (cfg.prefix_output) {
+        prefix = n == 1 ? "(worker " + std::to_string(cfg.slot)
+                        : "(agent " + std::to_string(cfg.slot) + " worker " + std::to_string(i + 1);
+      }
+      executors_.push_back(std::make_unique<ExecutorProcess>(i + 1, std::move(prefix)));
+    }
   }
 
   int run() {
@@ -113,6 +122,7 @@ class Agent {
     std::vector<std::string> frames;
     for (auto& e : executors_) {
       e->start_if_due(now);
+      e->relay_output();
       busy |= e->write();
       bool got = false;
       const bool alive = e->read(frames, got);

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 
 #include "roles.hpp"
@@ -87,7 +88,7 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
       if (!ran) {
         h.status = wire::Status::raised;
         results.resize(body);
-        results += wire::encode_failure(fail);
+        results += wire::encode(fail);
       } else if (!failures.empty()) {
         h.status = wire::Status::partial;
         const std::string partial = wire::encode_partial(failures, std::string_view(results).substr(body));
@@ -108,7 +109,7 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
       last_flush = now;
     }
   }
-  if (results.size() > sizeof(std::uint32_t) + sizeof(std::int64_t)) send_frame(sock, results);
+  if (wire::result_count(results) > 0) send_frame(sock, results);
   for (auto id : traced) trace::mark(trace::executor_sent, id);
 }
 
@@ -124,6 +125,9 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
   // before the time limit), and the default action would kill the task and run it again.
   ::signal(SIGUSR1, SIG_IGN);
   ::signal(SIGUSR2, SIG_IGN);
+  // Its stdout is a pipe to the agent, which passes whole lines on: line-buffered, so that what a
+  // task printed is not held back until the buffer fills (or lost when the task crashes).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   void* m = ::mmap(nullptr, sizeof(Mailbox), PROT_READ | PROT_WRITE, MAP_SHARED, mailbox_fd, 0);
   if (m == MAP_FAILED) _exit(120);
   auto& box = *static_cast<Mailbox*>(m);

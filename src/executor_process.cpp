@@ -55,6 +55,68 @@ void close_the_rest(posix_spawn_file_actions_t* fa) {
 
 }  // namespace
 
+void LineRelay::attach(FileDescriptor read_end, const std::string& prefix) {
+  finish();
+  from_ = std::move(read_end);
+  prefix_ = prefix;
+  ::fcntl(from_.get(), F_SETFL, ::fcntl(from_.get(), F_GETFL) | O_NONBLOCK);
+}
+
+bool LineRelay::pump() {
+  if (from_.get() < 0) return false;
+  char buf[1 << 14];
+  bool got = false;
+  for (;;) {
+    const ssize_t k = ::read(from_.get(), buf, sizeof buf);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;  // nothing more now, or the executor closed it
+    got = true;
+    partial_.append(buf, static_cast<std::size_t>(k));
+  }
+  const std::size_t end = partial_.rfind('\n');
+  if (end != std::string::npos) {
+    emit(std::string_view(partial_).substr(0, end + 1));
+    partial_.erase(0, end + 1);
+  } else if (partial_.size() > (1 << 16)) {  // a very long line goes out in pieces
+    partial_ += '\n';
+    emit(partial_);
+    partial_.clear();
+  }
+  return got;
+}
+
+void LineRelay::finish() {
+  pump();
+  if (!partial_.empty()) {
+    partial_ += '\n';
+    emit(partial_);
+    partial_.clear();
+  }
+  from_.reset();
+}
+
+// One write for all the lines: they reach the driver whole even when other workers print too.
+void LineRelay::emit(std::string_view lines) {
+  std::string out;
+  if (prefix_.empty()) {
+    out.assign(lines);
+  } else {
+    out.reserve(lines.size() + 8 * prefix_.size());
+    for (std::size_t at = 0; at < lines.size();) {
+      const std::size_t nl = lines.find('\n', at);
+      out += prefix_;
+      out.append(lines.substr(at, nl - at + 1));
+      at = nl + 1;
+    }
+  }
+  for (std::size_t done = 0; done < out.size();) {
+    const ssize_t k = ::write(to_, out.data() + done, out.size() - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return;  // nowhere to write: the lines are dropped, the work goes on
+    done += static_cast<std::size_t>(k);
+  }
+}
+
 FileDescriptor& FileDescriptor::operator=(FileDescriptor&& o) noexcept {
   if (this != &o) {
     reset();
@@ -97,11 +159,18 @@ void ExecutorProcess::start() {
     ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
     ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
   }
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) throw Error("fibra agent: " + errno_text("pipe for an executor's output"));
+  FileDescriptor out_r(out[0]), out_w(out[1]);
+  if (::pipe2(err, O_CLOEXEC) != 0) throw Error("fibra agent: " + errno_text("pipe for an executor's output"));
+  FileDescriptor err_r(err[0]), err_w(err[1]);
   Mailbox& b = box_.get();
   b.chunk = 0;
   b.item = 0;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out_w.get(), 1);
+  posix_spawn_file_actions_adddup2(&fa, err_w.get(), 2);
   posix_spawn_file_actions_adddup2(&fa, theirs.get(), 3);
   posix_spawn_file_actions_adddup2(&fa, box_.fd(), 4);
   close_the_rest(&fa);
@@ -116,6 +185,9 @@ void ExecutorProcess::start() {
   pid_ = pid;
   ready_ = false;
   sock_ = std::move(mine);
+  const std::string who = prefix_.empty() ? "" : prefix_ + " pid " + std::to_string(pid) + ") ";
+  out_lines_.attach(std::move(out_r), who);
+  err_lines_.attach(std::move(err_r), who);
   ::fcntl(sock_.get(), F_SETFL, ::fcntl(sock_.get(), F_GETFL) | O_NONBLOCK);
   watch_chunk_ = 0;
   watch_since_ = mpi::now_s();
@@ -128,7 +200,7 @@ void ExecutorProcess::start_if_due(double now) {
 void ExecutorProcess::give(std::string batch) {
   if (held_.empty()) watch_since_ = mpi::now_s();  // the stuck-executor clock starts with work
   for (const auto& t : wire::parse_tasks(batch)) {
-    held_.push_back({t.header.chunk, t.header.attempt, t.header.timeout_ms});
+    held_.push_back({t.header.chunk, t.header.attempt, t.header.timeout_s});
     trace::mark(trace::agent_received, t.header.chunk);
   }
   out_.push_back({batch.size(), std::move(batch)});
@@ -193,7 +265,18 @@ bool ExecutorProcess::read(std::vector<std::string>& frames, bool& got) {
       in_done_ += static_cast<std::size_t>(k);
     }
     if (in_len_done_ == sizeof in_len_ && in_done_ == in_.size()) {
-      for (const auto& r : wire::parse_results(in_).results) {
+      wire::ResultBatch batch;
+      try {
+        batch = wire::parse_results(in_);
+      } catch (const wire::Malformed& e) {
+        // Something wrote on its socket that is not a result frame (user code writing to fd 3, say):
+        // it is treated as a crash of the executor, in the chunk it was running.
+        std::fprintf(stderr, "fibra agent pid %ld: its executor %d (pid %ld) sent bytes that are not results (%s); "
+                             "it is stopped\n", static_cast<long>(::getpid()), index_, static_cast<long>(pid_), e.what());
+        ::kill(pid_, SIGKILL);
+        return false;
+      }
+      for (const auto& r : batch.results) {
         forget(r.header.chunk);
         trace::mark(trace::agent_read, r.header.chunk);
       }
@@ -227,7 +310,7 @@ std::string ExecutorProcess::report(std::uint64_t guilty_chunk, bool blame_first
   for (const auto& h : held_) {
     const bool guilty = h.chunk == guilty_chunk || (blame_first && !blamed);
     wire::ResultHeader r{h.chunk, h.attempt, guilty ? guilty_status : wire::Status::not_run};
-    wire::append_result(out, r, guilty ? wire::encode_failure(f) : std::string());
+    wire::append_result(out, r, guilty ? wire::encode(f) : std::string());
     blamed |= guilty;
   }
   if (blamed && guilty_chunk == 0) idle_deaths_ = 0;
@@ -255,19 +338,23 @@ std::optional<std::string> ExecutorProcess::enforce_time_limit(double now, doubl
     return std::nullopt;
   }
   const Held* h = find(chunk);
-  if (!h || h->timeout_ms == 0 || now - watch_since_ < h->timeout_ms / 1000.0) return std::nullopt;
+  if (!h || h->timeout_s <= 0 || now - watch_since_ < h->timeout_s) return std::nullopt;
   ::kill(pid_, SIGKILL);
   char text[160];
   std::snprintf(text, sizeof text, "ran for %.1f s, past its time limit of %.1f s, and its executor was killed",
-                now - watch_since_, h->timeout_ms / 1000.0);
+                now - watch_since_, h->timeout_s);
   std::string out = report(chunk, false, wire::Status::timed_out, ItemFailure{item, "timeout", text});
   reap(0.5);
+  out_lines_.finish();
+  err_lines_.finish();
   clear_after_death(now);
   return out;
 }
 
 std::string ExecutorProcess::report_death() {
   const int status = reap(0.5);
+  out_lines_.finish();  // what it printed before it died
+  err_lines_.finish();
   const Mailbox& b = box_.get();
   const std::uint64_t died_in = b.chunk.load(std::memory_order_acquire);
   const std::uint32_t item = b.item.load(std::memory_order_relaxed);
@@ -320,6 +407,8 @@ void ExecutorProcess::stop(double grace) {
   if (pid_ <= 0) return;
   ::shutdown(sock_.get(), SHUT_WR);  // end of file: the executor finishes its chunk's write and exits
   reap(grace);
+  out_lines_.finish();
+  err_lines_.finish();
   pid_ = -1;
   sock_.reset();
 }

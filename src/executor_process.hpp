@@ -53,9 +53,30 @@ class SharedMailbox {
   Mailbox* box_ = nullptr;
 };
 
+/// An executor's stdout or stderr, which the agent reads through a pipe and writes out in whole
+/// lines, each after a prefix that says which worker printed it (none when the prefix is empty):
+/// lines of workers printing at the same time are never spliced.
+class LineRelay {
+ public:
+  explicit LineRelay(int to_fd) : to_(to_fd) {}
+  /// Reads from `read_end` from now on (the previous pipe's rest is written first).
+  void attach(FileDescriptor read_end, const std::string& prefix);
+  /// Writes out every whole line that has arrived; true if it read anything.
+  bool pump();
+  /// The executor is gone: writes what is left, ending it with a newline.
+  void finish();
+
+ private:
+  void emit(std::string_view lines);
+  FileDescriptor from_;
+  int to_;
+  std::string prefix_, partial_;
+};
+
 class ExecutorProcess {
  public:
-  explicit ExecutorProcess(int index) : index_(index) {}
+  /// `index`: 1..K within its agent; `prefix`: what its lines of output start with ("" for none).
+  ExecutorProcess(int index, std::string prefix) : index_(index), prefix_(std::move(prefix)) {}
   ~ExecutorProcess();  // kills and reaps a running executor
   ExecutorProcess(const ExecutorProcess&) = delete;
   ExecutorProcess& operator=(const ExecutorProcess&) = delete;
@@ -88,12 +109,14 @@ class ExecutorProcess {
   std::string report_death();
   /// Closes its socket for writing (it finishes and exits) and reaps it, waiting up to `grace`.
   void stop(double grace);
+  /// Relays what it printed, in whole lines; true if there was any.
+  bool relay_output() { return pid_ > 0 && (out_lines_.pump() | err_lines_.pump()); }
 
  private:
   struct Held {
     std::uint64_t chunk;
     std::uint32_t attempt;
-    std::uint32_t timeout_ms;
+    double timeout_s;
   };
   struct Outgoing {
     std::uint64_t length;  // the frame's length prefix
@@ -107,6 +130,8 @@ class ExecutorProcess {
   void clear_after_death(double now);
 
   int index_;
+  std::string prefix_;
+  LineRelay out_lines_{1}, err_lines_{2};
   SharedMailbox box_;
   pid_t pid_ = -1;
   FileDescriptor sock_;

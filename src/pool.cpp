@@ -133,7 +133,13 @@ bool PoolImpl::receive() {
       if (!have) break;
       got |= m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
       w->last_heard = mpi::now_s();
-      handle(*w, m);
+      try {
+        handle(*w, m);
+      } catch (const wire::Malformed& e) {  // that worker is not to be trusted; the pool goes on
+        declare_lost(*w, std::string("it sent a message that does not decode (") + e.what() +
+                             "); are driver and workers the same build?");
+        break;
+      }
     }
   }
   last_receive_pass_ = mpi::now_s();
@@ -142,7 +148,7 @@ bool PoolImpl::receive() {
 
 void PoolImpl::handle(Worker& w, mpi::Message& m) {
   switch (m.tag) {
-    case wire::tag_hello: return on_hello(w, wire::decode_hello(m.data));
+    case wire::tag_hello: return on_hello(w, wire::decode<wire::Hello>(m.data));
     case wire::tag_results: return on_results(w, m.data);
     case wire::tag_bye: {
       bool stopping;
@@ -231,7 +237,7 @@ mpi::Pieces PoolImpl::encode_batch(const std::vector<Chunk*>& chunks) {
     h.mode = c->job->mode();
     h.first = c->first;
     h.count = c->count;
-    h.timeout_ms = static_cast<std::uint32_t>(std::min(policy.task_timeout_s * 1000, 4e9));
+    h.timeout_s = policy.task_timeout_s;
     h.keep_going = policy.keep_going;
     h.skip = c->skip;
     wire::append_task_head(batch.heads, h, c->payload->size());

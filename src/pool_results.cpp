@@ -91,7 +91,7 @@ void PoolImpl::on_failed_attempt(const Worker& w, const wire::ResultView& r, std
                                                  "': " + std::string(r.payload)));
     return attempt_failed(r.header.chunk, r.header.attempt, FailKind::config, e, std::nullopt);
   }
-  ItemFailure f = wire::decode_failure(r.payload);
+  ItemFailure f = wire::decode<ItemFailure>(r.payload);
   if (r.header.status == wire::Status::raised)
     return attempt_failed(r.header.chunk, r.header.attempt, FailKind::raised, raised_error(w, *c, f, exec_pid),
                           f.offset);

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "fibra/error.hpp"
@@ -17,6 +19,13 @@ namespace fibra::detail {
 std::atomic<int> g_agents_in_slots{0};
 
 namespace {
+
+// Whether the lines tasks print start with "(worker 3 pid 1234) ": FIBRA_OUTPUT_PREFIX=1 or 0, or
+// by default when the driver's stdout is a terminal (as Ray does).
+bool prefix_output() {
+  if (const char* v = std::getenv("FIBRA_OUTPUT_PREFIX"); v && *v) return std::strcmp(v, "0") != 0;
+  return ::isatty(STDOUT_FILENO) == 1;
+}
 
 // MPI's universe size (the slots of the allocation), or 0 if MPI does not say.
 int universe_size() {
@@ -67,8 +76,12 @@ void PoolImpl::spawn(int executors) {
   const std::string hb = "--fibra-heartbeat=" + std::to_string(s_.heartbeat_s);
   const std::string silence = "--fibra-silence=" + std::to_string(s_.driver_silence_s);
   const std::string execs = "--fibra-executors=" + std::to_string(executors);
-  char* argv[] = {const_cast<char*>(agent_flag), const_cast<char*>(hb.c_str()),
-                  const_cast<char*>(silence.c_str()), const_cast<char*>(execs.c_str()), nullptr};
+  const int slot = free_slot_number();
+  const std::string slot_flag = "--fibra-slot=" + std::to_string(slot);
+  const std::string prefix = std::string("--fibra-prefix=") + (prefix_output() ? "1" : "0");
+  char* argv[] = {const_cast<char*>(agent_flag), const_cast<char*>(hb.c_str()),   const_cast<char*>(silence.c_str()),
+                  const_cast<char*>(execs.c_str()), const_cast<char*>(slot_flag.c_str()), const_cast<char*>(prefix.c_str()),
+                  nullptr};
   MPI_Info info = MPI_INFO_NULL;
   if (oversubscribe_allowed()) {
     MPI_Info_create(&info);
@@ -99,7 +112,7 @@ void PoolImpl::spawn(int executors) {
     }
     auto w = std::make_unique<Worker>();
     w->id = next_worker_id_++;
-    w->slot = free_slot_number();
+    w->slot = slot;
     w->comm = inter;
     w->executors = executors;
     w->spawned_at = w->last_heard = w->last_sent = mpi::now_s();

@@ -31,6 +31,8 @@ struct AgentConfig {
   double heartbeat_s = 1.0;
   double driver_silence_s = 30;
   int executors = 1;  ///< executors the agent supervises
+  int slot = 0;       ///< its number in the pool ("worker 3 of 4")
+  bool prefix_output = false;  ///< start each line its executors print with "(worker 3 pid 1234) "
 };
 
 /// Runs the worker agent until the driver says stop or goes silent; returns the exit status.

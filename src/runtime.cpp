@@ -76,6 +76,8 @@ const char* flag_value(int argc, char** argv, const char* flag) {
   if (const char* v = flag_value(argc, argv, "--fibra-heartbeat")) cfg.heartbeat_s = std::strtod(v, nullptr);
   if (const char* v = flag_value(argc, argv, "--fibra-silence")) cfg.driver_silence_s = std::strtod(v, nullptr);
   if (const char* v = flag_value(argc, argv, "--fibra-executors")) cfg.executors = std::max(1, std::atoi(v));
+  if (const char* v = flag_value(argc, argv, "--fibra-slot")) cfg.slot = std::atoi(v);
+  if (const char* v = flag_value(argc, argv, "--fibra-prefix")) cfg.prefix_output = std::strcmp(v, "1") == 0;
   int rc = detail::agent_main(parent, cfg);
   if (rc == 0) {
     MPI_Comm_disconnect(&parent);

@@ -1,8 +1,10 @@
-// src/wire.hpp: the messages between driver, agents and executors.
+// src/wire.hpp: the messages between driver, agents and executors, each defined once.
 //
+// Every message is a struct and a `fields` function that lists its members in wire order; encode
+// and decode both walk that one list with fibra's codec, so no side writes a field list by hand.
 // A task batch travels driver -> agent over MPI, then agent -> executor over a socket, unchanged;
 // a result batch travels back the same way. The agent parses only headers (to know which chunks
-// its executor holds), never payloads.
+// its executors hold), never payloads. Anything that does not decode throws wire::Malformed.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 
 #include "fibra/detail/codec.hpp"
 #include "fibra/detail/registry.hpp"
+#include "fibra/error.hpp"
 
 namespace fibra::wire {
 
@@ -21,20 +24,28 @@ enum Tag : int {
   tag_tasks = 2,      ///< driver -> agent: a task batch
   tag_results = 3,    ///< agent -> driver: a result batch
   tag_heartbeat = 4,  ///< both ways, when nothing else was sent for a while
-  tag_shutdown = 5,   ///< driver -> agent: stop (executor too), say bye, leave
+  tag_shutdown = 5,   ///< driver -> agent: stop (executors too), say bye, leave
   tag_bye = 6,        ///< agent -> driver: about to leave
 };
 
+/// A message that does not decode (truncated, or not what its tag says).
+class Malformed : public Error {
+ public:
+  using Error::Error;
+};
+
+/// agent -> driver, once its executors have started.
 struct Hello {
-  std::uint64_t fingerprint = 0;
+  std::uint64_t fingerprint = 0;  ///< of the agent's registry of remote functions
   std::uint64_t functions = 0;
   std::int64_t pid = 0;
   std::string host;
 };
-std::string encode(const Hello& h);
-Hello decode_hello(std::string_view s);
+template <class F, class M>
+  requires std::is_same_v<std::remove_const_t<M>, Hello>
+void fields(F&& f, M& m) { f(m.fingerprint, m.functions, m.pid, m.host); }
 
-/// One chunk of a task batch.
+/// One chunk of a task batch (its payload follows it).
 struct TaskHeader {
   std::uint64_t chunk = 0;    ///< driver-wide chunk id
   std::uint32_t attempt = 0;  ///< 1 for the first try
@@ -42,19 +53,82 @@ struct TaskHeader {
   detail::CallMode mode = detail::CallMode::single;
   std::uint64_t first = 0;    ///< index of the chunk's first item in its call
   std::uint32_t count = 0;    ///< items in the chunk
-  std::uint32_t timeout_ms = 0;  ///< one item may run this long before the agent kills the executor; 0: none
-  bool keep_going = false;       ///< collect item failures and go on (RunControl::keep_going)
+  double timeout_s = 0;       ///< one item may run this long before the agent kills the executor; 0: none
+  bool keep_going = false;    ///< collect item failures and go on (RunControl::keep_going)
   std::vector<std::uint32_t> skip;  ///< offsets of poison items not to run
 };
+template <class F, class M>
+  requires std::is_same_v<std::remove_const_t<M>, TaskHeader>
+void fields(F&& f, M& h) { f(h.chunk, h.attempt, h.fn, h.mode, h.first, h.count, h.timeout_s, h.keep_going, h.skip); }
 
-/// Appends one chunk to a task batch under construction (the batch starts with a u32 count).
-void append_task(std::string& batch, const TaskHeader& h, std::string_view payload);
-/// Appends a chunk's header only; its `payload_bytes` bytes of payload must follow it in the message
-/// (sent from where they are, see mpi::SendQueue::send_pieces).
-void append_task_head(std::string& batch, const TaskHeader& h, std::uint64_t payload_bytes);
-/// Starts an empty batch; set_count fixes up the chunk count at the front.
+enum class Status : std::uint8_t {
+  ok = 0,           ///< payload: encoded results
+  raised = 1,       ///< payload: a Failure (a task threw)
+  crashed = 2,      ///< payload: a Failure saying how the executor died while running this chunk
+  not_run = 3,      ///< the executor died before starting this chunk: run it again, not an attempt
+  unknown_fn = 4,   ///< payload: message (the function is not registered in this worker)
+  timed_out = 5,    ///< payload: like crashed; an item ran past the chunk's time limit and was killed
+  partial = 6,      ///< payload: a Partial (keep_going chunks whose items failed or were skipped)
+};
+
+/// One chunk of a result batch (its payload follows it).
+struct ResultHeader {
+  std::uint64_t chunk = 0;
+  std::uint32_t attempt = 0;
+  Status status = Status::ok;
+  std::uint64_t run_ns = 0;  ///< how long the executor ran the chunk (0 in the agent's reports)
+};
+template <class F, class M>
+  requires std::is_same_v<std::remove_const_t<M>, ResultHeader>
+void fields(F&& f, M& h) { f(h.chunk, h.attempt, h.status, h.run_ns); }
+
+/// Payload of a `raised`, `crashed` or `timed_out` result: detail::ItemFailure.
+template <class F, class M>
+  requires std::is_same_v<std::remove_const_t<M>, detail::ItemFailure>
+void fields(F&& f, M& x) { f(x.offset, x.type, x.message); }
+
+/// ItemFailure::offset of a crash outside any item of the chunk (the executor died between chunks).
+inline constexpr std::uint32_t unknown_item = 0xffffffffu;
+
+/// Writes a message's fields.
+template <class M>
+void put(detail::Writer& w, const M& m) {
+  fields([&](const auto&... x) { (detail::encode(w, x), ...); }, m);
+}
+/// Reads a message's fields; throws Malformed.
+template <class M>
+void get(detail::Reader& r, M& m) {
+  try {
+    fields([&](auto&... x) { (detail::decode(r, x), ...); }, m);
+  } catch (const Malformed&) {
+    throw;
+  } catch (const Error& e) {
+    throw Malformed(std::string("fibra: a malformed message: ") + e.what());
+  }
+}
+template <class M>
+std::string encode(const M& m) {
+  std::string s;
+  detail::Writer w(s);
+  put(w, m);
+  return s;
+}
+template <class M>
+M decode(std::string_view s) {
+  detail::Reader r(s);
+  M m;
+  get(r, m);
+  return m;
+}
+
+// ---- task batches: u32 count, then per chunk: TaskHeader, u64 payload bytes, payload -------------
 std::string begin_batch();
 void set_count(std::string& batch, std::uint32_t n);
+/// Appends one chunk to a batch under construction.
+void append_task(std::string& batch, const TaskHeader& h, std::string_view payload);
+/// Appends a chunk's header only; its `payload_bytes` bytes of payload must follow it in the message
+/// (sent from where they are, see mpi::SendQueue::send of mpi::Pieces).
+void append_task_head(std::string& batch, const TaskHeader& h, std::uint64_t payload_bytes);
 
 struct TaskView {
   TaskHeader header;
@@ -62,25 +136,10 @@ struct TaskView {
 };
 std::vector<TaskView> parse_tasks(std::string_view batch);
 
-enum class Status : std::uint8_t {
-  ok = 0,           ///< payload: encoded results
-  raised = 1,       ///< payload: u32 item offset, type, message (a task threw)
-  crashed = 2,      ///< payload: description of how the executor died, while running this chunk
-  not_run = 3,      ///< the executor died before starting this chunk: run it again, not an attempt
-  unknown_fn = 4,   ///< payload: message (the function is not registered in this worker)
-  timed_out = 5,    ///< payload: like crashed; an item ran past the chunk's time limit and was killed
-  partial = 6,      ///< payload: encode_partial (keep_going chunks whose items failed or were skipped)
-};
-
-struct ResultHeader {
-  std::uint64_t chunk = 0;
-  std::uint32_t attempt = 0;
-  Status status = Status::ok;
-  std::uint64_t run_ns = 0;  ///< how long the executor ran the chunk (0 in the agent's reports)
-};
-
-/// A result batch: u32 count, i64 executor pid, then (header, u64 length, payload) per chunk.
+// ---- result batches: u32 count, i64 executor pid, then per chunk: ResultHeader, u64 bytes, payload
 std::string begin_results(std::int64_t executor_pid);
+/// The number of results in a batch (0: nothing to send).
+std::uint32_t result_count(std::string_view batch);
 void append_result(std::string& batch, const ResultHeader& h, std::string_view payload);
 /// Starts a result whose payload the caller appends to `batch` itself (no copy of it); returns
 /// where the result starts, for close_result.
@@ -106,12 +165,5 @@ struct Partial {
   std::string_view results;
 };
 Partial decode_partial(std::string_view s);
-
-/// ItemFailure::offset of a crash outside any item of the chunk (the executor died between chunks).
-inline constexpr std::uint32_t unknown_item = 0xffffffffu;
-
-/// Payload of a `raised` result.
-std::string encode_failure(const detail::ItemFailure& f);
-detail::ItemFailure decode_failure(std::string_view s);
 
 }  // namespace fibra::wire

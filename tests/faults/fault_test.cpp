@@ -74,6 +74,14 @@ long flaky_throw(Item it) {
   if (std::uniform_real_distribution<double>(0, 1)(rng) < 0.05) throw std::runtime_error("unlucky");
   return long(it.i) + 1000;
 }
+long scribble_first_time(Item it) {  // writes garbage where the executor's results go, once
+  if (it.i == it.arg && first_time(it, "scribble")) {
+    const char junk[] = "\x10\0\0\0\0\0\0\0this is not a result frame";
+    [[maybe_unused]] auto n = ::write(3, junk, sizeof junk - 1);
+    busy_ms(100);  // the agent notices while this task still runs
+  }
+  return long(it.i) * 7;
+}
 long hang_on(Item it) {
   if (it.i == it.arg) std::this_thread::sleep_for(std::chrono::hours(1));
   return long(it.i) * 5;
@@ -89,6 +97,7 @@ FIBRA_REMOTE(poison);
 FIBRA_REMOTE(flaky_exit);
 FIBRA_REMOTE(flaky_throw);
 FIBRA_REMOTE(hang_on);
+FIBRA_REMOTE(scribble_first_time);
 FIBRA_REMOTE(hang_first_time);
 
 namespace {
@@ -313,6 +322,20 @@ TEST_F(Faults, ResizeWhileAMapRunsKeepsEveryResult) {
     while (::kill(pid, 0) == 0 && std::chrono::steady_clock::now() < deadline) busy_ms(20);
     EXPECT_NE(::kill(pid, 0), 0) << "retired agent " << pid << " is still running";
   }
+}
+
+TEST_F(Faults, GarbageOnAnExecutorsSocketCostsThatChunkAnAttemptNotTheAgent) {
+  fibra::Pool pool(2);
+  std::set<int> agents_before;
+  for (auto& o : pool.map(work, items(40), {.chunksize = 1})) agents_before.insert(o.ppid);
+  auto r = pool.map(scribble_first_time, items(200, 50), {.chunksize = 10});
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(r[i], 7L * i) << i;
+  EXPECT_TRUE(std::filesystem::exists(marker_dir(run_) + "/scribble-50"));
+  EXPECT_GE(pool.stats().attempts_failed, 1u);
+  EXPECT_EQ(pool.stats().workers_lost, 0u) << "the agent must survive its executor's garbage";
+  std::set<int> agents_after;
+  for (auto& o : pool.map(work, items(40), {.chunksize = 1})) agents_after.insert(o.ppid);
+  EXPECT_EQ(agents_after, agents_before);
 }
 
 // Agents that run several workers (executors) each: PoolOptions::workers_per_agent.

@@ -9,7 +9,7 @@ using namespace fibra;
 TEST(Wire, TaskBatchRoundTrips) {
   std::string b = wire::begin_batch();
   wire::append_task(b, {7, 1, 99, detail::CallMode::single, 100, 3}, "abc");
-  wire::append_task(b, {8, 2, 98, detail::CallMode::tuple, 103, 0, 2500, true, {1, 4}}, "");
+  wire::append_task(b, {8, 2, 98, detail::CallMode::tuple, 103, 0, 2.5, true, {1, 4}}, "");
   wire::set_count(b, 2);
   auto t = wire::parse_tasks(b);
   ASSERT_EQ(t.size(), 2u);
@@ -19,11 +19,11 @@ TEST(Wire, TaskBatchRoundTrips) {
   EXPECT_EQ(t[0].header.first, 100u);
   EXPECT_EQ(t[0].header.count, 3u);
   EXPECT_EQ(t[0].payload, "abc");
-  EXPECT_EQ(t[0].header.timeout_ms, 0u);
+  EXPECT_EQ(t[0].header.timeout_s, 0.0);
   EXPECT_FALSE(t[0].header.keep_going);
   EXPECT_TRUE(t[0].header.skip.empty());
   EXPECT_EQ(t[1].header.mode, detail::CallMode::tuple);
-  EXPECT_EQ(t[1].header.timeout_ms, 2500u);
+  EXPECT_EQ(t[1].header.timeout_s, 2.5);
   EXPECT_TRUE(t[1].header.keep_going);
   EXPECT_EQ(t[1].header.skip, (std::vector<std::uint32_t>{1, 4}));
   EXPECT_EQ(t[1].payload, "");
@@ -43,13 +43,15 @@ TEST(Wire, ResultBatchRoundTrips) {
   std::string b = wire::begin_results(4242);
   wire::append_result(b, {7, 1, wire::Status::ok}, "xyz");
   detail::ItemFailure f{5, "std::runtime_error", "boom"};
-  wire::append_result(b, {8, 3, wire::Status::raised}, wire::encode_failure(f));
+  wire::append_result(b, {8, 3, wire::Status::raised, 1234}, wire::encode(f));
   auto r = wire::parse_results(b);
   EXPECT_EQ(r.executor_pid, 4242);
   ASSERT_EQ(r.results.size(), 2u);
   EXPECT_EQ(r.results[0].payload, "xyz");
   EXPECT_EQ(r.results[1].header.status, wire::Status::raised);
-  auto g = wire::decode_failure(r.results[1].payload);
+  EXPECT_EQ(r.results[1].header.run_ns, 1234u);
+  EXPECT_EQ(wire::result_count(b), 2u);
+  auto g = wire::decode<detail::ItemFailure>(r.results[1].payload);
   EXPECT_EQ(g.offset, 5u);
   EXPECT_EQ(g.type, "std::runtime_error");
   EXPECT_EQ(g.message, "boom");
@@ -60,16 +62,38 @@ TEST(Wire, TruncatedBatchIsAnError) {
   wire::append_task(b, {7, 1, 99, detail::CallMode::single, 0, 3}, "abcdef");
   wire::set_count(b, 1);
   b.resize(b.size() - 2);
-  EXPECT_THROW(wire::parse_tasks(b), Error);
+  EXPECT_THROW(wire::parse_tasks(b), wire::Malformed);
 }
 
 TEST(Wire, HelloRoundTrips) {
   wire::Hello h{123, 4, 999, "node7"};
-  auto g = wire::decode_hello(wire::encode(h));
+  auto g = wire::decode<wire::Hello>(wire::encode(h));
   EXPECT_EQ(g.fingerprint, 123u);
   EXPECT_EQ(g.functions, 4u);
   EXPECT_EQ(g.pid, 999);
   EXPECT_EQ(g.host, "node7");
+}
+
+TEST(Wire, AResultOpenedBeforeItsPayloadIsClosedWithItsLengthStatusAndTime) {
+  std::string b = wire::begin_results(7);
+  EXPECT_EQ(wire::result_count(b), 0u);
+  const std::size_t at = wire::open_result(b, {3, 1, wire::Status::ok});
+  b += "payload!";
+  wire::close_result(b, at, {3, 1, wire::Status::partial, 99});
+  auto r = wire::parse_results(b);
+  ASSERT_EQ(r.results.size(), 1u);
+  EXPECT_EQ(r.results[0].header.status, wire::Status::partial);
+  EXPECT_EQ(r.results[0].header.run_ns, 99u);
+  EXPECT_EQ(r.results[0].payload, "payload!");
+}
+
+TEST(Wire, AHugeCountInAMalformedBatchIsRefusedNotAllocated) {
+  std::string b = wire::begin_results(7);
+  wire::set_count(b, 0xffffffffu);
+  EXPECT_THROW(wire::parse_results(b), wire::Malformed);
+  std::string p(4, '\xff');
+  EXPECT_THROW(wire::decode_partial(p), wire::Malformed);
+  EXPECT_THROW(wire::decode<wire::Hello>("xx"), wire::Malformed);
 }
 
 }  // namespace
