@@ -61,7 +61,13 @@ void watch_for_stop() {
                 false);
 }
 
-const char* signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : "a signal"; }
+const char* signal_name(int sig) {
+  return sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : sig == SIGINT ? "SIGINT" : "a signal";
+}
+
+// Ctrl-C is the user's stop, not the batch system's: 128 + SIGINT, as a shell reports it, and no
+// requeue (status 75 would ask a batch script for one).
+int exit_status_for(int sig) { return sig == SIGINT ? 128 + SIGINT : stop_exit_status; }
 
 }  // namespace
 
@@ -78,6 +84,10 @@ void checkpoint_opened() {
     sa.sa_flags = SA_RESTART;
     ::sigaction(SIGTERM, &sa, nullptr);
     ::sigaction(SIGUSR1, &sa, nullptr);
+    // Ctrl-C too, unless the program handles (or ignores) SIGINT itself: its handler stays.
+    struct sigaction old {};
+    if (::sigaction(SIGINT, nullptr, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
+      ::sigaction(SIGINT, &sa, nullptr);
   });
 }
 
@@ -89,22 +99,23 @@ ActiveCheckpoint::~ActiveCheckpoint() { g_active_calls.fetch_sub(1); }
 void exit_for_stop(const std::string& what_was_saved, bool graceful) {
   static std::mutex once;
   once.lock();  // never unlocked: a second caller waits here until the process ends
-  std::fprintf(stderr,
-               "fibra: stopped by %s: %s; exiting with status %d so that a batch script can requeue the run "
-               "(rerun the program to resume)\n",
-               signal_name(stop_signal()), what_was_saved.c_str(), stop_exit_status);
+  const int sig = stop_signal();
+  const int status = exit_status_for(sig);
+  std::fprintf(stderr, "fibra: stopped by %s: %s; exiting with status %d%s (rerun the program to resume)\n",
+               signal_name(sig), what_was_saved.c_str(), status,
+               sig == SIGINT ? "" : " so that a batch script can requeue the run");
   std::fflush(stderr);
   // What is saved is durable now; a teardown that hangs (a spawn stuck in Open MPI, say) must not
   // cost the requeue.
-  std::thread([] {
+  std::thread([status] {
     std::this_thread::sleep_for(stop_teardown_limit);
     std::fflush(nullptr);
-    std::_Exit(stop_exit_status);
+    std::_Exit(status);
   }).detach();
   if (!graceful) {
     wait_for_checkpoints();  // folds in progress; cut short by the limit above
     std::fflush(nullptr);
-    std::_Exit(stop_exit_status);
+    std::_Exit(status);
   }
   stop_all_pools();
   wait_for_checkpoints();
@@ -113,7 +124,7 @@ void exit_for_stop(const std::string& what_was_saved, bool graceful) {
   MPI_Finalized(&fin);
   if (init && !fin) MPI_Finalize();
   std::fflush(nullptr);
-  std::_Exit(stop_exit_status);
+  std::_Exit(status);
 }
 
 void InputsDigest::add(std::string_view bytes) {

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +34,7 @@ int kill_signal() {
   const char* name = std::getenv("FIBRA_CKPT_KILL_SIG");
   if (name && std::strcmp(name, "USR1") == 0) return SIGUSR1;
   if (name && std::strcmp(name, "TERM") == 0) return SIGTERM;
+  if (name && std::strcmp(name, "INT") == 0) return SIGINT;
   return SIGKILL;
 }
 
@@ -78,6 +80,12 @@ double work(double x) {
 }
 FIBRA_REMOTE(work);
 
+// --own-sigint: the program's own Ctrl-C handler, which fibra must leave in place.
+extern "C" void on_own_sigint(int) {
+  const char msg[] = "checkpoint_job: its own SIGINT handler ran\n";
+  [[maybe_unused]] auto n = ::write(2, msg, sizeof msg - 1);
+}
+
 int main(int argc, char** argv) {
   fibra::Runtime rt(argc, argv);
   if (argc < 4) {
@@ -93,6 +101,8 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--sleep-after") == 0) sleep_after = std::atof(argv[i + 1]);  // between calls
     if (std::strcmp(argv[i], "--received") == 0) received = argv[i + 1];
   }
+  for (int i = 4; i < argc; ++i)
+    if (std::strcmp(argv[i], "--own-sigint") == 0) std::signal(SIGINT, on_own_sigint);  // before any checkpoint
 
   fibra::Pool pool(2, {.heartbeat_s = 0.5, .driver_silence_s = 2});
   std::vector<double> in(static_cast<std::size_t>(n));

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SIGUSR1 (Slurm's warning before the time limit) and SIGTERM stop a checkpointed run: the driver
-# flushes and exits with status 75, under `./app` and under `mpirun -n 1 ./app` (mpirun forwards
+# flushes and exits with status 75 (SIGINT, Ctrl-C: 130, and a program's own SIGINT handler stays), under `./app` and under `mpirun -n 1 ./app` (mpirun forwards
 # SIGUSR1 to the driver and returns its status); a rerun resumes: it executes exactly the items the
 # stop message did not count as saved, and its results equal work(x) computed by Python
 # (expected_results.py), independently of fibra. Only the processes this script started are
@@ -26,18 +26,23 @@ stop_once() {
   local name=$1 sig=$2
   shift 2
   rm -f "$FIBRA_CKPT_LOG"
-  FIBRA_CKPT_KILL_AT=3000 FIBRA_CKPT_KILL_SIG=$sig FIBRA_CKPT_KILL_MARK=$dir/$name.mark bash -c 'FIBRA_CKPT_KILL_PID=$$ exec "$@"' - \
+  # A job started in the background of a script has SIGINT ignored (fibra keeps an ignored or
+  # handled SIGINT as the program set it): env gives it the default, as a terminal's job has.
+  FIBRA_CKPT_KILL_AT=3000 FIBRA_CKPT_KILL_SIG=$sig FIBRA_CKPT_KILL_MARK=$dir/$name.mark \
+    env --default-signal=INT bash -c 'FIBRA_CKPT_KILL_PID=$$ exec "$@"' - \
     "$@" "$job" "$dir/$name.h5" "$dir/$name.bin" "$n" >"$dir/$name.out" 2>&1 &
   local pid=$!
   wait "$pid"
   local status=$?
   local execs
   execs=$(wc -l <"$FIBRA_CKPT_LOG")
-  [ "$status" = 75 ] || { cat "$dir/$name.out"; fail "$name: exit status $status after SIG$sig, expected 75"; }
+  local want=75
+  [ "$sig" = INT ] && want=130  # Ctrl-C: 128 + SIGINT, no requeue
+  [ "$status" = "$want" ] || { cat "$dir/$name.out"; fail "$name: exit status $status after SIG$sig, expected $want"; }
   [ ! -f "$dir/$name.bin" ] || fail "$name: the run finished before the signal; nothing was tested"
   local saved
-  saved=$(sed -n "s/^fibra: stopped by SIG$sig: \([0-9]*\) of $n results are in '.*'; exiting with status 75.*/\1/p" "$dir/$name.out")
-  grep -q "fibra: stopped by SIG$sig: [0-9]* of $n results are in '$dir/$name.h5'; exiting with status 75" "$dir/$name.out" &&
+  saved=$(sed -n "s/^fibra: stopped by SIG$sig: \([0-9]*\) of $n results are in '.*'; exiting with status $want.*/\1/p" "$dir/$name.out")
+  grep -q "fibra: stopped by SIG$sig: [0-9]* of $n results are in '$dir/$name.h5'; exiting with status $want" "$dir/$name.out" &&
     [ -n "$saved" ] || { cat "$dir/$name.out"; fail "$name: no stop message"; }
   # The rerun logs its executions apart: the stopped driver's workers keep the old log.
   local rerun_log=$dir/$name.rerun.log
@@ -49,7 +54,7 @@ stop_once() {
     fail "$name: the rerun executed $rerun_execs items, expected the $((n - saved)) that were not saved ($saved of $n were)"
   /usr/bin/python3 "$(dirname "$0")/expected_results.py" "$dir/$name.bin" "$n" >/dev/null ||
     fail "$name: the resumed results differ from work(x) computed by Python"
-  echo "PASS $name: SIG$sig after $execs executions -> status 75 with $saved saved; the rerun executed the other $rerun_execs"
+  echo "PASS $name: SIG$sig after $execs executions -> status $want with $saved saved; the rerun executed the other $rerun_execs"
 }
 
 # Between calls: a checkpoint was opened, no checkpointed call runs; the driver stops all the same.
@@ -69,3 +74,15 @@ echo "PASS between_calls: SIGUSR1 -> status 75 after ${took} s"
 stop_once usr1_singleton USR1
 stop_once term_singleton TERM
 stop_once usr1_mpirun USR1 "$mpiexec" -n 1
+# Ctrl-C: handled like SIGTERM (flush, message, resume) but with status 130 and no requeue.
+stop_once int_singleton INT
+
+# A program that handles SIGINT itself keeps its handler: the run goes on to the end.
+rm -f "$FIBRA_CKPT_LOG"
+FIBRA_CKPT_KILL_AT=3000 FIBRA_CKPT_KILL_SIG=INT FIBRA_CKPT_KILL_MARK=$dir/own.mark bash -c 'FIBRA_CKPT_KILL_PID=$$ exec "$@"' - \
+  "$job" "$dir/own.h5" "$dir/own.bin" "$n" --own-sigint >"$dir/own.out" 2>&1
+status=$?
+[ "$status" = 0 ] || { cat "$dir/own.out"; fail "own handler: exit status $status after SIGINT, expected 0 (the program's handler)"; }
+grep -q "its own SIGINT handler ran" "$dir/own.out" || { cat "$dir/own.out"; fail "own handler: the program's SIGINT handler did not run"; }
+[ -f "$dir/own.mark" ] || fail "own handler: the SIGINT was never sent; nothing was tested"
+echo "PASS own_sigint_handler: the program's handler ran and the run finished"
