@@ -18,6 +18,8 @@ namespace fibra::detail {
 namespace {
 
 constexpr std::size_t flush_bytes = 1 << 20;
+// A chunk's results must fit in one MPI message with what the frame held before (under flush_bytes).
+constexpr std::size_t max_result_bytes = std::size_t(INT32_MAX) - 2 * flush_bytes;
 constexpr auto flush_every = std::chrono::milliseconds(2);
 
 bool read_all(int fd, void* p, std::size_t n) {
@@ -96,6 +98,16 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
         results += partial;
       }
       wire::close_result(results, at, h);
+      if (results.size() - at > max_result_bytes) {  // MPI could not carry it to the driver
+        const std::string why = "the results of items " + std::to_string(t.header.first) + ".." +
+                                std::to_string(t.header.first + t.header.count - 1) + " encode to " +
+                                std::to_string(results.size() - at) +
+                                " bytes, over the 2 GiB one MPI message can carry; use a smaller chunksize";
+        results.resize(at);  // the result goes, and is no longer counted; its failure takes its place
+        wire::set_count(results, wire::result_count(results) - 1);
+        h.status = wire::Status::raised;
+        wire::append_result(results, h, wire::encode(ItemFailure{0, "fibra::ConfigError", why}));
+      }
     }
     box.chunk.store(0, std::memory_order_release);
     trace::mark(trace::executor_ran, t.header.chunk);

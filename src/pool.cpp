@@ -25,7 +25,18 @@ std::vector<std::weak_ptr<PoolImpl>> g_pools;
 }  // namespace
 
 // ---- driver_start ------------------------------------------------------------------------------
+// Far more workers than cores: each still works, but a word now saves a user a long wait in silence.
+void warn_if_crowded(int workers) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (workers <= 8 * static_cast<int>(cores)) return;
+  std::fprintf(stderr,
+               "fibra: Pool(%d) starts %d workers on a machine with %u cores; they will share the cores "
+               "(%d per core) and starting them takes a while. Ask for fewer, or run across more nodes.\n",
+               workers, workers, cores, (workers + int(cores) - 1) / int(cores));
+}
+
 void PoolImpl::start() {
+  warn_if_crowded(target_);
   // PoolOptions::start_timeout_s bounds the whole constructor: the spawns and the hellos.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(s_.start_timeout_s);
   std::exception_ptr spawn_failed;
@@ -69,6 +80,7 @@ void PoolImpl::start() {
 void PoolImpl::join() {
   std::unique_lock lk(mu_);
   if (!closed_) throw ConfigError("fibra: Pool::join() before Pool::close(): close the pool first");
+  closed_reason_ = "was joined (Pool::close() and Pool::join())";
   state_cv_.wait(lk, [&] { return broken_ || sched_.idle() || stopped_; });
   lk.unlock();
   stop();
@@ -77,6 +89,8 @@ void PoolImpl::join() {
 void PoolImpl::terminate() {
   {
     std::lock_guard lk(mu_);
+    if (!closed_ || closed_reason_.rfind("was closed", 0) == 0)
+      closed_reason_ = "was terminated (Pool::terminate(), ~Pool(), or the end of fibra::Runtime)";
     closed_ = true;
     fail_all(std::make_exception_ptr(PoolClosed("fibra: the pool was terminated before this task finished")));
   }
@@ -99,6 +113,7 @@ void PoolImpl::loop() {
     } catch (...) {
       std::lock_guard lk(mu_);
       broken_ = std::current_exception();
+      closed_reason_ = "stopped after an error (" + error_text(broken_) + ")";
       closed_ = true;
       fail_all(broken_);
       state_cv_.notify_all();
@@ -117,20 +132,41 @@ void PoolImpl::loop() {
   say_goodbye();
 }
 
+// A worker declared lost may still be alive (stopped, then continued; cut off, then back): what it
+// sends until its orphan guard ends it is still read, never answered, and its results count as
+// late (their attempts were given up on). Nothing is ever sent to it.
+bool PoolImpl::still_heard(const Worker& w, double now) const {
+  return w.state == Worker::State::lost && w.read_after_loss &&
+         now - w.lost_at < s_.driver_silence_s + 2 * s_.heartbeat_s && !process_gone_here(w);
+}
+
 bool PoolImpl::receive() {
   bool got = false;
   mpi::Message m;
+  const double now = mpi::now_s();
   for (auto& w : workers_) {
-    if (!w->alive()) continue;
-    for (int k = 0; k < 64 && w->alive(); ++k) {
+    if (!w->alive() && !still_heard(*w, now)) continue;
+    const bool lost = !w->alive();
+    for (int k = 0; k < 64 && (lost || w->alive()); ++k) {
       bool have = false;
       try {
         have = mpi::try_recv(w->comm, m);
       } catch (const MpiError& e) {  // its connection broke: the worker is lost, not the pool
-        declare_lost(*w, "MPI failed on its connection (" + error_text(std::current_exception()) + ")");
+        if (lost) w->read_after_loss = false;
+        else declare_lost(*w, "MPI failed on its connection (" + error_text(std::current_exception()) + ")");
         break;
       }
       if (!have) break;
+      if (lost) {  // late results only; its hello, heartbeats and bye change nothing now
+        if (m.tag == wire::tag_results) {
+          try {
+            on_results(*w, m.data);
+          } catch (const wire::Malformed&) {
+            w->read_after_loss = false;
+          }
+        }
+        continue;
+      }
       got |= m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
       w->last_heard = mpi::now_s();
       try {

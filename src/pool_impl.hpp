@@ -31,6 +31,8 @@
 
 namespace fibra::detail {
 
+// A chunk's payload and its batch's headers must fit in one MPI message (an int count of bytes).
+constexpr std::size_t max_chunk_bytes = std::size_t(INT32_MAX) - 4096;
 constexpr std::size_t batches_per_worker = 2;  // one running, one waiting: no gap between batches
 constexpr double prefetch_limit_s = 0.05;      // ... for chunks expected to run shorter than this
 constexpr int auto_agents = 4;  // PoolOptions::workers_per_agent = 0: workers spread over at most this many agents
@@ -80,6 +82,7 @@ struct Worker {
   BatchesInFlight batches;
   double spawned_at = 0, last_heard = 0, last_sent = 0, lost_at = 0;
   bool holds_slot = true;  // counted in g_agents_in_slots until its process is surely gone
+  bool read_after_loss = true;  // lost, but what it still sends is read (late results)
   bool alive() const { return state != State::gone && state != State::lost; }
 };
 
@@ -95,9 +98,14 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void start();
   void submit(const std::shared_ptr<JobState>& job, std::uint64_t first, std::uint32_t count,
               std::string payload) override {
+    // Refused here, in the caller's thread, so that the pool stays usable: MPI cannot send it.
+    if (payload.size() > max_chunk_bytes)
+      throw ConfigError("fibra: a chunk of " + std::to_string(count) + " item(s) encodes to " +
+                        std::to_string(payload.size()) + " bytes, over the " + std::to_string(max_chunk_bytes) +
+                        " that one MPI message can carry (2 GiB); use a smaller chunksize, or smaller items");
     std::lock_guard lk(mu_);
     if (broken_) std::rethrow_exception(broken_);
-    if (closed_) throw PoolClosed("fibra: work was submitted to a pool that was closed or terminated");
+    if (closed_) throw PoolClosed("fibra: work was submitted to a pool that " + closed_reason_);
     trace::mark(trace::submitted, sched_.add(job, first, count, std::move(payload)));
     kick();
   }
@@ -116,6 +124,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
 
   void close() override {
     std::lock_guard lk(mu_);
+    if (!closed_) closed_reason_ = "was closed (Pool::close())";
     closed_ = true;
   }
 
@@ -134,6 +143,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // ---- pool.cpp: driver_run (the communication thread) and driver_stop ------------------------
   void loop();
   bool receive();
+  bool still_heard(const Worker& w, double now) const;
   void handle(Worker& w, mpi::Message& m);
   bool dispatch(std::size_t batches_each = batches_per_worker);
   bool prefetch_pays() const;
@@ -209,6 +219,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::exception_ptr spawn_error_;  // the last failed spawn (resize() reports it)
   PoolStats stats_;  // guarded by mu_
   bool kicked_ = false, closed_ = false, stopping_ = false, stopped_ = false;
+  std::string closed_reason_;  // "was closed (Pool::close())", ...: said by later calls
   std::exception_ptr broken_;
 };
 

@@ -20,7 +20,7 @@ std::uint64_t Scheduler::add(std::shared_ptr<JobState> job, std::uint64_t first,
 std::vector<Chunk*> Scheduler::take_batch(int worker, int workers, bool others_have_room) {
   std::vector<Chunk*> batch;
   std::vector<std::uint64_t> passed;  // retries that should run on another worker
-  std::uint64_t items = 0;
+  std::uint64_t items = 0, bytes = 0;
   while (!pending_.empty()) {
     auto it = chunks_.find(pending_.front());
     Chunk* c = it->second.get();
@@ -37,12 +37,15 @@ std::vector<Chunk*> Scheduler::take_batch(int worker, int workers, bool others_h
     if (!batch.empty()) {
       // A fair share keeps other workers fed; only small chunks are put together.
       std::size_t share = std::max<std::size_t>(1, (pending_.size() + batch.size()) / (2 * std::max(1, workers)));
-      if (batch.size() >= std::min(share, max_batch_chunks) || items + c->count > small_chunk_items) break;
+      if (batch.size() >= std::min(share, max_batch_chunks) || items + c->count > small_chunk_items ||
+          bytes + c->payload->size() > max_batch_bytes)
+        break;
     }
     pending_.pop_front();
     c->attempt += 1;
     c->worker = worker;
     items += c->count;
+    bytes += c->payload->size();
     batch.push_back(c);
   }
   for (auto id = passed.rbegin(); id != passed.rend(); ++id) pending_.push_front(*id);

@@ -44,6 +44,8 @@ class Scheduler {
   /// Chunks with at most this many items are batched together (many tiny apply_async calls).
   static constexpr std::uint32_t small_chunk_items = 256;
   static constexpr std::size_t max_batch_chunks = 1024;
+  /// ... and their payloads together at most this many bytes (one MPI message carries under 2 GiB).
+  static constexpr std::size_t max_batch_bytes = std::size_t(64) << 20;
   /// How many retries a worker passes over (to leave them to other workers) before it takes one.
   static constexpr std::size_t max_passed = 16;
 

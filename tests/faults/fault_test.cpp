@@ -98,6 +98,8 @@ FIBRA_REMOTE(flaky_exit);
 FIBRA_REMOTE(flaky_throw);
 FIBRA_REMOTE(hang_on);
 FIBRA_REMOTE(scribble_first_time);
+std::size_t length(std::string s) { return s.size(); }
+FIBRA_REMOTE(length);
 FIBRA_REMOTE(hang_first_time);
 
 namespace {
@@ -186,6 +188,31 @@ TEST_F(Faults, AStoppedAgentIsDeclaredLostBySilence) {
   for (auto& o : pool.map(work, items(300), {.chunksize = 1})) agents.insert(o.ppid);
   EXPECT_EQ(agents.count(victim), 0u);
   ::kill(victim, SIGKILL);  // the stopped agent was started by this test's pool
+}
+
+// SIGSTOP an agent until it is declared lost, then SIGCONT it: the results its executor finished
+// meanwhile reach the driver late and are dropped; every index still comes exactly once.
+TEST_F(Faults, ALateResultFromAWorkerDeclaredLostIsDroppedAndEveryIndexComesOnce) {
+  fibra::Pool pool(3, {.heartbeat_s = 0.2, .worker_silence_s = 1.5, .driver_silence_s = 8});
+  int victim = 0;
+  std::thread resume;
+  run_and_strike(pool, items(4000), 1200, [&](const Out& o) {
+    victim = o.ppid;
+    ASSERT_EQ(::kill(victim, SIGSTOP), 0);
+    resume = std::thread([&pool, victim] {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (pool.stats().workers_lost == 0 && std::chrono::steady_clock::now() < deadline) busy_ms(20);
+      ::kill(victim, SIGCONT);  // declared lost: now let it speak
+    });
+  });
+  resume.join();
+  EXPECT_EQ(pool.stats().workers_lost, 1u);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (pool.stats().late_results_dropped == 0 && std::chrono::steady_clock::now() < deadline) busy_ms(20);
+  EXPECT_GE(pool.stats().late_results_dropped, 1u) << "the continued agent's results were not read, or not dropped";
+  auto again = pool.map(work, items(300));
+  for (int i = 0; i < 300; ++i) ASSERT_EQ(again[i].value, long(i) * i);
+  ::kill(victim, SIGKILL);  // started by this test's pool; its orphan guard would end it later
 }
 
 TEST_F(Faults, ATaskThatSegfaultsOnItsFirstAttemptSucceedsOnTheSecond) {
@@ -336,6 +363,40 @@ TEST_F(Faults, GarbageOnAnExecutorsSocketCostsThatChunkAnAttemptNotTheAgent) {
   std::set<int> agents_after;
   for (auto& o : pool.map(work, items(40), {.chunksize = 1})) agents_after.insert(o.ppid);
   EXPECT_EQ(agents_after, agents_before);
+}
+
+TEST_F(Faults, AChunkOverMpisLimitIsRefusedInTheCallersThreadAndThePoolStaysUsable) {
+  if (std::getenv("OMPI_COMM_WORLD_SIZE")) GTEST_SKIP() << "4 GiB of memory and 9 s: run once, as ./app";
+  fibra::Pool pool(1);
+  std::string big(std::size_t(1) << 31, 'x');  // 2 GiB: its message would be over MPI's int count
+  try {
+    pool.apply_async(length, big);
+    ADD_FAILURE() << "no error for a 2 GiB argument";
+  } catch (const fibra::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("over the 2147479551 that one MPI message can carry (2 GiB); use a smaller "
+                                         "chunksize, or smaller items"),
+              std::string::npos)
+        << e.what();
+  }
+  big = std::string();
+  EXPECT_EQ(pool.apply_async(length, std::string(1000, 'y')).get(), 1000u);
+}
+
+TEST_F(Faults, LaterCallsOnAStoppedPoolSayWhyItStopped) {
+  fibra::Pool a(1), b(1);
+  a.close();
+  b.terminate();
+  auto message = [](fibra::Pool& p) {
+    try {
+      p.apply_async(length, std::string("z"));
+    } catch (const fibra::PoolClosed& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(a), "fibra: work was submitted to a pool that was closed (Pool::close())");
+  EXPECT_EQ(message(b), "fibra: work was submitted to a pool that was terminated (Pool::terminate(), ~Pool(), or the "
+                        "end of fibra::Runtime)");
 }
 
 // Agents that run several workers (executors) each: PoolOptions::workers_per_agent.
