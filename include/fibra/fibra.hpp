@@ -1,16 +1,22 @@
 // fibra/fibra.hpp: the whole public API of fibra.
 //
-//   runtime.hpp  fibra::Runtime: first line of main; turns spawned copies into workers
-//   remote.hpp   FIBRA_REMOTE(fn): registers a function for remote calls
-//   pool.hpp     fibra::Pool: map, imap, imap_unordered, starmap, apply_async, resize, close/join
-//   future.hpp   fibra::Future<T>: get, wait, wait_for, ready
-//   error.hpp    fibra::Error and its subclasses (RemoteError, ExecutorCrashed, ConfigError, ...)
-//   version.hpp  fibra::version
+//   runtime.hpp        fibra::Runtime: first line of main; turns spawned copies into workers
+//   remote.hpp         FIBRA_REMOTE(fn): registers a function for remote calls
+//   pool.hpp           fibra::Pool: map, imap, imap_unordered, starmap, apply_async, resize, close/join
+//   options.hpp        fibra::PoolOptions, fibra::MapOptions (a pool's and a call's settings), ItemError
+//   stats.hpp          fibra::PoolStats: a pool's counters of work and failures (Pool::stats())
+//   future.hpp         fibra::Future<T>: get, wait, wait_for, ready
+//   error.hpp          fibra::Error and its subclasses (RemoteError, ExecutorCrashed, ConfigError, ...)
+//   version.hpp        fibra::version
+//
+// detail/ holds what the templates need; nothing in it is API.
 #pragma once
 
 #include "fibra/error.hpp"
 #include "fibra/future.hpp"
+#include "fibra/options.hpp"
 #include "fibra/pool.hpp"
 #include "fibra/remote.hpp"
 #include "fibra/runtime.hpp"
+#include "fibra/stats.hpp"
 #include "fibra/version.hpp"

@@ -304,7 +304,7 @@ struct codable<std::optional<T>> : std::bool_constant<is_raw_v<std::optional<T>>
 template <class T>
 inline constexpr bool codable_v = codable<std::remove_cvref_t<T>>::value;
 
-/// The sentence a type that cannot be sent gets (here and where a call is checked, pool.hpp).
+/// The sentence a type that cannot be sent gets (here and where a call is checked, call_checks.hpp).
 #define FIBRA_DETAIL_NOT_CODABLE                                                                  \
   "fibra: this type cannot be sent to a worker: it is not trivially copyable and has no "          \
   "Boost.Serialization serialize(); give it a member `template <class A> void serialize(A& ar, "   \

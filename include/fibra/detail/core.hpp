@@ -16,23 +16,7 @@
 #include <vector>
 
 #include "fibra/detail/registry.hpp"
-
-namespace fibra {
-
-/// @brief What a pool has been through: its counters of work and failures (Pool::stats()).
-struct PoolStats {
-  int workers_ready = 0;                   ///< workers taking work now
-  std::uint64_t workers_started = 0;       ///< spawned since the pool started, replacements included
-  std::uint64_t workers_lost = 0;          ///< declared lost (silent, or their process gone)
-  std::uint64_t chunks_done = 0;           ///< chunks whose outcome was delivered
-  std::uint64_t attempts_failed = 0;       ///< crashed, timed out, lost, or raised and retried
-  std::uint64_t chunks_resubmitted = 0;    ///< failed attempts that were handed out again
-  std::uint64_t late_results_dropped = 0;  ///< results of attempts already given up on
-  /// When the last failure was seen by the driver, and when a retry was last handed out.
-  std::chrono::steady_clock::time_point last_failure_seen{}, last_retry_sent{};
-};
-
-}  // namespace fibra
+#include "fibra/stats.hpp"
 
 namespace fibra::detail {
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "fibra/detail/call_checks.hpp"
 #include "fibra/detail/codec.hpp"
 
 namespace fibra::detail {
@@ -81,39 +82,6 @@ void check_registry();
 
 template <class T>
 using stored_t = std::remove_cvref_t<T>;
-
-// ---- compile-time checks of remote functions, each with fibra's own sentence -------------------
-
-/// One value a remote function takes or returns must be one fibra can send.
-template <class T>
-constexpr bool check_sendable() {
-  static_assert(codable_v<T>, FIBRA_DETAIL_NOT_CODABLE);
-  return true;
-}
-
-/// One parameter of a remote function.
-template <class P>
-constexpr bool check_parameter() {
-  static_assert(!std::is_pointer_v<std::remove_cvref_t<P>>,
-                "fibra: a remote function cannot take a pointer: it would point into the caller's memory, which "
-                "the worker does not share; take the value itself (or a std::vector of values)");
-  static_assert(!(std::is_lvalue_reference_v<P> && !std::is_const_v<std::remove_reference_t<P>>),
-                "fibra: a remote function cannot take a non-const reference: it runs on a copy in another "
-                "process, so a change made through it would be lost; take the parameter by value or by const "
-                "reference and return what the function computes");
-  return check_sendable<std::remove_cvref_t<P>>();
-}
-
-/// A function `R(Args...)` that runs on workers (FIBRA_REMOTE and every Pool call check it).
-template <class R, class... Args>
-constexpr bool check_signature() {
-  static_assert(!std::is_void_v<R>, "fibra: a remote function must return a value (return an int, say)");
-  static_assert(!std::is_pointer_v<std::remove_cvref_t<R>>,
-                "fibra: a remote function cannot return a pointer: it would point into the worker's memory; "
-                "return the value itself (or a std::vector of values)");
-  if constexpr (!std::is_void_v<R> && !std::is_pointer_v<std::remove_cvref_t<R>>) check_sendable<std::remove_cvref_t<R>>();
-  return (check_parameter<Args>() && ...);
-}
 
 /// FIBRA_REMOTE of something that is not a free function.
 template <auto F>

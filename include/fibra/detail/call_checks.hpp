@@ -1,0 +1,127 @@
+// fibra/detail/call_checks.hpp: the compile-time checks of remote functions (FIBRA_REMOTE) and of
+// Pool calls. Each misuse gets a static_assert with fibra's own sentence, placed so that it is the
+// first error the compiler prints (tests/compile_fail/ holds one program per sentence).
+#pragma once
+
+#include <cstddef>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "fibra/detail/codec.hpp"
+
+namespace fibra::detail {
+
+// ---- compile-time checks of remote functions, each with fibra's own sentence -------------------
+
+/// One value a remote function takes or returns must be one fibra can send.
+template <class T>
+constexpr bool check_sendable() {
+  static_assert(codable_v<T>, FIBRA_DETAIL_NOT_CODABLE);
+  return true;
+}
+
+/// One parameter of a remote function.
+template <class P>
+constexpr bool check_parameter() {
+  static_assert(!std::is_pointer_v<std::remove_cvref_t<P>>,
+                "fibra: a remote function cannot take a pointer: it would point into the caller's memory, which "
+                "the worker does not share; take the value itself (or a std::vector of values)");
+  static_assert(!(std::is_lvalue_reference_v<P> && !std::is_const_v<std::remove_reference_t<P>>),
+                "fibra: a remote function cannot take a non-const reference: it runs on a copy in another "
+                "process, so a change made through it would be lost; take the parameter by value or by const "
+                "reference and return what the function computes");
+  return check_sendable<std::remove_cvref_t<P>>();
+}
+
+/// A function `R(Args...)` that runs on workers (FIBRA_REMOTE and every Pool call check it).
+template <class R, class... Args>
+constexpr bool check_signature() {
+  static_assert(!std::is_void_v<R>, "fibra: a remote function must return a value (return an int, say)");
+  static_assert(!std::is_pointer_v<std::remove_cvref_t<R>>,
+                "fibra: a remote function cannot return a pointer: it would point into the worker's memory; "
+                "return the value itself (or a std::vector of values)");
+  if constexpr (!std::is_void_v<R> && !std::is_pointer_v<std::remove_cvref_t<R>>) check_sendable<std::remove_cvref_t<R>>();
+  return (check_parameter<Args>() && ...);
+}
+
+// ---- compile-time checks of Pool calls, each with fibra's own sentence ------------------------
+
+/// Parameters of a function pointer (noexcept or not); -1 for anything else.
+template <class F>
+struct arity : std::integral_constant<int, -1> {};
+template <class R, class... P>
+struct arity<R (*)(P...)> : std::integral_constant<int, int(sizeof...(P))> {};
+template <class R, class... P>
+struct arity<R (*)(P...) noexcept> : std::integral_constant<int, int(sizeof...(P))> {};
+/// What a call was given as its function, decayed as a function name decays to its address.
+template <class F>
+inline constexpr int arity_v = arity<std::decay_t<F>>::value;
+
+template <class From, class To>
+concept brace_converts = requires(From f) { To{f}; };
+
+/// True when an item X would lose value as the parameter A (a double into an int, an int into a
+/// short or an unsigned). An integer into a floating-point parameter is let through, as Python does.
+template <class X, class A>
+inline constexpr bool narrows_v = [] {
+  using F = std::remove_cvref_t<X>;
+  using T = std::remove_cvref_t<A>;
+  if constexpr (std::is_arithmetic_v<F> && std::is_arithmetic_v<T> &&
+                !(std::is_integral_v<F> && std::is_floating_point_v<T>))
+    return !brace_converts<F, T>;
+  else
+    return false;
+}();
+
+/// An input item of type X is given to a parameter of type A.
+template <class X, class A>
+constexpr bool check_item() {
+  using P = std::remove_cvref_t<A>;
+  static_assert(std::is_constructible_v<P, const std::remove_cvref_t<X>&>,
+                "fibra: an input does not convert to the function's parameter type: pass items of the type the "
+                "function takes");
+  static_assert(!narrows_v<X, A>,
+                "fibra: an input would be narrowed into the function's parameter (a double into an int, say), "
+                "losing what does not fit: convert the inputs yourself first (std::views::transform and a "
+                "static_cast) or change the parameter's type");
+  return true;
+}
+
+/// A starmap item (a tuple, pair or array) against the function's parameters P...
+template <class Item, class... P>
+constexpr bool check_tuple_item() {
+  constexpr bool tuple_like = requires { std::tuple_size<Item>::value; };
+  static_assert(tuple_like,
+                "fibra: starmap takes a range of tuples (or pairs or std::arrays) of arguments, one per call; for a "
+                "function of one parameter, use map");
+  if constexpr (tuple_like) {
+    static_assert(std::tuple_size_v<Item> == sizeof...(P),
+                  "fibra: starmap: each item has a different number of elements than the function has parameters");
+    if constexpr (std::tuple_size_v<Item> == sizeof...(P)) {
+      return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return (check_item<std::tuple_element_t<I, Item>, P>() && ...);
+      }(std::index_sequence_for<P...>{});
+    }
+  }
+  return true;
+}
+
+/// What a call was given is not a free function of the right arity: the sentence that says so.
+template <class F, bool one_parameter>
+constexpr void refuse_function() {
+  using D = std::decay_t<F>;
+  static_assert(!std::is_class_v<D>,
+                "fibra: a lambda or function object cannot run on a worker (it has no name another process can "
+                "look up): pass a free function registered with FIBRA_REMOTE");
+  static_assert(!std::is_member_function_pointer_v<D>,
+                "fibra: a member function cannot run on a worker (it needs an object the worker does not have): "
+                "pass a free function, registered with FIBRA_REMOTE, that takes the object as a parameter");
+  static_assert(!(one_parameter && arity_v<F> >= 0),
+                "fibra: map, imap and imap_unordered call the function with one item, so it must take one "
+                "parameter; for a function of several, pass tuples of arguments to starmap (or call apply_async)");
+  static_assert(std::is_class_v<D> || std::is_member_function_pointer_v<D> || arity_v<F> >= 0,
+                "fibra: pass a free function registered with FIBRA_REMOTE");
+}
+
+}  // namespace fibra::detail

@@ -1,0 +1,65 @@
+// fibra/options.hpp: what can be set for a pool (PoolOptions) and for one of its calls
+// (MapOptions), and the failed items a call collects instead of throwing (ItemError).
+#pragma once
+
+#include <cstddef>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fibra {
+
+/// @brief Settings of a pool, fixed when it starts. See docs/fault-tolerance.md.
+struct PoolOptions {
+  double heartbeat_s = 1.0;       ///< each side says it is alive after this much silence
+  double worker_silence_s = 10;   ///< a worker silent this long is declared lost; its work runs elsewhere
+  double driver_silence_s = 30;   ///< workers exit when the driver is silent this long (orphan guard)
+  double start_timeout_s = 60;    ///< Pool() and resize() give up on workers not started by then
+  unsigned retries = 3;           ///< default MapOptions::retries (also for apply_async)
+  bool retry_exceptions = false;  ///< default MapOptions::retry_exceptions (also for apply_async)
+  double task_timeout_s = 0;      ///< default MapOptions::task_timeout_s (also for apply_async); 0: none
+  /// Workers run as executors (plain processes) under agents (MPI processes, one MPI_Comm_spawn
+  /// each, about 0.3 s apiece here): this many workers per agent. 0: automatic, the workers spread
+  /// evenly over at most 4 agents (a pool of 4 or fewer has one agent per worker). A lost agent
+  /// costs the chunks of all its workers, as a lost node would; a crashed worker only its own.
+  int workers_per_agent = 0;
+};
+
+/// @brief One item that failed in a call that collects errors (MapOptions::errors).
+struct ItemError {
+  std::size_t index = 0;     ///< the item's position in the input
+  std::exception_ptr error;  ///< RemoteError, ExecutorCrashed, TaskTimeout or WorkerLost
+  std::string message;       ///< the error's what()
+};
+
+/// @brief Settings of one map/imap/starmap call.
+struct MapOptions {
+  std::size_t chunksize = 0;            ///< items per chunk; 0: automatic (see docs/pool.md)
+  std::optional<bool> progress;         ///< progress on stderr; default: on when stderr is a terminal
+  std::size_t max_inflight_chunks = 0;  ///< chunks queued or running at once; 0: 4 per worker (min 8)
+  /// Failed attempts of a chunk (crash, time limit, lost worker; exceptions if retry_exceptions)
+  /// that are run again before the call fails. Default: PoolOptions::retries (3).
+  std::optional<unsigned> retries;
+  /// Run a chunk again when one of its items throws (default: no; exceptions are usually
+  /// deterministic).
+  std::optional<bool> retry_exceptions;
+  /// Seconds one item may run before its executor is killed and the attempt counts as failed
+  /// (TaskTimeout). Default: PoolOptions::task_timeout_s; 0: no limit.
+  std::optional<double> task_timeout_s;
+  /// When set, the call does not throw for failed items: it runs every item, puts R{} in the place
+  /// of each failed one and appends an ItemError for it here (map: sorted by index; imap: as they
+  /// come). Errors that stop the whole pool (PoolClosed) still throw.
+  std::vector<ItemError>* errors = nullptr;
+  /// A checkpoint file (HDF5) for this call; empty: none. Completed results are written to it as
+  /// they arrive; a rerun with the same function and inputs loads them, runs only the rest and
+  /// returns the same results. Another run's file is refused with CheckpointError. While a
+  /// checkpoint is open, SIGTERM/SIGUSR1 make the driver flush and exit with status 75.
+  /// Needs a sized input range. See docs/pool.md, "Checkpoints".
+  std::string checkpoint;
+  /// Results that arrived are flushed to the checkpoint at most this many seconds later; a SIGKILL
+  /// of the driver loses at most these.
+  double checkpoint_flush_s = 1.0;
+};
+
+}  // namespace fibra
