@@ -9,6 +9,9 @@
 //   error.hpp          fibra::Error and its subclasses (RemoteError, ExecutorCrashed, ConfigError, ...)
 //   version.hpp        fibra::version
 //
+// Not included here: serialization.hpp, for types sent with a Boost.Serialization serialize().
+// Include it yourself in the files that send them (it brings Boost's archive headers, which
+// files sending only raw types, std::string and std containers do not need).
 // detail/ holds what the templates need; nothing in it is API.
 #pragma once
 

@@ -36,8 +36,11 @@ namespace fibra {
 ///   for (auto&& [i, v] : pool.imap_unordered(rollout, params)) { ... }
 ///   fibra::Future<double> f = pool.apply_async(rollout, p);
 /// @endcode
-/// Functions must be registered with FIBRA_REMOTE. A task that throws makes the call throw
-/// fibra::RemoteError; the pool keeps working. The destructor terminates the workers.
+/// Functions must be registered with FIBRA_REMOTE. Their arguments and results travel as bytes
+/// (raw types), or encoded by fibra (std::string, std::vector, std::array, std::pair, std::tuple,
+/// std::optional), or through their serialize(), which needs #include <fibra/serialization.hpp>
+/// (docs/remote-functions.md). A task that throws makes the call throw fibra::RemoteError; the pool
+/// keeps working. The destructor terminates the workers.
 class Pool {
  public:
   /// @brief Starts `workers` workers (0: one per core of this machine) and waits until all are ready.

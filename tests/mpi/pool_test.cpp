@@ -1,6 +1,7 @@
 // Every Pool call against real spawned workers. Runs as `./fibra_pool_tests` (singleton) and as
 // `mpirun -n 1 ./fibra_pool_tests`; the same binary is started again as agents and executors.
 #include <fibra/fibra.hpp>
+#include <fibra/serialization.hpp>  // Params below has serialize()
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>

@@ -12,6 +12,7 @@
 #include <boost/serialization/string.hpp>
 
 #include "fibra/detail/codec.hpp"
+#include "fibra/serialization.hpp"  // Params below has serialize()
 
 namespace {
 
@@ -105,6 +106,39 @@ TEST(Codec, OtherTypesGoThroughBoostSerialization) {
   EXPECT_EQ(round_trip(p), p);
   std::vector<Params> ps{p, Params{"b", {}}};
   EXPECT_EQ(round_trip(ps), ps);
+}
+
+// Which types have serialize(), told without Boost's archives (codec.hpp does not include them).
+class PrivateMember {
+  friend class boost::serialization::access;
+  template <class A>
+  void serialize(A& ar, unsigned) { ar & s; }
+  std::string s;
+};
+struct FreeSerialize {
+  std::string s;
+};
+template <class A>
+void serialize(A& ar, FreeSerialize& f, unsigned) { ar & f.s; }
+struct NoSerialize {
+  std::string s;
+};
+
+TEST(Codec, SerializeIsFoundWithoutTheArchives) {
+  using fibra::detail::boost_serializable;
+  static_assert(boost_serializable<Params> && boost_serializable<PrivateMember> && boost_serializable<FreeSerialize>);
+  static_assert(boost_serializable<std::map<std::string, double>>);  // Boost's own, from its map.hpp
+  static_assert(!boost_serializable<NoSerialize> && !fibra::detail::codable_v<NoSerialize>);
+  // What goes through Boost (and so needs fibra/serialization.hpp), in whole or in part.
+  using fibra::detail::via_boost_v;
+  static_assert(via_boost_v<Params> && via_boost_v<std::vector<Params>> && via_boost_v<std::pair<int, Params>> &&
+                via_boost_v<std::optional<std::map<std::string, double>>>);
+  static_assert(!via_boost_v<int> && !via_boost_v<Pod> && !via_boost_v<std::string> &&
+                !via_boost_v<std::vector<std::string>> && !via_boost_v<std::tuple<int, std::string>>);
+  PrivateMember m;
+  EXPECT_NO_THROW(round_trip(m));
+  FreeSerialize f{"x"};
+  EXPECT_EQ(round_trip(f).s, "x");
 }
 
 TEST(Codec, ItemsOfAChunkRoundTrip) {

@@ -14,10 +14,13 @@ namespace fibra::detail {
 
 // ---- compile-time checks of remote functions, each with fibra's own sentence -------------------
 
-/// One value a remote function takes or returns must be one fibra can send.
+/// One value a remote function takes or returns must be one fibra can send, and a type sent with
+/// its serialize() needs fibra/serialization.hpp in the file that sends it.
 template <class T>
 constexpr bool check_sendable() {
   static_assert(codable_v<T>, FIBRA_DETAIL_NOT_CODABLE);
+  if constexpr (codable_v<T> && via_boost_v<T>)
+    static_assert(boost_codec_included<std::remove_cvref_t<T>>, FIBRA_DETAIL_INCLUDE_SERIALIZATION);
   return true;
 }
 

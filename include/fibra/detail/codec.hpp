@@ -5,8 +5,11 @@
 //    same binary, so layouts agree.
 //  - std::string, std::vector/std::array/std::pair/std::tuple/std::optional: a size and their parts;
 //    a vector of a raw type is one memcpy.
-//  - anything else: Boost.Serialization's binary archive, length-prefixed.
-// A type with none of these fails at compile time with a message that says what to add.
+//  - anything else: Boost.Serialization's binary archive, length-prefixed. Boost's archive headers
+//    are large, so they are included only by
+//    fibra/serialization.hpp (detail/boost_codec.hpp), in the files that send such types.
+// A type with none of these fails at compile time with a message that says what to add, and a type
+// with serialize() in a file without fibra/serialization.hpp with one that says to include it.
 #pragma once
 
 #include <array>
@@ -14,8 +17,6 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
-#include <sstream>
-#include <streambuf>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -23,8 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include <boost/archive/binary_iarchive.hpp>
-#include <boost/archive/binary_oarchive.hpp>
+// Light (a few thousand lines): enough to tell whether a type has serialize(), not to call it.
 #include <boost/serialization/level.hpp>
 #include <boost/serialization/serialization.hpp>
 
@@ -242,30 +242,23 @@ struct Codec<std::optional<T>> {
 };
 
 // --- everything else: Boost.Serialization ----------------------------------------------------
-/// A read-only streambuf over bytes that already exist (no copy).
-class ViewBuf : public std::streambuf {
- public:
-  explicit ViewBuf(std::string_view s) {
-    char* b = const_cast<char*>(s.data());
-    setg(b, b, b + s.size());
-  }
-};
-
 // Whether Boost.Serialization can write a T. `oa << v` compiles for every type (Boost fails later,
 // deep inside, when T has no serialize), so the test looks for what Boost would call: a member named
 // serialize (of any access: Boost's pattern makes it private with a friend), a free serialize found
 // for T (a user's, or Boost's own for std::map and the like once its header is included), or a type
-// Boost writes as a primitive.
+// Boost writes as a primitive. It needs no archive: a stand-in takes the archive's place.
 namespace serialize_probe {
 
+struct Archive {};
 struct NotFound {};
 // More specialized than Boost's fallback serialize(Archive&, T&, unsigned), which calls the member:
 // a call that picks this one found no serialize written for T; one that is ambiguous found one.
+// (The version_type argument brings Boost's own, in boost::serialization, into the lookup.)
 template <class T>
-NotFound serialize(boost::archive::binary_oarchive&, T&, unsigned int);
+NotFound serialize(Archive&, T&, unsigned int);
 
 template <class T>
-concept no_free_serialize = requires(boost::archive::binary_oarchive& ar, T& t,
+concept no_free_serialize = requires(Archive& ar, T& t,
                                      const boost::serialization::version_type v) {
   { serialize(ar, t, v) } -> std::same_as<NotFound>;
 };
@@ -304,12 +297,43 @@ struct codable<std::optional<T>> : std::bool_constant<is_raw_v<std::optional<T>>
 template <class T>
 inline constexpr bool codable_v = codable<std::remove_cvref_t<T>>::value;
 
+/// True when a codable T is sent, in whole or in part, through Boost.Serialization.
+template <class T>
+struct via_boost : std::bool_constant<!is_raw_v<T>> {};
+template <>
+struct via_boost<std::string> : std::false_type {};
+template <class T, class A>
+struct via_boost<std::vector<T, A>> : via_boost<T> {};
+template <class T, std::size_t N>
+struct via_boost<std::array<T, N>> : std::bool_constant<!is_raw_v<std::array<T, N>> && via_boost<T>::value> {};
+template <class A, class B>
+struct via_boost<std::pair<A, B>> : std::bool_constant<!is_raw_v<std::pair<A, B>> && (via_boost<A>::value || via_boost<B>::value)> {};
+template <class... Ts>
+struct via_boost<std::tuple<Ts...>> : std::bool_constant<!is_raw_v<std::tuple<Ts...>> && (via_boost<Ts>::value || ...)> {};
+template <class T>
+struct via_boost<std::optional<T>> : std::bool_constant<!is_raw_v<std::optional<T>> && via_boost<T>::value> {};
+template <class T>
+inline constexpr bool via_boost_v = via_boost<std::remove_cvref_t<T>>::value;
+
+/// The Boost.Serialization path of the codec: declared here, defined by fibra/serialization.hpp
+/// (detail/boost_codec.hpp), which brings Boost's archives.
+template <class T>
+struct BoostCodec;
+/// True once fibra/serialization.hpp is included (T only makes the test wait for a use).
+template <class T>
+concept boost_codec_included = requires(Writer& w, const T& v) { BoostCodec<T>::encode(w, v); };
+
 /// The sentence a type that cannot be sent gets (here and where a call is checked, call_checks.hpp).
 #define FIBRA_DETAIL_NOT_CODABLE                                                                  \
   "fibra: this type cannot be sent to a worker: it is not trivially copyable and has no "          \
   "Boost.Serialization serialize(); give it a member `template <class A> void serialize(A& ar, "   \
   "unsigned) { ar & field1 & field2; }` (and include Boost's header for each std container it "     \
   "holds, such as <boost/serialization/map.hpp>), or make it trivially copyable"
+/// The sentence a type with serialize() gets in a file that did not include fibra/serialization.hpp.
+#define FIBRA_DETAIL_INCLUDE_SERIALIZATION                                                        \
+  "fibra: this type is sent with its serialize() (Boost.Serialization): add #include "            \
+  "<fibra/serialization.hpp> to this file (fibra.hpp leaves out Boost's archives, which files "    \
+  "that send only raw types, strings and std containers do not need)"
 
 template <class T>
 struct Codec {
@@ -317,21 +341,9 @@ struct Codec {
                 "fibra: arguments and results must be default-constructible (decoding fills a "
                 "default-constructed value)");
   static_assert(boost_serializable<T>, FIBRA_DETAIL_NOT_CODABLE);
-  static void encode(Writer& w, const T& v) {
-    std::ostringstream os(std::ios::binary);
-    {
-      boost::archive::binary_oarchive oa(os, boost::archive::no_header | boost::archive::no_tracking);
-      oa << v;
-    }
-    Codec<std::string>::encode(w, std::move(os).str());
-  }
-  static void decode(Reader& r, T& v) {
-    auto n = r.pod<std::uint64_t>();
-    ViewBuf buf(r.take(n));
-    std::istream is(&buf);
-    boost::archive::binary_iarchive ia(is, boost::archive::no_header | boost::archive::no_tracking);
-    ia >> v;
-  }
+  static_assert(!boost_serializable<T> || boost_codec_included<T>, FIBRA_DETAIL_INCLUDE_SERIALIZATION);
+  static void encode(Writer& w, const T& v) { BoostCodec<T>::encode(w, v); }
+  static void decode(Reader& r, T& v) { BoostCodec<T>::decode(r, v); }
 };
 
 /// Encodes items [first, first+n) of a range one after another; one memcpy for contiguous raw data.
