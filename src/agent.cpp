@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -27,10 +28,29 @@ namespace {
 // An executor that holds work but is in no task for this long is stuck (in start-up, say).
 constexpr double executor_stuck_s = 60;
 
+// How long an agent waits for its setup (the driver's first message) before it gives up.
+constexpr double setup_wait_s = 120;
+
+// The driver's first message; nullopt if it did not come in time.
+std::optional<wire::AgentSetup> receive_setup(MPI_Comm parent) {
+  mpi::Napper napper;
+  const double give_up = mpi::now_s() + setup_wait_s;
+  mpi::Message m;
+  while (mpi::now_s() < give_up) {
+    if (mpi::try_recv(parent, m)) {
+      if (m.tag == wire::tag_setup) return wire::decode<wire::AgentSetup>(m.data);
+      if (m.tag == wire::tag_shutdown) return std::nullopt;
+      continue;  // a heartbeat before the setup
+    }
+    std::this_thread::sleep_for(std::max(napper.next(), std::chrono::microseconds(100)));
+  }
+  return std::nullopt;
+}
+
 class Agent {
  public:
-  Agent(MPI_Comm parent, const AgentConfig& cfg) : parent_(parent), cfg_(cfg) {
-    const int n = std::max(1, cfg.executors);
+  Agent(MPI_Comm parent, const wire::AgentSetup& cfg) : parent_(parent), cfg_(cfg) {
+    const int n = std::max(1, int(cfg.executors));
     for (int i = 0; i < n; ++i) {
       // "(worker 3" or "(agent 2 worker 1"; the executor adds " pid 1234) " (LineRelay)
       std::string prefix;
@@ -173,7 +193,7 @@ class Agent {
   }
 
   MPI_Comm parent_;
-  AgentConfig cfg_;
+  wire::AgentSetup cfg_;
   mpi::SendQueue sends_;
   std::vector<std::unique_ptr<ExecutorProcess>> executors_;
   double last_heard_ = 0, last_sent_ = 0;
@@ -183,14 +203,20 @@ class Agent {
 
 }  // namespace
 
-int agent_main(MPI_Comm parent, const AgentConfig& cfg) {
+int agent_main(MPI_Comm parent) {
   ::signal(SIGPIPE, SIG_IGN);
   // mpirun forwards SIGUSR1/SIGUSR2 to every process it started; they are meant for the driver
   // (checkpoint and requeue), whose agents must not die of them.
   ::signal(SIGUSR1, SIG_IGN);
   ::signal(SIGUSR2, SIG_IGN);
   try {
-    Agent a(parent, cfg);
+    const auto setup = receive_setup(parent);
+    if (!setup) {
+      std::fprintf(stderr, "fibra agent pid %ld on %s: no setup from the driver within %.0f s; exiting\n",
+                   static_cast<long>(::getpid()), host_name().c_str(), setup_wait_s);
+      return 3;
+    }
+    Agent a(parent, *setup);
     return a.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fibra agent pid %ld on %s: %s\n", static_cast<long>(::getpid()), host_name().c_str(),

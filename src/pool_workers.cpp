@@ -73,15 +73,13 @@ int PoolImpl::next_agent_size() const {
 // Spawns one agent that runs `executors` workers.
 void PoolImpl::spawn(int executors) {
   const std::string exe = self_exe();
-  const std::string hb = "--fibra-heartbeat=" + std::to_string(s_.heartbeat_s);
-  const std::string silence = "--fibra-silence=" + std::to_string(s_.driver_silence_s);
-  const std::string execs = "--fibra-executors=" + std::to_string(executors);
-  const int slot = free_slot_number();
-  const std::string slot_flag = "--fibra-slot=" + std::to_string(slot);
-  const std::string prefix = std::string("--fibra-prefix=") + (prefix_output() ? "1" : "0");
-  char* argv[] = {const_cast<char*>(agent_flag), const_cast<char*>(hb.c_str()),   const_cast<char*>(silence.c_str()),
-                  const_cast<char*>(execs.c_str()), const_cast<char*>(slot_flag.c_str()), const_cast<char*>(prefix.c_str()),
-                  nullptr};
+  char* argv[] = {const_cast<char*>(agent_flag), nullptr};  // its settings come as its first message
+  wire::AgentSetup setup;
+  setup.heartbeat_s = s_.heartbeat_s;
+  setup.driver_silence_s = s_.driver_silence_s;
+  setup.executors = executors;
+  setup.slot = free_slot_number();
+  setup.prefix_output = prefix_output();
   MPI_Info info = MPI_INFO_NULL;
   if (oversubscribe_allowed()) {
     MPI_Info_create(&info);
@@ -112,13 +110,17 @@ void PoolImpl::spawn(int executors) {
     }
     auto w = std::make_unique<Worker>();
     w->id = next_worker_id_++;
-    w->slot = slot;
+    w->slot = setup.slot;
     w->comm = inter;
     w->executors = executors;
     w->spawned_at = w->last_heard = w->last_sent = mpi::now_s();
-    std::lock_guard lk(mu_);
-    workers_.push_back(std::move(w));
-    spawn_failures_ = 0;
+    Worker& added = *w;
+    {
+      std::lock_guard lk(mu_);
+      workers_.push_back(std::move(w));
+      spawn_failures_ = 0;
+    }
+    send(added, wire::tag_setup, wire::encode(setup));  // before anything else it hears
   }
 }
 

@@ -27,16 +27,9 @@ struct Mailbox {
   Cursor item{0};
 };
 
-struct AgentConfig {
-  double heartbeat_s = 1.0;
-  double driver_silence_s = 30;
-  int executors = 1;  ///< executors the agent supervises
-  int slot = 0;       ///< its number in the pool ("worker 3 of 4")
-  bool prefix_output = false;  ///< start each line its executors print with "(worker 3 pid 1234) "
-};
-
-/// Runs the worker agent until the driver says stop or goes silent; returns the exit status.
-int agent_main(MPI_Comm parent, const AgentConfig& cfg);
+/// Runs the worker agent until the driver says stop or goes silent; returns the exit status. Its
+/// settings come from the driver, as the first message (wire::AgentSetup).
+int agent_main(MPI_Comm parent);
 
 /// Runs the executor on a socket and a mailbox (file descriptors) until the socket closes.
 [[noreturn]] void executor_main(int sock, int mailbox_fd, pid_t parent);

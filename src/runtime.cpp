@@ -52,14 +52,6 @@ void apply_open_mpi_defaults() {
 }
 
 
-// argv value after `--flag=`; nullptr if absent.
-const char* flag_value(int argc, char** argv, const char* flag) {
-  const std::size_t n = std::strlen(flag);
-  for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], flag, n) == 0 && argv[i][n] == '=') return argv[i] + n + 1;
-  return nullptr;
-}
-
 [[noreturn]] void become_agent(int& argc, char**& argv) {
   default_env(noepoll, "1");  // its PMIx client's event loop too
   int provided = 0;
@@ -72,13 +64,7 @@ const char* flag_value(int argc, char** argv, const char* flag) {
   }
   MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);  // a failed disconnect must not abort the job
-  detail::AgentConfig cfg;
-  if (const char* v = flag_value(argc, argv, "--fibra-heartbeat")) cfg.heartbeat_s = std::strtod(v, nullptr);
-  if (const char* v = flag_value(argc, argv, "--fibra-silence")) cfg.driver_silence_s = std::strtod(v, nullptr);
-  if (const char* v = flag_value(argc, argv, "--fibra-executors")) cfg.executors = std::max(1, std::atoi(v));
-  if (const char* v = flag_value(argc, argv, "--fibra-slot")) cfg.slot = std::atoi(v);
-  if (const char* v = flag_value(argc, argv, "--fibra-prefix")) cfg.prefix_output = std::strcmp(v, "1") == 0;
-  int rc = detail::agent_main(parent, cfg);
+  int rc = detail::agent_main(parent);
   if (rc == 0) {
     MPI_Comm_disconnect(&parent);
     MPI_Finalize();

@@ -26,6 +26,7 @@ enum Tag : int {
   tag_heartbeat = 4,  ///< both ways, when nothing else was sent for a while
   tag_shutdown = 5,   ///< driver -> agent: stop (executors too), say bye, leave
   tag_bye = 6,        ///< agent -> driver: about to leave
+  tag_setup = 7,      ///< driver -> agent, its first message: AgentSetup
 };
 
 /// A message that does not decode (truncated, or not what its tag says).
@@ -33,6 +34,19 @@ class Malformed : public Error {
  public:
   using Error::Error;
 };
+
+/// driver -> agent, its first message: everything the agent is told (the defaults live in
+/// PoolOptions alone).
+struct AgentSetup {
+  double heartbeat_s = 0;       ///< send a heartbeat after this much silence
+  double driver_silence_s = 0;  ///< exit when the driver has been silent this long (orphan guard)
+  std::int32_t executors = 1;   ///< executors to supervise
+  std::int32_t slot = 0;        ///< its number in the pool ("worker 3 of 4")
+  bool prefix_output = false;   ///< start each line its executors print with "(worker 3 pid 1234) "
+};
+template <class F, class M>
+  requires std::is_same_v<std::remove_const_t<M>, AgentSetup>
+void fields(F&& f, M& m) { f(m.heartbeat_s, m.driver_silence_s, m.executors, m.slot, m.prefix_output); }
 
 /// agent -> driver, once its executors have started.
 struct Hello {

@@ -87,6 +87,17 @@ TEST(Wire, AResultOpenedBeforeItsPayloadIsClosedWithItsLengthStatusAndTime) {
   EXPECT_EQ(r.results[0].payload, "payload!");
 }
 
+TEST(Wire, AgentSetupRoundTrips) {
+  wire::AgentSetup s{0.25, 7.5, 4, 3, true};
+  auto g = wire::decode<wire::AgentSetup>(wire::encode(s));
+  EXPECT_EQ(g.heartbeat_s, 0.25);
+  EXPECT_EQ(g.driver_silence_s, 7.5);
+  EXPECT_EQ(g.executors, 4);
+  EXPECT_EQ(g.slot, 3);
+  EXPECT_TRUE(g.prefix_output);
+  EXPECT_EQ(wire::encode(s).size(), 8u + 8u + 4u + 4u + 1u);  // the layout both sides read
+}
+
 TEST(Wire, AHugeCountInAMalformedBatchIsRefusedNotAllocated) {
   std::string b = wire::begin_results(7);
   wire::set_count(b, 0xffffffffu);

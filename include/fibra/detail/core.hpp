@@ -100,14 +100,15 @@ class JobState {
 };
 
 /// Settings of a pool, fixed when it starts.
+/// No defaults of its own: Pool() fills every field from PoolOptions, the one place they are set.
 struct PoolSettings {
-  int workers = 0;
-  double heartbeat_s = 1.0;      ///< how often each side says it is alive when otherwise silent
-  double worker_silence_s = 10;  ///< a worker silent this long is declared lost
-  double driver_silence_s = 30;  ///< an agent whose driver is silent this long exits (orphan guard)
-  double start_timeout_s = 60;   ///< how long Pool() waits for its workers to say hello
-  int workers_per_agent = 0;     ///< executors per agent process; 0: automatic
-  RetryPolicy policy;            ///< the default for calls that do not set their own
+  int workers;
+  double heartbeat_s;       ///< how often each side says it is alive when otherwise silent
+  double worker_silence_s;  ///< a worker silent this long is declared lost
+  double driver_silence_s;  ///< an agent whose driver is silent this long exits (orphan guard)
+  double start_timeout_s;   ///< how long Pool() waits for its workers to say hello
+  int workers_per_agent;    ///< executors per agent process; 0: automatic
+  RetryPolicy policy;       ///< the default for calls that do not set their own
 };
 
 /// A pool's worker processes and queue, owned by the driver's runtime.
