@@ -17,6 +17,7 @@
 
 #include "executor_process.hpp"
 #include "fibra/error.hpp"
+#include "log.hpp"
 #include "mpi.hpp"
 #include "roles.hpp"
 #include "trace.hpp"
@@ -79,8 +80,8 @@ class Agent {
       if (now - last_sent_ > cfg_.heartbeat_s) send(wire::tag_heartbeat, {});
       if (now - last_heard_ > cfg_.driver_silence_s) {
         stop_executors();
-        std::fprintf(stderr, "fibra agent pid %ld: the driver has been silent for %.0f s; exiting\n",
-                     static_cast<long>(::getpid()), cfg_.driver_silence_s);
+        log::warning("fibra agent pid {}: the driver has been silent for {:.0f} s; exiting", ::getpid(),
+                     cfg_.driver_silence_s);
         return 3;
       }
       if (busy) {
@@ -212,15 +213,14 @@ int agent_main(MPI_Comm parent) {
   try {
     const auto setup = receive_setup(parent);
     if (!setup) {
-      std::fprintf(stderr, "fibra agent pid %ld on %s: no setup from the driver within %.0f s; exiting\n",
-                   static_cast<long>(::getpid()), host_name().c_str(), setup_wait_s);
+      log::error("fibra agent pid {} on {}: no setup from the driver within {:.0f} s; exiting", ::getpid(),
+                 host_name(), setup_wait_s);
       return 3;
     }
     Agent a(parent, *setup);
     return a.run();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fibra agent pid %ld on %s: %s\n", static_cast<long>(::getpid()), host_name().c_str(),
-                 e.what());
+    log::error("fibra agent pid {} on {}: {}", ::getpid(), host_name(), e.what());
     return 2;
   }
 }

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "fibra/error.hpp"
+#include "log.hpp"
 #include "mpi.hpp"
 #include "roles.hpp"
 
@@ -101,10 +102,8 @@ void exit_for_stop(const std::string& what_was_saved, bool graceful) {
   once.lock();  // never unlocked: a second caller waits here until the process ends
   const int sig = stop_signal();
   const int status = exit_status_for(sig);
-  std::fprintf(stderr, "fibra: stopped by %s: %s; exiting with status %d%s (rerun the program to resume)\n",
-               signal_name(sig), what_was_saved.c_str(), status,
-               sig == SIGINT ? "" : " so that a batch script can requeue the run");
-  std::fflush(stderr);
+  log::warning("fibra: stopped by {}: {}; exiting with status {}{} (rerun the program to resume)", signal_name(sig),
+               what_was_saved, status, sig == SIGINT ? "" : " so that a batch script can requeue the run");
   // What is saved is durable now; a teardown that hangs (a spawn stuck in Open MPI, say) must not
   // cost the requeue.
   std::thread([status] {
@@ -155,7 +154,7 @@ CallCheckpoint::~CallCheckpoint() {
     try {
       creating_.get();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "fibra: %s\n", e.what());
+      log::error("fibra: {}", e.what());
     }
   }
 }
@@ -249,10 +248,9 @@ void fold(CallCheckpoint& c) noexcept {
   try {
     c.finish();
   } catch (const std::exception& e) {
-    std::fprintf(stderr,
-                 "fibra: folding checkpoint '%s' into its .h5 file failed (%s); its journal holds every result, "
-                 "a rerun resumes from it\n",
-                 c.store().path().c_str(), e.what());
+    log::error("fibra: folding checkpoint '{}' into its .h5 file failed ({}); its journal holds every result, "
+               "a rerun resumes from it",
+               c.store().path().string(), e.what());
   }
 }
 }  // namespace
@@ -273,7 +271,7 @@ void finish_in_background(std::unique_ptr<CallCheckpoint> c) {
       g_folding_cv.notify_all();
     }).detach();
   } catch (const std::system_error& e) {  // no thread: the journal holds every result; fold later
-    std::fprintf(stderr, "fibra: cannot start a thread to fold a checkpoint (%s); a rerun folds it\n", e.what());
+    log::error("fibra: cannot start a thread to fold a checkpoint ({}); a rerun folds it", e.what());
     std::lock_guard lk(g_folding_mu);
     --g_folding;
     g_folding_cv.notify_all();

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "fibra/error.hpp"
+#include "log.hpp"
 #include "mpi.hpp"
 #include "trace.hpp"
 
@@ -271,8 +272,8 @@ bool ExecutorProcess::read(std::vector<std::string>& frames, bool& got) {
       } catch (const wire::Malformed& e) {
         // Something wrote on its socket that is not a result frame (user code writing to fd 3, say):
         // it is treated as a crash of the executor, in the chunk it was running.
-        std::fprintf(stderr, "fibra agent pid %ld: its executor %d (pid %ld) sent bytes that are not results (%s); "
-                             "it is stopped\n", static_cast<long>(::getpid()), index_, static_cast<long>(pid_), e.what());
+        log::warning("fibra agent pid {}: its executor {} (pid {}) sent bytes that are not results ({}); it is stopped",
+                     ::getpid(), index_, pid_, e.what());
         ::kill(pid_, SIGKILL);
         return false;
       }
@@ -367,8 +368,8 @@ std::string ExecutorProcess::report_death() {
   const pid_t was = pid_;
   std::string out = report(died_in, blame_first, wire::Status::crashed, f);
   if (died_in == 0) {
-    std::fprintf(stderr, "fibra agent pid %ld: its executor %d (pid %ld) %s outside any task; starting another\n",
-                 static_cast<long>(::getpid()), index_, static_cast<long>(was), describe_exit(status).c_str());
+    log::warning("fibra agent pid {}: its executor {} (pid {}) {} outside any task; starting another", ::getpid(),
+                 index_, was, describe_exit(status));
   }
   clear_after_death(mpi::now_s());
   return out;

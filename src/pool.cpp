@@ -14,6 +14,7 @@
 #include "fibra/error.hpp"
 #include "fibra/pool.hpp"
 #include "fibra/runtime.hpp"
+#include "log.hpp"
 #include "pool_impl.hpp"
 
 namespace fibra::detail {
@@ -29,9 +30,8 @@ std::vector<std::weak_ptr<PoolImpl>> g_pools;
 void warn_if_crowded(int workers) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   if (workers <= 8 * static_cast<int>(cores)) return;
-  std::fprintf(stderr,
-               "fibra: Pool(%d) starts %d workers on a machine with %u cores; they will share the cores "
-               "(%d per core) and starting them takes a while. Ask for fewer, or run across more nodes.\n",
+  log::warning("fibra: Pool({}) starts {} workers on a machine with {} cores; they will share the cores "
+               "({} per core) and starting them takes a while. Ask for fewer, or run across more nodes.",
                workers, workers, cores, (workers + int(cores) - 1) / int(cores));
 }
 
@@ -359,7 +359,7 @@ void stop_all_pools() noexcept {
     try {
       p->terminate();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "fibra: stopping a pool: %s\n", e.what());
+      log::error("fibra: stopping a pool: {}", e.what());
     }
   }
 }
@@ -395,7 +395,7 @@ Pool::~Pool() {
   try {
     core_->terminate();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fibra: ~Pool: %s\n", e.what());
+    log::error("fibra: ~Pool: {}", e.what());
   }
 }
 

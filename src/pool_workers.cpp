@@ -12,6 +12,7 @@
 #include <string>
 
 #include "fibra/error.hpp"
+#include "log.hpp"
 #include "pool_impl.hpp"
 
 namespace fibra::detail {
@@ -229,8 +230,8 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
                           " on " + (w.host.empty() ? "?" : w.host) + " (pid " + std::to_string(w.pid) + ")";
   if (!was_leaving) {
     const bool replaced = live_count() < target_ && !stopping_;
-    std::fprintf(stderr, "fibra: %s was lost: %s; the %zu chunk(s) it held count a failed attempt%s\n", who.c_str(),
-                 why.c_str(), held.size(), replaced ? "; a replacement is being started" : "");
+    log::warning("fibra: {} was lost: {}; the {} chunk(s) it held count a failed attempt{}", who, why, held.size(),
+                 replaced ? "; a replacement is being started" : "");
   }
   ++stats_.workers_lost;
   for (const auto& [id, attempt] : held) {
@@ -302,8 +303,8 @@ void PoolImpl::on_spawn_failed(const Error& e) {
   ++spawn_failures_;
   next_spawn_ = mpi::now_s() + std::min(60.0, 2.0 * spawn_failures_);
   const int live = live_count();
-  std::fprintf(stderr, "fibra: %s\nfibra: the pool carries on with %d worker(s); it tries again in %.0f s\n",
-               e.what(), live, next_spawn_ - mpi::now_s());
+  log::warning("fibra: {}", e.what());
+  log::warning("fibra: the pool carries on with {} worker(s); it tries again in {:.0f} s", live, next_spawn_ - mpi::now_s());
   // A lost worker whose process may still hold its slot frees it soon (see watch_workers), and a
   // retiring one still runs its batches: only with neither do the waiting calls give up.
   const bool may_recover = std::any_of(workers_.begin(), workers_.end(), [](auto& w) {
@@ -346,7 +347,7 @@ void PoolImpl::say_goodbye() {
     std::lock_guard ml(mpi::lock());
     sends_.drain(1.0);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fibra: while stopping the pool's workers: %s\n", e.what());
+    log::error("fibra: while stopping the pool's workers: {}", e.what());
   }
   std::lock_guard ml(mpi::lock());
   for (auto& w : workers_) {

@@ -15,6 +15,7 @@
 #include "fibra/detail/checkpoint.hpp"
 #include "fibra/detail/registry.hpp"
 #include "fibra/error.hpp"
+#include "log.hpp"
 #include "mpi.hpp"
 #include "roles.hpp"
 
@@ -59,7 +60,7 @@ void apply_open_mpi_defaults() {
   MPI_Comm parent = MPI_COMM_NULL;
   MPI_Comm_get_parent(&parent);
   if (parent == MPI_COMM_NULL) {
-    std::fprintf(stderr, "fibra: %s is only for processes that fibra spawns itself\n", detail::agent_flag);
+    log::error("fibra: {} is only for processes that fibra spawns itself", detail::agent_flag);
     std::_Exit(2);
   }
   MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
@@ -130,10 +131,9 @@ Runtime::Runtime(int& argc, char**& argv) {
   try {
     detail::check_registry();
     if (launched_without_noepoll()) {
-      std::fprintf(stderr,
-                   "fibra: warning: mpirun was started without EVENT_NOEPOLL=1 in its environment; with Open MPI 4.1 "
+      log::warning("fibra: warning: mpirun was started without EVENT_NOEPOLL=1 in its environment; with Open MPI 4.1 "
                    "and PMIx 4, MPI_Comm_spawn then hangs now and then (a PMIx bug, see docs/architecture.md). "
-                   "Start it as `EVENT_NOEPOLL=1 mpirun ...` (fibra slurm scripts do)\n");
+                   "Start it as `EVENT_NOEPOLL=1 mpirun ...` (fibra slurm scripts do)");
     }
     apply_open_mpi_defaults();
     int provided = 0;

@@ -7,6 +7,7 @@
 //   stats.hpp          fibra::PoolStats: a pool's counters of work and failures (Pool::stats())
 //   future.hpp         fibra::Future<T>: get, wait, wait_for, ready
 //   error.hpp          fibra::Error and its subclasses (RemoteError, ExecutorCrashed, ConfigError, ...)
+//   log.hpp            fibra::log: the level of fibra's own lines (FIBRA_LOG_LEVEL) and where they go
 //   version.hpp        fibra::version
 //
 // Not included here: serialization.hpp, for types sent with a Boost.Serialization serialize().
@@ -17,6 +18,7 @@
 
 #include "fibra/error.hpp"
 #include "fibra/future.hpp"
+#include "fibra/log.hpp"
 #include "fibra/options.hpp"
 #include "fibra/pool.hpp"
 #include "fibra/remote.hpp"

@@ -215,6 +215,27 @@ TEST_F(Faults, ALateResultFromAWorkerDeclaredLostIsDroppedAndEveryIndexComesOnce
   ::kill(victim, SIGKILL);  // started by this test's pool; its orphan guard would end it later
 }
 
+TEST_F(Faults, TheLineAboutALostWorkerGoesToTheLogSinkAndALevelSilencesIt) {
+  std::vector<std::string> lines;
+  fibra::log::set_sink([&](fibra::log::Level l, std::string_view s) {
+    if (l == fibra::log::Level::warning) lines.emplace_back(s);
+  });
+  fibra::Pool pool(2);
+  int victim = 0;
+  run_and_strike(pool, items(2000), 600, [&](const Out& o) { ::kill(victim = o.ppid, SIGKILL); });
+  const std::string lost = "fibra: worker ";
+  ASSERT_EQ(std::count_if(lines.begin(), lines.end(),
+                          [&](auto& s) { return s.starts_with(lost) && s.find(" was lost: its process is gone") != s.npos; }),
+            1)
+      << (lines.empty() ? "no line" : lines.front());
+  lines.clear();
+  fibra::log::set_level(fibra::log::Level::error);
+  run_and_strike(pool, items(2000), 600, [&](const Out& o) { ::kill(o.ppid, SIGKILL); });
+  EXPECT_TRUE(lines.empty()) << lines.front();
+  fibra::log::set_level(fibra::log::Level::info);
+  fibra::log::set_sink({});
+}
+
 TEST_F(Faults, ATaskThatSegfaultsOnItsFirstAttemptSucceedsOnTheSecond) {
   fibra::Pool pool(2);
   for (std::size_t chunksize : {1u, 7u}) {
