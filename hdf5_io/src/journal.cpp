@@ -148,21 +148,56 @@ JournalScan scan_journal(const std::filesystem::path& path, JournalKey key,
   if (data.size() < file_header_bytes || std::memcmp(data.data(), file_header(key).data(), file_header_bytes) != 0)
     return scan;  // missing, torn while being created, or another run's or generation's journal
   scan.matches = true;
-  std::size_t at = file_header_bytes;
-  while (data.size() - at >= record_header_bytes) {
+  // The record at `at` if it is whole and its checksum matches, else nullptr (and why not in `why`).
+  auto valid_at = [&data](std::size_t at, const char*& why) -> const std::byte* {
     const std::byte* h = data.data() + at;
+    if (get_at<std::uint32_t>(h, 0) != record_magic) return why = "does not start with a record marker", nullptr;
     const auto payload_bytes = get_at<std::uint64_t>(h, 24);
-    if (get_at<std::uint32_t>(h, 0) != record_magic || payload_bytes > data.size() - at - record_header_bytes) break;
-    const std::byte* payload = h + record_header_bytes;
-    if (checksum(payload, payload_bytes, checksum(h, 40)) != get_at<std::uint64_t>(h, 40)) break;
+    if (payload_bytes > data.size() - at - record_header_bytes)
+      return why = "is longer than the rest of the file", nullptr;
+    if (checksum(h + record_header_bytes, payload_bytes, checksum(h, 40)) != get_at<std::uint64_t>(h, 40))
+      return why = "fails its checksum", nullptr;
+    return h;
+  };
+  std::size_t at = file_header_bytes;
+  const char* why = nullptr;
+  while (data.size() - at >= record_header_bytes) {
+    const std::byte* h = valid_at(at, why);
+    if (!h) break;
+    const auto payload_bytes = get_at<std::uint64_t>(h, 24);
     JournalRecord r{get_at<std::uint64_t>(h, 8), get_at<std::uint64_t>(h, 16), get_at<std::uint64_t>(h, 32),
-                    {payload, std::size_t(payload_bytes)}};
+                    {h + record_header_bytes, std::size_t(payload_bytes)}};
     visit(r);
     scan.records++;
+    scan.results += r.count;
     scan.last_wall_ns = r.wall_ns;
     at += record_header_bytes + payload_bytes;
   }
   scan.valid_bytes = at;
+  if (at == data.size()) return scan;
+  // The writer never appends after a partial record (a failed write is cut off, and so is a torn
+  // tail before appending), so what stopped replay is the torn tail of a crash, unless a valid
+  // record follows somewhere after it: then a record in the middle was damaged. It is looked for
+  // at every byte, since the damage may be in the length that says where the next record starts.
+  const std::byte* next = nullptr;
+  std::size_t q = at + 1;
+  for (const char* ignored = nullptr; data.size() - q >= record_header_bytes; ++q) {
+    const std::byte* hit = static_cast<const std::byte*>(
+        std::memchr(data.data() + q, int(record_magic & 0xff), data.size() - q - record_header_bytes + 1));
+    if (!hit) break;
+    q = std::size_t(hit - data.data());
+    if ((next = valid_at(q, ignored))) break;
+  }
+  if (!next) return scan;  // a torn tail
+  scan.damaged_record = scan.records + 1;
+  scan.damage = why ? why : "is damaged";
+  // Count the valid records after it, for the message that says what removing the journal loses.
+  for (const char* ignored = nullptr; data.size() - q >= record_header_bytes;) {
+    const std::byte* h = valid_at(q, ignored);
+    if (!h) break;
+    scan.results_after += get_at<std::uint64_t>(h, 16);
+    q += record_header_bytes + get_at<std::uint64_t>(h, 24);
+  }
   return scan;
 }
 

@@ -4,7 +4,8 @@
 // extends, checksum), then records. Record: a 48-byte header (magic, first item, item count,
 // payload bytes, wall time in ns, checksum of header and payload) and the payload: the native
 // values, or for bytes results count uint64 lengths followed by the blobs. Host byte order
-// (little-endian). Replay stops at the first record that is short or fails its checksum: a torn tail.
+// (little-endian). Replay stops at the first record that is short or fails its checksum: a torn tail
+// when nothing valid follows it; when a valid record does follow, the journal is damaged.
 #pragma once
 
 #include <cstddef>
@@ -65,10 +66,18 @@ struct JournalScan {
   std::uint64_t file_bytes = 0;     ///< size of the file (more than valid_bytes: a torn tail)
   std::uint64_t records = 0;        ///< valid records
   std::uint64_t last_wall_ns = 0;   ///< wall time of the newest valid record
+  std::uint64_t results = 0;        ///< items in the valid records
+  /// 1-based number of the record that stopped replay when a valid record follows it: not a torn
+  /// tail but damage in the middle (0: none). Then `damage` says what is wrong with it ("fails its
+  /// checksum") and `results_after` counts the items of the valid records after it.
+  std::uint64_t damaged_record = 0;
+  const char* damage = "";
+  std::uint64_t results_after = 0;
 };
 
-/// Reads `path` and calls `visit` for every valid record in order. A missing file, a torn
-/// header or another run's / generation's journal yields `matches == false` and no calls.
+/// Reads `path` and calls `visit` for every valid record in order, up to the first one that is not
+/// (reporting it as `damaged_record` if a valid record follows it). A missing file, a torn header
+/// or another run's / generation's journal yields `matches == false` and no calls.
 JournalScan scan_journal(const std::filesystem::path& path, JournalKey key,
                          const std::function<void(const JournalRecord&)>& visit);
 

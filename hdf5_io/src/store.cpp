@@ -223,6 +223,18 @@ Store Store::open(const fs::path& path, Access access, StoreOptions options) {
   State& state = *s;
   auto scan = detail::scan_journal(State::journal_path(path), {s->c.run_id, s->c.generation},
                                    [&state](const detail::JournalRecord& r) { replay(state, r); });
+  if (scan.damaged_record) {
+    // Not a torn tail (the writer never appends after a bad record): refused, since replaying up to
+    // it would silently drop the valid records after it. The .h5 file alone is consistent.
+    const std::string journal = State::journal_path(path).string();
+    throw CheckpointError("fibra: cannot use '" + path.string() + "' as a checkpoint: its journal '" + journal +
+                          "' is damaged (record " + std::to_string(scan.damaged_record) + " " + scan.damage +
+                          ", but valid records follow it, so it is no torn tail from a crash) — remove '" + journal +
+                          "' to resume from '" + path.string() + "' alone, losing the " +
+                          std::to_string(scan.results + scan.results_after) + " results recorded in the journal (" +
+                          std::to_string(scan.results_after) +
+                          " of them after the damaged record), or delete both files to start the run over");
+  }
   s->journal.adopt(scan, access == Access::read_write);
   return Store(std::move(s));
 }

@@ -392,6 +392,126 @@ TEST_F(RefusalTest, AJournalRecordOutsideTheInputs) {
             "items beyond n_inputs = 10000) — delete both files to start the run over");
 }
 
+// ---- damaged files that are still valid HDF5 (or a journal whose records are whole) -----------
+// Each is written with HDF5's C API over a checkpoint the store wrote, then refused on open.
+
+std::string damaged(const std::filesystem::path& p, const std::string& why) {
+  return "fibra: cannot use '" + p.string() + "' as a checkpoint: the file is damaged (" + why +
+         ") — delete it to start the run over";
+}
+
+TEST_F(RefusalTest, ADoneDatasetOfTheWrongSize) {
+  {
+    hid_t f = H5Fopen(path_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    ASSERT_GE(H5Ldelete(f, "done", H5P_DEFAULT), 0);
+    const hsize_t dims[1] = {9999};  // n_inputs is 10000
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    hid_t ds = H5Dcreate2(f, "done", H5T_STD_U8LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(ds, 0);
+    H5Dclose(ds);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
+  EXPECT_EQ(resume(sample_run(10000)), damaged(path_, "dataset 'done' does not have n_inputs = 10000 items"));
+  EXPECT_EQ(message_of([&] { Store::open(path_, Access::read_only); }),
+            damaged(path_, "dataset 'done' does not have n_inputs = 10000 items"));
+}
+
+TEST_F(RefusalTest, BytesOffsetsOutOfOrder) {
+  const auto type = element_type_of<std::string>("boost-binary");
+  {
+    auto store = Store::create(path_, sample_run(4), type);
+    const std::vector<std::byte> a(3, std::byte{1}), b(5, std::byte{2});
+    const std::vector<std::span<const std::byte>> blobs{a, b, a, b};
+    store.put_bytes(0, blobs);
+    store.finish();
+  }
+  {  // offsets 0 3 8 11 16 become 0 8 3 11 16: item 0 would end after item 1 begins
+    hid_t f = H5Fopen(path_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    hid_t ds = H5Dopen2(f, "offsets", H5P_DEFAULT);
+    ASSERT_GE(ds, 0);
+    std::uint64_t offsets[5] = {};
+    ASSERT_GE(H5Dread(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, offsets), 0);
+    ASSERT_EQ(offsets[1], 3u);
+    ASSERT_EQ(offsets[2], 8u);
+    std::swap(offsets[1], offsets[2]);
+    ASSERT_GE(H5Dwrite(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, offsets), 0);
+    H5Dclose(ds);
+    H5Fclose(f);
+  }
+  EXPECT_EQ(message_of([&] { Store::open_or_create(path_, sample_run(4), type); }),
+            damaged(path_, "dataset 'offsets' is not ascending"));
+}
+
+// Replay stops at a torn tail (the last record) quietly; a record that fails its checksum with a
+// valid record after it is damage, and refused: resuming would silently drop the records after it.
+class MiddleRecordTest : public RefusalTest {
+ protected:
+  static constexpr std::uint64_t record_bytes = 48 + 24;  // header and three doubles
+  void SetUp() override {
+    RefusalTest::SetUp();
+    auto store = Store::open_or_create(path_, sample_run(10000), element_type_of<double>());
+    for (std::uint64_t first : {0u, 3u, 6u}) {
+      const std::vector<double> v{1.0 + first, 2.0 + first, 3.0 + first};
+      store.put_values<double>(first, v);
+      store.flush();
+    }
+  }
+  std::string journal() const { return path_.string() + ".journal"; }
+  void flip(std::streamoff at, char bits) const {
+    std::fstream f(journal(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(at);
+    char c = 0;
+    f.get(c);
+    f.seekp(at);
+    f.put(char(c ^ bits));
+  }
+  std::string refusal(const std::string& damage) const {
+    const std::string p = path_.string(), j = journal();
+    return "fibra: cannot use '" + p + "' as a checkpoint: its journal '" + j + "' is damaged (record 2 " + damage +
+           ", but valid records follow it, so it is no torn tail from a crash) — remove '" + j +
+           "' to resume from '" + p + "' alone, losing the 6 results recorded in the journal (3 of them after the "
+           "damaged record), or delete both files to start the run over";
+  }
+};
+
+TEST_F(MiddleRecordTest, ABadChecksumIsRefusedAndTheSameInTheLastRecordIsATornTail) {
+  ASSERT_EQ(std::filesystem::file_size(journal()), 40u + 3 * record_bytes);
+  flip(40 + record_bytes + 48 + 10, 0x10);  // one bit of the second record's payload
+  EXPECT_EQ(resume(sample_run(10000)), refusal("fails its checksum"));
+  EXPECT_EQ(message_of([&] { Store::open(path_, Access::read_only); }), refusal("fails its checksum"));
+  EXPECT_EQ(std::filesystem::file_size(journal()), 40u + 3 * record_bytes);  // refused, not cut
+  // The same damage in the last record is a torn tail: the records before it are resumed.
+  std::filesystem::resize_file(journal(), 40u + 2 * record_bytes);
+  {
+    auto store = Store::open(path_, Access::read_only);
+    EXPECT_EQ(store.n_done(), 3u);
+    EXPECT_EQ(store.value<double>(2), 3.0);
+    EXPECT_FALSE(store.is_done(3));
+  }
+  // And the advice holds: without the journal the .h5 file alone resumes (with nothing done).
+  std::filesystem::resize_file(journal(), 40u + 3 * record_bytes);
+  std::filesystem::remove(journal());
+  auto store = Store::open_or_create(path_, sample_run(10000), element_type_of<double>());
+  EXPECT_EQ(store.n_done(), 0u);
+}
+
+// Damage to the length in a record's header hides where the next record starts: still refused.
+TEST_F(MiddleRecordTest, ADamagedLengthIsRefused) {
+  flip(40 + record_bytes + 24 + 6, 0x01);  // payload bytes 24 + 2^48: beyond the end of the file
+  EXPECT_EQ(resume(sample_run(10000)), refusal("is longer than the rest of the file"));
+  flip(40 + record_bytes + 24 + 6, 0x01);
+  flip(40 + record_bytes + 24, 0x08);  // payload bytes 16: ends inside the record, fails its checksum
+  EXPECT_EQ(resume(sample_run(10000)), refusal("fails its checksum"));
+  flip(40 + record_bytes + 24, 0x08);
+  flip(40 + record_bytes, 0x01);  // the record marker
+  EXPECT_EQ(resume(sample_run(10000)), refusal("does not start with a record marker"));
+  flip(40 + record_bytes, 0x01);
+  EXPECT_EQ(Store::open(path_, Access::read_only).n_done(), 9u);  // restored: every record replays
+}
+
 TEST_F(RefusalTest, AnotherRunsJournalIsIgnored) {
   {
     auto small = Store::create(file("small.h5"), sample_run(20000), element_type_of<double>());
