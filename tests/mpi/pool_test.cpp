@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <ranges>
@@ -53,7 +54,14 @@ std::vector<double> scale(std::vector<double> v) {
   for (double& x : v) x *= 2;
   return v;
 }
-long executor_pid(int) { return ::getpid(); }
+// Which processes ran an item: the executor and its agent (the executor's parent).
+struct Pids {
+  long executor = 0, agent = 0;
+};
+Pids pids_after(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return {::getpid(), ::getppid()};
+}
 int unregistered(int x) { return x; }
 
 FIBRA_REMOTE(square);
@@ -63,7 +71,7 @@ FIBRA_REMOTE(crash_on);
 FIBRA_REMOTE(sleepy);
 FIBRA_REMOTE(weigh);
 FIBRA_REMOTE(scale);
-FIBRA_REMOTE(executor_pid);
+FIBRA_REMOTE(pids_after);
 
 namespace {
 
@@ -195,10 +203,12 @@ TEST(Errors, ATaskThatThrowsRaisesRemoteErrorAndThePoolGoesOn) {
       fibra::RemoteError);
 }
 
-void expect_crash(int item, const std::string& how) {
+// The pid of the executor that crashed (the error names it).
+long expect_crash(int item, const std::string& how) {
   try {
     pool().map(crash_on, std::vector<int>{0, 1, item, 2}, {.chunksize = 1, .retries = 0});
-    FAIL() << "no error for " << item;
+    ADD_FAILURE() << "no error for " << item;
+    return 0;
   } catch (const fibra::ExecutorCrashed& e) {
     EXPECT_EQ(e.site().function, "crash_on");
     EXPECT_EQ(e.site().item, 2u);
@@ -206,20 +216,43 @@ void expect_crash(int item, const std::string& how) {
     std::string m = e.what();
     EXPECT_NE(m.find("fibra: the executor running crash_on on item 2 " + how + " (worker "), std::string::npos) << m;
     EXPECT_NE(m.find(fibra::Runtime::host()), std::string::npos) << m;
+    return e.site().pid;
   }
+  return 0;
+}
+
+// The executors and agents that answer now: items of 10 ms, one per chunk, reach every worker.
+std::pair<std::set<long>, std::set<long>> answering() {
+  std::set<long> executors, agents;
+  for (const Pids& p : pool().map(pids_after, std::vector<int>(20, 10), {.chunksize = 1})) {
+    executors.insert(p.executor);
+    agents.insert(p.agent);
+  }
+  return {executors, agents};
 }
 
 TEST(Errors, AnExecutorCrashNamesTheSignalOrStatusAndThePoolGoesOn) {
-  std::set<long> before;
-  for (auto& f : std::vector{pool().apply_async(executor_pid, 0), pool().apply_async(executor_pid, 1)}) before.insert(f.get());
-  expect_crash(5, "was killed by signal 11 (Segmentation fault)");
-  expect_crash(6, "was killed by signal 6 (Aborted)");
-  expect_crash(7, "exited with status 3 while running it");
+  const auto [before, agents] = answering();
+  ASSERT_EQ(before.size(), 2u);
+  const long first = expect_crash(5, "was killed by signal 11 (Segmentation fault)");
+  EXPECT_TRUE(before.contains(first)) << "the error names pid " << first << ", not one of the executors";
+  const std::set<long> crashed = {first, expect_crash(6, "was killed by signal 6 (Aborted)"),
+                                  expect_crash(7, "exited with status 3 while running it")};
+  EXPECT_EQ(crashed.size(), 3u) << "each crash ends its process: three crashes, three pids";
   // Every worker still answers, all results exact.
   auto r = pool().map(crash_on, std::vector<int>{0, 1, 2, 3, 4, 8, 9}, {.chunksize = 1});
   EXPECT_EQ(r, (std::vector<int>{0, 1, 2, 3, 4, 8, 9}));
   auto r2 = pool().map(square, range(20'000));
   for (int i = 0; i < 20'000; ++i) ASSERT_EQ(r2[i], long(i) * i);
+  // The executors that answer now are new processes (none of the crashed ones), under the same
+  // agents: a crash costs the executor, not the worker.
+  const auto [now, agents_now] = answering();
+  EXPECT_EQ(now.size(), 2u);
+  EXPECT_EQ(agents_now, agents);
+  for (long pid : crashed) {
+    EXPECT_FALSE(now.contains(pid)) << "executor " << pid << " crashed and still answers";
+    EXPECT_FALSE(agents.contains(pid)) << "the error names the agent " << pid << ", not the executor";
+  }
 }
 
 TEST(Errors, AnUnregisteredFunctionIsAClearError) {
@@ -236,17 +269,61 @@ TEST(Errors, AnUnregisteredFunctionIsAClearError) {
   EXPECT_THROW(pool().apply_async(unregistered, 1), fibra::ConfigError);
 }
 
+// A time limit out of range is refused in the caller, naming the option, the value and the range,
+// in a call's MapOptions and in the pool's PoolOptions alike.
+TEST(Errors, ATimeLimitOutOfRangeIsAConfigErrorNamingIt) {
+  const std::pair<double, const char*> cases[] = {
+      {-1.0, "-1.000000"}, {5e6, "5000000.000000"}, {std::numeric_limits<double>::quiet_NaN(), "nan"}};
+  for (auto [bad, shown] : cases) {
+    const std::string want = std::string("fibra: task_timeout_s must be between 0 (no limit) and 4e6 seconds, got ") + shown;
+    try {
+      pool().map(square, range(3), {.task_timeout_s = bad});
+      ADD_FAILURE() << "map: no error for " << shown;
+    } catch (const fibra::ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()), want);
+    }
+    try {
+      fibra::Pool p(1, {.task_timeout_s = bad});
+      ADD_FAILURE() << "Pool: no error for " << shown;
+    } catch (const fibra::ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()), want);
+    }
+  }
+  EXPECT_EQ(pool().map(square, range(3), {.task_timeout_s = 4e6}), (std::vector<long>{0, 1, 4}));  // the bound is allowed
+}
+
 TEST(Lifecycle, ResizeGrowsAndShrinks) {
+  // size() is the target: the processes that take work are what counts. Items of 20 ms, one per
+  // chunk, go to every ready worker; each reports its executor and agent (a pool of 4 or fewer
+  // has one agent per worker).
   fibra::Pool p(1);
+  auto who = [&p] {
+    std::set<long> executors, agents;
+    for (const Pids& w : p.map(pids_after, std::vector<int>(30, 20), {.chunksize = 1})) {
+      executors.insert(w.executor);
+      agents.insert(w.agent);
+    }
+    return std::pair{executors, agents};
+  };
   EXPECT_EQ(p.size(), 1);
-  p.resize(3);
+  const auto [one, one_agent] = who();
+  ASSERT_EQ(one.size(), 1u);
+  p.resize(3);  // returns once the new workers are ready
   EXPECT_EQ(p.size(), 3);
-  std::set<long> pids;
-  auto r = p.map(executor_pid, range(60), {.chunksize = 1});
+  EXPECT_EQ(p.stats().workers_ready, 3);
+  const auto [three, three_agents] = who();
+  EXPECT_EQ(three.size(), 3u) << "executors that took work after resize(3)";
+  EXPECT_EQ(three_agents.size(), 3u) << "agents that took work after resize(3)";
+  EXPECT_TRUE(three.contains(*one.begin())) << "the first worker is still one of them";
+  for (long a : three_agents) EXPECT_FALSE(three.contains(a));  // agents are not executors
   auto sq = p.map(square, range(1000));
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(sq[i], long(i) * i);
-  p.resize(1);
+  p.resize(1);  // returns once only one worker takes work
   EXPECT_EQ(p.size(), 1);
+  const auto [left, left_agent] = who();
+  EXPECT_EQ(left.size(), 1u) << "executors that took work after resize(1)";
+  EXPECT_EQ(left_agent.size(), 1u);
+  EXPECT_TRUE(three.contains(*left.begin())) << "the one left is one of the three";
   EXPECT_EQ(p.map(square, range(5)), (std::vector<long>{0, 1, 4, 9, 16}));
   EXPECT_THROW(p.resize(0), fibra::ConfigError);
 }
