@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -71,7 +73,22 @@ int flaky(int x) {
   return x + 1;
 }
 
+// Appends its input (an index) to index.log, one O_APPEND write per execution, so a test can
+// count how often each item ran.
+double indexed(double x) {
+  log_execution();
+  const std::string line = std::to_string(std::lround(x)) + "\n";
+  const std::string path = (test_dir() / "index.log").string();
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    [[maybe_unused]] auto n = ::write(fd, line.data(), line.size());
+    ::close(fd);
+  }
+  return x * 0.5 + 1;
+}
+
 FIBRA_REMOTE(twice);
+FIBRA_REMOTE(indexed);
 FIBRA_REMOTE(thrice);
 FIBRA_REMOTE(square);
 FIBRA_REMOTE(spread);
@@ -156,6 +173,38 @@ TEST(Resume, DoubleResults) { expect_resume_identical(twice, iota_of<double>(300
 TEST(Resume, IntResults) { expect_resume_identical(square, iota_of<int>(2000), "int"); }
 TEST(Resume, ArrayResults) { expect_resume_identical(spread, iota_of<double>(1500), "array"); }
 TEST(Resume, StringResultsStoredAsBytes) { expect_resume_identical(spell, iota_of<int>(1500), "string"); }
+
+// A resumed call runs exactly the items the checkpoint does not hold, each once, and none of the
+// others: executions are counted per index, the done set is read from the file by the store.
+TEST(Resume, RunsExactlyTheItemsNotDone) {
+  const auto path = fresh("by_index");
+  const auto in = iota_of<double>(2000);
+  run_partly(indexed, in, path, 700);
+  settled_executions();  // the chunks still out when the call stopped have finished
+  fibra::detail::wait_for_checkpoints();
+  std::vector<bool> done(in.size());
+  {
+    auto store = fibra::hdf5_io::Store::open(path, fibra::hdf5_io::Access::read_only);
+    for (std::size_t i = 0; i < in.size(); ++i) done[i] = store.is_done(i);
+  }
+  const auto n_done = std::count(done.begin(), done.end(), true);
+  ASSERT_GE(n_done, 700);
+  ASSERT_LT(n_done, 2000);
+  fs::remove(test_dir() / "index.log");
+  const auto out = pool().map(indexed, in, {.chunksize = 10, .checkpoint = path});
+  std::vector<int> runs(in.size(), 0);
+  std::ifstream log(test_dir() / "index.log");
+  for (long i; log >> i;) {
+    ASSERT_GE(i, 0);
+    ASSERT_LT(i, 2000);
+    ++runs[static_cast<std::size_t>(i)];
+  }
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    ASSERT_EQ(runs[i], done[i] ? 0 : 1) << "item " << i << (done[i] ? ", done before," : ", not done before,")
+                                        << " ran " << runs[i] << " times in the resumed call";
+    ASSERT_EQ(out[i], double(i) * 0.5 + 1) << "item " << i;  // exact in binary: halves of integers
+  }
+}
 
 TEST(Resume, ImapYieldsResumedItemsInOrder) {
   const auto in = iota_of<int>(2000);
@@ -270,6 +319,23 @@ TEST(Refuse, ADirectory) {
     EXPECT_EQ(std::string(e.what()), "fibra: cannot use '" + dir.string() + "' as a checkpoint: it is a directory" + advice);
   }
   EXPECT_TRUE(fs::is_empty(dir));
+}
+
+// A flush interval outside (0, 86400] s is the caller's error, named with its value and range,
+// before any file is made.
+TEST(Refuse, AFlushIntervalOutOfRange) {
+  const std::pair<double, const char*> cases[] = {{0.0, "0.000000"}, {-1.0, "-1.000000"}, {86401.0, "86401.000000"}};
+  for (auto [bad, shown] : cases) {
+    const auto path = fresh("flush");
+    try {
+      pool().map(twice, iota_of<double>(10), {.checkpoint = path, .checkpoint_flush_s = bad});
+      ADD_FAILURE() << "no error for " << shown;
+    } catch (const fibra::ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("fibra: MapOptions::checkpoint_flush_s must be between 0 and 86400 "
+                                                   "seconds (got ") + shown + ")");
+    }
+    EXPECT_FALSE(fs::exists(path)) << shown;
+  }
 }
 
 TEST(Refuse, UnsizedInput) {
