@@ -5,6 +5,8 @@
 //                   agent is killed mid-map: its replacement takes the freed slot, the map is exact
 //   second_runtime  a second Runtime while the first lives, then one after it ended: ConfigErrors
 //                   that say so (MPI cannot be initialised twice; Open MPI would abort the process)
+//   build_mismatch  the workers register one remote function more than the driver (as a worker
+//                   binary of another build would): Pool() throws ConfigError saying so, exactly
 //   orphan <file> <how>  starts a pool, writes agent and executor pids, then dies by <how>:
 //                   sigkill (waits to be killed), throw (uncaught exception), return
 #include <fibra/fibra.hpp>
@@ -169,6 +171,29 @@ bool expect_config_error(int& argc, char**& argv, const std::string& want) {
   }
 }
 
+// Registered only in the workers of build_mismatch (see main): another build of the program.
+int only_on_workers(int x) { return x; }
+
+int build_mismatch() {
+  const std::size_t here = fibra::detail::registry_size();
+  try {
+    fibra::Pool p(1);
+    std::puts("FAIL: a pool of workers of another build started");
+    return 1;
+  } catch (const fibra::ConfigError& e) {
+    const std::string m = e.what();
+    std::printf("got: %s\n", m.c_str());
+    const std::string head = std::string("fibra: worker 1 on ") + fibra::Runtime::host() + " (pid ";
+    const std::string tail = ") has " + std::to_string(here + 1) + " remote functions registered, this driver has " +
+                             std::to_string(here) +
+                             " or others: driver and workers must run the same build of the program";
+    const bool ok = m.starts_with(head) && m.ends_with(tail) &&
+                    m.find_first_not_of("0123456789", head.size()) == m.size() - tail.size();
+    std::puts(ok ? "PASS" : "FAIL: wrong message");
+    return ok ? 0 : 1;
+  }
+}
+
 int second_runtime(int& argc, char**& argv) {
   {
     fibra::Runtime rt(argc, argv);  // in spawned workers this never returns
@@ -221,6 +246,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "second_runtime") return second_runtime(argc, argv);
+  if (std::getenv("FIBRA_TEST_WORKER_EXTRA"))  // build_mismatch: the workers are another build
+    for (int i = 1; i < argc; ++i)
+      if (std::strcmp(argv[i], "--fibra-agent") == 0) fibra::detail::Remote<&only_on_workers>::add("only_on_workers");
   fibra::Runtime rt(argc, argv);
   if (mode == "too_few_slots") {
     // fibra refuses a spawn that does not fit in the slots before MPI_Comm_spawn fails (after which
@@ -237,6 +265,7 @@ int main(int argc, char** argv) {
     std::fflush(nullptr);
     return rc;
   }
+  if (mode == "build_mismatch") return build_mismatch();
   if (mode == "churn" && argc == 3) return churn(std::atoi(argv[2]));
   if (mode == "orphan" && argc == 4) return orphan(argv[2], argv[3]);
   std::fprintf(stderr, "usage: %s too_few_slots | two_ranks | orphan <file> sigkill|throw|return\n", argv[0]);
