@@ -127,7 +127,14 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
 
 }  // namespace
 
+namespace {
+bool g_in_executor = false;
+}  // namespace
+
+bool in_executor() noexcept { return g_in_executor; }
+
 [[noreturn]] void executor_main(int sock, int mailbox_fd, pid_t parent) {
+  g_in_executor = true;
   // Die with the agent, and never outlive it even if it died before this line.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) _exit(0);

@@ -337,6 +337,10 @@ void PoolImpl::stop() {
 }
 
 std::shared_ptr<PoolCore> start_pool(const PoolSettings& settings) {
+  if (in_executor())
+    throw ConfigError("fibra: a Pool was created inside a remote function, on a worker: nested pools are not "
+                      "supported (yet); return the items to the driver and map them there, or make the function do "
+                      "its share of the work itself");
   if (!Runtime::active())
     throw ConfigError("fibra: a Pool was created before fibra::Runtime: make `fibra::Runtime rt(argc, argv);` the first line of main");
   if (settings.workers < 1) throw ConfigError("fibra: a pool needs at least 1 worker (asked for " + std::to_string(settings.workers) + ")");

@@ -31,6 +31,9 @@ struct Mailbox {
 /// settings come from the driver, as the first message (wire::AgentSetup).
 int agent_main(MPI_Comm parent);
 
+/// True in an executor (a worker process that runs user functions).
+bool in_executor() noexcept;
+
 /// Runs the executor on a socket and a mailbox (file descriptors) until the socket closes.
 [[noreturn]] void executor_main(int sock, int mailbox_fd, pid_t parent);
 

@@ -100,6 +100,15 @@ FIBRA_REMOTE(hang_on);
 FIBRA_REMOTE(scribble_first_time);
 std::size_t length(std::string s) { return s.size(); }
 FIBRA_REMOTE(length);
+std::string nested_pool(int) {  // what a Pool created inside a task says
+  try {
+    fibra::Pool inner(1);
+    return "no error";
+  } catch (const fibra::ConfigError& e) {
+    return e.what();
+  }
+}
+FIBRA_REMOTE(nested_pool);
 FIBRA_REMOTE(hang_first_time);
 
 namespace {
@@ -401,6 +410,13 @@ TEST_F(Faults, AChunkOverMpisLimitIsRefusedInTheCallersThreadAndThePoolStaysUsab
   }
   big = std::string();
   EXPECT_EQ(pool.apply_async(length, std::string(1000, 'y')).get(), 1000u);
+}
+
+TEST_F(Faults, APoolCreatedInsideATaskSaysNestedPoolsAreNotSupported) {
+  fibra::Pool pool(1);
+  EXPECT_EQ(pool.apply_async(nested_pool, 0).get(),
+            "fibra: a Pool was created inside a remote function, on a worker: nested pools are not supported (yet); "
+            "return the items to the driver and map them there, or make the function do its share of the work itself");
 }
 
 TEST_F(Faults, LaterCallsOnAStoppedPoolSayWhyItStopped) {
