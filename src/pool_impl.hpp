@@ -186,6 +186,11 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     return n;
   }
   int next_agent_size() const;
+  // target_ for the communication thread, which reads it outside mu_ elsewhere: resize() writes it.
+  int target_now() const {
+    std::lock_guard lk(mu_);
+    return target_;
+  }
 
   // ---- pool_results.cpp: results and failed attempts -----------------------------------------
   void on_results(Worker& w, std::string& message);

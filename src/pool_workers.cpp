@@ -67,8 +67,9 @@ void PoolImpl::resize(int n) {
 // quarter of the pool (at most 4 agents, so that start-up costs at most 4 MPI spawns); never more
 // than the pool still lacks.
 int PoolImpl::next_agent_size() const {
-  const int per = s_.workers_per_agent > 0 ? s_.workers_per_agent : (target_ + auto_agents - 1) / auto_agents;
-  return std::max(1, std::min(per, target_ - live_count()));
+  const int target = target_now();
+  const int per = s_.workers_per_agent > 0 ? s_.workers_per_agent : (target + auto_agents - 1) / auto_agents;
+  return std::max(1, std::min(per, target - live_count()));
 }
 
 // Spawns one agent that runs `executors` workers.
@@ -99,7 +100,7 @@ void PoolImpl::spawn(int executors) {
     int rc = MPI_Comm_spawn(exe.c_str(), argv, 1, info, 0, MPI_COMM_SELF, &inter, &err);
     if (rc != MPI_SUCCESS || err != MPI_SUCCESS) {
       throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(live_count() + 1) +
-                     " of " + std::to_string(target_) + ": " + mpi::error_text(rc != MPI_SUCCESS ? rc : err) +
+                     " of " + std::to_string(target_now()) + ": " + mpi::error_text(rc != MPI_SUCCESS ? rc : err) +
                      ". If there are too few slots: ask the allocation for more, or set FIBRA_OVERSUBSCRIBE=1 "
                      "to run more processes than slots (the default outside batch jobs)");
     }
@@ -133,7 +134,7 @@ void PoolImpl::check_slots() const {
   const int used = 1 + g_agents_in_slots.load();
   if (slots <= 0 || used < slots) return;
   throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(live_count() + 1) + " of " +
-                 std::to_string(target_) + ": all " + std::to_string(slots) +
+                 std::to_string(target_now()) + ": all " + std::to_string(slots) +
                  " MPI slots are in use (the driver and " + std::to_string(used - 1) +
                  " worker(s)). If there are too few slots: ask the allocation for more, or set FIBRA_OVERSUBSCRIBE=1 "
                  "to run more processes than slots (the default outside batch jobs)");
