@@ -193,11 +193,12 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
         w.state = Worker::State::gone;
         stopping = stopping_;
       }
-      // A worker retired by resize() disconnects right after its bye and then exits; the pool
-      // disconnects too (a collective call, which waits for the agent's), so that its process and
-      // slot are free now, not when the pool ends. At the pool's end say_goodbye() disconnects
-      // every worker. An agent whose process is already gone is not waited for.
-      if (!stopping && w.comm != MPI_COMM_NULL && !process_gone_here(w)) MPI_Comm_disconnect(&w.comm);
+      // A worker retired by resize() frees its side of the connection right after its bye and
+      // exits; the pool frees its side too, so that its slot is free now. MPI_Comm_free is local:
+      // MPI_Comm_disconnect, a collective, would wait here for an agent that may never get there
+      // (lost on another node), stopping every pool's traffic. At the pool's end say_goodbye()
+      // frees the rest the same way.
+      if (!stopping && w.comm != MPI_COMM_NULL) MPI_Comm_free(&w.comm);
       std::lock_guard lk(mu_);
       if (!stopping) free_slot(w);
       return;

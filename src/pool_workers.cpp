@@ -352,8 +352,8 @@ void PoolImpl::say_goodbye() {
   }
   std::lock_guard ml(mpi::lock());
   for (auto& w : workers_) {
-    if (w->state == Worker::State::gone && w->comm != MPI_COMM_NULL && !process_gone_here(*w))
-      MPI_Comm_disconnect(&w->comm);  // collective: not with an agent that is no more
+    // Local, never a wait: an agent that said bye frees its side and exits (see handle(), bye).
+    if (w->state == Worker::State::gone && w->comm != MPI_COMM_NULL) MPI_Comm_free(&w->comm);
     free_slot(*w);  // best effort for the ones that did not say bye: they leave by the orphan guard
   }
   sends_.abandon();

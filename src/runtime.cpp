@@ -67,7 +67,9 @@ void apply_open_mpi_defaults() {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);  // a failed disconnect must not abort the job
   int rc = detail::agent_main(parent);
   if (rc == 0) {
-    MPI_Comm_disconnect(&parent);
+    // Local: with Open MPI 4.1 neither side waits for the other (a disconnect, collective, could
+    // wait for a driver that is gone), and MPI_Finalize ends this job alone.
+    MPI_Comm_free(&parent);
     MPI_Finalize();
   }
   std::fflush(nullptr);
