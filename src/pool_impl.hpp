@@ -4,6 +4,32 @@
 // attempts, retries and their messages). All MPI traffic of a pool runs on its one communication
 // thread, except in start(): the user's thread spawns the first workers, reading their hellos and
 // sending them heartbeats in between, before that thread exists.
+//
+// Threads and locks. A pool's state is touched by two kinds of thread: the user's threads (the
+// public calls: submit, size, stats, close, join, terminate, resize) and the pool's one
+// communication thread (loop(), and start() on the user's thread before loop() runs, which counts
+// as the communication thread). Two locks:
+//  - mpi::lock(), process-wide (recursive): every MPI call of every pool is made under it (MPI is
+//    initialised MPI_THREAD_SERIALIZED). The communication thread holds it for a pass of loop(),
+//    start() per spawn, say_goodbye() per step; a user's thread never takes it.
+//  - mu_, one per pool: guards what both kinds of thread touch. Taken inside mpi::lock(), never
+//    the other way round, and never held across an MPI call or a wait for mpi::lock().
+// Who writes what:
+//  - workers_ and each Worker: the communication thread is the only writer, except that
+//    fail_all() (terminate(), on a user's thread) clears every Worker::batches. It appends to
+//    workers_ (never erases) and writes Worker::state, batches, host and pid under mu_, because
+//    user threads read them under mu_ (ready_count(), live_count()); it reads them without mu_.
+//    Worker::batches are read and written under mu_ only. The other fields of a Worker (comm,
+//    last_heard, last_sent, holds_slot, ...) are the communication thread's alone: no lock.
+//  - sched_ (the chunk table) and stats_: under mu_ only, from both kinds of thread.
+//  - target_: written by resize() (a user's thread) under mu_, read under mu_ (the communication
+//    thread through target_now() or a copy taken in adjust_size()); only start() reads it bare,
+//    before the communication thread exists and before resize() can be called.
+//  - closed_, closed_reason_, broken_, stopping_, stopped_, kicked_, spawn_error_, next_spawn_,
+//    spawn_failures_: under mu_ only.
+//  - sends_, last_pid_check_, last_receive_pass_, next_worker_id_: the communication thread's
+//    alone, no lock (they are used with mpi::lock() held).
+//  - A call's outcomes go to its JobState, which has its own mutex; g_agents_in_slots is atomic.
 #pragma once
 
 #include <algorithm>
