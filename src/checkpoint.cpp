@@ -154,7 +154,7 @@ CallCheckpoint::~CallCheckpoint() {
     try {
       creating_.get();
     } catch (const std::exception& e) {
-      log::error("fibra: {}", e.what());
+      log::error("{}", e.what());  // its text starts with "fibra: "
     }
   }
 }

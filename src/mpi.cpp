@@ -21,6 +21,15 @@ void check(int rc, const char* call) {
   if (rc != MPI_SUCCESS) throw MpiError(std::string("fibra: ") + call + " failed: " + error_text(rc));
 }
 
+Info::~Info() {
+  if (info_ != MPI_INFO_NULL) MPI_Info_free(&info_);
+}
+
+void Info::set(const char* key, const char* value) {
+  if (info_ == MPI_INFO_NULL) check(MPI_Info_create(&info_), "MPI_Info_create");
+  check(MPI_Info_set(info_, key, value), "MPI_Info_set");
+}
+
 std::recursive_mutex& lock() {
   static std::recursive_mutex m;
   return m;

@@ -19,6 +19,21 @@ std::string error_text(int code);
 /// Throws MpiError("fibra: <call> failed: <MPI's text>") unless rc is MPI_SUCCESS.
 void check(int rc, const char* call);
 
+/// An MPI_Info, owned: created on the first set(), freed with its owner.
+class Info {
+ public:
+  Info() = default;
+  ~Info();
+  Info(const Info&) = delete;
+  Info& operator=(const Info&) = delete;
+  /// Sets a key (MPI_Info_create on first use); throws MpiError.
+  void set(const char* key, const char* value);
+  MPI_Info get() const { return info_; }
+
+ private:
+  MPI_Info info_ = MPI_INFO_NULL;
+};
+
 /// Serializes MPI calls between the threads of one process (fibra asks for MPI_THREAD_SERIALIZED).
 std::recursive_mutex& lock();
 

@@ -82,29 +82,20 @@ void PoolImpl::spawn(int executors) {
   setup.executors = executors;
   setup.slot = free_slot_number();
   setup.prefix_output = prefix_output();
-  MPI_Info info = MPI_INFO_NULL;
-  if (oversubscribe_allowed()) {
-    MPI_Info_create(&info);
-    MPI_Info_set(info, "map_by", ":OVERSUBSCRIBE");
-  }
-  struct InfoGuard {
-    MPI_Info& i;
-    ~InfoGuard() {
-      if (i != MPI_INFO_NULL) MPI_Info_free(&i);
-    }
-  } guard{info};
+  mpi::Info info;
+  if (oversubscribe_allowed()) info.set("map_by", ":OVERSUBSCRIBE");
   {
     check_slots();
     MPI_Comm inter = MPI_COMM_NULL;
     int err = MPI_SUCCESS;
-    int rc = MPI_Comm_spawn(exe.c_str(), argv, 1, info, 0, MPI_COMM_SELF, &inter, &err);
+    int rc = MPI_Comm_spawn(exe.c_str(), argv, 1, info.get(), 0, MPI_COMM_SELF, &inter, &err);
     if (rc != MPI_SUCCESS || err != MPI_SUCCESS) {
       throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(live_count() + 1) +
                      " of " + std::to_string(target_now()) + ": " + mpi::error_text(rc != MPI_SUCCESS ? rc : err) +
                      ". If there are too few slots: ask the allocation for more, or set FIBRA_OVERSUBSCRIBE=1 "
                      "to run more processes than slots (the default outside batch jobs)");
     }
-    MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+    mpi::check(MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     g_agents_in_slots.fetch_add(1);
     {
       std::lock_guard lk(mu_);
@@ -304,7 +295,7 @@ void PoolImpl::on_spawn_failed(const Error& e) {
   ++spawn_failures_;
   next_spawn_ = mpi::now_s() + std::min(60.0, 2.0 * spawn_failures_);
   const int live = live_count();
-  log::warning("fibra: {}", e.what());
+  log::warning("{}", e.what());  // its text starts with "fibra: "
   log::warning("fibra: the pool carries on with {} worker(s); it tries again in {:.0f} s", live, next_spawn_ - mpi::now_s());
   // A lost worker whose process may still hold its slot frees it soon (see watch_workers), and a
   // retiring one still runs its batches: only with neither do the waiting calls give up.

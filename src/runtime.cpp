@@ -140,8 +140,8 @@ Runtime::Runtime(int& argc, char**& argv) {
     apply_open_mpi_defaults();
     int provided = 0;
     mpi::check(MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    mpi::check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    mpi::check(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     if (provided < MPI_THREAD_SERIALIZED)
       throw MpiError("fibra: this MPI library does not support MPI_THREAD_SERIALIZED, which fibra needs");
     int size = 1;
