@@ -26,13 +26,15 @@ std::vector<std::weak_ptr<PoolImpl>> g_pools;
 }  // namespace
 
 // ---- driver_start ------------------------------------------------------------------------------
-// Far more workers than cores: each still works, but a word now saves a user a long wait in silence.
+// Far more workers than cores (over 32 a core: Pool(64) on 2 cores is fine, Pool(1000) is not): each
+// still works, but a word now saves a user a long, silent start and a crawl.
+constexpr int crowded_per_core = 32;
 void warn_if_crowded(int workers) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  if (workers <= 8 * static_cast<int>(cores)) return;
-  log::warning("fibra: Pool({}) starts {} workers on a machine with {} cores; they will share the cores "
-               "({} per core) and starting them takes a while. Ask for fewer, or run across more nodes.",
-               workers, workers, cores, (workers + int(cores) - 1) / int(cores));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (workers <= crowded_per_core * cores) return;
+  log::warning("fibra: Pool({}) starts {} workers on a machine with {} cores, {} per core: each gets a sliver of a "
+               "core, and their start alone takes a while. Ask for fewer, or run across more nodes.",
+               workers, workers, cores, (workers + cores - 1) / cores);
 }
 
 void PoolImpl::start() {
