@@ -245,6 +245,27 @@ TEST_F(Faults, TheLineAboutALostWorkerGoesToTheLogSinkAndALevelSilencesIt) {
   fibra::log::set_sink({});
 }
 
+TEST_F(Faults, APoolOfMoreThan32WorkersPerCoreGetsAWarningNamingTheNumbers) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (cores > 2) GTEST_SKIP() << "a crowded pool here would need " << 32 * cores + 1 << " workers";
+  std::vector<std::string> lines;
+  fibra::log::set_sink([&](fibra::log::Level, std::string_view s) { lines.emplace_back(s); });
+  {
+    fibra::Pool fine(32 * cores);
+  }
+  EXPECT_TRUE(lines.empty()) << lines.front();
+  {
+    fibra::Pool crowded(32 * cores + 1);
+    EXPECT_EQ(crowded.map(work, items(200), {.chunksize = 1}).size(), 200u);
+  }
+  fibra::log::set_sink({});
+  const std::string n = std::to_string(32 * cores + 1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], "fibra: Pool(" + n + ") starts " + n + " workers on a machine with " + std::to_string(cores) +
+                          " cores, 33 per core: each gets a sliver of a core, and their start alone takes a while. "
+                          "Ask for fewer, or run across more nodes.");
+}
+
 TEST_F(Faults, ATaskThatSegfaultsOnItsFirstAttemptSucceedsOnTheSecond) {
   fibra::Pool pool(2);
   for (std::size_t chunksize : {1u, 7u}) {
