@@ -85,20 +85,10 @@ while(TRUE)
 endwhile()
 
 # The flags of a fibra user.
-string(REPLACE "|" ";" includes "${INCLUDES}")
-string(REPLACE "|" ";" defines "${DEFINES}")
+include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/FibraUserFlags.cmake)
 set(args -std=c++20 -fsyntax-only -Wall -Wextra -Wno-unused-variable -Wno-unused-but-set-variable
     -Wno-missing-field-initializers)  # designated initializers name only the fields they set
-foreach(dir IN LISTS includes)
-  if(dir)
-    list(APPEND args -I${dir})
-  endif()
-endforeach()
-foreach(def IN LISTS defines)
-  if(def)
-    list(APPEND args -D${def})
-  endif()
-endforeach()
+fibra_user_flags(args "${INCLUDES}" "${DEFINES}")
 
 set(units ${file_units})
 if(n_stmt GREATER 0 OR n_decls GREATER 0)

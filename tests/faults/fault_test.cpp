@@ -152,18 +152,23 @@ std::vector<Out> run_and_strike(fibra::Pool& pool, const std::vector<Item>& in, 
   return got;
 }
 
-TEST_F(Faults, AnExecutorKilledMidChunkCostsARetryNotAResult) {
-  fibra::Pool pool(3);
+// SIGKILLs the executor that computed the 1200th result mid-run; its agent must survive and start a
+// new executor, which computes later results.
+void kill_an_executor_and_see_its_agent_replace_it(fibra::Pool& pool, const std::vector<Item>& in) {
   int victim = 0, victim_agent = 0;
-  auto got = run_and_strike(pool, items(4000), 1200, [&](const Out& o) {
+  auto got = run_and_strike(pool, in, 1200, [&](const Out& o) {
     victim = o.pid;
     victim_agent = o.ppid;
     ASSERT_EQ(::kill(victim, SIGKILL), 0);
   });
-  // The agent survived and started a new executor, which computed later results.
   bool replaced = false;
   for (auto& o : got) replaced |= o.ppid == victim_agent && o.pid != victim;
   EXPECT_TRUE(replaced) << "no result came from a new executor of agent " << victim_agent;
+}
+
+TEST_F(Faults, AnExecutorKilledMidChunkCostsARetryNotAResult) {
+  fibra::Pool pool(3);
+  kill_an_executor_and_see_its_agent_replace_it(pool, items(4000));
   auto again = pool.map(work, items(300));
   for (int i = 0; i < 300; ++i) ASSERT_EQ(again[i].value, long(i) * i);
 }
@@ -487,16 +492,7 @@ TEST_F(Faults, AutomaticAgentsSpreadTenWorkersOverFour) {
 
 TEST_F(Faults, AnExecutorKilledInASharedAgentCostsOnlyItsOwnChunks) {
   fibra::Pool pool(4, {.workers_per_agent = 2});
-  int victim = 0, victim_agent = 0;
-  auto got = run_and_strike(pool, items(4000), 1200, [&](const Out& o) {
-    victim = o.pid;
-    victim_agent = o.ppid;
-    ASSERT_EQ(::kill(victim, SIGKILL), 0);
-  });
-  // The agent lived on (its other worker kept working) and started a new executor.
-  bool replaced = false;
-  for (auto& o : got) replaced |= o.ppid == victim_agent && o.pid != victim;
-  EXPECT_TRUE(replaced) << "no result came from a new executor of agent " << victim_agent;
+  kill_an_executor_and_see_its_agent_replace_it(pool, items(4000));  // its other worker kept working
   EXPECT_EQ(pool.stats().workers_lost, 0u);
 }
 
