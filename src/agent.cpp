@@ -146,7 +146,11 @@ class Agent {
       e->relay_output();
       busy |= e->write();
       bool got = false;
-      const bool alive = e->read(frames, got);
+      bool alive = e->read(frames, got);
+      if (alive && e->exited()) {  // gone, though its socket may live on in a process it started
+        e->read(frames, got);      // what it wrote before it ended
+        alive = false;
+      }
       busy |= got;
       for (auto& f : frames) forward(std::move(f));
       frames.clear();
@@ -177,8 +181,12 @@ class Agent {
     if (!results.empty()) send(wire::tag_results, std::move(results));
   }
 
+  // All of them at once: each gets the end of its input now, and together they have 2 s to finish
+  // the chunk they are on (one after another, 16 busy executors would take 32 s).
   void stop_executors() {
-    for (auto& e : executors_) e->stop(2.0);
+    for (auto& e : executors_) e->begin_stop();
+    const double deadline = mpi::now_s() + 2.0;
+    for (auto& e : executors_) e->stop(std::max(0.0, deadline - mpi::now_s()));
   }
 
   // Naps in ppoll on the sockets of executors that hold work (so that results wake it at once),

@@ -118,6 +118,9 @@ void exit_for_stop(const std::string& what_was_saved, bool graceful) {
   }
   stop_all_pools();
   wait_for_checkpoints();
+  // Under the MPI lock: a Pool() still spawning on the user's thread is not among the pools just
+  // stopped, and must not have MPI finalized under it (the thread above bounds the wait).
+  std::lock_guard ml(mpi::lock());
   int init = 0, fin = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);

@@ -1,4 +1,5 @@
 // The executor: a plain process (no MPI) that runs user functions on the batches its agent sends.
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -135,6 +136,10 @@ bool in_executor() noexcept { return g_in_executor; }
 
 [[noreturn]] void executor_main(int sock, int mailbox_fd, pid_t parent) {
   g_in_executor = true;
+  // Its socket and mailbox are its own: a process a task starts must not hold them (a socket kept
+  // open by a grandchild would hide this executor's death from its agent).
+  ::fcntl(sock, F_SETFD, FD_CLOEXEC);
+  ::fcntl(mailbox_fd, F_SETFD, FD_CLOEXEC);
   // Die with the agent, and never outlive it even if it died before this line.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) _exit(0);

@@ -184,6 +184,7 @@ void ExecutorProcess::start() {
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) throw Error("fibra agent: cannot start an executor (" + exe + "): " + std::strerror(rc));
   pid_ = pid;
+  reaped_ = false;
   ready_ = false;
   sock_ = std::move(mine);
   const std::string who = prefix_.empty() ? "" : prefix_ + " pid " + std::to_string(pid) + ") ";
@@ -195,7 +196,13 @@ void ExecutorProcess::start() {
 }
 
 void ExecutorProcess::start_if_due(double now) {
-  if (pid_ <= 0 && now >= restart_at_) start();
+  if (pid_ > 0 || now < restart_at_) return;
+  try {
+    start();
+  } catch (const Error& e) {  // out of processes or descriptors, say: this executor waits, the agent goes on
+    log::warning("{}; trying again in 1 s", e.what());
+    restart_at_ = now + 1.0;
+  }
 }
 
 void ExecutorProcess::give(std::string batch) {
@@ -255,6 +262,13 @@ bool ExecutorProcess::read(std::vector<std::string>& frames, bool& got) {
           ready_ = true;
           in_len_done_ = 0;
           continue;
+        }
+        if (in_len_ > std::uint64_t(INT32_MAX)) {  // no frame is that long: not results (user code on fd 3?)
+          log::warning("fibra agent pid {}: its executor {} (pid {}) sent bytes that are not results (a frame "
+                       "length of {}); it is stopped",
+                       ::getpid(), index_, pid_, in_len_);
+          ::kill(pid_, SIGKILL);
+          return false;
         }
         // The frame goes into a buffer of its own, which travels on to the driver as it is.
         std::string().swap(in_);
@@ -388,7 +402,17 @@ void ExecutorProcess::clear_after_death(double now) {
   restart_at_ = now + 0.05 * std::min(idle_deaths_, 20);
 }
 
+bool ExecutorProcess::exited() {
+  if (pid_ <= 0 || reaped_) return reaped_;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) != pid_) return false;
+  reaped_ = true;
+  reaped_status_ = status;
+  return true;
+}
+
 int ExecutorProcess::reap(double grace) {
+  if (reaped_) return reaped_status_;
   int status = 0;
   const double end = mpi::now_s() + grace;
   for (;;) {
@@ -404,9 +428,13 @@ int ExecutorProcess::reap(double grace) {
   return status;
 }
 
+void ExecutorProcess::begin_stop() {
+  if (pid_ > 0) ::shutdown(sock_.get(), SHUT_WR);  // end of file: it finishes its chunk's write and exits
+}
+
 void ExecutorProcess::stop(double grace) {
   if (pid_ <= 0) return;
-  ::shutdown(sock_.get(), SHUT_WR);  // end of file: the executor finishes its chunk's write and exits
+  begin_stop();
   reap(grace);
   out_lines_.finish();
   err_lines_.finish();

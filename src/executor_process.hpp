@@ -86,6 +86,9 @@ class ExecutorProcess {
   /// Starts it again after a death, once its back-off (for crash loops) has passed.
   void start_if_due(double now);
   bool running() const { return pid_ > 0; }
+  /// Whether its process has ended (reaped now), even if something it started still holds its
+  /// socket open (a grandchild would keep the end of file from coming).
+  bool exited();
   /// It has started and waits for work (it said so with an empty frame).
   bool ready() const { return ready_; }
   pid_t pid() const { return pid_; }
@@ -107,7 +110,9 @@ class ExecutorProcess {
   /// After the executor died: reaps it and returns the report of the chunks it held (the one it
   /// died in crashed, the others not run), forgetting them. Empty when it held none.
   std::string report_death();
-  /// Closes its socket for writing (it finishes and exits) and reaps it, waiting up to `grace`.
+  /// Closes its socket for writing: it finishes the chunk it is on and exits.
+  void begin_stop();
+  /// begin_stop, then reaps it, waiting up to `grace` (then SIGKILL).
   void stop(double grace);
   /// Relays what it printed, in whole lines; true if there was any.
   bool relay_output() { return pid_ > 0 && (out_lines_.pump() | err_lines_.pump()); }
@@ -142,6 +147,8 @@ class ExecutorProcess {
   std::string in_;
   std::size_t in_done_ = 0;
   bool ready_ = false;
+  bool reaped_ = false;  // exited() reaped it; its wait status:
+  int reaped_status_ = 0;
   int idle_deaths_ = 0;       // deaths outside a chunk since the last result
   double restart_at_ = 0;     // after a death: when to start again
   std::uint64_t watch_chunk_ = 0;  // the time limit's view of what it is on, and since when

@@ -139,7 +139,11 @@ void SendQueue::start(std::unique_ptr<Pending> p, int tag, int dest, MPI_Datatyp
   // Open MPI's TCP transport writes a queued message only while MPI makes progress: test once
   // now, or a small message waits for the sender's next MPI call.
   int done = 0;
-  check(MPI_Test(&p->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  const int rc = MPI_Test(&p->request, &done, MPI_STATUS_IGNORE);
+  if (rc != MPI_SUCCESS) {
+    (void)p.release();  // MPI may still read its buffers: leak them, as abandon() does
+    check(rc, "MPI_Test");
+  }
   if (!done) pending_.push_back(std::move(p));
 }
 

@@ -125,7 +125,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void submit(const std::shared_ptr<JobState>& job, std::uint64_t first, std::uint32_t count,
               std::string payload) override {
     // Refused here, in the caller's thread, so that the pool stays usable: MPI cannot send it.
-    if (payload.size() > max_chunk_bytes)
+    if (payload.size() + 4 * std::size_t(count) > max_chunk_bytes)  // room for its skip list too
       throw ConfigError("fibra: a chunk of " + std::to_string(count) + " item(s) encodes to " +
                         std::to_string(payload.size()) + " bytes, over the " + std::to_string(max_chunk_bytes) +
                         " that one MPI message can carry (2 GiB); use a smaller chunksize, or smaller items");

@@ -209,6 +209,8 @@ std::string PoolImpl::seconds(double s) {
 // The worker is dead to the pool: nothing is sent to it or read from it again, and the chunks it
 // held are failed attempts (retried elsewhere while they have retries left).
 void PoolImpl::declare_lost(Worker& w, const std::string& why) {
+  std::string line;  // written once mu_ is released: a log sink may ask the pool for its stats
+  {
   std::lock_guard lk(mu_);
   const bool was_leaving = w.state == Worker::State::leaving;
   w.state = Worker::State::lost;
@@ -222,8 +224,8 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
                           " on " + (w.host.empty() ? "?" : w.host) + " (pid " + std::to_string(w.pid) + ")";
   if (!was_leaving) {
     const bool replaced = live_count() < target_ && !stopping_;
-    log::warning("fibra: {} was lost: {}; the {} chunk(s) it held count a failed attempt{}", who, why, held.size(),
-                 replaced ? "; a replacement is being started" : "");
+    line = "fibra: " + who + " was lost: " + why + "; the " + std::to_string(held.size()) +
+           " chunk(s) it held count a failed attempt" + (replaced ? "; a replacement is being started" : "");
   }
   ++stats_.workers_lost;
   for (const auto& [id, attempt] : held) {
@@ -235,6 +237,8 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
     attempt_failed(id, attempt, FailKind::lost, e, std::nullopt);
   }
   state_cv_.notify_all();
+  }
+  if (!line.empty()) log::warning("{}", line);
 }
 
 // Spawns or retires workers until the pool has its target size. A spawn that fails is reported
@@ -290,13 +294,15 @@ bool PoolImpl::adjust_size() {
 }
 
 void PoolImpl::on_spawn_failed(const Error& e) {
+  int live;
+  double retry_in;
+  {
   std::lock_guard lk(mu_);
   spawn_error_ = std::current_exception();
   ++spawn_failures_;
   next_spawn_ = mpi::now_s() + std::min(60.0, 2.0 * spawn_failures_);
-  const int live = live_count();
-  log::warning("{}", e.what());  // its text starts with "fibra: "
-  log::warning("fibra: the pool carries on with {} worker(s); it tries again in {:.0f} s", live, next_spawn_ - mpi::now_s());
+  live = live_count();
+  retry_in = next_spawn_ - mpi::now_s();
   // A lost worker whose process may still hold its slot frees it soon (see watch_workers), and a
   // retiring one still runs its batches: only with neither do the waiting calls give up.
   const bool may_recover = std::any_of(workers_.begin(), workers_.end(), [](auto& w) {
@@ -307,6 +313,10 @@ void PoolImpl::on_spawn_failed(const Error& e) {
                                                 e.what())));
   }
   state_cv_.notify_all();
+  }
+  // Written once mu_ is released: a log sink may ask the pool for its stats.
+  log::warning("{}", e.what());  // its text starts with "fibra: "
+  log::warning("fibra: the pool carries on with {} worker(s); it tries again in {:.0f} s", live, retry_in);
 }
 
 // Asks every agent to leave, waits (bounded) for their goodbyes, and disconnects from those that

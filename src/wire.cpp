@@ -50,7 +50,7 @@ std::vector<TaskView> parse_tasks(std::string_view batch) {
     Reader r(batch);
     const auto n = r.pod<std::uint32_t>();
     std::vector<TaskView> out;
-    out.reserve(std::min<std::size_t>(n, batch.size()));
+    out.reserve(std::min<std::size_t>(n, batch.size() / result_head_bytes));  // no more fit in its bytes
     for (std::uint32_t i = 0; i < n; ++i) {
       TaskView t;
       get(r, t.header);
@@ -98,7 +98,7 @@ ResultBatch parse_results(std::string_view batch) {
     const auto n = r.pod<std::uint32_t>();
     ResultBatch b;
     b.executor_pid = r.pod<std::int64_t>();
-    b.results.reserve(std::min<std::size_t>(n, batch.size()));
+    b.results.reserve(std::min<std::size_t>(n, batch.size() / result_head_bytes));
     for (std::uint32_t i = 0; i < n; ++i) {
       ResultView v;
       get(r, v.header);

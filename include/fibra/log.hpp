@@ -23,7 +23,8 @@ void set_level(Level level);
 /// @brief The level now (FIBRA_LOG_LEVEL, or info, until set_level).
 Level level();
 /// @brief Sends each line (without its newline) to `sink` instead of stderr; an empty function
-///        restores stderr. The sink may be called from fibra's threads, one line at a time.
+///        restores stderr. The sink may be called from fibra's threads, one line at a time; it may
+///        call a Pool's stats() or size(), but not fibra::log itself.
 void set_sink(std::function<void(Level, std::string_view)> sink);
 /// @brief The level a name means ("debug", "info", "warning", "error", "off"); throws ConfigError
 ///        naming the names for anything else.

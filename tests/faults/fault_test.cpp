@@ -82,6 +82,23 @@ long scribble_first_time(Item it) {  // writes garbage where the executor's resu
   }
   return long(it.i) * 7;
 }
+long scribble_text_first_time(Item it) {  // text on fd 3: its first 8 bytes read as an absurd length
+  if (it.i == it.arg && first_time(it, "scribble-text")) {
+    const char text[] = "hello world, this is not a result frame\n";
+    [[maybe_unused]] auto n = ::write(3, text, sizeof text - 1);
+    busy_ms(100);
+  }
+  return long(it.i) * 7;
+}
+long crash_leaving_a_child_first_time(Item it) {  // a process it started keeps its socket open
+  if (it.i == it.arg && first_time(it, "orphan-holder")) {
+    const int copy = ::dup(3);  // not close-on-exec: the shell and its sleep inherit it
+    (void)copy;
+    [[maybe_unused]] int rc = std::system("sleep 15 &");
+    ::raise(SIGSEGV);
+  }
+  return long(it.i) * 11;
+}
 long hang_on(Item it) {
   if (it.i == it.arg) std::this_thread::sleep_for(std::chrono::hours(1));
   return long(it.i) * 5;
@@ -98,6 +115,8 @@ FIBRA_REMOTE(flaky_exit);
 FIBRA_REMOTE(flaky_throw);
 FIBRA_REMOTE(hang_on);
 FIBRA_REMOTE(scribble_first_time);
+FIBRA_REMOTE(scribble_text_first_time);
+FIBRA_REMOTE(crash_leaving_a_child_first_time);
 std::size_t length(std::string s) { return s.size(); }
 FIBRA_REMOTE(length);
 std::string nested_pool(int) {  // what a Pool created inside a task says
@@ -460,6 +479,24 @@ TEST_F(Faults, LaterCallsOnAStoppedPoolSayWhyItStopped) {
   EXPECT_EQ(message(a), "fibra: work was submitted to a pool that was closed (Pool::close())");
   EXPECT_EQ(message(b), "fibra: work was submitted to a pool that was terminated (Pool::terminate(), ~Pool(), or the "
                         "end of fibra::Runtime)");
+}
+
+TEST_F(Faults, TextOnAnExecutorsSocketIsRefusedAsAFrameLengthNotTheAgentsEnd) {
+  fibra::Pool pool(2);
+  auto r = pool.map(scribble_text_first_time, items(200, 50), {.chunksize = 10});
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(r[i], 7L * i) << i;
+  EXPECT_GE(pool.stats().attempts_failed, 1u);
+  EXPECT_EQ(pool.stats().workers_lost, 0u) << "the agent must survive a frame length of 8e18";
+}
+
+TEST_F(Faults, AnExecutorThatCrashesWhileItsChildHoldsItsSocketIsStillSeenDead) {
+  fibra::Pool pool(2);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = pool.map(crash_leaving_a_child_first_time, items(100, 30), {.chunksize = 5});
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(r[i], 11L * i) << i;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0)
+      << "the crash was noticed only when the child let go of the socket";
+  EXPECT_GE(pool.stats().attempts_failed, 1u);
 }
 
 // Agents that run several workers (executors) each: PoolOptions::workers_per_agent.
