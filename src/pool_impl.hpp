@@ -154,6 +154,11 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     closed_ = true;
   }
 
+  std::string closed_reason() const override {
+    std::lock_guard lk(mu_);
+    return closed_reason_.empty() ? "was closed" : closed_reason_;
+  }
+
   bool closed() const override {
     std::lock_guard lk(mu_);
     return closed_;

@@ -477,6 +477,13 @@ TEST_F(Faults, LaterCallsOnAStoppedPoolSayWhyItStopped) {
     return std::string("no error");
   };
   EXPECT_EQ(message(a), "fibra: work was submitted to a pool that was closed (Pool::close())");
+  try {
+    b.map(length, std::vector<std::string>{"x"});
+    ADD_FAILURE() << "no error";
+  } catch (const fibra::PoolClosed& e) {
+    EXPECT_STREQ(e.what(), "fibra: map() on a pool that was terminated (Pool::terminate(), ~Pool(), or the end of "
+                           "fibra::Runtime)");
+  }
   EXPECT_EQ(message(b), "fibra: work was submitted to a pool that was terminated (Pool::terminate(), ~Pool(), or the "
                         "end of fibra::Runtime)");
 }

@@ -124,6 +124,8 @@ class PoolCore {
   virtual void join() = 0;       ///< after close(): wait for queued work, then stop the workers
   virtual void terminate() = 0;  ///< stop the workers now; unfinished work fails with PoolClosed
   virtual bool closed() const = 0;
+  /// Why it no longer takes work, as the end of a sentence ("was closed (Pool::close())").
+  virtual std::string closed_reason() const { return "was closed"; }
   /// The retry policy of calls that do not set their own.
   virtual RetryPolicy default_policy() const { return {}; }
   virtual PoolStats stats() const { return {}; }

@@ -95,7 +95,7 @@ class ChunkStream {
       : core_(std::move(core)), job_(std::make_shared<JobState>(fn, mode, policy_for(*core_, o))),
         view_(std::move(view)), it_(std::ranges::begin(view_)),
         progress_(std::string(call) + " " + fn.name, known_size(), o.progress), errors_(o.errors) {
-    if (core_->closed()) throw PoolClosed(std::string("fibra: ") + call + "() on a pool that was closed");
+    if (core_->closed()) throw PoolClosed(std::string("fibra: ") + call + "() on a pool that " + core_->closed_reason());
     const std::size_t workers = static_cast<std::size_t>(std::max(1, core_->size()));
     chunksize_ = o.chunksize;
     adaptive_ = chunksize_ == 0;
