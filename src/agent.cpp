@@ -71,7 +71,8 @@ class Agent {
     while (!leaving_) {
       bool busy = receive_from_driver();
       busy |= tend_executors();
-      if (!said_hello_ && std::all_of(executors_.begin(), executors_.end(), [](auto& e) { return e->ready(); })) {
+      if (!said_hello_ &&
+          std::all_of(executors_.begin(), executors_.end(), [](auto& e) { return e->started_or_failed(); })) {
         say_hello();  // the pool counts this agent's workers ready only once they are
         said_hello_ = true;
       }

@@ -91,6 +91,9 @@ class ExecutorProcess {
   bool exited();
   /// It has started and waits for work (it said so with an empty frame).
   bool ready() const { return ready_; }
+  /// Ready, or it died before it got there: either way the agent need not wait for it to say hello
+  /// (an executor that dies as it starts is a crash loop for the chunks to report, not a hang).
+  bool started_or_failed() const { return ready_ || idle_deaths_ > 0; }
   pid_t pid() const { return pid_; }
   int socket() const { return sock_.get(); }
   /// Chunks given and not reported back: how busy it is.

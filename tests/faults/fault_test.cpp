@@ -14,12 +14,17 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+// While this file exists (in the working folder), every executor of this program dies as it starts.
+constexpr const char* executors_die_marker = "fibra-test-executors-die-at-start";
 
 /// One task's input: its index, an argument (which item misbehaves), and the run's marker folder id.
 struct Item {
@@ -464,6 +469,26 @@ TEST_F(Faults, APoolCreatedInsideATaskSaysNestedPoolsAreNotSupported) {
             "return the items to the driver and map them there, or make the function do its share of the work itself");
 }
 
+// Executors that die as they start (a broken static initializer, say): the pool still starts, and the
+// call fails with the crash loop named, within seconds, not after start_timeout_s.
+TEST_F(Faults, ExecutorsThatDieAsTheyStartFailTheCallNotThePoolsStart) {
+  { std::ofstream(executors_die_marker) << "1"; }
+  struct Remove {
+    ~Remove() { std::filesystem::remove(executors_die_marker); }
+  } remove;
+  const auto t0 = std::chrono::steady_clock::now();
+  fibra::Pool pool(1, {.start_timeout_s = 30});
+  try {
+    pool.map(work, items(10), {.chunksize = 10, .retries = 1});
+    ADD_FAILURE() << "no error";
+  } catch (const fibra::ExecutorCrashed& e) {
+    EXPECT_NE(std::string(e.what()).find("exited with status 9 while running it outside any task, again and again"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 15.0);
+}
+
 TEST_F(Faults, LaterCallsOnAStoppedPoolSayWhyItStopped) {
   fibra::Pool a(1), b(1);
   a.close();
@@ -568,6 +593,8 @@ TEST_F(Faults, AHangingTaskInASharedAgentTimesOutWhileItsNeighbourWorks) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--fibra-executor") == 0 && std::filesystem::exists(executors_die_marker))
+    std::_Exit(9);
   fibra::Runtime rt(argc, argv);  // in spawned workers this never returns
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
