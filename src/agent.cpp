@@ -147,11 +147,7 @@ class Agent {
       e->relay_output();
       busy |= e->write();
       bool got = false;
-      bool alive = e->read(frames, got);
-      if (alive && e->exited()) {  // gone, though its socket may live on in a process it started
-        e->read(frames, got);      // what it wrote before it ended
-        alive = false;
-      }
+      const bool alive = e->read(frames, got);
       busy |= got;
       for (auto& f : frames) forward(std::move(f));
       frames.clear();
@@ -175,7 +171,7 @@ class Agent {
   }
 
   bool holding_work() const {
-    return std::any_of(executors_.begin(), executors_.end(), [](auto& e) { return e->running() && e->load() > 0; });
+    return std::any_of(executors_.begin(), executors_.end(), [](auto& e) { return e->holds_work(); });
   }
 
   void report(std::string results) {
@@ -196,7 +192,7 @@ class Agent {
     timespec ts{0, static_cast<long>(nap.count()) * 1000};
     std::vector<pollfd> fds;
     for (auto& e : executors_)
-      if (e->running() && e->load() > 0)
+      if (e->holds_work())
         fds.push_back({e->socket(), static_cast<short>(POLLIN | (e->wants_to_write() ? POLLOUT : 0)), 0});
     if (fds.empty()) ::nanosleep(&ts, nullptr);
     else ::ppoll(fds.data(), fds.size(), &ts, nullptr);

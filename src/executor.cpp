@@ -161,11 +161,7 @@ bool in_executor() noexcept { return g_in_executor; }
   for (;;) {
     std::uint64_t n = 0;
     if (!read_all(sock, &n, sizeof n)) break;
-    if (n >= large_buffer && batch.capacity() < n) {
-      std::string().swap(batch);
-      reserve_large(batch, n);
-    }
-    batch.resize(n);
+    resize_large(batch, n);
     if (!read_all(sock, batch.data(), n)) break;
     run_batch(sock, box, batch, results);
   }

@@ -144,7 +144,7 @@ SharedMailbox::~SharedMailbox() {
 }
 
 ExecutorProcess::~ExecutorProcess() {
-  if (pid_ > 0) {
+  if (pid_ > 0 && !reaped_) {  // a reaped pid may be another process's by now
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
   }
@@ -239,6 +239,7 @@ bool ExecutorProcess::write() {
 }
 
 bool ExecutorProcess::read(std::vector<std::string>& frames, bool& got) {
+  bool ended = false;  // its process was seen to have ended: one more pass drains what it wrote
   while (pid_ > 0) {
     char* dst;
     std::size_t want;
@@ -251,7 +252,13 @@ bool ExecutorProcess::read(std::vector<std::string>& frames, bool& got) {
     }
     if (want > 0) {
       const ssize_t k = ::read(sock_.get(), dst, want);
-      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        // Nothing more now. A process it started may keep the socket open after it died, so no end
+        // of file would come: waitpid says whether it is gone.
+        if (ended || !exited()) return !ended;
+        ended = true;
+        continue;
+      }
       if (k < 0 && errno == EINTR) continue;
       if (k <= 0) return false;  // end of file or error: the executor is gone
       got = true;
@@ -263,17 +270,10 @@ bool ExecutorProcess::read(std::vector<std::string>& frames, bool& got) {
           in_len_done_ = 0;
           continue;
         }
-        if (in_len_ > std::uint64_t(INT32_MAX)) {  // no frame is that long: not results (user code on fd 3?)
-          log::warning("fibra agent pid {}: its executor {} (pid {}) sent bytes that are not results (a frame "
-                       "length of {}); it is stopped",
-                       ::getpid(), index_, pid_, in_len_);
-          ::kill(pid_, SIGKILL);
-          return false;
-        }
+        if (in_len_ > std::uint64_t(INT32_MAX))  // no frame is that long: not results (user code on fd 3?)
+          return stop_for_junk("a frame length of " + std::to_string(in_len_));
         // The frame goes into a buffer of its own, which travels on to the driver as it is.
-        std::string().swap(in_);
-        reserve_large(in_, in_len_);
-        in_.resize(in_len_);
+        resize_large(in_, in_len_);
         in_done_ = 0;
         continue;
       }
@@ -284,12 +284,7 @@ bool ExecutorProcess::read(std::vector<std::string>& frames, bool& got) {
       try {
         batch = wire::parse_results(in_);
       } catch (const wire::Malformed& e) {
-        // Something wrote on its socket that is not a result frame (user code writing to fd 3, say):
-        // it is treated as a crash of the executor, in the chunk it was running.
-        log::warning("fibra agent pid {}: its executor {} (pid {}) sent bytes that are not results ({}); it is stopped",
-                     ::getpid(), index_, pid_, e.what());
-        ::kill(pid_, SIGKILL);
-        return false;
+        return stop_for_junk(e.what());
       }
       for (const auto& r : batch.results) {
         forget(r.header.chunk);
@@ -303,6 +298,16 @@ bool ExecutorProcess::read(std::vector<std::string>& frames, bool& got) {
     }
   }
   return true;
+}
+
+// Something wrote on its socket that is not a result frame (user code writing to fd 3, say): it is
+// treated as a crash of the executor, in the chunk it was running. Returns false, as read() does
+// for a dead executor.
+bool ExecutorProcess::stop_for_junk(const std::string& what) {
+  log::warning("fibra agent pid {}: its executor {} (pid {}) sent bytes that are not results ({}); it is stopped",
+               ::getpid(), index_, pid_, what);
+  ::kill(pid_, SIGKILL);
+  return false;
 }
 
 void ExecutorProcess::forget(std::uint64_t chunk) {
@@ -360,16 +365,12 @@ std::optional<std::string> ExecutorProcess::enforce_time_limit(double now, doubl
                 now - watch_since_, h->timeout_s);
   std::string out = report(chunk, false, wire::Status::timed_out, ItemFailure{item, "timeout", text});
   reap(0.5);
-  out_lines_.finish();
-  err_lines_.finish();
   clear_after_death(now);
   return out;
 }
 
 std::string ExecutorProcess::report_death() {
   const int status = reap(0.5);
-  out_lines_.finish();  // what it printed before it died
-  err_lines_.finish();
   const Mailbox& b = box_.get();
   const std::uint64_t died_in = b.chunk.load(std::memory_order_acquire);
   const std::uint32_t item = b.item.load(std::memory_order_relaxed);
@@ -412,10 +413,9 @@ bool ExecutorProcess::exited() {
 }
 
 int ExecutorProcess::reap(double grace) {
-  if (reaped_) return reaped_status_;
-  int status = 0;
+  int status = reaped_status_;
   const double end = mpi::now_s() + grace;
-  for (;;) {
+  while (!reaped_) {
     const pid_t r = ::waitpid(pid_, &status, WNOHANG);
     if (r == pid_ || (r < 0 && errno != EINTR)) break;
     if (mpi::now_s() > end) {
@@ -425,6 +425,10 @@ int ExecutorProcess::reap(double grace) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  reaped_ = true;
+  reaped_status_ = status;
+  out_lines_.finish();  // what it printed before it ended
+  err_lines_.finish();
   return status;
 }
 
@@ -436,8 +440,6 @@ void ExecutorProcess::stop(double grace) {
   if (pid_ <= 0) return;
   begin_stop();
   reap(grace);
-  out_lines_.finish();
-  err_lines_.finish();
   pid_ = -1;
   sock_.reset();
 }

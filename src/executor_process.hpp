@@ -86,9 +86,6 @@ class ExecutorProcess {
   /// Starts it again after a death, once its back-off (for crash loops) has passed.
   void start_if_due(double now);
   bool running() const { return pid_ > 0; }
-  /// Whether its process has ended (reaped now), even if something it started still holds its
-  /// socket open (a grandchild would keep the end of file from coming).
-  bool exited();
   /// It has started and waits for work (it said so with an empty frame).
   bool ready() const { return ready_; }
   /// Ready, or it died before it got there: either way the agent need not wait for it to say hello
@@ -98,14 +95,16 @@ class ExecutorProcess {
   int socket() const { return sock_.get(); }
   /// Chunks given and not reported back: how busy it is.
   std::size_t load() const { return held_.size(); }
+  /// Running with chunks to do: results may come from it.
+  bool holds_work() const { return running() && load() > 0; }
   bool wants_to_write() const { return !out_.empty(); }
 
   /// Queues a batch as it came from the driver; it is written as the socket takes it.
   void give(std::string batch);
   /// Writes queued batches, framed by their length; true if it wrote anything.
   bool write();
-  /// Reads result frames; each complete one goes to `frames`. Returns false when the socket
-  /// reached its end or failed: the executor is gone (call report_death).
+  /// Reads result frames; each complete one goes to `frames`. Returns false when the executor is
+  /// gone (its socket ended, its process ended, or it wrote what is not results): call report_death.
   bool read(std::vector<std::string>& frames, bool& got);
   /// Kills the executor when the item it is on has run past its chunk's time limit, or when it
   /// holds work but has been in no task for `stuck_s`; returns the report of its chunks then.
@@ -131,7 +130,13 @@ class ExecutorProcess {
     std::string body;      // the batch as it came from the driver
     std::size_t done = 0;  // bytes of prefix and body written
   };
+  /// Waits up to `grace` for the process to end (then SIGKILL) and relays the rest of its output;
+  /// returns its wait status.
   int reap(double grace);
+  /// Whether its process has ended (reaped now), even if something it started still holds its
+  /// socket open (a grandchild would keep the end of file from coming).
+  bool exited();
+  bool stop_for_junk(const std::string& what);
   void forget(std::uint64_t chunk);
   const Held* find(std::uint64_t chunk) const;
   std::string report(std::uint64_t guilty_chunk, bool blame_first, wire::Status guilty_status, const ItemFailure& f);
@@ -150,7 +155,7 @@ class ExecutorProcess {
   std::string in_;
   std::size_t in_done_ = 0;
   bool ready_ = false;
-  bool reaped_ = false;  // exited() reaped it; its wait status:
+  bool reaped_ = false;  // exited() or reap() reaped it; its wait status:
   int reaped_status_ = 0;
   int idle_deaths_ = 0;       // deaths outside a chunk since the last result
   double restart_at_ = 0;     // after a death: when to start again

@@ -24,4 +24,12 @@ void reserve_large(std::string& s, std::size_t n) {
   advise_large(s.data() + s.size(), s.capacity() - s.size());
 }
 
+void resize_large(std::string& s, std::size_t n) {
+  if (n >= large_buffer && s.capacity() < n) {
+    std::string().swap(s);
+    reserve_large(s, n);
+  }
+  s.resize(n);
+}
+
 }  // namespace fibra::detail

@@ -47,11 +47,7 @@ bool try_recv(MPI_Comm comm, Message& m) {
   check(MPI_Get_count(&st, MPI_BYTE, &n), "MPI_Get_count");
   m.source = st.MPI_SOURCE;
   m.tag = st.MPI_TAG;
-  if (static_cast<std::size_t>(n) >= detail::large_buffer) {
-    std::string().swap(m.data);
-    detail::reserve_large(m.data, static_cast<std::size_t>(n));
-  }
-  m.data.resize(static_cast<std::size_t>(n));
+  detail::resize_large(m.data, static_cast<std::size_t>(n));
   check(MPI_Recv(m.data.data(), n, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comm, MPI_STATUS_IGNORE), "MPI_Recv");
   return true;
 }

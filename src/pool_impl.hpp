@@ -156,7 +156,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
 
   std::string closed_reason() const override {
     std::lock_guard lk(mu_);
-    return closed_reason_.empty() ? "was closed" : closed_reason_;
+    return closed_reason_;
   }
 
   bool closed() const override {
@@ -255,7 +255,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::exception_ptr spawn_error_;  // the last failed spawn (resize() reports it)
   PoolStats stats_;  // guarded by mu_
   bool kicked_ = false, closed_ = false, stopping_ = false, stopped_ = false;
-  std::string closed_reason_;  // "was closed (Pool::close())", ...: said by later calls
+  std::string closed_reason_ = "was closed";  // "was closed (Pool::close())", ...: said by later calls
   std::exception_ptr broken_;
 };
 

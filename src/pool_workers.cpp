@@ -41,7 +41,7 @@ int universe_size() {
 void PoolImpl::resize(int n) {
   if (n < 1) throw ConfigError("fibra: Pool::resize(" + std::to_string(n) + "): a pool needs at least 1 worker");
   std::unique_lock lk(mu_);
-  if (closed_) throw PoolClosed("fibra: resize() on a pool that " + (closed_reason_.empty() ? "was closed" : closed_reason_));
+  if (closed_) throw PoolClosed("fibra: resize() on a pool that " + closed_reason_);
   target_ = n;
   spawn_error_ = nullptr;
   next_spawn_ = 0;

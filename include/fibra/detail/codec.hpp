@@ -52,6 +52,9 @@ inline constexpr std::size_t large_buffer = std::size_t(4) << 20;
 void advise_large(const void* p, std::size_t n) noexcept;
 /// s.reserve(n), asking for huge pages before the new memory is touched.
 void reserve_large(std::string& s, std::size_t n);
+/// Makes `s` hold n bytes to be overwritten (what it held is dropped): a large buffer too small for
+/// them is replaced by a fresh one with huge pages, rather than grown by copying what it held.
+void resize_large(std::string& s, std::size_t n);
 
 /// Appends bytes to a buffer. A writer for a digest (`for_digest`) writes padding bytes as zeros,
 /// so that equal values always give equal bytes; a writer for messages copies objects as they are.
