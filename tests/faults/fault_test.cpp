@@ -532,31 +532,36 @@ TEST_F(Faults, AnExecutorThatCrashesWhileItsChildHoldsItsSocketIsStillSeenDead) 
 }
 
 // Agents that run several workers (executors) each: PoolOptions::workers_per_agent.
+
+// The processes that ran a map of `in`, item by item: executors (pids) and agents (their parents).
+// Every value is checked.
+struct Processes {
+  std::set<int> executors, agents;
+};
+Processes who_ran(fibra::Pool& pool, const std::vector<Item>& in) {
+  Processes p;
+  auto r = pool.map(work, in, {.chunksize = 1});
+  for (int i = 0; i < int(in.size()); ++i) {
+    EXPECT_EQ(r[i].value, long(i) * i) << i;
+    p.executors.insert(r[i].pid);
+    p.agents.insert(r[i].ppid);
+  }
+  return p;
+}
+
 TEST_F(Faults, AgentsRunSeveralWorkersEachAndAllOfThemWork) {
   fibra::Pool pool(6, {.workers_per_agent = 3});
   EXPECT_EQ(pool.size(), 6);
-  std::set<int> executors, agents;
-  auto r = pool.map(work, items(1200), {.chunksize = 1});
-  for (int i = 0; i < 1200; ++i) {
-    ASSERT_EQ(r[i].value, long(i) * i) << i;
-    executors.insert(r[i].pid);
-    agents.insert(r[i].ppid);
-  }
-  EXPECT_EQ(agents.size(), 2u) << "6 workers, 3 per agent";
-  EXPECT_EQ(executors.size(), 6u) << "every worker took part";
+  const Processes p = who_ran(pool, items(1200));
+  EXPECT_EQ(p.agents.size(), 2u) << "6 workers, 3 per agent";
+  EXPECT_EQ(p.executors.size(), 6u) << "every worker took part";
 }
 
 TEST_F(Faults, AutomaticAgentsSpreadTenWorkersOverFour) {
   fibra::Pool pool(10);
-  std::set<int> executors, agents;
-  auto r = pool.map(work, items(2000), {.chunksize = 1});
-  for (int i = 0; i < 2000; ++i) {
-    ASSERT_EQ(r[i].value, long(i) * i) << i;
-    executors.insert(r[i].pid);
-    agents.insert(r[i].ppid);
-  }
-  EXPECT_EQ(agents.size(), 4u) << "ceil(10 / 4) = 3 per agent: agents of 3, 3, 3 and 1";
-  EXPECT_EQ(executors.size(), 10u);
+  const Processes p = who_ran(pool, items(2000));
+  EXPECT_EQ(p.agents.size(), 4u) << "ceil(10 / 4) = 3 per agent: agents of 3, 3, 3 and 1";
+  EXPECT_EQ(p.executors.size(), 10u);
 }
 
 TEST_F(Faults, AnExecutorKilledInASharedAgentCostsOnlyItsOwnChunks) {
@@ -573,14 +578,10 @@ TEST_F(Faults, ASharedAgentKilledMidMapCostsItsWorkersChunksAndIsReplaced) {
     ASSERT_EQ(::kill(victim, SIGKILL), 0);
   });
   EXPECT_EQ(pool.stats().workers_lost, 1u);
-  std::set<int> agents, executors;
-  for (auto& o : pool.map(work, items(800), {.chunksize = 1})) {
-    agents.insert(o.ppid);
-    executors.insert(o.pid);
-  }
-  EXPECT_EQ(agents.count(victim), 0u);
-  EXPECT_EQ(agents.size(), 2u) << "the lost agent was not replaced";
-  EXPECT_EQ(executors.size(), 4u) << "the replacement runs 2 workers again";
+  const Processes p = who_ran(pool, items(800));
+  EXPECT_EQ(p.agents.count(victim), 0u);
+  EXPECT_EQ(p.agents.size(), 2u) << "the lost agent was not replaced";
+  EXPECT_EQ(p.executors.size(), 4u) << "the replacement runs 2 workers again";
 }
 
 TEST_F(Faults, AHangingTaskInASharedAgentTimesOutWhileItsNeighbourWorks) {
