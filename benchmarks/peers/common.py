@@ -1,0 +1,309 @@
+"""What every peer program shares: flags, rows, the task functions and the timed loops that do not
+depend on the executor. The contract (flags, metric names) is benchmarks/README.md.
+
+A peer adapts its executor to three calls and hands it to the loops here:
+
+    map(fn, items, chunksize=None) -> list    results in order; chunksize None: the system's default
+    submit(fn, *args) -> handle               starts one task
+    get(handle) -> value                      waits for its result
+
+Task functions live in this module so that every system's workers import them by name.
+"""
+import argparse
+import math
+import os
+import platform
+import signal
+import statistics
+import sys
+import time
+
+# ---- task functions (module level: pickled by reference) ----
+
+
+def sleep_us(us):
+    """Sleeps `us` microseconds and returns it (B1)."""
+    time.sleep(us / 1e6)
+    return us
+
+
+def noop(x):
+    """Returns its argument (B2)."""
+    return x
+
+
+def echo(a):
+    """Returns its argument (B6)."""
+    return a
+
+
+def b3_task(i, ms, segv_at=-1, marker=""):
+    """Sleeps `ms` and returns (i, pid). The task `segv_at` segfaults its process the first time it
+    runs (the first to create `marker` does it), as fibra's B3 does."""
+    if i == segv_at and marker:
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            os.kill(os.getpid(), signal.SIGSEGV)
+            time.sleep(10)  # the signal is on its way
+        except FileExistsError:
+            pass
+    time.sleep(ms / 1000.0)
+    return (i, os.getpid())
+
+
+# ---- flags and rows ----
+
+DEFAULTS = {
+    "b1": dict(workers=5, durations_ms="1,10,100,1000", modes="map,seq", repeats=1, scale=1.0),
+    "b2": dict(workers=2, map_tasks=10_000_000, async_tasks=200_000, roundtrips=2000, repeats=1,
+               chunksizes="1000,10000,100000"),
+    "b3": dict(workers=4, tasks=4000, task_ms=5, repeats=1, faults="none,executor_kill,segfault_once,agent_kill"),
+    "b5": dict(workers="1,4,16,64", idle_seconds=10),
+    "b6": dict(bytes=64 * 1024 * 1024, repeats=5, workers=1),
+}
+
+
+def fail(what):
+    """A wrong result or bad flags: a message and exit status 1, never a row."""
+    print(f"peer: {what}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def parse(argv, extra=None):
+    """Parses `<bench> [flags]` with the flags of benchmarks/README.md; returns the namespace with
+    `bench` set and comma lists split. `extra` is {bench: {flag: default}} a peer adds."""
+    if not argv or argv[0] not in DEFAULTS:
+        fail(f"usage: {os.path.basename(sys.argv[0])} {{{'|'.join(DEFAULTS)}}} [flags] (see benchmarks/README.md)")
+    bench = argv[0]
+    p = argparse.ArgumentParser(prog=f"{os.path.basename(sys.argv[0])} {bench}")
+    for k, v in {**DEFAULTS[bench], **(extra or {}).get(bench, {})}.items():
+        p.add_argument("--" + k.replace("_", "-"), type=type(v), default=v)
+    a = p.parse_args(argv[1:])
+    a.bench = bench
+    if bench == "b1":
+        a.durations = [float(d) for d in a.durations_ms.split(",") if d]
+        a.modes = [m for m in a.modes.split(",") if m]
+        if any(m not in ("map", "seq") for m in a.modes):
+            fail("unknown mode (modes are map and seq)")
+        if any(d <= 0 for d in a.durations) or a.scale <= 0:
+            fail("durations and --scale must be positive")
+    if bench == "b2":
+        a.chunksizes = [int(c) for c in a.chunksizes.split(",") if c]
+    if bench == "b3":
+        a.faults = [f for f in a.faults.split(",") if f]
+    if bench == "b5":
+        a.workers = [int(n) for n in a.workers.split(",") if n]
+    if bench == "b6" and (a.bytes <= 0 or a.bytes % 8):
+        fail("--bytes must be a positive multiple of 8")
+    if getattr(a, "repeats", 1) < 1:
+        fail("--repeats must be at least 1")
+    return a
+
+
+def memory_gib():
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
+
+
+def header(system, details):
+    """The `#` line naming what ran, then the CSV header."""
+    print(f"# {system}, python {platform.python_version()}, {os.cpu_count()} hardware threads, "
+          f"{memory_gib():.0f} GiB, {details}")
+    print("benchmark,metric,value,unit", flush=True)
+
+
+def note(text):
+    """A `#` line: something capped, skipped or impossible."""
+    print(f"# {text}", flush=True)
+
+
+def row(bench, metric, value, unit):
+    """One CSV row; floats to 6 significant digits (whole numbers from 100,000 up), nan as nan."""
+    if isinstance(value, float) and math.isfinite(value):
+        text = f"{value:.0f}" if abs(value) >= 1e5 else f"{value:.6g}"
+    else:
+        text = str(value)
+    print(f"{bench},{metric},{text},{unit}", flush=True)
+
+
+def size_name(nbytes):
+    return f"{nbytes // 2**20}mib" if nbytes % 2**20 == 0 else f"{nbytes}b"
+
+
+# ---- B1 ----
+
+
+def b1_task_count(workers, scale, dur_ms):
+    return max(1, round(workers * scale * 1000.0 / dur_ms))
+
+
+def b1(ex, a):
+    """B1 on executor `ex` with a.workers workers: warm-up, then the series repeat by repeat."""
+    def run(mode, tasks, series):
+        t = time.perf_counter()
+        if mode == "map":
+            out = ex.map(sleep_us, tasks)
+        else:
+            out = []
+            for i in range(0, len(tasks), a.workers):
+                handles = [ex.submit(sleep_us, x) for x in tasks[i:i + a.workers]]
+                out.extend(ex.get(h) for h in handles)
+        s = time.perf_counter() - t
+        if list(out) != tasks:
+            fail(f"b1 {series} returned wrong results")
+        return s
+
+    warm = [1000] * (a.workers * 4)
+    run("map", warm, "warm-up map")
+    run("seq", warm, "warm-up seq")
+    wall = {}
+    for _ in range(a.repeats):
+        for d in a.durations:
+            tasks = [round(d * 1000)] * b1_task_count(a.workers, a.scale, d)
+            for m in a.modes:
+                wall.setdefault((m, d), []).append(run(m, tasks, f"{m}_{d:g}ms"))
+    for d in a.durations:
+        ideal = math.ceil(b1_task_count(a.workers, a.scale, d) / a.workers) * d / 1000.0
+        for m in a.modes:
+            w = statistics.median(wall[(m, d)])
+            row("b1", f"{m}_{d:g}ms_wall", w, "s")
+            row("b1", f"{m}_{d:g}ms_ratio", w / ideal, "x")
+
+
+def b1_counts(a):
+    return ", ".join(f"{b1_task_count(a.workers, a.scale, d)} x {d:g}ms" for d in a.durations)
+
+
+# ---- B2 ----
+
+
+def b2(ex, a, map_tasks=None, async_tasks=None, roundtrips=None):
+    """B2 on `ex`. The counts default to the flags; a peer whose per-task cost would make them take
+    minutes passes smaller ones (and says so with note())."""
+    map_tasks = map_tasks or a.map_tasks
+    async_tasks = async_tasks or a.async_tasks
+    roundtrips = roundtrips or a.roundtrips
+
+    def timed_map(n, chunksize):
+        items = list(range(n))
+        t = time.perf_counter()
+        out = ex.map(noop, items, chunksize)
+        s = time.perf_counter() - t
+        if list(out) != items:
+            fail(f"b2 map (chunksize {chunksize}) returned wrong results")
+        return n / s
+
+    ex.map(noop, list(range(a.workers * 4)))  # warm-up
+    default_rate, best_rate, best_chunk, async_rate, rtt = [], [], [], [], []
+    for _ in range(a.repeats):
+        default_rate.append(timed_map(map_tasks, None))
+        tried = [(timed_map(a.map_tasks, c), c) for c in a.chunksizes]
+        rate, chunk = max(tried + [(default_rate[-1], 0)])
+        best_rate.append(rate)
+        best_chunk.append(chunk)
+
+        t = time.perf_counter()
+        handles = [ex.submit(noop, i) for i in range(async_tasks)]
+        out = [ex.get(h) for h in handles]
+        async_rate.append(async_tasks / (time.perf_counter() - t))
+        if out != list(range(async_tasks)):
+            fail("b2 submitted no-ops returned wrong results")
+
+        trips = []
+        for i in range(roundtrips):
+            t = time.perf_counter()
+            v = ex.get(ex.submit(noop, i))
+            trips.append(time.perf_counter() - t)
+            if v != i:
+                fail("b2 round trip returned a wrong result")
+        rtt.append(statistics.median(trips) * 1e6)
+    row("b2", "map_noop_tasks_per_s", statistics.median(default_rate), "tasks/s")
+    row("b2", "map_noop_best_tasks_per_s", statistics.median(best_rate), "tasks/s")
+    row("b2", "map_noop_best_chunksize", best_chunk[best_rate.index(max(best_rate))], "tasks")
+    row("b2", "apply_async_noop_tasks_per_s", statistics.median(async_rate), "tasks/s")
+    row("b2", "roundtrip_us", statistics.median(rtt), "us")
+
+
+# ---- B3 ----
+
+
+def b3_tally(results, tasks):
+    """(lost, duplicated, wrong) of a list of (i, pid) results for inputs 0..tasks-1."""
+    seen = {}
+    for i, _pid in results:
+        seen[i] = seen.get(i, 0) + 1
+    lost = sum(1 for i in range(tasks) if i not in seen)
+    dup = sum(c - 1 for c in seen.values())
+    wrong = sum(1 for i in seen if not 0 <= i < tasks)
+    return lost, dup, wrong
+
+
+def b3_rows(fault, recovered, wall=math.nan, base=math.nan, lost=math.nan, dup=math.nan):
+    row("b3", f"{fault}_recovered", 1 if recovered else 0, "bool")
+    row("b3", f"{fault}_wall_s", wall if recovered else math.nan, "s")
+    row("b3", f"{fault}_excess_s", wall - base if recovered else math.nan, "s")
+    row("b3", f"{fault}_lost", lost, "results")
+    row("b3", f"{fault}_duplicated", dup, "results")
+
+
+# ---- B5 ----
+
+
+def tree_cpu_seconds(root=None):
+    """CPU seconds (user + system) used so far by `root` (this process) and all its descendants
+    alive now, and how many processes that is."""
+    root = root or os.getpid()
+    parent, cpu = {}, {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(name)] = int(fields[1])
+        cpu[int(name)] = (int(fields[11]) + int(fields[12])) / tick
+    total, procs = 0.0, 0
+    for pid in cpu:
+        p = pid
+        while p > 1 and p != root:
+            p = parent.get(p, 0)
+        if p == root:
+            total += cpu[pid]
+            procs += 1
+    return total, procs
+
+
+def b5_idle(n, seconds):
+    """Measures and prints the idle CPU of this process tree over `seconds` (after 1 s of calm)."""
+    if seconds <= 0:
+        return
+    time.sleep(1)
+    before, _ = tree_cpu_seconds()
+    time.sleep(seconds)
+    after, procs = tree_cpu_seconds()
+    note(f"idle {n} workers: {procs} processes over {seconds} s")
+    row("b5", f"idle_{n}_workers_cpu_percent", 100.0 * (after - before) / seconds, "%")
+
+
+# ---- B6 ----
+
+
+def b6(ex, a):
+    """B6 on `ex`: one warm-up trip, then a.repeats timed trips of a float64 array, each checked."""
+    import numpy
+    v = numpy.arange(a.bytes // 8, dtype=numpy.float64) * 0.5
+    trips = []
+    for k in range(a.repeats + 1):
+        t = time.perf_counter()
+        back = ex.get(ex.submit(echo, v))
+        s = time.perf_counter() - t
+        if not (isinstance(back, numpy.ndarray) and back.dtype == v.dtype and numpy.array_equal(back, v)):
+            fail("b6 echo returned an array that differs from the one sent")
+        if k:
+            trips.append(s)
+    med = statistics.median(trips)
+    name = size_name(a.bytes)
+    row("b6", f"payload_{name}_roundtrip_s", med, "s")
+    row("b6", f"payload_{name}_bandwidth", 2 * a.bytes / 2**20 / med, "MiB/s")
