@@ -5,12 +5,17 @@
 // fault to the driver seeing it and to the retry being handed out, and lost/duplicated results.
 //
 //   b3_recovery [--workers 4] [--tasks 4000] [--task-ms 5] [--chunksize 0] [--repeats 3]
+//
+// Prints CSV: benchmark,metric,value,unit, with the rows of benchmarks/README.md: b3,<f>_recovered,
+// _wall_s, _excess_s, _lost, _duplicated, _detect_s, _resubmit_s for f in none, executor_kill,
+// segfault_once, agent_kill. A run whose results come back wrong exits with status 1.
 #include <fcntl.h>
 #include <fibra/fibra.hpp>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -59,10 +64,10 @@ namespace {
 enum class Fault { none, executor_kill, segv_once, agent_kill };
 const char* name(Fault f) {
   switch (f) {
-    case Fault::none: return "no fault";
-    case Fault::executor_kill: return "executor SIGKILL at 30%";
-    case Fault::segv_once: return "task segfaults once";
-    case Fault::agent_kill: return "agent SIGKILL at 60%";
+    case Fault::none: return "none";
+    case Fault::executor_kill: return "executor_kill";
+    case Fault::segv_once: return "segfault_once";
+    case Fault::agent_kill: return "agent_kill";
   }
   return "?";
 }
@@ -70,6 +75,7 @@ const char* name(Fault f) {
 struct Outcome {
   double wall = 0, to_detect = -1, to_retry = -1;
   long lost = 0, duplicated = 0, wrong = 0;
+  std::string failed;  // the error that ended the run, if it did not finish
 };
 
 Outcome run_once(Fault fault, int workers, int tasks, int ms, long chunksize, int run) {
@@ -117,33 +123,61 @@ int main(int argc, char** argv) {
   const int ms = static_cast<int>(bench::arg(argc, argv, "--task-ms", 5));
   const long chunksize = bench::arg(argc, argv, "--chunksize", 0);
   const int repeats = static_cast<int>(bench::arg(argc, argv, "--repeats", 3));
-  const long chunk = chunksize > 0 ? chunksize : std::max<long>(1, (tasks + 4L * workers - 1) / (4L * workers));
-  std::printf("B3 recovery: %d workers, %d tasks of %d ms, chunk of %ld tasks (%.0f ms), %d repeats, host %s, %u cores\n",
-              workers, tasks, ms, chunk, double(chunk) * ms, repeats, fibra::Runtime::host(),
-              std::thread::hardware_concurrency());
+  std::printf("# fibra %s, %u hardware threads, %.0f GiB, %d workers, %d tasks of %d ms, chunk size %s, "
+              "medians of %d repeats\n",
+              fibra::version, std::thread::hardware_concurrency(), bench::memory_gib(), workers, tasks, ms,
+              chunksize > 0 ? std::to_string(chunksize).c_str() : "automatic", repeats);
+  std::printf("benchmark,metric,value,unit\n");
+  std::fflush(stdout);
   const Fault faults[] = {Fault::none, Fault::executor_kill, Fault::segv_once, Fault::agent_kill};
   std::vector<std::vector<Outcome>> all(4);
   for (int r = 0; r < repeats; ++r)
-    for (int k = 0; k < 4; ++k) all[k].push_back(run_once(faults[k], workers, tasks, ms, chunksize, ::getpid() * 10 + k));
-  std::printf("%-26s %9s %9s %11s %11s %5s %5s %5s\n", "run", "wall s", "excess s", "detect s", "resubmit s", "lost",
-              "dup", "wrong");
+    for (int k = 0; k < 4; ++k) {
+      const int run = ::getpid() * 10 + k;
+      try {
+        all[k].push_back(run_once(faults[k], workers, tasks, ms, chunksize, run));
+      } catch (const std::exception& e) {
+        std::filesystem::remove_all(marker(run));
+        Outcome o;
+        o.failed = e.what();
+        all[k].push_back(o);
+      }
+    }
+  auto med = [](const std::vector<double>& v) { return v.empty() ? std::nan("") : bench::median(v); };
   for (int k = 0; k < 4; ++k) {
     std::vector<double> wall, excess, detect, retry;
     long lost = 0, dup = 0, wrong = 0;
+    bool recovered = true;
     for (int r = 0; r < repeats; ++r) {
       const Outcome& o = all[k][r];
+      if (!o.failed.empty()) {
+        std::printf("# %s, repeat %d: the run failed: %s\n", name(faults[k]), r + 1, o.failed.c_str());
+        recovered = false;
+        continue;
+      }
       wall.push_back(o.wall);
-      excess.push_back(o.wall - all[0][r].wall);
+      if (all[0][r].failed.empty()) excess.push_back(o.wall - all[0][r].wall);
       if (o.to_detect >= 0) detect.push_back(o.to_detect);
       if (o.to_retry >= 0) retry.push_back(o.to_retry);
       lost += o.lost;
       dup += o.duplicated;
       wrong += o.wrong;
     }
-    auto med = [](const std::vector<double>& v) { return v.empty() ? -1.0 : bench::median(v); };
-    std::printf("%-26s %9.3f %9.3f %11.3f %11.3f %5ld %5ld %5ld\n", name(faults[k]), med(wall),
-                k == 0 ? 0.0 : med(excess), med(detect), med(retry), lost, dup, wrong);
+    if (wrong > 0) {
+      std::fprintf(stderr, "b3: %s: %ld results came back wrong\n", name(faults[k]), wrong);
+      return 1;
+    }
+    recovered = recovered && lost == 0 && dup == 0;
+    const char* f = name(faults[k]);
+    std::printf("b3,%s_recovered,%d,bool\n", f, recovered ? 1 : 0);
+    std::printf("b3,%s_wall_s,%.3f,s\n", f, med(wall));
+    std::printf("b3,%s_excess_s,%.3f,s\n", f, k == 0 ? 0.0 : med(excess));
+    std::printf("b3,%s_lost,%ld,results\n", f, lost);
+    std::printf("b3,%s_duplicated,%ld,results\n", f, dup);
+    if (k > 0) {
+      std::printf("b3,%s_detect_s,%.3f,s\n", f, med(detect));
+      std::printf("b3,%s_resubmit_s,%.3f,s\n", f, med(retry));
+    }
   }
-  std::printf("(medians; detect/resubmit: from the fault to the driver seeing it / handing the chunk out again; -1: none)\n");
   return 0;
 }

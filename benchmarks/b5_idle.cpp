@@ -1,9 +1,11 @@
 // B5 of BENCHMARKS.md (part): start-up time of Pool(n), and the CPU an idle pool uses.
 //
-//   b5_idle [--workers N] [--idle-seconds S]
+//   b5_idle [--workers 1,4,16,64] [--idle-seconds S]
 //
-// CPU is summed over every process running this binary (driver, agents, executors), read from
-// /proc/<pid>/stat before and after the idle period. Prints CSV: benchmark,metric,value,unit.
+// For each n of --workers, one pool after another: the time from Pool(n) to all n workers ready,
+// then (--idle-seconds > 0) the CPU the idle pool uses, summed over every process running this
+// binary (driver, agents, executors) from /proc/<pid>/stat before and after the idle period.
+// Prints CSV: benchmark,metric,value,unit, with the metric names of benchmarks/README.md.
 #include <dirent.h>
 #include <fibra/fibra.hpp>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 int one(int x) { return x; }
 FIBRA_REMOTE(one);
@@ -59,23 +62,41 @@ double cpu_seconds(const std::string& exe, int& procs) {
 
 int main(int argc, char** argv) {
   fibra::Runtime rt(argc, argv);
-  const int workers = static_cast<int>(arg(argc, argv, "--workers", 4));
+  std::vector<int> sizes;
+  for (const auto& n : bench::split_commas(bench::arg_str(argc, argv, "--workers", "4")))
+    sizes.push_back(std::atoi(n.c_str()));
   const int idle = static_cast<int>(arg(argc, argv, "--idle-seconds", 10));
-  std::printf("# fibra %s, %u hardware threads\nbenchmark,metric,value,unit\n", fibra::version,
-              std::thread::hardware_concurrency());
-  auto t = bench::Clock::now();
-  fibra::Pool pool(workers);
-  const double start_s = bench::seconds_since(t);
-  std::printf("startup_%d_workers,seconds,%.3f,s\n", workers, start_s);
-  pool.map(one, std::vector<int>(100, 1), {.chunksize = 1});  // every executor has run
-
+  for (int n : sizes)
+    if (n < 1) {
+      std::fprintf(stderr, "b5: --workers takes positive counts, e.g. 1,4,16,64\n");
+      return 1;
+    }
+  std::printf("# fibra %s, %u hardware threads, %.0f GiB, pools of %s workers, idle %d s\n", fibra::version,
+              std::thread::hardware_concurrency(), bench::memory_gib(),
+              bench::arg_str(argc, argv, "--workers", "4").c_str(), idle);
+  std::printf("benchmark,metric,value,unit\n");
+  std::fflush(stdout);
   const std::string exe = exe_of("self");
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // let the last activity die down
-  int procs = 0;
-  const double before = cpu_seconds(exe, procs);
-  std::this_thread::sleep_for(std::chrono::seconds(idle));
-  const double after = cpu_seconds(exe, procs);
-  std::printf("idle_pool_%d_workers,cpu_percent_of_one_core,%.2f,%% (%d processes over %d s)\n", workers,
-              100.0 * (after - before) / idle, procs, idle);
+  for (int workers : sizes) {
+    auto t = bench::Clock::now();
+    fibra::Pool pool(workers);
+    const double start_s = bench::seconds_since(t);
+    std::printf("b5,startup_%d_workers_s,%.3f,s\n", workers, start_s);
+    std::fflush(stdout);
+    const auto seen = pool.map(one, std::vector<int>(std::size_t(workers) * 4, 1), {.chunksize = 1});
+    if (seen != std::vector<int>(std::size_t(workers) * 4, 1)) {
+      std::fprintf(stderr, "b5: the pool of %d returned wrong results\n", workers);
+      return 1;
+    }
+    if (idle <= 0) continue;
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // let the last activity die down
+    int procs = 0;
+    const double before = cpu_seconds(exe, procs);
+    std::this_thread::sleep_for(std::chrono::seconds(idle));
+    const double after = cpu_seconds(exe, procs);
+    std::printf("# idle %d workers: %d processes over %d s\n", workers, procs, idle);
+    std::printf("b5,idle_%d_workers_cpu_percent,%.2f,%%\n", workers, 100.0 * (after - before) / idle);
+    std::fflush(stdout);
+  }
   return 0;
 }

@@ -1,17 +1,17 @@
 // The raw-MPI floor of BENCHMARKS.md (B2 round trip, B5 spawn, B6 payload): a master and children
 // it spawns with MPI_Comm_spawn, talking with plain MPI_Send/MPI_Recv. No fibra.
 //
-//   raw_mpi [--repeats 5] [--roundtrips 2000] [--bytes 67108864] [--payload-repeats 5] [--spawn 16]
+//   raw_mpi [--repeats 5] [--roundtrips 2000] [--bytes 67108864] [--payload-repeats 5] [--spawn 16[,64...]]
 //
 // Run as a singleton (`./raw_mpi`) or with `mpirun -n 1 ./raw_mpi`. The master spawns copies of its
 // own executable (/proc/self/exe) with the argument --raw-mpi-child; a child echoes every message
 // it gets from the parent's rank 0 until it gets a stop message, then disconnects and finalizes.
 //
-//   roundtrip,latency        8 bytes to one child and back: median of --roundtrips trips per repeat
-//   payload_<size>,roundtrip_s / bandwidth   --bytes of doubles to the child and back (2*bytes/time),
-//                            median of --payload-repeats trips (after one warm-up trip) per repeat
-//   spawn,call_seconds       one MPI_Comm_spawn of --spawn N processes, until it returns
-//   spawn,seconds            the same plus until all N children have answered a ping (0 skips)
+//   b2,roundtrip_us                 8 bytes to one child and back: median of --roundtrips trips per repeat
+//   b6,payload_<size>_roundtrip_s / _bandwidth   --bytes of doubles to the child and back
+//                                   (2*bytes/time), median of --payload-repeats trips after a warm-up
+//   b5,spawn_call_<n>_workers_s     one MPI_Comm_spawn of n processes (each n of --spawn), until it returns
+//   b5,startup_<n>_workers_s        the same plus until all n children have answered a ping (0 skips)
 //
 // Every figure is the median over --repeats. Prints CSV: benchmark,metric,value,unit.
 #include <mpi.h>
@@ -177,45 +177,48 @@ int main(int argc, char** argv) {
   const long trips = arg(argc, argv, "--roundtrips", 2000);
   const long bytes = arg(argc, argv, "--bytes", 64L * 1024 * 1024);
   const long payload_trips = arg(argc, argv, "--payload-repeats", 5);
-  const int spawn_n = int(arg(argc, argv, "--spawn", 16));
+  std::vector<int> spawn_ns;  // empty or "0": no spawn test
+  for (const auto& n : bench::split_commas(bench::arg_str(argc, argv, "--spawn", "16")))
+    if (std::atoi(n.c_str()) > 0) spawn_ns.push_back(std::atoi(n.c_str()));
   if (bytes < 8 || bytes % 8 != 0 || bytes > 2147483640L || repeats < 1 || trips < 1 || payload_trips < 1) {
     std::fprintf(stderr, "raw_mpi: --bytes must be a multiple of 8 below 2 GiB; counts at least 1\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
 
   std::printf("# raw MPI (plain MPI_Send/MPI_Recv to spawned children, no fibra), %u hardware threads, "
-              "%.0f GiB, %d repeats: %ld round trips of 8 bytes, %ld trips of %ld bytes, spawn of %d\n",
+              "%.0f GiB, %d repeats: %ld round trips of 8 bytes, %ld trips of %ld bytes, spawn of %s\n",
               std::thread::hardware_concurrency(), bench::memory_gib(), repeats, trips, payload_trips, bytes,
-              spawn_n);
+              bench::arg_str(argc, argv, "--spawn", "16").c_str());
   std::printf("benchmark,metric,value,unit\n");
   std::fflush(stdout);
 
   std::vector<double> payload(std::size_t(bytes) / sizeof(double));
   for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = double(i) * 0.5;
 
-  std::vector<double> rtt, pay, call, ready;
+  std::vector<double> rtt, pay;
+  std::vector<std::vector<double>> call(spawn_ns.size()), ready(spawn_ns.size());
   for (int r = 0; r < repeats; ++r) {
     // A fresh child per repeat, stopped before the spawn test so that it spins on no core then.
     MPI_Comm child = spawn_children(1);
     rtt.push_back(roundtrip_us(child, trips));
     pay.push_back(payload_seconds(child, payload, payload_trips));
     stop_children(child);
-    if (spawn_n > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the stopped child exit
-      SpawnTimes s = time_spawn(spawn_n);
-      call.push_back(s.call);
-      ready.push_back(s.ready);
+    for (std::size_t k = 0; k < spawn_ns.size(); ++k) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let stopped children exit
+      SpawnTimes s = time_spawn(spawn_ns[k]);
+      call[k].push_back(s.call);
+      ready[k].push_back(s.ready);
     }
   }
 
   const std::string pname = "payload_" + bench::size_name(bytes);
   const double mib = double(bytes) / (1024.0 * 1024.0);
-  std::printf("roundtrip,latency,%.1f,us\n", median(rtt));
-  std::printf("%s,roundtrip_s,%.6f,s\n", pname.c_str(), median(pay));
-  std::printf("%s,bandwidth,%.0f,MiB/s\n", pname.c_str(), 2 * mib / median(pay));
-  if (spawn_n > 0) {
-    std::printf("spawn,call_seconds,%.3f,s\n", median(call));
-    std::printf("spawn,seconds,%.3f,s\n", median(ready));
+  std::printf("b2,roundtrip_us,%.1f,us\n", median(rtt));
+  std::printf("b6,%s_roundtrip_s,%.6f,s\n", pname.c_str(), median(pay));
+  std::printf("b6,%s_bandwidth,%.0f,MiB/s\n", pname.c_str(), 2 * mib / median(pay));
+  for (std::size_t k = 0; k < spawn_ns.size(); ++k) {
+    std::printf("b5,spawn_call_%d_workers_s,%.3f,s\n", spawn_ns[k], median(call[k]));
+    std::printf("b5,startup_%d_workers_s,%.3f,s\n", spawn_ns[k], median(ready[k]));
   }
   MPI_Finalize();
   return 0;
