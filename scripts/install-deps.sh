@@ -15,6 +15,8 @@ packages=(
   libcli11-dev libtomlplusplus-dev libfmt-dev libspdlog-dev
   # tests and benchmarks
   googletest libgtest-dev libbenchmark-dev
+  # the benchmark suite's peers and plots (benchmarks/run.sh; Debian's /usr/bin/python3)
+  python3-mpi4py python3-distributed python3-ipyparallel python3-matplotlib
   # the local Slurm cluster the Slurm tests run against (slurm/local-cluster.sh)
   slurmctld slurmd slurm-client
 )

@@ -1,0 +1,282 @@
+"""The suite's report: PNG plots and the Markdown results table from the summarized samples.
+
+summary: {(bench, system, metric): dict(median, min, max, n, unit)}, as benchmarks/suite.py makes it.
+Every figure in the table is a median over the suite's repetitions; the CSVs keep every sample.
+"""
+import math
+import os
+import re
+import shutil
+
+SYSTEMS = ["fibra", "raw_mpi", "multiprocessing", "mpi4py_futures", "dask", "ipyparallel"]
+PEERS = ["multiprocessing", "mpi4py_futures", "dask", "ipyparallel"]
+LABEL = {"fibra": "fibra", "raw_mpi": "raw MPI", "multiprocessing": "multiprocessing",
+         "mpi4py_futures": "mpi4py.futures", "dask": "Dask", "ipyparallel": "IPyParallel"}
+COLOR = {"fibra": "#d62728", "raw_mpi": "#7f7f7f", "multiprocessing": "#1f77b4", "mpi4py_futures": "#2ca02c",
+         "dask": "#ff7f0e", "ipyparallel": "#9467bd"}
+TITLES = {"b1": "B1 framework overhead (Fiber's test)", "b2": "B2 throughput of tiny tasks",
+          "b3": "B3 recovery from failures", "b5": "B5 start-up and idle CPU", "b6": "B6 large payloads"}
+FAULTS = ["none", "executor_kill", "segfault_once", "agent_kill"]
+FAULT_LABEL = {"none": "no fault", "executor_kill": "executor SIGKILL at 30%",
+               "segfault_once": "a task segfaults once", "agent_kill": "supervisor SIGKILL at 60%"}
+
+
+def machine_line(m):
+    """The machine and versions in one line (the CSVs' first line, the table's first sentence)."""
+    v = m["versions"]
+    return (f"{m['cores']} cores, {m['memory_gib']:.0f} GiB, Debian {m['debian']}, Linux {m['kernel']}, "
+            f"{m['open_mpi']}, Python {m['python']}, mpi4py {v['mpi4py']}, Dask {v['distributed']}, "
+            f"IPyParallel {v['ipyparallel']}; fibra {m['fibra_commit']}; {m['date_utc']}; load average "
+            f"{m['load_before'][0]:.2f} before, {m.get('load_after', ['?'])[0]} after")
+
+
+def _get(summary, b, s, metric):
+    v = summary.get((b, s, metric))
+    return v["median"] if v and v["n"] else math.nan
+
+
+def _metrics(summary, b, pattern):
+    """The metrics of benchmark `b` matching `pattern`, with its groups, sorted by number."""
+    found = {}
+    for (bench, _s, metric) in summary:
+        m = re.fullmatch(pattern, metric)
+        if bench == b and m:
+            found[metric] = m.groups()
+    return sorted(found.items(), key=lambda kv: [float(g) if re.fullmatch(r"[\d.]+", g) else g for g in kv[1]])
+
+
+def _num(x, unit=""):
+    if x is None or not math.isfinite(x):
+        return "-"
+    if abs(x) >= 1e6:
+        return f"{x / 1e6:.3g} M"
+    if abs(x) >= 1e4:
+        return f"{x / 1e3:.3g} k"
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    return f"{x:.3g}"
+
+
+# ---- the figures of the table: (metric, label, better) per benchmark ----
+
+def figures(summary, b):
+    out = []
+    if b == "b1":
+        for mode in ("map", "seq"):
+            for metric, (d,) in _metrics(summary, b, mode + r"_([\d.]+)ms_ratio"):
+                out.append((metric, f"`{mode}`, {d} ms tasks: wall time / ideal", "lower"))
+    elif b == "b2":
+        out += [("map_noop_tasks_per_s", "`map` of no-ops, default chunk size: tasks/s", "higher"),
+                ("map_noop_best_tasks_per_s", "`map` of no-ops, best chunk size tried: tasks/s", "higher"),
+                ("apply_async_noop_tasks_per_s", "`apply_async` of no-ops, all submitted first: tasks/s", "higher"),
+                ("roundtrip_us", "one call's round trip: us", "lower")]
+    elif b == "b3":
+        for f in FAULTS:
+            if any(k[0] == b and k[2] == f + "_recovered" for k in summary):
+                out.append((f + "_wall_s", f"{FAULT_LABEL[f]}: wall s", "lower"))
+                if f != "none":
+                    out.append((f + "_excess_s", f"{FAULT_LABEL[f]}: excess over no fault, s", "lower"))
+                out.append((f + "_lost", f"{FAULT_LABEL[f]}: results lost / duplicated", "lower"))
+    elif b == "b5":
+        for metric, (n,) in _metrics(summary, b, r"startup_(\d+)_workers_s"):
+            out.append((metric, f"start-up of {n} worker{'s' if n != '1' else ''}: s", "lower"))
+        for metric, (n,) in _metrics(summary, b, r"idle_(\d+)_workers_cpu_percent"):
+            out.append((metric, f"idle CPU of {n} worker{'s' if n != '1' else ''}: % of one core", "lower"))
+    elif b == "b6":
+        for metric, (size,) in _metrics(summary, b, r"payload_(\w+?)_bandwidth"):
+            out.append((metric, f"{size.replace('mib', ' MiB')} round trip: MiB/s", "higher"))
+            out.append((f"payload_{size}_roundtrip_s", f"{size.replace('mib', ' MiB')} round trip: s", "lower"))
+    return out
+
+
+def _cell(summary, b, s, metric, ran):
+    if b == "b3" and metric.endswith(("_wall_s", "_excess_s", "_lost")):
+        fault = re.sub(r"_(wall_s|excess_s|lost)$", "", metric)
+        rec = summary.get((b, s, fault + "_recovered"))
+        if rec is None:
+            return "-" if ran else "failed"
+        if rec["min"] < 1:
+            times = "every time" if rec["max"] < 1 else f"{round(rec['n'] * (1 - rec['median']))} of {rec['n']} times"
+            return f"did not recover ({times})" if not metric.endswith("_lost") else "-"
+        if metric.endswith("_lost"):
+            lost = summary.get((b, s, fault + "_lost"))
+            dup = summary.get((b, s, fault + "_duplicated"))
+            return f"{_num(lost['max'] if lost else math.nan)} / {_num(dup['max'] if dup else math.nan)}"
+    v = _get(summary, b, s, metric)
+    if not math.isfinite(v):
+        return "failed" if not ran else "-"
+    text = _num(v)
+    if metric == "map_noop_best_tasks_per_s":
+        chunk = _get(summary, b, s, "map_noop_best_chunksize")
+        text += " (automatic)" if chunk == 0 else f" (chunk {chunk:.0f})" if math.isfinite(chunk) else ""
+    return text
+
+
+def _ratio(fibra, other, better):
+    """How many times better fibra is than `other` (above 1: fibra is better)."""
+    if not (math.isfinite(fibra) and math.isfinite(other)) or fibra <= 0 or other <= 0:
+        return math.nan
+    return other / fibra if better == "lower" else fibra / other
+
+
+def table(summary, machine, comments, failures, a, images="plots"):
+    """The Markdown results table, one section per benchmark; `images` is the folder of the plots,
+    relative to where the table is read."""
+    lines = [f"Machine: {machine_line(machine)}. {machine['repeats']} repetition(s) ({machine['mode']} sizes), "
+             "systems alternating; each figure is the median over the repetitions (every sample is in "
+             "`benchmarks/results/*.csv`). Ratios: how many times better fibra is (above 1: fibra is "
+             "better; below 1: worse), against the best peer in that row and against the raw-MPI floor.", ""]
+    failed_pairs = {(b, s) for b, s, _r, _e in failures}
+    for b in a.benches:
+        systems = [s for s in a.systems if any(k[0] == b and k[1] == s for k in summary) or (b, s) in failed_pairs]
+        if not systems:
+            continue
+        lines += [f"### {TITLES[b]}", "", f"![{TITLES[b]}]({images}/{b}.png)", ""]
+        head = ["figure"] + [LABEL[s] for s in systems] + ["fibra vs best peer", "fibra vs raw MPI"]
+        lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        for metric, label, better in figures(summary, b):
+            cells = [_cell(summary, b, s, metric, (b, s) not in failed_pairs or any(
+                k[0] == b and k[1] == s for k in summary)) for s in systems]
+            vs_peer = vs_raw = "-"
+            f = _get(summary, b, "fibra", metric)
+            if b != "b3" or metric.endswith(("_wall_s", "_excess_s")):
+                peers = [(p, _get(summary, b, p, metric)) for p in PEERS if p in systems]
+                if b == "b3":  # a peer that did not recover has no figure to compare
+                    peers = [(p, v) for p, v in peers if _get(summary, b, p, re.sub(r"_(wall_s|excess_s)$",
+                                                                                   "_recovered", metric)) == 1]
+                peers = [(p, v) for p, v in peers if math.isfinite(v) and v > 0]
+                if peers:
+                    best = min(peers, key=lambda pv: pv[1]) if better == "lower" else max(peers, key=lambda pv: pv[1])
+                    r = _ratio(f, best[1], better)
+                    vs_peer = f"{r:.2f}x ({LABEL[best[0]]})" if math.isfinite(r) else "-"
+                r = _ratio(f, _get(summary, b, "raw_mpi", metric), better)
+                vs_raw = f"{r:.2f}x" if math.isfinite(r) else "-"
+            lines.append("| " + " | ".join([label] + cells + [vs_peer, vs_raw]) + " |")
+        notes = [(s, n) for (bench, s), ns in sorted(comments.items()) if bench == b for n in ns[1:]]
+        if notes:
+            lines += ["", "Notes from the programs:", ""] + [f"- {LABEL[s]}: {n}" for s, n in notes]
+        lines.append("")
+    if failures:
+        lines += ["Runs that failed:", ""] + [f"- {b} {LABEL[s]}, repetition {r}: {e}" for b, s, r, e in failures]
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ---- plots ----
+
+def plots(summary, samples, out_dir):
+    """Draws one PNG per benchmark present; returns their paths."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    os.makedirs(out_dir, exist_ok=True)
+    benches = sorted({k[0] for k in summary})
+    made = []
+    for b in benches:
+        systems = [s for s in SYSTEMS if any(k[0] == b and k[1] == s for k in summary)]
+        fig = None
+        if b == "b1":
+            fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+            for ax, mode in zip(axes, ("map", "seq")):
+                ideal = {}
+                for s in systems:
+                    pts = [(float(d), summary[(b, s, m)]) for m, (d,) in _metrics(summary, b, mode + r"_([\d.]+)ms_wall")
+                           if (b, s, m) in summary and summary[(b, s, m)]["n"]]
+                    if not pts:
+                        continue
+                    for d, v in pts:
+                        r = _get(summary, b, s, f"{mode}_{d:g}ms_ratio")
+                        if math.isfinite(r) and r > 0:
+                            ideal[d] = v["median"] / r
+                    xs = [d for d, _ in pts]
+                    ys = [v["median"] for _, v in pts]
+                    err = [[y - v["min"] for y, (_, v) in zip(ys, pts)], [v["max"] - y for y, (_, v) in zip(ys, pts)]]
+                    ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=LABEL[s], color=COLOR[s])
+                if ideal:
+                    xs = sorted(ideal)
+                    ax.plot(xs, [ideal[x] for x in xs], "k--", linewidth=1, label="ideal")
+                ax.set_xscale("log")
+                ax.set_yscale("log")
+                ax.set_xlabel("task duration (ms)")
+                ax.set_title(f"{mode}: 5 worker-seconds of sleeping tasks")
+                ax.grid(True, which="both", alpha=0.3)
+            axes[0].set_ylabel("wall time (s)")
+            axes[1].legend(fontsize=8)
+        elif b in ("b2", "b6", "b3"):
+            panels = {"b2": [("map_noop_tasks_per_s", "map, default chunk (tasks/s)"),
+                             ("map_noop_best_tasks_per_s", "map, best chunk (tasks/s)"),
+                             ("apply_async_noop_tasks_per_s", "apply_async (tasks/s)"),
+                             ("roundtrip_us", "round trip (us)")],
+                      "b6": [(m, m.replace("payload_", "").replace("_bandwidth", "").replace("mib", " MiB")
+                              + " round trip (MiB/s)") for m, _ in _metrics(summary, b, r"payload_(\w+?)_bandwidth")],
+                      "b3": [(f + "_wall_s", FAULT_LABEL[f] + " (wall s)") for f in FAULTS
+                             if any(k[0] == b and k[2] == f + "_wall_s" for k in summary)]}[b]
+            if not panels:
+                continue
+            fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.8), squeeze=False)
+            for ax, (metric, title) in zip(axes[0], panels):
+                xs, ys, lo, hi, colors, names = [], [], [], [], [], []
+                for i, s in enumerate(systems):
+                    v = summary.get((b, s, metric))
+                    names.append(LABEL[s])
+                    if not v or not v["n"]:
+                        ax.text(i, 0, "none" if b != "b3" else "did not\nrecover", ha="center", va="bottom",
+                                fontsize=7, rotation=90, transform=ax.get_xaxis_transform())
+                        continue
+                    xs.append(i)
+                    ys.append(v["median"])
+                    lo.append(v["median"] - v["min"])
+                    hi.append(v["max"] - v["median"])
+                    colors.append(COLOR[s])
+                ax.bar(xs, ys, yerr=[lo, hi], color=colors, capsize=3)
+                ax.set_xticks(range(len(names)))
+                ax.set_xticklabels(names, rotation=40, ha="right", fontsize=8)
+                if b == "b2":
+                    ax.set_yscale("log")
+                ax.set_title(title, fontsize=9)
+                ax.grid(True, axis="y", alpha=0.3)
+        elif b == "b5":
+            fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+            for ax, pattern, ylabel in ((axes[0], r"startup_(\d+)_workers_s", "start-up (s)"),
+                                        (axes[1], r"idle_(\d+)_workers_cpu_percent", "idle CPU (% of one core)")):
+                for s in systems:
+                    pts = [(int(n), summary[(b, s, m)]["median"]) for m, (n,) in _metrics(summary, b, pattern)
+                           if (b, s, m) in summary and summary[(b, s, m)]["n"]]
+                    if pts:
+                        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABEL[s], color=COLOR[s])
+                ax.set_xscale("log", base=2)
+                ax.set_xlabel("workers")
+                ax.set_ylabel(ylabel)
+                ax.grid(True, which="both", alpha=0.3)
+            axes[0].set_yscale("log")
+            axes[0].set_title("time from creating the pool to all workers ready")
+            axes[1].set_title("CPU of an idle pool, all its processes")
+            axes[0].legend(fontsize=8)
+        if fig is None:
+            continue
+        fig.suptitle(TITLES[b], fontsize=11)
+        fig.tight_layout()
+        path = os.path.join(out_dir, f"{b}.png")
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        made.append(path)
+    return made
+
+
+def update_docs(root, table_md, plot_paths):  # table_md made with images="benchmarks"
+    """Copies the plots to docs/benchmarks/ and puts the table between the markers of
+    docs/benchmarks.md (appending a section with the markers if they are missing)."""
+    img_dir = os.path.join(root, "docs", "benchmarks")
+    os.makedirs(img_dir, exist_ok=True)
+    for p in plot_paths:
+        shutil.copy(p, os.path.join(img_dir, os.path.basename(p)))
+    doc = os.path.join(root, "docs", "benchmarks.md")
+    text = open(doc).read()
+    begin, end = "<!-- suite:begin -->", "<!-- suite:end -->"
+    block = f"{begin}\n<!-- written by benchmarks/run.sh --docs; edits here are overwritten -->\n\n{table_md}\n{end}"
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip("\n") + "\n\n## Results of the suite\n\n" + block + "\n"
+    with open(doc, "w") as f:
+        f.write(text)

@@ -1,0 +1,326 @@
+#!/usr/bin/python3
+"""Runs fibra's benchmarks and its peers' side by side, and writes CSVs, plots and a results table.
+
+    benchmarks/run.sh [--quick] [--benchmarks b1,b2,b3,b5,b6] [--systems fibra,raw_mpi,...]
+                      [--repeats N] [--out DIR] [--docs] [--build DIR]
+
+run.sh installs and builds what is needed, then runs this with Debian's /usr/bin/python3. Every
+(benchmark, system) pair runs --repeats times; within a repetition every system runs once, in an
+order that rotates from one repetition to the next, so that machine noise hits all alike. Each run
+is one program printing rows (benchmarks/README.md is the contract); a run that fails or passes its
+time limit is recorded as failed, its output kept under <out>/logs/, and the suite goes on.
+
+Writes under --out (default benchmarks/results, or benchmarks/results/quick with --quick):
+  <bench>.csv    every sample: benchmark,system,metric,repeat,value,unit, after `#` lines naming the
+                 machine (cores, memory, versions, load average before and after)
+  summary.csv    median, min, max and count of every figure
+  machine.json   the machine and versions
+  plots/*.png    B1 wall time against task duration, B2/B3/B6 bars, B5 start-up against workers
+  table.md       the results table, with fibra's ratio to the best peer and to raw MPI
+With --docs, also copies the plots to docs/benchmarks/ and puts the table into docs/benchmarks.md
+between its `<!-- suite:begin -->` and `<!-- suite:end -->` lines.
+"""
+import argparse
+import csv
+import datetime
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+import report
+from report import TITLES, machine_line
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = "/usr/bin/python3"
+BENCHES = ["b1", "b2", "b3", "b5", "b6"]
+SYSTEMS = report.SYSTEMS
+PEER_SCRIPT = {"multiprocessing": "mp_peer.py", "mpi4py_futures": "mpi4py_peer.py", "dask": "dask_peer.py",
+               "ipyparallel": "ipyparallel_peer.py"}
+FIBRA_PROGRAM = {"b1": "b1_overhead", "b2": "b2_throughput", "b3": "b3_recovery", "b5": "b5_idle",
+                 "b6": "b6_payload"}
+
+# The flags of each benchmark (benchmarks/README.md), full and quick. Every run makes one sample.
+FLAGS = {
+    "full": {
+        "b1": ["--repeats", "1"],
+        "b2": ["--repeats", "1"],
+        "b3": ["--repeats", "1"],
+        "b5": ["--workers", "1,4,16,64", "--idle-seconds", "5"],
+        "b6": ["--repeats", "5"],
+    },
+    "quick": {
+        "b1": ["--repeats", "1", "--scale", "0.1", "--durations-ms", "1,10,100"],
+        "b2": ["--repeats", "1", "--map-tasks", "200000", "--async-tasks", "5000", "--roundtrips", "200"],
+        "b3": ["--repeats", "1", "--tasks", "400"],
+        "b5": ["--workers", "1,4", "--idle-seconds", "1"],
+        "b6": ["--repeats", "2", "--bytes", "8388608"],
+    },
+}
+# raw_mpi is one program for B2's round trip, B5's spawn and B6's payload: the flags for each.
+RAW_MPI_FLAGS = {
+    "full": {
+        "b2": ["--roundtrips", "2000", "--bytes", "8", "--payload-repeats", "1", "--spawn", "0"],
+        "b5": ["--roundtrips", "10", "--bytes", "8", "--payload-repeats", "1", "--spawn", "1,4,16,64"],
+        "b6": ["--roundtrips", "10", "--bytes", "67108864", "--payload-repeats", "5", "--spawn", "0"],
+    },
+    "quick": {
+        "b2": ["--roundtrips", "200", "--bytes", "8", "--payload-repeats", "1", "--spawn", "0"],
+        "b5": ["--roundtrips", "10", "--bytes", "8", "--payload-repeats", "1", "--spawn", "1,4"],
+        "b6": ["--roundtrips", "10", "--bytes", "8388608", "--payload-repeats", "2", "--spawn", "0"],
+    },
+}
+TIME_LIMIT_S = {"full": {"b1": 900, "b2": 600, "b3": 900, "b5": 900, "b6": 300},
+                "quick": {"b1": 240, "b2": 240, "b3": 300, "b5": 300, "b6": 180}}
+
+def command(bench, system, mode, build):
+    """The command line of one run, or None when the system has no program for the benchmark."""
+    if system == "fibra":
+        return [os.path.join(build, "benchmarks", FIBRA_PROGRAM[bench])] + FLAGS[mode][bench]
+    if system == "raw_mpi":
+        if bench not in RAW_MPI_FLAGS[mode]:
+            return None
+        return [os.path.join(build, "benchmarks", "raw_mpi"), "--repeats", "1"] + RAW_MPI_FLAGS[mode][bench]
+    return [PY, os.path.join(ROOT, "benchmarks", "peers", PEER_SCRIPT[system]), bench] + FLAGS[mode][bench]
+
+
+def run_env():
+    env = dict(os.environ)
+    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "EVENT_NOEPOLL": "1",
+                "OMPI_MCA_rmaps_base_oversubscribe": "1", "FIBRA_PROGRESS": "0",
+                "PYTHONPATH": os.path.join(ROOT, "benchmarks", "peers"), "PYTHONDONTWRITEBYTECODE": "1",
+                "MPLBACKEND": "Agg"})
+    return env
+
+
+def run_one(cmd, limit_s, log_base):
+    """Runs `cmd` in its own process group with a time limit. Returns (rows, comments, error);
+    error is None when it exited 0."""
+    start = time.monotonic()
+    with open(log_base + ".out", "w") as out, open(log_base + ".err", "w") as err:
+        out.write("$ " + " ".join(cmd) + "\n")
+        out.flush()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=run_env(),
+                                cwd=ROOT, start_new_session=True)
+        try:
+            text, _ = proc.communicate(timeout=limit_s)
+            error = None if proc.returncode == 0 else f"exit status {proc.returncode}"
+        except subprocess.TimeoutExpired:
+            stop_group(proc)
+            text, _ = proc.communicate()
+            error = f"no answer within its limit of {limit_s} s (stopped)"
+        except BaseException:
+            stop_group(proc)
+            raise
+        out.write(text)
+    rows, comments = [], []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            comments.append(line[1:].strip())
+        elif line.count(",") >= 3 and not line.startswith("benchmark,"):
+            b, metric, value, unit = line.split(",", 3)
+            try:
+                rows.append((b, metric, float(value), unit))
+            except ValueError:
+                error = error or f"unreadable row: {line}"
+    if error:
+        error += f" after {time.monotonic() - start:.1f} s; its output is in {log_base}.out/.err"
+    return rows, comments, error
+
+
+def stop_group(proc):
+    """SIGTERM to the run's process group, SIGKILL after 10 s if anything is left."""
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            time.sleep(0.5)  # children of the group may outlive its leader briefly
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def version_of(module):
+    try:
+        return importlib.metadata.version(module)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def machine_info():
+    def out(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return "unknown"
+
+    mem = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
+    debian = open("/etc/debian_version").read().strip() if os.path.exists("/etc/debian_version") else "?"
+    return {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "host": platform.node(),
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem, 1),
+        "kernel": platform.release(),
+        "debian": debian,
+        "open_mpi": out(["ompi_info", "--version"]).splitlines()[0] if out(["ompi_info", "--version"]) else "?",
+        "python": platform.python_version(),
+        "fibra_commit": out(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]),
+        "versions": {m: version_of(m) for m in ("mpi4py", "dask", "distributed", "ipyparallel", "numpy",
+                                                "matplotlib")},
+        "load_before": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="small sizes, 1 repetition: a smoke run of a few minutes")
+    p.add_argument("--benchmarks", default=",".join(BENCHES))
+    p.add_argument("--systems", default=",".join(SYSTEMS))
+    p.add_argument("--repeats", type=int, default=None, help="repetitions (default 3; 1 with --quick)")
+    p.add_argument("--out", default=None)
+    p.add_argument("--docs", action="store_true", help="update docs/benchmarks.md and docs/benchmarks/*.png")
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    a = p.parse_args()
+    a.mode = "quick" if a.quick else "full"
+    a.benches = [b for b in a.benchmarks.split(",") if b]
+    a.systems = [s for s in a.systems.split(",") if s]
+    for b in a.benches:
+        if b not in BENCHES:
+            p.error(f"unknown benchmark '{b}' (the benchmarks are {', '.join(BENCHES)})")
+    for s in a.systems:
+        if s not in SYSTEMS:
+            p.error(f"unknown system '{s}' (the systems are {', '.join(SYSTEMS)})")
+    a.repeats = a.repeats or (1 if a.quick else 3)
+    if a.repeats < 1:
+        p.error("--repeats must be at least 1")
+    a.out = os.path.abspath(a.out or os.path.join(ROOT, "benchmarks", "results", "quick" if a.quick else ""))
+    a.build = os.path.abspath(a.build)
+    for b in a.benches:
+        program = os.path.join(a.build, "benchmarks", FIBRA_PROGRAM[b])
+        if "fibra" in a.systems and not os.access(program, os.X_OK):
+            p.error(f"{program} is not built: run benchmarks/run.sh (it builds), or pass --build DIR")
+    return a
+
+
+class Progress:
+    """One line per run on stderr: where the suite is, how long the run took, and an estimate of
+    what is left (from the mean time of the runs so far)."""
+
+    def __init__(self, total):
+        self.total, self.done, self.start = total, 0, time.monotonic()
+
+    def begin(self, what):
+        print(f"[{self.done + 1}/{self.total}] {what} ...", file=sys.stderr, flush=True)
+
+    def end(self, what, seconds, error):
+        self.done += 1
+        elapsed = time.monotonic() - self.start
+        left = elapsed / self.done * (self.total - self.done)
+        status = f"FAILED: {error}" if error else "ok"
+        print(f"[{self.done}/{self.total}] {what}: {status} ({seconds:.1f} s; "
+              f"{elapsed / 60:.1f} min so far, about {left / 60:.1f} min left)", file=sys.stderr, flush=True)
+
+
+def main():
+    a = parse_args()
+    os.makedirs(os.path.join(a.out, "logs"), exist_ok=True)
+    machine = machine_info()
+    plan = []
+    for rep in range(a.repeats):
+        for b in a.benches:
+            systems = [s for s in a.systems if command(b, s, a.mode, a.build)]
+            k = rep % len(systems) if systems else 0
+            for s in systems[k:] + systems[:k]:
+                plan.append((rep, b, s))
+    print(f"suite: {len(plan)} runs ({a.mode}), {a.repeats} repetition(s) of {', '.join(a.benches)} for "
+          f"{', '.join(a.systems)}; results in {a.out}", file=sys.stderr, flush=True)
+    samples, comments, failures = [], {}, []
+    progress = Progress(len(plan))
+    for rep, b, s in plan:
+        what = f"repetition {rep + 1}/{a.repeats}: {b} {s}"
+        progress.begin(what)
+        t = time.monotonic()
+        rows, notes, error = run_one(command(b, s, a.mode, a.build), TIME_LIMIT_S[a.mode][b],
+                                     os.path.join(a.out, "logs", f"{b}-{s}-{rep + 1}"))
+        progress.end(what, time.monotonic() - t, error)
+        if error:
+            failures.append((b, s, rep + 1, error))
+        comments.setdefault((b, s), notes)
+        for bench, metric, value, unit in rows:
+            if bench == b:
+                samples.append((b, s, metric, rep + 1, value, unit))
+    machine["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    machine["failures"] = [{"benchmark": b, "system": s, "repeat": r, "error": e} for b, s, r, e in failures]
+    machine["mode"] = a.mode
+    machine["repeats"] = a.repeats
+
+    write_results(a, machine, samples, comments)
+    summary = summarize(samples)
+    write_summary(a.out, summary)
+    plots = report.plots(summary, samples, os.path.join(a.out, "plots"))
+    table = report.table(summary, machine, comments, failures, a)
+    with open(os.path.join(a.out, "table.md"), "w") as f:
+        f.write(table)
+    if a.docs:
+        report.update_docs(ROOT, report.table(summary, machine, comments, failures, a, images="benchmarks"), plots)
+    print(f"suite: wrote {len(samples)} samples, {len(plots)} plots and table.md to {a.out}"
+          + (" and docs/benchmarks.md" if a.docs else ""), file=sys.stderr)
+    for b, s, r, e in failures:
+        print(f"suite: {b} {s} repetition {r} failed: {e}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def write_results(a, machine, samples, comments):
+    with open(os.path.join(a.out, "machine.json"), "w") as f:
+        json.dump(machine, f, indent=2)
+    for b in a.benches:
+        with open(os.path.join(a.out, f"{b}.csv"), "w", newline="") as f:
+            f.write(f"# {TITLES[b]}; machine: {machine_line(machine)}\n")
+            for (bench, s), notes in sorted(comments.items()):
+                if bench == b:
+                    for n in notes:
+                        f.write(f"# {s}: {n}\n")
+            w = csv.writer(f)
+            w.writerow(["benchmark", "system", "metric", "repeat", "value", "unit"])
+            for row in samples:
+                if row[0] == b:
+                    w.writerow(row)
+
+
+def summarize(samples):
+    """{(bench, system, metric): dict(median, min, max, n, unit)} over the finite samples."""
+    groups = {}
+    for b, s, metric, _rep, value, unit in samples:
+        groups.setdefault((b, s, metric), ([], unit))[0].append(value)
+    out = {}
+    for key, (values, unit) in groups.items():
+        finite = [v for v in values if math.isfinite(v)]
+        out[key] = dict(median=statistics.median(finite) if finite else math.nan,
+                        min=min(finite) if finite else math.nan, max=max(finite) if finite else math.nan,
+                        n=len(finite), unit=unit)
+    return out
+
+
+def write_summary(out_dir, summary):
+    with open(os.path.join(out_dir, "summary.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["benchmark", "system", "metric", "median", "min", "max", "samples", "unit"])
+        for (b, s, metric), v in sorted(summary.items()):
+            w.writerow([b, s, metric, f"{v['median']:.6g}", f"{v['min']:.6g}", f"{v['max']:.6g}", v["n"], v["unit"]])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
