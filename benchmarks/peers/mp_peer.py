@@ -5,10 +5,23 @@ programs, with the flags and rows of benchmarks/README.md.
     /usr/bin/python3 benchmarks/peers/mp_peer.py {b1|b2|b3|b5|b6} [flags]
 
 Standard library only (and NumPy for b6); run with Debian's /usr/bin/python3.
+
+The pool's workers are this process's children (start method fork). Every pool is ended with a
+bounded wait, and on SIGTERM, SIGINT or SIGHUP every descendant of this process is SIGKILLed by pid
+before it exits (128 + the signal).
 """
+import functools
+import math
 import multiprocessing
+import multiprocessing.pool
 import os
+import shutil
+import signal
+import statistics
 import sys
+import tempfile
+import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
@@ -30,12 +43,276 @@ class Executor:
         return handle.get()
 
 
+# ---- ending processes ----
+
+
+def live_descendants():
+    """Pids of the live (not zombie) processes descended from this one: the pool's workers."""
+    parent = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] not in ("Z", "X"):
+            parent[int(name)] = int(fields[1])
+    me, out = os.getpid(), []
+    for pid in parent:
+        p = parent[pid]
+        while p > 1 and p != me:
+            p = parent.get(p, 0)
+        if p == me:
+            out.append(pid)
+    return out
+
+
+MAIN_PID = os.getpid()
+POOLS = []  # the pools alive now
+TMPDIRS = []  # the temporary folders made now (B3's markers)
+
+
+def new_pool(n, **kwargs):
+    pool = multiprocessing.Pool(n, **kwargs)
+    POOLS.append(pool)
+    return pool
+
+
+def kill_descendants(bound=5.0):
+    """SIGKILLs every live descendant of this process by pid until none is left twice in a row (at
+    most `bound` seconds), then lets multiprocessing reap its children. Returns how many it
+    signalled."""
+    deadline, signalled, calm = time.monotonic() + bound, set(), 0
+    while time.monotonic() < deadline:
+        left = live_descendants()
+        calm = 0 if left else calm + 1
+        if calm == 2:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                signalled.add(pid)
+            except OSError:
+                pass
+        time.sleep(0.02)
+    multiprocessing.active_children()  # reaps the Process objects of the dead workers
+    return len(signalled)
+
+
+def stop_pool(pool, bound=10.0):
+    """pool.terminate() with a bounded wait (it can block for ever on a queue lock that a killed
+    worker held), then SIGKILL for any process of ours left. True if terminate() finished."""
+    if pool in POOLS:
+        POOLS.remove(pool)
+    t = threading.Thread(target=pool.terminate, daemon=True)
+    t.start()
+    t.join(bound)
+    if t.is_alive():
+        print(f"peer: Pool.terminate() still blocked after {bound:g} s; killing the workers", file=sys.stderr)
+    kill_descendants()
+    return not t.is_alive()
+
+
+def on_signal(signum, _frame):
+    """Stops every pool's worker handler from starting new workers (it wakes when one dies), then
+    kills them all."""
+    if os.getpid() != MAIN_PID:  # in a worker: install_handlers gives them theirs back; a safety net
+        os._exit(128 + signum)
+    signal.signal(signum, signal.SIG_IGN)
+    for pool in POOLS:
+        pool._worker_handler._state = multiprocessing.pool.TERMINATE
+    kill_descendants()
+    for folder in TMPDIRS:
+        shutil.rmtree(folder, ignore_errors=True)
+    os._exit(128 + signum)
+
+
+def install_handlers():
+    """on_signal for SIGTERM, SIGINT and SIGHUP in this process only: forked workers get the
+    handlers back they had, as Pool.terminate() expects (SIGTERM ends a worker at once, even one
+    waiting for a queue's lock; a Python handler could miss that signal and leave it waiting)."""
+    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    before = {s: signal.getsignal(s) for s in signals}
+
+    def in_child():
+        for s, h in before.items():
+            signal.signal(s, h)
+    os.register_at_fork(after_in_child=in_child)
+    for s in signals:
+        signal.signal(s, on_signal)
+
+
 def with_pool(a, run):
-    with multiprocessing.Pool(a.workers) as pool:
+    pool = new_pool(a.workers)
+    try:
         run(Executor(pool), a)
+    finally:
+        stop_pool(pool)
+
+
+# ---- b3 ----
+
+
+def b3_run(a, fault, limit):
+    """One unordered map of a.tasks b3 tasks on a fresh Pool, with `fault`, stopped if not done
+    `limit` s after it started. Returns a dict: results, wall (None if stopped), fault_at and last_at
+    (seconds from the start to the fault and to the last result), alive (workers alive at the end),
+    held (the Pool's queue locks held when it was stopped), terminated (whether Pool.terminate()
+    returned)."""
+    tmp = tempfile.mkdtemp(prefix="mp-peer-b3-")
+    TMPDIRS.append(tmp)
+    marker = os.path.join(tmp, "segv")
+    segv_at = a.tasks // 2 if fault == "segfault_once" else -1
+    fn = functools.partial(common.b3_task, ms=a.task_ms, segv_at=segv_at, marker=marker)
+    strike = a.tasks * 3 // 10 if fault == "executor_kill" else -1
+    out = dict(results=[], wall=None, fault_at=None, last_at=0.0, alive=0, terminated=True, held=[])
+    pool = new_pool(a.workers)
+    try:
+        t0, t0_clock = time.perf_counter(), time.time()
+        it = pool.imap_unordered(fn, range(a.tasks))
+        while True:
+            try:
+                r = it.next(timeout=max(0.001, t0 + limit - time.perf_counter()))
+            except StopIteration:
+                out["wall"] = time.perf_counter() - t0
+                break
+            except multiprocessing.TimeoutError:
+                break
+            out["results"].append(r)
+            out["last_at"] = time.perf_counter() - t0
+            if len(out["results"]) == strike:
+                victim = r[1]
+                if victim not in [p.pid for p in pool._pool] or victim == os.getpid():
+                    common.fail(f"b3 {fault}: refusing to kill pid {victim} (not a worker of this pool)")
+                os.kill(victim, signal.SIGKILL)
+                out["fault_at"] = time.perf_counter() - t0
+        if fault == "segfault_once" and os.path.exists(marker):
+            out["fault_at"] = os.stat(marker).st_mtime - t0_clock
+        out["alive"] = len(live_descendants())
+        if out["wall"] is None:  # stopped: which of the Pool's queue locks is held now (by a dead worker?)
+            out["held"] = [name for name, lock in (("task queue's read", pool._inqueue._rlock),
+                                                   ("result queue's write", pool._outqueue._wlock))
+                           if not (lock.acquire(False) and (lock.release() or True))]
+    finally:
+        out["terminated"] = stop_pool(pool)
+        shutil.rmtree(tmp, ignore_errors=True)
+        TMPDIRS.remove(tmp)
+    if fault != "none" and out["fault_at"] is None:
+        common.fail(f"b3 {fault}: the fault never happened")
+    return out
+
+
+def b3_report(fault, runs):
+    """The rows of one fault over the repeats: recovered only if every run was; wall and excess are
+    medians, lost and duplicated totals. `runs` holds (recovered, wall, excess, lost, dup)."""
+    if all(r[0] for r in runs):
+        wall = statistics.median(r[1] for r in runs)
+        excess = statistics.median(r[2] for r in runs)
+        common.b3_rows(fault, True, wall, wall - excess, sum(r[3] for r in runs), sum(r[4] for r in runs))
+    else:
+        common.b3_rows(fault, False)
+
+
+def run_b3(a):
+    known = ("none", "executor_kill", "segfault_once", "agent_kill")
+    if any(f not in known for f in a.faults):
+        common.fail(f"unknown fault in --faults (faults are {', '.join(known)})")
+    ideal = math.ceil(a.tasks / a.workers) * a.task_ms / 1000.0
+    common.header(f"multiprocessing.Pool ({multiprocessing.get_start_method()})",
+                  f"{a.workers} workers, {a.tasks} tasks of {a.task_ms} ms, imap_unordered at its default "
+                  f"chunksize (1), a fresh Pool per run, {a.repeats} repeats")
+    common.note(f"executor_kill: SIGKILL of the worker that returned the latest result once {a.tasks * 3 // 10} "
+                f"results are in; segfault_once: task {a.tasks // 2} segfaults its worker the first time it runs")
+    if "agent_kill" in a.faults:
+        common.note("no agent_kill rows: multiprocessing.Pool has no process supervising its workers "
+                    "(the driver's own threads do)")
+    faults = [f for f in a.faults if f != "agent_kill"]
+    runs = {f: [] for f in faults}
+    for rep in range(a.repeats):
+        base = math.nan
+        for f in faults:
+            limit = max(60.0, 20 * ideal) if f == "none" else max(10.0, 5 * (base if base == base else 2 * ideal))
+            out = b3_run(a, f, limit)
+            results, wall, fault_at = out["results"], out["wall"], out["fault_at"]
+            lost, dup, wrong = common.b3_tally(results, a.tasks)
+            if wrong:
+                common.fail(f"b3 {f}: {wrong} results for inputs that were not sent")
+            if any(pid <= 0 for _i, pid in results):
+                common.fail(f"b3 {f}: a result without its worker's pid")
+            recovered = wall is not None and lost == 0 and dup == 0
+            if f == "none" and recovered:
+                base = wall
+            if wall is None and fault_at is None:
+                common.note(f"{f} (repeat {rep + 1}): the map was not done {limit:.3g} s after it started; stopped "
+                            f"({len(results)} of {a.tasks} results in)")
+            elif wall is None:
+                stall = "" if lost <= 1 else (
+                    f"; {lost - 1} more results never came"
+                    + (f" (the {' and '.join(out['held'])} lock held: the worker died holding it and every other "
+                       f"worker waits for it)" if out["held"] else "")
+                    + ("; Pool.terminate() blocked too" if not out["terminated"] else ""))
+                common.note(f"{f} (repeat {rep + 1}): multiprocessing.Pool does not resubmit the task of a worker that "
+                            f"died and waits for it forever ({out['alive']} of {a.workers} workers alive: it "
+                            f"replaces the worker, not its task){stall}; stopped: the map was not done {limit:.3g} s "
+                            f"after it started ({len(results)} of {a.tasks} results in, the last at "
+                            f"{out['last_at']:.3g} s; the fault at {fault_at:.3g} s)")
+            elif not recovered:
+                common.note(f"{f} (repeat {rep + 1}): finished with {lost} results lost and {dup} duplicated")
+            runs[f].append((recovered, wall if wall is not None else math.nan,
+                            (wall - base) if wall is not None else math.nan, lost, dup))
+            print(f"peer: b3 {f}: {len(results)} results, wall "
+                  f"{'stopped' if wall is None else f'{wall:.3f} s'}, lost {lost}, duplicated {dup}",
+                  file=sys.stderr, flush=True)
+    for f in faults:
+        b3_report(f, runs[f])
+
+
+# ---- b5 ----
+
+B5_LIMIT = 300.0  # seconds for a pool to get all its workers running a task
+_barrier = None
+
+
+def _b5_init(barrier):
+    global _barrier
+    _barrier = barrier
+
+
+def _b5_ready(_):
+    """Waits until every worker of the pool runs this task (a worker that waits here takes no other
+    task, so n of them run on n different workers), then returns its pid."""
+    _barrier.wait(B5_LIMIT)
+    return os.getpid()
+
+
+def run_b5(a):
+    if any(n < 1 for n in a.workers):
+        common.fail("--workers must be positive")
+    common.header(f"multiprocessing.Pool ({multiprocessing.get_start_method()})",
+                  f"pools of {','.join(map(str, a.workers))} workers, idle {a.idle_seconds:g} s; startup: from "
+                  f"Pool(n) to n tasks running at once on n workers (a multiprocessing.Barrier)")
+    for n in a.workers:
+        barrier = multiprocessing.Barrier(n)
+        t0 = time.perf_counter()
+        pool = new_pool(n, initializer=_b5_init, initargs=(barrier,))
+        try:
+            try:
+                pids = pool.map_async(_b5_ready, range(n), chunksize=1).get(timeout=B5_LIMIT)
+            except multiprocessing.TimeoutError:
+                common.fail(f"b5: a Pool of {n} workers did not run {n} tasks at once in {B5_LIMIT:g} s")
+            startup = time.perf_counter() - t0
+            if len(set(pids)) != n or os.getpid() in pids:
+                common.fail(f"b5: {n} tasks ran on {len(set(pids))} distinct workers")
+            common.row("b5", f"startup_{n}_workers_s", startup, "s")
+            common.b5_idle(n, a.idle_seconds)
+        finally:
+            stop_pool(pool)
 
 
 def main():
+    install_handlers()
     a = common.parse(sys.argv[1:])
     system = f"multiprocessing.Pool ({multiprocessing.get_start_method()})"
     if a.bench == "b1":
@@ -45,11 +322,13 @@ def main():
     elif a.bench == "b2":
         common.header(system, f"{a.workers} workers, medians of {a.repeats} runs")
         with_pool(a, common.b2)
+    elif a.bench == "b3":
+        run_b3(a)
+    elif a.bench == "b5":
+        run_b5(a)
     elif a.bench == "b6":
         common.header(system, f"{a.workers} workers, {a.bytes} bytes, medians of {a.repeats} trips")
         with_pool(a, common.b6)
-    else:
-        common.fail(f"{a.bench} is not written yet for multiprocessing")
 
 
 if __name__ == "__main__":
