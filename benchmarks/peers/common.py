@@ -307,3 +307,149 @@ def b6(ex, a):
     name = size_name(a.bytes)
     row("b6", f"payload_{name}_roundtrip_s", med, "s")
     row("b6", f"payload_{name}_bandwidth", 2 * a.bytes / 2**20 / med, "MiB/s")
+
+
+# ---- helpers for peers that run clusters of processes (Dask, IPyParallel) ----
+
+
+def map_chunk(fn, items):
+    """Applies `fn` to every item of one chunk (the task of a chunked map in a system whose map has
+    no chunk size)."""
+    return [fn(x) for x in items]
+
+
+def descendants(root=None):
+    """The pids of the processes descended from `root` (this process) that are alive now (zombies
+    left out)."""
+    root = root or os.getpid()
+    parent = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parent[int(name)] = int(fields[1])
+    out = []
+    for pid in parent:
+        p = parent[pid]
+        while p > 1 and p != root:
+            p = parent.get(p, 0)
+        if p == root and pid != root:
+            out.append(pid)
+    return out
+
+
+def start_times(pids):
+    """{pid: start time} of those of `pids` alive now (zombies left out): with end_processes(),
+    a process is signalled only if it is still the one seen, not a new one that reuses its pid."""
+    out = {}
+    for pid in pids:
+        t = _start_time(pid)
+        if t is not None:
+            out[pid] = t
+    return out
+
+
+def _start_time(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def alive(procs):
+    """Those of `procs` ({pid: start time}) still running."""
+    return {p: t for p, t in procs.items() if _start_time(p) == t}
+
+
+def end_processes(procs, grace=2.0):
+    """SIGTERM to the processes `procs` ({pid: start time}) still running, then SIGKILL to those
+    still running after `grace` seconds. Returns the pids it signalled."""
+    procs = alive(procs)
+    for pid in procs:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while alive(procs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = alive(procs)
+    for pid in left:
+        _signal(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 2
+    while alive(left) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return sorted(procs)
+
+
+def end_descendants(grace=2.0, also=None):
+    """Ends every process descended from this one (end_processes), and those of `also` ({pid: start
+    time}: processes of this program that may have been reparented already), then any that appeared
+    meanwhile (a supervisor restarting a worker). The descendants are collected before any is
+    signalled, so that a process whose parent ends first (and that is reparented) is ended too.
+    Returns the pids it signalled."""
+    procs = start_times(descendants())
+    procs.update(alive(also or {}))
+    signalled = end_processes(procs, grace)
+    for _ in range(3):
+        new = start_times(descendants())
+        if not new:
+            break
+        signalled += end_processes(new, 0.2)
+    return sorted(set(signalled))
+
+
+def _signal(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+def on_termination(cleanup):
+    """On SIGTERM, SIGINT or SIGHUP: runs `cleanup()` (which should end the system's processes
+    quickly, e.g. with end_descendants), then exits with 128 + the signal's number."""
+    def handler(signum, _frame):
+        signal.signal(signum, signal.SIG_IGN)
+        print(f"peer: signal {signum}: ending the system's processes", file=sys.stderr, flush=True)
+        try:
+            cleanup()
+        finally:
+            os._exit(128 + signum)
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, handler)
+
+
+def watchdog(seconds, what, cleanup):
+    """A started daemon timer: after `seconds`, says on stderr that `what` took too long, runs
+    `cleanup()` and exits with status 1. Cancel it with .cancel()."""
+    import threading
+
+    def expire():
+        print(f"peer: {what} took more than {seconds:g} s; giving up", file=sys.stderr, flush=True)
+        try:
+            cleanup()
+        finally:
+            os._exit(1)
+    t = threading.Timer(seconds, expire)
+    t.daemon = True
+    t.start()
+    return t
+
+
+class Opaque:
+    """A chunk of items (or of results) carried as one object. Dask walks the Python lists and
+    tuples it finds in a task's arguments and results item by item (about 20 us per item here);
+    inside an Opaque a chunk is pickled in one piece, as multiprocessing sends its chunks."""
+
+    def __init__(self, items):
+        self.items = items
+
+
+def map_opaque_chunk(fn, chunk):
+    """map_chunk for a chunk carried in an Opaque: returns the results in an Opaque."""
+    return Opaque([fn(x) for x in chunk.items])
