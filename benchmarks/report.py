@@ -144,17 +144,19 @@ def table(summary, machine, comments, failures, a, images="plots"):
                 if b == "b3":  # a peer that did not recover has no figure to compare
                     peers = [(p, v) for p, v in peers if _get(summary, b, p, re.sub(r"_(wall_s|excess_s)$",
                                                                                    "_recovered", metric)) == 1]
-                peers = [(p, v) for p, v in peers if math.isfinite(v) and v > 0]
+                peers = [(p, v) for p, v in peers if math.isfinite(v)]
                 if peers:
                     best = min(peers, key=lambda pv: pv[1]) if better == "lower" else max(peers, key=lambda pv: pv[1])
                     r = _ratio(f, best[1], better)
-                    vs_peer = f"{r:.2f}x ({LABEL[best[0]]})" if math.isfinite(r) else "-"
+                    vs_peer = (f"{r:.2f}x ({LABEL[best[0]]})" if math.isfinite(r) else
+                               f"- ({LABEL[best[0]]}: {_num(best[1])})")
                 r = _ratio(f, _get(summary, b, "raw_mpi", metric), better)
                 vs_raw = f"{r:.2f}x" if math.isfinite(r) else "-"
             lines.append("| " + " | ".join([label] + cells + [vs_peer, vs_raw]) + " |")
         notes = [(s, n) for (bench, s), ns in sorted(comments.items()) if bench == b for n in ns[1:]]
         if notes:
-            lines += ["", "Notes from the programs:", ""] + [f"- {LABEL[s]}: {n}" for s, n in notes]
+            lines += ["", "<details><summary>What the programs said they ran (notes)</summary>", ""]
+            lines += [f"- {LABEL[s]}: {n}" for s, n in notes] + ["", "</details>"]
         lines.append("")
     if failures:
         lines += ["Runs that failed:", ""] + [f"- {b} {LABEL[s]}, repetition {r}: {e}" for b, s, r, e in failures]

@@ -193,6 +193,8 @@ def parse_args():
     p.add_argument("--out", default=None)
     p.add_argument("--docs", action="store_true", help="update docs/benchmarks.md and docs/benchmarks/*.png")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing: draw the plots and the table again from the CSVs in --out")
     a = p.parse_args()
     a.mode = "quick" if a.quick else "full"
     a.benches = [b for b in a.benchmarks.split(",") if b]
@@ -208,7 +210,7 @@ def parse_args():
         p.error("--repeats must be at least 1")
     a.out = os.path.abspath(a.out or os.path.join(ROOT, "benchmarks", "results", "quick" if a.quick else ""))
     a.build = os.path.abspath(a.build)
-    for b in a.benches:
+    for b in a.benches if not a.report_only else []:
         program = os.path.join(a.build, "benchmarks", FIBRA_PROGRAM[b])
         if "fibra" in a.systems and not os.access(program, os.X_OK):
             p.error(f"{program} is not built: run benchmarks/run.sh (it builds), or pass --build DIR")
@@ -236,6 +238,8 @@ class Progress:
 
 def main():
     a = parse_args()
+    if a.report_only:
+        return report_again(a)
     os.makedirs(os.path.join(a.out, "logs"), exist_ok=True)
     machine = machine_info()
     plan = []
@@ -258,7 +262,8 @@ def main():
         progress.end(what, time.monotonic() - t, error)
         if error:
             failures.append((b, s, rep + 1, error))
-        comments.setdefault((b, s), notes)
+        seen = comments.setdefault((b, s), [])
+        seen += [n if rep == 0 else f"(repetition {rep + 1}) {n}" for n in notes if n not in seen]
         for bench, metric, value, unit in rows:
             if bench == b:
                 samples.append((b, s, metric, rep + 1, value, unit))
@@ -268,6 +273,38 @@ def main():
     machine["repeats"] = a.repeats
 
     write_results(a, machine, samples, comments)
+    return write_report(a, machine, samples, comments, failures)
+
+
+def read_results(a):
+    """The samples and notes of the CSVs in a.out (as main() wrote them), and its machine.json."""
+    with open(os.path.join(a.out, "machine.json")) as f:
+        machine = json.load(f)
+    samples, comments = [], {}
+    for b in a.benches:
+        path = os.path.join(a.out, f"{b}.csv")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            lines = f.read().splitlines()
+        for line in lines[1:]:
+            if line.startswith("# ") and ": " in line:
+                system, note = line[2:].split(": ", 1)
+                comments.setdefault((b, system), []).append(note)
+        for r in csv.DictReader(line for line in lines if not line.startswith("#")):
+            samples.append((r["benchmark"], r["system"], r["metric"], int(r["repeat"]), float(r["value"]), r["unit"]))
+    a.systems = [s for s in a.systems if any(x[1] == s for x in samples)]
+    return machine, samples, comments
+
+
+def report_again(a):
+    machine, samples, comments = read_results(a)
+    failures = [(f["benchmark"], f["system"], f["repeat"], f["error"]) for f in machine.get("failures", [])]
+    return write_report(a, machine, samples, comments, failures)
+
+
+def write_report(a, machine, samples, comments, failures):
+    """summary.csv, the plots, table.md (and the docs with --docs); 1 if any run failed."""
     summary = summarize(samples)
     write_summary(a.out, summary)
     plots = report.plots(summary, samples, os.path.join(a.out, "plots"))

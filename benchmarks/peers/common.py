@@ -245,15 +245,50 @@ def b3_rows(fault, recovered, wall=math.nan, base=math.nan, lost=math.nan, dup=m
     row("b3", f"{fault}_duplicated", dup, "results")
 
 
+def b3_report(fault, runs):
+    """The rows of one fault over the repeats. `runs` holds (recovered, wall, excess, lost, dup) per
+    repeat (excess nan when that repeat's run without a fault did not finish): recovered only if
+    every repeat was; wall and excess are medians, lost and duplicated totals."""
+    if runs and all(r[0] for r in runs):
+        wall = statistics.median(r[1] for r in runs)
+        excess = [r[2] for r in runs if math.isfinite(r[2])]
+        excess = statistics.median(excess) if excess else math.nan
+        b3_rows(fault, True, wall, wall - excess, sum(r[3] for r in runs), sum(r[4] for r in runs))
+    else:
+        b3_rows(fault, False, lost=sum(r[3] for r in runs), dup=sum(r[4] for r in runs))
+
+
+def b3_repeat(a, faults, run, bound):
+    """Runs every fault of `faults` in turn, `a.repeats` times, through run(fault, bound_s) ->
+    (finished, wall, results, why) on a fresh cluster each, with the time limit bound(wall of the
+    repeat's run without a fault, or None); then prints each fault's rows and a note per repeat
+    that did not recover."""
+    outcomes = {f: [] for f in faults}
+    for _ in range(a.repeats):
+        base = None
+        for f in faults:
+            ok, wall, results, why = run(f, bound(base))
+            lost, dup, wrong = b3_tally(results, a.tasks)
+            if wrong:
+                fail(f"b3 {f}: {wrong} results for inputs that were not sent")
+            if f == "none":
+                base = wall if ok and not lost and not dup else None
+            outcomes[f].append((ok and not lost and not dup, wall, base, lost, dup, why))
+    for f in faults:
+        runs = outcomes[f]
+        for k, (ok, wall, base, lost, dup, why) in enumerate(runs):
+            if not ok:
+                note(f"{f}, repeat {k + 1}: not recovered: {why or f'{lost} lost, {dup} duplicated'}")
+        b3_report(f, [(ok, wall, wall - base if base is not None else math.nan, lost, dup)
+                      for ok, wall, base, lost, dup, _why in runs])
+
+
 # ---- B5 ----
 
 
-def tree_cpu_seconds(root=None):
-    """CPU seconds (user + system) used so far by `root` (this process) and all its descendants
-    alive now, and how many processes that is."""
-    root = root or os.getpid()
-    parent, cpu = {}, {}
-    tick = os.sysconf("SC_CLK_TCK")
+def proc_table():
+    """{pid: (ppid, state, cpu seconds so far, start time in ticks)} of every process now."""
+    table, tick = {}, os.sysconf("SC_CLK_TCK")
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -262,17 +297,54 @@ def tree_cpu_seconds(root=None):
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        parent[int(name)] = int(fields[1])
-        cpu[int(name)] = (int(fields[11]) + int(fields[12])) / tick
-    total, procs = 0.0, 0
-    for pid in cpu:
-        p = pid
+        table[int(name)] = (int(fields[1]), fields[0], (int(fields[11]) + int(fields[12])) / tick, int(fields[19]))
+    return table
+
+
+def descendants(root=None, table=None):
+    """The pids of the processes descended from `root` (this process) that are alive now (zombies
+    left out), from `table` (proc_table()) or a fresh look at /proc."""
+    root = root or os.getpid()
+    table = table if table is not None else proc_table()
+    out = []
+    for pid, (ppid, state, _cpu, _start) in table.items():
+        p = ppid
         while p > 1 and p != root:
-            p = parent.get(p, 0)
-        if p == root:
-            total += cpu[pid]
-            procs += 1
-    return total, procs
+            p = table[p][0] if p in table else 0
+        if p == root and pid != root and state not in ("Z", "X"):
+            out.append(pid)
+    return out
+
+
+def sigkill_descendants(bound, pause=0.02, reap=None):
+    """SIGKILLs every live descendant of this process by pid until none is seen twice in a row (at
+    most `bound` seconds), calling `reap()` (if given) before each look. Returns how many it
+    signalled."""
+    deadline, signalled, calm = time.monotonic() + bound, set(), 0
+    while time.monotonic() < deadline:
+        if reap:
+            reap()
+        left = descendants()
+        calm = 0 if left else calm + 1
+        if calm == 2:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                signalled.add(pid)
+            except OSError:
+                pass
+        time.sleep(pause)
+    return len(signalled)
+
+
+def tree_cpu_seconds(root=None):
+    """CPU seconds (user + system) used so far by `root` (this process) and all its descendants
+    alive now, and how many processes that is."""
+    root = root or os.getpid()
+    table = proc_table()
+    procs = [root] + descendants(root, table)
+    return sum(table[p][2] for p in procs if p in table), len(procs)
 
 
 def b5_idle(n, seconds):
@@ -316,31 +388,6 @@ def map_chunk(fn, items):
     """Applies `fn` to every item of one chunk (the task of a chunked map in a system whose map has
     no chunk size)."""
     return [fn(x) for x in items]
-
-
-def descendants(root=None):
-    """The pids of the processes descended from `root` (this process) that are alive now (zombies
-    left out)."""
-    root = root or os.getpid()
-    parent = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            parent[int(name)] = int(fields[1])
-    out = []
-    for pid in parent:
-        p = parent[pid]
-        while p > 1 and p != root:
-            p = parent.get(p, 0)
-        if p == root and pid != root:
-            out.append(pid)
-    return out
 
 
 def start_times(pids):

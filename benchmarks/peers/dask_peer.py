@@ -26,12 +26,10 @@ thread on SIGUSR1.
 """
 import functools
 import logging
-import math
 import os
 import queue
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -415,30 +413,8 @@ def run_b3(a):
                 "nanny + worker each). Dask reschedules the tasks of a worker that is gone and computes again "
                 "the results it held; in a LocalCluster the nanny starts a new worker process; a worker whose "
                 "nanny is killed ends with it and is not replaced")
-    outcomes = {f: [] for f in faults}
-    for r in range(a.repeats):
-        base = None
-        for f in faults:
-            bound = 120.0 if base is None else max(20.0, 5 * base)
-            ok, wall, results, why = b3_run(a, f, bound)
-            lost, dup, wrong = common.b3_tally(results, a.tasks)
-            if wrong:
-                common.fail(f"b3 {f}: {wrong} results for inputs that were not sent")
-            if f == "none":
-                base = wall if ok and not lost and not dup else None
-            outcomes[f].append((ok and not lost and not dup, wall, base, lost, dup, why))
-    for f in faults:
-        runs = outcomes[f]
-        for k, (ok, wall, base, lost, dup, why) in enumerate(runs):
-            if not ok:
-                common.note(f"{f}, repeat {k + 1}: not recovered: {why or f'{lost} lost, {dup} duplicated'}")
-        good = [o for o in runs if o[0]]
-        recovered = len(good) == len(runs)
-        wall = statistics.median(o[1] for o in good) if recovered else math.nan
-        excess = [o[1] - o[2] for o in good if o[2] is not None]
-        excess = statistics.median(excess) if excess and recovered else math.nan
-        common.b3_rows(f, recovered, wall, wall - excess if recovered else math.nan,
-                       sum(o[3] for o in runs), sum(o[4] for o in runs))
+    common.b3_repeat(a, faults, lambda f, bound: b3_run(a, f, bound),
+                     lambda base: 120.0 if base is None else max(20.0, 5 * base))
 
 
 def main():

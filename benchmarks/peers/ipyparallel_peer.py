@@ -29,12 +29,10 @@ thread on SIGUSR1.
 """
 import argparse
 import logging
-import math
 import os
 import queue
 import shutil
 import signal
-import statistics
 import sys
 import tempfile
 import time
@@ -346,32 +344,10 @@ def run_b3(a):
     if "agent_kill" in a.faults:
         common.note("agent_kill: no rows: IPyParallel 7.1 has no process supervising engines (the engine's "
                     "nanny only relays signals and reports the engine's exit; SIGKILLed, no task is affected)")
-    outcomes = {f: [] for f in faults}
-    for r in range(a.repeats):
-        base = None
-        for f in faults:
-            # a dead engine's task is failed or retried 5 s after it is seen (about 35 s if its nanny
-            # cannot tell: heartbeats, 3 s x 10): allow for it
-            bound = 180.0 if base is None else max(60.0, 5 * base)
-            ok, wall, results, why = b3_run(a, f, bound)
-            lost, dup, wrong = common.b3_tally(results, a.tasks)
-            if wrong:
-                common.fail(f"b3 {f}: {wrong} results for inputs that were not sent")
-            if f == "none":
-                base = wall if ok and not lost and not dup else None
-            outcomes[f].append((ok and not lost and not dup, wall, base, lost, dup, why))
-    for f in faults:
-        runs = outcomes[f]
-        for k, (ok, wall, base, lost, dup, why) in enumerate(runs):
-            if not ok:
-                common.note(f"{f}, repeat {k + 1}: not recovered: {why or f'{lost} lost, {dup} duplicated'}")
-        good = [o for o in runs if o[0]]
-        recovered = len(good) == len(runs)
-        wall = statistics.median(o[1] for o in good) if recovered else math.nan
-        excess = [o[1] - o[2] for o in good if o[2] is not None]
-        excess = statistics.median(excess) if excess and recovered else math.nan
-        common.b3_rows(f, recovered, wall, wall - excess if recovered else math.nan,
-                       sum(o[3] for o in runs), sum(o[4] for o in runs))
+    # a dead engine's task is failed or retried 5 s after it is seen (about 35 s if its nanny
+    # cannot tell: heartbeats, 3 s x 10): allow for it
+    common.b3_repeat(a, faults, lambda f, bound: b3_run(a, f, bound),
+                     lambda base: 180.0 if base is None else max(60.0, 5 * base))
 
 
 def main():

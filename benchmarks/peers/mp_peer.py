@@ -17,7 +17,6 @@ import multiprocessing.pool
 import os
 import shutil
 import signal
-import statistics
 import sys
 import tempfile
 import threading
@@ -46,29 +45,6 @@ class Executor:
 # ---- ending processes ----
 
 
-def live_descendants():
-    """Pids of the live (not zombie) processes descended from this one: the pool's workers."""
-    parent = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] not in ("Z", "X"):
-            parent[int(name)] = int(fields[1])
-    me, out = os.getpid(), []
-    for pid in parent:
-        p = parent[pid]
-        while p > 1 and p != me:
-            p = parent.get(p, 0)
-        if p == me:
-            out.append(pid)
-    return out
-
-
 MAIN_PID = os.getpid()
 POOLS = []  # the pools alive now
 TMPDIRS = []  # the temporary folders made now (B3's markers)
@@ -84,21 +60,9 @@ def kill_descendants(bound=5.0):
     """SIGKILLs every live descendant of this process by pid until none is left twice in a row (at
     most `bound` seconds), then lets multiprocessing reap its children. Returns how many it
     signalled."""
-    deadline, signalled, calm = time.monotonic() + bound, set(), 0
-    while time.monotonic() < deadline:
-        left = live_descendants()
-        calm = 0 if left else calm + 1
-        if calm == 2:
-            break
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                signalled.add(pid)
-            except OSError:
-                pass
-        time.sleep(0.02)
+    signalled = common.sigkill_descendants(bound)
     multiprocessing.active_children()  # reaps the Process objects of the dead workers
-    return len(signalled)
+    return signalled
 
 
 def stop_pool(pool, bound=10.0):
@@ -190,7 +154,7 @@ def b3_run(a, fault, limit):
                 out["fault_at"] = time.perf_counter() - t0
         if fault == "segfault_once" and os.path.exists(marker):
             out["fault_at"] = os.stat(marker).st_mtime - t0_clock
-        out["alive"] = len(live_descendants())
+        out["alive"] = len(common.descendants())
         if out["wall"] is None:  # stopped: which of the Pool's queue locks is held now (by a dead worker?)
             out["held"] = [name for name, lock in (("task queue's read", pool._inqueue._rlock),
                                                    ("result queue's write", pool._outqueue._wlock))
@@ -202,17 +166,6 @@ def b3_run(a, fault, limit):
     if fault != "none" and out["fault_at"] is None:
         common.fail(f"b3 {fault}: the fault never happened")
     return out
-
-
-def b3_report(fault, runs):
-    """The rows of one fault over the repeats: recovered only if every run was; wall and excess are
-    medians, lost and duplicated totals. `runs` holds (recovered, wall, excess, lost, dup)."""
-    if all(r[0] for r in runs):
-        wall = statistics.median(r[1] for r in runs)
-        excess = statistics.median(r[2] for r in runs)
-        common.b3_rows(fault, True, wall, wall - excess, sum(r[3] for r in runs), sum(r[4] for r in runs))
-    else:
-        common.b3_rows(fault, False)
 
 
 def run_b3(a):
@@ -266,7 +219,7 @@ def run_b3(a):
                   f"{'stopped' if wall is None else f'{wall:.3f} s'}, lost {lost}, duplicated {dup}",
                   file=sys.stderr, flush=True)
     for f in faults:
-        b3_report(f, runs[f])
+        common.b3_report(f, runs[f])
 
 
 # ---- b5 ----

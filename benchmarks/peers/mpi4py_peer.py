@@ -34,7 +34,6 @@ import functools  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import signal  # noqa: E402
-import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -63,40 +62,11 @@ def system_name():
 # ---- processes (supervisor side) ----
 
 
-def proc_table():
-    """{pid: (ppid, state)} of every process now."""
-    table = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        table[int(name)] = (int(fields[1]), fields[0])
-    return table
-
-
-def live_descendants(root=None):
-    """Pids of the live (not zombie) processes descended from `root` (this process)."""
-    root = root or os.getpid()
-    table = proc_table()
-    out = []
-    for pid, (ppid, state) in table.items():
-        p = ppid
-        while p > 1 and p != root:
-            p = table.get(p, (0, ""))[0]
-        if p == root and state not in ("Z", "X"):
-            out.append(pid)
-    return out
-
-
 def reap_zombie_children():
     """Reaps this process's children that have ended (orted and workers reparented to the
     subreaper end up here). Only once no subprocess.Popen of ours still needs its status."""
     me = os.getpid()
-    for pid, (ppid, state) in proc_table().items():
+    for pid, (ppid, state, _cpu, _start) in common.proc_table().items():
         if ppid == me and state in ("Z", "X"):
             try:
                 os.waitpid(pid, os.WNOHANG)
@@ -108,25 +78,12 @@ def end_descendants(grace):
     """Waits up to `grace` seconds for every descendant to end by itself, then SIGKILLs by pid those
     left until none is (bounded: 10 s more). Returns the number of processes it killed."""
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and live_descendants():
+    while time.monotonic() < deadline and common.descendants():
         reap_zombie_children()
         time.sleep(0.05)
-    killed, calm, deadline = set(), 0, time.monotonic() + 10
-    while time.monotonic() < deadline:
-        reap_zombie_children()
-        left = live_descendants()
-        calm = 0 if left else calm + 1
-        if calm == 2:
-            break
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.add(pid)
-            except OSError:
-                pass
-        time.sleep(0.05)
+    killed = common.sigkill_descendants(10, pause=0.05, reap=reap_zombie_children)
     reap_zombie_children()
-    return len(killed)
+    return killed
 
 
 def remove_tmp():
@@ -276,7 +233,7 @@ def driver_b5(a):
                 shut(ex)
                 # the next startup begins with no worker of this one left
                 deadline = time.monotonic() + 30
-                while any(is_worker(pid) for pid in live_descendants()) and time.monotonic() < deadline:
+                while any(is_worker(pid) for pid in common.descendants()) and time.monotonic() < deadline:
                     time.sleep(0.01)
 
 
@@ -299,7 +256,7 @@ def driver_b3_case(a):
             out["last_at"] = time.perf_counter() - t0
             if len(out["results"]) == strike:
                 victim = r[1]
-                if victim == os.getpid() or victim not in live_descendants():
+                if victim == os.getpid() or victim not in common.descendants():
                     common.fail(f"b3 {fault}: refusing to kill pid {victim} (not a worker of this run)")
                 os.kill(victim, signal.SIGKILL)
                 out["fault_at"] = time.perf_counter() - t0
@@ -310,7 +267,7 @@ def driver_b3_case(a):
         out["reason"] = f"{type(e).__name__}: {e}"
     if fault == "segfault_once" and os.path.exists(marker):
         out["fault_at"] = os.stat(marker).st_mtime - t0_clock
-    out["workers_alive"] = sum(1 for pid in live_descendants() if is_worker(pid))
+    out["workers_alive"] = sum(1 for pid in common.descendants() if is_worker(pid))
     import shutil
     shutil.rmtree(tmp, ignore_errors=True)
     with open(a.out, "w") as f:
@@ -353,17 +310,6 @@ def driver(argv):
 
 
 # ---- the supervisor: each benchmark ----
-
-
-def b3_report(fault, runs):
-    """The rows of one fault over the repeats: recovered only if every run was; wall and excess are
-    medians, lost and duplicated totals. `runs` holds (recovered, wall, excess, lost, dup)."""
-    if all(r[0] for r in runs):
-        wall = statistics.median(r[1] for r in runs)
-        excess = statistics.median(r[2] for r in runs)
-        common.b3_rows(fault, True, wall, wall - excess, sum(r[3] for r in runs), sum(r[4] for r in runs))
-    else:
-        common.b3_rows(fault, False)
 
 
 def run_b3(a, argv):
@@ -437,7 +383,7 @@ def run_b3(a, argv):
                   f"{'stopped' if wall is None else f'{wall:.3f} s'}, lost {lost}, duplicated {dup}",
                   file=sys.stderr, flush=True)
     for f in faults:
-        b3_report(f, runs[f])
+        common.b3_report(f, runs[f])
 
 
 def main():
