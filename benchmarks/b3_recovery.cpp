@@ -170,8 +170,9 @@ int main(int argc, char** argv) {
     recovered = recovered && lost == 0 && dup == 0;
     const char* f = name(faults[k]);
     std::printf("b3,%s_recovered,%d,bool\n", f, recovered ? 1 : 0);
-    std::printf("b3,%s_wall_s,%.3f,s\n", f, med(wall));
-    std::printf("b3,%s_excess_s,%.3f,s\n", f, k == 0 ? 0.0 : med(excess));
+    // a run that lost or duplicated results did not recover: its times are no figures (as the peers')
+    std::printf("b3,%s_wall_s,%.3f,s\n", f, recovered ? med(wall) : std::nan(""));
+    std::printf("b3,%s_excess_s,%.3f,s\n", f, !recovered ? std::nan("") : k == 0 ? 0.0 : med(excess));
     std::printf("b3,%s_lost,%ld,results\n", f, lost);
     std::printf("b3,%s_duplicated,%ld,results\n", f, dup);
     if (k > 0) {

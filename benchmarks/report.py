@@ -95,10 +95,10 @@ def _cell(summary, b, s, metric, ran):
         rec = summary.get((b, s, fault + "_recovered"))
         if rec is None:
             return "-" if ran else "failed"
-        if rec["min"] < 1:
-            times = "every time" if rec["max"] < 1 else f"{round(rec['n'] * (1 - rec['median']))} of {rec['n']} times"
+        if rec["zeros"]:
+            times = "every time" if rec["zeros"] == rec["n"] else f"{rec['zeros']} of {rec['n']} times"
             return f"did not recover ({times})" if not metric.endswith("_lost") else "-"
-        if metric.endswith("_lost"):
+        if metric.endswith("_lost"):  # the most in any one repetition
             lost = summary.get((b, s, fault + "_lost"))
             dup = summary.get((b, s, fault + "_duplicated"))
             return f"{_num(lost['max'] if lost else math.nan)} / {_num(dup['max'] if dup else math.nan)}"
@@ -108,7 +108,8 @@ def _cell(summary, b, s, metric, ran):
     text = _num(v)
     if metric == "map_noop_best_tasks_per_s":
         chunk = _get(summary, b, s, "map_noop_best_chunksize")
-        text += " (automatic)" if chunk == 0 else f" (chunk {chunk:.0f})" if math.isfinite(chunk) else ""
+        default = "automatic" if s == "fibra" else "default"
+        text += f" ({default})" if chunk == 0 else f" (chunk {chunk:.0f})" if math.isfinite(chunk) else ""
     return text
 
 
@@ -125,7 +126,8 @@ def table(summary, machine, comments, failures, a, images="plots"):
     lines = [f"Machine: {machine_line(machine)}. {machine['repeats']} repetition(s) ({machine['mode']} sizes), "
              "systems alternating; each figure is the median over the repetitions (every sample is in "
              "`benchmarks/results/*.csv`). Ratios: how many times better fibra is (above 1: fibra is "
-             "better; below 1: worse), against the best peer in that row and against the raw-MPI floor.", ""]
+             "better; below 1: worse), against the best peer in that row and against the raw-MPI floor. "
+             "B3's lost / duplicated: the most in any one repetition.", ""]
     failed_pairs = {(b, s) for b, s, _r, _e in failures}
     for b in a.benches:
         systems = [s for s in a.systems if any(k[0] == b and k[1] == s for k in summary) or (b, s) in failed_pairs]
@@ -141,9 +143,12 @@ def table(summary, machine, comments, failures, a, images="plots"):
             f = _get(summary, b, "fibra", metric)
             if b != "b3" or metric.endswith(("_wall_s", "_excess_s")):
                 peers = [(p, _get(summary, b, p, metric)) for p in PEERS if p in systems]
-                if b == "b3":  # a peer that did not recover has no figure to compare
-                    peers = [(p, v) for p, v in peers if _get(summary, b, p, re.sub(r"_(wall_s|excess_s)$",
-                                                                                   "_recovered", metric)) == 1]
+                if b == "b3":  # a system that did not recover every time has no figure to compare
+                    def recovered(system):
+                        rec = summary.get((b, system, re.sub(r"_(wall_s|excess_s)$", "_recovered", metric)))
+                        return rec is not None and rec["n"] > 0 and rec["zeros"] == 0
+                    peers = [(p, v) for p, v in peers if recovered(p)]
+                    f = f if recovered("fibra") else math.nan
                 peers = [(p, v) for p, v in peers if math.isfinite(v)]
                 if peers:
                     best = min(peers, key=lambda pv: pv[1]) if better == "lower" else max(peers, key=lambda pv: pv[1])
@@ -200,7 +205,7 @@ def plots(summary, samples, out_dir):
                 ax.set_xscale("log")
                 ax.set_yscale("log")
                 ax.set_xlabel("task duration (ms)")
-                ax.set_title(f"{mode}: 5 worker-seconds of sleeping tasks")
+                ax.set_title(f"{mode}: sleeping tasks (dashed: ideal)")
                 ax.grid(True, which="both", alpha=0.3)
             axes[0].set_ylabel("wall time (s)")
             axes[1].legend(fontsize=8)

@@ -16,4 +16,4 @@ if [ ! -f build/CMakeCache.txt ]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 fi
 cmake --build build -j2 --target b1_overhead b2_throughput b3_recovery b5_idle b6_payload raw_mpi
-exec /usr/bin/python3 benchmarks/suite.py "$@"
+exec /usr/bin/python3 -B benchmarks/suite.py "$@"

@@ -101,24 +101,27 @@ def run_env():
 
 def run_one(cmd, limit_s, log_base):
     """Runs `cmd` in its own process group with a time limit. Returns (rows, comments, error);
-    error is None when it exited 0."""
+    error is None when it exited 0 and printed rows. Its stdout goes to a file (a process of the run
+    in a session of its own, such as Open MPI's orted, may hold it open after the run ends)."""
     start = time.monotonic()
-    with open(log_base + ".out", "w") as out, open(log_base + ".err", "w") as err:
+    with open(log_base + ".out", "w+") as out, open(log_base + ".err", "w") as err:
         out.write("$ " + " ".join(cmd) + "\n")
         out.flush()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=run_env(),
-                                cwd=ROOT, start_new_session=True)
+        begin = out.tell()
         try:
-            text, _ = proc.communicate(timeout=limit_s)
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=run_env(), cwd=ROOT,
+                                    start_new_session=True)
+        except OSError as e:
+            return [], [], f"could not start {cmd[0]}: {e}"
+        try:
+            proc.wait(timeout=limit_s)
             error = None if proc.returncode == 0 else f"exit status {proc.returncode}"
         except subprocess.TimeoutExpired:
-            stop_group(proc)
-            text, _ = proc.communicate()
             error = f"no answer within its limit of {limit_s} s (stopped)"
-        except BaseException:
-            stop_group(proc)
-            raise
-        out.write(text)
+        finally:
+            stop_group(proc)  # also after a normal end: nothing of a run may outlive it
+        out.seek(begin)
+        text = out.read()
     rows, comments = [], []
     for line in text.splitlines():
         if line.startswith("#"):
@@ -129,27 +132,28 @@ def run_one(cmd, limit_s, log_base):
                 rows.append((b, metric, float(value), unit))
             except ValueError:
                 error = error or f"unreadable row: {line}"
+    if not error and not rows:
+        error = "it printed no rows"
     if error:
         error += f" after {time.monotonic() - start:.1f} s; its output is in {log_base}.out/.err"
+        rows = []  # figures of a run that failed were not all checked
     return rows, comments, error
 
 
 def stop_group(proc):
-    """SIGTERM to the run's process group, SIGKILL after 10 s if anything is left."""
-    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+    """SIGTERM to the run's process group if its leader is still running, SIGKILL after 10 s; then
+    SIGKILL to whatever is left in the group."""
+    if proc.poll() is None:
         try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            time.sleep(0.5)  # children of the group may outlive its leader briefly
-        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
             pass
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    proc.wait()
 
 
 def version_of(module):
@@ -211,9 +215,10 @@ def parse_args():
     a.out = os.path.abspath(a.out or os.path.join(ROOT, "benchmarks", "results", "quick" if a.quick else ""))
     a.build = os.path.abspath(a.build)
     for b in a.benches if not a.report_only else []:
-        program = os.path.join(a.build, "benchmarks", FIBRA_PROGRAM[b])
-        if "fibra" in a.systems and not os.access(program, os.X_OK):
-            p.error(f"{program} is not built: run benchmarks/run.sh (it builds), or pass --build DIR")
+        for system in ("fibra", "raw_mpi"):
+            cmd = command(b, system, a.mode, a.build) if system in a.systems else None
+            if cmd and not os.access(cmd[0], os.X_OK):
+                p.error(f"{cmd[0]} is not built: run benchmarks/run.sh (it builds), or pass --build DIR")
     return a
 
 
@@ -347,7 +352,7 @@ def summarize(samples):
         finite = [v for v in values if math.isfinite(v)]
         out[key] = dict(median=statistics.median(finite) if finite else math.nan,
                         min=min(finite) if finite else math.nan, max=max(finite) if finite else math.nan,
-                        n=len(finite), unit=unit)
+                        n=len(finite), zeros=sum(1 for v in finite if v == 0), unit=unit)
     return out
 
 

@@ -31,7 +31,7 @@ def main():
     shutil.rmtree(out, ignore_errors=True)
     runs = [("b1", ["fibra"] + PEERS), ("b6", ["fibra", "raw_mpi"])]
     for bench, systems in runs:
-        cmd = ["/usr/bin/python3", os.path.join(ROOT, "benchmarks", "suite.py"), "--quick", "--benchmarks", bench,
+        cmd = ["/usr/bin/python3", "-B", os.path.join(ROOT, "benchmarks", "suite.py"), "--quick", "--benchmarks", bench,
                "--systems", ",".join(systems), "--build", build, "--out", os.path.join(out, bench)]
         print("$", " ".join(cmd), flush=True)
         rc = subprocess.run(cmd, timeout=900).returncode
@@ -62,8 +62,9 @@ def main():
         labels = {"fibra": "fibra", "raw_mpi": "raw MPI", "multiprocessing": "multiprocessing",
                   "mpi4py_futures": "mpi4py.futures", "dask": "Dask", "ipyparallel": "IPyParallel"}
         header = [line for line in table.splitlines() if line.startswith("| figure |")]
-        if not header or any(labels[s] not in header[0] for s in systems):
-            fail(f"table.md of {bench} has no column for every system: {header}")
+        columns = [c.strip() for c in header[0].strip("|").split("|")] if header else []
+        if any(labels[s] not in columns for s in systems):
+            fail(f"table.md of {bench} has no column for every system: {columns}")
         if "failed" in table:
             fail(f"table.md of {bench} reports a failed run")
         summary = samples(os.path.join(out, bench, "summary.csv"))
