@@ -260,26 +260,28 @@ def b3_report(fault, runs):
 
 def b3_repeat(a, faults, run, bound):
     """Runs every fault of `faults` in turn, `a.repeats` times, through run(fault, bound_s) ->
-    (finished, wall, results, why) on a fresh cluster each, with the time limit bound(wall of the
-    repeat's run without a fault, or None); then prints each fault's rows and a note per repeat
-    that did not recover."""
+    (finished, wall, results, why) on a fresh cluster each (results None: the run never reported
+    them), with the time limit bound(fault, wall of the repeat's run without a fault, or None);
+    then prints each fault's rows and a note per repeat that did not recover."""
     outcomes = {f: [] for f in faults}
     for _ in range(a.repeats):
         base = None
         for f in faults:
-            ok, wall, results, why = run(f, bound(base))
-            lost, dup, wrong = b3_tally(results, a.tasks)
+            ok, wall, results, why = run(f, bound(f, base))
+            lost, dup, wrong = b3_tally(results, a.tasks) if results is not None else (math.nan, math.nan, 0)
             if wrong:
                 fail(f"b3 {f}: {wrong} results for inputs that were not sent")
             if f == "none":
                 base = wall if ok and not lost and not dup else None
             outcomes[f].append((ok and not lost and not dup, wall, base, lost, dup, why))
+            print(f"peer: b3 {f}: {'no' if results is None else len(results)} results, wall "
+                  f"{f'{wall:.3f} s' if ok else 'stopped'}, lost {lost}, duplicated {dup}", file=sys.stderr, flush=True)
     for f in faults:
         runs = outcomes[f]
         for k, (ok, wall, base, lost, dup, why) in enumerate(runs):
             if not ok:
                 note(f"{f}, repeat {k + 1}: not recovered: {why or f'{lost} lost, {dup} duplicated'}")
-        b3_report(f, [(ok, wall, wall - base if base is not None else math.nan, lost, dup)
+        b3_report(f, [(ok, wall, wall - base if ok and base is not None else math.nan, lost, dup)
                       for ok, wall, base, lost, dup, _why in runs])
 
 

@@ -414,7 +414,7 @@ def run_b3(a):
                 "the results it held; in a LocalCluster the nanny starts a new worker process; a worker whose "
                 "nanny is killed ends with it and is not replaced")
     common.b3_repeat(a, faults, lambda f, bound: b3_run(a, f, bound),
-                     lambda base: 120.0 if base is None else max(20.0, 5 * base))
+                     lambda _f, base: 120.0 if base is None else max(20.0, 5 * base))
 
 
 def main():

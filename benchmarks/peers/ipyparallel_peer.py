@@ -347,7 +347,7 @@ def run_b3(a):
     # a dead engine's task is failed or retried 5 s after it is seen (about 35 s if its nanny
     # cannot tell: heartbeats, 3 s x 10): allow for it
     common.b3_repeat(a, faults, lambda f, bound: b3_run(a, f, bound),
-                     lambda base: 180.0 if base is None else max(60.0, 5 * base))
+                     lambda _f, base: 180.0 if base is None else max(60.0, 5 * base))
 
 
 def main():

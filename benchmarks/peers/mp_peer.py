@@ -182,44 +182,31 @@ def run_b3(a):
         common.note("no agent_kill rows: multiprocessing.Pool has no process supervising its workers "
                     "(the driver's own threads do)")
     faults = [f for f in a.faults if f != "agent_kill"]
-    runs = {f: [] for f in faults}
-    for rep in range(a.repeats):
-        base = math.nan
-        for f in faults:
-            limit = max(60.0, 20 * ideal) if f == "none" else max(10.0, 5 * (base if base == base else 2 * ideal))
-            out = b3_run(a, f, limit)
-            results, wall, fault_at = out["results"], out["wall"], out["fault_at"]
-            lost, dup, wrong = common.b3_tally(results, a.tasks)
-            if wrong:
-                common.fail(f"b3 {f}: {wrong} results for inputs that were not sent")
-            if any(pid <= 0 for _i, pid in results):
-                common.fail(f"b3 {f}: a result without its worker's pid")
-            recovered = wall is not None and lost == 0 and dup == 0
-            if f == "none" and recovered:
-                base = wall
-            if wall is None and fault_at is None:
-                common.note(f"{f} (repeat {rep + 1}): the map was not done {limit:.3g} s after it started; stopped "
-                            f"({len(results)} of {a.tasks} results in)")
-            elif wall is None:
-                stall = "" if lost <= 1 else (
-                    f"; {lost - 1} more results never came"
-                    + (f" (the {' and '.join(out['held'])} lock held: the worker died holding it and every other "
-                       f"worker waits for it)" if out["held"] else "")
-                    + ("; Pool.terminate() blocked too" if not out["terminated"] else ""))
-                common.note(f"{f} (repeat {rep + 1}): multiprocessing.Pool does not resubmit the task of a worker that "
-                            f"died and waits for it forever ({out['alive']} of {a.workers} workers alive: it "
-                            f"replaces the worker, not its task){stall}; stopped: the map was not done {limit:.3g} s "
-                            f"after it started ({len(results)} of {a.tasks} results in, the last at "
-                            f"{out['last_at']:.3g} s; the fault at {fault_at:.3g} s)")
-            elif not recovered:
-                common.note(f"{f} (repeat {rep + 1}): finished with {lost} results lost and {dup} duplicated")
-            runs[f].append((recovered, wall if wall is not None else math.nan,
-                            (wall - base) if wall is not None else math.nan, lost, dup))
-            print(f"peer: b3 {f}: {len(results)} results, wall "
-                  f"{'stopped' if wall is None else f'{wall:.3f} s'}, lost {lost}, duplicated {dup}",
-                  file=sys.stderr, flush=True)
-    for f in faults:
-        common.b3_report(f, runs[f])
+
+    def run(f, limit):
+        out = b3_run(a, f, limit)
+        results, wall, fault_at = out["results"], out["wall"], out["fault_at"]
+        if any(pid <= 0 for _i, pid in results):
+            common.fail(f"b3 {f}: a result without its worker's pid")
+        if wall is not None:
+            return True, wall, results, ""
+        if fault_at is None:
+            return False, wall, results, (f"the map was not done {limit:.3g} s after it started; stopped "
+                                          f"({len(results)} of {a.tasks} results in)")
+        lost = common.b3_tally(results, a.tasks)[0]
+        stall = "" if lost <= 1 else (
+            f"; {lost - 1} more results never came"
+            + (f" (the {' and '.join(out['held'])} lock held: the worker died holding it and every other "
+               f"worker waits for it)" if out["held"] else "")
+            + ("; Pool.terminate() blocked too" if not out["terminated"] else ""))
+        return False, wall, results, (
+            f"multiprocessing.Pool does not resubmit the task of a worker that died and waits for it forever "
+            f"({out['alive']} of {a.workers} workers alive: it replaces the worker, not its task){stall}; stopped: "
+            f"the map was not done {limit:.3g} s after it started ({len(results)} of {a.tasks} results in, the "
+            f"last at {out['last_at']:.3g} s; the fault at {fault_at:.3g} s)")
+
+    common.b3_repeat(a, faults, run, lambda f, base: max(60.0, 20 * ideal) if f == "none" else
+                     max(10.0, 5 * (base if base is not None else 2 * ideal)))
 
 
 # ---- b5 ----

@@ -326,64 +326,49 @@ def run_b3(a, argv):
         common.note("no agent_kill rows: mpi4py.futures has no process supervising its workers "
                     "(Open MPI's orted launches them but runs no tasks)")
     faults = [f for f in a.faults if f != "agent_kill"]
-    runs, mpi = {f: [] for f in faults}, None
-    for rep in range(a.repeats):
-        base = math.nan
-        for f in faults:
-            limit = max(60.0, 20 * ideal) if f == "none" else max(10.0, 5 * (base if base == base else 2 * ideal))
-            fd, path = tempfile.mkstemp(prefix="b3-", suffix=".json", dir=os.environ[TMP_ENV])
-            os.close(fd)
+    mpi_noted = []
+
+    def run(f, limit):
+        fd, path = tempfile.mkstemp(prefix="b3-", suffix=".json", dir=os.environ[TMP_ENV])
+        os.close(fd)
+        try:
+            rc = run_driver(argv + ["--case", f, "--limit-s", repr(limit), "--out", path], limit + 300,
+                            f"b3 {f}", stdout=sys.stderr)
             try:
-                rc = run_driver(argv + ["--case", f, "--limit-s", repr(limit), "--out", path], limit + 300,
-                                f"b3 {f}", stdout=sys.stderr)
-                try:
-                    with open(path) as fh:
-                        out = json.load(fh)
-                except (OSError, ValueError):
-                    out = None
-            finally:
-                os.unlink(path)
-            if out is None:
-                if rc is not None and rc >= 0:
-                    common.fail(f"b3 {f}: the driver ended with status {rc} before reporting")
-                why = "was stopped at its time limit" if rc is None else f"was killed by signal {-rc}"
-                common.note(f"{f} (repeat {rep + 1}): the driver {why} before reporting")
-                runs[f].append((False, math.nan, math.nan, math.nan, math.nan))
-                continue
-            if mpi is None:
-                mpi = out["mpi"]
-                common.note(mpi)
-            results = [tuple(r) for r in out["results"]]
-            lost, dup, wrong = common.b3_tally(results, a.tasks)
-            if wrong:
-                common.fail(f"b3 {f}: {wrong} results for inputs that were not sent")
-            if rc != 0:
-                common.fail(f"b3 {f}: the driver ended with status {rc}")
-            wall, fault_at = out["wall"], out["fault_at"]
-            if f != "none" and fault_at is None:
-                common.fail(f"b3 {f}: the fault never happened")
-            recovered = wall is not None and lost == 0 and dup == 0
-            if f == "none" and recovered:
-                base = wall
-            if wall is None:
-                alive = out["workers_alive"]
-                common.note(f"{f} (repeat {rep + 1}): mpi4py.futures lost the task of the worker that died and the "
-                            f"driver waits for it for ever ("
-                            + ("Open MPI aborted the spawned job: no worker left" if alive == 0 else
-                               f"{alive} of {a.workers} workers alive") +
-                            f"); stopped: {out['reason']} ({len(results)} of {a.tasks} results in, the last "
-                            f"at {out['last_at']:.3g} s; the fault at {fault_at:.3g} s)" if fault_at is not None else
-                            f"{f} (repeat {rep + 1}): stopped: {out['reason']} ({len(results)} of "
-                            f"{a.tasks} results in)")
-            elif not recovered:
-                common.note(f"{f} (repeat {rep + 1}): finished with {lost} results lost and {dup} duplicated")
-            runs[f].append((recovered, wall if wall is not None else math.nan,
-                            (wall - base) if wall is not None else math.nan, lost, dup))
-            print(f"peer: b3 {f}: {len(results)} results, wall "
-                  f"{'stopped' if wall is None else f'{wall:.3f} s'}, lost {lost}, duplicated {dup}",
-                  file=sys.stderr, flush=True)
-    for f in faults:
-        common.b3_report(f, runs[f])
+                with open(path) as fh:
+                    out = json.load(fh)
+            except (OSError, ValueError):
+                out = None
+        finally:
+            os.unlink(path)
+        if out is None:
+            if rc is not None and rc >= 0:
+                common.fail(f"b3 {f}: the driver ended with status {rc} before reporting")
+            why = "was stopped at its time limit" if rc is None else f"was killed by signal {-rc}"
+            return False, None, None, f"the driver {why} before reporting"
+        if not mpi_noted:
+            mpi_noted.append(out["mpi"])
+            common.note(out["mpi"])
+        results = [tuple(r) for r in out["results"]]
+        if rc != 0:
+            common.fail(f"b3 {f}: the driver ended with status {rc}")
+        wall, fault_at = out["wall"], out["fault_at"]
+        if f != "none" and fault_at is None:
+            common.fail(f"b3 {f}: the fault never happened")
+        if wall is not None:
+            return True, wall, results, ""
+        if fault_at is None:
+            return False, wall, results, f"stopped: {out['reason']} ({len(results)} of {a.tasks} results in)"
+        alive = out["workers_alive"]
+        return False, wall, results, (
+            "mpi4py.futures lost the task of the worker that died and the driver waits for it for ever ("
+            + ("Open MPI aborted the spawned job: no worker left" if alive == 0 else
+               f"{alive} of {a.workers} workers alive") +
+            f"); stopped: {out['reason']} ({len(results)} of {a.tasks} results in, the last at "
+            f"{out['last_at']:.3g} s; the fault at {fault_at:.3g} s)")
+
+    common.b3_repeat(a, faults, run, lambda f, base: max(60.0, 20 * ideal) if f == "none" else
+                     max(10.0, 5 * (base if base is not None else 2 * ideal)))
 
 
 def main():
