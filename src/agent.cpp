@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -124,10 +126,72 @@ class Agent {
     while (!leaving_ && mpi::try_recv(parent_, m)) {
       got |= m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
       last_heard_ = mpi::now_s();
-      if (m.tag == wire::tag_tasks) least_busy().give(std::move(m.data));
-      else if (m.tag == wire::tag_shutdown) leaving_ = true;
+      if (m.tag == wire::tag_tasks) {
+        if (const auto key = wire::batch_actor(m.data)) give_actor(key, std::move(m.data));
+        else least_busy().give(std::move(m.data));
+      } else if (m.tag == wire::tag_actor_end) {
+        if (auto it = actors_.find(wire::decode<wire::ActorEnd>(m.data).actor); it != actors_.end())
+          it->second.ending = true;
+      } else if (m.tag == wire::tag_shutdown) {
+        leaving_ = true;
+      }
     }
     return got;
+  }
+
+  // An actor's calls go to its own process, started with its first batch (its constructor). An
+  // actor whose process died takes no more calls here: the driver was told, and starts it again
+  // under another key if it may.
+  void give_actor(std::uint64_t key, std::string batch) {
+    if (dead_actors_.count(key)) return;
+    auto it = actors_.find(key);
+    if (it == actors_.end()) {
+      std::string prefix;
+      if (cfg_.prefix_output) prefix = "(actor on worker " + std::to_string(cfg_.slot);
+      auto e = std::make_unique<ExecutorProcess>(0, std::move(prefix), true);
+      try {
+        e->start();
+      } catch (const Error& err) {
+        dead_actors_.insert(key);
+        send(wire::tag_actor_died, wire::encode(wire::ActorDeath{key, 0, 0, err.what()}));
+        return;
+      }
+      it = actors_.emplace(key, ActorProcess{std::move(e), false}).first;
+    }
+    it->second.process->give(std::move(batch));
+  }
+
+  // Actors' processes: results go on as any executor's; a death is told to the driver (ActorDeath)
+  // instead of a report of the calls, and the process is not started again here.
+  bool tend_actors(double now, std::vector<std::string>& frames) {
+    bool busy = false;
+    for (auto it = actors_.begin(); it != actors_.end();) {
+      ExecutorProcess& e = *it->second.process;
+      e.relay_output();
+      busy |= e.write();
+      bool got = false;
+      const bool alive = e.read(frames, got);
+      busy |= got;
+      for (auto& f : frames) forward(std::move(f));
+      frames.clear();
+      if (alive && !e.enforce_time_limit(now, executor_stuck_s)) {
+        if (it->second.ending && e.load() == 0 && !e.wants_to_write()) {
+          e.stop(2.0);  // its calls are done and no handle is left
+          it = actors_.erase(it);
+          busy = true;
+        } else {
+          ++it;
+        }
+        continue;
+      }
+      if (!alive) (void)e.report_death();
+      const auto& d = e.last_death();
+      send(wire::tag_actor_died, wire::encode(wire::ActorDeath{it->first, d.chunk, d.pid, d.why}));
+      dead_actors_.insert(it->first);
+      it = actors_.erase(it);
+      busy = true;
+    }
+    return busy;
   }
 
   // The executor that holds the fewest chunks (a running one before one waiting to restart).
@@ -159,6 +223,7 @@ class Agent {
         busy = true;
       }
     }
+    busy |= tend_actors(now, frames);
     return busy;
   }
 
@@ -171,7 +236,8 @@ class Agent {
   }
 
   bool holding_work() const {
-    return std::any_of(executors_.begin(), executors_.end(), [](auto& e) { return e->holds_work(); });
+    return std::any_of(executors_.begin(), executors_.end(), [](auto& e) { return e->holds_work(); }) ||
+           std::any_of(actors_.begin(), actors_.end(), [](auto& a) { return a.second.process->holds_work(); });
   }
 
   void report(std::string results) {
@@ -182,8 +248,11 @@ class Agent {
   // the chunk they are on (one after another, 16 busy executors would take 32 s).
   void stop_executors() {
     for (auto& e : executors_) e->begin_stop();
+    for (auto& [key, a] : actors_) a.process->begin_stop();
     const double deadline = mpi::now_s() + 2.0;
     for (auto& e : executors_) e->stop(std::max(0.0, deadline - mpi::now_s()));
+    for (auto& [key, a] : actors_) a.process->stop(std::max(0.0, deadline - mpi::now_s()));
+    actors_.clear();
   }
 
   // Naps in ppoll on the sockets of executors that hold work (so that results wake it at once),
@@ -194,6 +263,9 @@ class Agent {
     for (auto& e : executors_)
       if (e->holds_work())
         fds.push_back({e->socket(), static_cast<short>(POLLIN | (e->wants_to_write() ? POLLOUT : 0)), 0});
+    for (auto& [key, a] : actors_)
+      if (a.process->holds_work())
+        fds.push_back({a.process->socket(), static_cast<short>(POLLIN | (a.process->wants_to_write() ? POLLOUT : 0)), 0});
     if (fds.empty()) ::nanosleep(&ts, nullptr);
     else ::ppoll(fds.data(), fds.size(), &ts, nullptr);
   }
@@ -202,6 +274,12 @@ class Agent {
   wire::AgentSetup cfg_;
   mpi::SendQueue sends_;
   std::vector<std::unique_ptr<ExecutorProcess>> executors_;
+  struct ActorProcess {
+    std::unique_ptr<ExecutorProcess> process;
+    bool ending = false;  // its last handle is gone: it stops once its calls are done
+  };
+  std::map<std::uint64_t, ActorProcess> actors_;  // by TaskHeader::actor
+  std::set<std::uint64_t> dead_actors_;
   double last_heard_ = 0, last_sent_ = 0;
   bool leaving_ = false;
   bool said_hello_ = false;

@@ -363,6 +363,7 @@ std::optional<std::string> ExecutorProcess::enforce_time_limit(double now, doubl
   char text[160];
   std::snprintf(text, sizeof text, "ran for %.1f s, past its time limit of %.1f s, and its executor was killed",
                 now - watch_since_, h->timeout_s);
+  death_ = {chunk, pid_, text};
   std::string out = report(chunk, false, wire::Status::timed_out, ItemFailure{item, "timeout", text});
   reap(0.5);
   clear_after_death(now);
@@ -381,8 +382,9 @@ std::string ExecutorProcess::report_death() {
   f.type = WIFSIGNALED(status) ? "signal" : "exit";
   f.message = describe_exit(status) + (died_in != 0 ? "" : " outside any task, again and again");
   const pid_t was = pid_;
+  death_ = {died_in, was, describe_exit(status)};
   std::string out = report(died_in, blame_first, wire::Status::crashed, f);
-  if (died_in == 0) {
+  if (died_in == 0 && !actor_) {
     log::warning("fibra agent pid {}: its executor {} (pid {}) {} outside any task; starting another", ::getpid(),
                  index_, was, describe_exit(status));
   }

@@ -76,7 +76,10 @@ class LineRelay {
 class ExecutorProcess {
  public:
   /// `index`: 1..K within its agent; `prefix`: what its lines of output start with ("" for none).
-  ExecutorProcess(int index, std::string prefix) : index_(index), prefix_(std::move(prefix)) {}
+  /// An actor's process (`actor`) is not restarted by its agent, and its death is no warning here:
+  /// the driver decides what follows (ActorDeath).
+  ExecutorProcess(int index, std::string prefix, bool actor = false)
+      : index_(index), prefix_(std::move(prefix)), actor_(actor) {}
   ~ExecutorProcess();  // kills and reaps a running executor
   ExecutorProcess(const ExecutorProcess&) = delete;
   ExecutorProcess& operator=(const ExecutorProcess&) = delete;
@@ -116,6 +119,13 @@ class ExecutorProcess {
   void begin_stop();
   /// begin_stop, then reaps it, waiting up to `grace` (then SIGKILL).
   void stop(double grace);
+  /// How its last death went: the chunk it was in (0: none), its pid and what ended it.
+  struct Death {
+    std::uint64_t chunk = 0;
+    pid_t pid = 0;
+    std::string why;
+  };
+  const Death& last_death() const { return death_; }
   /// Relays what it printed, in whole lines; true if there was any.
   bool relay_output() { return pid_ > 0 && (out_lines_.pump() | err_lines_.pump()); }
 
@@ -144,6 +154,8 @@ class ExecutorProcess {
 
   int index_;
   std::string prefix_;
+  bool actor_ = false;
+  Death death_;
   LineRelay out_lines_{1}, err_lines_{2};
   SharedMailbox box_;
   pid_t pid_ = -1;

@@ -12,12 +12,25 @@
 namespace fibra::detail {
 
 void JobState::deliver(ChunkOutcome o) {
+  std::vector<std::function<void()>> callbacks;
   {
     std::lock_guard lk(mu_);
     done_.push_back(std::move(o));
-    delivered_.fetch_add(1, std::memory_order_release);
+    if (delivered_.fetch_add(1, std::memory_order_release) == 0) callbacks.swap(on_delivered_);
   }
   cv_.notify_all();
+  for (auto& f : callbacks) f();
+}
+
+void JobState::on_delivered(std::function<void()> f) {
+  {
+    std::lock_guard lk(mu_);
+    if (delivered_.load(std::memory_order_acquire) == 0) {
+      on_delivered_.push_back(std::move(f));
+      return;
+    }
+  }
+  f();
 }
 
 template <class Pred>

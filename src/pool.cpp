@@ -109,6 +109,7 @@ void PoolImpl::loop() {
       std::lock_guard ml(mpi::lock());
       busy |= receive();
       busy |= dispatch();
+      busy |= dispatch_actors();
       busy |= adjust_size();
       sending = progress_sends();
       watch_workers();
@@ -188,6 +189,11 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
   switch (m.tag) {
     case wire::tag_hello: return on_hello(w, wire::decode<wire::Hello>(m.data));
     case wire::tag_results: return on_results(w, m.data);
+    case wire::tag_actor_died: {
+      const auto d = wire::decode<wire::ActorDeath>(m.data);
+      std::lock_guard lk(mu_);
+      return on_actor_death(w, d);
+    }
     case wire::tag_bye: {
       bool stopping;
       {
@@ -321,6 +327,7 @@ void PoolImpl::send(Worker& w, int tag, mpi::Pieces data) {
 // Every chunk still queued or running fails with `e`.
 void PoolImpl::fail_all(const std::exception_ptr& e) {
   for (auto& c : sched_.take_all()) c->job->deliver({c->first, c->count, {}, e, {}});
+  fail_actors(e);
   for (auto& w : workers_) w->batches.clear();
   state_cv_.notify_all();
 }

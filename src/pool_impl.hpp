@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -112,6 +113,36 @@ struct Worker {
   bool alive() const { return state != State::gone && state != State::lost; }
 };
 
+// Actor calls are chunks of one item with ids of their own (this bit set), kept out of the
+// scheduler: they go to one process in the order made, and are never retried elsewhere.
+constexpr std::uint64_t actor_chunk_bit = std::uint64_t(1) << 63;
+
+struct ActorCall {
+  std::uint64_t chunk = 0;
+  std::shared_ptr<JobState> job;
+  std::shared_ptr<const std::string> payload;
+  bool ctor = false;  // the constructor, which starts (and restarts) the actor
+};
+
+// One actor, on the driver (src/pool_actors.cpp). Each start of it has a key of its own (the
+// agent's name for its process), so that what the previous process sent is told apart.
+struct ActorState {
+  enum class State { placing, placed, dead };
+  std::uint64_t id = 0;
+  std::uint64_t key = 0;  // of the current start; 0 while placing
+  const FunctionEntry* ctor = nullptr;
+  std::shared_ptr<const std::string> ctor_args;
+  ActorSettings settings;
+  State state = State::placing;
+  int worker = -1;  // Worker::id of its host while placed
+  int restarts = 0;
+  bool ended = false;     // its last handle was dropped
+  bool end_sent = false;  // ... and its agent was told
+  std::deque<ActorCall> queue;                  // not sent yet, in order
+  std::map<std::uint64_t, ActorCall> in_flight; // sent to the current process, by chunk id (= order)
+  std::string death;                            // why it is gone for good
+};
+
 // How an attempt failed, for retry decisions and messages.
 enum class FailKind { raised, crashed, timed_out, lost, config };
 
@@ -165,6 +196,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   }
 
   RetryPolicy default_policy() const override { return s_.policy; }
+  // pool_actors.cpp
+  std::uint64_t start_actor(const FunctionEntry& ctor, std::string args, ActorSettings s) override;
+  void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) override;
+  void end_actor(std::uint64_t actor) noexcept override;
   void join() override;
   void terminate() override;
   // pool_workers.cpp
@@ -222,6 +257,19 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::lock_guard lk(mu_);
     return target_;
   }
+
+  // ---- pool_actors.cpp: actors' placement, calls and deaths (under mu_ unless said) ------------
+  bool dispatch_actors();  // the communication thread, without mu_
+  void on_actor_result(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid, std::string* whole);
+  void on_actor_death(const Worker& w, const wire::ActorDeath& d);
+  void actor_died(ActorState& a, const std::string& why, std::uint64_t running_chunk, bool counts);
+  void actors_leave(const Worker& w, const std::string& why, bool counts);
+  void fail_actors(const std::exception_ptr& e);
+  std::string actor_name(const ActorState& a) const;
+  std::map<std::uint64_t, ActorState> actors_;                 // by id; under mu_
+  std::unordered_map<std::uint64_t, std::uint64_t> actor_of_;  // call chunk -> actor id, while in flight
+  std::unordered_map<std::uint64_t, std::uint64_t> actor_by_key_;  // key of a start -> actor id
+  std::uint64_t next_actor_id_ = 1, next_actor_key_ = 1, next_actor_chunk_ = 1;
 
   // ---- pool_results.cpp: results and failed attempts -----------------------------------------
   void on_results(Worker& w, std::string& message);

@@ -16,6 +16,10 @@ void PoolImpl::on_results(Worker& w, std::string& message) {
   std::lock_guard lk(mu_);
   for (const auto& r : b.results) {
     const auto& h = r.header;
+    if (h.chunk & actor_chunk_bit) {
+      on_actor_result(w, r, b.executor_pid, whole);
+      continue;
+    }
     w.batches.done(h.chunk);
     trace::mark(trace::driver_received, h.chunk);
     switch (h.status) {

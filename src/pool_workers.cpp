@@ -228,6 +228,7 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
            " chunk(s) it held count a failed attempt" + (replaced ? "; a replacement is being started" : "");
   }
   ++stats_.workers_lost;
+  actors_leave(w, "its worker was lost: " + why, true);
   for (const auto& [id, attempt] : held) {
     const Chunk* c = sched_.find(id, attempt);
     if (!c) continue;
@@ -282,6 +283,7 @@ bool PoolImpl::adjust_size() {
       std::lock_guard lk(mu_);  // terminate() may clear batches; stats() reads states
       if (w->state != Worker::State::retiring || !w->batches.empty()) continue;
       w->state = Worker::State::leaving;
+      actors_leave(*w, "its worker left the pool (Pool::resize)", false);
     }
     send(*w, wire::tag_shutdown, std::string());
     changed = true;

@@ -19,6 +19,7 @@ struct Registry {
   std::vector<std::unique_ptr<FunctionEntry>> entries;
   std::unordered_map<const void*, FunctionEntry*> by_address;
   std::unordered_map<std::uint64_t, FunctionEntry*> by_id;
+  std::unordered_map<std::string, FunctionEntry*> by_method;
   std::vector<std::string> clashes;
 };
 
@@ -65,6 +66,7 @@ bool add_function(FunctionEntry e) noexcept {
     auto p = std::make_unique<FunctionEntry>(std::move(e));
     r.by_address[p->address] = p.get();
     r.by_id[p->id] = p.get();
+    if (!p->method_key.empty()) r.by_method[p->method_key] = p.get();
     r.entries.push_back(std::move(p));
     return true;
   } catch (...) {
@@ -82,6 +84,17 @@ const FunctionEntry& function_by_address(const void* address, const char* what_c
   throw ConfigError("fibra: " + std::string(what_call) + " was given " + name +
                     ", which is not registered for remote calls: add FIBRA_REMOTE(<its name>); at "
                     "namespace scope next to its definition");
+}
+
+const FunctionEntry* function_by_method(std::string_view key) noexcept {
+  auto& r = registry();
+  auto it = r.by_method.find(std::string(key));
+  return it == r.by_method.end() ? nullptr : it->second;
+}
+
+ActorSlot& actor_slot() noexcept {
+  static ActorSlot slot;
+  return slot;
 }
 
 const FunctionEntry* function_by_id(std::uint64_t id) noexcept {

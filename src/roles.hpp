@@ -39,6 +39,8 @@ bool in_executor() noexcept;
 
 /// Terminates every pool still running (the Runtime's destructor calls it before MPI_Finalize).
 void stop_all_pools() noexcept;
+/// Terminates and drops the default pool (fibra::default_pool); the Runtime's end calls it first.
+void drop_default_pool() noexcept;
 
 /// Whether spawned workers may outnumber MPI's slots: yes on a workstation, no inside a batch job
 /// (whose slots are what was paid for), unless FIBRA_OVERSUBSCRIBE=1 or 0 says otherwise.

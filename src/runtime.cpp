@@ -164,7 +164,9 @@ Runtime::Runtime(int& argc, char**& argv) {
 }
 
 Runtime::~Runtime() {
+  detail::drop_default_pool();
   detail::stop_all_pools();
+  detail::stop_task_thread();
   detail::wait_for_checkpoints();  // checkpoints of finished calls still being folded into their .h5
   MPI_Finalize();
   g_active = false;

@@ -61,6 +61,16 @@ std::vector<TaskView> parse_tasks(std::string_view batch) {
   });
 }
 
+std::uint64_t batch_actor(std::string_view batch) {
+  return parsing([&] {
+    Reader r(batch);
+    if (r.pod<std::uint32_t>() == 0) return std::uint64_t(0);
+    TaskHeader h;
+    get(r, h);
+    return h.actor;
+  });
+}
+
 std::string begin_results(std::int64_t executor_pid) {
   std::string s = begin_batch();
   Writer(s).pod(executor_pid);

@@ -27,6 +27,8 @@ enum Tag : int {
   tag_shutdown = 5,   ///< driver -> agent: stop (executors too), say bye, leave
   tag_bye = 6,        ///< agent -> driver: about to leave
   tag_setup = 7,      ///< driver -> agent, its first message: AgentSetup
+  tag_actor_end = 8,  ///< driver -> agent: ActorEnd, the actor's last handle is gone
+  tag_actor_died = 9, ///< agent -> driver: ActorDeath, an actor's process ended
 };
 
 /// A message that does not decode (truncated, or not what its tag says).
@@ -70,10 +72,33 @@ struct TaskHeader {
   double timeout_s = 0;       ///< one item may run this long before the agent kills the executor; 0: none
   bool keep_going = false;    ///< collect item failures and go on (RunControl::keep_going)
   std::vector<std::uint32_t> skip;  ///< offsets of poison items not to run
+  /// 0: any executor of the agent; else the key of the actor (one start of it) whose process runs
+  /// it. A batch holds calls of one actor only.
+  std::uint64_t actor = 0;
 };
 template <class F, class M>
   requires std::is_same_v<std::remove_const_t<M>, TaskHeader>
-void fields(F&& f, M& h) { f(h.chunk, h.attempt, h.fn, h.mode, h.first, h.count, h.timeout_s, h.keep_going, h.skip); }
+void fields(F&& f, M& h) { f(h.chunk, h.attempt, h.fn, h.mode, h.first, h.count, h.timeout_s, h.keep_going, h.skip, h.actor); }
+
+/// driver -> agent: the actor's last handle is gone; its process ends once its calls have run.
+struct ActorEnd {
+  std::uint64_t actor = 0;  ///< TaskHeader::actor
+};
+template <class F, class M>
+  requires std::is_same_v<std::remove_const_t<M>, ActorEnd>
+void fields(F&& f, M& m) { f(m.actor); }
+
+/// agent -> driver: the process of an actor ended (crash, time limit, kill). Sent instead of a
+/// report of its calls: the driver fails every call it had sent to that process.
+struct ActorDeath {
+  std::uint64_t actor = 0;  ///< TaskHeader::actor
+  std::uint64_t chunk = 0;  ///< the call it was running (0: between calls)
+  std::int64_t pid = 0;
+  std::string why;          ///< "killed by signal 9 (Killed)", "ran for 2.0 s, past its time limit ..."
+};
+template <class F, class M>
+  requires std::is_same_v<std::remove_const_t<M>, ActorDeath>
+void fields(F&& f, M& m) { f(m.actor, m.chunk, m.pid, m.why); }
 
 enum class Status : std::uint8_t {
   ok = 0,           ///< payload: encoded results
@@ -149,6 +174,8 @@ struct TaskView {
   std::string_view payload;
 };
 std::vector<TaskView> parse_tasks(std::string_view batch);
+/// TaskHeader::actor of a batch's first chunk (0 for an empty batch); throws Malformed.
+std::uint64_t batch_actor(std::string_view batch);
 
 // ---- result batches: u32 count, i64 executor pid, then per chunk: ResultHeader, u64 bytes, payload
 std::string begin_results(std::int64_t executor_pid);

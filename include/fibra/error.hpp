@@ -69,6 +69,20 @@ class PoolClosed : public Error {
   using Error::Error;
 };
 
+/// @brief A task did not run because a Future it was given as an argument failed. The message
+/// names the chain: which argument, which task it came from, and that task's own error.
+class DependencyFailed : public Error {
+ public:
+  using Error::Error;
+};
+
+/// @brief An actor's process died (or its worker was lost) before the call finished, or the actor
+/// could not be started, or it is gone for good (no restarts left). The message says which.
+class ActorDied : public Error {
+ public:
+  using Error::Error;
+};
+
 /// @brief A checkpoint cannot be used (wrong run, damaged, not a fibra file).
 class CheckpointError : public Error {
  public:

@@ -16,6 +16,7 @@
 // detail/ holds what the templates need; nothing in it is API.
 #pragma once
 
+#include "fibra/actor.hpp"
 #include "fibra/error.hpp"
 #include "fibra/future.hpp"
 #include "fibra/log.hpp"
@@ -24,4 +25,5 @@
 #include "fibra/remote.hpp"
 #include "fibra/runtime.hpp"
 #include "fibra/stats.hpp"
+#include "fibra/tasks.hpp"
 #include "fibra/version.hpp"

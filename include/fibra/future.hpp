@@ -44,6 +44,11 @@ class Future {
   bool ready() const { return settled() || s_->job->delivered() >= 1; }
   /// @brief Whether this future refers to a call (a default-constructed one does not).
   bool valid() const noexcept { return s_ != nullptr; }
+  /// The call's state, for fibra's own use (fibra::wait, dependencies).
+  const std::shared_ptr<detail::JobState>& detail_job() const {
+    check();
+    return s_->job;
+  }
 
  private:
   struct Shared {
@@ -88,6 +93,25 @@ class Future {
   }
 
   std::shared_ptr<Shared> s_;
+};
+
+/// @brief The end of a call that returns nothing (an actor's void method): get() returns once it
+/// ran, or throws its error.
+template <>
+class Future<void> {
+ public:
+  Future() = default;
+  explicit Future(std::shared_ptr<detail::JobState> job) : f_(std::move(job)) {}
+  void get() const { (void)f_.get(); }
+  void wait() const { f_.wait(); }
+  template <class Rep, class Period>
+  bool wait_for(std::chrono::duration<Rep, Period> d) const { return f_.wait_for(d); }
+  bool ready() const { return f_.ready(); }
+  bool valid() const noexcept { return f_.valid(); }
+  const std::shared_ptr<detail::JobState>& detail_job() const { return f_.detail_job(); }
+
+ private:
+  Future<detail::Unit> f_;
 };
 
 }  // namespace fibra

@@ -17,6 +17,7 @@
 #include "fibra/detail/call_checks.hpp"
 #include "fibra/detail/codec.hpp"
 #include "fibra/detail/core.hpp"
+#include "fibra/detail/deps.hpp"
 #include "fibra/detail/imap.hpp"
 #include "fibra/detail/registry.hpp"
 #include "fibra/detail/stream.hpp"
@@ -116,6 +117,32 @@ class Pool {
     return Future<std::remove_cvref_t<R>>(std::move(job));
   }
 
+  /// @brief Runs `fn(args...)` on a worker, as apply_async does, but an argument may also be a
+  /// Future of another call (of this pool or another): the task then runs once that call has
+  /// finished, with its value, so a graph of tasks is built as the program runs. If such a call
+  /// failed, this one fails with DependencyFailed, whose message names the chain.
+  /// @code
+  ///   fibra::Future<double> a = pool.submit(square, 3.0);
+  ///   fibra::Future<double> b = pool.submit(add, a, 1.0);  // runs after `a`, with its result
+  /// @endcode
+  template <class R, class... P, class... Args>
+  Future<std::remove_cvref_t<R>> submit(R (*fn)(P...), Args&&... args) {
+    static_assert(sizeof...(P) == sizeof...(Args),
+                  "fibra: submit got a different number of arguments than the function takes");
+    static_assert(detail::check_signature<R, P...>());
+    if constexpr (sizeof...(P) == sizeof...(Args)) static_assert((detail::check_arg<Args, P>() && ...));
+    if constexpr (!(detail::is_future_v<Args> || ...)) {
+      return apply_async(fn, std::forward<Args>(args)...);
+    } else {
+      const auto& core = live_core();  // a moved-from pool throws PoolClosed before anything else
+      const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), "submit");
+      auto job = std::make_shared<detail::JobState>(
+          entry, sizeof...(P) == 1 ? detail::CallMode::single : detail::CallMode::tuple, core->default_policy());
+      detail::submit_after<P...>(core, job, std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...));
+      return Future<std::remove_cvref_t<R>>(std::move(job));
+    }
+  }
+
   // What is not a free function (a lambda, a member function) or has the wrong number of parameters
   // lands here, where a static_assert says so in fibra's words instead of "no matching function".
   template <class F, class Range>
@@ -133,6 +160,9 @@ class Pool {
   template <class F, class... Args>
     requires(detail::arity_v<F> < 0)
   void apply_async(F&&, Args&&...) { detail::refuse_function<F, false>(); }
+  template <class F, class... Args>
+    requires(detail::arity_v<F> < 0)
+  void submit(F&&, Args&&...) { detail::refuse_function<F, false>(); }
 
   /// @brief Counters of work done, failures seen, retries and lost workers (see docs/fault-tolerance.md).
   PoolStats stats() const { return core().stats(); }
@@ -150,6 +180,8 @@ class Pool {
   detail::PoolCore& core() const {
     return *live_core();
   }
+  template <class T>
+  friend class Actor;
   // The pool's core, shared with a call's stream; a moved-from pool has none.
   const std::shared_ptr<detail::PoolCore>& live_core() const {
     if (!core_) throw PoolClosed("fibra: this Pool was moved from");

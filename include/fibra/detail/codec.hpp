@@ -124,6 +124,9 @@ class Reader {
   const char* end_;
 };
 
+/// What a call that returns nothing (an actor's void method) sends back: one byte.
+struct Unit {};
+
 template <class T>
 struct Codec;  // primary template: chosen below
 

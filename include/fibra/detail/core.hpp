@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -67,6 +68,11 @@ class JobState {
   bool wait_delivered(std::uint64_t n, std::optional<std::chrono::nanoseconds> timeout);
   std::uint64_t delivered() const { return delivered_.load(std::memory_order_acquire); }
 
+  /// Runs `f` once, at the first delivery, or at once on this thread if there was one already.
+  /// It runs on the delivering thread (a pool's communication thread, holding the pool's locks), so
+  /// it must only hand work on (detail::run_later), never call into a pool or wait.
+  void on_delivered(std::function<void()> f);
+
   /// Records that an executor ran `items` items of this call in `ns` nanoseconds.
   void note_run(std::uint32_t items, std::uint64_t ns) {
     run_ns_.fetch_add(ns, std::memory_order_relaxed);
@@ -97,6 +103,19 @@ class JobState {
   bool wait_until(Pred pred, std::optional<std::chrono::nanoseconds> timeout);
   std::atomic<bool> cancelled_{false};
   std::atomic<std::uint64_t> run_ns_{0}, run_items_{0};  // measured by the executors (note_run)
+  std::vector<std::function<void()>> on_delivered_;      // under mu_; run at the first delivery
+};
+
+/// Runs `f` soon on fibra's task thread (one per driver process), in the order given: what a
+/// delivery must not do on the communication thread (submit the tasks that waited for it).
+void run_later(std::function<void()> f);
+/// Runs what run_later queued and ends the task thread (the Runtime's end, after the pools stop).
+void stop_task_thread() noexcept;
+
+/// How an actor is kept (ActorOptions, sent to the pool's core).
+struct ActorSettings {
+  std::string class_name;  ///< demangled, for messages
+  int max_restarts = 0;    ///< starts again from its constructor after a death, this many times
 };
 
 /// Settings of a pool, fixed when it starts.
@@ -129,6 +148,16 @@ class PoolCore {
   /// The retry policy of calls that do not set their own.
   virtual RetryPolicy default_policy() const { return {}; }
   virtual PoolStats stats() const { return {}; }
+
+  /// Starts an actor: `ctor` (an ActorClass entry) with its encoded arguments runs first in a
+  /// process of its own on one of the pool's agents; returns the actor's id. Calls queued before it
+  /// runs wait for it.
+  virtual std::uint64_t start_actor(const FunctionEntry& ctor, std::string args, ActorSettings s) = 0;
+  /// Queues a method call (a one-item chunk of `job`) to the actor; calls run in the order queued.
+  /// A call to an actor that is gone for good fails at once with ActorDied.
+  virtual void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) = 0;
+  /// The last handle was dropped: the actor's process ends once the calls sent to it have run.
+  virtual void end_actor(std::uint64_t actor) noexcept = 0;
 };
 
 /// Starts `settings.workers` workers and waits until each has said hello (collective with the

@@ -58,6 +58,9 @@ struct FunctionEntry {
   std::string signature;           ///< mangled type, to detect a driver/worker mismatch
   ChunkRunner run_single = nullptr;  ///< null unless the function takes exactly one argument
   ChunkRunner run_tuple = nullptr;
+  /// Actor methods only: the bytes of the member-function pointer and its class's type name, by
+  /// which a driver finds the entry of `&Class::method` (actor.hpp).
+  std::string method_key;
 };
 
 std::uint64_t hash_name(std::string_view s) noexcept;
@@ -70,6 +73,8 @@ bool add_function(FunctionEntry e) noexcept;
 
 /// Looks up by address (driver side); throws ConfigError naming the fix if it is not registered.
 const FunctionEntry& function_by_address(const void* address, const char* what_call);
+/// Looks up an actor method by FunctionEntry::method_key; nullptr if it is not registered.
+const FunctionEntry* function_by_method(std::string_view key) noexcept;
 /// Looks up by id (executor side); nullptr if unknown.
 const FunctionEntry* function_by_id(std::uint64_t id) noexcept;
 /// A hash of every registered name and signature: equal in processes that run the same binary.
@@ -82,6 +87,14 @@ void check_registry();
 
 template <class T>
 using stored_t = std::remove_cvref_t<T>;
+
+/// The object of the actor an executor hosts (one per executor process; actor.hpp).
+struct ActorSlot {
+  void* object = nullptr;
+  void (*destroy)(void*) = nullptr;
+  const char* type = nullptr;  ///< typeid(T).name() of the object
+};
+ActorSlot& actor_slot() noexcept;
 
 /// FIBRA_REMOTE of something that is not a free function.
 template <auto F>
@@ -98,12 +111,10 @@ struct Remote {
   static bool add(const char*) noexcept { return false; }
 };
 
-template <class R, class... Args, R (*F)(Args...)>
-struct Remote<F> {
-  using Result = stored_t<R>;
-  using Tuple = std::tuple<stored_t<Args>...>;
-  static_assert(check_signature<R, Args...>());
-
+/// The item loops every runner shares: a function's (Remote) and an actor's constructor and
+/// methods (actor.hpp). `Result` is what one item returns.
+template <class Result>
+struct Items {
   static ItemFailure failure_at(std::uint32_t i) {
     ItemFailure fail;
     fail.offset = i;
@@ -187,9 +198,19 @@ struct Remote<F> {
     return true;
   }
 
+};
+
+template <class R, class... Args, R (*F)(Args...)>
+struct Remote<F> {
+  using Result = stored_t<R>;
+  using Tuple = std::tuple<stored_t<Args>...>;
+  static_assert(check_signature<R, Args...>());
+
+  using I = Items<Result>;
+
   static bool run_tuple(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail,
                         Cursor& cursor, const RunControl& ctl) {
-    return run_encoded<Tuple>(in, count, out, fail, cursor, ctl,
+    return I::template run_encoded<Tuple>(in, count, out, fail, cursor, ctl,
                               [](Tuple&& args) -> Result { return std::apply(F, std::move(args)); });
   }
 
@@ -205,7 +226,7 @@ struct Remote<F> {
         char* dst = out.data() + at;
         if (!ctl.plain()) {
           bool decoded = false;
-          return run_careful(
+          return I::run_careful(
               count, fail, cursor, ctl, decoded,
               [&](std::uint32_t i) {
                 A a = r.pod<A>();
@@ -228,13 +249,13 @@ struct Remote<F> {
             std::memcpy(dst + std::size_t(i) * sizeof(Result), &res, sizeof(Result));
           } catch (...) {
             out.resize(at + std::size_t(i) * sizeof(Result));
-            fail = failure_at(i);
+            fail = I::failure_at(i);
             return false;
           }
         }
         return true;
       } else {
-        return run_encoded<A>(in, count, out, fail, cursor, ctl, [](A&& a) -> Result { return F(std::move(a)); });
+        return I::template run_encoded<A>(in, count, out, fail, cursor, ctl, [](A&& a) -> Result { return F(std::move(a)); });
       }
     } else {
       return false;

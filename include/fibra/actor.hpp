@@ -1,0 +1,275 @@
+// fibra/actor.hpp: fibra::Actor<T>, an object of a registered class living in a process of its own
+// on a worker, whose method calls return futures (Ray's actors, Fiber's remote objects).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+
+#include "fibra/detail/call_checks.hpp"
+#include "fibra/detail/codec.hpp"
+#include "fibra/detail/core.hpp"
+#include "fibra/detail/registry.hpp"
+#include "fibra/error.hpp"
+#include "fibra/future.hpp"
+#include "fibra/pool.hpp"
+#include "fibra/remote.hpp"
+#include "fibra/tasks.hpp"
+
+namespace fibra {
+
+/// @brief How an actor is kept.
+struct ActorOptions {
+  /// When its process dies (crash, kill, its worker lost), start it again from its constructor
+  /// this many times; the calls it held fail with ActorDied either way. 0: it stays dead.
+  int max_restarts = 0;
+};
+
+namespace detail {
+
+/// The object the actor's process holds, as a C (throws if it holds none, or another class).
+template <class C>
+C& actor_object() {
+  auto& s = actor_slot();
+  if (!s.object)
+    throw Error("fibra: this actor's process holds no object (its constructor did not run in it)");
+  if (std::strcmp(s.type, typeid(C).name()) != 0)
+    throw Error("fibra: this actor's process holds a " + demangle(s.type) + ", not a " + demangle(typeid(C).name()));
+  return *static_cast<C*>(s.object);
+}
+
+/// FIBRA_ACTOR(T, P...): T's constructor from P..., registered as a function named "T(P...)".
+template <class T, class... P>
+struct ActorClass {
+  static_assert(std::is_class_v<T>, "fibra: FIBRA_ACTOR takes a class");
+  static_assert(std::is_constructible_v<T, P...>,
+                "fibra: FIBRA_ACTOR(T, P...) names parameter types that T has no constructor for");
+  static_assert((check_parameter<P>() && ...));
+  using Params = std::tuple<stored_t<P>...>;
+  static constexpr char tag = 0;  // its address identifies the entry
+
+  static std::string name() {
+    std::string n = demangle(typeid(T).name()) + "(";
+    const char* sep = "";
+    ((n += sep, n += demangle(typeid(stored_t<P>).name()), sep = ", "), ...);
+    return n + ")";
+  }
+
+  static bool run(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail, Cursor& cursor,
+                  const RunControl& ctl) {
+    return Items<bool>::template run_encoded<Params>(in, count, out, fail, cursor, ctl, [](Params&& a) -> bool {
+      auto& s = actor_slot();
+      if (s.object) {  // a second constructor in one process: the old object goes first
+        s.destroy(s.object);
+        s.object = nullptr;
+      }
+      T* obj = std::apply([](auto&&... x) { return new T(std::move(x)...); }, std::move(a));
+      s.object = obj;
+      s.destroy = [](void* p) { delete static_cast<T*>(p); };
+      s.type = typeid(T).name();
+      return true;
+    });
+  }
+
+  static bool add() noexcept {
+    FunctionEntry e;
+    e.name = name();
+    e.id = hash_name(e.name);
+    e.address = &tag;
+    e.signature = typeid(T*(P...)).name();
+    e.run_tuple = &run;
+    return add_function(std::move(e));
+  }
+};
+
+template <class M>
+struct method_traits {
+  static constexpr bool method = false;
+};
+#define FIBRA_DETAIL_METHOD_TRAITS(QUALIFIERS)                   \
+  template <class R, class C, class... A>                        \
+  struct method_traits<R (C::*)(A...) QUALIFIERS> {              \
+    static constexpr bool method = true;                         \
+    using Class = C;                                             \
+    using Return = R;                                            \
+    using Params = std::tuple<stored_t<A>...>;                   \
+    static constexpr bool checked = (check_parameter<A>() && ...); \
+  };
+FIBRA_DETAIL_METHOD_TRAITS()
+FIBRA_DETAIL_METHOD_TRAITS(const)
+FIBRA_DETAIL_METHOD_TRAITS(noexcept)
+FIBRA_DETAIL_METHOD_TRAITS(const noexcept)
+#undef FIBRA_DETAIL_METHOD_TRAITS
+
+/// The key by which a driver finds a method's entry: the member pointer's bytes and its class.
+template <class M>
+std::string method_key(const M& m) {
+  using C = typename method_traits<M>::Class;
+  return std::string(reinterpret_cast<const char*>(&m), sizeof m) + typeid(C).name();
+}
+
+/// FIBRA_ACTOR_METHOD(T, m): &T::m, registered as a function named "T::m".
+template <auto M>
+struct ActorMethod {
+  using Tr = method_traits<decltype(M)>;
+  static_assert(Tr::method, "fibra: FIBRA_ACTOR_METHOD takes a class and one of its (non-static) member functions");
+  using C = typename Tr::Class;
+  using R = typename Tr::Return;
+  using Params = typename Tr::Params;
+  using Result = std::conditional_t<std::is_void_v<R>, Unit, stored_t<R>>;
+  static_assert(Tr::checked);
+  static_assert(!std::is_pointer_v<Result>,
+                "fibra: an actor method cannot return a pointer: it would point into the actor's memory");
+  static constexpr char tag = 0;
+
+  static bool run(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail, Cursor& cursor,
+                  const RunControl& ctl) {
+    return Items<Result>::template run_encoded<Params>(in, count, out, fail, cursor, ctl, [](Params&& a) -> Result {
+      C& obj = actor_object<C>();
+      if constexpr (std::is_void_v<R>) {
+        std::apply([&](auto&&... x) { (obj.*M)(std::move(x)...); }, std::move(a));
+        return Unit{};
+      } else {
+        return std::apply([&](auto&&... x) -> Result { return (obj.*M)(std::move(x)...); }, std::move(a));
+      }
+    });
+  }
+
+  static bool add(const char* name) noexcept {
+    FunctionEntry e;
+    e.name = name;
+    e.id = hash_name(e.name);
+    e.address = &tag;
+    e.signature = typeid(decltype(M)).name();
+    e.run_tuple = &run;
+    e.method_key = method_key(M);
+    return add_function(std::move(e));
+  }
+};
+
+}  // namespace detail
+
+/// @brief A handle to an object of class T that lives in a process of its own on one of a pool's
+/// workers. Each method call returns a Future; calls made through one handle (and its copies) run
+/// in the order made, one at a time, on the same object, whose state lasts as long as the actor.
+/// The process ends when the last copy of the handle is dropped (after the calls already made).
+///
+/// @code
+///   class Counter { public: explicit Counter(int start); int add(int d); };
+///   FIBRA_ACTOR(Counter, int);         // the constructor it is started with
+///   FIBRA_ACTOR_METHOD(Counter, add);  // each method called remotely
+///
+///   auto c = fibra::Actor<Counter>::start(10);
+///   fibra::Future<int> f = c.call(&Counter::add, 5);   // f.get() == 15
+/// @endcode
+/// If the actor's process dies, the calls it held fail with ActorDied; with
+/// ActorOptions::max_restarts it starts again from its constructor and later calls succeed.
+template <class T>
+class Actor {
+ public:
+  Actor() = default;
+
+  /// @brief Starts an actor on the default pool (fibra::default_pool), constructed from `args`.
+  template <class... Args>
+    requires(sizeof...(Args) == 0 || !std::is_same_v<std::remove_cvref_t<std::tuple_element_t<0, std::tuple<Args..., int>>>, ActorOptions>)
+  static Actor start(Args&&... args) {
+    return start_on(default_pool(), ActorOptions{}, std::forward<Args>(args)...);
+  }
+  /// @brief Starts an actor on the default pool with options.
+  template <class... Args>
+  static Actor start(const ActorOptions& options, Args&&... args) {
+    return start_on(default_pool(), options, std::forward<Args>(args)...);
+  }
+  /// @brief Starts an actor on `pool`: its process runs beside that pool's workers.
+  /// @throws ConfigError if no FIBRA_ACTOR registers a constructor of T for these argument types.
+  template <class... Args>
+  static Actor start_on(Pool& pool, const ActorOptions& options, Args&&... args) {
+    using Ctor = detail::ActorClass<T, std::decay_t<Args>...>;
+    const std::string name = Ctor::name();
+    const detail::FunctionEntry* ctor = detail::function_by_id(detail::hash_name(name));
+    if (!ctor) {
+      std::string known;
+      const std::string prefix = detail::demangle(typeid(T).name()) + "(";
+      for (const auto& n : detail::registry_names())
+        if (n.rfind(prefix, 0) == 0) known += (known.empty() ? "" : ", ") + n;
+      const std::string types = name.substr(prefix.size(), name.size() - prefix.size() - 1);
+      throw ConfigError("fibra: Actor<" + detail::demangle(typeid(T).name()) + ">::start was given arguments for " +
+                        name + ", which is not registered (" +
+                        (known.empty() ? std::string("no constructor is") : "registered: " + known) +
+                        "): add FIBRA_ACTOR(" + detail::demangle(typeid(T).name()) + (types.empty() ? "" : ", ") +
+                        types + ") at namespace scope, or pass arguments of exactly the registered types (3L for a long)");
+    }
+    if (options.max_restarts < 0) throw ConfigError("fibra: ActorOptions::max_restarts cannot be negative");
+    std::string payload;
+    detail::Writer w(payload);
+    detail::encode(w, typename Ctor::Params(std::forward<Args>(args)...));
+    auto core = pool.live_core();
+    Actor a;
+    a.h_ = std::make_shared<Handle>();
+    a.h_->core = core;
+    a.h_->id = core->start_actor(*ctor, std::move(payload),
+                                 detail::ActorSettings{detail::demangle(typeid(T).name()), options.max_restarts});
+    return a;
+  }
+
+  /// @brief Calls `method` on the actor's object with `args`; the Future holds what it returns.
+  /// @throws ConfigError if the method is not registered with FIBRA_ACTOR_METHOD.
+  template <class M, class... Args>
+  auto call(M method, Args&&... args) const {
+    using Tr = detail::method_traits<M>;
+    static_assert(Tr::method, "fibra: Actor::call takes a member function pointer, as &Class::method");
+    if constexpr (Tr::method) {
+      static_assert(std::is_base_of_v<typename Tr::Class, T>, "fibra: Actor<T>::call was given a method of another class");
+      using Args_t = typename Tr::Params;
+      static_assert(std::tuple_size_v<Args_t> == sizeof...(Args),
+                    "fibra: Actor::call got a different number of arguments than the method takes");
+      using R = typename Tr::Return;
+      using Out = std::conditional_t<std::is_void_v<R>, void, detail::stored_t<R>>;
+      if (!h_) throw Error("fibra: this Actor is empty (default-constructed); get one from Actor<T>::start");
+      const detail::FunctionEntry* e = detail::function_by_method(detail::method_key(method));
+      if (!e)
+        throw ConfigError("fibra: Actor<" + detail::demangle(typeid(T).name()) +
+                          ">::call was given a method that is not registered for remote calls: add "
+                          "FIBRA_ACTOR_METHOD(" + detail::demangle(typeid(typename Tr::Class).name()) +
+                          ", <method name>); at namespace scope");
+      std::string payload;
+      detail::Writer w(payload);
+      if constexpr (std::tuple_size_v<Args_t> == sizeof...(Args)) detail::encode(w, Args_t(std::forward<Args>(args)...));
+      auto job = std::make_shared<detail::JobState>(*e, detail::CallMode::tuple, h_->core->default_policy());
+      h_->core->call_actor(h_->id, job, std::move(payload));
+      return Future<Out>(std::move(job));
+    }
+  }
+
+  /// @brief Whether this handle refers to an actor (a default-constructed one does not).
+  bool valid() const noexcept { return h_ != nullptr; }
+
+ private:
+  struct Handle {
+    std::shared_ptr<detail::PoolCore> core;
+    std::uint64_t id = 0;
+    ~Handle() { core->end_actor(id); }
+  };
+  std::shared_ptr<Handle> h_;
+};
+
+}  // namespace fibra
+
+#define FIBRA_DETAIL_ACTOR_NAME(prefix) FIBRA_DETAIL_CAT(prefix, __COUNTER__)
+
+/// @brief Registers class `cls` as an actor, with the constructor taking the parameter types that
+/// follow (none for its default constructor). Use once per constructor that actors start with, at
+/// namespace scope.
+#define FIBRA_ACTOR(cls, ...)                                                   \
+  [[maybe_unused]] static const bool FIBRA_DETAIL_ACTOR_NAME(fibra_actor_registered_) = \
+      ::fibra::detail::ActorClass<cls __VA_OPT__(, ) __VA_ARGS__>::add()
+
+/// @brief Registers `cls::method` for Actor<cls>::call, at namespace scope.
+#define FIBRA_ACTOR_METHOD(cls, method)                                         \
+  [[maybe_unused]] static const bool FIBRA_DETAIL_ACTOR_NAME(fibra_actor_method_) = \
+      ::fibra::detail::ActorMethod<&cls::method>::add(#cls "::" #method)

@@ -1,0 +1,125 @@
+// fibra/detail/deps.hpp: tasks whose arguments are Futures of other calls (Pool::submit). Such a
+// task waits in the driver until every Future it was given has its outcome, then is queued with
+// their values; if one of them failed, the task fails with DependencyFailed naming the chain.
+#pragma once
+
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "fibra/detail/call_checks.hpp"
+#include "fibra/detail/codec.hpp"
+#include "fibra/detail/core.hpp"
+#include "fibra/detail/stream.hpp"
+#include "fibra/error.hpp"
+#include "fibra/future.hpp"
+
+namespace fibra::detail {
+
+template <class T>
+struct future_of : std::false_type {};
+template <class T>
+struct future_of<Future<T>> : std::true_type {
+  using type = T;
+};
+template <class X>
+inline constexpr bool is_future_v = future_of<std::remove_cvref_t<X>>::value;
+
+/// The compile-time checks of one argument: a Future's value type stands for the Future.
+template <class X, class P>
+constexpr bool check_arg() {
+  if constexpr (is_future_v<X>) {
+    using T = typename future_of<std::remove_cvref_t<X>>::type;
+    static_assert(!std::is_void_v<T>, "fibra: a Future<void> has no value to pass as an argument");
+    if constexpr (!std::is_void_v<T>) return check_item<T, P>();
+    return false;
+  } else {
+    return check_item<X, P>();
+  }
+}
+
+/// An argument as the function receives it: a Future's value, or the argument itself.
+template <class X>
+decltype(auto) resolve(const X& x) {
+  if constexpr (is_future_v<X>) return x.get();
+  else return (x);
+}
+
+/// One call's arguments (some of them Futures), waiting for the Futures' outcomes.
+template <class Args, class... P>
+struct WaitingTask {
+  std::shared_ptr<PoolCore> core;
+  std::shared_ptr<JobState> job;
+  Args args;
+  std::atomic<std::size_t> left{0};
+
+  // On fibra's task thread, once every Future argument has its outcome.
+  void run() {
+    std::exception_ptr failed;
+    std::size_t i = 0;
+    std::apply([&](const auto&... x) { (check(x, ++i, failed), ...); }, args);
+    if (failed) return job->deliver({0, 1, {}, failed, {}});
+    try {
+      std::string payload;
+      Writer w(payload);
+      std::apply(
+          [&](const auto&... x) {
+            if constexpr (sizeof...(P) == 1) (SingleArg<std::remove_cvref_t<P>>::one(w, resolve(x)), ...);
+            else encode(w, std::tuple<std::remove_cvref_t<P>...>(resolve(x)...));
+          },
+          args);
+      core->submit(job, 0, 1, std::move(payload));
+    } catch (...) {  // the pool was closed meanwhile, say: the task's future says so
+      job->deliver({0, 1, {}, std::current_exception(), {}});
+    }
+  }
+
+  template <class X>
+  void check(const X& x, std::size_t i, std::exception_ptr& failed) const {
+    if constexpr (is_future_v<X>) {
+      if (failed) return;
+      std::string why;
+      try {
+        (void)x.get();
+        return;
+      } catch (const std::exception& e) {
+        why = e.what();
+      } catch (...) {
+        why = "an exception that is not a std::exception";
+      }
+      failed = std::make_exception_ptr(DependencyFailed("fibra: " + job->fn().name + " did not run: its argument " +
+                                                        std::to_string(i) + " is the result of " +
+                                                        x.detail_job()->fn().name + ", which failed: " + why));
+    }
+  }
+};
+
+/// Queues `job` on `core` once every Future among `args` has its outcome (at once if they all do).
+template <class... P, class Args>
+void submit_after(std::shared_ptr<PoolCore> core, std::shared_ptr<JobState> job, Args args) {
+  auto t = std::make_shared<WaitingTask<Args, P...>>();
+  t->core = std::move(core);
+  t->job = std::move(job);
+  t->args = std::move(args);
+  std::vector<std::shared_ptr<JobState>> deps;
+  std::apply(
+      [&](const auto&... x) {
+        auto add = [&](const auto& a) {
+          if constexpr (is_future_v<decltype(a)>) deps.push_back(a.detail_job());
+        };
+        (add(x), ...);
+      },
+      t->args);
+  t->left.store(deps.size());
+  for (auto& d : deps)
+    d->on_delivered([t] {
+      if (t->left.fetch_sub(1) == 1) run_later([t] { t->run(); });
+    });
+}
+
+}  // namespace fibra::detail

@@ -1,0 +1,108 @@
+// fibra/tasks.hpp: Ray-style remote tasks: fibra::submit and fibra::wait, on the default pool.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "fibra/error.hpp"
+#include "fibra/future.hpp"
+#include "fibra/options.hpp"
+#include "fibra/pool.hpp"
+
+namespace fibra {
+
+/// @brief The pool that fibra::submit and fibra::Actor<T>::start use. It starts at its first use,
+/// with `workers` workers (0: the FIBRA_WORKERS environment variable, else one per core) and
+/// `options`, and stops when the Runtime ends. Call it first, with arguments, to choose them.
+/// @throws ConfigError if it already runs with another number of workers.
+Pool& default_pool(int workers = 0, const PoolOptions& options = {});
+
+/// @brief Runs `fn(args...)` on the default pool; see Pool::submit. An argument may be a Future of
+/// another call: the task runs after it, with its value.
+/// @code
+///   fibra::Future<double> a = fibra::submit(square, 3.0);
+///   fibra::Future<double> b = fibra::submit(add, a, 1.0);  // waits for a, in the driver
+/// @endcode
+template <class R, class... P, class... Args>
+Future<std::remove_cvref_t<R>> submit(R (*fn)(P...), Args&&... args) {
+  return default_pool().submit(fn, std::forward<Args>(args)...);
+}
+
+/// @brief What fibra::wait returns: the futures that are ready (at most the number asked for, in
+/// the order given) and the others, in the order given.
+template <class T>
+struct WaitResult {
+  std::vector<Future<T>> ready;
+  std::vector<Future<T>> pending;
+};
+
+namespace detail {
+
+struct WaitLatch {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::size_t delivered = 0;
+};
+
+template <class T>
+WaitResult<T> wait_for_some(const std::vector<Future<T>>& futures, std::size_t num_ready,
+                            std::optional<std::chrono::nanoseconds> timeout) {
+  if (num_ready > futures.size())
+    throw ConfigError("fibra::wait: asked for " + std::to_string(num_ready) + " ready futures out of " +
+                      std::to_string(futures.size()));
+  auto latch = std::make_shared<WaitLatch>();
+  for (const auto& f : futures) {
+    if (!f.valid()) throw ConfigError("fibra::wait: a Future in the list is empty (default-constructed)");
+    if (f.ready()) {
+      std::lock_guard lk(latch->mu);
+      ++latch->delivered;
+      continue;
+    }
+    f.detail_job()->on_delivered([latch] {
+      {
+        std::lock_guard lk(latch->mu);
+        ++latch->delivered;
+      }
+      latch->cv.notify_all();
+    });
+  }
+  {
+    std::unique_lock lk(latch->mu);
+    auto enough = [&] { return latch->delivered >= num_ready; };
+    if (timeout) latch->cv.wait_for(lk, *timeout, enough);
+    else latch->cv.wait(lk, enough);
+  }
+  WaitResult<T> r;
+  for (const auto& f : futures) (r.ready.size() < num_ready && f.ready() ? r.ready : r.pending).push_back(f);
+  return r;
+}
+
+}  // namespace detail
+
+/// @brief Waits until `num_ready` of `futures` are ready (default: all), as `ray.wait` does.
+/// @code
+///   auto [ready, pending] = fibra::wait(futures, 1);   // the first to finish
+/// @endcode
+template <class T>
+WaitResult<T> wait(const std::vector<Future<T>>& futures, std::size_t num_ready) {
+  return detail::wait_for_some(futures, num_ready, std::nullopt);
+}
+template <class T>
+WaitResult<T> wait(const std::vector<Future<T>>& futures) {
+  return detail::wait_for_some(futures, futures.size(), std::nullopt);
+}
+/// @brief Like wait, but returns after `timeout` at the latest, with fewer ready futures then.
+template <class T, class Rep, class Period>
+WaitResult<T> wait(const std::vector<Future<T>>& futures, std::size_t num_ready,
+                   std::chrono::duration<Rep, Period> timeout) {
+  return detail::wait_for_some(futures, num_ready,
+                               std::chrono::duration_cast<std::chrono::nanoseconds>(timeout));
+}
+
+}  // namespace fibra

@@ -1,0 +1,289 @@
+// Actors on the driver: where each one's process runs, its calls in the order made, and what the
+// death of that process does (its calls fail with ActorDied; with restarts left it starts again
+// from its constructor). pool_impl.hpp says which lock guards what: everything here is under mu_,
+// except dispatch_actors(), which takes it and sends outside it.
+#include <algorithm>
+#include <string>
+
+#include "fibra/error.hpp"
+#include "pool_impl.hpp"
+
+namespace fibra::detail {
+namespace {
+
+// Calls sent to an actor's process in one message, at most.
+constexpr std::size_t actor_batch_calls = 256;
+constexpr std::size_t actor_batch_bytes = std::size_t(64) << 20;
+
+std::exception_ptr died(const std::string& text) { return std::make_exception_ptr(ActorDied(text)); }
+
+}  // namespace
+
+std::uint64_t PoolImpl::start_actor(const FunctionEntry& ctor, std::string args, ActorSettings settings) {
+  if (args.size() > max_chunk_bytes)
+    throw ConfigError("fibra: the constructor arguments of actor " + settings.class_name + " encode to " +
+                      std::to_string(args.size()) + " bytes, over the 2 GiB one MPI message can carry");
+  std::lock_guard lk(mu_);
+  if (broken_) std::rethrow_exception(broken_);
+  if (closed_) throw PoolClosed("fibra: an actor was started on a pool that " + closed_reason_);
+  ActorState a;
+  a.id = next_actor_id_++;
+  a.ctor = &ctor;
+  a.ctor_args = std::make_shared<const std::string>(std::move(args));
+  a.settings = std::move(settings);
+  a.queue.push_back({actor_chunk_bit | next_actor_chunk_++, std::make_shared<JobState>(ctor, CallMode::tuple, s_.policy),
+                     a.ctor_args, true});
+  const std::uint64_t id = a.id;
+  actors_.emplace(id, std::move(a));
+  kick();
+  return id;
+}
+
+void PoolImpl::call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) {
+  if (payload.size() > max_chunk_bytes)
+    throw ConfigError("fibra: the arguments of " + job->fn().name + " encode to " + std::to_string(payload.size()) +
+                      " bytes, over the 2 GiB one MPI message can carry");
+  std::lock_guard lk(mu_);
+  if (broken_) std::rethrow_exception(broken_);
+  if (closed_ && stopping_) throw PoolClosed("fibra: an actor was called on a pool that " + closed_reason_);
+  auto it = actors_.find(actor);
+  if (it == actors_.end()) throw ActorDied("fibra: " + job->fn().name + " was called on an actor that is gone");
+  ActorState& a = it->second;
+  if (a.state == ActorState::State::dead) {  // never queued, never a hang
+    job->deliver({0, 1, {}, died(a.death), {}});
+    return;
+  }
+  a.queue.push_back({actor_chunk_bit | next_actor_chunk_++, job, std::make_shared<const std::string>(std::move(payload)),
+                     false});
+  kick();
+}
+
+void PoolImpl::end_actor(std::uint64_t actor) noexcept {
+  std::lock_guard lk(mu_);
+  if (auto it = actors_.find(actor); it != actors_.end()) it->second.ended = true;
+  kick();
+}
+
+std::string PoolImpl::actor_name(const ActorState& a) const {
+  return "actor " + a.settings.class_name + " #" + std::to_string(a.id);
+}
+
+// Places actors that wait for a process (on the ready agent hosting the fewest), sends each placed
+// actor its queued calls in order, and forgets actors whose handles are gone once their calls are done.
+bool PoolImpl::dispatch_actors() {
+  std::vector<std::pair<Worker*, mpi::Pieces>> batches;
+  std::vector<std::pair<Worker*, std::string>> ends;
+  {
+    std::lock_guard lk(mu_);
+    if (actors_.empty()) return false;
+    auto worker = [&](int id) -> Worker* {
+      for (auto& w : workers_)
+        if (w->id == id) return w.get();
+      return nullptr;
+    };
+    std::unordered_map<int, int> hosted;  // worker id -> actors placed there
+    for (auto& [id, a] : actors_)
+      if (a.state == ActorState::State::placed) ++hosted[a.worker];
+    for (auto it = actors_.begin(); it != actors_.end();) {
+      ActorState& a = it->second;
+      const bool idle = a.queue.empty() && a.in_flight.empty();
+      if (idle && a.key != 0 && !a.end_sent && (a.ended || a.state == ActorState::State::dead)) {
+        if (Worker* w = worker(a.worker); w && w->alive()) ends.emplace_back(w, wire::encode(wire::ActorEnd{a.key}));
+        a.end_sent = true;
+      }
+      if (idle && a.ended) {
+        actor_by_key_.erase(a.key);
+        it = actors_.erase(it);
+        continue;
+      }
+      if (a.state == ActorState::State::placing && !a.queue.empty()) {
+        Worker* best = nullptr;
+        for (auto& w : workers_)
+          if (w->state == Worker::State::ready && (!best || hosted[w->id] < hosted[best->id])) best = w.get();
+        if (best) {
+          a.state = ActorState::State::placed;
+          a.worker = best->id;
+          a.key = next_actor_key_++;
+          a.end_sent = false;
+          actor_by_key_[a.key] = a.id;
+          ++hosted[best->id];
+        }
+      }
+      Worker* w = a.state == ActorState::State::placed ? worker(a.worker) : nullptr;
+      if (w && (w->state == Worker::State::ready || w->state == Worker::State::retiring) && !a.queue.empty()) {
+        mpi::Pieces batch;
+        batch.heads = wire::begin_batch();
+        std::uint32_t n = 0;
+        std::size_t bytes = 0;
+        while (!a.queue.empty() && n < actor_batch_calls && (n == 0 || bytes + a.queue.front().payload->size() <= actor_batch_bytes)) {
+          ActorCall c = std::move(a.queue.front());
+          a.queue.pop_front();
+          wire::TaskHeader h;
+          h.chunk = c.chunk;
+          h.attempt = 1;
+          h.fn = c.job->fn().id;
+          h.mode = c.job->mode();
+          h.count = 1;
+          h.timeout_s = c.job->policy().task_timeout_s;
+          h.actor = a.key;
+          wire::append_task_head(batch.heads, h, c.payload->size());
+          batch.ends.push_back(batch.heads.size());
+          batch.bodies.push_back(c.payload);
+          bytes += c.payload->size();
+          ++n;
+          actor_of_[c.chunk] = a.id;
+          a.in_flight.emplace(c.chunk, std::move(c));
+        }
+        wire::set_count(batch.heads, n);
+        batches.emplace_back(w, std::move(batch));
+      }
+      ++it;
+    }
+  }
+  for (auto& [w, batch] : batches) send(*w, wire::tag_tasks, std::move(batch));
+  for (auto& [w, end] : ends) send(*w, wire::tag_actor_end, std::move(end));
+  return !batches.empty() || !ends.empty();
+}
+
+void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid, std::string* whole) {
+  const auto& h = r.header;
+  auto f = actor_of_.find(h.chunk);
+  if (f == actor_of_.end()) {  // a call of a process already given up on
+    ++stats_.late_results_dropped;
+    return;
+  }
+  auto ait = actors_.find(f->second);
+  actor_of_.erase(f);
+  if (ait == actors_.end()) return;
+  ActorState& a = ait->second;
+  auto cit = a.in_flight.find(h.chunk);
+  if (cit == a.in_flight.end()) return;
+  ActorCall call = std::move(cit->second);
+  a.in_flight.erase(cit);
+  const std::string& fn = call.job->fn().name;
+  const std::string at = actor_name(a) + ", " + where(w, static_cast<long>(exec_pid));
+  auto gone_for_good = [&](const std::string& why) {
+    a.state = ActorState::State::dead;
+    a.death = why;
+    for (auto& [chunk, c] : a.in_flight) {
+      actor_of_.erase(chunk);
+      c.job->deliver({0, 1, {}, died(why), {}});
+    }
+    a.in_flight.clear();
+    for (auto& c : a.queue) c.job->deliver({0, 1, {}, died(why), {}});
+    a.queue.clear();
+  };
+  switch (h.status) {
+    case wire::Status::ok: {
+      ++stats_.chunks_done;
+      if (call.ctor) return;
+      call.job->note_run(1, h.run_ns);
+      ChunkOutcome o{0, 1, {}, {}, {}};
+      if (whole) {
+        o.offset = static_cast<std::size_t>(r.payload.data() - whole->data());
+        o.payload = std::move(*whole);
+      } else {
+        o.payload.assign(r.payload);
+      }
+      call.job->deliver(std::move(o));
+      return;
+    }
+    case wire::Status::raised: {
+      const ItemFailure fl = wire::decode<ItemFailure>(r.payload);
+      if (call.ctor) {
+        call.job->deliver({0, 1, {}, died("constructor raised"), {}});
+        return gone_for_good("fibra: " + actor_name(a) + " could not start: its constructor " + fn + " raised " +
+                             fl.type + ": " + fl.message + " (" + at + "); calls to it fail");
+      }
+      RemoteSite site{fn, 0, w.slot, w.host, static_cast<long>(exec_pid)};
+      call.job->deliver({0, 1, {},
+                         std::make_exception_ptr(RemoteError("fibra: " + fn + " raised " + fl.type + ": " + fl.message +
+                                                                 " (" + at + ")",
+                                                             fl.type, fl.message, site)),
+                         {}});
+      return;
+    }
+    case wire::Status::unknown_fn: {
+      const std::string text = "fibra: " + where(w, static_cast<long>(exec_pid)) + " cannot run '" + fn +
+                               "': " + std::string(r.payload);
+      call.job->deliver({0, 1, {}, std::make_exception_ptr(ConfigError(text)), {}});
+      if (call.ctor) gone_for_good("fibra: " + actor_name(a) + " could not start: " + text);
+      return;
+    }
+    default:  // a report of its calls after a death: agents send ActorDeath instead, but to be sure
+      a.in_flight.emplace(call.chunk, std::move(call));
+      actor_of_[h.chunk] = a.id;
+      actor_died(a, "its process ended (" + where(w, static_cast<long>(exec_pid)) + ")", h.chunk, true);
+      return;
+  }
+}
+
+void PoolImpl::on_actor_death(const Worker& w, const wire::ActorDeath& d) {
+  auto k = actor_by_key_.find(d.actor);
+  if (k == actor_by_key_.end()) return;  // a process already given up on
+  auto it = actors_.find(k->second);
+  if (it == actors_.end()) return;
+  actor_died(it->second, d.why + " (" + where(w, static_cast<long>(d.pid)) + ")", d.chunk, true);
+}
+
+// The actor's process is gone: every call sent to it fails with ActorDied (none is run again: a
+// call may have changed the actor's state before it died). With restarts left (or when the death
+// does not count, as when resize() retires its agent) it starts again from its constructor, and
+// the calls not yet sent go to the new process; otherwise it is gone for good.
+void PoolImpl::actor_died(ActorState& a, const std::string& why, std::uint64_t running_chunk, bool counts) {
+  const int max = a.settings.max_restarts;
+  const bool restart = !a.ended && !stopping_ && (!counts || a.restarts < max);
+  std::string after;
+  if (restart) {
+    after = "; it is started again from its constructor" +
+            (counts ? " (restart " + std::to_string(a.restarts + 1) + " of " + std::to_string(max) + ")" : std::string()) +
+            " and later calls go to the new process";
+  } else if (!a.ended) {
+    after = "; it is not started again (ActorOptions::max_restarts = " + std::to_string(max) +
+            (max > 0 ? ", all used" : "") + "): later calls fail";
+  }
+  for (auto& [chunk, c] : a.in_flight) {
+    const std::string& fn = c.job->fn().name;
+    const std::string what = c.ctor                  ? "while starting (in its constructor)"
+                             : chunk == running_chunk ? "while running this call (" + fn + ")"
+                                                      : "before this call (" + fn + ") ran";
+    actor_of_.erase(chunk);
+    c.job->deliver({0, 1, {}, died("fibra: " + actor_name(a) + " died " + what + ": " + why + after), {}});
+  }
+  a.in_flight.clear();
+  actor_by_key_.erase(a.key);
+  a.key = 0;
+  a.worker = -1;
+  a.end_sent = false;
+  if (restart) {
+    if (counts) ++a.restarts;
+    a.state = ActorState::State::placing;
+    a.queue.push_front({actor_chunk_bit | next_actor_chunk_++,
+                        std::make_shared<JobState>(*a.ctor, CallMode::tuple, s_.policy), a.ctor_args, true});
+    kick();
+    return;
+  }
+  a.state = ActorState::State::dead;
+  a.death = "fibra: " + actor_name(a) + " is gone: its process died (" + why + ")" + after;
+  for (auto& c : a.queue) c.job->deliver({0, 1, {}, died(a.death), {}});
+  a.queue.clear();
+}
+
+void PoolImpl::actors_leave(const Worker& w, const std::string& why, bool counts) {
+  for (auto& [id, a] : actors_)
+    if (a.state == ActorState::State::placed && a.worker == w.id) actor_died(a, why, 0, counts);
+}
+
+void PoolImpl::fail_actors(const std::exception_ptr& e) {
+  for (auto& [id, a] : actors_) {
+    for (auto& [chunk, c] : a.in_flight) c.job->deliver({0, 1, {}, e, {}});
+    for (auto& c : a.queue) c.job->deliver({0, 1, {}, e, {}});
+    a.in_flight.clear();
+    a.queue.clear();
+    a.state = ActorState::State::dead;
+    a.death = error_text(e);
+  }
+  actor_of_.clear();
+}
+
+}  // namespace fibra::detail

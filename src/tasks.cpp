@@ -1,0 +1,125 @@
+// fibra's task thread (detail::run_later: what a delivery hands on, such as a task whose Future
+// arguments are all in) and the default pool of fibra::submit and fibra::Actor<T>::start.
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "fibra/error.hpp"
+#include "fibra/pool.hpp"
+#include "fibra/tasks.hpp"
+#include "log.hpp"
+#include "roles.hpp"
+
+namespace fibra::detail {
+namespace {
+
+struct TaskThread {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  std::thread thread;
+  bool stopped = false;
+
+  void loop() {
+    std::unique_lock lk(mu);
+    for (;;) {
+      cv.wait(lk, [&] { return stopped || !queue.empty(); });
+      if (queue.empty()) return;  // stopped, and nothing left
+      auto f = std::move(queue.front());
+      queue.pop_front();
+      lk.unlock();
+      run(f);
+      lk.lock();
+    }
+  }
+
+  static void run(std::function<void()>& f) noexcept {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      log::error("fibra: a queued task step failed: {}", e.what());
+    } catch (...) {
+      log::error("fibra: a queued task step failed");
+    }
+  }
+};
+
+// Never destroyed: deliveries may still hand work on while static objects are torn down.
+TaskThread& task_thread() {
+  static TaskThread* t = new TaskThread;
+  return *t;
+}
+
+std::mutex g_default_mu;
+std::unique_ptr<Pool> g_default_pool;
+
+}  // namespace
+
+void run_later(std::function<void()> f) {
+  auto& t = task_thread();
+  {
+    std::lock_guard lk(t.mu);
+    if (!t.stopped) {
+      if (!t.thread.joinable()) t.thread = std::thread([&t] { t.loop(); });
+      t.queue.push_back(std::move(f));
+      t.cv.notify_one();
+      return;
+    }
+  }
+  TaskThread::run(f);  // after the Runtime's end: nothing runs concurrently any more
+}
+
+void stop_task_thread() noexcept {
+  auto& t = task_thread();
+  {
+    std::lock_guard lk(t.mu);
+    t.stopped = true;
+  }
+  t.cv.notify_all();
+  if (t.thread.joinable() && t.thread.get_id() != std::this_thread::get_id()) t.thread.join();
+}
+
+void drop_default_pool() noexcept {
+  std::unique_ptr<Pool> p;
+  {
+    std::lock_guard lk(g_default_mu);
+    p = std::move(g_default_pool);
+  }
+  p.reset();  // terminates it: its unfinished futures fail with PoolClosed
+}
+
+}  // namespace fibra::detail
+
+namespace fibra {
+
+Pool& default_pool(int workers, const PoolOptions& options) {
+  std::lock_guard lk(detail::g_default_mu);
+  if (detail::g_default_pool) {
+    if (workers != 0 && workers != detail::g_default_pool->size())
+      throw ConfigError("fibra::default_pool(" + std::to_string(workers) + "): the default pool already runs with " +
+                        std::to_string(detail::g_default_pool->size()) +
+                        " workers; call default_pool(n) before the first submit or actor to choose its size, or "
+                        "resize() it");
+    return *detail::g_default_pool;
+  }
+  int n = workers;
+  if (n == 0) {
+    if (const char* v = std::getenv("FIBRA_WORKERS"); v && *v) {
+      char* end = nullptr;
+      const long k = std::strtol(v, &end, 10);
+      if (*end != '\0' || k < 1 || k > 100000)
+        throw ConfigError(std::string("fibra: FIBRA_WORKERS=") + v +
+                          " is not a number of workers (1 or more); unset it for one per core");
+      n = static_cast<int>(k);
+    }
+  }
+  detail::g_default_pool = std::make_unique<Pool>(n, options);
+  return *detail::g_default_pool;
+}
+
+}  // namespace fibra

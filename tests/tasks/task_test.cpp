@@ -1,0 +1,284 @@
+// Remote tasks and actors against real processes: fibra::submit with Futures as dependencies,
+// fibra::wait, and fibra::Actor (ordered calls, state, errors, deaths and restarts). Every value is
+// checked against one computed here, independently of fibra.
+//
+// Runs as `./fibra_task_tests` (singleton) and under `mpirun -n 1`; the same binary is started
+// again as agents and executors.
+#include <fibra/fibra.hpp>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+
+// ---- tasks -------------------------------------------------------------------------------------
+double square(double x) { return x * x; }
+FIBRA_REMOTE(square);
+double add(double a, double b) { return a + b; }
+FIBRA_REMOTE(add);
+long inc(long x) { return x + 1; }
+FIBRA_REMOTE(inc);
+long add_longs(long a, long b) { return a + b; }
+FIBRA_REMOTE(add_longs);
+double fail_if_negative(double x) {
+  if (x < 0) throw std::invalid_argument("negative input " + std::to_string(x));
+  return x;
+}
+FIBRA_REMOTE(fail_if_negative);
+int sleep_then(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
+FIBRA_REMOTE(sleep_then);
+
+// ---- actors ------------------------------------------------------------------------------------
+class Counter {
+ public:
+  explicit Counter(long start) : value_(start) {}
+  long add(long d) { return value_ += d; }
+  long value() const { return value_; }
+  void reset() { value_ = 0; }
+  long fail(long d) {
+    if (d > 0) throw std::runtime_error("refused " + std::to_string(d));
+    return value_;
+  }
+  int pid() const { return static_cast<int>(::getpid()); }
+  long slow(int ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return value_;
+  }
+
+ private:
+  long value_;
+};
+FIBRA_ACTOR(Counter, long);
+FIBRA_ACTOR_METHOD(Counter, add);
+FIBRA_ACTOR_METHOD(Counter, value);
+FIBRA_ACTOR_METHOD(Counter, reset);
+FIBRA_ACTOR_METHOD(Counter, fail);
+FIBRA_ACTOR_METHOD(Counter, pid);
+FIBRA_ACTOR_METHOD(Counter, slow);
+
+struct Broken {
+  explicit Broken(int code) { throw std::runtime_error("cannot build, code " + std::to_string(code)); }
+  int get() const { return 1; }
+};
+FIBRA_ACTOR(Broken, int);
+FIBRA_ACTOR_METHOD(Broken, get);
+
+struct Unlisted {
+  int get() const { return 1; }
+  int other() const { return 2; }
+};
+FIBRA_ACTOR(Unlisted);
+FIBRA_ACTOR_METHOD(Unlisted, get);
+
+namespace {
+
+// Waits until `pid` is gone or a zombie no longer (bounded); true if it went.
+bool gone_within(int pid, std::chrono::seconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Tasks, SubmitRunsRemotely) {
+  EXPECT_DOUBLE_EQ(fibra::submit(square, 3.0).get(), 9.0);
+}
+
+TEST(Tasks, FuturesAsArgumentsAreDependencies) {
+  auto a = fibra::submit(square, 3.0);  // 9
+  auto b = fibra::submit(add, a, 1.0);  // 10
+  auto c = fibra::submit(add, b, a);    // 19
+  EXPECT_DOUBLE_EQ(c.get(), 19.0);
+  EXPECT_DOUBLE_EQ(b.get(), 10.0);
+  EXPECT_DOUBLE_EQ(a.get(), 9.0);
+}
+
+TEST(Tasks, ChainOfDependentTasks) {
+  auto f = fibra::submit(inc, 0L);
+  for (int i = 0; i < 200; ++i) f = fibra::submit(inc, f);
+  EXPECT_EQ(f.get(), 201);
+}
+
+TEST(Tasks, TreeReductionWhoseShapeIsBuiltAsItRuns) {
+  std::vector<fibra::Future<long>> level;
+  for (long i = 1; i <= 100; ++i) level.push_back(fibra::submit(inc, i - 1));  // 1..100
+  while (level.size() > 1) {
+    std::vector<fibra::Future<long>> next;
+    for (std::size_t i = 0; i + 1 < level.size(); i += 2) next.push_back(fibra::submit(add_longs, level[i], level[i + 1]));
+    if (level.size() % 2) next.push_back(level.back());
+    level = std::move(next);
+  }
+  EXPECT_EQ(level[0].get(), 100L * 101 / 2);
+}
+
+TEST(Tasks, FailedDependencyFailsItsDependentsWithTheChain) {
+  auto a = fibra::submit(fail_if_negative, -2.0);
+  auto b = fibra::submit(add, a, 1.0);
+  auto c = fibra::submit(add, 5.0, b);
+  const std::string e = error_of([&] { c.get(); });
+  EXPECT_NE(e.find("add did not run: its argument 2 is the result of add"), std::string::npos) << e;
+  EXPECT_NE(e.find("its argument 1 is the result of fail_if_negative"), std::string::npos) << e;
+  EXPECT_NE(e.find("negative input"), std::string::npos) << e;
+  EXPECT_THROW(c.get(), fibra::DependencyFailed);
+  EXPECT_THROW(a.get(), fibra::RemoteError);
+}
+
+TEST(Tasks, WaitReturnsTheFirstReady) {
+  std::vector<fibra::Future<int>> fs{fibra::submit(sleep_then, 1000), fibra::submit(sleep_then, 5),
+                                     fibra::submit(sleep_then, 1000), fibra::submit(sleep_then, 10)};
+  auto [ready, pending] = fibra::wait(fs, 2);
+  ASSERT_EQ(ready.size(), 2u);
+  ASSERT_EQ(pending.size(), 2u);
+  EXPECT_EQ(ready[0].get(), 5);
+  EXPECT_EQ(ready[1].get(), 10);
+  auto none = fibra::wait(pending, 1, 50ms);  // the 1 s tasks cannot be done yet
+  EXPECT_EQ(none.ready.size(), 0u);
+  EXPECT_EQ(none.pending.size(), 2u);
+  auto all = fibra::wait(fs);
+  EXPECT_EQ(all.ready.size(), 4u);
+  EXPECT_THROW(fibra::wait(fs, 5), fibra::ConfigError);
+}
+
+// ---- actors ------------------------------------------------------------------------------------
+
+TEST(Actors, CallsRunInOrderOnOneObject) {
+  auto c = fibra::Actor<Counter>::start(10L);
+  std::vector<fibra::Future<long>> fs;
+  for (long d = 1; d <= 300; ++d) fs.push_back(c.call(&Counter::add, d));
+  long expect = 10;
+  for (long d = 1; d <= 300; ++d) {
+    expect += d;
+    ASSERT_EQ(fs[d - 1].get(), expect) << "call " << d;
+  }
+  c.call(&Counter::reset).get();  // a void method
+  EXPECT_EQ(c.call(&Counter::value).get(), 0);
+}
+
+TEST(Actors, TwoActorsKeepTheirOwnState) {
+  auto a = fibra::Actor<Counter>::start(100L);
+  auto b = fibra::Actor<Counter>::start(-5L);
+  a.call(&Counter::add, 1L);
+  b.call(&Counter::add, 2L);
+  EXPECT_EQ(a.call(&Counter::value).get(), 101);
+  EXPECT_EQ(b.call(&Counter::value).get(), -3);
+  EXPECT_NE(a.call(&Counter::pid).get(), b.call(&Counter::pid).get());
+}
+
+TEST(Actors, AMethodThatThrowsLeavesTheActorAlive) {
+  auto c = fibra::Actor<Counter>::start(7L);
+  auto f = c.call(&Counter::fail, 3L);
+  const std::string e = error_of([&] { f.get(); });
+  EXPECT_NE(e.find("Counter::fail raised std::runtime_error: refused 3"), std::string::npos) << e;
+  EXPECT_THROW(f.get(), fibra::RemoteError);
+  EXPECT_EQ(c.call(&Counter::add, 1L).get(), 8);
+}
+
+TEST(Actors, AConstructorThatThrowsFailsEveryCall) {
+  auto b = fibra::Actor<Broken>::start(42);
+  auto f = b.call(&Broken::get);
+  const std::string e = error_of([&] { f.get(); });
+  EXPECT_NE(e.find("could not start: its constructor Broken(int) raised std::runtime_error: cannot build, code 42"),
+            std::string::npos)
+      << e;
+  EXPECT_THROW(b.call(&Broken::get).get(), fibra::ActorDied);
+}
+
+TEST(Actors, UnregisteredMethodsAndConstructorsAreRefusedAtOnce) {
+  auto u = fibra::Actor<Unlisted>::start();
+  EXPECT_EQ(u.call(&Unlisted::get).get(), 1);
+  const std::string m = error_of([&] { u.call(&Unlisted::other); });
+  EXPECT_NE(m.find("FIBRA_ACTOR_METHOD(Unlisted, <method name>)"), std::string::npos) << m;
+  const std::string c = error_of([&] { fibra::Actor<Counter>::start(3); });  // an int, not a long
+  EXPECT_NE(c.find("Counter(int)"), std::string::npos) << c;
+  EXPECT_NE(c.find("registered: Counter(long)"), std::string::npos) << c;
+  EXPECT_NE(c.find("FIBRA_ACTOR(Counter, int)"), std::string::npos) << c;
+}
+
+TEST(Actors, KilledActorFailsItsCallsAndStaysDeadWithoutRestarts) {
+  auto c = fibra::Actor<Counter>::start(1L);
+  const int pid = c.call(&Counter::pid).get();
+  auto slow = c.call(&Counter::slow, 10000);
+  auto queued = c.call(&Counter::add, 1L);
+  std::this_thread::sleep_for(200ms);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string e = error_of([&] { slow.get(); });
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);  // within the heartbeat limit, not after the 10 s call
+  EXPECT_NE(e.find("died while running this call (Counter::slow): "), std::string::npos) << e;
+  EXPECT_NE(e.find("killed by signal 9"), std::string::npos) << e;
+  EXPECT_NE(e.find("max_restarts = 0"), std::string::npos) << e;
+  EXPECT_THROW(queued.get(), fibra::ActorDied);
+  const auto t1 = std::chrono::steady_clock::now();
+  EXPECT_THROW(c.call(&Counter::value).get(), fibra::ActorDied);  // at once: never a hang
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, 1s);
+}
+
+TEST(Actors, RestartedActorStartsFromItsConstructor) {
+  auto c = fibra::Actor<Counter>::start(fibra::ActorOptions{.max_restarts = 1}, 50L);
+  EXPECT_EQ(c.call(&Counter::add, 5L).get(), 55);
+  const int pid = c.call(&Counter::pid).get();
+  auto slow = c.call(&Counter::slow, 10000);
+  std::this_thread::sleep_for(200ms);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  const std::string e = error_of([&] { slow.get(); });
+  EXPECT_NE(e.find("restart 1 of 1"), std::string::npos) << e;
+  EXPECT_EQ(c.call(&Counter::value).get(), 50);  // the constructor's state again, in a new process
+  const int pid2 = c.call(&Counter::pid).get();
+  EXPECT_NE(pid2, pid);
+  EXPECT_EQ(c.call(&Counter::add, 1L).get(), 51);
+  ASSERT_EQ(::kill(pid2, SIGKILL), 0);  // the second death: no restarts left
+  EXPECT_THROW(c.call(&Counter::slow, 10000).get(), fibra::ActorDied);
+  EXPECT_THROW(c.call(&Counter::value).get(), fibra::ActorDied);
+}
+
+TEST(Actors, DroppingTheLastHandleEndsItsProcess) {
+  int pid = 0;
+  {
+    auto c = fibra::Actor<Counter>::start(0L);
+    auto copy = c;
+    pid = copy.call(&Counter::pid).get();
+    ASSERT_GT(pid, 0);
+    EXPECT_EQ(::kill(pid, 0), 0);
+  }
+  EXPECT_TRUE(gone_within(pid, 10s)) << "actor process " << pid << " still there";
+}
+
+TEST(Actors, OnAPoolOfItsOwn) {
+  fibra::Pool pool(1);
+  auto c = fibra::Actor<Counter>::start_on(pool, {}, 3L);
+  EXPECT_EQ(c.call(&Counter::add, 4L).get(), 7);
+  pool.terminate();
+  EXPECT_THROW(c.call(&Counter::value).get(), fibra::PoolClosed);
+}
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);  // in spawned workers this never returns
+  ::testing::InitGoogleTest(&argc, argv);
+  fibra::default_pool(2);
+  return RUN_ALL_TESTS();
+}
