@@ -7,9 +7,18 @@
 #include <thread>
 
 #include "fibra/detail/core.hpp"
+#include "fibra/error.hpp"
 #include "trace.hpp"
 
 namespace fibra::detail {
+
+// A core without worker processes of its own (a test's) hosts no actors.
+std::uint64_t PoolCore::start_actor(const FunctionEntry&, std::string, ActorSettings s) {
+  throw ConfigError("fibra: this pool cannot host actors (" + s.class_name + ")");
+}
+void PoolCore::call_actor(std::uint64_t, const std::shared_ptr<JobState>& job, std::string) {
+  throw ConfigError("fibra: this pool cannot host actors (" + job->fn().name + ")");
+}
 
 void JobState::deliver(ChunkOutcome o) {
   std::vector<std::function<void()>> callbacks;

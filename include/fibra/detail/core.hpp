@@ -152,12 +152,12 @@ class PoolCore {
   /// Starts an actor: `ctor` (an ActorClass entry) with its encoded arguments runs first in a
   /// process of its own on one of the pool's agents; returns the actor's id. Calls queued before it
   /// runs wait for it.
-  virtual std::uint64_t start_actor(const FunctionEntry& ctor, std::string args, ActorSettings s) = 0;
+  virtual std::uint64_t start_actor(const FunctionEntry& ctor, std::string args, ActorSettings s);
   /// Queues a method call (a one-item chunk of `job`) to the actor; calls run in the order queued.
   /// A call to an actor that is gone for good fails at once with ActorDied.
-  virtual void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) = 0;
+  virtual void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload);
   /// The last handle was dropped: the actor's process ends once the calls sent to it have run.
-  virtual void end_actor(std::uint64_t actor) noexcept = 0;
+  virtual void end_actor(std::uint64_t actor) noexcept { (void)actor; }
 };
 
 /// Starts `settings.workers` workers and waits until each has said hello (collective with the
