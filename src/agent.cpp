@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 #include <chrono>
@@ -132,11 +133,46 @@ class Agent {
       } else if (m.tag == wire::tag_actor_end) {
         if (auto it = actors_.find(wire::decode<wire::ActorEnd>(m.data).actor); it != actors_.end())
           it->second.ending = true;
+      } else if (m.tag == wire::tag_reply) {
+        give_reply(std::move(m.data));
       } else if (m.tag == wire::tag_shutdown) {
         leaving_ = true;
       }
     }
     return got;
+  }
+
+  // The answer to a request of one of its executors (gone by now, perhaps: then it is dropped).
+  void give_reply(std::string reply) {
+    const auto route = wire::decode<wire::Reply>(reply).route;
+    ExecutorProcess* e = nullptr;
+    if (route & wire::route_actor_bit) {
+      if (auto it = actors_.find(route & ~wire::route_actor_bit); it != actors_.end()) e = it->second.process.get();
+    } else if (route >= 1 && route <= executors_.size()) {
+      e = executors_[route - 1].get();
+    }
+    if (e && e->running()) e->give_reply(std::move(reply));
+  }
+
+  // What its tasks asked of the pool goes to the driver, marked with the way back (`route`); a
+  // change in how many of its tasks wait goes too (the driver gives a waiting worker more work).
+  void pass_on_requests(ExecutorProcess& e, std::uint64_t route) {
+    for (auto& r : e.take_requests()) {
+      std::string m(sizeof route, '\0');
+      std::memcpy(m.data(), &route, sizeof route);
+      m += r;
+      send(wire::tag_request, std::move(m));
+    }
+    blocked_delta_ += e.take_blocked_delta();
+  }
+
+  void pass_on_blocked() {
+    if (blocked_delta_ == 0) return;
+    std::string m(sizeof(std::int32_t), '\0');
+    const std::int32_t d = blocked_delta_;
+    std::memcpy(m.data(), &d, sizeof d);
+    send(wire::tag_blocked, std::move(m));
+    blocked_delta_ = 0;
   }
 
   // An actor's calls go to its own process, started with its first batch (its constructor). An
@@ -174,6 +210,7 @@ class Agent {
       busy |= got;
       for (auto& f : frames) forward(std::move(f));
       frames.clear();
+      pass_on_requests(e, it->first | wire::route_actor_bit);
       if (alive && !e.enforce_time_limit(now, executor_stuck_s)) {
         if (it->second.ending && e.load() == 0 && !e.wants_to_write()) {
           e.stop(2.0);  // its calls are done and no handle is left
@@ -185,6 +222,7 @@ class Agent {
         continue;
       }
       if (!alive) (void)e.report_death();
+      blocked_delta_ += e.take_blocked_delta();
       const auto& d = e.last_death();
       send(wire::tag_actor_died, wire::encode(wire::ActorDeath{it->first, d.chunk, d.pid, d.why}));
       dead_actors_.insert(it->first);
@@ -215,6 +253,7 @@ class Agent {
       busy |= got;
       for (auto& f : frames) forward(std::move(f));
       frames.clear();
+      pass_on_requests(*e, static_cast<std::uint64_t>(&e - executors_.data()) + 1);
       if (!alive) {
         report(e->report_death());
         busy = true;
@@ -224,6 +263,8 @@ class Agent {
       }
     }
     busy |= tend_actors(now, frames);
+    for (auto& e : executors_) blocked_delta_ += e->take_blocked_delta();  // deaths undo their waits
+    pass_on_blocked();
     return busy;
   }
 
@@ -280,6 +321,7 @@ class Agent {
   };
   std::map<std::uint64_t, ActorProcess> actors_;  // by TaskHeader::actor
   std::set<std::uint64_t> dead_actors_;
+  int blocked_delta_ = 0;  // change in its executors' waiting tasks, not yet told to the driver
   double last_heard_ = 0, last_sent_ = 0;
   bool leaving_ = false;
   bool said_hello_ = false;

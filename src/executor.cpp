@@ -7,9 +7,19 @@
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "fibra/error.hpp"
 
 #include "roles.hpp"
 #include "trace.hpp"
@@ -46,8 +56,13 @@ void write_all(int fd, const void* p, std::size_t n) {
   }
 }
 
-void send_frame(int fd, const std::string& body) {
-  std::uint64_t n = body.size();
+// Frames to the agent come from the task's thread (results, requests, waits) and from threads a
+// task started (requests): one frame at a time.
+std::mutex g_write_mu;
+
+void send_frame(int fd, const std::string& body, std::uint64_t kind = wire::frame_results) {
+  std::lock_guard lk(g_write_mu);
+  const std::uint64_t n = wire::frame_prefix(kind, body.size());
   write_all(fd, &n, sizeof n);
   write_all(fd, body.data(), body.size());
 }
@@ -56,6 +71,10 @@ std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+// This process hosts an actor (it was sent an actor's calls): a wait in one of its methods does
+// not run the next call meanwhile, since an actor's calls run one at a time, in order.
+bool g_actor_process = false;
 
 // `results` is the frame buffer, kept from batch to batch so that its memory stays warm.
 void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& results) {
@@ -66,6 +85,7 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
   std::vector<ItemFailure> failures;
   std::vector<std::uint64_t> traced;  // chunks in the frame being built, for FIBRA_TRACE
   for (const auto& t : wire::parse_tasks(batch)) {
+    if (t.header.actor != 0) g_actor_process = true;
     trace::mark(trace::executor_read, t.header.chunk);
     box.item.store(0, std::memory_order_relaxed);
     box.chunk.store(t.header.chunk, std::memory_order_release);
@@ -130,9 +150,210 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
 
 namespace {
 bool g_in_executor = false;
+
+// What the agent sends, read by a thread of its own so that a task can wait for what it asked for:
+// batches queue here for the task thread; replies go to the calls that wait for them.
+class Inbox {
+ public:
+  explicit Inbox(int sock) : sock_(sock) {}
+
+  void start() {
+    std::thread([this] { read_loop(); }).detach();  // lives as long as the process
+  }
+
+  // The next batch; nullopt once the agent closed the socket and every batch was taken.
+  std::optional<std::string> next_batch() {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return !batches_.empty() || closed_; });
+    return take_locked();
+  }
+  std::optional<std::string> try_batch() {
+    std::lock_guard lk(mu_);
+    return take_locked();
+  }
+  // Waits for any frame, at most `d`.
+  void wait_a_little(std::chrono::milliseconds d) {
+    std::unique_lock lk(mu_);
+    cv_.wait_for(lk, d, [&] { return !batches_.empty() || closed_ || replies_seen_ != replies_taken_; });
+    replies_taken_ = replies_seen_;
+  }
+
+  // A call into the pool: its request goes out, its outcome to `job` when the reply comes.
+  void request(wire::Request r, std::shared_ptr<JobState> job) {
+    {
+      std::lock_guard lk(mu_);
+      r.id = next_id_++;
+      waiting_[r.id] = {std::move(job), r.first, r.count};
+    }
+    send_frame(sock_, wire::encode(r), wire::frame_request);
+  }
+
+ private:
+  struct Waiting {
+    std::shared_ptr<JobState> job;
+    std::uint64_t first = 0;
+    std::uint32_t count = 1;
+  };
+
+  std::optional<std::string> take_locked() {
+    if (batches_.empty()) return std::nullopt;
+    std::string b = std::move(batches_.front());
+    batches_.pop_front();
+    return b;
+  }
+
+  void read_loop() {
+    for (;;) {
+      std::uint64_t prefix = 0;
+      std::string body;
+      if (!read_all(sock_, &prefix, sizeof prefix)) break;
+      resize_large(body, wire::frame_length(prefix));
+      if (!read_all(sock_, body.data(), body.size())) break;
+      if (wire::frame_kind(prefix) == wire::frame_reply) {
+        deliver(wire::decode<wire::Reply>(body));
+      } else {
+        std::lock_guard lk(mu_);
+        batches_.push_back(std::move(body));
+      }
+      cv_.notify_all();
+    }
+    {
+      std::lock_guard lk(mu_);
+      closed_ = true;
+      // Calls still waiting get an answer: the agent is gone, and with it the way to the driver.
+      for (auto& [id, w] : waiting_)
+        w.job->deliver({w.first, w.count, {}, std::make_exception_ptr(PoolClosed("fibra: the worker is stopping")), {}});
+      waiting_.clear();
+    }
+    cv_.notify_all();
+  }
+
+  void deliver(const wire::Reply& r) {
+    Waiting w;
+    {
+      std::lock_guard lk(mu_);
+      auto it = waiting_.find(r.id);
+      if (it == waiting_.end()) return;
+      w = std::move(it->second);
+      waiting_.erase(it);
+      ++replies_seen_;
+    }
+    ChunkOutcome o{w.first, w.count, {}, {}, {}};
+    if (r.ok) o.payload = r.payload;
+    else o.error = rebuild(wire::decode<wire::ErrorText>(r.payload));
+    w.job->deliver(std::move(o));
+  }
+
+  static std::exception_ptr rebuild(const wire::ErrorText& e) {
+    const std::string& t = e.type;
+    if (t == "fibra::RemoteError" || t == "fibra::ExecutorCrashed" || t == "fibra::TaskTimeout")
+      return std::make_exception_ptr(RemoteError(e.what, e.remote_type, e.remote_message, RemoteSite{}));
+    if (t == "fibra::ActorDied") return std::make_exception_ptr(ActorDied(e.what));
+    if (t == "fibra::DependencyFailed") return std::make_exception_ptr(DependencyFailed(e.what));
+    if (t == "fibra::PoolClosed") return std::make_exception_ptr(PoolClosed(e.what));
+    if (t == "fibra::ConfigError") return std::make_exception_ptr(ConfigError(e.what));
+    if (t == "fibra::WorkerLost") return std::make_exception_ptr(WorkerLost(e.what));
+    return std::make_exception_ptr(Error(e.what));
+  }
+
+  int sock_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> batches_;
+  std::unordered_map<std::uint64_t, Waiting> waiting_;
+  std::uint64_t next_id_ = 1, replies_seen_ = 0, replies_taken_ = 0;
+  bool closed_ = false;
+};
+
+Inbox* g_inbox = nullptr;
+int g_sock = -1;
+Mailbox* g_box = nullptr;
+std::thread::id g_task_thread;
+
+// The pool as a task sees it: what it submits (fibra::submit, a map) and the actors it calls go to
+// the driver as requests, through the agent; `uid` names the pool of the actors it calls.
+class ExecutorCore final : public PoolCore {
+ public:
+  explicit ExecutorCore(std::uint64_t uid) : uid_(uid) {}
+  void submit(const std::shared_ptr<JobState>& job, std::uint64_t first, std::uint32_t count,
+              std::string payload) override {
+    wire::Request r;
+    r.fn = job->fn().id;
+    r.mode = job->mode();
+    r.first = first;
+    r.count = count;
+    r.payload = std::move(payload);
+    g_inbox->request(std::move(r), job);
+  }
+  void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) override {
+    wire::Request r;
+    r.fn = job->fn().id;
+    r.mode = job->mode();
+    r.pool = uid_;
+    r.actor = actor;
+    r.payload = std::move(payload);
+    g_inbox->request(std::move(r), job);
+  }
+  std::uint64_t start_actor(const FunctionEntry&, std::string, ActorSettings s) override {
+    throw ConfigError("fibra: actor " + s.class_name + " was started inside a task: start actors in the driver and "
+                      "pass their handles to tasks (not supported yet)");
+  }
+  int size() const override { return 1; }
+  void resize(int) override { throw ConfigError("fibra: a task cannot resize the pool it runs in"); }
+  void close() override {}
+  void join() override {}
+  void terminate() override {}
+  bool closed() const override { return false; }
+  std::uint64_t uid() const override { return uid_; }
+
+ private:
+  std::uint64_t uid_;
+};
+
+// A wait in the task's thread runs the batches that arrive meanwhile (the tasks it waits for may be
+// among them), and tells the agent it waits, so that the driver sends this worker more work.
+int help_while_waiting(const std::function<bool()>& ready, std::optional<std::chrono::nanoseconds> timeout) {
+  if (!g_inbox || std::this_thread::get_id() != g_task_thread) return -1;
+  if (ready()) return 1;
+  const bool help = !g_actor_process;
+  const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
+  auto blocked = [](std::int32_t delta) {
+    std::string b(sizeof delta, '\0');
+    std::memcpy(b.data(), &delta, sizeof delta);
+    send_frame(g_sock, b, wire::frame_blocked);
+  };
+  if (help) blocked(+1);
+  // What the mailbox said before: the task that waits is still the one the agent watches after.
+  const std::uint64_t chunk = g_box->chunk.load(std::memory_order_relaxed);
+  const std::uint32_t item = g_box->item.load(std::memory_order_relaxed);
+  std::string results;
+  bool ok = false;
+  for (;;) {
+    if (ready()) {
+      ok = true;
+      break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    if (auto b = help ? g_inbox->try_batch() : std::nullopt) {
+      run_batch(g_sock, *g_box, *b, results);
+      g_box->item.store(item, std::memory_order_relaxed);
+      g_box->chunk.store(chunk, std::memory_order_release);
+      continue;
+    }
+    g_inbox->wait_a_little(std::chrono::milliseconds(2));
+  }
+  if (help) blocked(-1);
+  return ok ? 1 : 0;
+}
+
 }  // namespace
 
 bool in_executor() noexcept { return g_in_executor; }
+
+std::shared_ptr<PoolCore> executor_core(std::uint64_t uid) {
+  static auto own = std::make_shared<ExecutorCore>(0);
+  return uid == 0 ? std::shared_ptr<PoolCore>(own) : std::make_shared<ExecutorCore>(uid);
+}
 
 [[noreturn]] void executor_main(int sock, int mailbox_fd, pid_t parent) {
   g_in_executor = true;
@@ -157,14 +378,15 @@ bool in_executor() noexcept { return g_in_executor; }
   auto& box = *static_cast<Mailbox*>(m);
   const std::uint64_t ready = 0;  // an empty frame: "started, waiting for work"
   write_all(sock, &ready, sizeof ready);
-  std::string batch, results;
-  for (;;) {
-    std::uint64_t n = 0;
-    if (!read_all(sock, &n, sizeof n)) break;
-    resize_large(batch, n);
-    if (!read_all(sock, batch.data(), n)) break;
-    run_batch(sock, box, batch, results);
-  }
+  g_sock = sock;
+  g_box = &box;
+  g_task_thread = std::this_thread::get_id();
+  static Inbox inbox(sock);
+  g_inbox = &inbox;
+  set_wait_hook(&help_while_waiting);
+  inbox.start();
+  std::string results;
+  while (auto batch = inbox.next_batch()) run_batch(sock, box, *batch, results);
   std::fflush(stdout);
   std::fflush(stderr);
   _exit(0);

@@ -214,6 +214,10 @@ void ExecutorProcess::give(std::string batch) {
   out_.push_back({batch.size(), std::move(batch)});
 }
 
+void ExecutorProcess::give_reply(std::string reply) {
+  out_.push_back({wire::frame_prefix(wire::frame_reply, reply.size()), std::move(reply)});
+}
+
 bool ExecutorProcess::write() {
   bool wrote = false;
   while (pid_ > 0 && !out_.empty()) {
@@ -270,14 +274,31 @@ bool ExecutorProcess::read(std::vector<std::string>& frames, bool& got) {
           in_len_done_ = 0;
           continue;
         }
-        if (in_len_ > std::uint64_t(INT32_MAX))  // no frame is that long: not results (user code on fd 3?)
+        const std::uint64_t kind = wire::frame_kind(in_len_), len = wire::frame_length(in_len_);
+        // No frame is that long, or of another kind: not fibra's (user code writing to fd 3?)
+        if (len > std::uint64_t(INT32_MAX) || kind > wire::frame_blocked)
           return stop_for_junk("a frame length of " + std::to_string(in_len_));
         // The frame goes into a buffer of its own, which travels on to the driver as it is.
-        resize_large(in_, in_len_);
+        resize_large(in_, len);
         in_done_ = 0;
         continue;
       }
       in_done_ += static_cast<std::size_t>(k);
+    }
+    if (in_len_done_ == sizeof in_len_ && in_done_ == in_.size() && wire::frame_kind(in_len_) != wire::frame_results) {
+      if (wire::frame_kind(in_len_) == wire::frame_request) {
+        requests_.push_back(std::move(in_));
+      } else {
+        std::int32_t delta = 0;
+        if (in_.size() != sizeof delta) return stop_for_junk("a wait frame of " + std::to_string(in_.size()) + " bytes");
+        std::memcpy(&delta, in_.data(), sizeof delta);
+        blocked_ += delta;
+        blocked_delta_ += delta;
+      }
+      in_.clear();
+      in_len_done_ = 0;
+      in_done_ = 0;
+      continue;
     }
     if (in_len_done_ == sizeof in_len_ && in_done_ == in_.size()) {
       wire::ResultBatch batch;
@@ -394,6 +415,8 @@ std::string ExecutorProcess::report_death() {
 
 // Forgets what the dead executor held and schedules its restart (a crash loop backs off a little).
 void ExecutorProcess::clear_after_death(double now) {
+  blocked_delta_ -= blocked_;  // its waits ended with it
+  blocked_ = 0;
   pid_ = -1;
   ready_ = false;
   sock_.reset();

@@ -9,6 +9,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "roles.hpp"
@@ -104,6 +105,12 @@ class ExecutorProcess {
 
   /// Queues a batch as it came from the driver; it is written as the socket takes it.
   void give(std::string batch);
+  /// Queues the reply to one of its requests (a wire::Reply, encoded).
+  void give_reply(std::string reply);
+  /// Requests its tasks made (wire::Request, encoded) since the last call.
+  std::vector<std::string> take_requests() { return std::exchange(requests_, {}); }
+  /// How many more of its tasks wait (in a wait for what they requested) than at the last call.
+  int take_blocked_delta() { return std::exchange(blocked_delta_, 0); }
   /// Writes queued batches, framed by their length; true if it wrote anything.
   bool write();
   /// Reads result frames; each complete one goes to `frames`. Returns false when the executor is
@@ -155,6 +162,9 @@ class ExecutorProcess {
   int index_;
   std::string prefix_;
   bool actor_ = false;
+  std::vector<std::string> requests_;
+  int blocked_delta_ = 0;
+  int blocked_ = 0;  // its tasks waiting now (undone at its death)
   Death death_;
   LineRelay out_lines_{1}, err_lines_{2};
   SharedMailbox box_;

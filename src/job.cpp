@@ -42,8 +42,18 @@ void JobState::on_delivered(std::function<void()> f) {
   f();
 }
 
+namespace {
+std::atomic<WaitHook> g_wait_hook{nullptr};
+}  // namespace
+
+void set_wait_hook(WaitHook hook) noexcept { g_wait_hook.store(hook); }
+
 template <class Pred>
 bool JobState::wait_until(Pred pred, std::optional<std::chrono::nanoseconds> timeout) {
+  if (const WaitHook hook = g_wait_hook.load(std::memory_order_relaxed)) {
+    const int r = hook([&] { return pred(); }, timeout);
+    if (r >= 0) return r == 1;
+  }
   // A short spin first: a fast round trip should not pay for a sleep and a wake-up.
   const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
   while (std::chrono::steady_clock::now() < spin_until) {

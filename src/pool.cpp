@@ -2,6 +2,7 @@
 // batches and reads what they send, and stopping. The lifecycle of workers is in pool_workers.cpp,
 // what comes back from them in pool_results.cpp; pool_impl.hpp says what is where.
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -108,6 +109,7 @@ void PoolImpl::loop() {
     try {
       std::lock_guard ml(mpi::lock());
       busy |= receive();
+      busy |= send_replies();
       busy |= dispatch();
       busy |= dispatch_actors();
       busy |= adjust_size();
@@ -124,7 +126,8 @@ void PoolImpl::loop() {
     std::unique_lock lk(mu_);
     if (stopping_) break;
     if (busy || kicked_) napper.busy();
-    else if (auto nap = napper.next(sending); nap.count() > 0) wake_.wait_for(lk, nap, [&] { return kicked_; });
+    else if (auto nap = napper.next(sending); nap.count() > 0)
+      wake_.wait_for(lk, nap, [&] { return kicked_ || replies_waiting_.load(std::memory_order_relaxed); });
     else {  // spinning for a reply: give a core to whoever needs one (the caller woken by a result)
       lk.unlock();
       std::this_thread::yield();
@@ -189,6 +192,16 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
   switch (m.tag) {
     case wire::tag_hello: return on_hello(w, wire::decode<wire::Hello>(m.data));
     case wire::tag_results: return on_results(w, m.data);
+    case wire::tag_request: return on_request(w, m.data);
+    case wire::tag_blocked: {
+      std::int32_t d = 0;
+      if (m.data.size() != sizeof d) throw wire::Malformed("fibra: a malformed message: a wait count of " + std::to_string(m.data.size()) + " bytes");
+      std::memcpy(&d, m.data.data(), sizeof d);
+      std::lock_guard lk(mu_);
+      w.blocked = std::max(0, w.blocked + d);
+      kick();
+      return;
+    }
     case wire::tag_actor_died: {
       const auto d = wire::decode<wire::ActorDeath>(m.data);
       std::lock_guard lk(mu_);
@@ -228,7 +241,7 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
     // second batch waits on a busy executor only while chunks are short (prefetch_pays). An agent
     // gives each batch to its least busy executor.
     auto room = [&](const Worker& w, std::size_t depth) {
-      return w.state == Worker::State::ready && w.batches.size() < (depth + 1) * std::size_t(w.executors);
+      return w.state == Worker::State::ready && w.batches.size() < (depth + 1) * std::size_t(w.executors + w.blocked);
     };
     for (std::size_t depth = 0; depth < batches_each && sched_.pending() > 0; ++depth) {
       if (depth > 0 && !prefetch_pays()) break;
@@ -359,6 +372,21 @@ std::shared_ptr<PoolCore> start_pool(const PoolSettings& settings) {
   std::lock_guard lk(g_pools_mu);
   g_pools.push_back(p);
   return p;
+}
+
+std::shared_ptr<PoolCore> core_for_actor_handle(std::uint64_t uid) {
+  if (in_executor()) return executor_core(uid);
+  std::lock_guard lk(g_pools_mu);
+  for (auto& w : g_pools)
+    if (auto p = w.lock(); p && p->uid() == uid) return p;
+  throw Error("fibra: an actor handle names a pool that is gone");
+}
+
+std::shared_ptr<PoolCore> find_pool(std::uint64_t uid) noexcept {
+  std::lock_guard lk(g_pools_mu);
+  for (auto& w : g_pools)
+    if (auto p = w.lock(); p && p->uid() == uid) return p;
+  return nullptr;
 }
 
 void stop_all_pools() noexcept {

@@ -106,6 +106,7 @@ struct Worker {
   long pid = 0;
   State state = State::starting;
   int executors = 1;        // workers it runs: batches_per_worker batches each may be in flight
+  int blocked = 0;          // its tasks that wait for what they requested: each makes room for a batch more
   BatchesInFlight batches;
   double spawned_at = 0, last_heard = 0, last_sent = 0, lost_at = 0;
   bool holds_slot = true;  // counted in g_agents_in_slots until its process is surely gone
@@ -148,7 +149,8 @@ enum class FailKind { raised, crashed, timed_out, lost, config };
 
 class PoolImpl final : public PoolCore, public std::enable_shared_from_this<PoolImpl> {
  public:
-  explicit PoolImpl(const PoolSettings& s) : s_(s), target_(s.workers) {}
+  explicit PoolImpl(const PoolSettings& s) : s_(s), target_(s.workers), uid_(next_uid()) {}
+  std::uint64_t uid() const override { return uid_; }
   ~PoolImpl() override { terminate(); }
 
   // pool.cpp
@@ -257,6 +259,22 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::lock_guard lk(mu_);
     return target_;
   }
+
+  // ---- pool_requests.cpp: what tasks ask of the pool (nested submits, actor calls) -------------
+  struct PendingReply {
+    int worker;             // Worker::id of the agent whose executor asked
+    std::uint64_t route;    // which of its executors
+    std::uint64_t id;       // the executor's number for the request
+    std::shared_ptr<JobState> job;  // delivered: its outcome is the reply
+  };
+  void on_request(Worker& w, const std::string& data);
+  void queue_reply(PendingReply r);
+  bool send_replies();  // the communication thread
+  static std::uint64_t next_uid();
+  std::mutex replies_mu_;
+  std::vector<PendingReply> replies_;        // under replies_mu_
+  std::atomic<bool> replies_waiting_{false};
+  const std::uint64_t uid_;
 
   // ---- pool_actors.cpp: actors' placement, calls and deaths (under mu_ unless said) ------------
   bool dispatch_actors();  // the communication thread, without mu_

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "fibra/detail/core.hpp"
 #include "fibra/detail/registry.hpp"
 
 namespace fibra::detail {
@@ -33,6 +34,13 @@ int agent_main(MPI_Comm parent);
 
 /// True in an executor (a worker process that runs user functions).
 bool in_executor() noexcept;
+
+/// In an executor: the core through which its tasks submit work and call actors (uid 0: the pool
+/// that runs it; else the pool of an actor).
+std::shared_ptr<PoolCore> executor_core(std::uint64_t uid);
+
+/// In the driver: the pool of that PoolCore::uid, or null if it is gone.
+std::shared_ptr<PoolCore> find_pool(std::uint64_t uid) noexcept;
 
 /// Runs the executor on a socket and a mailbox (file descriptors) until the socket closes.
 [[noreturn]] void executor_main(int sock, int mailbox_fd, pid_t parent);

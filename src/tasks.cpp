@@ -98,6 +98,10 @@ void drop_default_pool() noexcept {
 namespace fibra {
 
 Pool& default_pool(int workers, const PoolOptions& options) {
+  if (detail::in_executor()) {  // inside a task: the pool that runs it, reached through the driver
+    static Pool own(detail::executor_core(0));
+    return own;
+  }
   std::lock_guard lk(detail::g_default_mu);
   if (detail::g_default_pool) {
     if (workers != 0 && workers != detail::g_default_pool->size())

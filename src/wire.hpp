@@ -29,7 +29,66 @@ enum Tag : int {
   tag_setup = 7,      ///< driver -> agent, its first message: AgentSetup
   tag_actor_end = 8,  ///< driver -> agent: ActorEnd, the actor's last handle is gone
   tag_actor_died = 9, ///< agent -> driver: ActorDeath, an actor's process ended
+  tag_request = 10,   ///< agent -> driver: u64 route, then a Request from one of its executors
+  tag_reply = 11,     ///< driver -> agent: Reply, the outcome of a Request
+  tag_blocked = 12,   ///< agent -> driver: i32, executors that began (+) or ended (-) a wait in a task
 };
+
+/// Frames on an executor's socket start with a u64: the frame's length, and its kind in the top
+/// byte. Agent -> executor: a task batch or a Reply. Executor -> agent: a result batch (an empty
+/// one says "started"), a Request, or a change of its waiting count (an i32).
+enum FrameKind : std::uint64_t {
+  frame_batch = 0,    ///< agent -> executor
+  frame_reply = 1,    ///< agent -> executor
+  frame_results = 0,  ///< executor -> agent
+  frame_request = 1,  ///< executor -> agent
+  frame_blocked = 2,  ///< executor -> agent
+};
+inline constexpr std::uint64_t frame_kind(std::uint64_t prefix) { return prefix >> 56; }
+inline constexpr std::uint64_t frame_length(std::uint64_t prefix) { return prefix & ((std::uint64_t(1) << 56) - 1); }
+inline constexpr std::uint64_t frame_prefix(std::uint64_t kind, std::uint64_t length) { return (kind << 56) | length; }
+
+/// A task's call into the pool that runs it (a nested submit or map, an actor's method), sent by
+/// its executor through the agent. The driver answers with a Reply of the same id.
+struct Request {
+  std::uint64_t id = 0;        ///< the executor's own number for it
+  std::uint64_t fn = 0;        ///< function (or actor method) id
+  detail::CallMode mode = detail::CallMode::tuple;
+  std::uint64_t first = 0;     ///< a map's chunk: its first item and how many
+  std::uint32_t count = 1;
+  std::uint64_t pool = 0;      ///< an actor call: its pool (PoolCore::uid); 0: the task's own pool
+  std::uint64_t actor = 0;     ///< an actor call: the actor's id; 0: a task
+  std::string payload;         ///< encoded arguments (items)
+};
+template <class F, class M>
+  requires std::is_same_v<std::remove_const_t<M>, Request>
+void fields(F&& f, M& m) { f(m.id, m.fn, m.mode, m.first, m.count, m.pool, m.actor, m.payload); }
+
+/// driver -> agent: a Request's outcome, for the executor `route` names (RequestRoute).
+struct Reply {
+  std::uint64_t route = 0;
+  std::uint64_t id = 0;
+  bool ok = true;
+  std::string payload;         ///< the encoded results; or, if !ok, an ErrorText
+};
+template <class F, class M>
+  requires std::is_same_v<std::remove_const_t<M>, Reply>
+void fields(F&& f, M& m) { f(m.route, m.id, m.ok, m.payload); }
+
+/// An error sent back to an executor: its fibra type ("fibra::ActorDied") and what() it said.
+struct ErrorText {
+  std::string type;
+  std::string what;
+  std::string remote_type;     ///< RemoteError: the task's exception type and message
+  std::string remote_message;
+};
+template <class F, class M>
+  requires std::is_same_v<std::remove_const_t<M>, ErrorText>
+void fields(F&& f, M& m) { f(m.type, m.what, m.remote_type, m.remote_message); }
+
+/// Which executor of an agent a Request came from (and its Reply goes to): 1..K for its executors,
+/// or an actor's key with this bit set.
+inline constexpr std::uint64_t route_actor_bit = std::uint64_t(1) << 63;
 
 /// A message that does not decode (truncated, or not what its tag says).
 class Malformed : public Error {

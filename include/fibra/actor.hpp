@@ -250,13 +250,46 @@ class Actor {
   bool valid() const noexcept { return h_ != nullptr; }
 
  private:
+  friend struct detail::Codec<Actor<T>>;
+  // The driver's handles own the actor (the last one ends it); a copy sent to a task does not.
   struct Handle {
     std::shared_ptr<detail::PoolCore> core;
     std::uint64_t id = 0;
-    ~Handle() { core->end_actor(id); }
+    bool owner = true;
+    ~Handle() {
+      if (owner) core->end_actor(id);
+    }
   };
   std::shared_ptr<Handle> h_;
 };
+
+namespace detail {
+
+/// An actor handle travels as its pool and id: a task or another actor that gets one calls the
+/// same actor (through the driver). It does not keep the actor alive: the driver's handles do.
+template <class T>
+struct codable<Actor<T>> : std::true_type {};
+template <class T>
+struct via_boost<Actor<T>> : std::false_type {};
+template <class T>
+struct Codec<Actor<T>> {
+  static void encode(Writer& w, const Actor<T>& a) {
+    if (!a.h_) throw Error("fibra: an empty Actor handle cannot be sent to a worker");
+    w.pod(a.h_->core->uid());
+    w.pod(a.h_->id);
+  }
+  static void decode(Reader& r, Actor<T>& a) {
+    const auto uid = r.pod<std::uint64_t>();
+    const auto id = r.pod<std::uint64_t>();
+    auto h = std::make_shared<typename Actor<T>::Handle>();
+    h->core = core_for_actor_handle(uid);
+    h->id = id;
+    h->owner = false;
+    a.h_ = std::move(h);
+  }
+};
+
+}  // namespace detail
 
 }  // namespace fibra
 

@@ -28,6 +28,9 @@
 
 namespace fibra {
 
+class Pool;
+Pool& default_pool(int workers, const PoolOptions& options);
+
 /// @brief A pool of worker processes, spawned with MPI_Comm_spawn, with the API of Python's
 /// `multiprocessing.Pool`.
 ///
@@ -182,6 +185,8 @@ class Pool {
   }
   template <class T>
   friend class Actor;
+  friend Pool& default_pool(int, const PoolOptions&);
+  explicit Pool(std::shared_ptr<detail::PoolCore> core) : core_(std::move(core)) {}
   // The pool's core, shared with a call's stream; a moved-from pool has none.
   const std::shared_ptr<detail::PoolCore>& live_core() const {
     if (!core_) throw PoolClosed("fibra: this Pool was moved from");

@@ -81,6 +81,87 @@ struct Unlisted {
 FIBRA_ACTOR(Unlisted);
 FIBRA_ACTOR_METHOD(Unlisted, get);
 
+// ---- nested tasks, and actor handles passed to tasks and actors ---------------------------------
+double simulate(int experiment, int run) {  // a deterministic stand-in for a simulation
+  std::this_thread::sleep_for(5ms);
+  return experiment * 1000.0 + run * run;
+}
+FIBRA_REMOTE(simulate);
+double experiment(int e) {  // runs 8 simulations in parallel and waits for them
+  std::vector<fibra::Future<double>> runs;
+  for (int i = 0; i < 8; ++i) runs.push_back(fibra::submit(simulate, e, i));
+  double sum = 0;
+  for (auto& f : runs) sum += f.get();
+  return sum;
+}
+FIBRA_REMOTE(experiment);
+
+long tree(int depth) {  // a node: two subtrees as tasks, waited for
+  if (depth == 0) return 1;
+  auto l = fibra::submit(tree, depth - 1);
+  auto r = fibra::submit(tree, depth - 1);
+  return l.get() + r.get() + 1;
+}
+FIBRA_REMOTE(tree);
+
+long square_long(long x) { return x * x; }
+FIBRA_REMOTE(square_long);
+long sum_of_squares(int n) {  // a map inside a task
+  std::vector<long> xs(static_cast<std::size_t>(n));
+  std::iota(xs.begin(), xs.end(), 0L);
+  auto ys = fibra::default_pool().map(square_long, xs, {.chunksize = 16});
+  return std::accumulate(ys.begin(), ys.end(), 0L);
+}
+FIBRA_REMOTE(sum_of_squares);
+
+double fails_inside(int) {  // a nested task that fails: the outer one sees its error
+  return fibra::submit(fail_if_negative, -1.0).get();
+}
+FIBRA_REMOTE(fails_inside);
+
+class ParamServer {
+ public:
+  ParamServer(std::vector<double> w, double lr) : w_(std::move(w)), lr_(lr) {}
+  std::vector<double> pull() const { return w_; }
+  long push(const std::vector<double>& grad) {
+    for (std::size_t i = 0; i < w_.size(); ++i) w_[i] -= lr_ * grad[i];
+    return ++version_;
+  }
+  long version() const { return version_; }
+
+ private:
+  std::vector<double> w_;
+  double lr_;
+  long version_ = 0;
+};
+FIBRA_ACTOR(ParamServer, std::vector<double>, double);
+FIBRA_ACTOR_METHOD(ParamServer, pull);
+FIBRA_ACTOR_METHOD(ParamServer, push);
+FIBRA_ACTOR_METHOD(ParamServer, version);
+
+// A worker: pulls the weights, pushes the gradient of 0.5 * |w - target|^2, `steps` times.
+int train(fibra::Actor<ParamServer> ps, std::vector<double> target, int steps) {
+  for (int s = 0; s < steps; ++s) {
+    auto w = ps.call(&ParamServer::pull).get();
+    std::vector<double> grad(w.size());
+    for (std::size_t i = 0; i < w.size(); ++i) grad[i] = w[i] - target[i];
+    ps.call(&ParamServer::push, grad).get();
+  }
+  return steps;
+}
+FIBRA_REMOTE(train);
+
+class Relay {  // an actor that calls another actor
+ public:
+  explicit Relay(fibra::Actor<Counter> c) : c_(std::move(c)) {}
+  long bump(long d) { return c_.call(&Counter::add, d).get(); }
+
+ private:
+  fibra::Actor<Counter> c_;
+};
+FIBRA_ACTOR(Relay, fibra::Actor<Counter>);
+FIBRA_ACTOR_METHOD(Relay, bump);
+
 namespace {
 
 // Waits until `pid` is gone or a zombie no longer (bounded); true if it went.
@@ -274,6 +355,64 @@ TEST(Actors, OnAPoolOfItsOwn) {
   EXPECT_EQ(c.call(&Counter::add, 4L).get(), 7);
   pool.terminate();
   EXPECT_THROW(c.call(&Counter::value).get(), fibra::PoolClosed);
+}
+
+TEST(Nested, ExperimentsOfParallelSimulationsOnEveryWorker) {
+  // Two experiments fill both workers, and each waits for its 8 simulations: a worker waiting
+  // must not hold its slot, or this never finishes.
+  auto a = fibra::submit(experiment, 1);
+  auto b = fibra::submit(experiment, 2);
+  double ea = 0, eb = 0;
+  for (int i = 0; i < 8; ++i) {
+    ea += 1000.0 + i * i;
+    eb += 2000.0 + i * i;
+  }
+  ASSERT_TRUE(a.wait_for(60s) && b.wait_for(60s)) << "the experiments never finished: a waiting task holds its worker";
+  EXPECT_DOUBLE_EQ(a.get(), ea);
+  EXPECT_DOUBLE_EQ(b.get(), eb);
+}
+
+TEST(Nested, RecursiveTreeOfDepthSix) {
+  auto root = fibra::submit(tree, 6);
+  ASSERT_TRUE(root.wait_for(60s)) << "the tree never finished: a waiting task holds its worker";
+  EXPECT_EQ(root.get(), (1L << 7) - 1);  // a full binary tree of depth 6: 127 nodes
+}
+
+TEST(Nested, MapInsideATask) {
+  const long n = 200;
+  EXPECT_EQ(fibra::submit(sum_of_squares, int(n)).get(), (n - 1) * n * (2 * n - 1) / 6);
+}
+
+TEST(Nested, ANestedFailureReachesTheOuterTask) {
+  const std::string e = error_of([&] { fibra::submit(fails_inside, 0).get(); });
+  EXPECT_NE(e.find("fails_inside raised fibra::RemoteError"), std::string::npos) << e;
+  EXPECT_NE(e.find("negative input"), std::string::npos) << e;
+}
+
+TEST(Nested, ParameterServerWithFourWorkerTasks) {
+  const std::vector<double> start{4, -3, 2, 10}, target{1, 2, 3, 4};
+  auto ps = fibra::Actor<ParamServer>::start(start, 0.1);
+  std::vector<fibra::Future<int>> workers;
+  for (int k = 0; k < 4; ++k) workers.push_back(fibra::submit(train, ps, target, 20));
+  int steps = 0;
+  for (auto& f : workers) steps += f.get();
+  EXPECT_EQ(steps, 80);
+  EXPECT_EQ(ps.call(&ParamServer::version).get(), 80);  // every push counted once
+  const auto w = ps.call(&ParamServer::pull).get();
+  double err0 = 0, err = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    err0 += (start[i] - target[i]) * (start[i] - target[i]);
+    err += (w[i] - target[i]) * (w[i] - target[i]);
+  }
+  EXPECT_LT(err, 0.01 * err0) << "the updates did not move the weights toward the target";
+}
+
+TEST(Nested, AnActorCallsAnotherActor) {
+  auto c = fibra::Actor<Counter>::start(100L);
+  auto r = fibra::Actor<Relay>::start(c);
+  EXPECT_EQ(r.call(&Relay::bump, 5L).get(), 105);
+  EXPECT_EQ(r.call(&Relay::bump, 1L).get(), 106);
+  EXPECT_EQ(c.call(&Counter::value).get(), 106);
 }
 
 int main(int argc, char** argv) {

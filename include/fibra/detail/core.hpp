@@ -158,7 +158,19 @@ class PoolCore {
   virtual void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload);
   /// The last handle was dropped: the actor's process ends once the calls sent to it have run.
   virtual void end_actor(std::uint64_t actor) noexcept { (void)actor; }
+  /// Names the pool among the driver's pools (an actor handle sent to a task carries it).
+  virtual std::uint64_t uid() const { return 0; }
 };
+
+/// The core behind an actor handle that arrived in a message: in the driver the pool named `uid`;
+/// in an executor, one that sends the calls to the driver. Throws Error if that pool is gone.
+std::shared_ptr<PoolCore> core_for_actor_handle(std::uint64_t uid);
+
+/// In an executor, a wait of the task's own thread runs the batches that arrive meanwhile instead
+/// of sleeping (a task waiting for the tasks it submitted must not hold its worker). The hook
+/// returns -1 when it does not apply (another thread), else whether `ready` came true in time.
+using WaitHook = int (*)(const std::function<bool()>& ready, std::optional<std::chrono::nanoseconds> timeout);
+void set_wait_hook(WaitHook hook) noexcept;
 
 /// Starts `settings.workers` workers and waits until each has said hello (collective with the
 /// spawned processes). Throws MpiError or ConfigError naming the fix.

@@ -1,0 +1,104 @@
+// What tasks ask of the pool that runs them, on the driver: a nested submit (or a map's chunk)
+// and a call to an actor arrive as requests from an executor, through its agent; each becomes an
+// ordinary chunk or actor call here, and its outcome goes back as a Reply to that executor.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <string>
+
+#include "fibra/error.hpp"
+#include "pool_impl.hpp"
+
+namespace fibra::detail {
+namespace {
+
+wire::ErrorText describe(const std::exception_ptr& e) {
+  wire::ErrorText t;
+  t.type = exception_type_name(e);
+  try {
+    std::rethrow_exception(e);
+  } catch (const RemoteError& r) {
+    t.what = r.what();
+    t.remote_type = r.type_name();
+    t.remote_message = r.remote_message();
+  } catch (const std::exception& x) {
+    t.what = x.what();
+  } catch (...) {
+    t.what = "an exception that is not a std::exception";
+  }
+  return t;
+}
+
+}  // namespace
+
+std::uint64_t PoolImpl::next_uid() {
+  static std::atomic<std::uint64_t> n{1};
+  return n.fetch_add(1);
+}
+
+void PoolImpl::on_request(Worker& w, const std::string& data) {
+  std::uint64_t route = 0;
+  if (data.size() < sizeof route) throw wire::Malformed("fibra: a malformed message: a request of " + std::to_string(data.size()) + " bytes");
+  std::memcpy(&route, data.data(), sizeof route);
+  auto r = wire::decode<wire::Request>(std::string_view(data).substr(sizeof route));
+  const FunctionEntry* fn = function_by_id(r.fn);
+  if (!fn) throw wire::Malformed("fibra: a malformed message: a request for an unknown function (id " + std::to_string(r.fn) + ")");
+  auto job = std::make_shared<JobState>(*fn, r.mode, s_.policy);
+  std::weak_ptr<PoolImpl> self = shared_from_this();
+  job->on_delivered([self, wid = w.id, route, id = r.id, job] {
+    if (auto p = self.lock()) p->queue_reply({wid, route, id, job});
+  });
+  try {
+    if (r.actor != 0) {
+      auto core = r.pool == 0 || r.pool == uid_ ? std::shared_ptr<PoolCore>(shared_from_this()) : find_pool(r.pool);
+      if (!core) throw ActorDied("fibra: " + fn->name + " was called on an actor whose pool is gone");
+      core->call_actor(r.actor, job, std::move(r.payload));
+      return;
+    }
+    if (r.payload.size() + 4 * std::size_t(r.count) > max_chunk_bytes)
+      throw ConfigError("fibra: a task submitted " + fn->name + " with arguments of " + std::to_string(r.payload.size()) +
+                        " bytes, over the 2 GiB one MPI message can carry");
+    std::lock_guard lk(mu_);
+    // A closed pool still runs what its tasks submit (they are part of the work it was given);
+    // a terminated or broken one does not.
+    if (broken_) std::rethrow_exception(broken_);
+    if (stopping_) throw PoolClosed("fibra: a task submitted " + fn->name + " to a pool that " + closed_reason_);
+    trace::mark(trace::submitted, sched_.add(job, r.first, r.count, std::move(r.payload)));
+    kick();
+  } catch (...) {
+    job->deliver({r.first, r.count, {}, std::current_exception(), {}});
+  }
+}
+
+void PoolImpl::queue_reply(PendingReply r) {
+  {
+    std::lock_guard lk(replies_mu_);
+    replies_.push_back(std::move(r));
+  }
+  replies_waiting_.store(true, std::memory_order_release);
+  wake_.notify_one();
+}
+
+bool PoolImpl::send_replies() {
+  if (!replies_waiting_.exchange(false, std::memory_order_acq_rel)) return false;
+  std::vector<PendingReply> rs;
+  {
+    std::lock_guard lk(replies_mu_);
+    rs.swap(replies_);
+  }
+  for (auto& p : rs) {
+    Worker* w = nullptr;
+    for (auto& x : workers_)
+      if (x->id == p.worker) w = x.get();
+    if (!w || !w->alive()) continue;  // its executor's task died with it, or will be told it is lost
+    ChunkOutcome o;
+    p.job->wait_next(o);  // delivered: at once
+    wire::Reply rep{p.route, p.id, !o.error, {}};
+    if (o.error) rep.payload = wire::encode(describe(o.error));
+    else rep.payload.assign(o.bytes());
+    send(*w, wire::tag_reply, wire::encode(rep));
+  }
+  return !rs.empty();
+}
+
+}  // namespace fibra::detail
