@@ -1,0 +1,82 @@
+// B7 (issue 11): remote tasks and actors. The throughput of fibra::submit of no-op tasks from one
+// driver thread, the round trip of one actor call beside the pool's apply_async round trip (same
+// pool, same run), and the time to resolve a chain of dependent tasks.
+//
+//   b7_tasks [--workers N] [--submits N] [--roundtrips N] [--chain N] [--repeats R]
+//
+// Prints one line per figure, as CSV: benchmark,metric,value,unit (medians of R runs).
+#include <fibra/fibra.hpp>
+
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "bench_common.hpp"
+
+int noop(int x) { return x; }
+FIBRA_REMOTE(noop);
+long inc(long x) { return x + 1; }
+FIBRA_REMOTE(inc);
+
+struct Echo {
+  int echo(int x) const { return x; }
+};
+FIBRA_ACTOR(Echo);
+FIBRA_ACTOR_METHOD(Echo, echo);
+
+using bench::arg;
+using bench::Clock;
+using bench::median;
+using bench::seconds_since;
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);
+  const int workers = static_cast<int>(arg(argc, argv, "--workers", 2));
+  const long submits = arg(argc, argv, "--submits", 200'000);
+  const long roundtrips = arg(argc, argv, "--roundtrips", 2'000);
+  const long chain = arg(argc, argv, "--chain", 1'000);
+  const int repeats = static_cast<int>(arg(argc, argv, "--repeats", 5));
+  std::printf("# fibra %s, %u hardware threads, %d workers, medians of %d runs\n", fibra::version,
+              std::thread::hardware_concurrency(), workers, repeats);
+  std::printf("benchmark,metric,value,unit\n");
+  fibra::Pool& pool = fibra::default_pool(workers);
+  auto actor = fibra::Actor<Echo>::start();
+  actor.call(&Echo::echo, 0).get();  // started
+
+  std::vector<double> rate, actor_rtt, async_rtt, chain_s;
+  for (int r = 0; r < repeats; ++r) {
+    auto t = Clock::now();
+    std::vector<fibra::Future<int>> fs;
+    fs.reserve(static_cast<std::size_t>(submits));
+    for (long i = 0; i < submits; ++i) fs.push_back(fibra::submit(noop, static_cast<int>(i)));
+    long ok = 0;
+    for (long i = 0; i < submits; ++i) ok += fs[static_cast<std::size_t>(i)].get() == i;
+    rate.push_back(double(submits) / seconds_since(t));
+    if (ok != submits) return std::fprintf(stderr, "b7: submit returned wrong results\n"), 1;
+
+    std::vector<double> a, p;  // alternating, so that both see the same machine
+    for (long i = 0; i < roundtrips; ++i) {
+      t = Clock::now();
+      const int x = actor.call(&Echo::echo, static_cast<int>(i)).get();
+      a.push_back(seconds_since(t) * 1e6);
+      t = Clock::now();
+      const int y = pool.apply_async(noop, static_cast<int>(i)).get();
+      p.push_back(seconds_since(t) * 1e6);
+      if (x != i || y != i) return std::fprintf(stderr, "b7: a round trip returned a wrong result\n"), 1;
+    }
+    actor_rtt.push_back(median(a));
+    async_rtt.push_back(median(p));
+
+    t = Clock::now();
+    auto f = fibra::submit(inc, 0L);
+    for (long i = 1; i < chain; ++i) f = fibra::submit(inc, f);
+    if (f.get() != chain) return std::fprintf(stderr, "b7: the chain returned a wrong result\n"), 1;
+    chain_s.push_back(seconds_since(t));
+  }
+  std::printf("b7,submit_noop_tasks_per_s,%.0f,tasks/s\n", median(rate));
+  std::printf("b7,actor_call_roundtrip_us,%.1f,us\n", median(actor_rtt));
+  std::printf("b7,apply_async_roundtrip_us,%.1f,us\n", median(async_rtt));
+  std::printf("b7,chain_%ld_tasks_s,%.4f,s\n", chain, median(chain_s));
+  std::printf("b7,chain_per_task_us,%.1f,us\n", median(chain_s) / double(chain) * 1e6);
+  return 0;
+}
