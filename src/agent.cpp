@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -63,7 +65,17 @@ class Agent {
                         : "(agent " + std::to_string(cfg.slot) + " worker " + std::to_string(i + 1);
       }
       executors_.push_back(std::make_unique<ExecutorProcess>(i + 1, std::move(prefix)));
+      executors_.back()->set_env(env_for(i));
     }
+  }
+
+  // Executor i's own variables: its GPUs, and its CPUs as OMP_NUM_THREADS unless the user set it.
+  std::vector<std::pair<std::string, std::string>> env_for(int i) const {
+    std::vector<std::pair<std::string, std::string>> env;
+    if (!cfg_.gpus.empty()) env.emplace_back("CUDA_VISIBLE_DEVICES", cfg_.gpus[std::min<std::size_t>(i, cfg_.gpus.size() - 1)]);
+    if (!std::getenv("OMP_NUM_THREADS"))
+      env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1L, std::lround(cfg_.cpus))));
+    return env;
   }
 
   int run() {
@@ -185,6 +197,7 @@ class Agent {
       std::string prefix;
       if (cfg_.prefix_output) prefix = "(actor on worker " + std::to_string(cfg_.slot);
       auto e = std::make_unique<ExecutorProcess>(0, std::move(prefix), true);
+      e->set_env(env_for(0));
       try {
         e->start();
       } catch (const Error& err) {

@@ -283,6 +283,9 @@ class ExecutorCore final : public PoolCore {
     r.first = first;
     r.count = count;
     r.payload = std::move(payload);
+    r.need_cpus = job->policy().need.cpus;
+    r.need_gpus = job->policy().need.gpus;
+    r.need_memory_mb = job->policy().need.memory_mb;
     g_inbox->request(std::move(r), job);
   }
   void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) override {

@@ -179,8 +179,23 @@ void ExecutorProcess::start() {
   const std::string parent = std::to_string(::getpid());
   char* argv[] = {const_cast<char*>(exe.c_str()), const_cast<char*>(executor_flag), const_cast<char*>("3"),
                   const_cast<char*>("4"), const_cast<char*>(parent.c_str()), nullptr};
+  // Its environment: the agent's, with its own variables over it.
+  std::vector<std::string> vars;
+  std::vector<char*> envp;
+  if (!env_.empty()) {
+    for (char** e = environ; *e; ++e) {
+      const std::string_view v(*e);
+      const bool overridden = std::any_of(env_.begin(), env_.end(), [&](auto& kv) {
+        return v.size() > kv.first.size() && v.substr(0, kv.first.size()) == kv.first && v[kv.first.size()] == '=';
+      });
+      if (!overridden) envp.push_back(*e);
+    }
+    for (auto& [k, val] : env_) vars.push_back(k + "=" + val);
+    for (auto& v : vars) envp.push_back(v.data());
+    envp.push_back(nullptr);
+  }
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv, environ);
+  const int rc = ::posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv, env_.empty() ? environ : envp.data());
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) throw Error("fibra agent: cannot start an executor (" + exe + "): " + std::strerror(rc));
   pid_ = pid;

@@ -85,6 +85,8 @@ class ExecutorProcess {
   ExecutorProcess(const ExecutorProcess&) = delete;
   ExecutorProcess& operator=(const ExecutorProcess&) = delete;
 
+  /// Variables set in its environment (CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS), over the agent's.
+  void set_env(std::vector<std::pair<std::string, std::string>> vars) { env_ = std::move(vars); }
   /// Starts the process (posix_spawn of this binary); throws Error.
   void start();
   /// Starts it again after a death, once its back-off (for crash loops) has passed.
@@ -162,6 +164,7 @@ class ExecutorProcess {
   int index_;
   std::string prefix_;
   bool actor_ = false;
+  std::vector<std::pair<std::string, std::string>> env_;
   std::vector<std::string> requests_;
   int blocked_delta_ = 0;
   int blocked_ = 0;  // its tasks waiting now (undone at its death)

@@ -17,6 +17,7 @@
 #include "fibra/runtime.hpp"
 #include "log.hpp"
 #include "pool_impl.hpp"
+#include "resources.hpp"
 
 namespace fibra::detail {
 namespace {
@@ -250,7 +251,7 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
           const bool others_have_room = std::any_of(workers_.begin(), workers_.end(), [&](auto& o) {
             return o.get() != w.get() && room(*o, batches_each - 1);
           });
-          auto batch = sched_.take_batch(w->id, ready, others_have_room);
+          auto batch = sched_.take_batch(w->id, ready, others_have_room, &w->has);
           if (batch.empty()) break;  // it passed over retries meant for other workers
           w->batches.add(batch);
           for (const Chunk* c : batch) {
@@ -374,6 +375,15 @@ std::shared_ptr<PoolCore> start_pool(const PoolSettings& settings) {
   return p;
 }
 
+void PoolImpl::check_fits(const Resources& need, const std::string& what) const {
+  Resources best = s_.resources;
+  best.gpus = std::min<int>(s_.resources.gpus, static_cast<int>(s_.gpu_ids.size()));
+  if (fits(need, best)) return;
+  throw ConfigError("fibra: " + what + " asks for " + describe(need) + ", but a worker of this pool offers at most " +
+                    describe(best) + ", so it could never run; ask for less, or give the pool's workers more " +
+                    "(PoolOptions::resources, PoolOptions::gpu_ids, or the allocation: docs/resources.md)");
+}
+
 std::shared_ptr<PoolCore> core_for_actor_handle(std::uint64_t uid) {
   if (in_executor()) return executor_core(uid);
   std::lock_guard lk(g_pools_mu);
@@ -429,6 +439,9 @@ Pool::Pool(int workers, PoolOptions options) {
                       std::to_string(options.workers_per_agent));
   s.workers_per_agent = options.workers_per_agent;
   s.policy = detail::make_policy({}, options.retries, options.retry_exceptions, options.task_timeout_s);
+  const auto r = detail::resolve_resources(options, s.workers);
+  s.resources = r.each;
+  s.gpu_ids = r.gpu_ids;
   core_ = detail::start_pool(s);
 }
 

@@ -99,7 +99,9 @@ bool PoolImpl::dispatch_actors() {
       if (a.state == ActorState::State::placing && !a.queue.empty()) {
         Worker* best = nullptr;
         for (auto& w : workers_)
-          if (w->state == Worker::State::ready && (!best || hosted[w->id] < hosted[best->id])) best = w.get();
+          if (w->state == Worker::State::ready && fits(a.settings.need, w->has) &&
+              (!best || hosted[w->id] < hosted[best->id]))
+            best = w.get();
         if (best) {
           a.state = ActorState::State::placed;
           a.worker = best->id;

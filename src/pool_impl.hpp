@@ -107,6 +107,8 @@ struct Worker {
   State state = State::starting;
   int executors = 1;        // workers it runs: batches_per_worker batches each may be in flight
   int blocked = 0;          // its tasks that wait for what they requested: each makes room for a batch more
+  Resources has;            // what each of its executors offers (the least of them)
+  std::vector<int> gpus;    // indexes into PoolSettings::gpu_ids that its executors hold
   BatchesInFlight batches;
   double spawned_at = 0, last_heard = 0, last_sent = 0, lost_at = 0;
   bool holds_slot = true;  // counted in g_agents_in_slots until its process is surely gone
@@ -149,7 +151,7 @@ enum class FailKind { raised, crashed, timed_out, lost, config };
 
 class PoolImpl final : public PoolCore, public std::enable_shared_from_this<PoolImpl> {
  public:
-  explicit PoolImpl(const PoolSettings& s) : s_(s), target_(s.workers), uid_(next_uid()) {}
+  explicit PoolImpl(const PoolSettings& s) : s_(s), target_(s.workers) {}
   std::uint64_t uid() const override { return uid_; }
   ~PoolImpl() override { terminate(); }
 
@@ -157,6 +159,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void start();
   void submit(const std::shared_ptr<JobState>& job, std::uint64_t first, std::uint32_t count,
               std::string payload) override {
+    check_fits(job->policy().need, job->fn().name);
     // Refused here, in the caller's thread, so that the pool stays usable: MPI cannot send it.
     if (payload.size() + 4 * std::size_t(count) > max_chunk_bytes)  // room for its skip list too
       throw ConfigError("fibra: a chunk of " + std::to_string(count) + " item(s) encodes to " +
@@ -274,7 +277,13 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::mutex replies_mu_;
   std::vector<PendingReply> replies_;        // under replies_mu_
   std::atomic<bool> replies_waiting_{false};
-  const std::uint64_t uid_;
+  const std::uint64_t uid_ = next_uid();
+
+  // What a worker of this pool can offer at best; a request beyond it can never run: ConfigError.
+  void check_fits(const Resources& need, const std::string& what) const;
+ public:
+  void check_need(const Resources& need, const std::string& what) const override { check_fits(need, what); }
+ private:
 
   // ---- pool_actors.cpp: actors' placement, calls and deaths (under mu_ unless said) ------------
   bool dispatch_actors();  // the communication thread, without mu_

@@ -43,7 +43,9 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
   auto r = wire::decode<wire::Request>(std::string_view(data).substr(sizeof route));
   const FunctionEntry* fn = function_by_id(r.fn);
   if (!fn) throw wire::Malformed("fibra: a malformed message: a request for an unknown function (id " + std::to_string(r.fn) + ")");
-  auto job = std::make_shared<JobState>(*fn, r.mode, s_.policy);
+  RetryPolicy policy = s_.policy;
+  policy.need = {r.need_cpus, r.need_gpus, static_cast<long>(r.need_memory_mb)};
+  auto job = std::make_shared<JobState>(*fn, r.mode, policy);
   std::weak_ptr<PoolImpl> self = shared_from_this();
   job->on_delivered([self, wid = w.id, route, id = r.id, job] {
     if (auto p = self.lock()) p->queue_reply({wid, route, id, job});
@@ -58,6 +60,7 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
     if (r.payload.size() + 4 * std::size_t(r.count) > max_chunk_bytes)
       throw ConfigError("fibra: a task submitted " + fn->name + " with arguments of " + std::to_string(r.payload.size()) +
                         " bytes, over the 2 GiB one MPI message can carry");
+    check_fits(policy.need, fn->name);
     std::lock_guard lk(mu_);
     // A closed pool still runs what its tasks submit (they are part of the work it was given);
     // a terminated or broken one does not.

@@ -82,6 +82,32 @@ void PoolImpl::spawn(int executors) {
   setup.executors = executors;
   setup.slot = free_slot_number();
   setup.prefix_output = prefix_output();
+  setup.cpus = s_.resources.cpus;
+  // GPUs: `resources.gpus` for each executor, from those no other agent holds (an agent lost but
+  // maybe still running keeps its own until its process is surely gone).
+  std::vector<int> gpus;
+  Resources has = s_.resources;
+  if (!s_.gpu_ids.empty()) {
+    std::vector<bool> held(s_.gpu_ids.size(), false);
+    for (auto& w : workers_)
+      if (w->holds_slot)
+        for (int g : w->gpus) held[static_cast<std::size_t>(g)] = true;
+    const std::size_t each = static_cast<std::size_t>(s_.resources.gpus);
+    std::size_t next = 0;
+    has.gpus = s_.resources.gpus;
+    for (int e = 0; e < executors; ++e) {
+      std::string ids;
+      std::size_t got = 0;
+      for (; next < held.size() && got < each; ++next) {
+        if (held[next]) continue;
+        ids += (ids.empty() ? "" : ",") + s_.gpu_ids[next];
+        gpus.push_back(static_cast<int>(next));
+        ++got;
+      }
+      has.gpus = std::min<int>(has.gpus, static_cast<int>(got));
+      setup.gpus.push_back(ids);
+    }
+  }
   mpi::Info info;
   if (oversubscribe_allowed()) info.set("map_by", ":OVERSUBSCRIBE");
   {
@@ -106,6 +132,8 @@ void PoolImpl::spawn(int executors) {
     w->slot = setup.slot;
     w->comm = inter;
     w->executors = executors;
+    w->has = has;
+    w->gpus = std::move(gpus);
     w->spawned_at = w->last_heard = w->last_sent = mpi::now_s();
     Worker& added = *w;
     {

@@ -17,9 +17,10 @@ std::uint64_t Scheduler::add(std::shared_ptr<JobState> job, std::uint64_t first,
   return next_id_ - 1;
 }
 
-std::vector<Chunk*> Scheduler::take_batch(int worker, int workers, bool others_have_room) {
+std::vector<Chunk*> Scheduler::take_batch(int worker, int workers, bool others_have_room, const Resources* has) {
   std::vector<Chunk*> batch;
-  std::vector<std::uint64_t> passed;  // retries that should run on another worker
+  std::vector<std::uint64_t> passed;  // retries that should run on another worker, chunks that do not fit it
+  std::size_t unfit = 0, retries_passed = 0;
   std::uint64_t items = 0, bytes = 0;
   while (!pending_.empty()) {
     auto it = chunks_.find(pending_.front());
@@ -29,7 +30,14 @@ std::vector<Chunk*> Scheduler::take_batch(int worker, int workers, bool others_h
       chunks_.erase(it);
       continue;
     }
-    if (others_have_room && workers > 1 && c->avoid_worker == worker && passed.size() < max_passed) {
+    if (has && !fits(c->job->policy().need, *has)) {  // left for a worker that offers enough
+      if (++unfit > max_unfit) break;
+      passed.push_back(c->id);
+      pending_.pop_front();
+      continue;
+    }
+    if (others_have_room && workers > 1 && c->avoid_worker == worker && retries_passed < max_passed) {
+      ++retries_passed;
       passed.push_back(c->id);
       pending_.pop_front();
       continue;

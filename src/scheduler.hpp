@@ -55,7 +55,10 @@ class Scheduler {
   /// one chunk, or several small ones up to a fair share of what is pending. Chunks of cancelled
   /// jobs are dropped. Each taken chunk's attempt number goes up by one. A retry that failed on
   /// `worker` is passed over, left for another worker, only if `others_have_room`.
-  std::vector<Chunk*> take_batch(int worker, int workers, bool others_have_room = true);
+  /// With `has`, only chunks whose job needs no more than it offers are taken (others are passed
+  /// over, up to max_unfit of them in a row).
+  std::vector<Chunk*> take_batch(int worker, int workers, bool others_have_room = true, const Resources* has = nullptr);
+  static constexpr std::size_t max_unfit = 256;
 
   /// Accepts a result for (chunk, attempt) and removes the chunk; returns it, or nullptr if the
   /// chunk is unknown or that attempt was given up on (a late duplicate: dropped, never counted).

@@ -59,10 +59,15 @@ struct Request {
   std::uint64_t pool = 0;      ///< an actor call: its pool (PoolCore::uid); 0: the task's own pool
   std::uint64_t actor = 0;     ///< an actor call: the actor's id; 0: a task
   std::string payload;         ///< encoded arguments (items)
+  double need_cpus = 0;        ///< what it needs of a worker (Resources)
+  std::int32_t need_gpus = 0;
+  std::int64_t need_memory_mb = 0;
 };
 template <class F, class M>
   requires std::is_same_v<std::remove_const_t<M>, Request>
-void fields(F&& f, M& m) { f(m.id, m.fn, m.mode, m.first, m.count, m.pool, m.actor, m.payload); }
+void fields(F&& f, M& m) {
+  f(m.id, m.fn, m.mode, m.first, m.count, m.pool, m.actor, m.payload, m.need_cpus, m.need_gpus, m.need_memory_mb);
+}
 
 /// driver -> agent: a Request's outcome, for the executor `route` names (RequestRoute).
 struct Reply {
@@ -104,10 +109,14 @@ struct AgentSetup {
   std::int32_t executors = 1;   ///< executors to supervise
   std::int32_t slot = 0;        ///< its number in the pool ("worker 3 of 4")
   bool prefix_output = false;   ///< start each line its executors print with "(worker 3 pid 1234) "
+  /// CUDA_VISIBLE_DEVICES of each executor ("0,1"; "" for none); empty: the pool has no GPUs and
+  /// the executors' environment is left alone. Its actors see the first executor's.
+  std::vector<std::string> gpus;
+  double cpus = 1;              ///< per executor: OMP_NUM_THREADS, unless the environment sets it
 };
 template <class F, class M>
   requires std::is_same_v<std::remove_const_t<M>, AgentSetup>
-void fields(F&& f, M& m) { f(m.heartbeat_s, m.driver_silence_s, m.executors, m.slot, m.prefix_output); }
+void fields(F&& f, M& m) { f(m.heartbeat_s, m.driver_silence_s, m.executors, m.slot, m.prefix_output, m.gpus, m.cpus); }
 
 /// agent -> driver, once its executors have started.
 struct Hello {

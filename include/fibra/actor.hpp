@@ -28,6 +28,9 @@ struct ActorOptions {
   /// When its process dies (crash, kill, its worker lost), start it again from its constructor
   /// this many times; the calls it held fail with ActorDied either way. 0: it stays dead.
   int max_restarts = 0;
+  /// Placed on a worker that offers at least this much; its process sees that worker's GPUs. (It
+  /// does not take them from the tasks that run there.)
+  Resources resources;
 };
 
 namespace detail {
@@ -212,8 +215,10 @@ class Actor {
     Actor a;
     a.h_ = std::make_shared<Handle>();
     a.h_->core = core;
+    core->check_need(options.resources, "actor " + detail::demangle(typeid(T).name()));
     a.h_->id = core->start_actor(*ctor, std::move(payload),
-                                 detail::ActorSettings{detail::demangle(typeid(T).name()), options.max_restarts});
+                                 detail::ActorSettings{detail::demangle(typeid(T).name()), options.max_restarts,
+                                                       options.resources});
     return a;
   }
 

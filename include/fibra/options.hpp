@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "fibra/resources.hpp"
+
 namespace fibra {
 
 /// @brief Settings of a pool, fixed when it starts. See docs/fault-tolerance.md.
@@ -24,6 +26,13 @@ struct PoolOptions {
   /// evenly over at most 4 agents (a pool of 4 or fewer has one agent per worker). A lost agent
   /// costs the chunks of all its workers, as a lost node would; a crashed worker only its own.
   int workers_per_agent = 0;
+  /// What each worker offers; a field left at 0 comes from the allocation (SLURM_CPUS_PER_TASK,
+  /// SLURM_GPUS_PER_TASK, SLURM_MEM_PER_CPU or SLURM_MEM_PER_NODE), else 1 CPU, the visible GPUs
+  /// shared out (at least 1 each while they last), and memory not counted. docs/resources.md.
+  Resources resources;
+  /// GPU ids shared out among the workers (each sees its own as CUDA_VISIBLE_DEVICES); empty: the
+  /// driver's CUDA_VISIBLE_DEVICES, else Slurm's SLURM_STEP_GPUS or SLURM_JOB_GPUS, else none.
+  std::vector<std::string> gpu_ids;
 };
 
 /// @brief One item that failed in a call that collects errors (MapOptions::errors).
@@ -60,6 +69,9 @@ struct MapOptions {
   /// Results that arrived are flushed to the checkpoint at most this many seconds later; a SIGKILL
   /// of the driver loses at most these.
   double checkpoint_flush_s = 1.0;
+  /// What each chunk needs of a worker: it runs only on workers that offer as much. A request no
+  /// worker of the pool can meet throws ConfigError at once. Default: nothing in particular.
+  Resources resources;
 };
 
 }  // namespace fibra

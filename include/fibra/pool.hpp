@@ -104,20 +104,7 @@ class Pool {
                   "fibra: apply_async got a different number of arguments than the function takes");
     static_assert(detail::check_signature<R, P...>());
     if constexpr (sizeof...(P) == sizeof...(Args)) static_assert((detail::check_item<Args, P>() && ...));
-    auto& core = this->core();  // a moved-from pool throws PoolClosed before anything else
-    const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), "apply_async");
-    std::string payload;
-    detail::Writer w(payload);
-    detail::CallMode mode = detail::CallMode::tuple;
-    if constexpr (sizeof...(P) == 1) {
-      mode = detail::CallMode::single;
-      (detail::SingleArg<std::remove_cvref_t<P>>::one(w, args), ...);
-    } else {
-      detail::encode(w, std::tuple<std::remove_cvref_t<P>...>(std::forward<Args>(args)...));
-    }
-    auto job = std::make_shared<detail::JobState>(entry, mode, core.default_policy());
-    core.submit(job, 0, 1, std::move(payload));
-    return Future<std::remove_cvref_t<R>>(std::move(job));
+    return async_impl(fn, this->core().default_policy(), "apply_async", std::forward<Args>(args)...);
   }
 
   /// @brief Runs `fn(args...)` on a worker, as apply_async does, but an argument may also be a
@@ -130,21 +117,57 @@ class Pool {
   /// @endcode
   template <class R, class... P, class... Args>
   Future<std::remove_cvref_t<R>> submit(R (*fn)(P...), Args&&... args) {
+    return submit_impl(nullptr, fn, std::forward<Args>(args)...);
+  }
+  /// @brief Like submit, on a worker that offers at least `needs` (GPUs, say; docs/resources.md).
+  /// @throws ConfigError at once if no worker of this pool can ever offer that much.
+  template <class R, class... P, class... Args>
+  Future<std::remove_cvref_t<R>> submit(const Resources& needs, R (*fn)(P...), Args&&... args) {
+    return submit_impl(&needs, fn, std::forward<Args>(args)...);
+  }
+
+ private:
+  template <class R, class... P, class... Args>
+  Future<std::remove_cvref_t<R>> submit_impl(const Resources* needs, R (*fn)(P...), Args&&... args) {
     static_assert(sizeof...(P) == sizeof...(Args),
                   "fibra: submit got a different number of arguments than the function takes");
     static_assert(detail::check_signature<R, P...>());
     if constexpr (sizeof...(P) == sizeof...(Args)) static_assert((detail::check_arg<Args, P>() && ...));
+    const auto& core = live_core();  // a moved-from pool throws PoolClosed before anything else
+    detail::RetryPolicy policy = core->default_policy();
+    if (needs) policy.need = *needs;
     if constexpr (!(detail::is_future_v<Args> || ...)) {
-      return apply_async(fn, std::forward<Args>(args)...);
+      return async_impl(fn, policy, "submit", std::forward<Args>(args)...);
     } else {
-      const auto& core = live_core();  // a moved-from pool throws PoolClosed before anything else
       const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), "submit");
       auto job = std::make_shared<detail::JobState>(
-          entry, sizeof...(P) == 1 ? detail::CallMode::single : detail::CallMode::tuple, core->default_policy());
+          entry, sizeof...(P) == 1 ? detail::CallMode::single : detail::CallMode::tuple, policy);
+      core->check_need(policy.need, entry.name);
       detail::submit_after<P...>(core, job, std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...));
       return Future<std::remove_cvref_t<R>>(std::move(job));
     }
   }
+
+  template <class R, class... P, class... Args>
+  Future<std::remove_cvref_t<R>> async_impl(R (*fn)(P...), const detail::RetryPolicy& policy, const char* call,
+                                            Args&&... args) {
+    auto& core = this->core();  // a moved-from pool throws PoolClosed before anything else
+    const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), call);
+    std::string payload;
+    detail::Writer w(payload);
+    detail::CallMode mode = detail::CallMode::tuple;
+    if constexpr (sizeof...(P) == 1) {
+      mode = detail::CallMode::single;
+      (detail::SingleArg<std::remove_cvref_t<P>>::one(w, args), ...);
+    } else {
+      detail::encode(w, std::tuple<std::remove_cvref_t<P>...>(std::forward<Args>(args)...));
+    }
+    auto job = std::make_shared<detail::JobState>(entry, mode, policy);
+    core.submit(job, 0, 1, std::move(payload));
+    return Future<std::remove_cvref_t<R>>(std::move(job));
+  }
+
+ public:
 
   // What is not a free function (a lambda, a member function) or has the wrong number of parameters
   // lands here, where a static_assert says so in fibra's words instead of "no matching function".
@@ -164,7 +187,7 @@ class Pool {
     requires(detail::arity_v<F> < 0)
   void apply_async(F&&, Args&&...) { detail::refuse_function<F, false>(); }
   template <class F, class... Args>
-    requires(detail::arity_v<F> < 0)
+    requires(detail::arity_v<F> < 0 && !std::is_same_v<std::remove_cvref_t<F>, Resources>)
   void submit(F&&, Args&&...) { detail::refuse_function<F, false>(); }
 
   /// @brief Counters of work done, failures seen, retries and lost workers (see docs/fault-tolerance.md).

@@ -34,6 +34,12 @@ Future<std::remove_cvref_t<R>> submit(R (*fn)(P...), Args&&... args) {
   return default_pool().submit(fn, std::forward<Args>(args)...);
 }
 
+/// @brief Like submit, on a worker of the default pool that offers at least `needs`.
+template <class R, class... P, class... Args>
+Future<std::remove_cvref_t<R>> submit(const Resources& needs, R (*fn)(P...), Args&&... args) {
+  return default_pool().submit(needs, fn, std::forward<Args>(args)...);
+}
+
 /// @brief What fibra::wait returns: the futures that are ready (at most the number asked for, in
 /// the order given) and the others, in the order given.
 template <class T>

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <numeric>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -161,6 +162,28 @@ class Relay {  // an actor that calls another actor
 };
 FIBRA_ACTOR(Relay, fibra::Actor<Counter>);
 FIBRA_ACTOR_METHOD(Relay, bump);
+
+// ---- resources ---------------------------------------------------------------------------------
+std::string visible_gpus(int) {
+  std::this_thread::sleep_for(5ms);
+  const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+  return v ? v : "(unset)";
+}
+FIBRA_REMOTE(visible_gpus);
+std::string omp_threads(int) {
+  const char* v = std::getenv("OMP_NUM_THREADS");
+  return v ? v : "(unset)";
+}
+FIBRA_REMOTE(omp_threads);
+
+struct GpuUser {
+  std::string devices() const {
+    const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+    return v ? v : "(unset)";
+  }
+};
+FIBRA_ACTOR(GpuUser);
+FIBRA_ACTOR_METHOD(GpuUser, devices);
 
 namespace {
 
@@ -413,6 +436,37 @@ TEST(Nested, AnActorCallsAnotherActor) {
   EXPECT_EQ(r.call(&Relay::bump, 5L).get(), 105);
   EXPECT_EQ(r.call(&Relay::bump, 1L).get(), 106);
   EXPECT_EQ(c.call(&Counter::value).get(), 106);
+}
+
+// Three workers, two GPUs ("0" and "1", none real: each worker sees its own in
+// CUDA_VISIBLE_DEVICES): a task that needs a GPU runs only on the two that have one.
+TEST(Resources, TasksAndActorsRunOnlyWhereTheirRequestFits) {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const std::string omp_expected = omp ? omp : "2";
+  fibra::Pool pool(3, {.resources = {2, 1, 0}, .gpu_ids = {"0", "1"}});
+  std::vector<fibra::Future<std::string>> gpu, any;
+  for (int i = 0; i < 40; ++i) gpu.push_back(pool.submit(fibra::Resources{.gpus = 1}, visible_gpus, i));
+  for (int i = 0; i < 40; ++i) any.push_back(pool.submit(visible_gpus, i));
+  std::set<std::string> seen_gpu, seen_any;
+  for (auto& f : gpu) seen_gpu.insert(f.get());
+  for (auto& f : any) seen_any.insert(f.get());
+  EXPECT_EQ(seen_gpu, (std::set<std::string>{"0", "1"}));  // never the worker without one
+  EXPECT_EQ(seen_any.count(""), 1u) << "the worker without a GPU ran no task";
+  const auto mapped = pool.map(visible_gpus, std::vector<int>(30, 0), {.chunksize = 1, .resources = {.gpus = 1}});
+  for (const auto& d : mapped) EXPECT_TRUE(d == "0" || d == "1") << d;
+  EXPECT_EQ(pool.submit(omp_threads, 0).get(), omp_expected);
+
+  auto a = fibra::Actor<GpuUser>::start_on(pool, {.resources = {.gpus = 1}});
+  const std::string d = a.call(&GpuUser::devices).get();
+  EXPECT_TRUE(d == "0" || d == "1") << d;
+
+  const std::string e = error_of([&] { pool.submit(fibra::Resources{.gpus = 2}, visible_gpus, 0); });
+  EXPECT_NE(e.find("visible_gpus asks for 2 GPUs, but a worker of this pool offers at most 2 CPUs, 1 GPU"),
+            std::string::npos) << e;
+  EXPECT_THROW(pool.submit(fibra::Resources{.cpus = 4}, visible_gpus, 0), fibra::ConfigError);
+  EXPECT_THROW(fibra::Actor<GpuUser>::start_on(pool, {.resources = {.gpus = 3}}), fibra::ConfigError);
+  // The workers' memory is not known here (no option, no Slurm): a memory request is not checked.
+  EXPECT_EQ(pool.map(visible_gpus, std::vector<int>{1}, {.resources = {.memory_mb = 1}}).size(), 1u);
 }
 
 int main(int argc, char** argv) {

@@ -180,3 +180,27 @@ TEST(Scheduler, AReaddedChunkRunsAgainWithFreshRetriesAndANewAttemptNumber) {
 }
 
 }  // namespace
+
+namespace {
+using namespace fibra::detail;
+
+TEST(Scheduler, AChunkGoesOnlyToAWorkerThatOffersWhatItNeeds) {
+  Scheduler s;
+  RetryPolicy gpu;
+  gpu.need.gpus = 1;
+  auto g = job(gpu);
+  auto c = job();
+  s.add(g, 0, 1000, "p");    // needs a GPU, first in the queue
+  s.add(c, 1000, 1000, "p");
+  const fibra::Resources cpu_only{1, 0, 0}, with_gpu{1, 1, 0};
+  auto b = s.take_batch(1, 2, true, &cpu_only);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0]->job, c);   // passed over the GPU chunk
+  EXPECT_TRUE(s.take_batch(1, 2, true, &cpu_only).empty());  // nothing it can run
+  EXPECT_EQ(s.pending(), 1u);
+  auto b2 = s.take_batch(2, 2, true, &with_gpu);
+  ASSERT_EQ(b2.size(), 1u);
+  EXPECT_EQ(b2[0]->job, g);
+}
+
+}  // namespace

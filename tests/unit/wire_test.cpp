@@ -89,14 +89,44 @@ TEST(Wire, AResultOpenedBeforeItsPayloadIsClosedWithItsLengthStatusAndTime) {
 }
 
 TEST(Wire, AgentSetupRoundTrips) {
-  wire::AgentSetup s{0.25, 7.5, 4, 3, true};
+  wire::AgentSetup s{0.25, 7.5, 4, 3, true, {"0,1", ""}, 2.5};
   auto g = wire::decode<wire::AgentSetup>(wire::encode(s));
   EXPECT_EQ(g.heartbeat_s, 0.25);
   EXPECT_EQ(g.driver_silence_s, 7.5);
   EXPECT_EQ(g.executors, 4);
   EXPECT_EQ(g.slot, 3);
   EXPECT_TRUE(g.prefix_output);
-  EXPECT_EQ(wire::encode(s).size(), 8u + 8u + 4u + 4u + 1u);  // the layout both sides read
+  EXPECT_EQ(g.gpus, (std::vector<std::string>{"0,1", ""}));
+  EXPECT_EQ(g.cpus, 2.5);
+  // the layout both sides read: doubles, ints, a bool, then a count and sized strings, a double
+  EXPECT_EQ(wire::encode(s).size(), 8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u);
+}
+
+TEST(Wire, RequestsAndRepliesRoundTrip) {
+  wire::Request r{7, 42, detail::CallMode::single, 10, 3, 5, 9, "args", 1.5, 2, 300};
+  const auto g = wire::decode<wire::Request>(wire::encode(r));
+  EXPECT_EQ(g.id, 7u);
+  EXPECT_EQ(g.fn, 42u);
+  EXPECT_EQ(g.mode, detail::CallMode::single);
+  EXPECT_EQ(g.first, 10u);
+  EXPECT_EQ(g.count, 3u);
+  EXPECT_EQ(g.pool, 5u);
+  EXPECT_EQ(g.actor, 9u);
+  EXPECT_EQ(g.payload, "args");
+  EXPECT_EQ(g.need_cpus, 1.5);
+  EXPECT_EQ(g.need_gpus, 2);
+  EXPECT_EQ(g.need_memory_mb, 300);
+  const wire::Reply p{wire::route_actor_bit | 4, 7, false, "why"};
+  const auto q = wire::decode<wire::Reply>(wire::encode(p));
+  EXPECT_EQ(q.route, wire::route_actor_bit | 4);
+  EXPECT_EQ(q.id, 7u);
+  EXPECT_FALSE(q.ok);
+  EXPECT_EQ(q.payload, "why");
+  // a frame's kind lives in the top byte of its length, apart from lengths up to 2^56
+  const auto prefix = wire::frame_prefix(wire::frame_request, (std::uint64_t(1) << 40) + 5);
+  EXPECT_EQ(wire::frame_kind(prefix), wire::frame_request);
+  EXPECT_EQ(wire::frame_length(prefix), (std::uint64_t(1) << 40) + 5);
+  EXPECT_EQ(wire::frame_kind(std::uint64_t(12345)), wire::frame_batch);  // a plain length is a batch
 }
 
 TEST(Wire, AHugeCountInAMalformedBatchIsRefusedNotAllocated) {

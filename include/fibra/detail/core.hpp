@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fibra/detail/registry.hpp"
+#include "fibra/resources.hpp"
 #include "fibra/stats.hpp"
 
 namespace fibra::detail {
@@ -27,7 +28,15 @@ struct RetryPolicy {
   bool retry_exceptions = false;  ///< exceptions are usually deterministic: not retried by default
   double task_timeout_s = 0;      ///< one item may run this long before its executor is killed; 0: no limit
   bool keep_going = false;        ///< item failures are collected (MapOptions::errors), not thrown
+  Resources need;                 ///< what a worker must offer to run its chunks (Resources)
 };
+
+/// Whether a worker that offers `has` can run what asks for `need` (a worker's memory of 0 is not
+/// known, and not checked).
+inline bool fits(const Resources& need, const Resources& has) {
+  return need.cpus <= has.cpus + 1e-9 && need.gpus <= has.gpus &&
+         (need.memory_mb <= 0 || has.memory_mb <= 0 || need.memory_mb <= has.memory_mb);
+}
 
 /// One failed item of a chunk, when the call collects errors instead of throwing.
 struct ItemOutcomeError {
@@ -116,6 +125,7 @@ void stop_task_thread() noexcept;
 struct ActorSettings {
   std::string class_name;  ///< demangled, for messages
   int max_restarts = 0;    ///< starts again from its constructor after a death, this many times
+  Resources need;          ///< placed only on a worker that offers this much
 };
 
 /// Settings of a pool, fixed when it starts.
@@ -128,6 +138,8 @@ struct PoolSettings {
   double start_timeout_s;   ///< how long Pool() waits for its workers to say hello
   int workers_per_agent;    ///< executors per agent process; 0: automatic
   RetryPolicy policy;       ///< the default for calls that do not set their own
+  Resources resources;      ///< what each worker offers, resolved (resolve_resources)
+  std::vector<std::string> gpu_ids;  ///< shared out among workers, `resources.gpus` each
 };
 
 /// A pool's worker processes and queue, owned by the driver's runtime.
@@ -160,6 +172,11 @@ class PoolCore {
   virtual void end_actor(std::uint64_t actor) noexcept { (void)actor; }
   /// Names the pool among the driver's pools (an actor handle sent to a task carries it).
   virtual std::uint64_t uid() const { return 0; }
+  /// Throws ConfigError if no worker of this pool can ever offer `need` (`what` names the call).
+  virtual void check_need(const Resources& need, const std::string& what) const {
+    (void)need;
+    (void)what;
+  }
 };
 
 /// The core behind an actor handle that arrived in a message: in the driver the pool named `uid`;

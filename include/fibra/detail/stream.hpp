@@ -47,6 +47,7 @@ inline RetryPolicy make_policy(RetryPolicy base, std::optional<unsigned> retries
 inline RetryPolicy policy_for(const PoolCore& core, const MapOptions& o) {
   RetryPolicy p = make_policy(core.default_policy(), o.retries, o.retry_exceptions, o.task_timeout_s);
   p.keep_going = o.errors != nullptr;
+  p.need = o.resources;
   return p;
 }
 

@@ -1,0 +1,93 @@
+// What each worker offers, from PoolOptions and the allocation's variables (no processes started).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include "fibra/detail/core.hpp"
+#include "fibra/error.hpp"
+#include "resources.hpp"
+
+using fibra::PoolOptions;
+using fibra::Resources;
+using fibra::detail::fits;
+using fibra::detail::resolve_resources;
+
+namespace {
+
+// Clears the variables resolve_resources reads, and restores none: each test sets its own.
+void clear_env() {
+  for (const char* v : {"SLURM_CPUS_PER_TASK", "SLURM_GPUS_PER_TASK", "SLURM_MEM_PER_CPU", "SLURM_MEM_PER_NODE",
+                        "CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"})
+    ::unsetenv(v);
+}
+
+}  // namespace
+
+TEST(Resources, AWorkstationWorkerHasOneCpuNoGpuAndUncountedMemory) {
+  clear_env();
+  const auto r = resolve_resources(PoolOptions{}, 4);
+  EXPECT_EQ(r.each.cpus, 1);
+  EXPECT_EQ(r.each.gpus, 0);
+  EXPECT_EQ(r.each.memory_mb, 0);
+  EXPECT_TRUE(r.gpu_ids.empty());
+}
+
+TEST(Resources, SlurmVariablesGiveEachWorkerItsShare) {
+  clear_env();
+  ::setenv("SLURM_CPUS_PER_TASK", "4", 1);
+  ::setenv("SLURM_MEM_PER_CPU", "1000", 1);
+  ::setenv("SLURM_STEP_GPUS", "2,3", 1);
+  ::setenv("SLURM_GPUS_PER_TASK", "1", 1);
+  const auto r = resolve_resources(PoolOptions{}, 2);
+  EXPECT_EQ(r.each.cpus, 4);
+  EXPECT_EQ(r.each.memory_mb, 4000);  // per CPU, times the CPUs of a worker
+  EXPECT_EQ(r.each.gpus, 1);
+  EXPECT_EQ(r.gpu_ids, (std::vector<std::string>{"2", "3"}));
+  ::unsetenv("SLURM_MEM_PER_CPU");
+  ::setenv("SLURM_MEM_PER_NODE", "8000", 1);
+  EXPECT_EQ(resolve_resources(PoolOptions{}, 4).each.memory_mb, 2000);  // the node's, shared by 4
+  clear_env();
+}
+
+TEST(Resources, OptionsWinAndVisibleGpusAreSharedOut) {
+  clear_env();
+  ::setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3", 1);
+  ::setenv("SLURM_CPUS_PER_TASK", "8", 1);
+  auto r = resolve_resources(PoolOptions{}, 2);
+  EXPECT_EQ(r.each.gpus, 2);  // 4 visible over 2 workers
+  EXPECT_EQ(r.each.cpus, 8);
+  PoolOptions o;
+  o.resources = {2, 1, 512};
+  o.gpu_ids = {"7"};
+  r = resolve_resources(o, 3);
+  EXPECT_EQ(r.each.cpus, 2);
+  EXPECT_EQ(r.each.gpus, 1);
+  EXPECT_EQ(r.each.memory_mb, 512);
+  EXPECT_EQ(r.gpu_ids, (std::vector<std::string>{"7"}));
+  clear_env();
+}
+
+TEST(Resources, GpusAskedWithNoneVisibleIsAClearError) {
+  clear_env();
+  PoolOptions o;
+  o.resources.gpus = 1;
+  try {
+    resolve_resources(o, 2);
+    FAIL() << "no error";
+  } catch (const fibra::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("no GPU is visible: set CUDA_VISIBLE_DEVICES"), std::string::npos) << e.what();
+  }
+  o.resources = {-1, 0, 0};
+  EXPECT_THROW(resolve_resources(o, 2), fibra::ConfigError);
+}
+
+TEST(Resources, ARequestFitsAWorkerThatOffersAsMuch) {
+  const Resources worker{2, 1, 1000};
+  EXPECT_TRUE(fits(Resources{}, worker));
+  EXPECT_TRUE(fits(Resources{2, 1, 1000}, worker));
+  EXPECT_FALSE(fits(Resources{3, 0, 0}, worker));
+  EXPECT_FALSE(fits(Resources{0, 2, 0}, worker));
+  EXPECT_FALSE(fits(Resources{0, 0, 1001}, worker));
+  EXPECT_TRUE(fits(Resources{0, 0, 1 << 20}, Resources{1, 0, 0}));  // a worker's memory not known: not checked
+}
