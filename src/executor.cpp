@@ -155,7 +155,9 @@ bool g_in_executor = false;
 // batches queue here for the task thread; replies go to the calls that wait for them.
 class Inbox {
  public:
-  explicit Inbox(int sock) : sock_(sock) {}
+  // Request ids start from this process's pid: a reply meant for an executor that died (and was
+  // started again under the same route) never matches a request of its successor.
+  explicit Inbox(int sock) : sock_(sock), next_id_((static_cast<std::uint64_t>(::getpid()) << 32) + 1) {}
 
   void start() {
     std::thread([this] { read_loop(); }).detach();  // lives as long as the process
@@ -261,7 +263,7 @@ class Inbox {
   std::condition_variable cv_;
   std::deque<std::string> batches_;
   std::unordered_map<std::uint64_t, Waiting> waiting_;
-  std::uint64_t next_id_ = 1, replies_seen_ = 0, replies_taken_ = 0;
+  std::uint64_t next_id_, replies_seen_ = 0, replies_taken_ = 0;
   bool closed_ = false;
 };
 

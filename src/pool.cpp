@@ -362,9 +362,9 @@ void PoolImpl::stop() {
 
 std::shared_ptr<PoolCore> start_pool(const PoolSettings& settings) {
   if (in_executor())
-    throw ConfigError("fibra: a Pool was created inside a remote function, on a worker: nested pools are not "
-                      "supported (yet); return the items to the driver and map them there, or make the function do "
-                      "its share of the work itself");
+    throw ConfigError("fibra: a Pool was created inside a remote function, on a worker: a task uses the pool that "
+                      "runs it instead, through fibra::default_pool() (its map, imap, submit) or fibra::submit "
+                      "(docs/tasks.md#nested-tasks)");
   if (!Runtime::active())
     throw ConfigError("fibra: a Pool was created before fibra::Runtime: make `fibra::Runtime rt(argc, argv);` the first line of main");
   if (settings.workers < 1) throw ConfigError("fibra: a pool needs at least 1 worker (asked for " + std::to_string(settings.workers) + ")");

@@ -462,11 +462,12 @@ TEST_F(Faults, AChunkOverMpisLimitIsRefusedInTheCallersThreadAndThePoolStaysUsab
   EXPECT_EQ(pool.apply_async(length, std::string(1000, 'y')).get(), 1000u);
 }
 
-TEST_F(Faults, APoolCreatedInsideATaskSaysNestedPoolsAreNotSupported) {
+TEST_F(Faults, APoolCreatedInsideATaskSaysToUseThePoolThatRunsIt) {
   fibra::Pool pool(1);
   EXPECT_EQ(pool.apply_async(nested_pool, 0).get(),
-            "fibra: a Pool was created inside a remote function, on a worker: nested pools are not supported (yet); "
-            "return the items to the driver and map them there, or make the function do its share of the work itself");
+            "fibra: a Pool was created inside a remote function, on a worker: a task uses the pool that runs it "
+            "instead, through fibra::default_pool() (its map, imap, submit) or fibra::submit "
+            "(docs/tasks.md#nested-tasks)");
 }
 
 // Executors that die as they start (a broken static initializer, say): the pool still starts, and the

@@ -2,14 +2,17 @@
 // fibra::wait, and fibra::Actor (ordered calls, state, errors, deaths and restarts). Every value is
 // checked against one computed here, independently of fibra.
 //
-// Runs as `./fibra_task_tests` (singleton) and under `mpirun -n 1`; the same binary is started
-// again as agents and executors.
+// Runs as `./fibra_task_tests` (singleton) and under `mpirun --enable-recovery ... -n 1` (a test
+// kills a worker's agent: without Open MPI's recovery settings mpirun would end the whole job);
+// the same binary is started again as agents and executors.
 #include <fibra/fibra.hpp>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <set>
@@ -184,6 +187,30 @@ struct GpuUser {
 };
 FIBRA_ACTOR(GpuUser);
 FIBRA_ACTOR_METHOD(GpuUser, devices);
+
+// An actor's method that submits a task and waits for it (the actor does not run other calls meanwhile).
+struct Planner {
+  double plan(double x) { return fibra::submit(square, x).get() + 1; }
+  int agent() const { return static_cast<int>(::getppid()); }
+};
+FIBRA_ACTOR(Planner);
+FIBRA_ACTOR_METHOD(Planner, plan);
+FIBRA_ACTOR_METHOD(Planner, agent);
+
+std::string crash_marker(int key, int run) {
+  return "/tmp/fibra-task-crash-" + std::to_string(key) + "-" + std::to_string(run);
+}
+
+// Crashes the first time it runs for `key` in run `run` (a marker file says so), then works.
+double crash_once(int key, int run) {
+  const std::string path = crash_marker(key, run);
+  if (FILE* f = std::fopen(path.c_str(), "wx")) {
+    std::fclose(f);
+    std::abort();
+  }
+  return key * 10.0;
+}
+FIBRA_REMOTE(crash_once);
 
 namespace {
 
@@ -467,6 +494,43 @@ TEST(Resources, TasksAndActorsRunOnlyWhereTheirRequestFits) {
   EXPECT_THROW(fibra::Actor<GpuUser>::start_on(pool, {.resources = {.gpus = 3}}), fibra::ConfigError);
   // The workers' memory is not known here (no option, no Slurm): a memory request is not checked.
   EXPECT_EQ(pool.map(visible_gpus, std::vector<int>{1}, {.resources = {.memory_mb = 1}}).size(), 1u);
+}
+
+TEST(Nested, AnActorMethodSubmitsATask) {
+  auto p = fibra::Actor<Planner>::start();
+  EXPECT_DOUBLE_EQ(p.call(&Planner::plan, 4.0).get(), 17.0);
+}
+
+TEST(Tasks, ATaskWhoseExecutorCrashesIsRetriedAndItsDependentGetsTheValue) {
+  const int run = static_cast<int>(::getpid());
+  auto a = fibra::submit(crash_once, 7, run);  // aborts once, then returns 70
+  auto b = fibra::submit(add, a, 1.0);
+  EXPECT_DOUBLE_EQ(b.get(), 71.0);
+  EXPECT_DOUBLE_EQ(a.get(), 70.0);
+  EXPECT_EQ(std::remove(crash_marker(7, run).c_str()), 0) << "crash_once never ran its first, crashing attempt";
+}
+
+TEST(Actors, AnActorWhoseWorkerIsLostRestartsOnAnother) {
+  auto c = fibra::Actor<Planner>::start(fibra::ActorOptions{.max_restarts = 1});
+  const int agent = c.call(&Planner::agent).get();
+  ASSERT_GT(agent, 1);
+  ASSERT_EQ(::kill(agent, SIGKILL), 0);  // the whole worker: its agent, and with it the actor's process
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string e;
+  int again = 0;
+  for (int i = 0; i < 200 && again == 0; ++i) {  // calls made before the loss is seen fail; then it is back
+    try {
+      again = c.call(&Planner::agent).get();
+    } catch (const fibra::ActorDied& x) {
+      e = x.what();
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  ASSERT_GT(again, 0) << e;
+  EXPECT_NE(again, agent);  // on another agent (the lost one's replacement, or another)
+  if (!e.empty()) EXPECT_NE(e.find("restart 1 of 1"), std::string::npos) << e;
+  EXPECT_DOUBLE_EQ(c.call(&Planner::plan, 2.0).get(), 5.0);
 }
 
 int main(int argc, char** argv) {
