@@ -1,5 +1,6 @@
 // The executor: a plain process (no MPI) that runs user functions on the batches its agent sends.
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -151,33 +152,52 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
 namespace {
 bool g_in_executor = false;
 
-// What the agent sends, read by a thread of its own so that a task can wait for what it asked for:
-// batches queue here for the task thread; replies go to the calls that wait for them.
+// What the agent sends: task batches for the task thread, replies for the calls that wait. No
+// thread stands between the socket and the task thread: it reads the socket itself when it waits
+// for a batch (the data path has no extra wake-up) or for a reply (a wait inside a task). Only
+// when another thread (one a task started) waits for a reply is a reader thread started, which
+// reads while nobody else does. One frame is read at a time, under read_mu_.
 class Inbox {
  public:
   // Request ids start from this process's pid: a reply meant for an executor that died (and was
   // started again under the same route) never matches a request of its successor.
   explicit Inbox(int sock) : sock_(sock), next_id_((static_cast<std::uint64_t>(::getpid()) << 32) + 1) {}
 
-  void start() {
-    std::thread([this] { read_loop(); }).detach();  // lives as long as the process
-  }
-
-  // The next batch; nullopt once the agent closed the socket and every batch was taken.
+  // The next batch, read by the calling thread if none is queued; nullopt once the agent closed
+  // the socket and every batch was taken.
   std::optional<std::string> next_batch() {
-    std::unique_lock lk(mu_);
-    cv_.wait(lk, [&] { return !batches_.empty() || closed_; });
-    return take_locked();
+    for (;;) {
+      std::lock_guard rl(read_mu_);
+      if (auto b = try_batch()) return b;
+      if (closed()) return std::nullopt;
+      read_one(true);
+    }
   }
   std::optional<std::string> try_batch() {
     std::lock_guard lk(mu_);
-    return take_locked();
+    if (batches_.empty()) return std::nullopt;
+    std::string b = std::move(batches_.front());
+    batches_.pop_front();
+    return b;
   }
-  // Waits for any frame, at most `d`.
-  void wait_a_little(std::chrono::milliseconds d) {
-    std::unique_lock lk(mu_);
-    cv_.wait_for(lk, d, [&] { return !batches_.empty() || closed_ || replies_seen_ != replies_taken_; });
-    replies_taken_ = replies_seen_;
+  // Reads what arrives within `d` (a reply, a batch to queue), if no other thread is reading.
+  void read_a_little(std::chrono::milliseconds d) {
+    pollfd p{sock_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(d.count())) <= 0) return;
+    std::unique_lock rl(read_mu_, std::try_to_lock);
+    if (rl.owns_lock()) read_one(false);
+  }
+  bool closed() {
+    std::lock_guard lk(mu_);
+    return closed_;
+  }
+  // Another thread than the task's waits for a reply: from now on a thread reads while nobody else does.
+  void need_reader() {
+    std::call_once(reader_started_, [this] {
+      std::thread([this] {
+        while (!closed()) read_a_little(std::chrono::milliseconds(100));
+      }).detach();  // lives as long as the process
+    });
   }
 
   // A call into the pool: its request goes out, its outcome to `job` when the reply comes.
@@ -197,37 +217,31 @@ class Inbox {
     std::uint32_t count = 1;
   };
 
-  std::optional<std::string> take_locked() {
-    if (batches_.empty()) return std::nullopt;
-    std::string b = std::move(batches_.front());
-    batches_.pop_front();
-    return b;
-  }
-
-  void read_loop() {
-    for (;;) {
-      std::uint64_t prefix = 0;
-      std::string body;
-      if (!read_all(sock_, &prefix, sizeof prefix)) break;
-      resize_large(body, wire::frame_length(prefix));
-      if (!read_all(sock_, body.data(), body.size())) break;
-      if (wire::frame_kind(prefix) == wire::frame_reply) {
-        deliver(wire::decode<wire::Reply>(body));
-      } else {
-        std::lock_guard lk(mu_);
-        batches_.push_back(std::move(body));
-      }
-      cv_.notify_all();
+  // Reads one frame (under read_mu_): a batch is queued, a reply delivered. Without `block` it
+  // reads only if bytes are there. At the end of the socket, calls still waiting get an answer.
+  void read_one(bool block) {
+    if (!block) {
+      char c;
+      const ssize_t k = ::recv(sock_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
     }
-    {
+    std::uint64_t prefix = 0;
+    std::string body;
+    if (!read_all(sock_, &prefix, sizeof prefix) ||
+        (resize_large(body, wire::frame_length(prefix)), !read_all(sock_, body.data(), body.size()))) {
       std::lock_guard lk(mu_);
-      closed_ = true;
-      // Calls still waiting get an answer: the agent is gone, and with it the way to the driver.
+      closed_ = true;  // the agent is gone, and with it the way to the driver
       for (auto& [id, w] : waiting_)
         w.job->deliver({w.first, w.count, {}, std::make_exception_ptr(PoolClosed("fibra: the worker is stopping")), {}});
       waiting_.clear();
+      return;
     }
-    cv_.notify_all();
+    if (wire::frame_kind(prefix) == wire::frame_reply) {
+      deliver(wire::decode<wire::Reply>(body));
+    } else {
+      std::lock_guard lk(mu_);
+      batches_.push_back(std::move(body));
+    }
   }
 
   void deliver(const wire::Reply& r) {
@@ -238,7 +252,6 @@ class Inbox {
       if (it == waiting_.end()) return;
       w = std::move(it->second);
       waiting_.erase(it);
-      ++replies_seen_;
     }
     ChunkOutcome o{w.first, w.count, {}, {}, {}};
     if (r.ok) o.payload = r.payload;
@@ -259,12 +272,13 @@ class Inbox {
   }
 
   int sock_;
-  std::mutex mu_;
-  std::condition_variable cv_;
+  std::mutex read_mu_;  // held while one frame is read
+  std::mutex mu_;       // what follows
   std::deque<std::string> batches_;
   std::unordered_map<std::uint64_t, Waiting> waiting_;
-  std::uint64_t next_id_, replies_seen_ = 0, replies_taken_ = 0;
+  std::uint64_t next_id_;
   bool closed_ = false;
+  std::once_flag reader_started_;
 };
 
 Inbox* g_inbox = nullptr;
@@ -318,7 +332,11 @@ class ExecutorCore final : public PoolCore {
 // A wait in the task's thread runs the batches that arrive meanwhile (the tasks it waits for may be
 // among them), and tells the agent it waits, so that the driver sends this worker more work.
 int help_while_waiting(const std::function<bool()>& ready, std::optional<std::chrono::nanoseconds> timeout) {
-  if (!g_inbox || std::this_thread::get_id() != g_task_thread) return -1;
+  if (!g_inbox) return -1;
+  if (std::this_thread::get_id() != g_task_thread) {  // a thread a task started: someone must read for it
+    g_inbox->need_reader();
+    return -1;
+  }
   if (ready()) return 1;
   const bool help = !g_actor_process;
   const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
@@ -345,7 +363,8 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
       g_box->chunk.store(chunk, std::memory_order_release);
       continue;
     }
-    g_inbox->wait_a_little(std::chrono::milliseconds(2));
+    if (g_inbox->closed()) break;
+    g_inbox->read_a_little(std::chrono::milliseconds(2));
   }
   if (help) blocked(-1);
   return ok ? 1 : 0;
@@ -389,7 +408,6 @@ std::shared_ptr<PoolCore> executor_core(std::uint64_t uid) {
   static Inbox inbox(sock);
   g_inbox = &inbox;
   set_wait_hook(&help_while_waiting);
-  inbox.start();
   std::string results;
   while (auto batch = inbox.next_batch()) run_batch(sock, box, *batch, results);
   std::fflush(stdout);

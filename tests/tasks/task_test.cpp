@@ -212,6 +212,16 @@ double crash_once(int key, int run) {
 }
 FIBRA_REMOTE(crash_once);
 
+// A task whose own thread only joins a thread it started, which submits and waits: someone else
+// than the task's thread must read the reply.
+double from_a_thread(double x) {
+  double r = 0;
+  std::thread t([&] { r = fibra::submit(square, x).get(); });
+  t.join();
+  return r;
+}
+FIBRA_REMOTE(from_a_thread);
+
 namespace {
 
 // Waits until `pid` is gone or a zombie no longer (bounded); true if it went.
@@ -494,6 +504,12 @@ TEST(Resources, TasksAndActorsRunOnlyWhereTheirRequestFits) {
   EXPECT_THROW(fibra::Actor<GpuUser>::start_on(pool, {.resources = {.gpus = 3}}), fibra::ConfigError);
   // The workers' memory is not known here (no option, no Slurm): a memory request is not checked.
   EXPECT_EQ(pool.map(visible_gpus, std::vector<int>{1}, {.resources = {.memory_mb = 1}}).size(), 1u);
+}
+
+TEST(Nested, AThreadStartedByATaskSubmitsAndWaits) {
+  auto f = fibra::submit(from_a_thread, 5.0);
+  ASSERT_TRUE(f.wait_for(30s)) << "the reply to the task's thread never arrived";
+  EXPECT_DOUBLE_EQ(f.get(), 25.0);
 }
 
 TEST(Nested, AnActorMethodSubmitsATask) {
