@@ -73,6 +73,7 @@ class Agent {
   std::vector<std::pair<std::string, std::string>> env_for(int i) const {
     std::vector<std::pair<std::string, std::string>> env;
     if (!cfg_.gpus.empty()) env.emplace_back("CUDA_VISIBLE_DEVICES", cfg_.gpus[std::min<std::size_t>(i, cfg_.gpus.size() - 1)]);
+    env.emplace_back("FIBRA_POOL_POLICY", cfg_.policy);
     if (!std::getenv("OMP_NUM_THREADS"))
       env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1L, std::lround(cfg_.cpus))));
     return env;
@@ -205,7 +206,7 @@ class Agent {
         send(wire::tag_actor_died, wire::encode(wire::ActorDeath{key, 0, 0, err.what()}));
         return;
       }
-      it = actors_.emplace(key, ActorProcess{std::move(e), false}).first;
+      it = actors_.emplace(key, ActorProcess{std::move(e), false, 0}).first;
     }
     it->second.process->give(std::move(batch));
   }
@@ -224,14 +225,18 @@ class Agent {
       for (auto& f : frames) forward(std::move(f));
       frames.clear();
       pass_on_requests(e, it->first | wire::route_actor_bit);
+      if (it->second.stop_by > 0 && (!alive || now > it->second.stop_by)) {
+        e.stop(0.1);  // it exited (or it takes too long: SIGKILL)
+        it = actors_.erase(it);
+        busy = true;
+        continue;
+      }
       if (alive && !e.enforce_time_limit(now, executor_stuck_s)) {
-        if (it->second.ending && e.load() == 0 && !e.wants_to_write()) {
-          e.stop(2.0);  // its calls are done and no handle is left
-          it = actors_.erase(it);
-          busy = true;
-        } else {
-          ++it;
+        if (it->second.ending && it->second.stop_by == 0 && e.load() == 0 && !e.wants_to_write()) {
+          e.begin_stop();  // its calls are done and no handle is left: it exits; reaped on a later pass
+          it->second.stop_by = now + 5.0;
         }
+        ++it;
         continue;
       }
       if (!alive) (void)e.report_death();
@@ -331,6 +336,7 @@ class Agent {
   struct ActorProcess {
     std::unique_ptr<ExecutorProcess> process;
     bool ending = false;  // its last handle is gone: it stops once its calls are done
+    double stop_by = 0;   // told to stop: reaped once it exits, killed after this time
   };
   std::map<std::uint64_t, ActorProcess> actors_;  // by TaskHeader::actor
   std::set<std::uint64_t> dead_actors_;

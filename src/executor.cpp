@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -256,13 +257,22 @@ class Inbox {
     ChunkOutcome o{w.first, w.count, {}, {}, {}};
     if (r.ok) o.payload = r.payload;
     else o.error = rebuild(wire::decode<wire::ErrorText>(r.payload));
+    for (std::size_t i = 0; i < r.error_offsets.size() && i < r.errors.size(); ++i)
+      o.item_errors.push_back({r.error_offsets[i], rebuild(wire::decode<wire::ErrorText>(r.errors[i]))});
     w.job->deliver(std::move(o));
   }
 
   static std::exception_ptr rebuild(const wire::ErrorText& e) {
     const std::string& t = e.type;
-    if (t == "fibra::RemoteError" || t == "fibra::ExecutorCrashed" || t == "fibra::TaskTimeout")
+    if (t == "fibra::ExecutorCrashed")
+      return std::make_exception_ptr(ExecutorCrashed(e.what, e.remote_type, e.remote_message, RemoteSite{}));
+    if (t == "fibra::TaskTimeout")
+      return std::make_exception_ptr(TaskTimeout(e.what, e.remote_type, e.remote_message, RemoteSite{}));
+    if (t == "fibra::RemoteError")
       return std::make_exception_ptr(RemoteError(e.what, e.remote_type, e.remote_message, RemoteSite{}));
+    if (t == "fibra::MpiError") return std::make_exception_ptr(MpiError(e.what));
+    if (t == "fibra::CheckpointError") return std::make_exception_ptr(CheckpointError(e.what));
+    if (t == "fibra::Hdf5Error") return std::make_exception_ptr(Hdf5Error(e.what));
     if (t == "fibra::ActorDied") return std::make_exception_ptr(ActorDied(e.what));
     if (t == "fibra::DependencyFailed") return std::make_exception_ptr(DependencyFailed(e.what));
     if (t == "fibra::PoolClosed") return std::make_exception_ptr(PoolClosed(e.what));
@@ -299,9 +309,14 @@ class ExecutorCore final : public PoolCore {
     r.first = first;
     r.count = count;
     r.payload = std::move(payload);
-    r.need_cpus = job->policy().need.cpus;
-    r.need_gpus = job->policy().need.gpus;
-    r.need_memory_mb = job->policy().need.memory_mb;
+    const RetryPolicy& p = job->policy();
+    r.need_cpus = p.need.cpus;
+    r.need_gpus = p.need.gpus;
+    r.need_memory_mb = p.need.memory_mb;
+    r.retries = p.retries;
+    r.retry_exceptions = p.retry_exceptions;
+    r.task_timeout_s = p.task_timeout_s;
+    r.keep_going = p.keep_going;
     g_inbox->request(std::move(r), job);
   }
   void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) override {
@@ -316,6 +331,11 @@ class ExecutorCore final : public PoolCore {
   std::uint64_t start_actor(const FunctionEntry&, std::string, ActorSettings s) override {
     throw ConfigError("fibra: actor " + s.class_name + " was started inside a task: start actors in the driver and "
                       "pass their handles to tasks (not supported yet)");
+  }
+  // The pool's defaults (PoolOptions), which its agent gave this executor.
+  RetryPolicy default_policy() const override {
+    const char* p = std::getenv("FIBRA_POOL_POLICY");
+    return p ? wire::decode_policy(p) : RetryPolicy{};
   }
   int size() const override { return 1; }
   void resize(int) override { throw ConfigError("fibra: a task cannot resize the pool it runs in"); }

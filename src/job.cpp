@@ -21,25 +21,33 @@ void PoolCore::call_actor(std::uint64_t, const std::shared_ptr<JobState>& job, s
 }
 
 void JobState::deliver(ChunkOutcome o) {
-  std::vector<std::function<void()>> callbacks;
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> callbacks;
   {
     std::lock_guard lk(mu_);
     done_.push_back(std::move(o));
     if (delivered_.fetch_add(1, std::memory_order_release) == 0) callbacks.swap(on_delivered_);
   }
   cv_.notify_all();
-  for (auto& f : callbacks) f();
+  for (auto& [token, f] : callbacks) f();
 }
 
-void JobState::on_delivered(std::function<void()> f) {
+std::uint64_t JobState::on_delivered(std::function<void()> f) {
   {
     std::lock_guard lk(mu_);
     if (delivered_.load(std::memory_order_acquire) == 0) {
-      on_delivered_.push_back(std::move(f));
-      return;
+      const std::uint64_t token = next_token_++;
+      on_delivered_.emplace_back(token, std::move(f));
+      return token;
     }
   }
   f();
+  return 0;
+}
+
+void JobState::forget_on_delivered(std::uint64_t token) {
+  if (token == 0) return;
+  std::lock_guard lk(mu_);
+  std::erase_if(on_delivered_, [&](const auto& c) { return c.first == token; });
 }
 
 namespace {
@@ -47,6 +55,11 @@ std::atomic<WaitHook> g_wait_hook{nullptr};
 }  // namespace
 
 void set_wait_hook(WaitHook hook) noexcept { g_wait_hook.store(hook); }
+
+int wait_with_hook(const std::function<bool()>& ready, std::optional<std::chrono::nanoseconds> timeout) {
+  const WaitHook hook = g_wait_hook.load(std::memory_order_relaxed);
+  return hook ? hook(ready, timeout) : -1;
+}
 
 template <class Pred>
 bool JobState::wait_until(Pred pred, std::optional<std::chrono::nanoseconds> timeout) {

@@ -85,7 +85,8 @@ void PoolImpl::join() {
   std::unique_lock lk(mu_);
   if (!closed_) throw ConfigError("fibra: Pool::join() before Pool::close(): close the pool first");
   closed_reason_ = "was joined (Pool::close() and Pool::join())";
-  state_cv_.wait(lk, [&] { return broken_ || sched_.idle() || stopped_; });
+  // Queued work, tasks still waiting for their Future arguments, and actor calls all finish first.
+  state_cv_.wait(lk, [&] { return broken_ || (sched_.idle() && dependents_ == 0 && actors_idle()) || stopped_; });
   lk.unlock();
   stop();
 }
@@ -357,6 +358,8 @@ void PoolImpl::stop() {
   }
   if (thread_.joinable()) thread_.join();
   std::lock_guard lk(mu_);
+  // Nothing answers once the communication thread is gone: what is left fails rather than waits.
+  fail_actors(std::make_exception_ptr(PoolClosed("fibra: the pool " + closed_reason_ + " before this call finished")));
   state_cv_.notify_all();
 }
 
@@ -376,8 +379,10 @@ std::shared_ptr<PoolCore> start_pool(const PoolSettings& settings) {
 }
 
 void PoolImpl::check_fits(const Resources& need, const std::string& what) const {
+  // The best worker: GPUs go to an agent only for all its executors at once.
   Resources best = s_.resources;
-  best.gpus = std::min<int>(s_.resources.gpus, static_cast<int>(s_.gpu_ids.size()));
+  const int per_agent = s_.resources.gpus * agent_size(s_.workers);
+  best.gpus = static_cast<int>(s_.gpu_ids.size()) >= per_agent ? s_.resources.gpus : 0;
   if (fits(need, best)) return;
   throw ConfigError("fibra: " + what + " asks for " + describe(need) + ", but a worker of this pool offers at most " +
                     describe(best) + ", so it could never run; ask for less, or give the pool's workers more " +

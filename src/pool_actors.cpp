@@ -58,6 +58,23 @@ void PoolImpl::call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& 
   kick();
 }
 
+bool PoolImpl::actors_idle() const {
+  for (const auto& [id, a] : actors_)
+    if (!a.queue.empty() || !a.in_flight.empty()) return false;
+  return true;
+}
+
+void PoolImpl::submit_dependent(const std::shared_ptr<JobState>& job, std::string payload) {
+  check_fits(job->policy().need, job->fn().name);
+  std::lock_guard lk(mu_);
+  if (broken_) std::rethrow_exception(broken_);
+  // After close() it still runs: it was submitted before, and only waited for its arguments.
+  if (stopping_) throw PoolClosed("fibra: the pool " + closed_reason_ + " before " + job->fn().name +
+                                  " could run (it waited for its Future arguments)");
+  trace::mark(trace::submitted, sched_.add(job, 0, 1, std::move(payload)));
+  kick();
+}
+
 void PoolImpl::end_actor(std::uint64_t actor) noexcept {
   std::lock_guard lk(mu_);
   if (auto it = actors_.find(actor); it != actors_.end()) it->second.ended = true;
@@ -162,6 +179,7 @@ void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::
   if (cit == a.in_flight.end()) return;
   ActorCall call = std::move(cit->second);
   a.in_flight.erase(cit);
+  if (a.in_flight.empty() && a.queue.empty()) state_cv_.notify_all();  // join() may wait for it
   const std::string& fn = call.job->fn().name;
   const std::string at = actor_name(a) + ", " + where(w, static_cast<long>(exec_pid));
   auto gone_for_good = [&](const std::string& why) {
@@ -174,6 +192,7 @@ void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::
     a.in_flight.clear();
     for (auto& c : a.queue) c.job->deliver({0, 1, {}, died(why), {}});
     a.queue.clear();
+    state_cv_.notify_all();
   };
   switch (h.status) {
     case wire::Status::ok: {
@@ -225,7 +244,8 @@ void PoolImpl::on_actor_death(const Worker& w, const wire::ActorDeath& d) {
   if (k == actor_by_key_.end()) return;  // a process already given up on
   auto it = actors_.find(k->second);
   if (it == actors_.end()) return;
-  actor_died(it->second, d.why + " (" + where(w, static_cast<long>(d.pid)) + ")", d.chunk, true);
+  const std::string at = d.pid > 0 ? where(w, static_cast<long>(d.pid)) : name(w) + " on " + w.host;
+  actor_died(it->second, d.why + " (" + at + ")", d.chunk, true);
 }
 
 // The actor's process is gone: every call sent to it fails with ActorDied (none is run again: a
@@ -269,6 +289,7 @@ void PoolImpl::actor_died(ActorState& a, const std::string& why, std::uint64_t r
   a.death = "fibra: " + actor_name(a) + " is gone: its process died (" + why + ")" + after;
   for (auto& c : a.queue) c.job->deliver({0, 1, {}, died(a.death), {}});
   a.queue.clear();
+  state_cv_.notify_all();
 }
 
 void PoolImpl::actors_leave(const Worker& w, const std::string& why, bool counts) {

@@ -257,6 +257,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     return n;
   }
   int next_agent_size() const;
+  int agent_size(int target) const;
+  bool gpus_still_held() const;
   // target_ for the communication thread, which reads it outside mu_ elsewhere: resize() writes it.
   int target_now() const {
     std::lock_guard lk(mu_);
@@ -283,6 +285,12 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void check_fits(const Resources& need, const std::string& what) const;
  public:
   void check_need(const Resources& need, const std::string& what) const override { check_fits(need, what); }
+  void hold_dependent(int delta) override {
+    std::lock_guard lk(mu_);
+    dependents_ += delta;
+    if (dependents_ == 0) state_cv_.notify_all();
+  }
+  void submit_dependent(const std::shared_ptr<JobState>& job, std::string payload) override;
  private:
 
   // ---- pool_actors.cpp: actors' placement, calls and deaths (under mu_ unless said) ------------
@@ -293,6 +301,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void actors_leave(const Worker& w, const std::string& why, bool counts);
   void fail_actors(const std::exception_ptr& e);
   std::string actor_name(const ActorState& a) const;
+  bool actors_idle() const;  // no actor call queued or in flight
+  int dependents_ = 0;       // tasks waiting for their Future arguments (under mu_)
   std::map<std::uint64_t, ActorState> actors_;                 // by id; under mu_
   std::unordered_map<std::uint64_t, std::uint64_t> actor_of_;  // call chunk -> actor id, while in flight
   std::unordered_map<std::uint64_t, std::uint64_t> actor_by_key_;  // key of a start -> actor id

@@ -43,8 +43,12 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
   auto r = wire::decode<wire::Request>(std::string_view(data).substr(sizeof route));
   const FunctionEntry* fn = function_by_id(r.fn);
   if (!fn) throw wire::Malformed("fibra: a malformed message: a request for an unknown function (id " + std::to_string(r.fn) + ")");
-  RetryPolicy policy = s_.policy;
+  RetryPolicy policy;  // the task's own call: its MapOptions, or the pool's defaults it saw
   policy.need = {r.need_cpus, r.need_gpus, static_cast<long>(r.need_memory_mb)};
+  policy.retries = r.retries;
+  policy.retry_exceptions = r.retry_exceptions;
+  policy.task_timeout_s = r.task_timeout_s;
+  policy.keep_going = r.keep_going;
   auto job = std::make_shared<JobState>(*fn, r.mode, policy);
   std::weak_ptr<PoolImpl> self = shared_from_this();
   job->on_delivered([self, wid = w.id, route, id = r.id, job] {
@@ -96,9 +100,16 @@ bool PoolImpl::send_replies() {
     if (!w || !w->alive()) continue;  // its executor's task died with it, or will be told it is lost
     ChunkOutcome o;
     p.job->wait_next(o);  // delivered: at once
-    wire::Reply rep{p.route, p.id, !o.error, {}};
+    wire::Reply rep;
+    rep.route = p.route;
+    rep.id = p.id;
+    rep.ok = !o.error;
     if (o.error) rep.payload = wire::encode(describe(o.error));
     else rep.payload.assign(o.bytes());
+    for (const auto& e : o.item_errors) {
+      rep.error_offsets.push_back(e.offset);
+      rep.errors.push_back(wire::encode(describe(e.error)));
+    }
     send(*w, wire::tag_reply, wire::encode(rep));
   }
   return !rs.empty();

@@ -68,8 +68,15 @@ void PoolImpl::resize(int n) {
 // than the pool still lacks.
 int PoolImpl::next_agent_size() const {
   const int target = target_now();
-  const int per = s_.workers_per_agent > 0 ? s_.workers_per_agent : (target + auto_agents - 1) / auto_agents;
-  return std::max(1, std::min(per, target - live_count()));
+  return std::max(1, std::min(agent_size(target), target - live_count()));
+}
+
+// Executors per agent: PoolOptions::workers_per_agent, else spread over at most auto_agents
+// agents; one each when GPUs are shared out, so that each worker's GPUs are its agent's to match.
+int PoolImpl::agent_size(int target) const {
+  if (s_.workers_per_agent > 0) return s_.workers_per_agent;
+  if (!s_.gpu_ids.empty() && s_.resources.gpus > 0) return 1;
+  return (target + auto_agents - 1) / auto_agents;
 }
 
 // Spawns one agent that runs `executors` workers.
@@ -83,6 +90,7 @@ void PoolImpl::spawn(int executors) {
   setup.slot = free_slot_number();
   setup.prefix_output = prefix_output();
   setup.cpus = s_.resources.cpus;
+  setup.policy = wire::encode_policy(s_.policy);
   // GPUs: `resources.gpus` for each executor, from those no other agent holds (an agent lost but
   // maybe still running keeps its own until its process is surely gone).
   std::vector<int> gpus;
@@ -95,6 +103,9 @@ void PoolImpl::spawn(int executors) {
     const std::size_t each = static_cast<std::size_t>(s_.resources.gpus);
     std::size_t next = 0;
     has.gpus = s_.resources.gpus;
+    // An agent offers GPUs only if each of its executors gets `each`: all or none.
+    const auto free_ids = static_cast<std::size_t>(std::count(held.begin(), held.end(), false));
+    if (free_ids < each * static_cast<std::size_t>(executors)) next = held.size();
     for (int e = 0; e < executors; ++e) {
       std::string ids;
       std::size_t got = 0;
@@ -243,6 +254,9 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
   const bool was_leaving = w.state == Worker::State::leaving;
   w.state = Worker::State::lost;
   w.lost_at = mpi::now_s();
+  // A lost agent on this host that holds GPUs is ended, so that its replacement gets them soon
+  // (stopped, it would keep them until its orphan guard ends it).
+  if (!w.gpus.empty() && w.host == my_host_ && w.pid > 0) ::kill(static_cast<pid_t>(w.pid), SIGKILL);
   if (process_gone_here(w)) free_slot(w);  // its replacement may take the slot on the next pass
   sends_.abandon(w.comm);
   w.batches.clear();
@@ -270,6 +284,20 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
   if (!line.empty()) log::warning("{}", line);
 }
 
+// True while a replacement would start without its GPUs because a lost agent still holds them:
+// it waits for them (its process ending, or its orphan guard) rather than start without.
+bool PoolImpl::gpus_still_held() const {
+  if (s_.gpu_ids.empty() || s_.resources.gpus <= 0) return false;
+  std::size_t held = 0, held_by_lost = 0;
+  for (auto& w : workers_) {
+    if (!w->holds_slot) continue;
+    held += w->gpus.size();
+    if (w->state == Worker::State::lost) held_by_lost += w->gpus.size();
+  }
+  const std::size_t need = static_cast<std::size_t>(s_.resources.gpus) * static_cast<std::size_t>(next_agent_size());
+  return held_by_lost > 0 && s_.gpu_ids.size() - held < need;
+}
+
 // Spawns or retires workers until the pool has its target size. A spawn that fails is reported
 // and tried again later; the pool carries on with the workers it has.
 bool PoolImpl::adjust_size() {
@@ -284,7 +312,7 @@ bool PoolImpl::adjust_size() {
     stopping = stopping_;
   }
   if (stopping) return false;  // no new agent only to be told to leave
-  if (live < target && mpi::now_s() >= next_spawn) {
+  if (live < target && mpi::now_s() >= next_spawn && !gpus_still_held()) {
     // MPI_Comm_spawn blocks this thread for a few hundred ms: give the workers enough to do
     // meanwhile (retries first: they are at the front of the queue).
     dispatch(batches_per_worker + 2);
@@ -310,6 +338,11 @@ bool PoolImpl::adjust_size() {
     {
       std::lock_guard lk(mu_);  // terminate() may clear batches; stats() reads states
       if (w->state != Worker::State::retiring || !w->batches.empty()) continue;
+      // ... and for the calls its actors are running (they start again elsewhere afterwards)
+      if (std::any_of(actors_.begin(), actors_.end(), [&](auto& a) {
+            return a.second.state == ActorState::State::placed && a.second.worker == w->id && !a.second.in_flight.empty();
+          }))
+        continue;
       w->state = Worker::State::leaving;
       actors_leave(*w, "its worker left the pool (Pool::resize)", false);
     }

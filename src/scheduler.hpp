@@ -58,7 +58,7 @@ class Scheduler {
   /// With `has`, only chunks whose job needs no more than it offers are taken (others are passed
   /// over, up to max_unfit of them in a row).
   std::vector<Chunk*> take_batch(int worker, int workers, bool others_have_room = true, const Resources* has = nullptr);
-  static constexpr std::size_t max_unfit = 256;
+  static constexpr std::size_t max_unfit = 4096;
 
   /// Accepts a result for (chunk, attempt) and removes the chunk; returns it, or nullptr if the
   /// chunk is unknown or that attempt was given up on (a late duplicate: dropped, never counted).

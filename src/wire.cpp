@@ -1,5 +1,7 @@
 #include "wire.hpp"
 
+#include <cstdio>
+
 namespace fibra::wire {
 
 using detail::Reader;
@@ -59,6 +61,25 @@ std::vector<TaskView> parse_tasks(std::string_view batch) {
     }
     return out;
   });
+}
+
+std::string encode_policy(const detail::RetryPolicy& p) {
+  char b[96];
+  std::snprintf(b, sizeof b, "%u %d %.17g", p.retries, p.retry_exceptions ? 1 : 0, p.task_timeout_s);
+  return b;
+}
+
+detail::RetryPolicy decode_policy(const std::string& s) {
+  detail::RetryPolicy p;
+  unsigned retries = 0;
+  int retry_exceptions = 0;
+  double timeout = 0;
+  if (std::sscanf(s.c_str(), "%u %d %lf", &retries, &retry_exceptions, &timeout) == 3) {
+    p.retries = retries;
+    p.retry_exceptions = retry_exceptions != 0;
+    p.task_timeout_s = timeout;
+  }
+  return p;
 }
 
 std::uint64_t batch_actor(std::string_view batch) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fibra/detail/codec.hpp"
+#include "fibra/detail/core.hpp"
 #include "fibra/detail/registry.hpp"
 #include "fibra/error.hpp"
 
@@ -62,11 +63,16 @@ struct Request {
   double need_cpus = 0;        ///< what it needs of a worker (Resources)
   std::int32_t need_gpus = 0;
   std::int64_t need_memory_mb = 0;
+  std::uint32_t retries = 0;   ///< the call's RetryPolicy (its MapOptions in the task)
+  bool retry_exceptions = false;
+  double task_timeout_s = 0;
+  bool keep_going = false;
 };
 template <class F, class M>
   requires std::is_same_v<std::remove_const_t<M>, Request>
 void fields(F&& f, M& m) {
-  f(m.id, m.fn, m.mode, m.first, m.count, m.pool, m.actor, m.payload, m.need_cpus, m.need_gpus, m.need_memory_mb);
+  f(m.id, m.fn, m.mode, m.first, m.count, m.pool, m.actor, m.payload, m.need_cpus, m.need_gpus, m.need_memory_mb,
+    m.retries, m.retry_exceptions, m.task_timeout_s, m.keep_going);
 }
 
 /// driver -> agent: a Request's outcome, for the executor `route` names (RequestRoute).
@@ -75,10 +81,12 @@ struct Reply {
   std::uint64_t id = 0;
   bool ok = true;
   std::string payload;         ///< the encoded results; or, if !ok, an ErrorText
+  std::vector<std::uint32_t> error_offsets;  ///< keep_going calls: items that failed (their results are R{})
+  std::vector<std::string> errors;           ///< ... and their errors, each an encoded ErrorText
 };
 template <class F, class M>
   requires std::is_same_v<std::remove_const_t<M>, Reply>
-void fields(F&& f, M& m) { f(m.route, m.id, m.ok, m.payload); }
+void fields(F&& f, M& m) { f(m.route, m.id, m.ok, m.payload, m.error_offsets, m.errors); }
 
 /// An error sent back to an executor: its fibra type ("fibra::ActorDied") and what() it said.
 struct ErrorText {
@@ -113,10 +121,18 @@ struct AgentSetup {
   /// the executors' environment is left alone. Its actors see the first executor's.
   std::vector<std::string> gpus;
   double cpus = 1;              ///< per executor: OMP_NUM_THREADS, unless the environment sets it
+  std::string policy;           ///< the pool's default RetryPolicy, for calls its tasks make (encode_policy)
 };
 template <class F, class M>
   requires std::is_same_v<std::remove_const_t<M>, AgentSetup>
-void fields(F&& f, M& m) { f(m.heartbeat_s, m.driver_silence_s, m.executors, m.slot, m.prefix_output, m.gpus, m.cpus); }
+void fields(F&& f, M& m) {
+  f(m.heartbeat_s, m.driver_silence_s, m.executors, m.slot, m.prefix_output, m.gpus, m.cpus, m.policy);
+}
+
+/// A RetryPolicy's retries, retry_exceptions and task_timeout_s as text ("3 0 0"): an executor
+/// gets its pool's defaults in FIBRA_POOL_POLICY.
+std::string encode_policy(const detail::RetryPolicy& p);
+detail::RetryPolicy decode_policy(const std::string& s);
 
 /// agent -> driver, once its executors have started.
 struct Hello {

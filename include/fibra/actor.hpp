@@ -109,19 +109,19 @@ FIBRA_DETAIL_METHOD_TRAITS(noexcept)
 FIBRA_DETAIL_METHOD_TRAITS(const noexcept)
 #undef FIBRA_DETAIL_METHOD_TRAITS
 
-/// The key by which a driver finds a method's entry: the member pointer's bytes and its class.
-template <class M>
+/// The key by which a driver finds a method's entry: the member pointer's bytes and the actor's
+/// class (a method a class inherits is registered, and called, as that class's).
+template <class T, class M>
 std::string method_key(const M& m) {
-  using C = typename method_traits<M>::Class;
-  return std::string(reinterpret_cast<const char*>(&m), sizeof m) + typeid(C).name();
+  return std::string(reinterpret_cast<const char*>(&m), sizeof m) + typeid(T).name();
 }
 
-/// FIBRA_ACTOR_METHOD(T, m): &T::m, registered as a function named "T::m".
-template <auto M>
+/// FIBRA_ACTOR_METHOD(T, m): &T::m on an actor of class T, registered as a function named "T::m".
+template <class T, auto M>
 struct ActorMethod {
   using Tr = method_traits<decltype(M)>;
   static_assert(Tr::method, "fibra: FIBRA_ACTOR_METHOD takes a class and one of its (non-static) member functions");
-  using C = typename Tr::Class;
+  using C = T;  // the actor's class, which has the method (perhaps from a base)
   using R = typename Tr::Return;
   using Params = typename Tr::Params;
   using Result = std::conditional_t<std::is_void_v<R>, Unit, stored_t<R>>;
@@ -150,7 +150,7 @@ struct ActorMethod {
     e.address = &tag;
     e.signature = typeid(decltype(M)).name();
     e.run_tuple = &run;
-    e.method_key = method_key(M);
+    e.method_key = method_key<T>(M);
     return add_function(std::move(e));
   }
 };
@@ -236,11 +236,11 @@ class Actor {
       using R = typename Tr::Return;
       using Out = std::conditional_t<std::is_void_v<R>, void, detail::stored_t<R>>;
       if (!h_) throw Error("fibra: this Actor is empty (default-constructed); get one from Actor<T>::start");
-      const detail::FunctionEntry* e = detail::function_by_method(detail::method_key(method));
+      const detail::FunctionEntry* e = detail::function_by_method(detail::method_key<T>(method));
       if (!e)
         throw ConfigError("fibra: Actor<" + detail::demangle(typeid(T).name()) +
                           ">::call was given a method that is not registered for remote calls: add "
-                          "FIBRA_ACTOR_METHOD(" + detail::demangle(typeid(typename Tr::Class).name()) +
+                          "FIBRA_ACTOR_METHOD(" + detail::demangle(typeid(T).name()) +
                           ", <method name>); at namespace scope");
       std::string payload;
       detail::Writer w(payload);
@@ -310,4 +310,4 @@ struct Codec<Actor<T>> {
 /// @brief Registers `cls::method` for Actor<cls>::call, at namespace scope.
 #define FIBRA_ACTOR_METHOD(cls, method)                                         \
   [[maybe_unused]] static const bool FIBRA_DETAIL_ACTOR_NAME(fibra_actor_method_) = \
-      ::fibra::detail::ActorMethod<&cls::method>::add(#cls "::" #method)
+      ::fibra::detail::ActorMethod<cls, &cls::method>::add(#cls "::" #method)

@@ -62,27 +62,34 @@ WaitResult<T> wait_for_some(const std::vector<Future<T>>& futures, std::size_t n
   if (num_ready > futures.size())
     throw ConfigError("fibra::wait: asked for " + std::to_string(num_ready) + " ready futures out of " +
                       std::to_string(futures.size()));
-  auto latch = std::make_shared<WaitLatch>();
-  for (const auto& f : futures) {
+  auto count_ready = [&] {
+    std::size_t n = 0;
+    for (const auto& f : futures) n += f.ready();
+    return n;
+  };
+  for (const auto& f : futures)
     if (!f.valid()) throw ConfigError("fibra::wait: a Future in the list is empty (default-constructed)");
-    if (f.ready()) {
-      std::lock_guard lk(latch->mu);
-      ++latch->delivered;
-      continue;
+  // Inside a task, the task's thread waits as Future::get does: running the batches that come.
+  if (wait_with_hook([&] { return count_ready() >= num_ready; }, timeout) < 0) {
+    auto latch = std::make_shared<WaitLatch>();
+    std::vector<std::pair<const Future<T>*, std::uint64_t>> tokens;
+    for (const auto& f : futures) {
+      tokens.emplace_back(&f, f.detail_job()->on_delivered([latch] {
+        {
+          std::lock_guard lk(latch->mu);
+          ++latch->delivered;
+        }
+        latch->cv.notify_all();
+      }));
     }
-    f.detail_job()->on_delivered([latch] {
-      {
-        std::lock_guard lk(latch->mu);
-        ++latch->delivered;
-      }
-      latch->cv.notify_all();
-    });
-  }
-  {
-    std::unique_lock lk(latch->mu);
-    auto enough = [&] { return latch->delivered >= num_ready; };
-    if (timeout) latch->cv.wait_for(lk, *timeout, enough);
-    else latch->cv.wait(lk, enough);
+    {
+      std::unique_lock lk(latch->mu);
+      auto enough = [&] { return latch->delivered >= num_ready; };
+      if (timeout) latch->cv.wait_for(lk, *timeout, enough);
+      else latch->cv.wait(lk, enough);
+    }
+    // The callbacks of futures still pending go: a loop of waits must not pile them up.
+    for (auto& [f, token] : tokens) f->detail_job()->forget_on_delivered(token);
   }
   WaitResult<T> r;
   for (const auto& f : futures) (r.ready.size() < num_ready && f.ready() ? r.ready : r.pending).push_back(f);

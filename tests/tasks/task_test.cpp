@@ -222,6 +222,37 @@ double from_a_thread(double x) {
 }
 FIBRA_REMOTE(from_a_thread);
 
+// fibra::wait inside a task (on a pool of one worker: the subtasks must run while it waits).
+int wait_inside(int n) {
+  std::vector<fibra::Future<int>> fs;
+  for (int i = 0; i < n; ++i) fs.push_back(fibra::submit(sleep_then, 1 + i));
+  auto all = fibra::wait(fs);
+  int sum = 0;
+  for (auto& f : all.ready) sum += f.get();
+  return sum;
+}
+FIBRA_REMOTE(wait_inside);
+
+// A map with MapOptions::errors inside a task: the failed item is collected, not thrown.
+std::string map_collecting(int) {
+  std::vector<fibra::ItemError> errs;
+  auto ys = fibra::default_pool().map(fail_if_negative, std::vector<double>{1, -1, 2}, {.chunksize = 1, .errors = &errs});
+  std::string out = std::to_string(ys.size()) + " results, " + std::to_string(errs.size()) + " error(s)";
+  for (auto& e : errs) out += " at " + std::to_string(e.index);
+  return out;
+}
+FIBRA_REMOTE(map_collecting);
+
+struct Greeter {
+  int hello() const { return 42; }
+};
+struct LoudGreeter : Greeter {
+  int loud() const { return 43; }
+};
+FIBRA_ACTOR(LoudGreeter);
+FIBRA_ACTOR_METHOD(LoudGreeter, hello);  // inherited from Greeter
+FIBRA_ACTOR_METHOD(LoudGreeter, loud);
+
 namespace {
 
 // Waits until `pid` is gone or a zombie no longer (bounded); true if it went.
@@ -547,6 +578,60 @@ TEST(Actors, AnActorWhoseWorkerIsLostRestartsOnAnother) {
   EXPECT_NE(again, agent);  // on another agent (the lost one's replacement, or another)
   if (!e.empty()) EXPECT_NE(e.find("restart 1 of 1"), std::string::npos) << e;
   EXPECT_DOUBLE_EQ(c.call(&Planner::plan, 2.0).get(), 5.0);
+}
+
+TEST(Nested, WaitInsideATaskOnAPoolOfOneWorker) {
+  fibra::Pool one(1);
+  auto f = one.submit(wait_inside, 4);
+  ASSERT_TRUE(f.wait_for(30s)) << "fibra::wait in a task held its only worker";
+  EXPECT_EQ(f.get(), 1 + 2 + 3 + 4);
+}
+
+TEST(Nested, AMapInsideATaskKeepsItsOptions) {
+  EXPECT_EQ(fibra::submit(map_collecting, 0).get(), "3 results, 1 error(s) at 1");
+}
+
+TEST(Actors, AnInheritedMethodIsCalledOnTheActorsClass) {
+  auto g = fibra::Actor<LoudGreeter>::start();
+  EXPECT_EQ(g.call(&LoudGreeter::hello).get(), 42);
+  EXPECT_EQ(g.call(&LoudGreeter::loud).get(), 43);
+}
+
+TEST(Actors, JoinWaitsForActorCallsAndTasksWaitingForTheirArguments) {
+  fibra::Pool pool(1);
+  auto c = fibra::Actor<Counter>::start_on(pool, {}, 1L);
+  auto slow = c.call(&Counter::slow, 300);
+  auto a = pool.submit(sleep_then, 300);
+  auto b = pool.submit(add_longs, 1L, 2L);
+  auto d = pool.submit(inc, fibra::Future<long>(b));  // waits for b, then runs after close()
+  pool.close();
+  pool.join();
+  EXPECT_TRUE(slow.ready());
+  EXPECT_EQ(slow.get(), 1);
+  EXPECT_EQ(a.get(), 300);
+  EXPECT_EQ(d.get(), 4);
+}
+
+int agent_of_task(int) { return static_cast<int>(::getppid()); }
+FIBRA_REMOTE(agent_of_task);
+
+TEST(Resources, AGpuThatNoAgentCanGiveEveryWorkerIsAnErrorAtOnce) {
+  // 2 workers under one agent, 1 GPU: an agent gets GPUs only for all its workers, so none has one.
+  fibra::Pool pool(2, {.workers_per_agent = 2, .resources = {.gpus = 1}, .gpu_ids = {"0"}});
+  EXPECT_THROW(pool.submit(fibra::Resources{.gpus = 1}, visible_gpus, 0), fibra::ConfigError);
+  EXPECT_EQ(pool.submit(visible_gpus, 0).get(), "");  // it sees no GPU
+}
+
+TEST(Resources, AReplacementGetsTheGpusOfTheWorkerItReplaces) {
+  fibra::Pool pool(1, {.heartbeat_s = 0.25, .worker_silence_s = 1.0, .resources = {.gpus = 1}, .gpu_ids = {"0"}});
+  const int agent = pool.submit(agent_of_task, 0).get();
+  ASSERT_GT(agent, 1);
+  ASSERT_EQ(::kill(agent, SIGSTOP), 0);  // silent: lost after 1 s, then ended and replaced
+  auto f = pool.submit(fibra::Resources{.gpus = 1}, visible_gpus, 0);
+  ASSERT_TRUE(f.wait_for(30s)) << "the GPU task never ran: the replacement did not get the GPU";
+  EXPECT_EQ(f.get(), "0");
+  EXPECT_NE(pool.submit(agent_of_task, 0).get(), agent);
+  EXPECT_TRUE(gone_within(agent, 10s)) << "the lost agent " << agent << " (stopped) was not ended";
 }
 
 int main(int argc, char** argv) {

@@ -89,7 +89,7 @@ TEST(Wire, AResultOpenedBeforeItsPayloadIsClosedWithItsLengthStatusAndTime) {
 }
 
 TEST(Wire, AgentSetupRoundTrips) {
-  wire::AgentSetup s{0.25, 7.5, 4, 3, true, {"0,1", ""}, 2.5};
+  wire::AgentSetup s{0.25, 7.5, 4, 3, true, {"0,1", ""}, 2.5, "3 0 0"};
   auto g = wire::decode<wire::AgentSetup>(wire::encode(s));
   EXPECT_EQ(g.heartbeat_s, 0.25);
   EXPECT_EQ(g.driver_silence_s, 7.5);
@@ -98,8 +98,21 @@ TEST(Wire, AgentSetupRoundTrips) {
   EXPECT_TRUE(g.prefix_output);
   EXPECT_EQ(g.gpus, (std::vector<std::string>{"0,1", ""}));
   EXPECT_EQ(g.cpus, 2.5);
-  // the layout both sides read: doubles, ints, a bool, then a count and sized strings, a double
-  EXPECT_EQ(wire::encode(s).size(), 8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u);
+  EXPECT_EQ(g.policy, "3 0 0");
+  // the layout both sides read: doubles, ints, a bool, then a count and sized strings, a double, a string
+  EXPECT_EQ(wire::encode(s).size(), 8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u + (8u + 5u));
+}
+
+TEST(Wire, APoolsDefaultPolicyTravelsAsText) {
+  detail::RetryPolicy p;
+  p.retries = 7;
+  p.retry_exceptions = true;
+  p.task_timeout_s = 2.5;
+  const auto q = wire::decode_policy(wire::encode_policy(p));
+  EXPECT_EQ(q.retries, 7u);
+  EXPECT_TRUE(q.retry_exceptions);
+  EXPECT_EQ(q.task_timeout_s, 2.5);
+  EXPECT_EQ(wire::decode_policy("junk").retries, detail::RetryPolicy{}.retries);  // unreadable: the defaults
 }
 
 TEST(Wire, RequestsAndRepliesRoundTrip) {
@@ -116,12 +129,14 @@ TEST(Wire, RequestsAndRepliesRoundTrip) {
   EXPECT_EQ(g.need_cpus, 1.5);
   EXPECT_EQ(g.need_gpus, 2);
   EXPECT_EQ(g.need_memory_mb, 300);
-  const wire::Reply p{wire::route_actor_bit | 4, 7, false, "why"};
+  const wire::Reply p{wire::route_actor_bit | 4, 7, false, "why", {2}, {"e"}};
   const auto q = wire::decode<wire::Reply>(wire::encode(p));
   EXPECT_EQ(q.route, wire::route_actor_bit | 4);
   EXPECT_EQ(q.id, 7u);
   EXPECT_FALSE(q.ok);
   EXPECT_EQ(q.payload, "why");
+  EXPECT_EQ(q.error_offsets, std::vector<std::uint32_t>{2});
+  EXPECT_EQ(q.errors, std::vector<std::string>{"e"});
   // a frame's kind lives in the top byte of its length, apart from lengths up to 2^56
   const auto prefix = wire::frame_prefix(wire::frame_request, (std::uint64_t(1) << 40) + 5);
   EXPECT_EQ(wire::frame_kind(prefix), wire::frame_request);

@@ -80,7 +80,10 @@ class JobState {
   /// Runs `f` once, at the first delivery, or at once on this thread if there was one already.
   /// It runs on the delivering thread (a pool's communication thread, holding the pool's locks), so
   /// it must only hand work on (detail::run_later), never call into a pool or wait.
-  void on_delivered(std::function<void()> f);
+  /// Returns a token for forget_on_delivered (0 when `f` already ran).
+  std::uint64_t on_delivered(std::function<void()> f);
+  /// Drops a callback that has not run (fibra::wait's, once it returned).
+  void forget_on_delivered(std::uint64_t token);
 
   /// Records that an executor ran `items` items of this call in `ns` nanoseconds.
   void note_run(std::uint32_t items, std::uint64_t ns) {
@@ -112,7 +115,8 @@ class JobState {
   bool wait_until(Pred pred, std::optional<std::chrono::nanoseconds> timeout);
   std::atomic<bool> cancelled_{false};
   std::atomic<std::uint64_t> run_ns_{0}, run_items_{0};  // measured by the executors (note_run)
-  std::vector<std::function<void()>> on_delivered_;      // under mu_; run at the first delivery
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> on_delivered_;  // under mu_; run at the first delivery
+  std::uint64_t next_token_ = 1;                                                // under mu_
 };
 
 /// Runs `f` soon on fibra's task thread (one per driver process), in the order given: what a
@@ -172,6 +176,13 @@ class PoolCore {
   virtual void end_actor(std::uint64_t actor) noexcept { (void)actor; }
   /// Names the pool among the driver's pools (an actor handle sent to a task carries it).
   virtual std::uint64_t uid() const { return 0; }
+  /// A task waiting for its Future arguments (+1), or queued or failed once they came (-1): join()
+  /// waits for those too.
+  virtual void hold_dependent(int delta) { (void)delta; }
+  /// Queues the chunk of a task whose Future arguments came: as submit, but also after close().
+  virtual void submit_dependent(const std::shared_ptr<JobState>& job, std::string payload) {
+    submit(job, 0, 1, std::move(payload));
+  }
   /// Throws ConfigError if no worker of this pool can ever offer `need` (`what` names the call).
   virtual void check_need(const Resources& need, const std::string& what) const {
     (void)need;
@@ -188,6 +199,9 @@ std::shared_ptr<PoolCore> core_for_actor_handle(std::uint64_t uid);
 /// returns -1 when it does not apply (another thread), else whether `ready` came true in time.
 using WaitHook = int (*)(const std::function<bool()>& ready, std::optional<std::chrono::nanoseconds> timeout);
 void set_wait_hook(WaitHook hook) noexcept;
+/// Waits through the hook when one applies (a task's own thread): -1 when none does, else whether
+/// `ready` came true in time (fibra::wait inside a task).
+int wait_with_hook(const std::function<bool()>& ready, std::optional<std::chrono::nanoseconds> timeout);
 
 /// Starts `settings.workers` workers and waits until each has said hello (collective with the
 /// spawned processes). Throws MpiError or ConfigError naming the fix.

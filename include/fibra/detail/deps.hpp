@@ -63,7 +63,7 @@ struct WaitingTask {
     std::exception_ptr failed;
     std::size_t i = 0;
     std::apply([&](const auto&... x) { (check(x, ++i, failed), ...); }, args);
-    if (failed) return job->deliver({0, 1, {}, failed, {}});
+    if (failed) return job->deliver({0, 1, {}, failed, {}});  // the caller releases the hold
     try {
       std::string payload;
       Writer w(payload);
@@ -73,10 +73,15 @@ struct WaitingTask {
             else encode(w, std::tuple<std::remove_cvref_t<P>...>(resolve(x)...));
           },
           args);
-      core->submit(job, 0, 1, std::move(payload));
-    } catch (...) {  // the pool was closed meanwhile, say: the task's future says so
+      core->submit_dependent(job, std::move(payload));
+    } catch (...) {  // the pool was terminated meanwhile, say: the task's future says so
       job->deliver({0, 1, {}, std::current_exception(), {}});
     }
+  }
+
+  void run_and_release() {
+    run();
+    core->hold_dependent(-1);
   }
 
   template <class X>
@@ -116,9 +121,10 @@ void submit_after(std::shared_ptr<PoolCore> core, std::shared_ptr<JobState> job,
       },
       t->args);
   t->left.store(deps.size());
+  t->core->hold_dependent(+1);  // join() waits for it
   for (auto& d : deps)
     d->on_delivered([t] {
-      if (t->left.fetch_sub(1) == 1) run_later([t] { t->run(); });
+      if (t->left.fetch_sub(1) == 1) run_later([t] { t->run_and_release(); });
     });
 }
 
