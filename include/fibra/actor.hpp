@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
+#include <vector>
 
 #include "fibra/detail/call_checks.hpp"
 #include "fibra/detail/codec.hpp"
@@ -256,6 +257,7 @@ class Actor {
 
  private:
   friend struct detail::Codec<Actor<T>>;
+  friend class Manager;
   // The driver's handles own the actor (the last one ends it); a copy sent to a task does not.
   struct Handle {
     std::shared_ptr<detail::PoolCore> core;
@@ -266,6 +268,48 @@ class Actor {
     }
   };
   std::shared_ptr<Handle> h_;
+};
+
+/// @brief Fiber's manager (multiprocessing's BaseManager): it starts remote objects on a pool and
+/// keeps them alive until it ends or shutdown() is called, even when the program keeps no handle.
+/// Each object is an Actor of its own (its own process).
+///
+/// @code
+///   fibra::Manager manager;                            // manager = MyManager(); manager.start()
+///   fibra::Actor<Env> env = manager.start<Env>(3);     // env = manager.Env(3)
+///   double obs = env.call(&Env::reset).get();          // env.reset() through a future
+/// @endcode
+class Manager {
+ public:
+  /// @brief A manager of objects on the default pool (fibra::default_pool).
+  Manager() : pool_(&default_pool()) {}
+  /// @brief A manager of objects on `pool`, which must outlive it.
+  explicit Manager(Pool& pool) : pool_(&pool) {}
+
+  /// @brief Starts an object of class T (registered with FIBRA_ACTOR) from `args`.
+  template <class T, class... Args>
+    requires(sizeof...(Args) == 0 || !std::is_same_v<std::remove_cvref_t<std::tuple_element_t<0, std::tuple<Args..., int>>>, ActorOptions>)
+  Actor<T> start(Args&&... args) {
+    return keep(Actor<T>::start_on(*pool_, ActorOptions{}, std::forward<Args>(args)...));
+  }
+  /// @brief Starts an object of class T with options.
+  template <class T, class... Args>
+  Actor<T> start(const ActorOptions& options, Args&&... args) {
+    return keep(Actor<T>::start_on(*pool_, options, std::forward<Args>(args)...));
+  }
+  /// @brief Objects it started: their processes end once no other handle to them is left.
+  std::size_t size() const { return kept_.size(); }
+  /// @brief Lets go of every object it started (each ends when its last handle goes).
+  void shutdown() { kept_.clear(); }
+
+ private:
+  template <class T>
+  Actor<T> keep(Actor<T> a) {
+    kept_.push_back(a.h_);
+    return a;
+  }
+  Pool* pool_;
+  std::vector<std::shared_ptr<void>> kept_;
 };
 
 namespace detail {

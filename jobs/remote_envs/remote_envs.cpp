@@ -3,8 +3,8 @@
 //
 //   Fiber (Python)                                   fibra (C++)
 //   MyManager.register("Env", Env)                   FIBRA_ACTOR(Env, int); FIBRA_ACTOR_METHOD(Env, step)...
-//   manager = MyManager(); manager.start()           fibra::default_pool(n)
-//   envs = [manager.Env(i) for i in range(10)]       envs.push_back(fibra::Actor<Env>::start(i))
+//   manager = MyManager(); manager.start()           fibra::Manager manager;
+//   envs = [manager.Env(i) for i in range(10)]       envs.push_back(manager.start<Env>(i))
 //   handles = [env.reset() for env in envs]          handles.push_back(env.call(&Env::reset))
 //   obs = [h.get() for h in handles]                 obs.push_back(h.get())
 //   for _ in range(1000):                            for (int t = 0; t < 1000; ++t) {
@@ -57,8 +57,9 @@ int main(int argc, char** argv) {
   fibra::Runtime rt(argc, argv);
   fibra::default_pool(2);
   const int n = 10, rounds = 1000;
+  fibra::Manager manager;  // its objects run beside the default pool's 2 workers
   std::vector<fibra::Actor<Env>> envs;
-  for (int i = 0; i < n; ++i) envs.push_back(fibra::Actor<Env>::start(i));
+  for (int i = 0; i < n; ++i) envs.push_back(manager.start<Env>(i));
   std::vector<Env> local;  // the same environments, run here, to check every result
   for (int i = 0; i < n; ++i) local.emplace_back(i);
 

@@ -440,6 +440,21 @@ TEST(Actors, DroppingTheLastHandleEndsItsProcess) {
   EXPECT_TRUE(gone_within(pid, 10s)) << "actor process " << pid << " still there";
 }
 
+TEST(Actors, AManagerKeepsItsObjectsUntilShutdown) {
+  fibra::Manager manager;
+  int pid = 0;
+  {
+    auto c = manager.start<Counter>(5L);
+    EXPECT_EQ(c.call(&Counter::add, 1L).get(), 6);
+    pid = c.call(&Counter::pid).get();
+  }  // the program's handle is gone; the manager's is not
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(::kill(pid, 0), 0) << "the object ended while its manager held it";
+  EXPECT_EQ(manager.size(), 1u);
+  manager.shutdown();
+  EXPECT_TRUE(gone_within(pid, 10s)) << "the object outlived its manager's shutdown";
+}
+
 TEST(Actors, OnAPoolOfItsOwn) {
   fibra::Pool pool(1);
   auto c = fibra::Actor<Counter>::start_on(pool, {}, 3L);
