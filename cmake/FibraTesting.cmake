@@ -1,9 +1,11 @@
 # Helpers to run fibra programs as tests, the way users launch them.
 #
-# fibra_add_mpi_test(NAME <name> COMMAND <target> [ARGS ...] [LAUNCH singleton|mpirun]
+# fibra_add_mpi_test(NAME <name> COMMAND <target> [ARGS ...] [LAUNCH singleton|mpirun|mpirun_recovery]
 #                    [TIMEOUT s] [LABELS ...])
 #   LAUNCH singleton runs `./app` (an MPI singleton that spawns its workers);
-#   LAUNCH mpirun runs `mpirun -n 1 ./app`. Every test has a timeout.
+#   LAUNCH mpirun runs `mpirun -n 1 ./app`; LAUNCH mpirun_recovery adds Open MPI's recovery
+#   settings (for programs that kill agents) and, since mpirun then exits 0 whatever the program
+#   returns, takes GoogleTest's verdict from the output. Every test has a timeout.
 function(fibra_add_mpi_test)
   cmake_parse_arguments(T "" "NAME;COMMAND;LAUNCH;TIMEOUT" "ARGS;LABELS" ${ARGN})
   if(NOT T_LAUNCH)
@@ -15,6 +17,12 @@ function(fibra_add_mpi_test)
   if(T_LAUNCH STREQUAL "mpirun")
     add_test(NAME ${T_NAME}
       COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 $<TARGET_FILE:${T_COMMAND}> ${T_ARGS})
+  elseif(T_LAUNCH STREQUAL "mpirun_recovery")
+    add_test(NAME ${T_NAME}
+      COMMAND ${MPIEXEC_EXECUTABLE} --enable-recovery --mca orte_abort_on_non_zero_status 0 ${MPIEXEC_NUMPROC_FLAG} 1
+              $<TARGET_FILE:${T_COMMAND}> --gtest_color=no ${T_ARGS})
+    set_tests_properties(${T_NAME} PROPERTIES
+      PASS_REGULAR_EXPRESSION "\\[  PASSED  \\] [0-9]+ tests?\\.\n" FAIL_REGULAR_EXPRESSION "\\[  FAILED  \\]")
   else()
     add_test(NAME ${T_NAME} COMMAND $<TARGET_FILE:${T_COMMAND}> ${T_ARGS})
   endif()

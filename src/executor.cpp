@@ -303,29 +303,15 @@ class ExecutorCore final : public PoolCore {
   explicit ExecutorCore(std::uint64_t uid) : uid_(uid) {}
   void submit(const std::shared_ptr<JobState>& job, std::uint64_t first, std::uint32_t count,
               std::string payload) override {
-    wire::Request r;
-    r.fn = job->fn().id;
-    r.mode = job->mode();
+    wire::Request r = request_for(*job, std::move(payload));
     r.first = first;
     r.count = count;
-    r.payload = std::move(payload);
-    const RetryPolicy& p = job->policy();
-    r.need_cpus = p.need.cpus;
-    r.need_gpus = p.need.gpus;
-    r.need_memory_mb = p.need.memory_mb;
-    r.retries = p.retries;
-    r.retry_exceptions = p.retry_exceptions;
-    r.task_timeout_s = p.task_timeout_s;
-    r.keep_going = p.keep_going;
     g_inbox->request(std::move(r), job);
   }
   void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) override {
-    wire::Request r;
-    r.fn = job->fn().id;
-    r.mode = job->mode();
+    wire::Request r = request_for(*job, std::move(payload));
     r.pool = uid_;
     r.actor = actor;
-    r.payload = std::move(payload);
     g_inbox->request(std::move(r), job);
   }
   std::uint64_t start_actor(const FunctionEntry&, std::string, ActorSettings s) override {
@@ -346,6 +332,22 @@ class ExecutorCore final : public PoolCore {
   std::uint64_t uid() const override { return uid_; }
 
  private:
+  // A call of `job` as a request: its function, and the policy and resources it asks for.
+  static wire::Request request_for(const JobState& job, std::string payload) {
+    wire::Request r;
+    r.fn = job.fn().id;
+    r.mode = job.mode();
+    r.payload = std::move(payload);
+    const RetryPolicy& p = job.policy();
+    r.need_cpus = p.need.cpus;
+    r.need_gpus = p.need.gpus;
+    r.need_memory_mb = p.need.memory_mb;
+    r.retries = p.retries;
+    r.retry_exceptions = p.retry_exceptions;
+    r.task_timeout_s = p.task_timeout_s;
+    r.keep_going = p.keep_going;
+    return r;
+  }
   std::uint64_t uid_;
 };
 
