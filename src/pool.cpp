@@ -447,6 +447,7 @@ Pool::Pool(int workers, PoolOptions options) {
   const auto r = detail::resolve_resources(options, s.workers);
   s.resources = r.each;
   s.gpu_ids = r.gpu_ids;
+  s.hosts = detail::placement_hosts(options);
   core_ = detail::start_pool(s);
 }
 

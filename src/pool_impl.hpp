@@ -103,6 +103,7 @@ struct Worker {
   int slot = 0;  // what messages call it ("worker 3 of 4"): a replacement takes the number of the lost one
   MPI_Comm comm = MPI_COMM_NULL;  // an intercommunicator of its own
   std::string host;
+  std::string planned_host;  // where it was spawned (PoolOptions::placement), before its hello says
   long pid = 0;
   State state = State::starting;
   int executors = 1;        // workers it runs: batches_per_worker batches each may be in flight
@@ -201,6 +202,14 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   }
 
   RetryPolicy default_policy() const override { return s_.policy; }
+  std::vector<WorkerInfo> workers() const override {
+    static const char* names[] = {"starting", "ready", "retiring", "leaving", "gone", "lost"};
+    std::lock_guard lk(mu_);
+    std::vector<WorkerInfo> out;
+    for (auto& w : workers_)
+      out.push_back({w->slot, w->host, w->pid, w->executors, names[static_cast<int>(w->state)]});
+    return out;
+  }
   // pool_actors.cpp
   std::uint64_t start_actor(const FunctionEntry& ctor, std::string args, ActorSettings s) override;
   void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) override;

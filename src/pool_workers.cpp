@@ -121,6 +121,17 @@ void PoolImpl::spawn(int executors) {
   }
   mpi::Info info;
   if (oversubscribe_allowed()) info.set("map_by", ":OVERSUBSCRIBE");
+  // Spread: agent k on host k mod n (a replacement takes the slot, and so the host, of the lost one).
+  // Open MPI reads "host" as that host with one slot, which the driver may fill already:
+  // "host:n" asks for room for one more process than the pool's and the driver's there.
+  std::string host;
+  if (!s_.hosts.empty()) {
+    host = s_.hosts[static_cast<std::size_t>(setup.slot - 1) % s_.hosts.size()];
+    int there = host == my_host_ ? 1 : 0;
+    for (auto& w : workers_)
+      if (w->planned_host == host && w->holds_slot) ++there;
+    info.set("host", (host + ":" + std::to_string(there + 1)).c_str());
+  }
   {
     check_slots();
     MPI_Comm inter = MPI_COMM_NULL;
@@ -143,6 +154,7 @@ void PoolImpl::spawn(int executors) {
     w->slot = setup.slot;
     w->comm = inter;
     w->executors = executors;
+    w->planned_host = host;
     w->has = has;
     w->gpus = std::move(gpus);
     w->spawned_at = w->last_heard = w->last_sent = mpi::now_s();

@@ -35,6 +35,59 @@ std::vector<std::string> split_ids(const std::string& s) {
   return out;
 }
 
+std::vector<std::string> expand_hostlist(const std::string& list) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  auto bad = [&](const std::string& why) {
+    return ConfigError("fibra: cannot read the host list '" + list + "': " + why);
+  };
+  while (i < list.size()) {
+    // one item: a prefix, maybe [ranges], maybe a suffix; items are split by commas outside brackets
+    std::string prefix;
+    while (i < list.size() && list[i] != ',' && list[i] != '[') prefix += list[i++];
+    if (i < list.size() && list[i] == '[') {
+      const std::size_t close = list.find(']', i);
+      if (close == std::string::npos) throw bad("a '[' without its ']'");
+      const std::string ranges = list.substr(i + 1, close - i - 1);
+      i = close + 1;
+      std::string suffix;
+      while (i < list.size() && list[i] != ',') suffix += list[i++];
+      for (const auto& r : split_ids(ranges)) {
+        const std::size_t dash = r.find('-');
+        const std::string lo = r.substr(0, dash), hi = dash == std::string::npos ? lo : r.substr(dash + 1);
+        if (lo.empty() || hi.empty() || lo.find_first_not_of("0123456789") != std::string::npos ||
+            hi.find_first_not_of("0123456789") != std::string::npos)
+          throw bad("'" + r + "' is not a number or a range of numbers");
+        const long a = std::stol(lo), b = std::stol(hi);
+        if (b < a || b - a > 100000) throw bad("the range '" + r + "' is backwards or too long");
+        for (long n = a; n <= b; ++n) {
+          std::string num = std::to_string(n);
+          if (num.size() < lo.size()) num.insert(0, lo.size() - num.size(), '0');  // node[01-10]
+          out.push_back(prefix + num + suffix);
+        }
+      }
+    } else if (!prefix.empty()) {
+      out.push_back(prefix);
+    }
+    if (i < list.size() && list[i] == ',') ++i;
+  }
+  return out;
+}
+
+std::vector<std::string> placement_hosts(const PoolOptions& o) {
+  if (o.placement == "none") return {};
+  if (o.placement != "spread")
+    throw ConfigError("fibra: PoolOptions::placement is \"" + o.placement +
+                      "\"; it can be \"spread\" (agents one after another over the hosts) or \"none\" "
+                      "(where MPI puts them)");
+  if (!o.hosts.empty()) return o.hosts;
+  const char* list = std::getenv("SLURM_JOB_NODELIST");
+  if (!list || !*list) return {};
+  auto hosts = expand_hostlist(list);
+  if (hosts.size() < 2) return {};  // one node: MPI's own placement is that node
+  return hosts;
+}
+
 std::string describe(const Resources& r) {
   std::string out;
   auto add = [&](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };

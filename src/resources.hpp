@@ -21,6 +21,15 @@ WorkerResources resolve_resources(const PoolOptions& o, int workers);
 /// "0,1,3" -> {"0", "1", "3"}; empty parts dropped. Slurm's "gpu:2" style (type and count) is not a list.
 std::vector<std::string> split_ids(const std::string& s);
 
+/// Slurm's compressed host list ("vnode[1-3],gpu[08-09],login") as names, in order; throws
+/// ConfigError for what it cannot read.
+std::vector<std::string> expand_hostlist(const std::string& list);
+
+/// The hosts a pool's agents go to, one after another (spread): PoolOptions::hosts, else the nodes
+/// of a Slurm allocation of more than one node (SLURM_JOB_NODELIST), else none (MPI decides:
+/// the driver's host, on a workstation). `placement` "none" turns it off.
+std::vector<std::string> placement_hosts(const PoolOptions& o);
+
 /// "2 CPUs, 1 GPU, 4000 MiB", "nothing in particular" for an empty request.
 std::string describe(const Resources& r);
 

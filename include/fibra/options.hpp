@@ -33,6 +33,11 @@ struct PoolOptions {
   /// GPU ids shared out among the workers (each sees its own as CUDA_VISIBLE_DEVICES); empty: the
   /// driver's CUDA_VISIBLE_DEVICES, else Slurm's SLURM_STEP_GPUS or SLURM_JOB_GPUS, else none.
   std::vector<std::string> gpu_ids;
+  /// Where agents go. "spread": one after another over `hosts` (agent k on host k mod n), which
+  /// default to the nodes of a Slurm allocation of several nodes; "none": where MPI puts them.
+  std::string placement = "spread";
+  /// The hosts to spread agents over; empty: the allocation's (SLURM_JOB_NODELIST), else MPI's choice.
+  std::vector<std::string> hosts;
 };
 
 /// @brief One item that failed in a call that collects errors (MapOptions::errors).

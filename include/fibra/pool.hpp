@@ -193,6 +193,9 @@ class Pool {
   /// @brief Counters of work done, failures seen, retries and lost workers (see docs/fault-tolerance.md).
   PoolStats stats() const { return core().stats(); }
 
+  /// @brief The pool's agents now: where each runs (host, pid), how many workers, in what state.
+  std::vector<WorkerInfo> workers() const { return core().workers(); }
+
   /// @brief Grows or shrinks the pool to `workers` while it runs.
   void resize(int workers) { core().resize(workers); }
   /// @brief No more work may be submitted; queued work still runs.

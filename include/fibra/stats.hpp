@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 namespace fibra {
 
@@ -24,6 +25,15 @@ struct PoolStats {
   std::uint64_t late_results_dropped = 0;  ///< results of attempts already given up on
   /// When the last failure was seen by the driver, and when a retry was last handed out.
   std::chrono::steady_clock::time_point last_failure_seen{}, last_retry_sent{};
+};
+
+/// @brief One agent of a pool and the workers it runs (Pool::workers()): where it runs.
+struct WorkerInfo {
+  int slot = 0;          ///< its number in the pool ("agent 2")
+  std::string host;      ///< the host it runs on (empty until it said hello)
+  long pid = 0;          ///< the agent's pid on that host
+  int workers = 1;       ///< workers (executors) it runs
+  std::string state;     ///< "starting", "ready", "retiring", "leaving", "gone" or "lost"
 };
 
 }  // namespace fibra

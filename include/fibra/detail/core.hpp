@@ -144,6 +144,7 @@ struct PoolSettings {
   RetryPolicy policy;       ///< the default for calls that do not set their own
   Resources resources;      ///< what each worker offers, resolved (resolve_resources)
   std::vector<std::string> gpu_ids;  ///< shared out among workers, `resources.gpus` each
+  std::vector<std::string> hosts;    ///< agents spread over these, by slot (empty: MPI places them)
 };
 
 /// A pool's worker processes and queue, owned by the driver's runtime.
@@ -164,6 +165,8 @@ class PoolCore {
   /// The retry policy of calls that do not set their own.
   virtual RetryPolicy default_policy() const { return {}; }
   virtual PoolStats stats() const { return {}; }
+  /// Its agents, with their hosts (Pool::workers()).
+  virtual std::vector<WorkerInfo> workers() const { return {}; }
 
   /// Starts an actor: `ctor` (an ActorClass entry) with its encoded arguments runs first in a
   /// process of its own on one of the pool's agents; returns the actor's id. Calls queued before it

@@ -1,0 +1,48 @@
+// A map spread over the nodes of a Slurm allocation (tests/multinode/run.sh starts it inside a job
+// on the virtual cluster). Each task says where it ran; every result is checked.
+//
+//   spread <workers> <nodes expected>     prints PASS when every result is right and workers ran
+//                                          on every node of the allocation
+#include <fibra/fibra.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+std::string where(int i) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return std::string(host) + " " + std::to_string(long(i) * i);
+}
+FIBRA_REMOTE(where);
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);
+  const int workers = argc > 1 ? std::atoi(argv[1]) : 6;
+  const std::size_t nodes = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 3;
+  fibra::Pool pool(workers);
+  std::set<std::string> agent_hosts;
+  for (const auto& w : pool.workers()) {
+    std::printf("agent %d: %d worker(s) on %s, pid %ld, %s\n", w.slot, w.workers, w.host.c_str(), w.pid, w.state.c_str());
+    agent_hosts.insert(w.host);
+  }
+  std::vector<int> xs(600);
+  for (int i = 0; i < 600; ++i) xs[i] = i;
+  const auto out = pool.map(where, xs, {.chunksize = 5});
+  std::set<std::string> task_hosts;
+  long wrong = 0;
+  for (int i = 0; i < 600; ++i) {
+    const auto sp = out[i].find(' ');
+    task_hosts.insert(out[i].substr(0, sp));
+    wrong += out[i].substr(sp + 1) != std::to_string(long(i) * i);
+  }
+  std::printf("tasks ran on %zu host(s):", task_hosts.size());
+  for (auto& h : task_hosts) std::printf(" %s", h.c_str());
+  std::printf("; %ld wrong result(s)\n", wrong);
+  const bool ok = wrong == 0 && task_hosts.size() == nodes && agent_hosts.size() == nodes;
+  std::printf(ok ? "PASS\n" : "FAIL: expected workers on %zu nodes\n", nodes);
+  return ok ? 0 : 1;
+}
