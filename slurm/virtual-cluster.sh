@@ -183,10 +183,12 @@ start() {
     return 0
   fi
   stop >/dev/null 2>&1 || true
+  rm -rf "$dir/state"  # a fresh cluster: no job of an earlier one comes back
   mkdir -p "$dir"
   write_conf
   net_up
-  slurmctld -i -f "$conf" || die "slurmctld did not start; see $dir/log/slurmctld.log"
+  # -c: start without saved jobs; -i: carry on past unreadable state
+  slurmctld -c -i -f "$conf" || die "slurmctld did not start; see $dir/log/slurmctld.log"
   local i name
   for ((i = 1; i <= nodes; i++)); do
     name="$(node_name $i)"
