@@ -40,6 +40,7 @@
 #include <deque>
 #include <exception>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -341,6 +342,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::thread thread_;
   int target_ = 0;
   int next_worker_id_ = 1;
+  std::set<std::string> avoided_hosts_;  // hosts of agents lost by silence: not spawned on again (under mu_)
   std::string my_host_ = host_name();
   double last_pid_check_ = 0;
   double last_receive_pass_ = 0;  // when receive() last read every worker

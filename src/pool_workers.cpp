@@ -125,8 +125,14 @@ void PoolImpl::spawn(int executors) {
   // Open MPI reads "host" as that host with one slot, which the driver may fill already:
   // "host:n" asks for room for one more process than the pool's and the driver's there.
   std::string host;
-  if (!s_.hosts.empty()) {
-    host = s_.hosts[static_cast<std::size_t>(setup.slot - 1) % s_.hosts.size()];
+  std::vector<std::string> usable;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& h : s_.hosts)
+      if (!avoided_hosts_.count(h)) usable.push_back(h);
+  }
+  if (!usable.empty()) {
+    host = usable[static_cast<std::size_t>(setup.slot - 1) % usable.size()];
     int there = host == my_host_ ? 1 : 0;
     for (auto& w : workers_)
       if (w->planned_host == host && w->holds_slot) ++there;
@@ -270,6 +276,9 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
   // (stopped, it would keep them until its orphan guard ends it).
   if (!w.gpus.empty() && w.host == my_host_ && w.pid > 0) ::kill(static_cast<pid_t>(w.pid), SIGKILL);
   if (process_gone_here(w)) free_slot(w);  // its replacement may take the slot on the next pass
+  // A host whose agent fell silent may be cut off or gone: no agent is spawned there again (a
+  // spawn onto a node that does not answer would block this thread for good).
+  if (!w.planned_host.empty() && w.planned_host != my_host_) avoided_hosts_.insert(w.planned_host);
   sends_.abandon(w.comm);
   w.batches.clear();
   const auto held = sched_.owned_by(w.id);
