@@ -19,6 +19,8 @@ packages=(
   python3-mpi4py python3-distributed python3-ipyparallel python3-matplotlib
   # the local Slurm cluster the Slurm tests run against (slurm/local-cluster.sh)
   slurmctld slurmd slurm-client
+  # the virtual nodes of the many-node tests (slurm/virtual-cluster.sh): ip, nsenter, unshare
+  iproute2 util-linux
 )
 
 missing=()
