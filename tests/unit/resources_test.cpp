@@ -91,3 +91,33 @@ TEST(Resources, ARequestFitsAWorkerThatOffersAsMuch) {
   EXPECT_FALSE(fits(Resources{0, 0, 1001}, worker));
   EXPECT_TRUE(fits(Resources{0, 0, 1 << 20}, Resources{1, 0, 0}));  // a worker's memory not known: not checked
 }
+
+TEST(Placement, SlurmsCompressedHostListsExpand) {
+  using fibra::detail::expand_hostlist;
+  EXPECT_EQ(expand_hostlist("vnode[1-3]"), (std::vector<std::string>{"vnode1", "vnode2", "vnode3"}));
+  EXPECT_EQ(expand_hostlist("gpu[08-10],login"), (std::vector<std::string>{"gpu08", "gpu09", "gpu10", "login"}));
+  EXPECT_EQ(expand_hostlist("a[1,3-4]x,b"), (std::vector<std::string>{"a1x", "a3x", "a4x", "b"}));
+  EXPECT_EQ(expand_hostlist("node7"), (std::vector<std::string>{"node7"}));
+  EXPECT_THROW(expand_hostlist("node[1-"), fibra::ConfigError);
+  EXPECT_THROW(expand_hostlist("node[3-1]"), fibra::ConfigError);
+  EXPECT_THROW(expand_hostlist("node[a-b]"), fibra::ConfigError);
+}
+
+TEST(Placement, AgentsSpreadOverAnAllocationOfSeveralNodes) {
+  using fibra::detail::placement_hosts;
+  ::setenv("SLURM_JOB_NODELIST", "vnode[1-3]", 1);
+  EXPECT_EQ(placement_hosts(PoolOptions{}), (std::vector<std::string>{"vnode1", "vnode2", "vnode3"}));
+  PoolOptions none;
+  none.placement = "none";
+  EXPECT_TRUE(placement_hosts(none).empty());
+  PoolOptions mine;
+  mine.hosts = {"x", "y"};
+  EXPECT_EQ(placement_hosts(mine), (std::vector<std::string>{"x", "y"}));
+  PoolOptions typo;
+  typo.placement = "spred";
+  EXPECT_THROW(placement_hosts(typo), fibra::ConfigError);
+  ::setenv("SLURM_JOB_NODELIST", "vnode1", 1);
+  EXPECT_TRUE(placement_hosts(PoolOptions{}).empty());  // one node: MPI places them there
+  ::unsetenv("SLURM_JOB_NODELIST");
+  EXPECT_TRUE(placement_hosts(PoolOptions{}).empty());
+}
