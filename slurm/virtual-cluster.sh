@@ -33,6 +33,7 @@ while [ $# -gt 0 ]; do
     *) echo "virtual-cluster: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+[ -n "$dir" ] && [ "$dir" != / ] || { echo "virtual-cluster: --dir must name a scratch folder" >&2; exit 2; }
 [[ "$nodes" =~ ^[2-4]$ ]] || { echo "virtual-cluster: --nodes must be 2, 3 or 4 (got '$nodes')" >&2; exit 2; }
 conf="$dir/slurm.conf"
 export SLURM_CONF="$conf"
@@ -46,12 +47,16 @@ node_name() { echo "vnode$1"; }
 node_addr() { echo "$subnet_prefix.$((10 + $1))"; }
 ns_name() { echo "fibravc-n$1"; }
 
+# The pid in a pid file, if that process is alive and is a Slurm daemon (a pid file left by a
+# crashed run may name a pid reused by another program since: that one is not ours to end).
 live_pid() {
-  local f="$1" pid
+  local f="$1" pid comm
   [ -s "$f" ] || return 1
   pid="$(cat "$f")"
   kill -0 "$pid" 2>/dev/null || return 1
   [ "$(sed 's/.*) \(.\).*/\1/' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
+  comm="$(cat "/proc/$pid/comm" 2>/dev/null)"
+  case "$comm" in slurmctld|slurmd) ;; *) return 1 ;; esac
   echo "$pid"
 }
 
@@ -67,6 +72,7 @@ check() {
     return 77
   fi
   ip netns del "$probe" 2>/dev/null || true
+  if [ -d /run/netns ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then umount /run/netns 2>/dev/null || true; fi
   return 0
 }
 
@@ -182,10 +188,15 @@ start() {
     echo "export SLURM_CONF=$conf"
     return 0
   fi
+  # The bridge, namespaces and subnet are one set per machine: owned by one cluster folder.
+  if ip link show "$bridge" >/dev/null 2>&1 && [ ! -e "$dir/network.owner" ]; then
+    die "another virtual cluster owns this machine's test network (bridge $bridge); stop it first (slurm/virtual-cluster.sh stop --dir <its folder>)"
+  fi
   stop >/dev/null 2>&1 || true
   rm -rf "$dir/state"  # a fresh cluster: no job of an earlier one comes back
   mkdir -p "$dir"
   write_conf
+  touch "$dir/network.owner"
   net_up
   # -c: start without saved jobs; -i: carry on past unreadable state
   slurmctld -c -i -f "$conf" || die "slurmctld did not start; see $dir/log/slurmctld.log"
@@ -212,9 +223,10 @@ node_pids() {
     [ -e "$ns" ] || continue
     ino="$(stat -L -c %i "$ns" 2>/dev/null)" || continue
     for p in /proc/[0-9]*; do
-      [ "$(stat -L -c %i "$p/ns/net" 2>/dev/null)" = "$ino" ] && echo "${p#/proc/}"
+      if [ "$(stat -L -c %i "$p/ns/net" 2>/dev/null)" = "$ino" ]; then echo "${p#/proc/}"; fi
     done
   done
+  return 0
 }
 
 stop() {
@@ -223,9 +235,11 @@ stop() {
     scancel --full --quiet "--user=$(id -un)" >/dev/null 2>&1 || true
     scontrol shutdown >/dev/null 2>&1 || true
   fi
+  # The network (and what lives in it) is this folder's only if it started it.
+  local owner=0 left=""
+  [ -e "$dir/network.owner" ] && owner=1
   # Jobs' processes go with their nodes (a node's slurmd does not take its jobs down when it stops).
-  local left
-  left="$(node_pids | tr '\n' ' ')"
+  [ "$owner" = 1 ] && left="$(node_pids | tr '\n' ' ')"
   if [ -n "${left// }" ]; then
     kill -TERM $left 2>/dev/null || true
     sleep 0.5
@@ -242,10 +256,13 @@ stop() {
     fi
     rm -f "$f"
   done
-  net_down
-  # `ip netns add` leaves /run/netns bind-mounted; with no namespace left, it goes too.
-  if [ -d /run/netns ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
-    umount /run/netns 2>/dev/null || true
+  if [ "$owner" = 1 ]; then
+    net_down
+    rm -f "$dir/network.owner"
+    # `ip netns add` leaves /run/netns bind-mounted; with no namespace left, it goes too.
+    if [ -d /run/netns ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
+      umount /run/netns 2>/dev/null || true
+    fi
   fi
   echo "virtual-cluster: stopped"
 }

@@ -269,6 +269,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   int next_agent_size() const;
   int agent_size(int target) const;
   bool gpus_still_held() const;
+  static bool same_host(const std::string& a, const std::string& b);
   // target_ for the communication thread, which reads it outside mu_ elsewhere: resize() writes it.
   int target_now() const {
     std::lock_guard lk(mu_);
@@ -342,7 +343,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::thread thread_;
   int target_ = 0;
   int next_worker_id_ = 1;
-  std::set<std::string> avoided_hosts_;  // hosts of agents lost by silence: not spawned on again (under mu_)
+  std::set<std::string> avoided_hosts_;  // hosts (not the driver's) of agents lost: not spawned on again (under mu_)
   std::string my_host_ = host_name();
   double last_pid_check_ = 0;
   double last_receive_pass_ = 0;  // when receive() last read every worker

@@ -72,11 +72,18 @@ int PoolImpl::next_agent_size() const {
 }
 
 // Executors per agent: PoolOptions::workers_per_agent, else spread over at most auto_agents
-// agents; one each when GPUs are shared out, so that each worker's GPUs are its agent's to match.
+// agents (or one per host the pool spreads over, if more); one each when GPUs are shared out, so
+// that each worker's GPUs are its agent's to match.
 int PoolImpl::agent_size(int target) const {
   if (s_.workers_per_agent > 0) return s_.workers_per_agent;
   if (!s_.gpu_ids.empty() && s_.resources.gpus > 0) return 1;
-  return (target + auto_agents - 1) / auto_agents;
+  const int agents = std::max(auto_agents, static_cast<int>(s_.hosts.size()));
+  return std::max(1, (target + agents - 1) / agents);
+}
+
+// "node01" and "node01.cluster.local" are one host (Slurm names nodes short, gethostname may not).
+bool PoolImpl::same_host(const std::string& a, const std::string& b) {
+  return a.substr(0, a.find('.')) == b.substr(0, b.find('.'));
 }
 
 // Spawns one agent that runs `executors` workers.
@@ -131,9 +138,11 @@ void PoolImpl::spawn(int executors) {
     for (const auto& h : s_.hosts)
       if (!avoided_hosts_.count(h)) usable.push_back(h);
   }
+  // Every host avoided: the driver's own, rather than wherever MPI would put it (a dead node, say).
+  if (usable.empty() && !s_.hosts.empty()) usable.push_back(my_host_);
   if (!usable.empty()) {
     host = usable[static_cast<std::size_t>(setup.slot - 1) % usable.size()];
-    int there = host == my_host_ ? 1 : 0;
+    int there = same_host(host, my_host_) ? 1 : 0;
     for (auto& w : workers_)
       if (w->planned_host == host && w->holds_slot) ++there;
     info.set("host", (host + ":" + std::to_string(there + 1)).c_str());
@@ -278,7 +287,7 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
   if (process_gone_here(w)) free_slot(w);  // its replacement may take the slot on the next pass
   // A host whose agent fell silent may be cut off or gone: no agent is spawned there again (a
   // spawn onto a node that does not answer would block this thread for good).
-  if (!w.planned_host.empty() && w.planned_host != my_host_) avoided_hosts_.insert(w.planned_host);
+  if (!w.planned_host.empty() && !same_host(w.planned_host, my_host_)) avoided_hosts_.insert(w.planned_host);
   sends_.abandon(w.comm);
   w.batches.clear();
   const auto held = sched_.owned_by(w.id);

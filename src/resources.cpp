@@ -1,6 +1,7 @@
 // What each worker of a pool offers (docs/resources.md): PoolOptions first, then the allocation.
 #include "resources.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -36,29 +37,36 @@ std::vector<std::string> split_ids(const std::string& s) {
 }
 
 std::vector<std::string> expand_hostlist(const std::string& list) {
-  std::vector<std::string> out;
-  std::size_t i = 0;
   auto bad = [&](const std::string& why) {
     return ConfigError("fibra: cannot read the host list '" + list + "': " + why);
   };
+  // A number of a range: digits only, at most 9 of them (no overflow below).
+  auto number = [&](const std::string& t) {
+    long v = 0;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (t.empty() || t.size() > 9 || ec != std::errc() || end != t.data() + t.size())
+      throw bad("'" + t + "' is not a number of at most 9 digits");
+    return v;
+  };
+  std::vector<std::string> out;
+  std::size_t i = 0;
   while (i < list.size()) {
-    // one item: a prefix, maybe [ranges], maybe a suffix; items are split by commas outside brackets
+    // one item: a prefix, maybe one [ranges], maybe a suffix; items are split by commas outside brackets
     std::string prefix;
     while (i < list.size() && list[i] != ',' && list[i] != '[') prefix += list[i++];
     if (i < list.size() && list[i] == '[') {
       const std::size_t close = list.find(']', i);
       if (close == std::string::npos) throw bad("a '[' without its ']'");
       const std::string ranges = list.substr(i + 1, close - i - 1);
+      if (ranges.empty()) throw bad("empty brackets");
       i = close + 1;
       std::string suffix;
       while (i < list.size() && list[i] != ',') suffix += list[i++];
+      if (suffix.find_first_of("[]") != std::string::npos) throw bad("two bracketed ranges in one name");
       for (const auto& r : split_ids(ranges)) {
         const std::size_t dash = r.find('-');
         const std::string lo = r.substr(0, dash), hi = dash == std::string::npos ? lo : r.substr(dash + 1);
-        if (lo.empty() || hi.empty() || lo.find_first_not_of("0123456789") != std::string::npos ||
-            hi.find_first_not_of("0123456789") != std::string::npos)
-          throw bad("'" + r + "' is not a number or a range of numbers");
-        const long a = std::stol(lo), b = std::stol(hi);
+        const long a = number(lo), b = number(hi);
         if (b < a || b - a > 100000) throw bad("the range '" + r + "' is backwards or too long");
         for (long n = a; n <= b; ++n) {
           std::string num = std::to_string(n);
@@ -66,8 +74,9 @@ std::vector<std::string> expand_hostlist(const std::string& list) {
           out.push_back(prefix + num + suffix);
         }
       }
-    } else if (!prefix.empty()) {
-      out.push_back(prefix);
+    } else {
+      const auto first = prefix.find_first_not_of(' '), last = prefix.find_last_not_of(' ');
+      if (first != std::string::npos) out.push_back(prefix.substr(first, last - first + 1));
     }
     if (i < list.size() && list[i] == ',') ++i;
   }

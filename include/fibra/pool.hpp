@@ -193,7 +193,8 @@ class Pool {
   /// @brief Counters of work done, failures seen, retries and lost workers (see docs/fault-tolerance.md).
   PoolStats stats() const { return core().stats(); }
 
-  /// @brief The pool's agents now: where each runs (host, pid), how many workers, in what state.
+  /// @brief The pool's agents since it started (lost and gone ones too): where each runs (host,
+  /// pid), how many workers, in what state.
   std::vector<WorkerInfo> workers() const { return core().workers(); }
 
   /// @brief Grows or shrinks the pool to `workers` while it runs.

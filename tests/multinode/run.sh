@@ -16,7 +16,9 @@ reason="$("$vc" check)" || { echo "SKIP: $reason"; exit 77; }
 mkdir -p "$work"
 cleanup() { "$vc" stop >/dev/null 2>&1 || true; }
 trap cleanup EXIT
-eval "$("$vc" start)" || { echo "FAIL: the virtual cluster did not start"; exit 1; }
+started="$("$vc" start)" || { echo "FAIL: the virtual cluster did not start"; exit 1; }
+eval "$started"
+[ "${SLURM_CONF:-}" = "$FIBRA_VC_DIR/slurm.conf" ] || { echo "FAIL: the virtual cluster gave no SLURM_CONF"; exit 1; }
 
 case "$what" in
   spread)
@@ -38,7 +40,7 @@ JOB
       sleep 0.5
     done
     grep -v '^\[vnode' "$out" 2>/dev/null
-    echo "job $job: ${state:-unknown}"
+    echo "job $job ended as ${state:-unknown}"
     if grep -q '^PASS$' "$out" 2>/dev/null; then echo "PASS: spread over $mn_nodes nodes"; exit 0; fi
     echo "FAIL: spread (see $out)"
     exit 1
@@ -71,7 +73,7 @@ JOB
     done
     ip link set fibravc3 up 2>/dev/null || true
     grep -v '^\[vnode' "$out" 2>/dev/null
-    echo "job $job: ${state:-unknown}"
+    echo "job $job ended as ${state:-unknown}"
     if grep -q '^PASS$' "$out" 2>/dev/null; then echo "PASS: silence on other nodes"; exit 0; fi
     echo "FAIL: silence (see $out)"
     exit 1

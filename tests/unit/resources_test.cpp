@@ -101,6 +101,11 @@ TEST(Placement, SlurmsCompressedHostListsExpand) {
   EXPECT_THROW(expand_hostlist("node[1-"), fibra::ConfigError);
   EXPECT_THROW(expand_hostlist("node[3-1]"), fibra::ConfigError);
   EXPECT_THROW(expand_hostlist("node[a-b]"), fibra::ConfigError);
+  EXPECT_THROW(expand_hostlist("n[9223372036854775807]"), fibra::ConfigError);  // no overflow, no endless loop
+  EXPECT_THROW(expand_hostlist("n[99999999999999999999]"), fibra::ConfigError);
+  EXPECT_THROW(expand_hostlist("a[1-2]b[3-4]"), fibra::ConfigError);
+  EXPECT_THROW(expand_hostlist("node[]"), fibra::ConfigError);
+  EXPECT_EQ(expand_hostlist("vnode1, vnode2"), (std::vector<std::string>{"vnode1", "vnode2"}));
 }
 
 TEST(Placement, AgentsSpreadOverAnAllocationOfSeveralNodes) {
