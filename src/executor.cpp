@@ -230,11 +230,14 @@ class Inbox {
     std::string body;
     if (!read_all(sock_, &prefix, sizeof prefix) ||
         (resize_large(body, wire::frame_length(prefix)), !read_all(sock_, body.data(), body.size()))) {
-      std::lock_guard lk(mu_);
-      closed_ = true;  // the agent is gone, and with it the way to the driver
-      for (auto& [id, w] : waiting_)
+      std::unordered_map<std::uint64_t, Waiting> left;
+      {
+        std::lock_guard lk(mu_);
+        closed_ = true;  // the agent is gone, and with it the way to the driver
+        left.swap(waiting_);
+      }
+      for (auto& [id, w] : left)  // delivered outside mu_: a delivery runs callbacks
         w.job->deliver({w.first, w.count, {}, std::make_exception_ptr(PoolClosed("fibra: the worker is stopping")), {}});
-      waiting_.clear();
       return;
     }
     if (wire::frame_kind(prefix) == wire::frame_reply) {
