@@ -32,6 +32,7 @@ conf="$dir/slurm.conf"
 export SLURM_CONF="$conf"
 
 die() { echo "local-cluster: $*" >&2; exit 1; }
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cluster-common.sh"
 
 # The pid in a pid file, if that process is alive.
 live_pid() {
@@ -44,55 +45,25 @@ live_pid() {
   echo "$pid"
 }
 
-# RealMemory may not exceed what slurmd measures, or the node becomes INVALID; keep a margin.
-real_memory_mb() {
-  local m
-  m="$(slurmd -C | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')"
-  [ -n "$m" ] || die "cannot read RealMemory from 'slurmd -C'"
-  echo $(( m * 9 / 10 ))
-}
-
 write_conf() {
   mkdir -p "$dir/state" "$dir/spool" "$dir/log"
-  cat >"$conf" <<EOF
-# Written by fibra's slurm/local-cluster.sh: a one-node test cluster. Not for production.
-ClusterName=fibra-local
-SlurmctldHost=localhost
-SlurmctldPort=$port
-SlurmdPort=$((port + 1))
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/none
-CredType=cred/none
-# A requeued job waits for the old credential to expire before it runs again (120 s by default).
-AuthInfo=cred_expire=10
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-MpiDefault=none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/filetxt
-JobCompLoc=$dir/log/jobcomp.txt
-JobAcctGatherType=jobacct_gather/none
-# Finished jobs stay visible to 'scontrol show job' for an hour.
-MinJobAge=3600
-MailProg=/bin/true
-ReturnToService=2
+  {
+    echo "# Written by fibra's slurm/local-cluster.sh: a one-node test cluster. Not for production."
+    echo "ClusterName=fibra-local"
+    echo "SlurmctldHost=localhost"
+    slurm_common_conf "$port" "$dir"
+    cat <<EOF
 EnforcePartLimits=ALL
-SchedulerParameters=sched_interval=1
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
 SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd.log
-SlurmctldDebug=info
-SlurmdDebug=info
-SlurmdParameters=config_overrides
-NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$(real_memory_mb) State=UNKNOWN
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$(slurm_real_memory_mb) State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=1:00:00 State=UP OverSubscribe=NO
 EOF
+  } >"$conf"
 }
 
 node_state() {

@@ -43,6 +43,7 @@ subnet_prefix=10.213.77
 ctl_addr="$subnet_prefix.1"
 
 die() { echo "virtual-cluster: $*" >&2; exit 1; }
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cluster-common.sh"
 node_name() { echo "vnode$1"; }
 node_addr() { echo "$subnet_prefix.$((10 + $1))"; }
 ns_name() { echo "fibravc-n$1"; }
@@ -76,42 +77,16 @@ check() {
   return 0
 }
 
-real_memory_mb() {
-  local m
-  m="$(slurmd -C | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')"
-  [ -n "$m" ] || die "cannot read RealMemory from 'slurmd -C'"
-  echo $(( m * 9 / 10 / nodes ))
-}
-
 write_conf() {
   mkdir -p "$dir/state" "$dir/log"
   local i names="" mem
-  mem="$(real_memory_mb)"
+  mem="$(slurm_real_memory_mb "$nodes")"
   {
+    echo "# Written by fibra's slurm/virtual-cluster.sh: $nodes virtual nodes on one machine. Not for production."
+    echo "ClusterName=fibra-virtual"
+    echo "SlurmctldHost=localhost($ctl_addr)"
+    slurm_common_conf "$port" "$dir"
     cat <<EOF
-# Written by fibra's slurm/virtual-cluster.sh: $nodes virtual nodes on one machine. Not for production.
-ClusterName=fibra-virtual
-SlurmctldHost=localhost($ctl_addr)
-SlurmctldPort=$port
-SlurmdPort=$((port + 1))
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/none
-CredType=cred/none
-AuthInfo=cred_expire=10
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-MpiDefault=none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/filetxt
-JobCompLoc=$dir/log/jobcomp.txt
-JobAcctGatherType=jobacct_gather/none
-MinJobAge=3600
-MailProg=/bin/true
-ReturnToService=2
-SchedulerParameters=sched_interval=1
 JobRequeue=0
 SlurmdTimeout=10
 StateSaveLocation=$dir/state
@@ -121,9 +96,6 @@ SlurmdPidFile=$dir/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd-%n.log
 TmpFS=$dir/tmp-%n
-SlurmctldDebug=info
-SlurmdDebug=info
-SlurmdParameters=config_overrides
 EOF
     for ((i = 1; i <= nodes; i++)); do
       echo "NodeName=$(node_name $i) NodeHostname=$(node_name $i) NodeAddr=$(node_addr $i) CPUs=$cpus RealMemory=$mem State=UNKNOWN"
