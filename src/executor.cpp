@@ -323,8 +323,11 @@ class ExecutorCore final : public PoolCore {
   }
   // The pool's defaults (PoolOptions), which its agent gave this executor.
   RetryPolicy default_policy() const override {
-    const char* p = std::getenv("FIBRA_POOL_POLICY");
-    return p ? wire::decode_policy(p) : RetryPolicy{};
+    static const RetryPolicy pool = [] {  // read once: the variable is set when the executor starts
+      const char* p = std::getenv("FIBRA_POOL_POLICY");
+      return p ? wire::decode_policy(p) : RetryPolicy{};
+    }();
+    return pool;
   }
   int size() const override { return 1; }
   void resize(int) override { throw ConfigError("fibra: a task cannot resize the pool it runs in"); }

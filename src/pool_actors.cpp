@@ -64,8 +64,8 @@ bool PoolImpl::actors_idle() const {
   return true;
 }
 
+// Its resources were checked when it was submitted (Pool::submit, check_need).
 void PoolImpl::submit_dependent(const std::shared_ptr<JobState>& job, std::string payload) {
-  check_fits(job->policy().need, job->fn().name);
   std::lock_guard lk(mu_);
   if (broken_) std::rethrow_exception(broken_);
   // After close() it still runs: it was submitted before, and only waited for its arguments.
