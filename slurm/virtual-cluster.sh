@@ -8,6 +8,8 @@
 # address differ per node, as Open MPI needs. Facts: ../shared/notes/virtual-multinode-facts.md.
 #
 # Usage: slurm/virtual-cluster.sh start|stop|status|check [--nodes N] [--dir DIR] [--port P] [--cpus C]
+#        slurm/virtual-cluster.sh kill-node K      SIGKILL every process of node vnodeK (its slurmd
+#                                                  included), as if the node had died
 #   --nodes N   2..4 nodes, named vnode1..vnodeN (default: $FIBRA_VC_NODES or 3)
 #   --dir DIR   scratch folder (default: $FIBRA_VC_DIR or /tmp/fibra-vcluster)
 #   --port P    slurmctld's port; slurmd uses P+1 (default: $FIBRA_VC_PORT or 6917)
@@ -20,6 +22,8 @@ set -euo pipefail
 
 cmd="${1:-}"
 [ $# -gt 0 ] && shift
+victim=""
+if [ "$cmd" = kill-node ]; then victim="${1:-}"; [ $# -gt 0 ] && shift; fi
 nodes="${FIBRA_VC_NODES:-3}"
 dir="${FIBRA_VC_DIR:-/tmp/fibra-vcluster}"
 port="${FIBRA_VC_PORT:-6917}"
@@ -190,7 +194,7 @@ start() {
 # slurmstepd, mpirun, orted, workers): what this cluster started.
 node_pids() {
   local i ns ino p
-  for ((i = 1; i <= 4; i++)); do
+  for i in ${1:-1 2 3 4}; do
     ns="/run/netns/$(ns_name $i)"
     [ -e "$ns" ] || continue
     ino="$(stat -L -c %i "$ns" 2>/dev/null)" || continue
@@ -239,6 +243,19 @@ stop() {
   echo "virtual-cluster: stopped"
 }
 
+# A node dies: every process in its network namespace (slurmd, slurmstepd, orted, agents, workers)
+# is SIGKILLed at once. Its namespace and link stay, so connections to it are refused, as from a
+# machine that is up but whose processes are gone; slurmctld marks it DOWN after SlurmdTimeout.
+kill_node() {
+  [[ "$victim" =~ ^[1-4]$ ]] || { echo "virtual-cluster: kill-node takes a node number, 1 to 4 (got '$victim')" >&2; exit 2; }
+  [ -e "$dir/network.owner" ] || die "no virtual cluster of $dir runs"
+  local pids
+  pids="$(node_pids "$victim" | tr '\n' ' ')"
+  [ -n "${pids// }" ] || die "node $(node_name "$victim") has no process to kill"
+  kill -KILL $pids 2>/dev/null || true
+  echo "virtual-cluster: killed $(wc -w <<<"$pids") process(es) of $(node_name "$victim"): $pids"
+}
+
 status() {
   echo "conf: $conf"
   live_pid "$dir/slurmctld.pid" >/dev/null || { echo "slurmctld: not running"; exit 3; }
@@ -250,5 +267,6 @@ case "$cmd" in
   stop) stop ;;
   status) status ;;
   check) r=0; check || r=$?; exit $r ;;
-  *) echo "usage: $0 start|stop|status|check [--nodes N] [--dir DIR] [--port P] [--cpus C]" >&2; exit 2 ;;
+  kill-node) kill_node ;;
+  *) echo "usage: $0 start|stop|status|check|kill-node K [--nodes N] [--dir DIR] [--port P] [--cpus C]" >&2; exit 2 ;;
 esac

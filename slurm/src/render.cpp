@@ -34,6 +34,8 @@ void render_sbatch_lines(std::ostringstream& o, const JobSpec& s) {
   if (s.checkpoint) {
     o << "#SBATCH --signal=B:" << s.checkpoint->signal << '@' << s.checkpoint->grace_s << '\n';
     o << (s.checkpoint->requeue ? "#SBATCH --requeue\n" : "#SBATCH --no-requeue\n");
+    // a lost node must not end the job: the script relaunches the driver on the others
+    if (s.checkpoint->relaunches > 0) o << "#SBATCH --no-kill\n";
   }
   if (s.array)
     sbatch_line(o, "array", s.array->indices + (s.array->throttle > 0 ? "%" + std::to_string(s.array->throttle) : ""));
@@ -90,10 +92,11 @@ void render_signals(std::ostringstream& o) {
        " at $(date -u +%Y-%m-%dT%H:%M:%SZ)\"\n";
   o << "fibra_run=\"${TMPDIR:-/tmp}/fibra-${SLURM_JOB_ID}-$$\"  # .pid and .status of the driver\n"
        "rm -f \"$fibra_run.pid\" \"$fibra_run.status\"\n"
-       "fibra_signalled=0\n";
+       "fibra_signalled=0\n"
+       "fibra_warned=0\n";
   o << "fibra_resender=\n"
        "fibra_forward() {  # $1: the signal the batch shell got\n"
-       "  fibra_signalled=1\n"
+       "  fibra_signalled=1 fibra_warned=1\n"
        "  echo \"fibra: batch shell got SIG$1; asking the driver to checkpoint and stop\"\n"
        "  [ -z \"$fibra_resender\" ] || return 0\n"
        "  # USR1 to the driver now and every 2 s while this shell runs: one that comes before the driver\n"
@@ -113,8 +116,8 @@ void render_signals(std::ostringstream& o) {
 // which leave by themselves only after PoolOptions::driver_silence_s when the driver exited in a
 // hurry (a stop for a checkpoint): 10 s after the driver's status is known, mpirun is ended, so
 // that the requeue comes inside the grace time.
-void render_launch(std::ostringstream& o, const JobSpec& s) {
-  o << '\n' << mpirun_command(s) << " &\n";
+void render_launch_body(std::ostringstream& o, const JobSpec& s) {
+  o << mpirun_command(s) << " &\n";
   o << "fibra_mpirun=$!\n"
        "( while kill -0 \"$fibra_mpirun\" 2>/dev/null && [ ! -s \"$fibra_run.status\" ]; do sleep 1; done\n"
        "  sleep 10\n"
@@ -131,10 +134,97 @@ void render_launch(std::ostringstream& o, const JobSpec& s) {
        "  [ \"$fibra_signalled\" = 1 ] && [ \"$fibra_status\" -gt 128 ] || break\n"
        "done\n"
        "kill \"$fibra_reaper\" 2>/dev/null\n"
-       "if [ -s \"$fibra_run.status\" ]; then fibra_status=$(cat \"$fibra_run.status\")\n"
+       "fibra_status_known=0\n"
+       "if [ -s \"$fibra_run.status\" ]; then fibra_status=$(cat \"$fibra_run.status\") fibra_status_known=1\n"
        "elif [ \"$fibra_status\" -eq 0 ]; then fibra_status=1; echo \"fibra: the driver's exit status is unknown\" >&2; fi\n"
        "rm -f \"$fibra_run.pid\" \"$fibra_run.status\"\n"
        "if [ -n \"$fibra_resender\" ]; then kill \"$fibra_resender\" 2>/dev/null; fi\n";
+}
+
+// Relaunches (checkpoint.relaunches): after a launch that did not end with 0 or 75, each node of
+// the allocation is asked to run a one-task step (`srun --overlap`, at most 30 s); those that do not
+// are lost. Unless the driver ended by itself with an ordinary error while every node answered (it
+// would fail the same way again), the driver runs again, on the nodes still alive: mpirun (ORTE's
+// Slurm support) and fibra's placement read the nodes and their task counts from SLURM_NODELIST,
+// SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE, so the script narrows those. The job itself is kept
+// by `--no-kill`. The driver resumes from its checkpoint: mpirun's exit status is not trusted.
+const char* const relaunch_helpers = R"SH(
+# Relaunch on a lost node (checkpoint.relaunches): the driver runs again on the nodes still alive.
+fibra_relaunches=0 fibra_lost=""
+fibra_nodes="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | tr '\n' ' ')"
+fibra_tasks=""  # tasks per node, in the order of fibra_nodes ("2(x3),1" -> "2 2 2 1")
+for fibra_item in ${SLURM_TASKS_PER_NODE//,/ }; do
+  if [[ "$fibra_item" =~ ^([0-9]+)\(x([0-9]+)\)$ ]]; then
+    for ((fibra_i = 0; fibra_i < BASH_REMATCH[2]; fibra_i++)); do fibra_tasks+="${BASH_REMATCH[1]} "; done
+  else fibra_tasks+="$fibra_item "; fi
+done
+fibra_probe() {  # keeps in fibra_nodes the nodes that run a step; the others go to fibra_newly_lost
+  local n p i=0 alive="" tasks="" pids=()
+  local -a counts=($fibra_tasks)
+  rm -f "$fibra_run".up-*
+  for n in $fibra_nodes; do
+    ( timeout 30 srun --overlap --nodes=1 --ntasks=1 --nodelist="$n" true >/dev/null 2>&1 && : >"$fibra_run.up-$n" ) &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do while kill -0 "$p" 2>/dev/null; do wait "$p"; done; done
+  for n in $fibra_nodes; do
+    if [ -e "$fibra_run.up-$n" ]; then alive+="$n " tasks+="${counts[$i]} "; else fibra_newly_lost+="$n "; fi
+    i=$((i + 1))
+  done
+  rm -f "$fibra_run".up-*
+  fibra_nodes="$alive" fibra_tasks="$tasks" fibra_lost+="$fibra_newly_lost"
+}
+fibra_relaunch_needed() {  # after a launch: 0 (and the environment narrowed) if the driver runs again
+  case "$fibra_status" in 0|@CHECKPOINT@) return 1 ;; esac
+  if [ "$fibra_warned" = 1 ]; then echo "fibra: the driver ended with status $fibra_status after the warning signal; not relaunching it" >&2; return 1; fi
+  local ended_at probe_s=$SECONDS
+  ended_at="$(date -u +%H:%M:%SZ)"
+  fibra_newly_lost=""
+  fibra_probe
+  probe_s=$((SECONDS - probe_s))
+  if [ -z "$fibra_newly_lost" ] && [ "$fibra_status_known" = 1 ] && [ "$fibra_status" -lt 128 ]; then
+    return 1  # it ended by itself, with every node alive: it would fail the same way again
+  fi
+  local why="the driver ended with status $fibra_status at $ended_at${fibra_newly_lost:+ and node(s) ${fibra_newly_lost% } did not answer (probed in $probe_s s)}"
+  if [ "$fibra_relaunches" -ge @MAX@ ]; then
+    echo "fibra: $why; not relaunching it: relaunched @MAX@ time(s) already (checkpoint.relaunches)" >&2; return 1
+  fi
+  if [ -z "$fibra_nodes" ]; then echo "fibra: $why; no node of the job answers, so it cannot be relaunched" >&2; return 1; fi
+  fibra_relaunches=$((fibra_relaunches + 1))
+  local list="${fibra_nodes% }" tasks="${fibra_tasks% }"
+  list="${list// /,}" tasks="${tasks// /,}"
+  echo "fibra: $why; relaunch $fibra_relaunches of @MAX@ on $list at $(date -u +%Y-%m-%dT%H:%M:%SZ), resuming from its checkpoint"
+  export SLURM_JOB_NODELIST="$list" SLURM_NODELIST="$list" SLURM_TASKS_PER_NODE="$tasks"
+  export SLURM_JOB_NUM_NODES="$(wc -w <<<"$fibra_nodes")" SLURM_NNODES="$(wc -w <<<"$fibra_nodes")"
+  # A step of the lost run may hold its resources until slurmctld clears the lost node: mpirun's
+  # own srun (its daemons) shares them rather than wait
+  export SLURM_OVERLAP=1 FIBRA_RELAUNCH="$fibra_relaunches"
+  return 0
+}
+fibra_launch
+while fibra_relaunch_needed; do fibra_launch; done
+if [ "$fibra_relaunches" -gt 0 ]; then echo "fibra: the driver was relaunched $fibra_relaunches time(s); node(s) lost: ${fibra_lost:-none}"; fi
+)SH";
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (std::size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size()) text.replace(at, from.size(), to);
+  return text;
+}
+
+void render_launch(std::ostringstream& o, const JobSpec& s) {
+  if (!s.checkpoint || s.checkpoint->relaunches <= 0) {
+    o << '\n';
+    render_launch_body(o, s);
+    return;
+  }
+  std::ostringstream body;
+  render_launch_body(body, s);
+  o << "\nfibra_launch() {  # runs the driver once; sets fibra_status (and fibra_status_known)\n";
+  std::istringstream lines(body.str());
+  for (std::string line; std::getline(lines, line);) o << (line.empty() ? "" : "  ") << line << '\n';
+  o << "}\n";
+  std::string helpers = replace_all(relaunch_helpers, "@MAX@", std::to_string(s.checkpoint->relaunches));
+  o << replace_all(helpers, "@CHECKPOINT@", std::to_string(checkpoint_exit_status));
 }
 
 void render_epilogue(std::ostringstream& o, const JobSpec& s) {

@@ -106,6 +106,9 @@ void read_checkpoint(JobSpec& s, const toml::table* t) {
   r.read("grace", c.grace_s, 1);
   r.read("requeue", c.requeue);
   r.read("max_restarts", c.max_restarts, 0);
+  const bool relaunches_given = t->contains("relaunches");
+  c.relaunches = s.nodes > 1 && !c.path.empty() ? 2 : 0;
+  r.read("relaunches", c.relaunches, 0);
   r.finish();
   if (c.grace_s > 65535)
     r.fail("grace", "= " + std::to_string(c.grace_s) + " s is more than Slurm's --signal allows (65535 s)");
@@ -118,6 +121,9 @@ void read_checkpoint(JobSpec& s, const toml::table* t) {
     r.fail("signal", "is \"" + c.signal + "\"; the driver checkpoints on \"USR1\" or \"TERM\"");
   if (c.path.empty() && c.requeue)
     throw SpecError(r.where_of("requeue") + "'checkpoint.requeue' needs 'checkpoint.path': a requeued run without a checkpoint starts over");
+  if (relaunches_given && c.path.empty() && c.relaunches > 0)
+    throw SpecError(r.where_of("relaunches") + "'checkpoint.relaunches' needs 'checkpoint.path': a relaunched driver without a checkpoint starts over");
+
   if (s.time_s > 0 && c.grace_s >= s.time_s)
     r.fail("grace", "= " + std::to_string(c.grace_s) + " s is not shorter than 'resources.time' (" +
                         std::to_string(s.time_s) + " s); the warning would come before the job starts");

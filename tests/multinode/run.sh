@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Many-node tests on a virtual Slurm cluster of 3 nodes (slurm/virtual-cluster.sh) on this machine.
-#   run.sh spread|silence <program> <work dir>
+#   run.sh spread|silence|relaunch <program> <work dir> [<fibra command>]
 # spread takes FIBRA_MN_NODES (3) and FIBRA_MN_WORKERS (6) from the environment: with 4 and 64 it
 # is the many-node scale figure of docs/benchmarks.md.
 # Starts the cluster (its own folder and ports), runs the program in a 3-node job with
 # `mpirun -n 1` (as fibra's Slurm scripts do), checks its verdict, and stops the cluster, leaving
 # nothing behind. Exit 77 when this machine cannot host the cluster (counted as skipped).
 set -uo pipefail
-what="$1" program="$2" work="$3"
+what="$1" program="$2" work="$3" fibra="${4:-}"
 here="$(cd "$(dirname "$0")" && pwd)"
 vc="$here/../../slurm/virtual-cluster.sh"
 mn_nodes="${FIBRA_MN_NODES:-3}" mn_workers="${FIBRA_MN_WORKERS:-6}"
@@ -76,6 +76,66 @@ JOB
     echo "job $job ended as ${state:-unknown}"
     if grep -q '^PASS$' "$out" 2>/dev/null; then echo "PASS: silence on other nodes"; exit 0; fi
     echo "FAIL: silence (see $out)"
+    exit 1
+    ;;
+  relaunch)
+    # The batch script is the one `fibra slurm render` writes for a 3-node spec with a checkpoint:
+    # --no-kill, and relaunches on the nodes still alive. The program asks (through a file) for
+    # vnode3 to die mid-run: every process of it is killed, its slurmd included.
+    [ -x "$fibra" ] || { echo "FAIL: run.sh relaunch needs the fibra command"; exit 1; }
+    rm -rf "$work/relaunch" && mkdir -p "$work/relaunch"
+    cd "$work/relaunch"
+    cat >relaunch.toml <<SPEC
+[job]
+name = "relaunch"
+program = "$program"
+args = ["$work/relaunch"]
+workers = 6
+oversubscribe = true
+env = { FIBRA_PROGRESS = "0", OMPI_MCA_btl_tcp_if_include = "10.213.77.0/24", OMPI_MCA_oob_tcp_if_include = "10.213.77.0/24" }
+[resources]
+nodes = 3
+tasks = 9
+time = "5:00"
+[checkpoint]
+path = "$work/relaunch/relaunch.h5"
+relaunches = 2
+SPEC
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # sbatch passes them to the job
+    job="$("$fibra" slurm submit relaunch.toml)" || { echo "FAIL: fibra slurm submit"; exit 1; }
+    out="$work/relaunch/relaunch-$job.out"
+    killed_at=""
+    for _ in $(seq 1 960); do
+      if [ -e kill-now ] && [ ! -e kill-done ]; then
+        "$vc" kill-node 3 && touch kill-done
+        killed_at="$(date +%s.%N)"
+      fi
+      state="$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')"
+      case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) break ;; esac
+      sleep 0.25
+    done
+    [ -n "$state" ] && ! [[ "$state" =~ ^(PENDING|RUNNING|CONFIGURING|COMPLETING)$ ]] || scancel "$job" 2>/dev/null
+    grep -v '^\[vnode' "$out" 2>/dev/null
+    exit_code="$(scontrol show job "$job" 2>/dev/null | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')"
+    ended_at="$(date -d "$(scontrol show job "$job" 2>/dev/null | sed -n 's/.* EndTime=\([0-9T:-]*\).*/\1/p')" +%s 2>/dev/null)"
+    echo "job $job ended as ${state:-unknown}, exit code ${exit_code:-unknown}"
+    restarted_at="$(sed -n 's/^run 1: driver started at \([0-9.]*\) .*/\1/p' "$out")"
+    if [ -n "$killed_at" ] && [ -n "$restarted_at" ]; then
+      awk -v k="$killed_at" -v r="$restarted_at" -v e="$ended_at" \
+        'BEGIN { printf "vnode3 killed; the relaunched driver started %.1f s later; the job ended %.0f s after the kill (by its EndTime)\n", r - k, e - k }'
+    fi
+    fails=()
+    [ -e kill-done ] || fails+=("vnode3 was never killed")
+    grep -q '^PASS$' "$out" 2>/dev/null || fails+=("no run printed PASS")
+    grep -Eq '^fibra: the driver ended with status [0-9]+ at [0-9:]+Z and node\(s\) vnode3 did not answer \(probed in [0-9]+ s\); relaunch 1 of 2 on vnode1,vnode2 ' "$out" ||
+      fails+=("no relaunch on vnode1,vnode2 after vnode3 was lost")
+    grep -Eq '^run 1: resuming with [1-9][0-9]* of 1200 results in the checkpoint$' "$out" ||
+      fails+=("the relaunched driver did not resume from a checkpoint holding results")
+    grep -q '^run 1: agent .* on vnode3$' "$out" && fails+=("the relaunched driver placed an agent on the lost vnode3")
+    grep -q '^run 1: agent .* on vnode2$' "$out" || fails+=("the relaunched driver has no agent on vnode2")
+    [ "$state" = COMPLETED ] && [ "$exit_code" = 0:0 ] || fails+=("the job did not end COMPLETED with exit code 0")
+    if [ ${#fails[@]} -eq 0 ]; then echo "PASS: relaunch after a lost node"; exit 0; fi
+    printf 'FAIL: %s\n' "${fails[@]}"
     exit 1
     ;;
   *) echo "run.sh: unknown test '$what'" >&2; exit 2 ;;

@@ -53,3 +53,16 @@ TEST(Render, QuotesForTheShell) {
   EXPECT_EQ(fs::shell_quote("it's"), "'it'\\''s'");
   EXPECT_EQ(fs::shell_quote(""), "''");
 }
+
+// Relaunching needs the allocation kept when a node fails (--no-kill) and the loop around the
+// launch; a job that does not relaunch keeps Slurm's default (the job ends with its node).
+TEST(Render, RelaunchesKeepTheAllocationAndLoop) {
+  const std::string base = "[job]\nname = \"t\"\nprogram = \"./app\"\nworkers = 4\n[resources]\nnodes = 2\n";
+  const std::string with = fs::render_script(fs::parse_spec(base + "[checkpoint]\npath = \"c.h5\"\nrelaunches = 3\n", "t.toml"));
+  EXPECT_NE(with.find("\n#SBATCH --no-kill\n"), std::string::npos);
+  EXPECT_NE(with.find("\nwhile fibra_relaunch_needed; do fibra_launch; done\n"), std::string::npos);
+  EXPECT_NE(with.find("relaunch $fibra_relaunches of 3 on $list"), std::string::npos);
+  const std::string without = fs::render_script(fs::parse_spec(base + "[checkpoint]\npath = \"c.h5\"\nrelaunches = 0\n", "t.toml"));
+  EXPECT_EQ(without.find("--no-kill"), std::string::npos);
+  EXPECT_EQ(without.find("fibra_relaunch_needed"), std::string::npos);
+}

@@ -156,6 +156,21 @@ TEST(SpecErrors, ArrayTasksNeedTheirOwnCheckpoint) {
             "t.toml:6: 'checkpoint.path' is \"r-%a.h5\"; %a stands for an array task's id, and this job has no [array]");
 }
 
+// A job of several nodes with a checkpoint relaunches its driver twice by default; one node, or no
+// checkpoint, none; relaunching without a checkpoint would start over and is refused.
+TEST(Spec, RelaunchesDefaultToTwoForSeveralNodesWithACheckpoint) {
+  const std::string two_nodes = std::string(minimal) + "[resources]\nnodes = 2\n";
+  EXPECT_EQ(fs::parse_spec(two_nodes + "[checkpoint]\npath = \"c\"\n", "t.toml").checkpoint->relaunches, 2);
+  EXPECT_EQ(fs::parse_spec(two_nodes + "[checkpoint]\npath = \"c\"\nrelaunches = 5\n", "t.toml").checkpoint->relaunches, 5);
+  EXPECT_EQ(fs::parse_spec(two_nodes + "[checkpoint]\npath = \"c\"\nrelaunches = 0\n", "t.toml").checkpoint->relaunches, 0);
+  EXPECT_EQ(fs::parse_spec(std::string(minimal) + "[checkpoint]\npath = \"c\"\n", "t.toml").checkpoint->relaunches, 0);
+  EXPECT_EQ(fs::parse_spec(two_nodes + "[checkpoint]\nsignal = \"TERM\"\n", "t.toml").checkpoint->relaunches, 0);
+  EXPECT_EQ(error_of(two_nodes + "[checkpoint]\nrelaunches = 2\n"),
+            "t.toml:8: 'checkpoint.relaunches' needs 'checkpoint.path': a relaunched driver without a checkpoint starts over");
+  EXPECT_NE(error_of(two_nodes + "[checkpoint]\npath = \"c\"\nrelaunches = -1\n").find("'checkpoint.relaunches'"),
+            std::string::npos);
+}
+
 TEST(SpecErrors, SpacesCannotGoOnSbatchLines) {
   EXPECT_EQ(error_of(std::string(minimal) + "output = \"my run.out\"\n"),
             "t.toml:5: 'job.output' is \"my run.out\"; it goes on an #SBATCH line, which cannot hold a space: use a "

@@ -32,6 +32,10 @@ struct CheckpointSpec {
   int grace_s = 60;            ///< seconds between the warning and the time limit
   bool requeue = false;        ///< requeue the job when the driver stops for a checkpoint
   int max_restarts = 10;       ///< requeue at most this many times (a run that saves nothing would loop)
+  /// Relaunch the driver inside the allocation, on the nodes still alive, when a node is lost or
+  /// the driver is killed (`#SBATCH --no-kill`); at most this many times. Needs `path`. Default: 2
+  /// for a job of several nodes, else 0.
+  int relaunches = 0;
 };
 
 /// @brief A job array for sweeps (`--array=<indices>%<throttle>`).
