@@ -287,7 +287,10 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
   if (process_gone_here(w)) free_slot(w);  // its replacement may take the slot on the next pass
   // A host whose agent fell silent may be cut off or gone: no agent is spawned there again (a
   // spawn onto a node that does not answer would block this thread for good).
-  if (!w.planned_host.empty() && !same_host(w.planned_host, my_host_)) avoided_hosts_.insert(w.planned_host);
+  if (!w.planned_host.empty() && !same_host(w.planned_host, my_host_)) {
+    avoided_hosts_.insert(w.planned_host);
+    note_lost_remote_host(w.planned_host);
+  }
   sends_.abandon(w.comm);
   w.batches.clear();
   const auto held = sched_.owned_by(w.id);

@@ -35,6 +35,10 @@ int agent_main(MPI_Comm parent);
 /// True in an executor (a worker process that runs user functions).
 bool in_executor() noexcept;
 
+/// In the driver: an agent on another host was lost (silent, its node cut off or dead). Open MPI
+/// 4.1 may then hang or abort in MPI_Finalize, so ~Runtime skips it (see runtime.cpp).
+void note_lost_remote_host(const std::string& host);
+
 /// In an executor: the core through which its tasks submit work and call actors (uid 0: the pool
 /// that runs it; else the pool of an actor).
 std::shared_ptr<PoolCore> executor_core(std::uint64_t uid);
