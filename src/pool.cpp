@@ -447,7 +447,10 @@ Pool::Pool(int workers, PoolOptions options) {
   const auto r = detail::resolve_resources(options, s.workers);
   s.resources = r.each;
   s.gpu_ids = r.gpu_ids;
-  s.hosts = detail::placement_hosts(options);
+  auto placement = detail::resolve_placement(options);
+  s.hosts = std::move(placement.hosts);
+  s.host_slots = std::move(placement.slots);
+  s.pack = placement.pack;
   core_ = detail::start_pool(s);
 }
 

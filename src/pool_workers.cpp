@@ -14,6 +14,7 @@
 #include "fibra/error.hpp"
 #include "log.hpp"
 #include "pool_impl.hpp"
+#include "resources.hpp"
 
 namespace fibra::detail {
 
@@ -27,6 +28,12 @@ bool prefix_output() {
   if (const char* v = std::getenv("FIBRA_OUTPUT_PREFIX"); v && *v) return std::strcmp(v, "0") != 0;
   return ::isatty(STDOUT_FILENO) == 1;
 }
+
+// Why a pool spawns nothing after an agent on another host was lost (measured on the virtual
+// cluster, docs/fault-tolerance.md#a-node-lost).
+const char* const frozen_reason =
+    "with Open MPI 4.1, a spawn after a node fell silent blocks for good if the node is cut off, and aborts the driver "
+    "if it is dead";
 
 // MPI's universe size (the slots of the allocation), or 0 if MPI does not say.
 int universe_size() {
@@ -42,6 +49,10 @@ void PoolImpl::resize(int n) {
   if (n < 1) throw ConfigError("fibra: Pool::resize(" + std::to_string(n) + "): a pool needs at least 1 worker");
   std::unique_lock lk(mu_);
   if (closed_) throw PoolClosed("fibra: resize() on a pool that " + closed_reason_);
+  if (spawns_frozen_ && n > live_count())
+    throw MpiError("fibra: Pool::resize(" + std::to_string(n) + "): no new worker can start after an agent on another "
+                   "node was lost (" + frozen_reason + "); the pool carries on with " + std::to_string(live_count()) +
+                   " worker(s)");
   target_ = n;
   spawn_error_ = nullptr;
   next_spawn_ = 0;
@@ -77,7 +88,7 @@ int PoolImpl::next_agent_size() const {
 int PoolImpl::agent_size(int target) const {
   if (s_.workers_per_agent > 0) return s_.workers_per_agent;
   if (!s_.gpu_ids.empty() && s_.resources.gpus > 0) return 1;
-  const int agents = std::max(auto_agents, static_cast<int>(s_.hosts.size()));
+  const int agents = s_.pack ? auto_agents : std::max(auto_agents, static_cast<int>(s_.hosts.size()));
   return std::max(1, (target + agents - 1) / agents);
 }
 
@@ -128,24 +139,36 @@ void PoolImpl::spawn(int executors) {
   }
   mpi::Info info;
   if (oversubscribe_allowed()) info.set("map_by", ":OVERSUBSCRIBE");
-  // Spread: agent k on host k mod n (a replacement takes the slot, and so the host, of the lost one).
-  // Open MPI reads "host" as that host with one slot, which the driver may fill already:
-  // "host:n" asks for room for one more process than the pool's and the driver's there.
+  // Spread: agent k on host k mod n (a replacement takes the slot, and so the host, of the lost
+  // one), or the next host with room; pack: the first host with room (detail::choose_host).
+  // Open MPI reads "host" as that host with one slot, which the driver may fill already. In a
+  // Slurm allocation, "host:n" also lowers that node's slots to n for the rest of the job, never
+  // raising them again (orte_util_add_dash_host_nodes, Open MPI 4.1.1 and later): so the node's
+  // own slot count when it is known, which lowers nothing and leaves Open MPI's check of full nodes
+  // in force; else room for one more process than the pool's and the driver's there.
   std::string host;
-  std::vector<std::string> usable;
-  {
-    std::lock_guard lk(mu_);
-    for (const auto& h : s_.hosts)
-      if (!avoided_hosts_.count(h)) usable.push_back(h);
-  }
-  // Every host avoided: the driver's own, rather than wherever MPI would put it (a dead node, say).
-  if (usable.empty() && !s_.hosts.empty()) usable.push_back(my_host_);
-  if (!usable.empty()) {
-    host = usable[static_cast<std::size_t>(setup.slot - 1) % usable.size()];
-    int there = same_host(host, my_host_) ? 1 : 0;
-    for (auto& w : workers_)
-      if (w->planned_host == host && w->holds_slot) ++there;
-    info.set("host", (host + ":" + std::to_string(there + 1)).c_str());
+  if (!s_.hosts.empty()) {
+    const std::size_t n = s_.hosts.size();
+    std::vector<bool> usable(n);
+    std::vector<int> used(n, 0);
+    {
+      std::lock_guard lk(mu_);
+      for (std::size_t h = 0; h < n; ++h) usable[h] = !avoided_hosts_.count(s_.hosts[h]);
+    }
+    for (std::size_t h = 0; h < n; ++h) {
+      used[h] = same_host(s_.hosts[h], my_host_) ? 1 : 0;
+      for (auto& w : workers_)
+        if (w->planned_host == s_.hosts[h] && w->holds_slot) ++used[h];
+    }
+    const std::size_t h = choose_host(Placement{s_.pack, s_.hosts, s_.host_slots}, usable, used, setup.slot);
+    // Every host avoided: the driver's own, rather than wherever MPI would put it (a dead node, say).
+    host = h < n ? s_.hosts[h] : my_host_;
+    int there = h < n ? used[h] : 1;
+    if (h == n)
+      for (auto& w : workers_)
+        if (w->planned_host == host && w->holds_slot) ++there;
+    const int count = h < n && s_.host_slots[h] > 0 ? s_.host_slots[h] : there + 1;
+    info.set("host", (host + ":" + std::to_string(count)).c_str());
   }
   {
     check_slots();
@@ -287,8 +310,11 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
   if (process_gone_here(w)) free_slot(w);  // its replacement may take the slot on the next pass
   // A host whose agent fell silent may be cut off or gone: no agent is spawned there again (a
   // spawn onto a node that does not answer would block this thread for good).
-  if (!w.planned_host.empty() && !same_host(w.planned_host, my_host_)) {
+  // Nor anywhere else: every spawn involves every node's Open MPI daemon (see frozen_reason).
+  const bool other_host = !w.planned_host.empty() && !same_host(w.planned_host, my_host_);
+  if (other_host) {
     avoided_hosts_.insert(w.planned_host);
+    spawns_frozen_ = true;
     note_lost_remote_host(w.planned_host);
   }
   sends_.abandon(w.comm);
@@ -300,7 +326,14 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
   if (!was_leaving) {
     const bool replaced = live_count() < target_ && !stopping_;
     line = "fibra: " + who + " was lost: " + why + "; the " + std::to_string(held.size()) +
-           " chunk(s) it held count a failed attempt" + (replaced ? "; a replacement is being started" : "");
+           " chunk(s) it held count a failed attempt";
+    if (replaced && !spawns_frozen_) {
+      line += "; a replacement is being started";
+    } else if (replaced) {
+      line += "; no replacement is started (" + std::string(frozen_reason) + "): the pool carries on with " +
+              std::to_string(live_count()) + " worker(s)";
+      if (std::getenv("FIBRA_LOST_HOSTS_FILE")) line += ", until the batch script relaunches it on the nodes still alive";
+    }
   }
   ++stats_.workers_lost;
   actors_leave(w, "its worker was lost: " + why, true);
@@ -345,7 +378,12 @@ bool PoolImpl::adjust_size() {
     stopping = stopping_;
   }
   if (stopping) return false;  // no new agent only to be told to leave
-  if (live < target && mpi::now_s() >= next_spawn && !gpus_still_held()) {
+  bool frozen;
+  {
+    std::lock_guard lk(mu_);
+    frozen = spawns_frozen_;
+  }
+  if (live < target && !frozen && mpi::now_s() >= next_spawn && !gpus_still_held()) {
     // MPI_Comm_spawn blocks this thread for a few hundred ms: give the workers enough to do
     // meanwhile (retries first: they are at the front of the queue).
     dispatch(batches_per_worker + 2);

@@ -1,6 +1,7 @@
 // What each worker of a pool offers (docs/resources.md): PoolOptions first, then the allocation.
 #include "resources.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -83,18 +84,69 @@ std::vector<std::string> expand_hostlist(const std::string& list) {
   return out;
 }
 
-std::vector<std::string> placement_hosts(const PoolOptions& o) {
-  if (o.placement == "none") return {};
-  if (o.placement != "spread")
+std::vector<int> expand_tasks_per_node(const std::string& text) {
+  auto bad = [&] {
+    return ConfigError("fibra: cannot read the tasks per node \"" + text + "\" (SLURM_TASKS_PER_NODE, like \"2(x3),1\")");
+  };
+  std::vector<int> out;
+  for (const auto& part : split_ids(text)) {
+    const std::size_t open = part.find("(x");
+    const std::string count = part.substr(0, open);
+    const std::string reps = open == std::string::npos ? "1" : part.substr(open + 2);
+    if (open != std::string::npos && (reps.empty() || reps.back() != ')')) throw bad();
+    const std::string r = open == std::string::npos ? reps : reps.substr(0, reps.size() - 1);
+    if (count.empty() || r.empty() || count.size() > 6 || r.size() > 6 ||
+        count.find_first_not_of("0123456789") != std::string::npos || r.find_first_not_of("0123456789") != std::string::npos)
+      throw bad();
+    out.insert(out.end(), static_cast<std::size_t>(std::stoi(r)), std::stoi(count));
+  }
+  return out;
+}
+
+Placement resolve_placement(const PoolOptions& o) {
+  Placement p;
+  if (o.placement == "none") return p;
+  if (o.placement != "spread" && o.placement != "pack")
     throw ConfigError("fibra: PoolOptions::placement is \"" + o.placement +
-                      "\"; it can be \"spread\" (agents one after another over the hosts) or \"none\" "
-                      "(where MPI puts them)");
-  if (!o.hosts.empty()) return o.hosts;
+                      "\"; it can be \"spread\" (agents one after another over the hosts), \"pack\" (each host "
+                      "filled before the next) or \"none\" (where MPI puts them)");
+  p.pack = o.placement == "pack";
+  if (!o.hosts.empty()) {
+    for (const auto& h : o.hosts) {
+      const std::size_t colon = h.find(':');
+      const std::string name = h.substr(0, colon), n = colon == std::string::npos ? "" : h.substr(colon + 1);
+      if (name.empty() || (colon != std::string::npos &&
+                           (n.empty() || n.size() > 6 || n.find_first_not_of("0123456789") != std::string::npos || n == "0")))
+        throw ConfigError("fibra: PoolOptions::hosts has \"" + h + "\"; write a host as \"name\" or \"name:slots\" "
+                          "(the number of processes it takes, at least 1)");
+      p.hosts.push_back(name);
+      p.slots.push_back(n.empty() ? 0 : std::stoi(n));
+    }
+    return p;
+  }
   const char* list = std::getenv("SLURM_JOB_NODELIST");
-  if (!list || !*list) return {};
-  auto hosts = expand_hostlist(list);
-  if (hosts.size() < 2) return {};  // one node: MPI's own placement is that node
-  return hosts;
+  if (!list || !*list) return p;
+  p.hosts = expand_hostlist(list);
+  if (p.hosts.size() < 2) return Placement{p.pack, {}, {}};  // one node: MPI's own placement is that node
+  p.slots.assign(p.hosts.size(), 0);
+  if (const char* tasks = std::getenv("SLURM_TASKS_PER_NODE"); tasks && *tasks) {
+    const auto counts = expand_tasks_per_node(tasks);
+    for (std::size_t i = 0; i < p.hosts.size() && i < counts.size(); ++i) p.slots[i] = counts[i];
+  }
+  return p;
+}
+
+std::size_t choose_host(const Placement& p, const std::vector<bool>& usable, const std::vector<int>& used, int slot) {
+  const std::size_t n = p.hosts.size();
+  std::vector<std::size_t> order;
+  for (std::size_t h = 0; h < n; ++h)
+    if (usable[h]) order.push_back(h);
+  if (order.empty()) return n;
+  const auto has_room = [&](std::size_t h) { return p.slots[h] == 0 || used[h] < p.slots[h]; };
+  const std::size_t start = p.pack ? 0 : static_cast<std::size_t>(std::max(slot - 1, 0)) % order.size();
+  for (std::size_t j = 0; j < order.size(); ++j)
+    if (const std::size_t h = order[(start + j) % order.size()]; has_room(h)) return h;
+  return order[start];
 }
 
 std::string describe(const Resources& r) {

@@ -25,10 +25,30 @@ std::vector<std::string> split_ids(const std::string& s);
 /// ConfigError for what it cannot read.
 std::vector<std::string> expand_hostlist(const std::string& list);
 
-/// The hosts a pool's agents go to, one after another (spread): PoolOptions::hosts, else the nodes
-/// of a Slurm allocation of more than one node (SLURM_JOB_NODELIST), else none (MPI decides:
-/// the driver's host, on a workstation). `placement` "none" turns it off.
-std::vector<std::string> placement_hosts(const PoolOptions& o);
+/// Where a pool's agents go: the policy and the hosts, each with the processes it takes (0: not
+/// known).
+struct Placement {
+  bool pack = false;
+  std::vector<std::string> hosts;  ///< empty: MPI decides (the driver's host, on a workstation)
+  std::vector<int> slots;
+};
+
+/// PoolOptions::placement and hosts resolved: the hosts are PoolOptions::hosts ("name" or
+/// "name:slots"), else the nodes of a Slurm allocation of more than one node (SLURM_JOB_NODELIST,
+/// with SLURM_TASKS_PER_NODE as their slots), else none. "none" turns placement off. Throws
+/// ConfigError for an unknown policy or a malformed host.
+Placement resolve_placement(const PoolOptions& o);
+
+/// Which host the agent of `slot` (1, 2, ...) goes to, among those with `usable` set; `used[h]`
+/// counts the processes already on host h (the driver's included). Spread: host (slot - 1) mod n,
+/// or the next one with room; pack: the first with room. A host with slots 0 always has room.
+/// When none has room, spread's own choice (pack: the first usable host): Open MPI then refuses or
+/// oversubscribes. Returns hosts.size() when no host is usable.
+std::size_t choose_host(const Placement& p, const std::vector<bool>& usable, const std::vector<int>& used, int slot);
+
+/// Slurm's tasks per node ("2(x3),1") as counts, one per node ({2, 2, 2, 1}); throws ConfigError
+/// for what it cannot read.
+std::vector<int> expand_tasks_per_node(const std::string& text);
 
 /// "2 CPUs, 1 GPU, 4000 MiB", "nothing in particular" for an empty request.
 std::string describe(const Resources& r);

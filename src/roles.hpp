@@ -39,6 +39,9 @@ bool in_executor() noexcept;
 /// 4.1 may then hang or abort in MPI_Finalize, so ~Runtime skips it (see runtime.cpp).
 void note_lost_remote_host(const std::string& host);
 
+/// The hosts noted so far, "a, b"; empty: none (MPI_Finalize is safe).
+std::string lost_remote_hosts();
+
 /// In an executor: the core through which its tasks submit work and call actors (uid 0: the pool
 /// that runs it; else the pool of an actor).
 std::shared_ptr<PoolCore> executor_core(std::uint64_t uid);

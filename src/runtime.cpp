@@ -29,13 +29,6 @@ std::atomic<bool> g_active{false};
 std::mutex g_lost_mu;
 std::set<std::string> g_lost_hosts;  // hosts of agents lost on other hosts (note_lost_remote_host)
 
-std::string lost_remote_hosts() {
-  std::lock_guard lk(g_lost_mu);
-  std::string all;
-  for (const auto& h : g_lost_hosts) all += (all.empty() ? "" : ", ") + h;
-  return all;
-}
-
 // Open MPI settings fault handling needs (see docs/architecture.md). Set only where the user has
 // not set them; they reach the singleton's own runtime and every process it spawns.
 void default_env(const char* name, const char* value) { ::setenv(name, value, 0); }
@@ -104,9 +97,24 @@ std::string self_exe() {
   return std::string(buf, static_cast<std::size_t>(n));
 }
 
+std::string lost_remote_hosts() {
+  std::lock_guard lk(g_lost_mu);
+  std::string all;
+  for (const auto& h : g_lost_hosts) all += (all.empty() ? "" : ", ") + h;
+  return all;
+}
+
 void note_lost_remote_host(const std::string& host) {
   std::lock_guard lk(g_lost_mu);
-  g_lost_hosts.insert(host);
+  if (!g_lost_hosts.insert(host).second) return;
+  // A fibra batch script watches this file: it asks the driver to stop for its checkpoint, and
+  // relaunches it on the nodes still alive (docs/slurm.md#a-node-lost).
+  if (const char* file = std::getenv("FIBRA_LOST_HOSTS_FILE"); file && *file) {
+    if (std::FILE* f = std::fopen(file, "a")) {
+      std::fprintf(f, "%s\n", host.c_str());
+      std::fclose(f);
+    }
+  }
 }
 
 std::string host_name() {
@@ -188,7 +196,7 @@ Runtime::~Runtime() {
   // After an agent on another host was lost, Open MPI 4.1's MPI_Finalize can hang for good (a node
   // cut off) or abort the process (a node dead), measured on the virtual cluster: every result is
   // delivered by now, so the driver leaves without it and ends with its own exit status.
-  if (const std::string lost = lost_remote_hosts(); !lost.empty()) {
+  if (const std::string lost = detail::lost_remote_hosts(); !lost.empty()) {
     log::warning("fibra: not calling MPI_Finalize: agents on {} were lost, and Open MPI 4.1 may hang or abort in it "
               "after that; every result was delivered",
               lost);

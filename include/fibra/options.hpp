@@ -33,10 +33,13 @@ struct PoolOptions {
   /// GPU ids shared out among the workers (each sees its own as CUDA_VISIBLE_DEVICES); empty: the
   /// driver's CUDA_VISIBLE_DEVICES, else Slurm's SLURM_STEP_GPUS or SLURM_JOB_GPUS, else none.
   std::vector<std::string> gpu_ids;
-  /// Where agents go. "spread": one after another over `hosts` (agent k on host k mod n), which
-  /// default to the nodes of a Slurm allocation of several nodes; "none": where MPI puts them.
+  /// Where agents go. "spread": one after another over `hosts` (agent k on host k mod n, or the
+  /// next host with room), which default to the nodes of a Slurm allocation of several nodes;
+  /// "pack": each host filled (up to its slots) before the next; "none": where MPI puts them.
   std::string placement = "spread";
-  /// The hosts to spread agents over; empty: the allocation's (SLURM_JOB_NODELIST), else MPI's choice.
+  /// The hosts to place agents on, as "name" or "name:slots" (how many processes it takes, the
+  /// driver included on its own host; without it, as many as asked). Empty: the allocation's nodes
+  /// (SLURM_JOB_NODELIST) with their tasks (SLURM_TASKS_PER_NODE) as slots, else MPI's choice.
   std::vector<std::string> hosts;
 };
 

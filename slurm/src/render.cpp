@@ -116,13 +116,17 @@ void render_signals(std::ostringstream& o) {
 // which leave by themselves only after PoolOptions::driver_silence_s when the driver exited in a
 // hurry (a stop for a checkpoint): 10 s after the driver's status is known, mpirun is ended, so
 // that the requeue comes inside the grace time.
-void render_launch_body(std::ostringstream& o, const JobSpec& s) {
+void render_launch_body(std::ostringstream& o, const JobSpec& s, bool relaunch) {
   o << mpirun_command(s) << " &\n";
   o << "fibra_mpirun=$!\n"
-       "( while kill -0 \"$fibra_mpirun\" 2>/dev/null && [ ! -s \"$fibra_run.status\" ]; do sleep 1; done\n"
-       "  sleep 10\n"
-       "  if kill -0 \"$fibra_mpirun\" 2>/dev/null; then\n"
-       "    echo \"fibra: mpirun is still running 10 s after the driver exited; ending it\" >&2\n"
+       "( while kill -0 \"$fibra_mpirun\" 2>/dev/null && [ ! -s \"$fibra_run.status\" ]; do sleep 1; done\n";
+  // After a lost node mpirun waits for that node's daemon for good, and no worker needs the time
+  if (relaunch)
+    o << "  if [ -s \"$fibra_run.lost\" ]; then sleep 1; else sleep 10; fi\n";
+  else
+    o << "  sleep 10\n";
+  o << "  if kill -0 \"$fibra_mpirun\" 2>/dev/null; then\n"
+       "    echo \"fibra: mpirun is still running after the driver exited; ending it\" >&2\n"
        "    kill \"$fibra_mpirun\"\n"
        "  fi ) &\n"
        "fibra_reaper=$!\n"
@@ -148,8 +152,23 @@ void render_launch_body(std::ostringstream& o, const JobSpec& s) {
 // Slurm support) and fibra's placement read the nodes and their task counts from SLURM_NODELIST,
 // SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE, so the script narrows those. The job itself is kept
 // by `--no-kill`. The driver resumes from its checkpoint: mpirun's exit status is not trusted.
+// While the driver runs: when it reports agents lost on other nodes (FIBRA_LOST_HOSTS_FILE; it
+// spawns nothing more then, see PoolImpl::lost), it is asked to stop for its checkpoint (USR1,
+// again every 2 s until it exits), so that it can be relaunched with all the nodes still alive.
+const char* const launch_watcher = R"SH(  rm -f "$fibra_run.lost"
+  ( while sleep 1; do
+      if [ -s "$fibra_run.lost" ] && [ -s "$fibra_run.pid" ]; then
+        echo "fibra: the driver lost its workers on $(sort -u "$fibra_run.lost" | paste -sd, -); asking it to stop for its checkpoint, to relaunch it on the nodes still alive"
+        while [ -s "$fibra_run.pid" ]; do kill -USR1 "$(cat "$fibra_run.pid")" 2>/dev/null; sleep 2; done
+        break
+      fi
+    done ) &
+  fibra_watcher=$!
+)SH";
+
 const char* const relaunch_helpers = R"SH(
 # Relaunch on a lost node (checkpoint.relaunches): the driver runs again on the nodes still alive.
+export FIBRA_LOST_HOSTS_FILE="$fibra_run.lost"  # the driver writes there the nodes it lost
 fibra_relaunches=0 fibra_lost=""
 fibra_nodes="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | tr '\n' ' ')"
 fibra_tasks=""  # tasks per node, in the order of fibra_nodes ("2(x3),1" -> "2 2 2 1")
@@ -175,17 +194,21 @@ fibra_probe() {  # keeps in fibra_nodes the nodes that run a step; the others go
   fibra_nodes="$alive" fibra_tasks="$tasks" fibra_lost+="$fibra_newly_lost"
 }
 fibra_relaunch_needed() {  # after a launch: 0 (and the environment narrowed) if the driver runs again
-  case "$fibra_status" in 0|@CHECKPOINT@) return 1 ;; esac
+  local reported=""  # nodes on which the driver lost its workers
+  [ -s "$fibra_run.lost" ] && reported="$(sort -u "$fibra_run.lost" | paste -sd, -)"
+  rm -f "$fibra_run.lost"
+  case "$fibra_status" in 0) return 1 ;; @CHECKPOINT@) [ -n "$reported" ] || return 1 ;; esac
   if [ "$fibra_warned" = 1 ]; then echo "fibra: the driver ended with status $fibra_status after the warning signal; not relaunching it" >&2; return 1; fi
   local ended_at probe_s=$SECONDS
   ended_at="$(date -u +%H:%M:%SZ)"
   fibra_newly_lost=""
   fibra_probe
   probe_s=$((SECONDS - probe_s))
-  if [ -z "$fibra_newly_lost" ] && [ "$fibra_status_known" = 1 ] && [ "$fibra_status" -lt 128 ]; then
+  if [ "$fibra_status" != @CHECKPOINT@ ] && [ -z "$fibra_newly_lost" ] && [ "$fibra_status_known" = 1 ] && [ "$fibra_status" -lt 128 ]; then
     return 1  # it ended by itself, with every node alive: it would fail the same way again
   fi
-  local why="the driver ended with status $fibra_status at $ended_at${fibra_newly_lost:+ and node(s) ${fibra_newly_lost% } did not answer (probed in $probe_s s)}"
+  local why="the driver ended with status $fibra_status at $ended_at${reported:+ after losing its workers on $reported}"
+  why+="${fibra_newly_lost:+; node(s) ${fibra_newly_lost% } did not answer (probed in $probe_s s)}"
   if [ "$fibra_relaunches" -ge @MAX@ ]; then
     echo "fibra: $why; not relaunching it: relaunched @MAX@ time(s) already (checkpoint.relaunches)" >&2; return 1
   fi
@@ -214,14 +237,16 @@ std::string replace_all(std::string text, const std::string& from, const std::st
 void render_launch(std::ostringstream& o, const JobSpec& s) {
   if (!s.checkpoint || s.checkpoint->relaunches <= 0) {
     o << '\n';
-    render_launch_body(o, s);
+    render_launch_body(o, s, false);
     return;
   }
   std::ostringstream body;
-  render_launch_body(body, s);
+  render_launch_body(body, s, true);
   o << "\nfibra_launch() {  # runs the driver once; sets fibra_status (and fibra_status_known)\n";
+  o << launch_watcher;
   std::istringstream lines(body.str());
   for (std::string line; std::getline(lines, line);) o << (line.empty() ? "" : "  ") << line << '\n';
+  o << "  kill \"$fibra_watcher\" 2>/dev/null\n";
   o << "}\n";
   std::string helpers = replace_all(relaunch_helpers, "@MAX@", std::to_string(s.checkpoint->relaunches));
   o << replace_all(helpers, "@CHECKPOINT@", std::to_string(checkpoint_exit_status));

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   const char* relaunch_env = std::getenv("FIBRA_RELAUNCH");
   const int run = relaunch_env ? std::atoi(relaunch_env) : 0;
   if (!ckpt) return std::printf("FAIL: no FIBRA_CHECKPOINT (run this from its job spec)\n"), 2;
-  const int n = 1200;
+  const int n = 3000;
   std::printf("run %d: driver started at %.2f (unix time)\n", run,
               std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   if (std::filesystem::exists(ckpt)) {

@@ -1,8 +1,9 @@
 // A map spread over the nodes of a Slurm allocation (tests/multinode/run.sh starts it inside a job
 // on the virtual cluster). Each task says where it ran; every result is checked.
 //
-//   spread <workers> <nodes expected>     prints PASS when every result is right and workers ran
-//                                          on every node of the allocation
+//   spread <workers> <nodes expected> [spread|pack]
+//       prints PASS when every result is right and the agents and tasks ran on exactly that many
+//       nodes (spread: every node of the allocation; pack: the first nodes, each filled first)
 #include <fibra/fibra.hpp>
 #include <unistd.h>
 
@@ -26,8 +27,9 @@ int main(int argc, char** argv) {
   fibra::Runtime rt(argc, argv);
   const int workers = argc > 1 ? std::atoi(argv[1]) : 6;
   const std::size_t nodes = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 3;
+  const std::string placement = argc > 3 ? argv[3] : "spread";
   const auto t0 = std::chrono::steady_clock::now();
-  fibra::Pool pool(workers);
+  fibra::Pool pool(workers, {.placement = placement});
   const double startup = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("Pool(%d) ready in %.2f s\n", workers, startup);
   std::set<std::string> agent_hosts;

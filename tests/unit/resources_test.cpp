@@ -109,20 +109,68 @@ TEST(Placement, SlurmsCompressedHostListsExpand) {
 }
 
 TEST(Placement, AgentsSpreadOverAnAllocationOfSeveralNodes) {
-  using fibra::detail::placement_hosts;
+  using fibra::detail::resolve_placement;
   ::setenv("SLURM_JOB_NODELIST", "vnode[1-3]", 1);
-  EXPECT_EQ(placement_hosts(PoolOptions{}), (std::vector<std::string>{"vnode1", "vnode2", "vnode3"}));
+  ::setenv("SLURM_TASKS_PER_NODE", "3,2(x2)", 1);
+  auto p = resolve_placement(PoolOptions{});
+  EXPECT_EQ(p.hosts, (std::vector<std::string>{"vnode1", "vnode2", "vnode3"}));
+  EXPECT_EQ(p.slots, (std::vector<int>{3, 2, 2}));
+  EXPECT_FALSE(p.pack);
+  ::unsetenv("SLURM_TASKS_PER_NODE");
+  EXPECT_EQ(resolve_placement(PoolOptions{}).slots, (std::vector<int>{0, 0, 0}));  // not known
   PoolOptions none;
   none.placement = "none";
-  EXPECT_TRUE(placement_hosts(none).empty());
+  EXPECT_TRUE(resolve_placement(none).hosts.empty());
   PoolOptions mine;
-  mine.hosts = {"x", "y"};
-  EXPECT_EQ(placement_hosts(mine), (std::vector<std::string>{"x", "y"}));
+  mine.placement = "pack";
+  mine.hosts = {"x:4", "y"};
+  p = resolve_placement(mine);
+  EXPECT_EQ(p.hosts, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(p.slots, (std::vector<int>{4, 0}));
+  EXPECT_TRUE(p.pack);
+  for (const char* bad : {"x:", ":3", "x:0", "x:two", "x:-1"}) {
+    PoolOptions b;
+    b.hosts = {bad};
+    EXPECT_THROW(resolve_placement(b), fibra::ConfigError) << bad;
+  }
   PoolOptions typo;
   typo.placement = "spred";
-  EXPECT_THROW(placement_hosts(typo), fibra::ConfigError);
+  EXPECT_THROW(resolve_placement(typo), fibra::ConfigError);
   ::setenv("SLURM_JOB_NODELIST", "vnode1", 1);
-  EXPECT_TRUE(placement_hosts(PoolOptions{}).empty());  // one node: MPI places them there
+  EXPECT_TRUE(resolve_placement(PoolOptions{}).hosts.empty());  // one node: MPI places them there
   ::unsetenv("SLURM_JOB_NODELIST");
-  EXPECT_TRUE(placement_hosts(PoolOptions{}).empty());
+  EXPECT_TRUE(resolve_placement(PoolOptions{}).hosts.empty());
+}
+
+TEST(Placement, TasksPerNodeExpand) {
+  using fibra::detail::expand_tasks_per_node;
+  EXPECT_EQ(expand_tasks_per_node("2(x3),1"), (std::vector<int>{2, 2, 2, 1}));
+  EXPECT_EQ(expand_tasks_per_node("4"), (std::vector<int>{4}));
+  EXPECT_EQ(expand_tasks_per_node("1,5(x2)"), (std::vector<int>{1, 5, 5}));
+  for (const char* bad : {"2(x3", "(x3)", "2(x)", "a", "2(y3)", "9999999"})
+    EXPECT_THROW(expand_tasks_per_node(bad), fibra::ConfigError) << bad;
+}
+
+// Hosts vnode1 (the driver's, 3 slots), vnode2 (2), vnode3 (2); `used` counts the driver.
+TEST(Placement, SpreadGoesRoundAndPackFillsEachHostFirst) {
+  using fibra::detail::choose_host;
+  using fibra::detail::Placement;
+  const Placement spread{false, {"vnode1", "vnode2", "vnode3"}, {3, 2, 2}};
+  const std::vector<bool> all(3, true);
+  EXPECT_EQ(choose_host(spread, all, {1, 0, 0}, 1), 0u);
+  EXPECT_EQ(choose_host(spread, all, {2, 0, 0}, 2), 1u);
+  EXPECT_EQ(choose_host(spread, all, {2, 1, 0}, 3), 2u);
+  EXPECT_EQ(choose_host(spread, all, {2, 1, 1}, 4), 0u);  // k mod n
+  EXPECT_EQ(choose_host(spread, all, {3, 1, 1}, 4), 1u);  // vnode1 full: the next with room
+  EXPECT_EQ(choose_host(spread, all, {3, 2, 2}, 4), 0u);  // all full: its own choice (MPI decides)
+  EXPECT_EQ(choose_host(spread, {true, false, true}, {1, 0, 0}, 2), 2u);  // vnode2 avoided
+  EXPECT_EQ(choose_host(spread, {false, false, false}, {1, 0, 0}, 1), 3u);
+  const Placement pack{true, {"vnode1", "vnode2", "vnode3"}, {3, 2, 2}};
+  EXPECT_EQ(choose_host(pack, all, {1, 0, 0}, 1), 0u);
+  EXPECT_EQ(choose_host(pack, all, {2, 0, 0}, 2), 0u);
+  EXPECT_EQ(choose_host(pack, all, {3, 0, 0}, 3), 1u);
+  EXPECT_EQ(choose_host(pack, all, {3, 2, 0}, 4), 2u);
+  EXPECT_EQ(choose_host(pack, {false, true, true}, {1, 0, 0}, 1), 1u);
+  const Placement unknown{true, {"a", "b"}, {0, 0}};
+  EXPECT_EQ(choose_host(unknown, {true, true}, {5, 0}, 6), 0u);  // slots not known: always room
 }

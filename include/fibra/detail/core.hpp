@@ -144,7 +144,9 @@ struct PoolSettings {
   RetryPolicy policy;       ///< the default for calls that do not set their own
   Resources resources;      ///< what each worker offers, resolved (resolve_resources)
   std::vector<std::string> gpu_ids;  ///< shared out among workers, `resources.gpus` each
-  std::vector<std::string> hosts;    ///< agents spread over these, by slot (empty: MPI places them)
+  std::vector<std::string> hosts;    ///< agents placed on these (empty: MPI places them)
+  std::vector<int> host_slots;       ///< processes each of `hosts` takes; 0: not known
+  bool pack = false;                 ///< fill hosts in order ("pack"), else one after another ("spread")
 };
 
 /// A pool's worker processes and queue, owned by the driver's runtime.
