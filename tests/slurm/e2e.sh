@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end Slurm tests on the local cluster the ctest fixture started (SLURM_CONF points at it).
 #   e2e.sh CASE FIBRA SWEEP WORK
-# CASE: map | requeue | requeue-pool | early-signal | array | errors
+# CASE: map | requeue | requeue-pool | early-signal | relaunch | array | errors
 # FIBRA: the `fibra` command; SWEEP: tests/slurm/fibra_slurm_sweep; WORK: a scratch folder.
 # Each case writes a job spec, submits it with `fibra slurm submit`, and checks the results exactly.
 set -euo pipefail
@@ -102,6 +102,36 @@ case_early_signal() {
     fail "status: $("$fibra" slurm status "$id")"
 }
 
+# The driver is SIGKILLed mid-run (status 137; no node is lost): a script with checkpoint.relaunches
+# runs it again in the same allocation, which resumes from the checkpoint; the result equals an
+# uninterrupted run's.
+case_relaunch() {
+  local name="relaunch"
+  { SWEEP_ITEM_MS=30 spec_header "$name" 2 --items 200 --workers 2 --batch 10 --mode pool-checkpoint
+    printf '[resources]\ntime = "5:00"\n[checkpoint]\npath = "%s/run.ckpt"\nrelaunches = 1\n' "$work"
+  } >"$name.toml"
+  local id out="" i pidfile="" pid
+  id="$("$fibra" slurm submit "$name.toml")" || fail "submit"
+  for i in $(seq 1 150); do  # wait until the first run has results in its checkpoint
+    pidfile="$(ls "${TMPDIR:-/tmp}/fibra-$id-"*.pid 2>/dev/null | head -n 1 || true)"
+    [ -n "$pidfile" ] && "$fibra" slurm status "$id" 2>/dev/null | grep -Eq '^checkpoint: .*: [1-9][0-9]*/200 items' && break
+    sleep 0.2
+  done
+  [ -n "$pidfile" ] && [ -s run.ckpt ] || { scancel "$id"; fail "the first run made no progress"; }
+  pid="$(cat "$pidfile")"
+  kill -KILL "$pid" || { scancel "$id"; fail "could not kill the driver (pid $pid)"; }
+  timeout 120 bash -c 'until scontrol -o show job "$0" | grep -Eq "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT)"; do sleep 0.5; done' "$id" ||
+    { scancel "$id"; fail "job $id did not finish within 120 s"; }
+  out="$(cat "$name-$id.out")"
+  grep -Eq "^fibra: the driver ended with status 137 at [0-9:]+Z; relaunch 1 of 1 on [^ ]+ at " <<<"$out" ||
+    fail "no relaunch after the driver was killed"
+  grep -Eq "^sweep: resuming with [1-9][0-9]* of 200 items done$" <<<"$out" || fail "the relaunched driver did not resume"
+  grep -qx "$(expected 200 0)" <<<"$out" || fail "result differs from an uninterrupted run: want '$(expected 200 0)'"
+  [ "$(grep -c '^sweep: items=' <<<"$out")" = 1 ] || fail "more than one result line"
+  "$fibra" slurm status "$id" | grep -qx "job $id '$name': COMPLETED, exit code 0, restarts 0" ||
+    fail "status: $("$fibra" slurm status "$id")"
+}
+
 case_array() {
   # Each task keeps its own checkpoint (%a), given as a path relative to the job's folder.
   { spec_header sweep 2 --items 50 --workers 2 --mode pool-checkpoint
@@ -146,6 +176,7 @@ case "$case_name" in
   requeue) case_requeue self-checkpoint ;;
   requeue-pool) case_requeue pool-checkpoint ;;
   early-signal) case_early_signal ;;
+  relaunch) case_relaunch ;;
   array) case_array ;;
   errors) case_errors ;;
   *) echo "e2e.sh: unknown case '$case_name'" >&2; exit 2 ;;
