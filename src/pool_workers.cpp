@@ -49,7 +49,7 @@ void PoolImpl::resize(int n) {
   if (n < 1) throw ConfigError("fibra: Pool::resize(" + std::to_string(n) + "): a pool needs at least 1 worker");
   std::unique_lock lk(mu_);
   if (closed_) throw PoolClosed("fibra: resize() on a pool that " + closed_reason_);
-  if (spawns_frozen_ && n > live_count())
+  if (remote_host_lost() && n > live_count())
     throw MpiError("fibra: Pool::resize(" + std::to_string(n) + "): no new worker can start after an agent on another "
                    "node was lost (" + frozen_reason + "); the pool carries on with " + std::to_string(live_count()) +
                    " worker(s)");
@@ -99,6 +99,10 @@ bool PoolImpl::same_host(const std::string& a, const std::string& b) {
 
 // Spawns one agent that runs `executors` workers.
 void PoolImpl::spawn(int executors) {
+  if (remote_host_lost())  // a new pool, or one still starting, after another pool lost a node
+    throw MpiError("fibra: MPI_Comm_spawn not tried for worker " + std::to_string(live_count() + 1) + " of " +
+                   std::to_string(target_now()) + ": agents on " + lost_remote_hosts() + " were lost, and " +
+                   frozen_reason);
   const std::string exe = self_exe();
   char* argv[] = {const_cast<char*>(agent_flag), nullptr};  // its settings come as its first message
   wire::AgentSetup setup;
@@ -150,20 +154,24 @@ void PoolImpl::spawn(int executors) {
   if (!s_.hosts.empty()) {
     const std::size_t n = s_.hosts.size();
     std::vector<bool> usable(n);
-    std::vector<int> used(n, 0);
+    std::vector<HostLoad> load(n);
     {
       std::lock_guard lk(mu_);
       for (std::size_t h = 0; h < n; ++h) usable[h] = !avoided_hosts_.count(s_.hosts[h]);
     }
     for (std::size_t h = 0; h < n; ++h) {
-      used[h] = same_host(s_.hosts[h], my_host_) ? 1 : 0;
+      load[h].processes = load[h].workers = same_host(s_.hosts[h], my_host_) ? 1 : 0;
       for (auto& w : workers_)
-        if (w->planned_host == s_.hosts[h] && w->holds_slot) ++used[h];
+        if (w->planned_host == s_.hosts[h] && w->holds_slot) {
+          ++load[h].processes;
+          load[h].workers += w->executors;
+        }
     }
-    const std::size_t h = choose_host(Placement{s_.pack, s_.hosts, s_.host_slots}, usable, used, setup.slot);
+    const std::size_t h =
+        choose_host(Placement{s_.pack, s_.hosts, s_.host_slots}, usable, load, executors, setup.slot);
     // Every host avoided: the driver's own, rather than wherever MPI would put it (a dead node, say).
     host = h < n ? s_.hosts[h] : my_host_;
-    int there = h < n ? used[h] : 1;
+    int there = h < n ? load[h].processes : 1;
     if (h == n)
       for (auto& w : workers_)
         if (w->planned_host == host && w->holds_slot) ++there;
@@ -310,12 +318,12 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
   if (process_gone_here(w)) free_slot(w);  // its replacement may take the slot on the next pass
   // A host whose agent fell silent may be cut off or gone: no agent is spawned there again (a
   // spawn onto a node that does not answer would block this thread for good).
-  // Nor anywhere else: every spawn involves every node's Open MPI daemon (see frozen_reason).
-  const bool other_host = !w.planned_host.empty() && !same_host(w.planned_host, my_host_);
-  if (other_host) {
-    avoided_hosts_.insert(w.planned_host);
-    spawns_frozen_ = true;
-    note_lost_remote_host(w.planned_host);
+  // Nor anywhere else, by any pool of this process: every spawn involves every node's Open MPI
+  // daemon (see frozen_reason). Placement "none" plans no host: the host its hello gave counts.
+  const std::string& lost_host = w.planned_host.empty() ? w.host : w.planned_host;
+  if (!lost_host.empty() && !same_host(lost_host, my_host_)) {
+    avoided_hosts_.insert(lost_host);
+    note_lost_remote_host(lost_host);
   }
   sends_.abandon(w.comm);
   w.batches.clear();
@@ -327,7 +335,7 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
     const bool replaced = live_count() < target_ && !stopping_;
     line = "fibra: " + who + " was lost: " + why + "; the " + std::to_string(held.size()) +
            " chunk(s) it held count a failed attempt";
-    if (replaced && !spawns_frozen_) {
+    if (replaced && !remote_host_lost()) {
       line += "; a replacement is being started";
     } else if (replaced) {
       line += "; no replacement is started (" + std::string(frozen_reason) + "): the pool carries on with " +
@@ -378,12 +386,7 @@ bool PoolImpl::adjust_size() {
     stopping = stopping_;
   }
   if (stopping) return false;  // no new agent only to be told to leave
-  bool frozen;
-  {
-    std::lock_guard lk(mu_);
-    frozen = spawns_frozen_;
-  }
-  if (live < target && !frozen && mpi::now_s() >= next_spawn && !gpus_still_held()) {
+  if (live < target && !remote_host_lost() && mpi::now_s() >= next_spawn && !gpus_still_held()) {
     // MPI_Comm_spawn blocks this thread for a few hundred ms: give the workers enough to do
     // meanwhile (retries first: they are at the front of the queue).
     dispatch(batches_per_worker + 2);

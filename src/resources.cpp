@@ -136,13 +136,17 @@ Placement resolve_placement(const PoolOptions& o) {
   return p;
 }
 
-std::size_t choose_host(const Placement& p, const std::vector<bool>& usable, const std::vector<int>& used, int slot) {
+std::size_t choose_host(const Placement& p, const std::vector<bool>& usable, const std::vector<HostLoad>& load,
+                        int workers, int slot) {
   const std::size_t n = p.hosts.size();
   std::vector<std::size_t> order;
   for (std::size_t h = 0; h < n; ++h)
     if (usable[h]) order.push_back(h);
   if (order.empty()) return n;
-  const auto has_room = [&](std::size_t h) { return p.slots[h] == 0 || used[h] < p.slots[h]; };
+  const auto has_room = [&](std::size_t h) {
+    if (p.slots[h] == 0) return true;
+    return p.pack ? load[h].workers + workers <= p.slots[h] : load[h].processes < p.slots[h];
+  };
   const std::size_t start = p.pack ? 0 : static_cast<std::size_t>(std::max(slot - 1, 0)) % order.size();
   for (std::size_t j = 0; j < order.size(); ++j)
     if (const std::size_t h = order[(start + j) % order.size()]; has_room(h)) return h;

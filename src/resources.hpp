@@ -39,12 +39,21 @@ struct Placement {
 /// ConfigError for an unknown policy or a malformed host.
 Placement resolve_placement(const PoolOptions& o);
 
-/// Which host the agent of `slot` (1, 2, ...) goes to, among those with `usable` set; `used[h]`
-/// counts the processes already on host h (the driver's included). Spread: host (slot - 1) mod n,
-/// or the next one with room; pack: the first with room. A host with slots 0 always has room.
-/// When none has room, spread's own choice (pack: the first usable host): Open MPI then refuses or
-/// oversubscribes. Returns hosts.size() when no host is usable.
-std::size_t choose_host(const Placement& p, const std::vector<bool>& usable, const std::vector<int>& used, int slot);
+/// What a host runs already: MPI processes (the driver and agents) and workers (the driver counts
+/// as one).
+struct HostLoad {
+  int processes = 0;
+  int workers = 0;
+};
+
+/// Which host the agent of `slot` (1, 2, ...), with `workers` workers, goes to, among those with
+/// `usable` set. Spread: host (slot - 1) mod n, or the next one with a free slot for one more MPI
+/// process; pack: the first host whose slots (Slurm's tasks, a CPU each) hold its workers and the
+/// new agent's. A host with slots 0 always has room. When none has room, spread's own choice
+/// (pack: the first usable host): Open MPI then refuses or oversubscribes. Returns hosts.size()
+/// when no host is usable.
+std::size_t choose_host(const Placement& p, const std::vector<bool>& usable, const std::vector<HostLoad>& load,
+                        int workers, int slot);
 
 /// Slurm's tasks per node ("2(x3),1") as counts, one per node ({2, 2, 2, 1}); throws ConfigError
 /// for what it cannot read.

@@ -36,8 +36,12 @@ int agent_main(MPI_Comm parent);
 bool in_executor() noexcept;
 
 /// In the driver: an agent on another host was lost (silent, its node cut off or dead). Open MPI
-/// 4.1 may then hang or abort in MPI_Finalize, so ~Runtime skips it (see runtime.cpp).
+/// 4.1 may then hang or abort in MPI_Comm_spawn and MPI_Finalize, so from then on no pool of the
+/// process spawns (PoolImpl::spawn) and ~Runtime skips MPI_Finalize (see runtime.cpp).
 void note_lost_remote_host(const std::string& host);
+
+/// True once note_lost_remote_host was called in this process.
+bool remote_host_lost() noexcept;
 
 /// The hosts noted so far, "a, b"; empty: none (MPI_Finalize is safe).
 std::string lost_remote_hosts();

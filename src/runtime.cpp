@@ -28,6 +28,7 @@ std::atomic<bool> g_active{false};
 
 std::mutex g_lost_mu;
 std::set<std::string> g_lost_hosts;  // hosts of agents lost on other hosts (note_lost_remote_host)
+std::atomic<bool> g_any_lost{false};
 
 // Open MPI settings fault handling needs (see docs/architecture.md). Set only where the user has
 // not set them; they reach the singleton's own runtime and every process it spawns.
@@ -104,8 +105,11 @@ std::string lost_remote_hosts() {
   return all;
 }
 
+bool remote_host_lost() noexcept { return g_any_lost.load(std::memory_order_acquire); }
+
 void note_lost_remote_host(const std::string& host) {
   std::lock_guard lk(g_lost_mu);
+  g_any_lost.store(true, std::memory_order_release);
   if (!g_lost_hosts.insert(host).second) return;
   // A fibra batch script watches this file: it asks the driver to stop for its checkpoint, and
   // relaunches it on the nodes still alive (docs/slurm.md#a-node-lost).

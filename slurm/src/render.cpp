@@ -127,7 +127,7 @@ void render_launch_body(std::ostringstream& o, const JobSpec& s, bool relaunch) 
     o << "  sleep 10\n";
   o << "  if kill -0 \"$fibra_mpirun\" 2>/dev/null; then\n"
        "    echo \"fibra: mpirun is still running after the driver exited; ending it\" >&2\n"
-       "    kill \"$fibra_mpirun\"\n"
+       "    kill \"$fibra_mpirun\"; sleep 5; kill -KILL \"$fibra_mpirun\" 2>/dev/null\n"
        "  fi ) &\n"
        "fibra_reaper=$!\n"
        "while :; do\n"
@@ -155,15 +155,15 @@ void render_launch_body(std::ostringstream& o, const JobSpec& s, bool relaunch) 
 // While the driver runs: when it reports agents lost on other nodes (FIBRA_LOST_HOSTS_FILE; it
 // spawns nothing more then, see PoolImpl::lost), it is asked to stop for its checkpoint (USR1,
 // again every 2 s until it exits), so that it can be relaunched with all the nodes still alive.
-const char* const launch_watcher = R"SH(  rm -f "$fibra_run.lost"
-  ( while sleep 1; do
-      if [ -s "$fibra_run.lost" ] && [ -s "$fibra_run.pid" ]; then
-        echo "fibra: the driver lost its workers on $(sort -u "$fibra_run.lost" | paste -sd, -); asking it to stop for its checkpoint, to relaunch it on the nodes still alive"
-        while [ -s "$fibra_run.pid" ]; do kill -USR1 "$(cat "$fibra_run.pid")" 2>/dev/null; sleep 2; done
-        break
-      fi
-    done ) &
-  fibra_watcher=$!
+const char* const launch_watcher = R"SH(rm -f "$fibra_run.lost"
+( while sleep 1; do
+    if [ -s "$fibra_run.lost" ] && [ -s "$fibra_run.pid" ]; then
+      echo "fibra: the driver lost its workers on $(sort -u "$fibra_run.lost" | paste -sd, -); asking it to stop for its checkpoint, to relaunch it on the nodes still alive"
+      while [ -s "$fibra_run.pid" ]; do kill -USR1 "$(cat "$fibra_run.pid")" 2>/dev/null; sleep 2; done
+      break
+    fi
+  done ) &
+fibra_watcher=$!
 )SH";
 
 const char* const relaunch_helpers = R"SH(
@@ -182,7 +182,7 @@ fibra_probe() {  # keeps in fibra_nodes the nodes that run a step; the others go
   local -a counts=($fibra_tasks)
   rm -f "$fibra_run".up-*
   for n in $fibra_nodes; do
-    ( timeout 30 srun --overlap --nodes=1 --ntasks=1 --nodelist="$n" true >/dev/null 2>&1 && : >"$fibra_run.up-$n" ) &
+    ( timeout -k 5 30 srun --overlap --nodes=1 --ntasks=1 --nodelist="$n" true >/dev/null 2>&1 && : >"$fibra_run.up-$n" ) &
     pids+=($!)
   done
   for p in "${pids[@]}"; do while kill -0 "$p" 2>/dev/null; do wait "$p"; done; done
@@ -204,8 +204,11 @@ fibra_relaunch_needed() {  # after a launch: 0 (and the environment narrowed) if
   fibra_newly_lost=""
   fibra_probe
   probe_s=$((SECONDS - probe_s))
-  if [ "$fibra_status" != @CHECKPOINT@ ] && [ -z "$fibra_newly_lost" ] && [ "$fibra_status_known" = 1 ] && [ "$fibra_status" -lt 128 ]; then
-    return 1  # it ended by itself, with every node alive: it would fail the same way again
+  # No node lost or reported: only a driver killed from outside (SIGKILL: the kernel for lack of
+  # memory, say; SIGTERM) or whose status is unknown runs again. One that failed by itself (an
+  # error, an abort, a crash) would fail the same way again.
+  if [ -z "$fibra_newly_lost" ] && [ -z "$reported" ] && [ "$fibra_status_known" = 1 ]; then
+    case "$fibra_status" in 137|143) ;; *) return 1 ;; esac
   fi
   local why="the driver ended with status $fibra_status at $ended_at${reported:+ after losing its workers on $reported}"
   why+="${fibra_newly_lost:+; node(s) ${fibra_newly_lost% } did not answer (probed in $probe_s s)}"
@@ -213,6 +216,7 @@ fibra_relaunch_needed() {  # after a launch: 0 (and the environment narrowed) if
     echo "fibra: $why; not relaunching it: relaunched @MAX@ time(s) already (checkpoint.relaunches)" >&2; return 1
   fi
   if [ -z "$fibra_nodes" ]; then echo "fibra: $why; no node of the job answers, so it cannot be relaunched" >&2; return 1; fi
+  if [ "$fibra_warned" = 1 ]; then echo "fibra: $why; the warning signal came meanwhile: not relaunching it" >&2; return 1; fi
   fibra_relaunches=$((fibra_relaunches + 1))
   local list="${fibra_nodes% }" tasks="${fibra_tasks% }"
   list="${list// /,}" tasks="${tasks// /,}"
@@ -244,9 +248,8 @@ void render_launch(std::ostringstream& o, const JobSpec& s) {
   render_launch_body(body, s, true);
   o << "\nfibra_launch() {  # runs the driver once; sets fibra_status (and fibra_status_known)\n";
   o << launch_watcher;
-  std::istringstream lines(body.str());
-  for (std::string line; std::getline(lines, line);) o << (line.empty() ? "" : "  ") << line << '\n';
-  o << "  kill \"$fibra_watcher\" 2>/dev/null\n";
+  o << body.str();  // as written: an argument may hold a newline, which indenting would change
+  o << "kill \"$fibra_watcher\" 2>/dev/null\n";
   o << "}\n";
   std::string helpers = replace_all(relaunch_helpers, "@MAX@", std::to_string(s.checkpoint->relaunches));
   o << replace_all(helpers, "@CHECKPOINT@", std::to_string(checkpoint_exit_status));

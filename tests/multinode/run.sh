@@ -22,19 +22,19 @@ eval "$started"
 
 case "$what" in
   spread|pack)
-    # spread: 2 tasks per node, agents on every node; pack: 3 per node, so that the driver and two
-    # agents fill vnode1 and the third agent goes to vnode2, leaving vnode3 empty.
+    # spread: 2 tasks per node, agents on every node; pack: 3 per node (a CPU each) and 4 workers of
+    # an agent each, so that the driver and 2 workers fill vnode1, 2 go to vnode2, and vnode3 stays empty.
     out="$work/$what.out"
     rm -f "$out"
-    per_node=2 expect_nodes="$mn_nodes"
-    [ "$what" = pack ] && per_node=3 expect_nodes=2
+    per_node=2 expect_nodes="$mn_nodes" workers="$mn_workers"
+    [ "$what" = pack ] && per_node=3 expect_nodes=2 workers=4
     cat >"$work/$what.sbatch" <<JOB
 #!/bin/bash
 #SBATCH -N $mn_nodes --ntasks-per-node=$per_node --time=5 -o $out
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 EVENT_NOEPOLL=1 FIBRA_PROGRESS=0
 # Open MPI talks over the virtual nodes' subnet only.
 export OMPI_MCA_btl_tcp_if_include=10.213.77.0/24 OMPI_MCA_oob_tcp_if_include=10.213.77.0/24
-mpirun --enable-recovery --mca orte_abort_on_non_zero_status 0 -n 1 $program $mn_workers $expect_nodes $what
+mpirun --enable-recovery --mca orte_abort_on_non_zero_status 0 -n 1 $program $workers $expect_nodes $what
 JOB
     job="$(sbatch --parsable "$work/$what.sbatch")" || { echo "FAIL: sbatch"; exit 1; }
     # --wait would hold the test without a bound: poll, with one
@@ -130,8 +130,8 @@ SPEC
     fails=()
     [ -e kill-done ] || fails+=("vnode3 was never killed")
     grep -q '^PASS$' "$out" 2>/dev/null || fails+=("no run printed PASS")
-    grep -Eq '^fibra: the driver ended with status [0-9]+ at [0-9:]+Z.*; node\(s\) vnode3 did not answer \(probed in [0-9]+ s\); relaunch 1 of 2 on vnode1,vnode2 ' "$out" ||
-      fails+=("no relaunch on vnode1,vnode2 after vnode3 was lost")
+    grep -Eq '^fibra: the driver ended with status 75 at [0-9:]+Z after losing its workers on vnode3; node\(s\) vnode3 did not answer \(probed in [0-9]+ s\); relaunch 1 of 2 on vnode1,vnode2 ' "$out" ||
+      fails+=("no relaunch on vnode1,vnode2 after the driver reported vnode3 lost and stopped for its checkpoint")
     grep -Eq '^run 1: resuming with [1-9][0-9]* of 3000 results in the checkpoint$' "$out" ||
       fails+=("the relaunched driver did not resume from a checkpoint holding results")
     grep -q '^run 1: agent .* on vnode3$' "$out" && fails+=("the relaunched driver placed an agent on the lost vnode3")

@@ -151,26 +151,31 @@ TEST(Placement, TasksPerNodeExpand) {
     EXPECT_THROW(expand_tasks_per_node(bad), fibra::ConfigError) << bad;
 }
 
-// Hosts vnode1 (the driver's, 3 slots), vnode2 (2), vnode3 (2); `used` counts the driver.
+// Hosts vnode1 (the driver's, 3 slots), vnode2 (2), vnode3 (2). Spread counts MPI processes (the
+// driver and agents) against the slots; pack counts workers (the driver as one), a CPU each.
 TEST(Placement, SpreadGoesRoundAndPackFillsEachHostFirst) {
   using fibra::detail::choose_host;
+  using fibra::detail::HostLoad;
   using fibra::detail::Placement;
+  using Loads = std::vector<HostLoad>;
   const Placement spread{false, {"vnode1", "vnode2", "vnode3"}, {3, 2, 2}};
   const std::vector<bool> all(3, true);
-  EXPECT_EQ(choose_host(spread, all, {1, 0, 0}, 1), 0u);
-  EXPECT_EQ(choose_host(spread, all, {2, 0, 0}, 2), 1u);
-  EXPECT_EQ(choose_host(spread, all, {2, 1, 0}, 3), 2u);
-  EXPECT_EQ(choose_host(spread, all, {2, 1, 1}, 4), 0u);  // k mod n
-  EXPECT_EQ(choose_host(spread, all, {3, 1, 1}, 4), 1u);  // vnode1 full: the next with room
-  EXPECT_EQ(choose_host(spread, all, {3, 2, 2}, 4), 0u);  // all full: its own choice (MPI decides)
-  EXPECT_EQ(choose_host(spread, {true, false, true}, {1, 0, 0}, 2), 2u);  // vnode2 avoided
-  EXPECT_EQ(choose_host(spread, {false, false, false}, {1, 0, 0}, 1), 3u);
+  EXPECT_EQ(choose_host(spread, all, Loads{{1, 1}, {0, 0}, {0, 0}}, 2, 1), 0u);
+  EXPECT_EQ(choose_host(spread, all, Loads{{2, 3}, {0, 0}, {0, 0}}, 2, 2), 1u);
+  EXPECT_EQ(choose_host(spread, all, Loads{{2, 3}, {1, 2}, {0, 0}}, 2, 3), 2u);
+  EXPECT_EQ(choose_host(spread, all, Loads{{2, 3}, {1, 2}, {1, 2}}, 2, 4), 0u);  // k mod n: a free process slot
+  EXPECT_EQ(choose_host(spread, all, Loads{{3, 5}, {1, 2}, {1, 2}}, 2, 4), 1u);  // vnode1 full: the next with room
+  EXPECT_EQ(choose_host(spread, all, Loads{{3, 5}, {2, 4}, {2, 4}}, 2, 4), 0u);  // all full: its own choice
+  EXPECT_EQ(choose_host(spread, {true, false, true}, Loads{{1, 1}, {0, 0}, {0, 0}}, 2, 2), 2u);  // vnode2 avoided
+  EXPECT_EQ(choose_host(spread, {false, false, false}, Loads{{1, 1}, {0, 0}, {0, 0}}, 2, 1), 3u);
   const Placement pack{true, {"vnode1", "vnode2", "vnode3"}, {3, 2, 2}};
-  EXPECT_EQ(choose_host(pack, all, {1, 0, 0}, 1), 0u);
-  EXPECT_EQ(choose_host(pack, all, {2, 0, 0}, 2), 0u);
-  EXPECT_EQ(choose_host(pack, all, {3, 0, 0}, 3), 1u);
-  EXPECT_EQ(choose_host(pack, all, {3, 2, 0}, 4), 2u);
-  EXPECT_EQ(choose_host(pack, {false, true, true}, {1, 0, 0}, 1), 1u);
+  EXPECT_EQ(choose_host(pack, all, Loads{{1, 1}, {0, 0}, {0, 0}}, 1, 1), 0u);
+  EXPECT_EQ(choose_host(pack, all, Loads{{2, 2}, {0, 0}, {0, 0}}, 1, 2), 0u);
+  EXPECT_EQ(choose_host(pack, all, Loads{{3, 3}, {0, 0}, {0, 0}}, 1, 3), 1u);
+  EXPECT_EQ(choose_host(pack, all, Loads{{2, 2}, {0, 0}, {0, 0}}, 2, 2), 1u);  // 2 workers no longer fit on vnode1
+  EXPECT_EQ(choose_host(pack, all, Loads{{3, 3}, {2, 2}, {0, 0}}, 1, 4), 2u);
+  EXPECT_EQ(choose_host(pack, all, Loads{{1, 1}, {0, 0}, {0, 0}}, 8, 1), 0u);  // fits nowhere: the first host
+  EXPECT_EQ(choose_host(pack, {false, true, true}, Loads{{1, 1}, {0, 0}, {0, 0}}, 1, 1), 1u);
   const Placement unknown{true, {"a", "b"}, {0, 0}};
-  EXPECT_EQ(choose_host(unknown, {true, true}, {5, 0}, 6), 0u);  // slots not known: always room
+  EXPECT_EQ(choose_host(unknown, {true, true}, Loads{{5, 9}, {0, 0}}, 4, 6), 0u);  // slots not known: always room
 }
