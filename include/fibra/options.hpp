@@ -37,9 +37,11 @@ struct PoolOptions {
   /// next host with room), which default to the nodes of a Slurm allocation of several nodes;
   /// "pack": each host filled (up to its slots) before the next; "none": where MPI puts them.
   std::string placement = "spread";
-  /// The hosts to place agents on, as "name" or "name:slots" (how many processes it takes, the
-  /// driver included on its own host; without it, as many as asked). Empty: the allocation's nodes
-  /// (SLURM_JOB_NODELIST) with their tasks (SLURM_TASKS_PER_NODE) as slots, else MPI's choice.
+  /// The hosts to place agents on, as "name" or "name:slots": its slots as Slurm's tasks there,
+  /// the driver included on its own host. "spread" counts MPI processes (the driver and agents)
+  /// against them, "pack" workers (a task is a CPU); without slots, a host takes as many as asked.
+  /// Empty: the allocation's nodes (SLURM_JOB_NODELIST) with their tasks (SLURM_TASKS_PER_NODE)
+  /// as slots, else MPI's choice.
   std::vector<std::string> hosts;
 };
 
