@@ -126,7 +126,7 @@ void exit_for_stop(const std::string& what_was_saved, bool graceful) {
   MPI_Finalized(&fin);
   // Not after an agent on another host was lost: Open MPI 4.1 may abort the process in it, and
   // the status that asks for a requeue or a relaunch would be lost (see ~Runtime).
-  if (init && !fin && lost_remote_hosts().empty()) MPI_Finalize();
+  if (init && !fin && !remote_host_lost()) MPI_Finalize();
   std::fflush(nullptr);
   std::_Exit(status);
 }

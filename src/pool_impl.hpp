@@ -343,7 +343,6 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::thread thread_;
   int target_ = 0;
   int next_worker_id_ = 1;
-  std::set<std::string> avoided_hosts_;  // hosts (not the driver's) of agents lost: not spawned on again (under mu_)
   std::string my_host_ = host_name();
   double last_pid_check_ = 0;
   double last_receive_pass_ = 0;  // when receive() last read every worker

@@ -152,13 +152,10 @@ void PoolImpl::spawn(int executors) {
   // in force; else room for one more process than the pool's and the driver's there.
   std::string host;
   if (!s_.hosts.empty()) {
+    // Every host is usable: after a loss on another host nothing is spawned at all (above).
     const std::size_t n = s_.hosts.size();
-    std::vector<bool> usable(n);
+    const std::vector<bool> usable(n, true);
     std::vector<HostLoad> load(n);
-    {
-      std::lock_guard lk(mu_);
-      for (std::size_t h = 0; h < n; ++h) usable[h] = !avoided_hosts_.count(s_.hosts[h]);
-    }
     for (std::size_t h = 0; h < n; ++h) {
       load[h].processes = load[h].workers = same_host(s_.hosts[h], my_host_) ? 1 : 0;
       for (auto& w : workers_)
@@ -169,13 +166,8 @@ void PoolImpl::spawn(int executors) {
     }
     const std::size_t h =
         choose_host(Placement{s_.pack, s_.hosts, s_.host_slots}, usable, load, executors, setup.slot);
-    // Every host avoided: the driver's own, rather than wherever MPI would put it (a dead node, say).
-    host = h < n ? s_.hosts[h] : my_host_;
-    int there = h < n ? load[h].processes : 1;
-    if (h == n)
-      for (auto& w : workers_)
-        if (w->planned_host == host && w->holds_slot) ++there;
-    const int count = h < n && s_.host_slots[h] > 0 ? s_.host_slots[h] : there + 1;
+    host = s_.hosts[h];
+    const int count = s_.host_slots[h] > 0 ? s_.host_slots[h] : load[h].processes + 1;
     info.set("host", (host + ":" + std::to_string(count)).c_str());
   }
   {
@@ -316,15 +308,11 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
   // (stopped, it would keep them until its orphan guard ends it).
   if (!w.gpus.empty() && w.host == my_host_ && w.pid > 0) ::kill(static_cast<pid_t>(w.pid), SIGKILL);
   if (process_gone_here(w)) free_slot(w);  // its replacement may take the slot on the next pass
-  // A host whose agent fell silent may be cut off or gone: no agent is spawned there again (a
-  // spawn onto a node that does not answer would block this thread for good).
-  // Nor anywhere else, by any pool of this process: every spawn involves every node's Open MPI
+  // A host whose agent fell silent may be cut off or gone: no agent is spawned again, there or
+  // anywhere else, by any pool of this process, since every spawn involves every node's Open MPI
   // daemon (see frozen_reason). Placement "none" plans no host: the host its hello gave counts.
   const std::string& lost_host = w.planned_host.empty() ? w.host : w.planned_host;
-  if (!lost_host.empty() && !same_host(lost_host, my_host_)) {
-    avoided_hosts_.insert(lost_host);
-    note_lost_remote_host(lost_host);
-  }
+  if (!lost_host.empty() && !same_host(lost_host, my_host_)) note_lost_remote_host(lost_host);
   sends_.abandon(w.comm);
   w.batches.clear();
   const auto held = sched_.owned_by(w.id);

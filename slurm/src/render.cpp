@@ -145,15 +145,17 @@ void render_launch_body(std::ostringstream& o, const JobSpec& s, bool relaunch) 
        "if [ -n \"$fibra_resender\" ]; then kill \"$fibra_resender\" 2>/dev/null; fi\n";
 }
 
-// Relaunches (checkpoint.relaunches): after a launch that did not end with 0 or 75, each node of
-// the allocation is asked to run a one-task step (`srun --overlap`, at most 30 s); those that do not
-// are lost. Unless the driver ended by itself with an ordinary error while every node answered (it
-// would fail the same way again), the driver runs again, on the nodes still alive: mpirun (ORTE's
-// Slurm support) and fibra's placement read the nodes and their task counts from SLURM_NODELIST,
-// SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE, so the script narrows those. The job itself is kept
-// by `--no-kill`. The driver resumes from its checkpoint: mpirun's exit status is not trusted.
+// Relaunches (checkpoint.relaunches): after a launch that did not end with 0 (nor with 75 unless the
+// driver reported a lost node), each node of the allocation is asked to run a one-task step
+// (`srun --overlap`, at most 30 s); those that do not are lost. With no node lost or reported,
+// only a driver killed from outside (137, 143) or of unknown status runs again: one that failed by
+// itself would fail the same way. Otherwise the driver runs again, on the nodes still alive: mpirun
+// (ORTE's Slurm support) and fibra's placement read the nodes and their task counts from
+// SLURM_NODELIST, SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE, so the script narrows those. The
+// job itself is kept by `--no-kill`. The driver resumes from its checkpoint: mpirun's exit status
+// is not trusted.
 // While the driver runs: when it reports agents lost on other nodes (FIBRA_LOST_HOSTS_FILE; it
-// spawns nothing more then, see PoolImpl::lost), it is asked to stop for its checkpoint (USR1,
+// spawns nothing more then, see PoolImpl::declare_lost), it is asked to stop for its checkpoint (USR1,
 // again every 2 s until it exits), so that it can be relaunched with all the nodes still alive.
 const char* const launch_watcher = R"SH(rm -f "$fibra_run.lost"
 ( while sleep 1; do

@@ -106,7 +106,6 @@ void read_checkpoint(JobSpec& s, const toml::table* t) {
   r.read("grace", c.grace_s, 1);
   r.read("requeue", c.requeue);
   r.read("max_restarts", c.max_restarts, 0);
-  const bool relaunches_given = t->contains("relaunches");
   c.relaunches = s.nodes > 1 && !c.path.empty() ? 2 : 0;
   r.read("relaunches", c.relaunches, 0);
   r.finish();
@@ -121,7 +120,7 @@ void read_checkpoint(JobSpec& s, const toml::table* t) {
     r.fail("signal", "is \"" + c.signal + "\"; the driver checkpoints on \"USR1\" or \"TERM\"");
   if (c.path.empty() && c.requeue)
     throw SpecError(r.where_of("requeue") + "'checkpoint.requeue' needs 'checkpoint.path': a requeued run without a checkpoint starts over");
-  if (relaunches_given && c.path.empty() && c.relaunches > 0)
+  if (c.path.empty() && c.relaunches > 0)  // the default is 0 without a path: it was given
     throw SpecError(r.where_of("relaunches") + "'checkpoint.relaunches' needs 'checkpoint.path': a relaunched driver without a checkpoint starts over");
 
   if (s.time_s > 0 && c.grace_s >= s.time_s)

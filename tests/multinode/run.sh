@@ -17,6 +17,8 @@ mkdir -p "$work"
 cleanup() { "$vc" stop >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 started="$("$vc" start)" || { echo "FAIL: the virtual cluster did not start"; exit 1; }
+# A job's JobState, empty when slurmctld does not say.
+job_state() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
 eval "$started"
 [ "${SLURM_CONF:-}" = "$FIBRA_VC_DIR/slurm.conf" ] || { echo "FAIL: the virtual cluster gave no SLURM_CONF"; exit 1; }
 
@@ -39,7 +41,7 @@ JOB
     job="$(sbatch --parsable "$work/$what.sbatch")" || { echo "FAIL: sbatch"; exit 1; }
     # --wait would hold the test without a bound: poll, with one
     for _ in $(seq 1 240); do
-      state="$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')"
+      state="$(job_state "$job")"
       case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) break ;; esac
       sleep 0.5
     done
@@ -68,7 +70,7 @@ JOB
       if [ -e "$work/restore-now" ] && [ ! -e "$work/restore-done" ]; then
         ip link set fibravc3 up && touch "$work/restore-done"
       fi
-      state="$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')"
+      state="$(job_state "$job")"
       case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) break ;; esac
       # Its verdict is in: with Open MPI 4.1, MPI_Finalize after a node was cut off may hang (see
       # docs/slurm.md), so the job is not waited for once the program has said PASS or FAIL.
@@ -113,7 +115,7 @@ SPEC
         "$vc" kill-node 3 && touch kill-done
         killed_at="$(date +%s.%N)"
       fi
-      state="$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')"
+      state="$(job_state "$job")"
       case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) break ;; esac
       sleep 0.25
     done
