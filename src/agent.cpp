@@ -64,7 +64,7 @@ class Agent {
         prefix = n == 1 ? "(worker " + std::to_string(cfg.slot)
                         : "(agent " + std::to_string(cfg.slot) + " worker " + std::to_string(i + 1);
       }
-      executors_.push_back(std::make_unique<ExecutorProcess>(i + 1, std::move(prefix)));
+      executors_.push_back(std::make_unique<ExecutorProcess>(i + 1, std::move(prefix), false, cfg.lane_nonce));
       executors_.back()->set_env(env_for(i));
     }
   }
@@ -131,6 +131,7 @@ class Agent {
     h.functions = registry_size();
     h.pid = ::getpid();
     h.host = host_name();
+    for (auto& e : executors_) h.lane_fds.push_back(e->lane_fd());
     send(wire::tag_hello, wire::encode(h));
   }
 

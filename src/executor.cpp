@@ -23,6 +23,7 @@
 
 #include "fibra/error.hpp"
 
+#include "lane.hpp"
 #include "roles.hpp"
 #include "trace.hpp"
 #include "wire.hpp"
@@ -74,12 +75,34 @@ std::int64_t now_ns() {
       .count();
 }
 
+// Its lane (src/lane.hpp): batches the driver put there, and the way back for their results.
+Lane* g_lane = nullptr;
+// After a batch, the executor watches its lane this long before it sleeps: the next batch of a
+// quick succession of calls comes sooner than a wake-up from sleep would take.
+constexpr auto lane_spin = std::chrono::microseconds(100);
+
+// A batch's result frame: into the lane if the batch came that way and the frame fits, else to the
+// agent (whose count of what this executor holds needs the results of what it gave).
+void send_results(int sock, const std::string& frame, bool via_lane) {
+  if (via_lane && g_lane->post_result(frame)) {
+    Mailbox& box = g_lane->mailbox();
+    box.results.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  send_frame(sock, frame);
+}
+
 // This process hosts an actor (it was sent an actor's calls): a wait in one of its methods does
 // not run the next call meanwhile, since an actor's calls run one at a time, in order.
 bool g_actor_process = false;
 
 // `results` is the frame buffer, kept from batch to batch so that its memory stays warm.
-void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& results) {
+// `sent` (a batch from the lane): where the agent reads how many of its chunks have their results
+// out, so that a death after them does not report them again.
+void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& results,
+               std::atomic<std::uint32_t>* sent = nullptr) {
+  const bool via_lane = sent != nullptr;
+  std::uint32_t ran = 0;
   const auto pid = static_cast<std::int64_t>(::getpid());
   results.assign(wire::begin_results(pid));
   auto last_flush = std::chrono::steady_clock::now();
@@ -90,6 +113,7 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
     if (t.header.actor != 0) g_actor_process = true;
     trace::mark(trace::executor_read, t.header.chunk);
     box.item.store(0, std::memory_order_relaxed);
+    box.timeout_s.store(t.header.timeout_s, std::memory_order_relaxed);
     box.chunk.store(t.header.chunk, std::memory_order_release);
     const FunctionEntry* fn = function_by_id(t.header.fn);
     ChunkRunner run = !fn ? nullptr : t.header.mode == CallMode::single ? fn->run_single : fn->run_tuple;
@@ -133,18 +157,21 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
       }
     }
     box.chunk.store(0, std::memory_order_release);
+    ++ran;
     trace::mark(trace::executor_ran, t.header.chunk);
     if (trace::detail::on) traced.push_back(t.header.chunk);
     auto now = std::chrono::steady_clock::now();
     if (results.size() >= flush_bytes || now - last_flush >= flush_every) {
-      send_frame(sock, results);
+      send_results(sock, results, via_lane);
+      if (sent) sent->store(ran, std::memory_order_release);
       for (auto id : traced) trace::mark(trace::executor_sent, id);
       traced.clear();
       results.assign(wire::begin_results(pid));  // keeps its memory: the next frame finds it warm
       last_flush = now;
     }
   }
-  if (wire::result_count(results) > 0) send_frame(sock, results);
+  if (wire::result_count(results) > 0) send_results(sock, results, via_lane);
+  if (sent) sent->store(ran, std::memory_order_release);
   for (auto id : traced) trace::mark(trace::executor_sent, id);
 }
 
@@ -164,29 +191,71 @@ class Inbox {
   // started again under the same route) never matches a request of its successor.
   explicit Inbox(int sock) : sock_(sock), next_id_((static_cast<std::uint64_t>(::getpid()) << 32) + 1) {}
 
+  // A batch from the agent (its bytes), or from the lane (`slot`: a view of it there, valid until
+  // the slot is finished, once its results are sent).
+  struct Batch {
+    std::string bytes;
+    std::string_view in_lane;
+    int slot = -1;
+    std::string_view data() const { return slot >= 0 ? in_lane : std::string_view(bytes); }
+  };
+
   // The next batch, read by the calling thread if none is queued; nullopt once the agent closed
-  // the socket and every batch was taken.
-  std::optional<std::string> next_batch() {
+  // the socket and every batch was taken. Between batches it watches its lane for a moment, then
+  // sleeps on the lane's bell, which the driver rings for a batch and the agent for what it wrote.
+  std::optional<Batch> next_batch() {
     for (;;) {
-      std::lock_guard rl(read_mu_);
-      if (auto b = try_batch()) return b;
-      if (closed()) return std::nullopt;
-      read_one(true);
+      {
+        std::lock_guard rl(read_mu_);
+        // The socket first: at its end (the agent stops this executor) no more is taken from the lane.
+        if (!closed() && readable()) {
+          read_one(true);
+          continue;
+        }
+        if (auto b = try_batch()) return b;
+        if (closed()) return std::nullopt;
+      }
+      // Only a lane the driver uses is worth watching: a batch through the agent rings the bell too.
+      const auto spin = g_lane->in_use() ? lane_spin : std::chrono::microseconds(0);
+      g_lane->wait(spin, std::chrono::milliseconds(50), [&] { return g_lane->has_batch() || readable(); });
     }
   }
-  std::optional<std::string> try_batch() {
-    std::lock_guard lk(mu_);
-    if (batches_.empty()) return std::nullopt;
-    std::string b = std::move(batches_.front());
-    batches_.pop_front();
-    return b;
+  std::optional<Batch> try_batch() {
+    {
+      std::lock_guard lk(mu_);
+      if (!batches_.empty()) {
+        Batch b{std::move(batches_.front()), {}, -1};
+        batches_.pop_front();
+        return b;
+      }
+    }
+    Batch b;
+    if (closed()) return std::nullopt;  // stopping: what is left in the lane is the agent's to report, or nobody's
+    if (auto slot = g_lane->take(b.in_lane)) {
+      b.slot = *slot;
+      return b;
+    }
+    return std::nullopt;
   }
-  // Reads what arrives within `d` (a reply, a batch to queue), if no other thread is reading.
-  void read_a_little(std::chrono::milliseconds d) {
-    pollfd p{sock_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(d.count())) <= 0) return;
+  // Reads what arrives within `d` (a reply, a batch to queue), if no other thread is reading. The
+  // task's thread (`lane_too`) also returns early for a batch in the lane, which only it takes; a
+  // thread a task started waits on the socket alone.
+  void read_a_little(std::chrono::milliseconds d, bool lane_too) {
+    if (lane_too) {
+      g_lane->wait(std::chrono::microseconds(0), d, [&] { return g_lane->has_batch() || readable(); });
+      if (!readable()) return;
+    } else {
+      pollfd p{sock_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(d.count())) <= 0) return;
+    }
     std::unique_lock rl(read_mu_, std::try_to_lock);
     if (rl.owns_lock()) read_one(false);
+  }
+  // Bytes (or the end of the socket) wait to be read.
+  bool readable() const {
+    char c;
+    const ssize_t k = ::recv(sock_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return k >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
   }
   bool closed() {
     std::lock_guard lk(mu_);
@@ -196,7 +265,7 @@ class Inbox {
   void need_reader() {
     std::call_once(reader_started_, [this] {
       std::thread([this] {
-        while (!closed()) read_a_little(std::chrono::milliseconds(100));
+        while (!closed()) read_a_little(std::chrono::milliseconds(100), false);
       }).detach();  // lives as long as the process
     });
   }
@@ -377,6 +446,7 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
   // What the mailbox said before: the task that waits is still the one the agent watches after.
   const std::uint64_t chunk = g_box->chunk.load(std::memory_order_relaxed);
   const std::uint32_t item = g_box->item.load(std::memory_order_relaxed);
+  const double timeout_s = g_box->timeout_s.load(std::memory_order_relaxed);
   std::string results;
   bool ok = false;
   for (;;) {
@@ -386,13 +456,15 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
     }
     if (std::chrono::steady_clock::now() >= deadline) break;
     if (auto b = help ? g_inbox->try_batch() : std::nullopt) {
-      run_batch(g_sock, *g_box, *b, results);
+      run_batch(g_sock, *g_box, b->data(), results, b->slot >= 0 ? &g_lane->sent(b->slot) : nullptr);
+      if (b->slot >= 0) g_lane->finish(b->slot);
       g_box->item.store(item, std::memory_order_relaxed);
+      g_box->timeout_s.store(timeout_s, std::memory_order_relaxed);
       g_box->chunk.store(chunk, std::memory_order_release);
       continue;
     }
     if (g_inbox->closed()) break;
-    g_inbox->read_a_little(std::chrono::milliseconds(2));
+    g_inbox->read_a_little(std::chrono::milliseconds(2), true);
   }
   if (help) blocked(-1);
   return ok ? 1 : 0;
@@ -425,9 +497,10 @@ std::shared_ptr<PoolCore> executor_core(std::uint64_t uid) {
   // Its stdout is a pipe to the agent, which passes whole lines on: line-buffered, so that what a
   // task printed is not held back until the buffer fills (or lost when the task crashes).
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  void* m = ::mmap(nullptr, sizeof(Mailbox), PROT_READ | PROT_WRITE, MAP_SHARED, mailbox_fd, 0);
-  if (m == MAP_FAILED) _exit(120);
-  auto& box = *static_cast<Mailbox*>(m);
+  static const std::unique_ptr<LaneRegion> region = LaneRegion::adopt(mailbox_fd);  // for its whole life
+  if (!region) _exit(120);
+  g_lane = &region->lane();
+  auto& box = g_lane->mailbox();
   const std::uint64_t ready = 0;  // an empty frame: "started, waiting for work"
   write_all(sock, &ready, sizeof ready);
   g_sock = sock;
@@ -437,7 +510,10 @@ std::shared_ptr<PoolCore> executor_core(std::uint64_t uid) {
   g_inbox = &inbox;
   set_wait_hook(&help_while_waiting);
   std::string results;
-  while (auto batch = inbox.next_batch()) run_batch(sock, box, *batch, results);
+  while (auto batch = inbox.next_batch()) {
+    run_batch(sock, box, batch->data(), results, batch->slot >= 0 ? &g_lane->sent(batch->slot) : nullptr);
+    if (batch->slot >= 0) g_lane->finish(batch->slot);
+  }
   std::fflush(stdout);
   std::fflush(stderr);
   _exit(0);

@@ -131,16 +131,9 @@ void FileDescriptor::reset() noexcept {
   fd_ = -1;
 }
 
-SharedMailbox::SharedMailbox() : fd_(::memfd_create("fibra-mailbox", MFD_CLOEXEC)) {
-  if (fd_.get() < 0 || ::ftruncate(fd_.get(), sizeof(Mailbox)) != 0)
-    throw Error("fibra agent: cannot create an executor's mailbox: " + errno_text("memfd_create"));
-  void* m = ::mmap(nullptr, sizeof(Mailbox), PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
-  if (m == MAP_FAILED) throw Error("fibra agent: " + errno_text("mmap of an executor's mailbox"));
-  box_ = new (m) Mailbox();
-}
-
-SharedMailbox::~SharedMailbox() {
-  if (box_) ::munmap(box_, sizeof(Mailbox));
+ExecutorProcess::ExecutorProcess(int index, std::string prefix, bool actor, std::uint64_t lane_nonce)
+    : index_(index), prefix_(std::move(prefix)), actor_(actor), region_(LaneRegion::create()) {
+  region_->lane().init(lane_nonce, ::getpid());
 }
 
 ExecutorProcess::~ExecutorProcess() {
@@ -165,7 +158,7 @@ void ExecutorProcess::start() {
   FileDescriptor out_r(out[0]), out_w(out[1]);
   if (::pipe2(err, O_CLOEXEC) != 0) throw Error("fibra agent: " + errno_text("pipe for an executor's output"));
   FileDescriptor err_r(err[0]), err_w(err[1]);
-  Mailbox& b = box_.get();
+  Mailbox& b = lane().mailbox();
   b.chunk = 0;
   b.item = 0;
   posix_spawn_file_actions_t fa;
@@ -173,7 +166,7 @@ void ExecutorProcess::start() {
   posix_spawn_file_actions_adddup2(&fa, out_w.get(), 1);
   posix_spawn_file_actions_adddup2(&fa, err_w.get(), 2);
   posix_spawn_file_actions_adddup2(&fa, theirs.get(), 3);
-  posix_spawn_file_actions_adddup2(&fa, box_.fd(), 4);
+  posix_spawn_file_actions_adddup2(&fa, region_->fd(), 4);
   close_the_rest(&fa);
   const std::string exe = self_exe();
   const std::string parent = std::to_string(::getpid());
@@ -199,6 +192,9 @@ void ExecutorProcess::start() {
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) throw Error("fibra agent: cannot start an executor (" + exe + "): " + std::strerror(rc));
   pid_ = pid;
+  // The driver may hand it batches from now on (it reads them once started); not before the spawn
+  // succeeded: a lane open while no executor runs would take batches nobody reports.
+  if (!actor_) lane().reopen();
   reaped_ = false;
   ready_ = false;
   sock_ = std::move(mine);
@@ -223,7 +219,7 @@ void ExecutorProcess::start_if_due(double now) {
 void ExecutorProcess::give(std::string batch) {
   if (held_.empty()) watch_since_ = mpi::now_s();  // the stuck-executor clock starts with work
   for (const auto& t : wire::parse_tasks(batch)) {
-    held_.push_back({t.header.chunk, t.header.attempt, t.header.timeout_s});
+    held_.push_back({t.header.chunk, t.header.attempt});
     trace::mark(trace::agent_received, t.header.chunk);
   }
   out_.push_back({batch.size(), std::move(batch)});
@@ -254,10 +250,15 @@ bool ExecutorProcess::write() {
     if (trace::detail::on && out_.empty())
       for (const auto& h : held_) trace::mark(trace::agent_forwarded, h.chunk);
   }
+  if (wrote) lane().ring();  // it may sleep on its lane's bell rather than on its socket
   return wrote;
 }
 
 bool ExecutorProcess::read(std::vector<std::string>& frames, bool& got) {
+  if (const auto n = lane().mailbox().results.load(std::memory_order_relaxed); n != lane_results_) {
+    lane_results_ = n;  // it sent results through its lane: its deaths are no crash loop
+    idle_deaths_ = 0;
+  }
   bool ended = false;  // its process was seen to have ended: one more pass drains what it wrote
   while (pid_ > 0) {
     char* dst;
@@ -351,31 +352,37 @@ void ExecutorProcess::forget(std::uint64_t chunk) {
   if (it != held_.end()) held_.erase(it);
 }
 
-const ExecutorProcess::Held* ExecutorProcess::find(std::uint64_t chunk) const {
-  for (const auto& h : held_)
-    if (h.chunk == chunk) return &h;
-  return nullptr;
-}
-
-// A result batch on the chunks it held: `guilty_chunk` (or, with blame_first, the first one) gets
+// A result batch on the chunks it held, given by the agent or through its lane (which is closed
+// now: the executor is dead): `guilty_chunk` (or, with blame_first, the first one) gets
 // `guilty_status` and the failure `f`; the others are reported not run (no attempt counted).
+// Empty when it held none. `held_item` says whether the guilty chunk was among them.
 std::string ExecutorProcess::report(std::uint64_t guilty_chunk, bool blame_first, wire::Status guilty_status,
-                                    const ItemFailure& f) {
+                                    ItemFailure f) {
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> held;
+  for (const auto& h : held_) held.emplace_back(h.chunk, h.attempt);
+  for (const auto& h : lane().close()) {
+    const auto tasks = wire::parse_tasks(h.batch);
+    for (std::size_t i = h.sent; i < tasks.size(); ++i)  // the first `sent` ones have their results out
+      held.emplace_back(tasks[i].header.chunk, tasks[i].header.attempt);
+  }
+  if (held.empty()) return {};
+  if (guilty_chunk != 0 && std::none_of(held.begin(), held.end(), [&](auto& h) { return h.first == guilty_chunk; }))
+    f.offset = wire::unknown_item;
   std::string out = wire::begin_results(pid_);
   bool blamed = false;
-  for (const auto& h : held_) {
-    const bool guilty = h.chunk == guilty_chunk || (blame_first && !blamed);
-    wire::ResultHeader r{h.chunk, h.attempt, guilty ? guilty_status : wire::Status::not_run};
+  for (const auto& [chunk, attempt] : held) {
+    const bool guilty = chunk == guilty_chunk || (blame_first && !blamed);
+    wire::ResultHeader r{chunk, attempt, guilty ? guilty_status : wire::Status::not_run};
     wire::append_result(out, r, guilty ? wire::encode(f) : std::string());
     blamed |= guilty;
   }
   if (blamed && guilty_chunk == 0) idle_deaths_ = 0;
-  return held_.empty() ? std::string() : out;
+  return out;
 }
 
 std::optional<std::string> ExecutorProcess::enforce_time_limit(double now, double stuck_s) {
   if (pid_ <= 0) return std::nullopt;
-  const Mailbox& b = box_.get();
+  const Mailbox& b = lane().mailbox();
   const std::uint64_t chunk = b.chunk.load(std::memory_order_acquire);
   const std::uint32_t item = b.item.load(std::memory_order_relaxed);
   if (chunk != watch_chunk_ || item != watch_item_) {
@@ -387,34 +394,37 @@ std::optional<std::string> ExecutorProcess::enforce_time_limit(double now, doubl
   if (chunk == 0) {
     // Work waits, but the executor is in no task (stuck starting up, say): after a long while it
     // is killed, an executor death outside any task (the read side reports it).
-    if (!held_.empty() && now - watch_since_ > stuck_s) {
+    if (load() == 0) {
+      watch_since_ = now;  // idle: the clock starts when work comes (the driver's lane does not say when)
+    } else if (now - watch_since_ > stuck_s) {
       ::kill(pid_, SIGKILL);
       watch_since_ = now;
     }
     return std::nullopt;
   }
-  const Held* h = find(chunk);
-  if (!h || h->timeout_s <= 0 || now - watch_since_ < h->timeout_s) return std::nullopt;
+  // The chunk's time limit, as the executor wrote it beside the chunk (it may have come through the lane).
+  const double timeout_s = b.timeout_s.load(std::memory_order_relaxed);
+  if (timeout_s <= 0 || now - watch_since_ < timeout_s) return std::nullopt;
   ::kill(pid_, SIGKILL);
   char text[160];
   std::snprintf(text, sizeof text, "ran for %.1f s, past its time limit of %.1f s, and its executor was killed",
-                now - watch_since_, h->timeout_s);
+                now - watch_since_, timeout_s);
   death_ = {chunk, pid_, text};
+  reap(0.5);  // dead before its lane is closed and read
   std::string out = report(chunk, false, wire::Status::timed_out, ItemFailure{item, "timeout", text});
-  reap(0.5);
   clear_after_death(now);
   return out;
 }
 
 std::string ExecutorProcess::report_death() {
   const int status = reap(0.5);
-  const Mailbox& b = box_.get();
+  const Mailbox& b = lane().mailbox();
   const std::uint64_t died_in = b.chunk.load(std::memory_order_acquire);
   const std::uint32_t item = b.item.load(std::memory_order_relaxed);
   if (died_in == 0) ++idle_deaths_;  // also paces the restarts of an executor that keeps dying
   const bool blame_first = died_in == 0 && idle_deaths_ >= idle_deaths_before_blame;
   ItemFailure f;
-  f.offset = died_in != 0 && find(died_in) ? item : wire::unknown_item;
+  f.offset = died_in != 0 ? item : wire::unknown_item;
   f.type = WIFSIGNALED(status) ? "signal" : "exit";
   f.message = describe_exit(status) + (died_in != 0 ? "" : " outside any task, again and again");
   const pid_t was = pid_;
@@ -473,7 +483,9 @@ int ExecutorProcess::reap(double grace) {
 }
 
 void ExecutorProcess::begin_stop() {
-  if (pid_ > 0) ::shutdown(sock_.get(), SHUT_WR);  // end of file: it finishes its chunk's write and exits
+  if (pid_ <= 0) return;
+  ::shutdown(sock_.get(), SHUT_WR);  // end of file: it finishes its chunk's write and exits
+  lane().ring();
 }
 
 void ExecutorProcess::stop(double grace) {

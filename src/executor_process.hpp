@@ -7,11 +7,13 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "lane.hpp"
 #include "roles.hpp"
 #include "wire.hpp"
 
@@ -39,21 +41,6 @@ class FileDescriptor {
   int fd_ = -1;
 };
 
-/// The mailbox in shared memory (a memfd mapped by agent and executor), owned.
-class SharedMailbox {
- public:
-  SharedMailbox();  // throws Error
-  ~SharedMailbox();
-  SharedMailbox(const SharedMailbox&) = delete;
-  SharedMailbox& operator=(const SharedMailbox&) = delete;
-  Mailbox& get() const { return *box_; }
-  int fd() const { return fd_.get(); }
-
- private:
-  FileDescriptor fd_;
-  Mailbox* box_ = nullptr;
-};
-
 /// An executor's stdout or stderr, which the agent reads through a pipe and writes out in whole
 /// lines, each after a prefix that says which worker printed it (none when the prefix is empty):
 /// lines of workers printing at the same time are never spliced.
@@ -79,8 +66,9 @@ class ExecutorProcess {
   /// `index`: 1..K within its agent; `prefix`: what its lines of output start with ("" for none).
   /// An actor's process (`actor`) is not restarted by its agent, and its death is no warning here:
   /// the driver decides what follows (ActorDeath).
-  ExecutorProcess(int index, std::string prefix, bool actor = false)
-      : index_(index), prefix_(std::move(prefix)), actor_(actor) {}
+  /// Its shared memory (mailbox and lane) is made here, once: a restarted executor maps the same.
+  /// An actor's process keeps its lane closed (its calls come through the agent, in order).
+  ExecutorProcess(int index, std::string prefix, bool actor = false, std::uint64_t lane_nonce = 0);
   ~ExecutorProcess();  // kills and reaps a running executor
   ExecutorProcess(const ExecutorProcess&) = delete;
   ExecutorProcess& operator=(const ExecutorProcess&) = delete;
@@ -99,8 +87,10 @@ class ExecutorProcess {
   bool started_or_failed() const { return ready_ || idle_deaths_ > 0; }
   pid_t pid() const { return pid_; }
   int socket() const { return sock_.get(); }
-  /// Chunks given and not reported back: how busy it is.
-  std::size_t load() const { return held_.size(); }
+  /// Chunks given (by the agent, or by the driver through its lane) and not reported back: how busy it is.
+  std::size_t load() const { return held_.size() + lane().chunks_held(); }
+  /// The descriptor of its shared memory, which the driver opens to use its lane.
+  int lane_fd() const { return region_->fd(); }
   /// Running with chunks to do: results may come from it.
   bool holds_work() const { return running() && load() > 0; }
   bool wants_to_write() const { return !out_.empty(); }
@@ -142,7 +132,6 @@ class ExecutorProcess {
   struct Held {
     std::uint64_t chunk;
     std::uint32_t attempt;
-    double timeout_s;
   };
   struct Outgoing {
     std::uint64_t length;  // the frame's length prefix
@@ -157,8 +146,8 @@ class ExecutorProcess {
   bool exited();
   bool stop_for_junk(const std::string& what);
   void forget(std::uint64_t chunk);
-  const Held* find(std::uint64_t chunk) const;
-  std::string report(std::uint64_t guilty_chunk, bool blame_first, wire::Status guilty_status, const ItemFailure& f);
+  Lane& lane() const { return region_->lane(); }
+  std::string report(std::uint64_t guilty_chunk, bool blame_first, wire::Status guilty_status, ItemFailure f);
   void clear_after_death(double now);
 
   int index_;
@@ -170,7 +159,8 @@ class ExecutorProcess {
   int blocked_ = 0;  // its tasks waiting now (undone at its death)
   Death death_;
   LineRelay out_lines_{1}, err_lines_{2};
-  SharedMailbox box_;
+  std::unique_ptr<LaneRegion> region_;
+  std::uint64_t lane_results_ = 0;  // result frames it had put in its lane when last looked
   pid_t pid_ = -1;
   FileDescriptor sock_;
   std::deque<Held> held_;  // chunks given, in order, without a result yet

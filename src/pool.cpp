@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "fibra/detail/core.hpp"
@@ -155,6 +156,13 @@ bool PoolImpl::receive() {
   for (auto& w : workers_) {
     if (!w->alive() && !still_heard(*w, now)) continue;
     const bool lost = !w->alive();
+    try {
+      got |= drain_lanes(*w) && !lost;
+    } catch (const wire::Malformed& e) {
+      if (lost) w->read_after_loss = false;
+      else declare_lost(*w, std::string("its executor wrote a result frame that does not decode (") + e.what() + ")");
+      continue;
+    }
     for (int k = 0; k < 64 && (lost || w->alive()); ++k) {
       bool have = false;
       try {
@@ -193,7 +201,11 @@ bool PoolImpl::receive() {
 void PoolImpl::handle(Worker& w, mpi::Message& m) {
   switch (m.tag) {
     case wire::tag_hello: return on_hello(w, wire::decode<wire::Hello>(m.data));
-    case wire::tag_results: return on_results(w, m.data);
+    case wire::tag_results:
+      // What its executors put in their lanes before the agent wrote this (a report of a death,
+      // say) is taken first, as it would have come first through the agent.
+      drain_lanes(w);
+      return on_results(w, m.data);
     case wire::tag_request: return on_request(w, m.data);
     case wire::tag_blocked: {
       std::int32_t d = 0;
@@ -210,6 +222,7 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
       return on_actor_death(w, d);
     }
     case wire::tag_bye: {
+      drain_lanes(w);  // before its lanes are let go with its slot
       bool stopping;
       {
         std::lock_guard lk(mu_);
@@ -233,7 +246,7 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
 // Gives each ready worker with room a batch of pending chunks.
 bool PoolImpl::dispatch(std::size_t batches_each) {
   // Batches are encoded under mu_: terminate() on a user thread may fail (and free) every chunk.
-  std::vector<std::pair<Worker*, mpi::Pieces>> out;
+  std::vector<std::tuple<Worker*, mpi::Pieces, std::uint32_t>> out;
   std::vector<std::uint64_t> traced;  // chunk ids, for FIBRA_TRACE
   {
     std::lock_guard lk(mu_);
@@ -260,7 +273,7 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
             ++stats_.chunks_resubmitted;
             stats_.last_retry_sent = std::chrono::steady_clock::now();
           }
-          out.emplace_back(w.get(), encode_batch(batch));
+          out.emplace_back(w.get(), encode_batch(batch), static_cast<std::uint32_t>(batch.size()));
           if (trace::detail::on)
             for (const Chunk* c : batch) traced.push_back(c->id);
         }
@@ -269,7 +282,16 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
     // Chunks of cancelled calls are dropped by take_batch: join() may be waiting for that.
     if (sched_.idle()) state_cv_.notify_all();
   }
-  for (auto& [w, batch] : out) send(*w, wire::tag_tasks, std::move(batch));
+  std::uint64_t shared = 0;
+  for (auto& [w, batch, chunks] : out) {
+    if (post_to_lane(*w, batch, chunks)) ++shared;
+    else send(*w, wire::tag_tasks, std::move(batch));
+  }
+  if (!out.empty()) {
+    std::lock_guard lk(mu_);
+    stats_.batches_sent += out.size();
+    stats_.batches_shared_memory += shared;
+  }
   for (auto id : traced) trace::mark(trace::dispatched, id);
   return !out.empty();
 }
@@ -306,6 +328,44 @@ mpi::Pieces PoolImpl::encode_batch(const std::vector<Chunk*>& chunks) {
   }
   wire::set_count(batch.heads, static_cast<std::uint32_t>(chunks.size()));
   return batch;
+}
+
+// A batch for an agent on this host goes into the lane of its least busy executor, if one has a
+// free slot (a large batch: its large slot); false: it goes through MPI to the agent.
+bool PoolImpl::post_to_lane(Worker& w, const mpi::Pieces& batch, std::uint32_t chunks) {
+  if (w.lanes.empty() || !w.alive()) return false;
+  const std::size_t size = batch.size();
+  std::vector<std::pair<std::size_t, Lane*>> by_load;
+  for (auto& r : w.lanes) by_load.emplace_back(r->lane().busy(), &r->lane());
+  std::stable_sort(by_load.begin(), by_load.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  const auto fill = [&](char* out) {
+    std::size_t head = 0;
+    for (std::size_t i = 0; i < batch.bodies.size(); ++i) {
+      std::memcpy(out, batch.heads.data() + head, batch.ends[i] - head);
+      out += batch.ends[i] - head;
+      head = batch.ends[i];
+      std::memcpy(out, batch.bodies[i]->data(), batch.bodies[i]->size());
+      out += batch.bodies[i]->size();
+    }
+    std::memcpy(out, batch.heads.data() + head, batch.heads.size() - head);
+  };
+  for (auto& [load, l] : by_load)
+    if (load < lane::down_slots && l->post(size, chunks, fill)) return true;  // not a heartbeat: the agent hears nothing
+  return false;
+}
+
+// Result frames its executors put in their lanes, handled as if the agent had sent them.
+bool PoolImpl::drain_lanes(Worker& w) {
+  bool got = false;
+  for (auto& r : w.lanes) {
+    std::string frame;
+    while (r->lane().take_result(frame)) {
+      got = true;
+      on_results(w, frame);
+      frame = std::string();
+    }
+  }
+  return got;
 }
 
 // Moves queued sends on; returns whether some are still under way. A send that MPI reports failed

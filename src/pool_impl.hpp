@@ -44,6 +44,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -51,6 +52,7 @@
 
 #include "fibra/detail/core.hpp"
 #include "fibra/error.hpp"
+#include "lane.hpp"
 #include "mpi.hpp"
 #include "roles.hpp"
 #include "scheduler.hpp"
@@ -112,6 +114,11 @@ struct Worker {
   Resources has;            // what each of its executors offers (the least of them)
   std::vector<int> gpus;    // indexes into PoolSettings::gpu_ids that its executors hold
   BatchesInFlight batches;
+  // Its executors' lanes (src/lane.hpp), mapped when it runs on the driver's host: batches that fit
+  // go there, not through MPI and the agent. Empty elsewhere, or where they could not be opened.
+  // The communication thread's alone (no lock); `shared_memory` says the same to user threads (mu_).
+  std::vector<std::unique_ptr<LaneRegion>> lanes;
+  bool shared_memory = false;
   double spawned_at = 0, last_heard = 0, last_sent = 0, lost_at = 0;
   bool holds_slot = true;  // counted in g_agents_in_slots until its process is surely gone
   bool read_after_loss = true;  // lost, but what it still sends is read (late results)
@@ -208,7 +215,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::lock_guard lk(mu_);
     std::vector<WorkerInfo> out;
     for (auto& w : workers_)
-      out.push_back({w->slot, w->host, w->pid, w->executors, names[static_cast<int>(w->state)]});
+      out.push_back({w->slot, w->host, w->pid, w->executors, names[static_cast<int>(w->state)], w->shared_memory});
     return out;
   }
   // pool_actors.cpp
@@ -229,6 +236,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   bool dispatch(std::size_t batches_each = batches_per_worker);
   bool prefetch_pays() const;
   static mpi::Pieces encode_batch(const std::vector<Chunk*>& chunks);
+  bool post_to_lane(Worker& w, const mpi::Pieces& batch, std::uint32_t chunks);
+  bool drain_lanes(Worker& w);
+  std::vector<std::unique_ptr<LaneRegion>> open_lanes(const Worker& w, const wire::Hello& h);
   void send(Worker& w, int tag, std::string data);
   void send(Worker& w, int tag, mpi::Pieces data);
   bool progress_sends();
@@ -344,6 +354,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   int target_ = 0;
   int next_worker_id_ = 1;
   std::string my_host_ = host_name();
+  const std::uint64_t lane_nonce_ = std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32);
   double last_pid_check_ = 0;
   double last_receive_pass_ = 0;  // when receive() last read every worker
   double next_spawn_ = 0;          // after a failed spawn, when to try again (guarded by mu_)

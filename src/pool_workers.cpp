@@ -113,6 +113,7 @@ void PoolImpl::spawn(int executors) {
   setup.prefix_output = prefix_output();
   setup.cpus = s_.resources.cpus;
   setup.policy = wire::encode_policy(s_.policy);
+  setup.lane_nonce = lane_nonce_;
   // GPUs: `resources.gpus` for each executor, from those no other agent holds (an agent lost but
   // maybe still running keeps its own until its process is surely gone).
   std::vector<int> gpus;
@@ -222,6 +223,7 @@ void PoolImpl::check_slots() const {
 
 // A worker no longer holds its MPI slot: it said bye, or it was lost and its process is gone.
 void PoolImpl::free_slot(Worker& w) {
+  w.lanes.clear();  // its processes are gone, or no longer heard: nothing more comes that way
   if (!w.holds_slot) return;
   w.holds_slot = false;
   g_agents_in_slots.fetch_sub(1);
@@ -238,6 +240,7 @@ int PoolImpl::free_slot_number() const {
 }
 
 void PoolImpl::on_hello(Worker& w, const wire::Hello& h) {
+  auto lanes = open_lanes(w, h);  // outside mu_: it may log, and a log sink may ask for stats()
   std::lock_guard lk(mu_);
   w.host = h.host;
   w.pid = static_cast<long>(h.pid);
@@ -247,8 +250,31 @@ void PoolImpl::on_hello(Worker& w, const wire::Hello& h) {
                       std::to_string(registry_size()) +
                       " or others: driver and workers must run the same build of the program");
   }
+  w.shared_memory = !lanes.empty();
+  w.lanes = std::move(lanes);
   if (w.state == Worker::State::starting) w.state = Worker::State::ready;
   state_cv_.notify_all();
+}
+
+// An agent on this host: its executors' lanes are mapped, all or none (FIBRA_LANES=0: none).
+std::vector<std::unique_ptr<LaneRegion>> PoolImpl::open_lanes(const Worker& w, const wire::Hello& h) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("FIBRA_LANES");
+    return !v || std::string_view(v) != "0";
+  }();
+  if (!enabled || h.lane_fds.size() != std::size_t(w.executors) || !same_host(h.host, my_host_)) return {};
+  std::vector<std::unique_ptr<LaneRegion>> lanes;
+  for (const auto fd : h.lane_fds) {
+    std::string why;
+    auto r = LaneRegion::open("/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(fd), lane_nonce_, h.pid, why);
+    if (!r) {
+      log::debug("fibra: worker {}'s executors are reached through their agent, not shared memory: {}", w.slot, why);
+      return {};
+    }
+    lanes.push_back(std::move(r));
+  }
+  for (auto& r : lanes) r->lane().mark_in_use();  // only now: executors watch a lane in use
+  return lanes;
 }
 
 // Heartbeats to quiet workers, and the liveness check of every worker: a worker that has been

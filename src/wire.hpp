@@ -122,11 +122,12 @@ struct AgentSetup {
   std::vector<std::string> gpus;
   double cpus = 1;              ///< per executor: OMP_NUM_THREADS, unless the environment sets it
   std::string policy;           ///< the pool's default RetryPolicy, for calls its tasks make (encode_policy)
+  std::uint64_t lane_nonce = 0; ///< written in its executors' lanes: the driver maps only its own (src/lane.hpp)
 };
 template <class F, class M>
   requires std::is_same_v<std::remove_const_t<M>, AgentSetup>
 void fields(F&& f, M& m) {
-  f(m.heartbeat_s, m.driver_silence_s, m.executors, m.slot, m.prefix_output, m.gpus, m.cpus, m.policy);
+  f(m.heartbeat_s, m.driver_silence_s, m.executors, m.slot, m.prefix_output, m.gpus, m.cpus, m.policy, m.lane_nonce);
 }
 
 /// A RetryPolicy's retries, retry_exceptions and task_timeout_s as text ("3 0 0"): an executor
@@ -140,10 +141,11 @@ struct Hello {
   std::uint64_t functions = 0;
   std::int64_t pid = 0;
   std::string host;
+  std::vector<std::int32_t> lane_fds;  ///< its executors' shared memory, in order: /proc/<pid>/fd/<fd> on its host
 };
 template <class F, class M>
   requires std::is_same_v<std::remove_const_t<M>, Hello>
-void fields(F&& f, M& m) { f(m.fingerprint, m.functions, m.pid, m.host); }
+void fields(F&& f, M& m) { f(m.fingerprint, m.functions, m.pid, m.host, m.lane_fds); }
 
 /// One chunk of a task batch (its payload follows it).
 struct TaskHeader {

@@ -23,6 +23,10 @@ struct PoolStats {
   std::uint64_t attempts_failed = 0;       ///< crashed, timed out, lost, or raised and retried
   std::uint64_t chunks_resubmitted = 0;    ///< failed attempts that were handed out again
   std::uint64_t late_results_dropped = 0;  ///< results of attempts already given up on
+  std::uint64_t batches_sent = 0;          ///< batches of chunks handed to workers
+  /// ... of which through shared memory, straight to a worker on the driver's host (the others
+  /// went through MPI and the worker's agent: workers on other hosts, and batches over 1 MiB)
+  std::uint64_t batches_shared_memory = 0;
   /// When the last failure was seen by the driver, and when a retry was last handed out.
   std::chrono::steady_clock::time_point last_failure_seen{}, last_retry_sent{};
 };
@@ -34,6 +38,7 @@ struct WorkerInfo {
   long pid = 0;          ///< the agent's pid on that host
   int workers = 1;       ///< workers (executors) it runs
   std::string state;     ///< "starting", "ready", "retiring", "leaving", "gone" or "lost"
+  bool shared_memory = false;  ///< the driver hands its workers batches in shared memory (same host)
 };
 
 }  // namespace fibra

@@ -212,6 +212,8 @@ TEST_F(Faults, AnAgentKilledMidMapIsReplacedAndItsChunksRunElsewhere) {
   EXPECT_EQ(agents.size(), 3u) << "the lost worker was not replaced";
 }
 
+// A frozen worker (a hung node, say): its agent and its executor are stopped. (Its executor alone
+// would go on taking work through its lane until the silence verdict.)
 TEST_F(Faults, AStoppedAgentIsDeclaredLostBySilence) {
   fibra::Pool pool(3, {.heartbeat_s = 0.2, .worker_silence_s = 1.5});
   int victim = 0;
@@ -219,6 +221,7 @@ TEST_F(Faults, AStoppedAgentIsDeclaredLostBySilence) {
   run_and_strike(pool, items(4000), 1200, [&](const Out& o) {
     victim = o.ppid;
     ASSERT_EQ(::kill(victim, SIGSTOP), 0);  // alive to the kernel, silent to the driver
+    ASSERT_EQ(::kill(o.pid, SIGSTOP), 0);
   });
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(took, 30.0);
@@ -228,19 +231,23 @@ TEST_F(Faults, AStoppedAgentIsDeclaredLostBySilence) {
   ::kill(victim, SIGKILL);  // the stopped agent was started by this test's pool
 }
 
-// SIGSTOP an agent until it is declared lost, then SIGCONT it: the results its executor finished
-// meanwhile reach the driver late and are dropped; every index still comes exactly once.
+// SIGSTOP a worker (agent and executor) until it is declared lost, then SIGCONT it: the results
+// its executor finishes then reach the driver late and are dropped; every index still comes
+// exactly once.
 TEST_F(Faults, ALateResultFromAWorkerDeclaredLostIsDroppedAndEveryIndexComesOnce) {
   fibra::Pool pool(3, {.heartbeat_s = 0.2, .worker_silence_s = 1.5, .driver_silence_s = 8});
   int victim = 0;
   std::thread resume;
   run_and_strike(pool, items(4000), 1200, [&](const Out& o) {
     victim = o.ppid;
+    const int executor = o.pid;
+    ASSERT_EQ(::kill(executor, SIGSTOP), 0);
     ASSERT_EQ(::kill(victim, SIGSTOP), 0);
-    resume = std::thread([&pool, victim] {
+    resume = std::thread([&pool, victim, executor] {
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
       while (pool.stats().workers_lost == 0 && std::chrono::steady_clock::now() < deadline) busy_ms(20);
-      ::kill(victim, SIGCONT);  // declared lost: now let it speak
+      ::kill(executor, SIGCONT);  // declared lost: now let it speak
+      ::kill(victim, SIGCONT);
     });
   });
   resume.join();

@@ -175,6 +175,52 @@ TEST(ApplyAsync, LargePayloadRoundTrip) {
   EXPECT_EQ(r.back(), 2 * v.back());
 }
 
+// Workers on the driver's host get their batches through shared memory (src/lane.hpp), small ones
+// and large ones (a large slot each way); FIBRA_LANES=0 sends every batch through MPI and the
+// agent. Both ways give every result.
+TEST(Lanes, BatchesSmallAndLargeGoThroughSharedMemoryOnTheDriversHost) {
+  const char* env = std::getenv("FIBRA_LANES");
+  const bool lanes = !env || std::string(env) != "0";
+  for (const auto& w : pool().workers()) EXPECT_EQ(w.shared_memory, lanes) << "agent " << w.slot;
+  auto before = pool().stats();
+  auto r = pool().map(square, range(3'000), {.chunksize = 1});
+  for (int i = 0; i < 3'000; ++i) ASSERT_EQ(r[i], long(i) * i) << i;
+  auto after = pool().stats();
+  const auto sent = after.batches_sent - before.batches_sent;
+  EXPECT_GE(sent, 3'000u / 256) << "a batch holds at most 256 items";
+  EXPECT_EQ(after.batches_shared_memory - before.batches_shared_memory, lanes ? sent : 0);
+
+  before = after;
+  std::vector<double> v(300'000);  // 2.4 MB: over a small slot, both ways
+  std::iota(v.begin(), v.end(), 1.0);
+  for (int round = 0; round < 3; ++round) {  // the large slots are used again
+    auto big = pool().apply_async(scale, v).get();
+    ASSERT_EQ(big.size(), v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) ASSERT_EQ(big[i], 2 * v[i]) << i;
+  }
+  after = pool().stats();
+  EXPECT_EQ(after.batches_sent - before.batches_sent, 3u);
+  EXPECT_EQ(after.batches_shared_memory - before.batches_shared_memory, lanes ? 3u : 0u);
+}
+
+// Batches through lanes are not heard by the agent: the driver must still send it heartbeats, or
+// its orphan guard ends it after driver_silence_s of work fed only through shared memory.
+TEST(Lanes, AnAgentWhoseWorkersAreFedThroughLanesStillHearsTheDriver) {
+  fibra::Pool p(1, {.heartbeat_s = 0.1, .driver_silence_s = 1.0});
+  auto r = p.map(pids_after, std::vector<int>(250, 10), {.chunksize = 1});  // 2.5 s of 10 ms tasks
+  std::set<long> agents, executors;
+  for (const auto& x : r) {
+    agents.insert(x.agent);
+    executors.insert(x.executor);
+  }
+  EXPECT_EQ(agents.size(), 1u) << "the agent took the driver for silent, and was replaced";
+  EXPECT_EQ(executors.size(), 1u);
+  const auto st = p.stats();
+  EXPECT_EQ(st.workers_lost, 0u);
+  EXPECT_EQ(st.workers_started, 1u);
+  EXPECT_EQ(st.attempts_failed, 0u);
+}
+
 TEST(Errors, ATaskThatThrowsRaisesRemoteErrorAndThePoolGoesOn) {
   try {
     pool().map(maybe_throw, range(100), {.chunksize = 10});

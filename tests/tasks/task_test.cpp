@@ -629,6 +629,8 @@ TEST(Actors, JoinWaitsForActorCallsAndTasksWaitingForTheirArguments) {
 
 int agent_of_task(int) { return static_cast<int>(::getppid()); }
 FIBRA_REMOTE(agent_of_task);
+int executor_of_task(int) { return static_cast<int>(::getpid()); }
+FIBRA_REMOTE(executor_of_task);
 
 TEST(Resources, AGpuThatNoAgentCanGiveEveryWorkerIsAnErrorAtOnce) {
   // 2 workers under one agent, 1 GPU: an agent gets GPUs only for all its workers, so none has one.
@@ -640,8 +642,13 @@ TEST(Resources, AGpuThatNoAgentCanGiveEveryWorkerIsAnErrorAtOnce) {
 TEST(Resources, AReplacementGetsTheGpusOfTheWorkerItReplaces) {
   fibra::Pool pool(1, {.heartbeat_s = 0.25, .worker_silence_s = 1.0, .resources = {.gpus = 1}, .gpu_ids = {"0"}});
   const int agent = pool.submit(agent_of_task, 0).get();
+  const int executor = pool.submit(executor_of_task, 0).get();
   ASSERT_GT(agent, 1);
-  ASSERT_EQ(::kill(agent, SIGSTOP), 0);  // silent: lost after 1 s, then ended and replaced
+  ASSERT_GT(executor, 1);
+  // The worker freezes (its executor too, which would otherwise take work through its lane until
+  // the verdict): silent, lost after 1 s, then ended and replaced.
+  ASSERT_EQ(::kill(executor, SIGSTOP), 0);
+  ASSERT_EQ(::kill(agent, SIGSTOP), 0);
   auto f = pool.submit(fibra::Resources{.gpus = 1}, visible_gpus, 0);
   ASSERT_TRUE(f.wait_for(30s)) << "the GPU task never ran: the replacement did not get the GPU";
   EXPECT_EQ(f.get(), "0");

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <latch>
 #include <thread>
+#include <vector>
 
 #include "fibra/future.hpp"
 #include "fibra/remote.hpp"
@@ -60,6 +61,47 @@ TEST(Future, CopiesWaitingInSeveralThreadsAllSeeTheResult) {
   EXPECT_TRUE(c.wait_for(0ms));
   EXPECT_EQ(b.get(), 42);
   EXPECT_EQ(c.get(), 42);
+}
+
+// An allocator that counts: a vector copied allocates, a vector moved does not.
+template <class T>
+struct Counting {
+  using value_type = T;
+  static inline int allocations = 0;
+  Counting() = default;
+  template <class U>
+  Counting(const Counting<U>&) {}
+  T* allocate(std::size_t n) {
+    ++allocations;
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) { std::allocator<T>().deallocate(p, n); }
+  template <class U>
+  bool operator==(const Counting<U>&) const { return true; }
+};
+
+TEST(Future, AFutureNotKeptGivesUpItsResultAndOneWithCopiesLeftCopiesIt) {
+  using V = std::vector<double, Counting<double>>;
+  const V big(100'000, 2.5);
+  auto deliver = [&](const std::shared_ptr<JobState>& j) {
+    j->deliver(ChunkOutcome{0, 1, fibra::detail::encode_value(big), {}, {}});
+  };
+  auto j = job();
+  fibra::Future<V> a(j);
+  deliver(j);
+  int before = Counting<double>::allocations;
+  const V moved = std::move(a).get();
+  EXPECT_EQ(moved, big);
+  EXPECT_EQ(Counting<double>::allocations - before, 1) << "decoded once, then moved out, not copied";
+
+  auto k = job();
+  fibra::Future<V> b(k);
+  const fibra::Future<V> kept = b;
+  deliver(k);
+  before = Counting<double>::allocations;
+  EXPECT_EQ(std::move(b).get(), big);
+  EXPECT_EQ(Counting<double>::allocations - before, 2) << "a copy of the future is left: the result is copied";
+  EXPECT_EQ(kept.get(), big) << "the copy still reads the whole result";
 }
 
 TEST(Future, AnErrorReachesEveryCopy) {

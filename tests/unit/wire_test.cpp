@@ -89,7 +89,7 @@ TEST(Wire, AResultOpenedBeforeItsPayloadIsClosedWithItsLengthStatusAndTime) {
 }
 
 TEST(Wire, AgentSetupRoundTrips) {
-  wire::AgentSetup s{0.25, 7.5, 4, 3, true, {"0,1", ""}, 2.5, "3 0 0"};
+  wire::AgentSetup s{0.25, 7.5, 4, 3, true, {"0,1", ""}, 2.5, "3 0 0", 0x1234567890abcdefULL};
   auto g = wire::decode<wire::AgentSetup>(wire::encode(s));
   EXPECT_EQ(g.heartbeat_s, 0.25);
   EXPECT_EQ(g.driver_silence_s, 7.5);
@@ -99,8 +99,10 @@ TEST(Wire, AgentSetupRoundTrips) {
   EXPECT_EQ(g.gpus, (std::vector<std::string>{"0,1", ""}));
   EXPECT_EQ(g.cpus, 2.5);
   EXPECT_EQ(g.policy, "3 0 0");
-  // the layout both sides read: doubles, ints, a bool, then a count and sized strings, a double, a string
-  EXPECT_EQ(wire::encode(s).size(), 8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u + (8u + 5u));
+  EXPECT_EQ(g.lane_nonce, 0x1234567890abcdefULL);
+  // the layout both sides read: doubles, ints, a bool, then a count and sized strings, a double, a
+  // string, the lanes' nonce
+  EXPECT_EQ(wire::encode(s).size(), 8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u + (8u + 5u) + 8u);
 }
 
 TEST(Wire, APoolsDefaultPolicyTravelsAsText) {

@@ -1,0 +1,311 @@
+// The same-host lane between the driver and one executor (src/lane.hpp).
+#include "lane.hpp"
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "fibra/detail/codec.hpp"
+#include "fibra/error.hpp"
+#include "roles.hpp"
+
+namespace fibra::detail {
+namespace {
+
+constexpr std::uint64_t lane_magic = 0x656e616c61726266;  // "fbralane"
+
+static_assert(sizeof(Mailbox) <= lane::control_offset);
+static_assert(sizeof(Lane::Control) <= lane::data_offset - lane::control_offset);
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free && std::atomic<std::uint64_t>::is_always_lock_free,
+              "the lane's atomics are shared between processes");
+
+// Shared (not FUTEX_PRIVATE): the word lives in memory mapped by two processes.
+void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t seen, std::chrono::milliseconds d) {
+  timespec ts{static_cast<time_t>(d.count() / 1000), static_cast<long>(d.count() % 1000) * 1000000L};
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+void futex_wake(std::atomic<std::uint32_t>& word) {
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+bool swap(std::atomic<std::uint32_t>& s, std::uint32_t from, std::uint32_t to) {
+  return s.compare_exchange_strong(from, to, std::memory_order_acq_rel, std::memory_order_acquire);
+}
+
+}  // namespace
+
+Mailbox& Lane::mailbox() const { return *reinterpret_cast<Mailbox*>(base_); }
+Lane::Control& Lane::control() const { return *reinterpret_cast<Control*>(base_ + lane::control_offset); }
+
+Lane::~Lane() {
+  for (auto& m : large_)
+    if (m.p) ::munmap(m.p, m.len);
+}
+
+char* Lane::slot_data(bool down, std::size_t i, std::size_t need) {
+  const std::size_t small = down ? lane::down_slots : lane::up_slots;
+  if (i < small) return base_ + lane::data_offset + ((down ? 0 : lane::down_slots) + i) * lane::slot_bytes;
+  // The large slot: mapped as far as needed, in steps that double, so that a payload of a size
+  // seen before finds its mapping (and its pages) in place.
+  if (need > lane::large_bytes) return nullptr;
+  Mapping& m = large_[down ? 0 : 1];
+  if (need > m.len) {
+    std::size_t len = std::max<std::size_t>(m.len * 2, std::size_t(2) << 20);
+    while (len < need) len *= 2;
+    len = std::min(len, lane::large_bytes);
+    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
+                     static_cast<off_t>(lane::region_bytes + (down ? 0 : lane::large_bytes)));
+    if (p == MAP_FAILED) return nullptr;
+    // Huge pages if the kernel gives them to shared memory (shmem_enabled "advise" or "within_size";
+    // Debian's default "never" ignores this): a copy through 4 KiB pages costs about 3x here.
+    (void)::madvise(p, len, MADV_HUGEPAGE);
+    if (m.p) ::munmap(m.p, m.len);
+    m = {static_cast<char*>(p), len};
+  }
+  return m.p;
+}
+
+void Lane::trim_large(bool down, std::size_t used) {
+  if (used <= lane::large_kept) return;
+  ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+              static_cast<off_t>(lane::region_bytes + (down ? 0 : lane::large_bytes) + lane::large_kept),
+              static_cast<off_t>(used - lane::large_kept));
+}
+
+// ---- the agent ----------------------------------------------------------------------------------
+
+void Lane::init(std::uint64_t nonce, std::int64_t agent_pid) {
+  new (base_) Mailbox();
+  Control& c = *new (base_ + lane::control_offset) Control();
+  c.nonce = nonce;
+  c.agent_pid = agent_pid;
+  // Up slots stay open for good: results a dead executor left there are still the driver's to take.
+  for (auto& u : c.up) u.state.store(free, std::memory_order_relaxed);  // the large one too
+  std::atomic_thread_fence(std::memory_order_release);
+  c.magic = lane_magic;
+}
+
+void Lane::reopen() {
+  for (auto& s : control().down) (void)swap(s.state, closed, free);
+}
+
+std::vector<Lane::Held> Lane::close() {
+  Control& c = control();
+  std::vector<std::pair<std::uint64_t, Held>> held;
+  for (std::size_t i = 0; i < all_down; ++i) {
+    Slot& s = c.down[i];
+    for (;;) {
+      std::uint32_t st = s.state.load(std::memory_order_acquire);
+      if (st == closed) break;
+      if (st == posted || st == taken) {
+        // The executor is dead and the driver never writes a posted slot: its batch stays as it is.
+        const std::uint32_t sent = st == taken ? s.sent.load(std::memory_order_acquire) : 0;
+        const char* data = slot_data(true, i, s.size);
+        // A large batch this agent cannot map (out of address space) is reported by nothing: the
+        // driver's silence check is the only way it comes back. Mapping 2 GiB of address space
+        // fails only under a tight `ulimit -v`.
+        if (data) held.emplace_back(s.seq, Held{std::string_view(data, s.size), sent});
+        s.state.store(closed, std::memory_order_release);
+        break;
+      }
+      if (swap(s.state, st, closed)) break;  // free, or the driver writing it: its post will fail
+    }
+  }
+  std::sort(held.begin(), held.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  std::vector<Held> out;
+  for (auto& [seq, h] : held) out.push_back(h);
+  return out;
+}
+
+std::size_t Lane::chunks_held() const {
+  std::size_t n = 0;
+  for (const auto& s : control().down) {
+    const auto st = s.state.load(std::memory_order_acquire);
+    if (st == posted || st == taken) n += s.chunks;
+  }
+  return n;
+}
+
+void Lane::ring() {
+  Control& c = control();
+  c.bell.fetch_add(1, std::memory_order_seq_cst);
+  if (c.sleeping.load(std::memory_order_seq_cst) > 0) futex_wake(c.bell);
+}
+
+// ---- the driver ---------------------------------------------------------------------------------
+
+bool Lane::post(std::size_t size, std::uint32_t chunks, const std::function<void(char*)>& fill) {
+  if (size > lane::large_bytes) return false;
+  Control& c = control();
+  const bool large = size > lane::slot_bytes;
+  for (std::size_t i = large ? lane::down_slots : 0; i < (large ? all_down : lane::down_slots); ++i) {
+    Slot& s = c.down[i];
+    if (!swap(s.state, free, writing)) continue;
+    char* data = slot_data(true, i, size);
+    if (!data) {  // the large slot could not be mapped: the agent's way
+      (void)swap(s.state, writing, free);
+      return false;
+    }
+    fill(data);
+    s.size = size;
+    s.chunks = chunks;
+    s.seq = c.next_seq.fetch_add(1, std::memory_order_relaxed);
+    if (!swap(s.state, writing, posted)) return false;  // closed meanwhile: the executor died
+    ring();
+    return true;
+  }
+  return false;
+}
+
+std::size_t Lane::busy() const {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < lane::down_slots; ++i) {  // the small ones: the executor's queue
+    const auto& s = control().down[i];
+    const auto st = s.state.load(std::memory_order_acquire);
+    n += st == posted || st == taken || st == writing;
+  }
+  return n;
+}
+
+bool Lane::take_result(std::string& frame) {
+  Control& c = control();
+  for (std::size_t i = 0; i < all_up; ++i) {
+    Slot& s = c.up[i];
+    if (s.state.load(std::memory_order_acquire) != full) continue;
+    const char* data = slot_data(false, i, s.size);
+    if (!data) continue;  // cannot happen: the executor mapped as much with the same limits
+    resize_large(frame, s.size);  // huge pages for a large one: it becomes the call's outcome
+    std::memcpy(frame.data(), data, s.size);
+    if (i == lane::up_slots) trim_large(false, s.size);
+    s.state.store(free, std::memory_order_release);
+    return true;
+  }
+  return false;
+}
+
+// ---- the executor -------------------------------------------------------------------------------
+
+std::optional<int> Lane::take(std::string_view& out) {
+  Control& c = control();
+  int oldest = -1;
+  for (std::size_t i = 0; i < all_down; ++i) {
+    if (c.down[i].state.load(std::memory_order_acquire) != posted) continue;
+    if (oldest < 0 || c.down[i].seq < c.down[std::size_t(oldest)].seq) oldest = int(i);
+  }
+  if (oldest < 0) return std::nullopt;
+  Slot& s = c.down[std::size_t(oldest)];
+  const char* data = slot_data(true, std::size_t(oldest), s.size);
+  if (!data) return std::nullopt;  // cannot map it: it stays posted until this executor dies (reported then)
+  s.sent.store(0, std::memory_order_relaxed);
+  if (!swap(s.state, posted, taken)) return std::nullopt;  // only the agent changes a posted slot, and not while this runs
+  out = std::string_view(data, s.size);
+  return oldest;
+}
+
+void Lane::finish(int slot) {
+  Slot& s = control().down[std::size_t(slot)];
+  if (std::size_t(slot) == lane::down_slots) trim_large(true, s.size);
+  // Taken -> free; after a death the agent has closed it, and closed it stays.
+  (void)swap(s.state, taken, free);
+}
+
+bool Lane::has_batch() const {
+  for (const auto& s : control().down)  // the large one too
+    if (s.state.load(std::memory_order_acquire) == posted) return true;
+  return false;
+}
+
+bool Lane::post_result(std::string_view frame) {
+  const bool large = frame.size() > lane::slot_bytes;
+  Control& c = control();
+  for (std::size_t i = large ? lane::up_slots : 0; i < (large ? all_up : lane::up_slots); ++i) {
+    Slot& s = c.up[i];
+    if (s.state.load(std::memory_order_acquire) != free) continue;
+    char* data = slot_data(false, i, frame.size());
+    if (!data) return false;
+    std::memcpy(data, frame.data(), frame.size());
+    s.size = frame.size();
+    s.state.store(full, std::memory_order_release);
+    return true;
+  }
+  return false;
+}
+
+void Lane::wait(std::chrono::microseconds spin, std::chrono::milliseconds sleep, const std::function<bool()>& ready) {
+  const auto spin_until = std::chrono::steady_clock::now() + spin;
+  while (std::chrono::steady_clock::now() < spin_until) {
+    if (ready()) return;
+    std::this_thread::yield();
+  }
+  Control& c = control();
+  const std::uint32_t seen = c.bell.load(std::memory_order_seq_cst);
+  c.sleeping.fetch_add(1, std::memory_order_seq_cst);
+  if (!ready()) futex_wait(c.bell, seen, sleep);
+  c.sleeping.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// ---- regions ------------------------------------------------------------------------------------
+
+std::unique_ptr<LaneRegion> LaneRegion::create() {
+  const int fd = ::memfd_create("fibra-executor", MFD_CLOEXEC);
+  if (fd < 0 || ::ftruncate(fd, lane::file_bytes) != 0) {  // sparse: pages come as they are written
+    const int e = errno;
+    if (fd >= 0) ::close(fd);
+    throw Error(std::string("fibra agent: cannot create an executor's shared memory (memfd_create): ") +
+                std::strerror(e));
+  }
+  void* m = ::mmap(nullptr, lane::region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    const int e = errno;
+    ::close(fd);
+    throw Error(std::string("fibra agent: cannot map an executor's shared memory: ") + std::strerror(e));
+  }
+  return std::unique_ptr<LaneRegion>(new LaneRegion(fd, m));
+}
+
+std::unique_ptr<LaneRegion> LaneRegion::adopt(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || std::size_t(st.st_size) < lane::region_bytes) return nullptr;
+  void* m = ::mmap(nullptr, lane::region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return nullptr;
+  return std::unique_ptr<LaneRegion>(new LaneRegion(fd, m));
+}
+
+std::unique_ptr<LaneRegion> LaneRegion::open(const std::string& path, std::uint64_t nonce, std::int64_t agent_pid,
+                                             std::string& why) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    why = "cannot open " + path + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  auto r = adopt(fd);
+  if (!r) {
+    why = path + " is not an executor's shared memory";
+    ::close(fd);
+    return nullptr;
+  }
+  const Lane::Control& c = r->lane().control();
+  if (c.magic != lane_magic || c.nonce != nonce || c.agent_pid != agent_pid) {
+    why = path + " belongs to another pool or process";
+    return nullptr;  // ~LaneRegion closes fd
+  }
+  return r;
+}
+
+LaneRegion::~LaneRegion() {
+  ::munmap(base_, lane::region_bytes);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+}  // namespace fibra::detail

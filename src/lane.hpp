@@ -1,0 +1,170 @@
+// src/lane.hpp: the same-host lane between the driver and one executor. Each executor shares a
+// region of memory (a memfd its agent creates) with its agent: the mailbox at its start, then the
+// lane. When the driver runs on the executor's host, it maps the same memfd (through
+// /proc/<agent pid>/fd/<fd>) and hands batches to the executor, and takes its result frames, in
+// that memory: no MPI message, no socket and no agent in between (the agent only looks at the lane
+// on its rounds, to know how busy the executor is).
+// Batches and result frames of up to 1 MiB take small slots; larger ones (up to MPI's 2 GiB) take
+// the one large slot each way, a stretch of the memfd that is mapped as far as it is used and kept
+// warm for the next (up to 256 MiB of it). What finds its slot taken goes the agent's way as
+// before; so do requests, replies and actors' calls. The agent still watches the executor: when it dies,
+// the agent closes the lane and reports the batches still in it, as it reports those it relayed.
+//
+// Slots change state by compare-and-swap only, each transition made by one side:
+//   down (batches): free -> writing -> posted (driver); posted -> taken -> free (executor);
+//                   any -> closed (agent, once the executor is dead); closed -> free (agent, at a restart).
+//   up (results):   free -> full (executor); full -> free (driver).
+// A driver whose writing -> posted swap fails (the agent closed the slot meanwhile) sends the
+// batch through the agent instead: a batch is either reported by the agent or run, never lost.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fibra::detail {
+
+struct Mailbox;
+
+namespace lane {
+// The driver keeps at most 2 batches in flight per executor (batches_per_worker), and counts one
+// done when its results arrive, a moment before the executor frees its slot: room for both and
+// for that moment, and for a task that waits (PoolImpl gives its worker a batch more).
+inline constexpr std::size_t down_slots = 4;
+inline constexpr std::size_t up_slots = 4;
+inline constexpr std::size_t slot_bytes = std::size_t(1) << 20;  // larger batches and frames take the large slot
+inline constexpr std::size_t control_offset = 4096;               // after the mailbox
+inline constexpr std::size_t data_offset = 8192;
+/// The small slots; mapped whole by all three processes.
+inline constexpr std::size_t region_bytes = data_offset + (down_slots + up_slots) * slot_bytes;
+/// The large slots, one each way, after the small ones: the memfd's size covers them, but no page
+/// exists until it is written, and each process maps only as much as it has used.
+inline constexpr std::size_t large_bytes = std::size_t(2) << 30;  // over MPI's limit of a message
+inline constexpr std::size_t file_bytes = region_bytes + 2 * large_bytes;
+/// What a large slot keeps of its pages once used (warm for the next payload); the rest is given back.
+inline constexpr std::size_t large_kept = std::size_t(256) << 20;
+}  // namespace lane
+
+/// A view of one executor's region (mailbox and lane), mapped by whoever holds it.
+class Lane {
+ public:
+  enum State : std::uint32_t { free = 0, writing, posted, taken, closed, full };
+  struct Slot {
+    std::atomic<std::uint32_t> state{closed};
+    std::uint32_t chunks = 0;  // down: chunks in the batch (the agent's count of its executor's load)
+    std::uint64_t seq = 0;     // down: order of posting (the executor takes the oldest first)
+    std::uint64_t size = 0;    // bytes in the slot
+    std::atomic<std::uint32_t> sent{0};  // down, taken: its first chunks whose results the executor sent
+  };
+  /// A batch the dead executor held, and how many of its first chunks it had sent results for.
+  struct Held {
+    std::string_view batch;
+    std::uint32_t sent = 0;
+  };
+  struct Control {
+    std::uint64_t magic = 0;
+    std::uint64_t nonce = 0;  // the pool's (AgentSetup::lane_nonce): a driver maps only its own lanes
+    std::int64_t agent_pid = 0;
+    std::atomic<std::uint32_t> bell{0};      // bumped by whoever gives the executor something to read
+    std::atomic<std::uint32_t> sleeping{0};  // threads of the executor waiting on bell (a futex)
+    std::atomic<std::uint32_t> mapped{0};    // the driver uses this lane (else the executor need not watch it)
+    std::atomic<std::uint64_t> next_seq{1};
+    Slot down[lane::down_slots + 1];  // the last: the large one
+    Slot up[lane::up_slots + 1];
+  };
+
+  /// `base`: a mapping of lane::region_bytes of the memfd `fd` (which maps the large slots).
+  Lane(void* base, int fd) : base_(static_cast<char*>(base)), fd_(fd) {}
+  ~Lane();
+  Lane(const Lane&) = delete;
+  Lane& operator=(const Lane&) = delete;
+  Mailbox& mailbox() const;
+  Control& control() const;
+
+  // ---- the agent ----
+  /// Writes the header (once, when the region is made); the lane stays closed until reopen().
+  void init(std::uint64_t nonce, std::int64_t agent_pid);
+  /// Opens every slot for a fresh executor (its first start and each restart).
+  void reopen();
+  /// The executor is dead: no slot takes a batch any more. Returns the batches it held (posted or
+  /// taken), oldest first, as views into the region, valid until reopen().
+  std::vector<Held> close();
+  /// Chunks in batches given to the executor and not finished.
+  std::size_t chunks_held() const;
+  /// Wakes the executor if it sleeps (after the agent wrote to its socket).
+  void ring();
+
+  // ---- the driver ----
+  /// Posts a batch of `size` bytes, written by `fill`, to a free slot; false if none is free, the
+  /// batch is too large or the lane is closed (then it goes the agent's way).
+  bool post(std::size_t size, std::uint32_t chunks, const std::function<void(char*)>& fill);
+  /// Down slots holding a batch (the executor's queue, as the driver sees it).
+  std::size_t busy() const;
+  /// Takes one result frame, if there is one.
+  bool take_result(std::string& frame);
+
+  // ---- the executor ----
+  /// Takes the oldest posted batch: `out` views it where it is (valid until finish()); returns its
+  /// slot, to finish() after its results were sent.
+  std::optional<int> take(std::string_view& out);
+  void finish(int slot);
+  /// Where the executor counts the chunks of a taken batch whose results it sent.
+  std::atomic<std::uint32_t>& sent(int slot) { return control().down[std::size_t(slot)].sent; }
+  /// The number of slots each way, the large one included.
+  static constexpr std::size_t all_down = lane::down_slots + 1, all_up = lane::up_slots + 1;
+  bool has_batch() const;
+  /// The driver has mapped the lane: batches may come this way.
+  bool in_use() const { return control().mapped.load(std::memory_order_relaxed) != 0; }
+  /// The driver says it uses the lane.
+  void mark_in_use() { control().mapped.store(1, std::memory_order_relaxed); }
+  /// Puts a result frame in a free up slot; false if it does not fit or none is free.
+  bool post_result(std::string_view frame);
+  /// Spins for `spin` (yielding), then sleeps until rung or `sleep` passed, unless `ready` holds.
+  void wait(std::chrono::microseconds spin, std::chrono::milliseconds sleep, const std::function<bool()>& ready);
+
+ private:
+  /// Where slot i's bytes are (nullptr: the large slot could not be mapped that far).
+  char* slot_data(bool down, std::size_t i, std::size_t need);
+  /// Gives back the pages of the large slot past lane::large_kept.
+  void trim_large(bool down, std::size_t used);
+  char* base_;
+  int fd_;
+  struct Mapping {
+    char* p = nullptr;
+    std::size_t len = 0;
+  };
+  Mapping large_[2];  // down, up: this process's mappings of the large slots
+};
+
+/// A region mapped from a file descriptor (the agent's memfd, or the driver's open of it), owned.
+class LaneRegion {
+ public:
+  /// Creates a memfd of lane::region_bytes and maps it (the agent); throws Error.
+  static std::unique_ptr<LaneRegion> create();
+  /// Maps the executor region behind `path` (the driver, "/proc/<agent pid>/fd/<fd>") if it is a
+  /// lane of this pool's (`nonce`) made by `agent_pid`; nullptr otherwise, with the reason in `why`.
+  static std::unique_ptr<LaneRegion> open(const std::string& path, std::uint64_t nonce, std::int64_t agent_pid,
+                                          std::string& why);
+  /// Maps the region of an inherited descriptor (the executor); nullptr if it cannot.
+  static std::unique_ptr<LaneRegion> adopt(int fd);
+  ~LaneRegion();
+  LaneRegion(const LaneRegion&) = delete;
+  LaneRegion& operator=(const LaneRegion&) = delete;
+  Lane& lane() { return lane_; }
+  int fd() const { return fd_; }
+
+ private:
+  LaneRegion(int fd, void* base) : fd_(fd), base_(base), lane_(base, fd) {}
+  int fd_;
+  void* base_;
+  Lane lane_;
+};
+
+}  // namespace fibra::detail

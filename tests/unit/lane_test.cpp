@@ -1,0 +1,176 @@
+// The lane between the driver and an executor (src/lane.hpp), its three sides played in one
+// process on a real memfd: the agent makes and closes it, the driver posts and takes results, the
+// executor takes and finishes. Between processes the same atomics are shared through the mapping.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "lane.hpp"
+#include "roles.hpp"
+
+namespace {
+
+using namespace fibra::detail;
+
+constexpr std::uint64_t nonce = 0x5eed;
+
+std::unique_ptr<LaneRegion> open_lane() {
+  auto r = LaneRegion::create();
+  r->lane().init(nonce, ::getpid());
+  r->lane().reopen();
+  return r;
+}
+
+bool post(Lane& l, const std::string& bytes, std::uint32_t chunks = 1) {
+  return l.post(bytes.size(), chunks, [&](char* out) { std::memcpy(out, bytes.data(), bytes.size()); });
+}
+
+TEST(Lane, ABatchGoesFromDriverToExecutorOldestFirstAndFreesItsSlotWhenFinished) {
+  auto r = open_lane();
+  Lane& l = r->lane();
+  EXPECT_FALSE(l.has_batch());
+  ASSERT_TRUE(post(l, "first", 3));
+  ASSERT_TRUE(post(l, "second", 2));
+  for (std::size_t i = 2; i < lane::down_slots; ++i) ASSERT_TRUE(post(l, "more " + std::to_string(i), 1));
+  EXPECT_FALSE(post(l, "one too many")) << "only lane::down_slots batches wait at once; the rest go through the agent";
+  EXPECT_EQ(l.chunks_held(), 5u + lane::down_slots - 2);
+  EXPECT_EQ(l.busy(), lane::down_slots);
+  std::string_view got;
+  auto a = l.take(got);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(got, "first");
+  auto b = l.take(got);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(got, "second");
+  EXPECT_EQ(l.chunks_held(), 5u + lane::down_slots - 2) << "a taken batch is held until it is finished";
+  l.finish(*a);
+  EXPECT_EQ(l.chunks_held(), 2u + lane::down_slots - 2);
+  EXPECT_TRUE(post(l, "in first's slot"));
+  for (std::size_t i = 2; i < lane::down_slots; ++i) {
+    ASSERT_TRUE(l.take(got));
+    EXPECT_EQ(got, "more " + std::to_string(i));
+  }
+  ASSERT_TRUE(l.take(got));
+  EXPECT_EQ(got, "in first's slot") << "oldest first, whatever the slot";
+  EXPECT_FALSE(l.take(got));
+}
+
+// Over a small slot's 1 MiB, a batch takes the large slot (one each way), mapped as far as it is
+// used; over MPI's 2 GiB it is refused (the caller's check says why).
+TEST(Lane, ALargeBatchAndALargeFrameTakeTheLargeSlot) {
+  auto r = open_lane();
+  Lane& l = r->lane();
+  std::string big(3 << 20, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = char(i * 7 + i / 4096);
+  ASSERT_TRUE(post(l, big, 1));
+  EXPECT_FALSE(post(l, big)) << "one large batch at a time; the next goes through the agent";
+  EXPECT_TRUE(post(l, "small")) << "the small slots are apart";
+  EXPECT_FALSE(l.post(lane::large_bytes + 1, 1, [](char*) { FAIL() << "filled a batch over the limit"; }));
+  std::string_view got;
+  auto slot = l.take(got);
+  ASSERT_TRUE(slot);
+  EXPECT_EQ(std::size_t(*slot), lane::down_slots);
+  EXPECT_TRUE(got == big) << "the large batch, read where it is";
+  l.finish(*slot);
+  ASSERT_TRUE(l.take(got));
+  EXPECT_EQ(got, "small");
+  ASSERT_TRUE(post(l, big + big, 2)) << "a larger one maps further";
+
+  ASSERT_TRUE(l.post_result(big));
+  EXPECT_FALSE(l.post_result(big)) << "the large up slot is full until the driver takes it";
+  std::string frame;
+  ASSERT_TRUE(l.take_result(frame));
+  EXPECT_TRUE(frame == big);
+  EXPECT_TRUE(l.post_result(big));
+}
+
+TEST(Lane, ClosingAfterADeathReturnsWhatTheExecutorHeldAndRefusesMore) {
+  auto r = open_lane();
+  Lane& l = r->lane();
+  ASSERT_TRUE(post(l, "running"));
+  std::string_view got;
+  auto slot = l.take(got);
+  ASSERT_TRUE(slot);
+  ASSERT_TRUE(post(l, "waiting"));
+  l.sent(*slot).store(1);  // it sent the results of its first chunk, then died
+  const auto held = l.close();
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(held[0].batch, "running");
+  EXPECT_EQ(held[0].sent, 1u);
+  EXPECT_EQ(held[1].batch, "waiting");
+  EXPECT_EQ(held[1].sent, 0u) << "a batch not taken yet has sent nothing";
+  EXPECT_FALSE(post(l, "after")) << "a closed lane takes nothing: the batch goes through the agent";
+  l.finish(*slot);  // a late finish from the dead executor's side changes nothing
+  EXPECT_FALSE(post(l, "after"));
+  EXPECT_TRUE(l.close().empty());
+  l.reopen();
+  EXPECT_EQ(l.chunks_held(), 0u);
+  EXPECT_TRUE(post(l, "for the next executor"));
+}
+
+TEST(Lane, APostThatRacesTheCloseFailsAndIsNotReported) {
+  auto r = open_lane();
+  Lane& l = r->lane();
+  std::vector<Lane::Held> held;
+  const bool posted = l.post(4, 1, [&](char* out) {
+    std::memcpy(out, "race", 4);
+    held = l.close();  // the agent closes while the driver writes
+  });
+  EXPECT_FALSE(posted) << "the driver must send it through the agent instead";
+  EXPECT_TRUE(held.empty()) << "the agent must not report a batch the driver will send again";
+  std::string_view got;
+  EXPECT_FALSE(l.take(got));
+}
+
+TEST(Lane, ResultFramesComeBackAndOutliveTheExecutorsRestart) {
+  auto r = open_lane();
+  Lane& l = r->lane();
+  for (int i = 0; i < int(lane::up_slots); ++i) ASSERT_TRUE(l.post_result("frame " + std::to_string(i)));
+  EXPECT_FALSE(l.post_result("one more")) << "every up slot is full: it goes through the socket";
+  EXPECT_TRUE(l.post_result(std::string(lane::slot_bytes + 1, 'x'))) << "a large one has a slot of its own";
+  (void)l.close();
+  l.reopen();  // a restart must not drop what the dead executor left for the driver
+  std::set<std::string> got;
+  std::string f;
+  while (l.take_result(f)) got.insert(f);
+  EXPECT_EQ(got.size(), lane::up_slots + 1);
+  EXPECT_TRUE(got.count("frame 0"));
+  EXPECT_TRUE(l.post_result("after"));
+}
+
+TEST(Lane, TheDriverMapsOnlyALaneOfItsOwnPool) {
+  auto r = open_lane();
+  const std::string path = "/proc/self/fd/" + std::to_string(r->fd());
+  std::string why;
+  EXPECT_EQ(LaneRegion::open(path, nonce + 1, ::getpid(), why), nullptr);
+  EXPECT_NE(why.find("another pool"), std::string::npos) << why;
+  EXPECT_EQ(LaneRegion::open(path, nonce, ::getpid() + 1, why), nullptr);
+  EXPECT_EQ(LaneRegion::open("/proc/self/fd/99999", nonce, ::getpid(), why), nullptr);
+  EXPECT_NE(why.find("cannot open"), std::string::npos) << why;
+  EXPECT_FALSE(r->lane().in_use());
+  auto d = LaneRegion::open(path, nonce, ::getpid(), why);
+  ASSERT_NE(d, nullptr) << why;
+  EXPECT_FALSE(r->lane().in_use()) << "in use once the driver has every lane of the agent";
+  d->lane().mark_in_use();
+  EXPECT_TRUE(r->lane().in_use()) << "the executor watches a lane the driver uses";
+  // Two mappings of one memfd: what the driver posts, the agent's mapping sees.
+  ASSERT_TRUE(post(d->lane(), "shared", 7));
+  EXPECT_EQ(r->lane().chunks_held(), 7u);
+  std::string_view got;
+  ASSERT_TRUE(r->lane().take(got));
+  EXPECT_EQ(got, "shared");
+}
+
+TEST(Lane, TheMailboxSitsAtTheStartOfTheRegion) {
+  auto r = open_lane();
+  r->lane().mailbox().chunk.store(42);
+  auto e = LaneRegion::adopt(::dup(r->fd()));
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->lane().mailbox().chunk.load(), 42u);
+}
+
+}  // namespace
