@@ -265,6 +265,7 @@ class Agent {
     std::vector<std::string> frames;
     for (auto& e : executors_) {
       e->start_if_due(now);
+      e->wake_for_lane();
       e->relay_output();
       busy |= e->write();
       bool got = false;

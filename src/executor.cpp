@@ -215,9 +215,17 @@ class Inbox {
         if (auto b = try_batch()) return b;
         if (closed()) return std::nullopt;
       }
-      // Only a lane the driver uses is worth watching: a batch through the agent rings the bell too.
-      const auto spin = g_lane->in_use() ? lane_spin : std::chrono::microseconds(0);
-      g_lane->wait(spin, std::chrono::milliseconds(50), [&] { return g_lane->has_batch() || readable(); });
+      if (g_lane->in_use()) {
+        // Its lane is in use: it watches it, then sleeps on its bell, which the agent rings too
+        // after it writes to the socket.
+        g_lane->wait(lane_spin, std::chrono::milliseconds(50), [&] { return g_lane->has_batch() || readable(); });
+      } else {
+        // Batches come through the socket only (its driver is on another host): it sleeps in poll,
+        // which wakes with the data, a wake-up less than the bell. The agent writes a wake frame
+        // when the driver starts using the lane.
+        pollfd p{sock_, POLLIN, 0};
+        ::poll(&p, 1, 50);
+      }
     }
   }
   std::optional<Batch> try_batch() {
@@ -311,6 +319,8 @@ class Inbox {
     }
     if (wire::frame_kind(prefix) == wire::frame_reply) {
       deliver(wire::decode<wire::Reply>(body));
+    } else if (wire::frame_kind(prefix) == wire::frame_wake) {
+      // nothing to do: it woke this executor from its poll on the socket, and it now sees its lane in use
     } else {
       std::lock_guard lk(mu_);
       batches_.push_back(std::move(body));

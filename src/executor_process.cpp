@@ -195,6 +195,7 @@ void ExecutorProcess::start() {
   // The driver may hand it batches from now on (it reads them once started); not before the spawn
   // succeeded: a lane open while no executor runs would take batches nobody reports.
   if (!actor_) lane().reopen();
+  lane_woken_ = false;  // a new executor reads the flag as it starts; it may be asleep before the driver sets it
   reaped_ = false;
   ready_ = false;
   sock_ = std::move(mine);
@@ -223,6 +224,12 @@ void ExecutorProcess::give(std::string batch) {
     trace::mark(trace::agent_received, t.header.chunk);
   }
   out_.push_back({batch.size(), std::move(batch)});
+}
+
+void ExecutorProcess::wake_for_lane() {
+  if (lane_woken_ || pid_ <= 0 || !lane().in_use()) return;
+  lane_woken_ = true;
+  out_.push_back({wire::frame_prefix(wire::frame_wake, 0), std::string()});
 }
 
 void ExecutorProcess::give_reply(std::string reply) {

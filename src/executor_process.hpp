@@ -99,6 +99,9 @@ class ExecutorProcess {
   void give(std::string batch);
   /// Queues the reply to one of its requests (a wire::Reply, encoded).
   void give_reply(std::string reply);
+  /// Wakes it (a frame of nothing) once the driver has started to use its lane: until then it
+  /// sleeps on its socket alone.
+  void wake_for_lane();
   /// Requests its tasks made (wire::Request, encoded) since the last call.
   std::vector<std::string> take_requests() { return std::exchange(requests_, {}); }
   /// How many more of its tasks wait (in a wait for what they requested) than at the last call.
@@ -161,6 +164,7 @@ class ExecutorProcess {
   LineRelay out_lines_{1}, err_lines_{2};
   std::unique_ptr<LaneRegion> region_;
   std::uint64_t lane_results_ = 0;  // result frames it had put in its lane when last looked
+  bool lane_woken_ = false;         // it was woken for its lane (once the driver uses it)
   pid_t pid_ = -1;
   FileDescriptor sock_;
   std::deque<Held> held_;  // chunks given, in order, without a result yet

@@ -36,11 +36,13 @@ enum Tag : int {
 };
 
 /// Frames on an executor's socket start with a u64: the frame's length, and its kind in the top
-/// byte. Agent -> executor: a task batch or a Reply. Executor -> agent: a result batch (an empty
-/// one says "started"), a Request, or a change of its waiting count (an i32).
+/// byte. Agent -> executor: a task batch, a Reply, or a wake-up (empty: the driver has started to
+/// use its lane, src/lane.hpp). Executor -> agent: a result batch (an empty one says "started"), a
+/// Request, or a change of its waiting count (an i32).
 enum FrameKind : std::uint64_t {
   frame_batch = 0,    ///< agent -> executor
   frame_reply = 1,    ///< agent -> executor
+  frame_wake = 2,     ///< agent -> executor
   frame_results = 0,  ///< executor -> agent
   frame_request = 1,  ///< executor -> agent
   frame_blocked = 2,  ///< executor -> agent
