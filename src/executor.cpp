@@ -212,19 +212,26 @@ class Inbox {
           read_one(true);
           continue;
         }
-        if (auto b = try_batch()) return b;
+        if (auto b = try_batch()) {
+          just_ran_ = true;
+          return b;
+        }
         if (closed()) return std::nullopt;
       }
+      // The sleeps end by themselves only as a safeguard: what comes wakes them.
       if (g_lane->in_use()) {
-        // Its lane is in use: it watches it, then sleeps on its bell, which the agent rings too
-        // after it writes to the socket.
-        g_lane->wait(lane_spin, std::chrono::milliseconds(50), [&] { return g_lane->has_batch() || readable(); });
+        // Its lane is in use: right after a batch it watches it a moment (the next one often comes
+        // sooner than a wake-up would take), then sleeps on its bell, which the agent rings too
+        // after it writes to the socket. Idle, it does not spin again at each safeguard wake.
+        const auto spin = just_ran_ ? lane_spin : std::chrono::microseconds(0);
+        just_ran_ = false;
+        g_lane->wait(spin, std::chrono::milliseconds(1000), [&] { return g_lane->has_batch() || readable(); });
       } else {
         // Batches come through the socket only (its driver is on another host): it sleeps in poll,
         // which wakes with the data, a wake-up less than the bell. The agent writes a wake frame
         // when the driver starts using the lane.
         pollfd p{sock_, POLLIN, 0};
-        ::poll(&p, 1, 50);
+        ::poll(&p, 1, 1000);
       }
     }
   }
@@ -364,6 +371,7 @@ class Inbox {
   }
 
   int sock_;
+  bool just_ran_ = false;  // the task's thread took a batch since it last waited
   std::mutex read_mu_;  // held while one frame is read
   std::mutex mu_;       // what follows
   std::deque<std::string> batches_;
