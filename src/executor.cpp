@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -218,14 +219,16 @@ class Inbox {
         }
         if (closed()) return std::nullopt;
       }
-      // The sleeps end by themselves only as a safeguard: what comes wakes them.
-      if (g_lane->in_use()) {
+      // The sleeps end by themselves only as a safeguard: what comes wakes them. A batch the
+      // reader thread (if a task started one) queued also rings the bell.
+      if (g_lane->in_use() || reader_running_.load(std::memory_order_relaxed)) {
         // Its lane is in use: right after a batch it watches it a moment (the next one often comes
         // sooner than a wake-up would take), then sleeps on its bell, which the agent rings too
         // after it writes to the socket. Idle, it does not spin again at each safeguard wake.
         const auto spin = just_ran_ ? lane_spin : std::chrono::microseconds(0);
         just_ran_ = false;
-        g_lane->wait(spin, std::chrono::milliseconds(1000), [&] { return g_lane->has_batch() || readable(); });
+        g_lane->wait(spin, std::chrono::milliseconds(1000),
+                     [&] { return g_lane->has_batch() || readable() || has_queued(); });
       } else {
         // Batches come through the socket only (its driver is on another host): it sleeps in poll,
         // which wakes with the data, a wake-up less than the bell. The agent writes a wake frame
@@ -246,7 +249,9 @@ class Inbox {
     }
     Batch b;
     if (closed()) return std::nullopt;  // stopping: what is left in the lane is the agent's to report, or nobody's
-    if (auto slot = g_lane->take(b.in_lane)) {
+    // `bytes` holds the batch only if it had to be read rather than mapped (it stays on the heap,
+    // where `in_lane` points, when the Batch moves).
+    if (auto slot = g_lane->take(b.in_lane, b.bytes)) {
       b.slot = *slot;
       return b;
     }
@@ -279,6 +284,7 @@ class Inbox {
   // Another thread than the task's waits for a reply: from now on a thread reads while nobody else does.
   void need_reader() {
     std::call_once(reader_started_, [this] {
+      reader_running_ = true;
       std::thread([this] {
         while (!closed()) read_a_little(std::chrono::milliseconds(100), false);
       }).detach();  // lives as long as the process
@@ -329,9 +335,16 @@ class Inbox {
     } else if (wire::frame_kind(prefix) == wire::frame_wake) {
       // nothing to do: it woke this executor from its poll on the socket, and it now sees its lane in use
     } else {
-      std::lock_guard lk(mu_);
-      batches_.push_back(std::move(body));
+      {
+        std::lock_guard lk(mu_);
+        batches_.push_back(std::move(body));
+      }
+      g_lane->ring();  // read by the reader thread, perhaps, while the task's thread sleeps on the bell
     }
+  }
+  bool has_queued() {
+    std::lock_guard lk(mu_);
+    return !batches_.empty();
   }
 
   void deliver(const wire::Reply& r) {
@@ -372,6 +385,7 @@ class Inbox {
 
   int sock_;
   bool just_ran_ = false;  // the task's thread took a batch since it last waited
+  std::atomic<bool> reader_running_{false};  // need_reader() started the reader thread
   std::mutex read_mu_;  // held while one frame is read
   std::mutex mu_;       // what follows
   std::deque<std::string> batches_;

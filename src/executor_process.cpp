@@ -368,7 +368,14 @@ std::string ExecutorProcess::report(std::uint64_t guilty_chunk, bool blame_first
   std::vector<std::pair<std::uint64_t, std::uint32_t>> held;
   for (const auto& h : held_) held.emplace_back(h.chunk, h.attempt);
   for (const auto& h : lane().close()) {
-    const auto tasks = wire::parse_tasks(h.batch);
+    std::vector<wire::TaskView> tasks;
+    try {
+      tasks = wire::parse_tasks(h.batch);
+    } catch (const wire::Malformed& e) {  // the driver wrote it: cannot happen short of a bug
+      log::error("fibra agent pid {}: a batch in its executor {}'s lane does not parse ({}); its chunks are not reported",
+                 ::getpid(), index_, e.what());
+      continue;
+    }
     for (std::size_t i = h.sent; i < tasks.size(); ++i)  // the first `sent` ones have their results out
       held.emplace_back(tasks[i].header.chunk, tasks[i].header.attempt);
   }
@@ -409,8 +416,11 @@ std::optional<std::string> ExecutorProcess::enforce_time_limit(double now, doubl
     }
     return std::nullopt;
   }
-  // The chunk's time limit, as the executor wrote it beside the chunk (it may have come through the lane).
-  const double timeout_s = b.timeout_s.load(std::memory_order_relaxed);
+  // The chunk's time limit, as the executor wrote it beside the chunk (it may have come through the
+  // lane); read between two readings of the chunk, so that it is that chunk's.
+  const double timeout_s = b.timeout_s.load(std::memory_order_acquire);
+  if (b.chunk.load(std::memory_order_acquire) != chunk || b.item.load(std::memory_order_relaxed) != item)
+    return std::nullopt;  // it moved on meanwhile: the next pass watches the new one
   if (timeout_s <= 0 || now - watch_since_ < timeout_s) return std::nullopt;
   ::kill(pid_, SIGKILL);
   char text[160];

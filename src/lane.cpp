@@ -76,6 +76,18 @@ char* Lane::slot_data(bool down, std::size_t i, std::size_t need) {
   return m.p;
 }
 
+bool Lane::read_large(bool down, std::size_t n, std::string& out) const {
+  resize_large(out, n);
+  const auto base = static_cast<off_t>(lane::region_bytes + (down ? 0 : lane::large_bytes));
+  for (std::size_t done = 0; done < n;) {
+    const ssize_t k = ::pread(fd_, out.data() + done, n - done, base + static_cast<off_t>(done));
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    done += static_cast<std::size_t>(k);
+  }
+  return true;
+}
+
 void Lane::trim_large(bool down, std::size_t used) {
   if (used <= lane::large_kept) return;
   ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
@@ -97,6 +109,9 @@ void Lane::init(std::uint64_t nonce, std::int64_t agent_pid) {
 }
 
 void Lane::reopen() {
+  // A large batch the dead executor held (or a post that failed) leaves pages behind: given back.
+  trim_large(true, lane::large_bytes);
+  spilled_.clear();
   for (auto& s : control().down) (void)swap(s.state, closed, free);
 }
 
@@ -111,11 +126,17 @@ std::vector<Lane::Held> Lane::close() {
       if (st == posted || st == taken) {
         // The executor is dead and the driver never writes a posted slot: its batch stays as it is.
         const std::uint32_t sent = st == taken ? s.sent.load(std::memory_order_acquire) : 0;
-        const char* data = slot_data(true, i, s.size);
-        // A large batch this agent cannot map (out of address space) is reported by nothing: the
-        // driver's silence check is the only way it comes back. Mapping 2 GiB of address space
-        // fails only under a tight `ulimit -v`.
-        if (data) held.emplace_back(s.seq, Held{std::string_view(data, s.size), sent});
+        const std::size_t n = s.size.load(std::memory_order_relaxed);
+        // A batch whose every result was sent is done: it died in finish(), whose trim may have
+        // zeroed the batch's tail already.
+        if (sent < s.chunks.load(std::memory_order_relaxed)) {
+          const char* data = slot_data(true, i, n);
+          if (!data) {  // out of address space (a tight `ulimit -v`): read it instead
+            spilled_.emplace_back();
+            data = read_large(true, n, spilled_.back()) ? spilled_.back().data() : nullptr;
+          }
+          if (data) held.emplace_back(s.seq.load(std::memory_order_relaxed), Held{std::string_view(data, n), sent});
+        }
         s.state.store(closed, std::memory_order_release);
         break;
       }
@@ -132,7 +153,7 @@ std::size_t Lane::chunks_held() const {
   std::size_t n = 0;
   for (const auto& s : control().down) {
     const auto st = s.state.load(std::memory_order_acquire);
-    if (st == posted || st == taken) n += s.chunks;
+    if (st == posted || st == taken) n += s.chunks.load(std::memory_order_relaxed);
   }
   return n;
 }
@@ -158,9 +179,9 @@ bool Lane::post(std::size_t size, std::uint32_t chunks, const std::function<void
       return false;
     }
     fill(data);
-    s.size = size;
-    s.chunks = chunks;
-    s.seq = c.next_seq.fetch_add(1, std::memory_order_relaxed);
+    s.size.store(size, std::memory_order_relaxed);
+    s.chunks.store(chunks, std::memory_order_relaxed);
+    s.seq.store(c.next_seq.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
     if (!swap(s.state, writing, posted)) return false;  // closed meanwhile: the executor died
     ring();
     return true;
@@ -183,11 +204,14 @@ bool Lane::take_result(std::string& frame) {
   for (std::size_t i = 0; i < all_up; ++i) {
     Slot& s = c.up[i];
     if (s.state.load(std::memory_order_acquire) != full) continue;
-    const char* data = slot_data(false, i, s.size);
-    if (!data) continue;  // cannot happen: the executor mapped as much with the same limits
-    resize_large(frame, s.size);  // huge pages for a large one: it becomes the call's outcome
-    std::memcpy(frame.data(), data, s.size);
-    if (i == lane::up_slots) trim_large(false, s.size);
+    const std::size_t n = s.size.load(std::memory_order_relaxed);
+    if (const char* data = slot_data(false, i, n)) {
+      resize_large(frame, n);  // huge pages for a large one: it becomes the call's outcome
+      std::memcpy(frame.data(), data, n);
+    } else if (!read_large(false, n, frame)) {  // no address space for the mapping: read it
+      continue;                                 // (cannot fail on a memfd of this size; tried again)
+    }
+    if (i == lane::up_slots) trim_large(false, n);
     s.state.store(free, std::memory_order_release);
     return true;
   }
@@ -196,26 +220,31 @@ bool Lane::take_result(std::string& frame) {
 
 // ---- the executor -------------------------------------------------------------------------------
 
-std::optional<int> Lane::take(std::string_view& out) {
+std::optional<int> Lane::take(std::string_view& out, std::string& spill) {
   Control& c = control();
   int oldest = -1;
   for (std::size_t i = 0; i < all_down; ++i) {
     if (c.down[i].state.load(std::memory_order_acquire) != posted) continue;
-    if (oldest < 0 || c.down[i].seq < c.down[std::size_t(oldest)].seq) oldest = int(i);
+    if (oldest < 0 || c.down[i].seq.load(std::memory_order_relaxed) < c.down[std::size_t(oldest)].seq.load(std::memory_order_relaxed))
+      oldest = int(i);
   }
   if (oldest < 0) return std::nullopt;
   Slot& s = c.down[std::size_t(oldest)];
-  const char* data = slot_data(true, std::size_t(oldest), s.size);
-  if (!data) return std::nullopt;  // cannot map it: it stays posted until this executor dies (reported then)
+  const std::size_t n = s.size.load(std::memory_order_relaxed);
+  const char* data = slot_data(true, std::size_t(oldest), n);
+  if (!data) {  // no address space for the mapping (a tight `ulimit -v`): read it
+    if (!read_large(true, n, spill)) return std::nullopt;
+    data = spill.data();
+  }
   s.sent.store(0, std::memory_order_relaxed);
   if (!swap(s.state, posted, taken)) return std::nullopt;  // only the agent changes a posted slot, and not while this runs
-  out = std::string_view(data, s.size);
+  out = std::string_view(data, n);
   return oldest;
 }
 
 void Lane::finish(int slot) {
   Slot& s = control().down[std::size_t(slot)];
-  if (std::size_t(slot) == lane::down_slots) trim_large(true, s.size);
+  if (std::size_t(slot) == lane::down_slots) trim_large(true, s.size.load(std::memory_order_relaxed));
   // Taken -> free; after a death the agent has closed it, and closed it stays.
   (void)swap(s.state, taken, free);
 }
@@ -235,7 +264,7 @@ bool Lane::post_result(std::string_view frame) {
     char* data = slot_data(false, i, frame.size());
     if (!data) return false;
     std::memcpy(data, frame.data(), frame.size());
-    s.size = frame.size();
+    s.size.store(frame.size(), std::memory_order_relaxed);
     s.state.store(full, std::memory_order_release);
     return true;
   }

@@ -57,10 +57,12 @@ class Lane {
  public:
   enum State : std::uint32_t { free = 0, writing, posted, taken, closed, full };
   struct Slot {
+    // Written by the side that owns the slot, published by the release of `state`; atomic (relaxed)
+    // because the agent may glance at a slot the driver is filling anew.
     std::atomic<std::uint32_t> state{closed};
-    std::uint32_t chunks = 0;  // down: chunks in the batch (the agent's count of its executor's load)
-    std::uint64_t seq = 0;     // down: order of posting (the executor takes the oldest first)
-    std::uint64_t size = 0;    // bytes in the slot
+    std::atomic<std::uint32_t> chunks{0};  // down: chunks in the batch (the agent's count of its executor's load)
+    std::atomic<std::uint64_t> seq{0};     // down: order of posting (the executor takes the oldest first)
+    std::atomic<std::uint64_t> size{0};    // bytes in the slot
     std::atomic<std::uint32_t> sent{0};  // down, taken: its first chunks whose results the executor sent
   };
   /// A batch the dead executor held, and how many of its first chunks it had sent results for.
@@ -111,9 +113,10 @@ class Lane {
   bool take_result(std::string& frame);
 
   // ---- the executor ----
-  /// Takes the oldest posted batch: `out` views it where it is (valid until finish()); returns its
-  /// slot, to finish() after its results were sent.
-  std::optional<int> take(std::string_view& out);
+  /// Takes the oldest posted batch: `out` views it where it is (valid until finish()), or in
+  /// `spill` when the large slot cannot be mapped (a tight `ulimit -v`); returns its slot, to
+  /// finish() after its results were sent.
+  std::optional<int> take(std::string_view& out, std::string& spill);
   void finish(int slot);
   /// Where the executor counts the chunks of a taken batch whose results it sent.
   std::atomic<std::uint32_t>& sent(int slot) { return control().down[std::size_t(slot)].sent; }
@@ -132,6 +135,9 @@ class Lane {
  private:
   /// Where slot i's bytes are (nullptr: the large slot could not be mapped that far).
   char* slot_data(bool down, std::size_t i, std::size_t need);
+  /// Reads a large slot's bytes with pread, for when it cannot be mapped: no address space needed.
+  bool read_large(bool down, std::size_t n, std::string& out) const;
+  std::vector<std::string> spilled_;  // close(): large batches read that way (its views point here)
   /// Gives back the pages of the large slot past lane::large_kept.
   void trim_large(bool down, std::size_t used);
   char* base_;

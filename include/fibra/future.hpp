@@ -1,6 +1,7 @@
 // fibra/future.hpp: fibra::Future<T>, the result of a call that runs elsewhere.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -37,7 +38,10 @@ class Future {
   T get() && {
     settle();
     if (s_->error) std::rethrow_exception(s_->error);
-    if (s_.use_count() == 1) return std::move(*s_->value);
+    if (s_.use_count() == 1) {
+      std::atomic_thread_fence(std::memory_order_acquire);  // after what other copies, now gone, did
+      return std::move(*s_->value);
+    }
     return *s_->value;
   }
   /// @brief Waits until the result (or its error) is there.

@@ -25,7 +25,8 @@ struct PoolStats {
   std::uint64_t late_results_dropped = 0;  ///< results of attempts already given up on
   std::uint64_t batches_sent = 0;          ///< batches of chunks handed to workers
   /// ... of which through shared memory, straight to a worker on the driver's host (the others
-  /// went through MPI and the worker's agent: workers on other hosts, and batches over 1 MiB)
+  /// went through MPI and the worker's agent: to workers on other hosts, and batches that found
+  /// their worker's slots taken)
   std::uint64_t batches_shared_memory = 0;
   /// When the last failure was seen by the driver, and when a retry was last handed out.
   std::chrono::steady_clock::time_point last_failure_seen{}, last_retry_sent{};
