@@ -311,11 +311,7 @@ class Inbox {
   // Reads one frame (under read_mu_): a batch is queued, a reply delivered. Without `block` it
   // reads only if bytes are there. At the end of the socket, calls still waiting get an answer.
   void read_one(bool block) {
-    if (!block) {
-      char c;
-      const ssize_t k = ::recv(sock_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-    }
+    if (!block && !readable()) return;
     std::uint64_t prefix = 0;
     std::string body;
     if (!read_all(sock_, &prefix, sizeof prefix) ||

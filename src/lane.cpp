@@ -53,6 +53,11 @@ Lane::~Lane() {
     if (m.p) ::munmap(m.p, m.len);
 }
 
+// Where a large slot starts in the memfd.
+static constexpr off_t large_offset(bool down) {
+  return static_cast<off_t>(lane::region_bytes + (down ? 0 : lane::large_bytes));
+}
+
 char* Lane::slot_data(bool down, std::size_t i, std::size_t need) {
   const std::size_t small = down ? lane::down_slots : lane::up_slots;
   if (i < small) return base_ + lane::data_offset + ((down ? 0 : lane::down_slots) + i) * lane::slot_bytes;
@@ -64,8 +69,7 @@ char* Lane::slot_data(bool down, std::size_t i, std::size_t need) {
     std::size_t len = std::max<std::size_t>(m.len * 2, std::size_t(2) << 20);
     while (len < need) len *= 2;
     len = std::min(len, lane::large_bytes);
-    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
-                     static_cast<off_t>(lane::region_bytes + (down ? 0 : lane::large_bytes)));
+    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, large_offset(down));
     if (p == MAP_FAILED) return nullptr;
     // Huge pages if the kernel gives them to shared memory (shmem_enabled "advise" or "within_size";
     // Debian's default "never" ignores this): a copy through 4 KiB pages costs about 3x here.
@@ -78,7 +82,7 @@ char* Lane::slot_data(bool down, std::size_t i, std::size_t need) {
 
 bool Lane::read_large(bool down, std::size_t n, std::string& out) const {
   resize_large(out, n);
-  const auto base = static_cast<off_t>(lane::region_bytes + (down ? 0 : lane::large_bytes));
+  const off_t base = large_offset(down);
   for (std::size_t done = 0; done < n;) {
     const ssize_t k = ::pread(fd_, out.data() + done, n - done, base + static_cast<off_t>(done));
     if (k < 0 && errno == EINTR) continue;
@@ -91,7 +95,7 @@ bool Lane::read_large(bool down, std::size_t n, std::string& out) const {
 void Lane::trim_large(bool down, std::size_t used) {
   if (used <= lane::large_kept) return;
   ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-              static_cast<off_t>(lane::region_bytes + (down ? 0 : lane::large_bytes) + lane::large_kept),
+              large_offset(down) + static_cast<off_t>(lane::large_kept),
               static_cast<off_t>(used - lane::large_kept));
 }
 

@@ -2,6 +2,7 @@
 
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -69,16 +70,19 @@ std::size_t Pieces::size() const {
   return n;
 }
 
-std::string Pieces::joined() const {
-  std::string s;
-  s.reserve(size());
+void Pieces::write_to(char* out) const {
   std::size_t at = 0;
   for (std::size_t i = 0; i < bodies.size(); ++i) {
-    s.append(heads, at, ends[i] - at);
-    s += *bodies[i];
+    out = std::copy(heads.data() + at, heads.data() + ends[i], out);
+    out = std::copy(bodies[i]->begin(), bodies[i]->end(), out);
     at = ends[i];
   }
-  s.append(heads, at, std::string::npos);
+  std::copy(heads.data() + at, heads.data() + heads.size(), out);
+}
+
+std::string Pieces::joined() const {
+  std::string s(size(), '\0');  // joined only below join_below bytes: the zero fill is nothing
+  write_to(s.data());
   return s;
 }
 

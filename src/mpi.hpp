@@ -55,6 +55,8 @@ struct Pieces {
   std::vector<std::size_t> ends;  // one per body: where the heads before it end
   std::vector<std::shared_ptr<const std::string>> bodies;
   std::size_t size() const;
+  /// Writes the message's size() bytes, in order, to `out`.
+  void write_to(char* out) const;
   std::string joined() const;
 };
 

@@ -338,17 +338,7 @@ bool PoolImpl::post_to_lane(Worker& w, const mpi::Pieces& batch, std::uint32_t c
   std::vector<std::pair<std::size_t, Lane*>> by_load;
   for (auto& r : w.lanes) by_load.emplace_back(r->lane().busy(), &r->lane());
   std::stable_sort(by_load.begin(), by_load.end(), [](auto& a, auto& b) { return a.first < b.first; });
-  const auto fill = [&](char* out) {
-    std::size_t head = 0;
-    for (std::size_t i = 0; i < batch.bodies.size(); ++i) {
-      std::memcpy(out, batch.heads.data() + head, batch.ends[i] - head);
-      out += batch.ends[i] - head;
-      head = batch.ends[i];
-      std::memcpy(out, batch.bodies[i]->data(), batch.bodies[i]->size());
-      out += batch.bodies[i]->size();
-    }
-    std::memcpy(out, batch.heads.data() + head, batch.heads.size() - head);
-  };
+  const auto fill = [&](char* out) { batch.write_to(out); };
   for (auto& [load, l] : by_load)
     if (load < lane::down_slots && l->post(size, chunks, fill)) return true;  // not a heartbeat: the agent hears nothing
   return false;
