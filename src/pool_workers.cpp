@@ -171,6 +171,9 @@ void PoolImpl::spawn(int executors) {
     const int count = s_.host_slots[h] > 0 ? s_.host_slots[h] : load[h].processes + 1;
     info.set("host", (host + ":" + std::to_string(count)).c_str());
   }
+  // An agent is one MPI process but runs several executors: Open MPI's default binding (to one core
+  // when a job has at most 2 processes, and each spawn is a job) would pin them all to that core.
+  info.set("bind_to", "none");
   {
     check_slots();
     MPI_Comm inter = MPI_COMM_NULL;

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <fibra/fibra.hpp>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -113,7 +114,14 @@ long hang_first_time(Item it) {
   return long(it.i) * 5;
 }
 
+// The number of cores the calling process may run on (its affinity mask).
+int cores_allowed(int) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
+}
 FIBRA_REMOTE(work);
+FIBRA_REMOTE(cores_allowed);
 FIBRA_REMOTE(segv_first_time);
 FIBRA_REMOTE(poison);
 FIBRA_REMOTE(flaky_exit);
@@ -570,6 +578,16 @@ TEST_F(Faults, AutomaticAgentsSpreadTenWorkersOverFour) {
   const Processes p = who_ran(pool, items(2000));
   EXPECT_EQ(p.agents.size(), 4u) << "ceil(10 / 4) = 3 per agent: agents of 3, 3, 3 and 1";
   EXPECT_EQ(p.executors.size(), 10u);
+}
+
+// Open MPI binds a spawned job of one or two processes to a core by default: an agent's executors
+// would then all share that one core. The driver spawns its agents unbound.
+TEST_F(Faults, ASharedAgentsWorkersMayRunOnEveryCoreTheDriverMay) {
+  const int mine = cores_allowed(0);
+  if (mine < 2) GTEST_SKIP() << "the driver may run on one core only";
+  fibra::Pool pool(2, {.workers_per_agent = 2});
+  const auto r = pool.map(cores_allowed, std::vector<int>(40, 0), {.chunksize = 1});
+  for (int n : r) ASSERT_EQ(n, mine) << "a worker is bound to fewer cores than the driver may use";
 }
 
 TEST_F(Faults, AnExecutorKilledInASharedAgentCostsOnlyItsOwnChunks) {
