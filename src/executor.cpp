@@ -105,7 +105,8 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
   const bool via_lane = sent != nullptr;
   std::uint32_t ran = 0;
   const auto pid = static_cast<std::int64_t>(::getpid());
-  results.assign(wire::begin_results(pid));
+  const std::string frame_head = wire::begin_results(pid);
+  results.assign(frame_head);  // a copy, not a move: `results` keeps its memory, warm from the last frame
   auto last_flush = std::chrono::steady_clock::now();
   RunControl ctl;
   std::vector<ItemFailure> failures;
@@ -167,7 +168,7 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
       if (sent) sent->store(ran, std::memory_order_release);
       for (auto id : traced) trace::mark(trace::executor_sent, id);
       traced.clear();
-      results.assign(wire::begin_results(pid));  // keeps its memory: the next frame finds it warm
+      results.assign(frame_head);  // keeps its memory: the next frame finds it warm
       last_flush = now;
     }
   }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "fibra/detail/codec.hpp"
 #include "fibra/detail/core.hpp"
 #include "fibra/error.hpp"
 #include "trace.hpp"
@@ -20,7 +21,21 @@ void PoolCore::call_actor(std::uint64_t, const std::shared_ptr<JobState>& job, s
   throw ConfigError("fibra: this pool cannot host actors (" + job->fn().name + ")");
 }
 
+void ChunkOutcome::unshare() {
+  if (!keep) return;
+  std::string copy;
+  if (shared.size() >= large_buffer) append_large(copy, shared.data(), shared.size());
+  else copy.assign(shared);
+  payload = std::move(copy);
+  offset = 0;
+  shared = {};
+  keep.reset();
+}
+
 void JobState::deliver(ChunkOutcome o) {
+  // A result left in shared memory is decoded from there by a thread that waits for it; one that
+  // nobody waits for yet is copied out, so that its slot is free for the executor's next result.
+  if (o.keep && waiters_.load(std::memory_order_acquire) == 0) o.unshare();
   std::vector<std::pair<std::uint64_t, std::function<void()>>> callbacks;
   {
     std::lock_guard lk(mu_);
@@ -63,6 +78,11 @@ int wait_with_hook(const std::function<bool()>& ready, std::optional<std::chrono
 
 template <class Pred>
 bool JobState::wait_until(Pred pred, std::optional<std::chrono::nanoseconds> timeout) {
+  waiters_.fetch_add(1, std::memory_order_acq_rel);
+  struct Leave {
+    std::atomic<int>& n;
+    ~Leave() { n.fetch_sub(1, std::memory_order_acq_rel); }
+  } leave{waiters_};
   if (const WaitHook hook = g_wait_hook.load(std::memory_order_relaxed)) {
     const int r = hook([&] { return pred(); }, timeout);
     if (r >= 0) return r == 1;

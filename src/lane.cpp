@@ -204,22 +204,41 @@ std::size_t Lane::busy() const {
 }
 
 bool Lane::take_result(std::string& frame) {
+  std::string_view unused;
+  return take_result(frame, unused, false) != Took::none;
+}
+
+Lane::Took Lane::take_result(std::string& frame, std::string_view& held) { return take_result(frame, held, true); }
+
+void Lane::release_held(std::size_t size) {
+  Slot& s = control().up[lane::up_slots];
+  trim_large(false, size);
+  s.state.store(free, std::memory_order_release);
+}
+
+Lane::Took Lane::take_result(std::string& frame, std::string_view& held, bool may_hold) {
   Control& c = control();
   for (std::size_t i = 0; i < all_up; ++i) {
     Slot& s = c.up[i];
     if (s.state.load(std::memory_order_acquire) != full) continue;
     const std::size_t n = s.size.load(std::memory_order_relaxed);
-    if (const char* data = slot_data(false, i, n)) {
+    const char* data = slot_data(false, i, n);
+    if (data && may_hold && i == lane::up_slots) {
+      held = std::string_view(data, n);
+      s.state.store(Lane::held, std::memory_order_relaxed);  // only this side reads it from here on
+      return Took::held;
+    }
+    if (data) {
       resize_large(frame, n);  // huge pages for a large one: it becomes the call's outcome
-      std::memcpy(frame.data(), data, n);
+      copy_large(frame.data(), data, n);
     } else if (!read_large(false, n, frame)) {  // no address space for the mapping: read it
       continue;                                 // (cannot fail on a memfd of this size; tried again)
     }
     if (i == lane::up_slots) trim_large(false, n);
     s.state.store(free, std::memory_order_release);
-    return true;
+    return Took::copied;
   }
-  return false;
+  return Took::none;
 }
 
 // ---- the executor -------------------------------------------------------------------------------
@@ -267,7 +286,7 @@ bool Lane::post_result(std::string_view frame) {
     if (s.state.load(std::memory_order_acquire) != free) continue;
     char* data = slot_data(false, i, frame.size());
     if (!data) return false;
-    std::memcpy(data, frame.data(), frame.size());
+    copy_large(data, frame.data(), frame.size());
     s.size.store(frame.size(), std::memory_order_relaxed);
     s.state.store(full, std::memory_order_release);
     return true;

@@ -13,7 +13,8 @@
 // Slots change state by compare-and-swap only, each transition made by one side:
 //   down (batches): free -> writing -> posted (driver); posted -> taken -> free (executor);
 //                   any -> closed (agent, once the executor is dead); closed -> free (agent, at a restart).
-//   up (results):   free -> full (executor); full -> free (driver).
+//   up (results):   free -> full (executor); full -> free, or full -> held -> free (driver: a large
+//                   frame left in its slot while the call it answers decodes it, see take_result).
 // A driver whose writing -> posted swap fails (the agent closed the slot meanwhile) sends the
 // batch through the agent instead: a batch is either reported by the agent or run, never lost.
 #pragma once
@@ -55,7 +56,7 @@ inline constexpr std::size_t large_kept = std::size_t(256) << 20;
 /// A view of one executor's region (mailbox and lane), mapped by whoever holds it.
 class Lane {
  public:
-  enum State : std::uint32_t { free = 0, writing, posted, taken, closed, full };
+  enum State : std::uint32_t { free = 0, writing, posted, taken, closed, full, held };
   struct Slot {
     // Written by the side that owns the slot, published by the release of `state`; atomic (relaxed)
     // because the agent may glance at a slot the driver is filling anew.
@@ -109,8 +110,15 @@ class Lane {
   bool post(std::size_t size, std::uint32_t chunks, const std::function<void(char*)>& fill);
   /// Down slots holding a batch (the executor's queue, as the driver sees it).
   std::size_t busy() const;
-  /// Takes one result frame, if there is one.
+  /// Takes one result frame, if there is one, copied into `frame`.
   bool take_result(std::string& frame);
+  enum class Took { none, copied, held };
+  /// As take_result, except that a frame in the large slot is left where it lies: `held` views it,
+  /// and the slot stays the driver's (the executor writes its next large frame to its socket) until
+  /// release_held().
+  Took take_result(std::string& frame, std::string_view& held);
+  /// Gives back the large up slot a `held` frame of `size` bytes was left in.
+  void release_held(std::size_t size);
 
   // ---- the executor ----
   /// Takes the oldest posted batch: `out` views it where it is (valid until finish()), or in
@@ -135,6 +143,7 @@ class Lane {
  private:
   /// Where slot i's bytes are (nullptr: the large slot could not be mapped that far).
   char* slot_data(bool down, std::size_t i, std::size_t need);
+  Took take_result(std::string& frame, std::string_view& held, bool may_hold);
   /// Reads a large slot's bytes with pread, for when it cannot be mapped: no address space needed.
   bool read_large(bool down, std::size_t n, std::string& out) const;
   std::vector<std::string> spilled_;  // close(): large batches read that way (its views point here)

@@ -1,12 +1,41 @@
-// Huge pages for large payload buffers (fibra/detail/codec.hpp).
+// Large payload buffers (fibra/detail/codec.hpp): huge pages, copies split across cores, and
+// strings grown without the zero fill that std::string::resize does.
+//
+// This file is compiled as C++23 (CMakeLists.txt) for std::string::resize_and_overwrite: a buffer
+// about to be overwritten need not be zeroed first, and only a raw pointer lets the copy be split.
+// The functions take and return only types whose layout C++20 and C++23 share.
+#include <sched.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "fibra/detail/codec.hpp"
 
 namespace fibra::detail {
+namespace {
+
+// A copy below this is one memcpy; above it, each extra thread takes at least this much.
+constexpr std::size_t split_bytes = std::size_t(8) << 20;
+constexpr unsigned max_copy_threads = 4;
+
+// Cores this process may run on (its affinity mask, which Slurm and mpirun narrow), not the
+// machine's: threads past them would only take turns.
+unsigned usable_cores() {
+  static const unsigned n = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(0, sizeof set, &set) != 0) return 1u;
+    return std::max(1u, unsigned(CPU_COUNT(&set)));
+  }();
+  return n;
+}
+
+}  // namespace
 
 void advise_large(const void* p, std::size_t n) noexcept {
   if (n < large_buffer) return;
@@ -17,6 +46,30 @@ void advise_large(const void* p, std::size_t n) noexcept {
   if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }
 
+void copy_large(void* dst, const void* src, std::size_t n) noexcept {
+  const unsigned parts = unsigned(std::min<std::size_t>({usable_cores(), max_copy_threads, n / split_bytes}));
+  if (parts <= 1) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  const std::size_t part = (n / parts + 4095) & ~std::size_t(4095);  // whole pages each
+  std::vector<std::thread> helpers;
+  std::size_t at = part;  // the first part is this thread's
+  try {
+    helpers.reserve(parts - 1);
+    for (; at < n; at += part) {
+      const std::size_t len = std::min(part, n - at);
+      helpers.emplace_back([=] { std::memcpy(d + at, s + at, len); });
+    }
+  } catch (...) {  // no thread to be had (a limit on threads): this one copies the rest
+    std::memcpy(d + at, s + at, n - at);
+  }
+  std::memcpy(d, s, std::min(part, n));
+  for (auto& t : helpers) t.join();
+}
+
 void reserve_large(std::string& s, std::size_t n) {
   if (n <= s.capacity()) return;
   if (s.empty()) std::string().swap(s);  // a fresh allocation, not a copy of nothing into it
@@ -25,11 +78,25 @@ void reserve_large(std::string& s, std::size_t n) {
 }
 
 void resize_large(std::string& s, std::size_t n) {
-  if (n >= large_buffer && s.capacity() < n) {
+  if (n < large_buffer) {
+    s.resize(n);
+    return;
+  }
+  if (s.capacity() < n) {
     std::string().swap(s);
     reserve_large(s, n);
   }
-  s.resize(n);
+  // Its bytes are overwritten by the caller: no zero fill (which would fault every page in first).
+  s.resize_and_overwrite(n, [](char*, std::size_t len) { return len; });
+}
+
+void append_large(std::string& s, const void* p, std::size_t n) {
+  const std::size_t at = s.size();
+  if (s.capacity() - at < n) reserve_large(s, at + n);
+  s.resize_and_overwrite(at + n, [&](char* out, std::size_t len) {
+    copy_large(out + at, p, n);
+    return len;
+  });
 }
 
 }  // namespace fibra::detail

@@ -74,7 +74,8 @@ void Pieces::write_to(char* out) const {
   std::size_t at = 0;
   for (std::size_t i = 0; i < bodies.size(); ++i) {
     out = std::copy(heads.data() + at, heads.data() + ends[i], out);
-    out = std::copy(bodies[i]->begin(), bodies[i]->end(), out);
+    detail::copy_large(out, bodies[i]->data(), bodies[i]->size());  // split across cores when large
+    out += bodies[i]->size();
     at = ends[i];
   }
   std::copy(heads.data() + at, heads.data() + heads.size(), out);

@@ -309,7 +309,8 @@ bool PoolImpl::prefetch_pays() const {
 mpi::Pieces PoolImpl::encode_batch(const std::vector<Chunk*>& chunks) {
   mpi::Pieces batch;
   batch.heads = wire::begin_batch();
-  batch.heads.reserve(sizeof(std::uint32_t) + chunks.size() * 64);
+  batch.heads.reserve(sizeof(std::uint32_t) + chunks.size() * 80);
+  std::size_t bodies = 0;
   for (const Chunk* c : chunks) {
     const RetryPolicy& policy = c->job->policy();
     wire::TaskHeader h;
@@ -322,8 +323,9 @@ mpi::Pieces PoolImpl::encode_batch(const std::vector<Chunk*>& chunks) {
     h.timeout_s = policy.task_timeout_s;
     h.keep_going = policy.keep_going;
     h.skip = c->skip;
-    wire::append_task_head(batch.heads, h, c->payload->size());
+    wire::append_task_head(batch.heads, h, c->payload->size(), bodies);
     batch.ends.push_back(batch.heads.size());
+    bodies += c->payload->size();
     batch.bodies.push_back(c->payload);
   }
   wire::set_count(batch.heads, static_cast<std::uint32_t>(chunks.size()));
@@ -344,18 +346,47 @@ bool PoolImpl::post_to_lane(Worker& w, const mpi::Pieces& batch, std::uint32_t c
   return false;
 }
 
-// Result frames its executors put in their lanes, handled as if the agent had sent them.
+namespace {
+// A large result frame left in its lane's slot: the slot is given back when the last outcome that
+// views it is dropped (the call decoded it), from whichever thread that is.
+class HeldFrame {
+ public:
+  HeldFrame(std::shared_ptr<LaneRegion> region, std::size_t size) : region_(std::move(region)), size_(size) {}
+  HeldFrame(const HeldFrame&) = delete;  // one owner gives the slot back, once
+  HeldFrame& operator=(const HeldFrame&) = delete;
+  ~HeldFrame() { region_->lane().release_held(size_); }
+
+ private:
+  std::shared_ptr<LaneRegion> region_;  // keeps the mapping
+  std::size_t size_;
+};
+}  // namespace
+
+// Result frames its executors put in their lanes, handled as if the agent had sent them. A large
+// one is not copied out: its result is decoded where it lies (ChunkOutcome::keep).
 bool PoolImpl::drain_lanes(Worker& w) {
-  bool got = false;
+  std::uint64_t got = 0;
   for (auto& r : w.lanes) {
     std::string frame;
-    while (r->lane().take_result(frame)) {
-      got = true;
-      on_results(w, frame);
-      frame = std::string();
+    std::string_view held;
+    for (;;) {
+      const Lane::Took took = r->lane().take_result(frame, held);
+      if (took == Lane::Took::none) break;
+      ++got;
+      if (took == Lane::Took::held) {
+        // Released when the last outcome viewing it goes, or here if none does (an error, a late result).
+        const std::shared_ptr<const void> keep = std::make_shared<HeldFrame>(r, held.size());
+        on_results(w, held, nullptr, keep);
+      } else {
+        on_results(w, frame);
+        frame = std::string();
+      }
     }
   }
-  return got;
+  if (got == 0) return false;
+  std::lock_guard lk(mu_);
+  stats_.results_shared_memory += got;
+  return true;
 }
 
 // Moves queued sends on; returns whether some are still under way. A send that MPI reports failed

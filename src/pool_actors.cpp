@@ -145,7 +145,7 @@ bool PoolImpl::dispatch_actors() {
           h.count = 1;
           h.timeout_s = c.job->policy().task_timeout_s;
           h.actor = a.key;
-          wire::append_task_head(batch.heads, h, c.payload->size());
+          wire::append_task_head(batch.heads, h, c.payload->size(), bytes);
           batch.ends.push_back(batch.heads.size());
           batch.bodies.push_back(c.payload);
           bytes += c.payload->size();

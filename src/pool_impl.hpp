@@ -117,7 +117,7 @@ struct Worker {
   // Its executors' lanes (src/lane.hpp), mapped when it runs on the driver's host: batches that fit
   // go there, not through MPI and the agent. Empty elsewhere, or where they could not be opened.
   // The communication thread's alone (no lock); `shared_memory` says the same to user threads (mu_).
-  std::vector<std::unique_ptr<LaneRegion>> lanes;
+  std::vector<std::shared_ptr<LaneRegion>> lanes;  // shared: a result left in one holds it (drain_lanes)
   bool shared_memory = false;
   double spawned_at = 0, last_heard = 0, last_sent = 0, lost_at = 0;
   bool holds_slot = true;  // counted in g_agents_in_slots until its process is surely gone
@@ -238,7 +238,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   static mpi::Pieces encode_batch(const std::vector<Chunk*>& chunks);
   bool post_to_lane(Worker& w, const mpi::Pieces& batch, std::uint32_t chunks);
   bool drain_lanes(Worker& w);
-  std::vector<std::unique_ptr<LaneRegion>> open_lanes(const Worker& w, const wire::Hello& h);
+  std::vector<std::shared_ptr<LaneRegion>> open_lanes(const Worker& w, const wire::Hello& h);
   void send(Worker& w, int tag, std::string data);
   void send(Worker& w, int tag, mpi::Pieces data);
   bool progress_sends();
@@ -330,9 +330,12 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::uint64_t next_actor_id_ = 1, next_actor_key_ = 1, next_actor_chunk_ = 1;
 
   // ---- pool_results.cpp: results and failed attempts -----------------------------------------
-  void on_results(Worker& w, std::string& message);
+  void on_results(Worker& w, std::string& message) { on_results(w, message, &message, nullptr); }
+  /// A message of results: `owned` (the message itself, given to a lone result) or `keep` (what
+  /// holds the lane slot it lies in, shared with a lone result) or neither (results are copied).
+  void on_results(Worker& w, std::string_view message, std::string* owned, const std::shared_ptr<const void>& keep);
   void accept_result(const wire::ResultHeader& h, std::string_view payload, std::vector<ItemOutcomeError> errors,
-                     std::string* message = nullptr);
+                     std::string* message = nullptr, const std::shared_ptr<const void>& keep = nullptr);
   void on_partial(const Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid);
   void on_failed_attempt(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid);
   std::exception_ptr raised_error(const Worker& w, const Chunk& c, const ItemFailure& f, std::int64_t exec_pid);

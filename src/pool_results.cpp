@@ -9,10 +9,13 @@
 
 namespace fibra::detail {
 
-void PoolImpl::on_results(Worker& w, std::string& message) {
+void PoolImpl::on_results(Worker& w, std::string_view message, std::string* owned,
+                          const std::shared_ptr<const void>& keep) {
   const wire::ResultBatch b = wire::parse_results(message);
-  // A message of one result gives it its bytes (no copy of a large payload).
-  std::string* whole = b.results.size() == 1 ? &message : nullptr;
+  // A message of one result gives it its bytes, or the slot they lie in (no copy of a large payload).
+  const bool lone = b.results.size() == 1;
+  std::string* whole = lone ? owned : nullptr;
+  const std::shared_ptr<const void> held = lone ? keep : nullptr;
   std::lock_guard lk(mu_);
   for (const auto& r : b.results) {
     const auto& h = r.header;
@@ -24,7 +27,7 @@ void PoolImpl::on_results(Worker& w, std::string& message) {
     trace::mark(trace::driver_received, h.chunk);
     switch (h.status) {
       case wire::Status::not_run: sched_.requeue(h.chunk, h.attempt); break;
-      case wire::Status::ok: accept_result(h, r.payload, {}, whole); break;
+      case wire::Status::ok: accept_result(h, r.payload, {}, whole, held); break;
       case wire::Status::partial: on_partial(w, h, r.payload, b.executor_pid); break;
       default: on_failed_attempt(w, r, b.executor_pid); break;
     }
@@ -34,7 +37,7 @@ void PoolImpl::on_results(Worker& w, std::string& message) {
 
 // A result for the attempt in flight is delivered; any other is a late duplicate and dropped.
 void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view payload, std::vector<ItemOutcomeError> errors,
-                             std::string* message) {
+                             std::string* message, const std::shared_ptr<const void>& keep) {
   auto c = sched_.accept(h.chunk, h.attempt);
   if (!c) {
     ++stats_.late_results_dropped;
@@ -45,7 +48,10 @@ void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view paylo
   for (auto& e : c->item_errors) errors.push_back(std::move(e));
   std::sort(errors.begin(), errors.end(), [](auto& x, auto& y) { return x.offset < y.offset; });
   ChunkOutcome o{c->first, c->count, {}, {}, std::move(errors)};
-  if (message) {
+  if (keep) {
+    o.keep = keep;
+    o.shared = payload;
+  } else if (message) {
     o.offset = static_cast<std::size_t>(payload.data() - message->data());
     o.payload = std::move(*message);
   } else {

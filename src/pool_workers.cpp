@@ -260,13 +260,13 @@ void PoolImpl::on_hello(Worker& w, const wire::Hello& h) {
 }
 
 // An agent on this host: its executors' lanes are mapped, all or none (FIBRA_LANES=0: none).
-std::vector<std::unique_ptr<LaneRegion>> PoolImpl::open_lanes(const Worker& w, const wire::Hello& h) {
+std::vector<std::shared_ptr<LaneRegion>> PoolImpl::open_lanes(const Worker& w, const wire::Hello& h) {
   static const bool enabled = [] {
     const char* v = std::getenv("FIBRA_LANES");
     return !v || std::string_view(v) != "0";
   }();
   if (!enabled || h.lane_fds.size() != std::size_t(w.executors) || !same_host(h.host, my_host_)) return {};
-  std::vector<std::unique_ptr<LaneRegion>> lanes;
+  std::vector<std::shared_ptr<LaneRegion>> lanes;
   for (const auto fd : h.lane_fds) {
     std::string why;
     auto r = LaneRegion::open("/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(fd), lane_nonce_, h.pid, why);

@@ -30,6 +30,16 @@ auto parsing(Parse&& parse) {
 // payload is known can be written again in place.
 const std::size_t result_head_bytes = encode(ResultHeader{}).size() + sizeof(std::uint64_t);
 
+// Payloads start at a multiple of payload_align from the start of their message, and messages start
+// at least that aligned (a heap buffer, a lane slot): a vector's doubles can then be copied out
+// as doubles (detail::Codec<std::vector>), without zero-filling the vector first.
+constexpr std::size_t payload_align = 16;
+std::size_t pad_at(std::size_t pos) { return (payload_align - pos % payload_align) % payload_align; }
+constexpr char zeros[payload_align] = {};
+
+// Skips the padding before a payload whose header ended at `r`'s position in `message`.
+void skip_pad(Reader& r, std::string_view message) { r.take(pad_at(message.size() - r.left())); }
+
 }  // namespace
 
 std::string begin_batch() { return std::string(sizeof(std::uint32_t), '\0'); }
@@ -41,10 +51,12 @@ void append_task(std::string& batch, const TaskHeader& h, std::string_view paylo
   batch.append(payload);
 }
 
-void append_task_head(std::string& batch, const TaskHeader& h, std::uint64_t payload_bytes) {
+void append_task_head(std::string& batch, const TaskHeader& h, std::uint64_t payload_bytes,
+                      std::size_t bodies_before) {
   Writer w(batch);
   put(w, h);
   w.pod(payload_bytes);
+  batch.append(zeros, pad_at(bodies_before + batch.size()));
 }
 
 std::vector<TaskView> parse_tasks(std::string_view batch) {
@@ -56,7 +68,9 @@ std::vector<TaskView> parse_tasks(std::string_view batch) {
     for (std::uint32_t i = 0; i < n; ++i) {
       TaskView t;
       get(r, t.header);
-      t.payload = r.take(r.pod<std::uint64_t>());
+      const auto n = r.pod<std::uint64_t>();
+      skip_pad(r, batch);
+      t.payload = r.take(n);
       out.push_back(std::move(t));
     }
     return out;
@@ -105,6 +119,7 @@ std::size_t open_result(std::string& batch, const ResultHeader& h) {
   Writer w(batch);
   put(w, h);
   w.pod<std::uint64_t>(0);  // the payload's length, written by close_result
+  batch.append(zeros, pad_at(batch.size()));
   return at;
 }
 
@@ -112,7 +127,7 @@ void close_result(std::string& batch, std::size_t at, const ResultHeader& h) {
   std::string head;
   Writer w(head);
   put(w, h);
-  w.pod<std::uint64_t>(batch.size() - at - result_head_bytes);
+  w.pod<std::uint64_t>(batch.size() - at - result_head_bytes - pad_at(at + result_head_bytes));
   std::memcpy(batch.data() + at, head.data(), result_head_bytes);
   set_count(batch, count_of(batch) + 1);
 }
@@ -133,7 +148,9 @@ ResultBatch parse_results(std::string_view batch) {
     for (std::uint32_t i = 0; i < n; ++i) {
       ResultView v;
       get(r, v.header);
-      v.payload = r.take(r.pod<std::uint64_t>());
+      const auto n = r.pod<std::uint64_t>();
+      skip_pad(r, batch);
+      v.payload = r.take(n);
       b.results.push_back(v);
     }
     return b;

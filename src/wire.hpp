@@ -248,14 +248,17 @@ M decode(std::string_view s) {
   return m;
 }
 
-// ---- task batches: u32 count, then per chunk: TaskHeader, u64 payload bytes, payload -------------
+// ---- task batches: u32 count, then per chunk: TaskHeader, u64 payload bytes, padding, payload ----
+// (The padding, zeros, starts each payload at a multiple of 16 bytes from the message's start.)
 std::string begin_batch();
 void set_count(std::string& batch, std::uint32_t n);
 /// Appends one chunk to a batch under construction.
 void append_task(std::string& batch, const TaskHeader& h, std::string_view payload);
 /// Appends a chunk's header only; its `payload_bytes` bytes of payload must follow it in the message
-/// (sent from where they are, see mpi::SendQueue::send of mpi::Pieces).
-void append_task_head(std::string& batch, const TaskHeader& h, std::uint64_t payload_bytes);
+/// (sent from where they are, see mpi::SendQueue::send of mpi::Pieces), in which `bodies_before`
+/// bytes of payloads come before `batch`'s end.
+void append_task_head(std::string& batch, const TaskHeader& h, std::uint64_t payload_bytes,
+                      std::size_t bodies_before = 0);
 
 struct TaskView {
   TaskHeader header;
@@ -265,7 +268,8 @@ std::vector<TaskView> parse_tasks(std::string_view batch);
 /// TaskHeader::actor of a batch's first chunk (0 for an empty batch); throws Malformed.
 std::uint64_t batch_actor(std::string_view batch);
 
-// ---- result batches: u32 count, i64 executor pid, then per chunk: ResultHeader, u64 bytes, payload
+// ---- result batches: u32 count, i64 executor pid, then per chunk: ResultHeader, u64 bytes,
+// padding, payload (as in task batches)
 std::string begin_results(std::int64_t executor_pid);
 /// The number of results in a batch (0: nothing to send).
 std::uint32_t result_count(std::string_view batch);

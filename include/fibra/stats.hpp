@@ -28,6 +28,10 @@ struct PoolStats {
   /// went through MPI and the worker's agent: to workers on other hosts, and batches that found
   /// their worker's slots taken)
   std::uint64_t batches_shared_memory = 0;
+  /// Messages of results (one or more chunks' each) that came back through shared memory. A large
+  /// one is decoded where it lies by a call waiting for it; one that arrives before anybody waits
+  /// is copied out, so that the worker's next large result finds the way free.
+  std::uint64_t results_shared_memory = 0;
   /// When the last failure was seen by the driver, and when a retry was last handed out.
   std::chrono::steady_clock::time_point last_failure_seen{}, last_retry_sent{};
 };

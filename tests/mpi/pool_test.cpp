@@ -201,6 +201,54 @@ TEST(Lanes, BatchesSmallAndLargeGoThroughSharedMemoryOnTheDriversHost) {
   after = pool().stats();
   EXPECT_EQ(after.batches_sent - before.batches_sent, 3u);
   EXPECT_EQ(after.batches_shared_memory - before.batches_shared_memory, lanes ? 3u : 0u);
+  EXPECT_EQ(after.results_shared_memory - before.results_shared_memory, lanes ? 3u : 0u)
+      << "a large result decoded where it lay must give its slot back for the next";
+}
+
+// A large result a call waits for stays in its slot until the call took it: the worker's next large
+// result must not overwrite it there (it goes through the agent meanwhile).
+TEST(Lanes, ALargeResultLeftInItsSlotIsNotOverwrittenByTheNext) {
+  const char* env = std::getenv("FIBRA_LANES");
+  const bool lanes = !env || std::string(env) != "0";
+  fibra::Pool p(1);
+  std::vector<double> a(300'000), b(300'000);  // 2.4 MB each: the large slots
+  std::iota(a.begin(), a.end(), 1.0);
+  std::iota(b.begin(), b.end(), -1e6);
+  auto fa = p.apply_async(scale, a);
+  ASSERT_TRUE(fa.wait_for(std::chrono::seconds(30)));  // waited for: delivered where it lies
+  auto rb = p.apply_async(scale, b).get();
+  auto ra = std::move(fa).get();
+  ASSERT_EQ(ra.size(), a.size());
+  ASSERT_EQ(rb.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(ra[i], 2 * a[i]) << i;
+    ASSERT_EQ(rb[i], 2 * b[i]) << i;
+  }
+  EXPECT_EQ(p.stats().results_shared_memory, lanes ? 1u : 0u) << "the second came through the agent";
+}
+
+// A large result that arrives while nobody waits for it is copied out of its slot (it may wait
+// long): the worker's next large result comes through shared memory too, and both are whole.
+TEST(Lanes, ALargeResultNobodyWaitsForYetLeavesTheWayFree) {
+  const char* env = std::getenv("FIBRA_LANES");
+  const bool lanes = !env || std::string(env) != "0";
+  fibra::Pool p(1);
+  std::vector<double> v(300'000);  // 2.4 MB: the large slots
+  std::iota(v.begin(), v.end(), 1.0);
+  auto first = p.apply_async(scale, v);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!first.ready() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // ready() does not wait: nobody waits
+  ASSERT_TRUE(first.ready());
+  auto second = p.apply_async(scale, v).get();
+  auto kept = std::move(first).get();
+  ASSERT_EQ(second.size(), v.size());
+  ASSERT_EQ(kept.size(), v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    ASSERT_EQ(second[i], 2 * v[i]) << i;
+    ASSERT_EQ(kept[i], 2 * v[i]) << i;
+  }
+  EXPECT_EQ(p.stats().results_shared_memory, lanes ? 2u : 0u);
 }
 
 // Batches through lanes are not heard by the agent: the driver must still send it heartbeats, or

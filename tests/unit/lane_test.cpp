@@ -88,6 +88,19 @@ TEST(Lane, ALargeBatchAndALargeFrameTakeTheLargeSlot) {
   ASSERT_TRUE(l.take_result(frame));
   EXPECT_TRUE(frame == big);
   EXPECT_TRUE(l.post_result(big));
+
+  // The driver may leave a large frame where it lies while its call decodes it: the slot is then
+  // not the executor's to write until the driver gives it back.
+  std::string_view held;
+  ASSERT_EQ(l.take_result(frame, held), Lane::Took::held);
+  EXPECT_TRUE(held == big) << "the frame, read where it is";
+  EXPECT_FALSE(l.post_result(big + "x")) << "the executor overwrote a frame the driver still reads";
+  EXPECT_EQ(l.take_result(frame, held), Lane::Took::none) << "a held frame is not taken twice";
+  EXPECT_TRUE(l.post_result("small")) << "the small slots are apart";
+  ASSERT_EQ(l.take_result(frame, held), Lane::Took::copied);
+  EXPECT_EQ(frame, "small");
+  l.release_held(big.size());
+  EXPECT_TRUE(l.post_result(big + "x")) << "given back, the large slot takes the next frame";
 }
 
 TEST(Lane, ClosingAfterADeathReturnsWhatTheExecutorHeldAndRefusesMore) {

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fibra/detail/registry.hpp"
@@ -54,7 +55,13 @@ struct ChunkOutcome {
   /// Where the results start in `payload`: a large result keeps the message it came in, whose
   /// headers come first, rather than being copied out of it.
   std::size_t offset = 0;
-  std::string_view bytes() const { return std::string_view(payload).substr(offset); }
+  /// A large result left where it came (the lane's slot on the driver's host) rather than copied
+  /// into `payload`: `shared` views it, and `keep` holds the slot until this outcome is dropped.
+  std::shared_ptr<const void> keep{};
+  std::string_view shared{};
+  std::string_view bytes() const { return keep ? shared : std::string_view(payload).substr(offset); }
+  /// Copies a result held in shared memory into `payload` and lets the slot go.
+  void unshare();
 };
 
 /// One call's chunks (a map, an imap, or one apply_async) and the outcomes that came back.
@@ -109,6 +116,7 @@ class JobState {
   std::deque<ChunkOutcome> done_;
   std::atomic<std::uint64_t> delivered_{0};
   std::atomic<std::uint64_t> taken_{0};  // written under mu_
+  std::atomic<int> waiters_{0};            // threads in wait_until: one will take a delivery soon
 
   // Spins briefly, then waits on cv_ until `pred` holds (delivered_ and taken_ change under mu_).
   template <class Pred>
