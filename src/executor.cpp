@@ -175,6 +175,8 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
   if (wire::result_count(results) > 0) send_results(sock, results, via_lane);
   if (sent) sent->store(ran, std::memory_order_release);
   for (auto id : traced) trace::mark(trace::executor_sent, id);
+  // Kept warm up to what a lane keeps of its large slots; a larger frame's memory is given back.
+  if (results.capacity() > lane::large_kept) std::string().swap(results);
 }
 
 }  // namespace

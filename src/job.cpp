@@ -24,21 +24,31 @@ void PoolCore::call_actor(std::uint64_t, const std::shared_ptr<JobState>& job, s
 void ChunkOutcome::unshare() {
   if (!keep) return;
   std::string copy;
-  if (shared.size() >= large_buffer) append_large(copy, shared.data(), shared.size());
-  else copy.assign(shared);
+  try {
+    if (shared.size() >= large_buffer) append_large(copy, shared.data(), shared.size());
+    else copy.assign(shared);
+  } catch (const std::bad_alloc&) {
+    return;  // no memory for a copy: the result stays where it is, and is read from there
+  }
   payload = std::move(copy);
   offset = 0;
   shared = {};
   keep.reset();
 }
 
+void JobState::unshare_held() {
+  std::lock_guard lk(mu_);
+  if (!unshare_pending_) return;
+  unshare_pending_ = false;
+  for (auto& o : done_) o.unshare();
+}
+
 void JobState::deliver(ChunkOutcome o) {
-  // A result left in shared memory is decoded from there by a thread that waits for it; one that
-  // nobody waits for yet is copied out, so that its slot is free for the executor's next result.
-  if (o.keep && waiters_.load(std::memory_order_acquire) == 0) o.unshare();
   std::vector<std::pair<std::uint64_t, std::function<void()>>> callbacks;
   {
     std::lock_guard lk(mu_);
+    // Nobody waits to take it: the deliverer copies it out of shared memory next (unshare_held).
+    if (o.keep && waiters_.load(std::memory_order_acquire) == 0) unshare_pending_ = true;
     done_.push_back(std::move(o));
     if (delivered_.fetch_add(1, std::memory_order_release) == 0) callbacks.swap(on_delivered_);
   }

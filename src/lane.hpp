@@ -10,7 +10,8 @@
 // before; so do requests, replies and actors' calls. The agent still watches the executor: when it dies,
 // the agent closes the lane and reports the batches still in it, as it reports those it relayed.
 //
-// Slots change state by compare-and-swap only, each transition made by one side:
+// Slots change state by compare-and-swap (a plain store where no other side may change it), each
+// transition made by one side:
 //   down (batches): free -> writing -> posted (driver); posted -> taken -> free (executor);
 //                   any -> closed (agent, once the executor is dead); closed -> free (agent, at a restart).
 //   up (results):   free -> full (executor); full -> free, or full -> held -> free (driver: a large

@@ -87,15 +87,15 @@ void resize_large(std::string& s, std::size_t n) {
     reserve_large(s, n);
   }
   // Its bytes are overwritten by the caller: no zero fill (which would fault every page in first).
-  s.resize_and_overwrite(n, [](char*, std::size_t len) { return len; });
+  s.resize_and_overwrite(n, [n](char*, std::size_t) { return n; });
 }
 
 void append_large(std::string& s, const void* p, std::size_t n) {
   const std::size_t at = s.size();
   if (s.capacity() - at < n) reserve_large(s, at + n);
-  s.resize_and_overwrite(at + n, [&](char* out, std::size_t len) {
+  s.resize_and_overwrite(at + n, [&](char* out, std::size_t) {
     copy_large(out + at, p, n);
-    return len;
+    return at + n;  // not the length the callback is given: libstdc++ passes the grown capacity
   });
 }
 

@@ -346,47 +346,41 @@ bool PoolImpl::post_to_lane(Worker& w, const mpi::Pieces& batch, std::uint32_t c
   return false;
 }
 
-namespace {
-// A large result frame left in its lane's slot: the slot is given back when the last outcome that
-// views it is dropped (the call decoded it), from whichever thread that is.
-class HeldFrame {
- public:
-  HeldFrame(std::shared_ptr<LaneRegion> region, std::size_t size) : region_(std::move(region)), size_(size) {}
-  HeldFrame(const HeldFrame&) = delete;  // one owner gives the slot back, once
-  HeldFrame& operator=(const HeldFrame&) = delete;
-  ~HeldFrame() { region_->lane().release_held(size_); }
-
- private:
-  std::shared_ptr<LaneRegion> region_;  // keeps the mapping
-  std::size_t size_;
-};
-}  // namespace
-
 // Result frames its executors put in their lanes, handled as if the agent had sent them. A large
-// one is not copied out: its result is decoded where it lies (ChunkOutcome::keep).
+// one is not copied out: its result is decoded where it lies (ChunkOutcome::keep) by a thread that
+// waits for it. One that nobody waits for yet is copied out, here, outside mu_, so that the slot
+// is free for the executor's next large result (a waiter that comes meanwhile gets the copy).
 bool PoolImpl::drain_lanes(Worker& w) {
-  std::uint64_t got = 0;
+  bool got = false;
   for (auto& r : w.lanes) {
     std::string frame;
     std::string_view held;
     for (;;) {
       const Lane::Took took = r->lane().take_result(frame, held);
       if (took == Lane::Took::none) break;
-      ++got;
+      got = true;
+      {
+        std::lock_guard lk(mu_);  // counted before it is delivered: stats() after get() sees it
+        ++stats_.results_shared_memory;
+      }
       if (took == Lane::Took::held) {
         // Released when the last outcome viewing it goes, or here if none does (an error, a late result).
-        const std::shared_ptr<const void> keep = std::make_shared<HeldFrame>(r, held.size());
+        std::shared_ptr<HeldFrame> keep;
+        try {
+          keep = std::make_shared<HeldFrame>(r, held.size());
+        } catch (...) {
+          r->lane().release_held(held.size());
+          throw;
+        }
         on_results(w, held, nullptr, keep);
+        if (const auto job = keep->job.lock()) job->unshare_held();
       } else {
         on_results(w, frame);
         frame = std::string();
       }
     }
   }
-  if (got == 0) return false;
-  std::lock_guard lk(mu_);
-  stats_.results_shared_memory += got;
-  return true;
+  return got;
 }
 
 // Moves queued sends on; returns whether some are still under way. A send that MPI reports failed

@@ -158,6 +158,22 @@ struct ActorState {
 // How an attempt failed, for retry decisions and messages.
 enum class FailKind { raised, crashed, timed_out, lost, config };
 
+/// A large result frame left in its lane's slot (PoolImpl::drain_lanes): the slot is given back
+/// when the last outcome that views it is dropped (the call decoded it), from whichever thread that
+/// is. `job` is the call its result went to (set by accept_result, under mu_).
+class HeldFrame {
+ public:
+  HeldFrame(std::shared_ptr<LaneRegion> region, std::size_t size) : region_(std::move(region)), size_(size) {}
+  HeldFrame(const HeldFrame&) = delete;  // one owner gives the slot back, once
+  HeldFrame& operator=(const HeldFrame&) = delete;
+  ~HeldFrame() { region_->lane().release_held(size_); }
+  std::weak_ptr<JobState> job;
+
+ private:
+  std::shared_ptr<LaneRegion> region_;  // keeps the mapping
+  std::size_t size_;
+};
+
 class PoolImpl final : public PoolCore, public std::enable_shared_from_this<PoolImpl> {
  public:
   explicit PoolImpl(const PoolSettings& s) : s_(s), target_(s.workers) {}
@@ -333,9 +349,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void on_results(Worker& w, std::string& message) { on_results(w, message, &message, nullptr); }
   /// A message of results: `owned` (the message itself, given to a lone result) or `keep` (what
   /// holds the lane slot it lies in, shared with a lone result) or neither (results are copied).
-  void on_results(Worker& w, std::string_view message, std::string* owned, const std::shared_ptr<const void>& keep);
+  void on_results(Worker& w, std::string_view message, std::string* owned, const std::shared_ptr<HeldFrame>& keep);
   void accept_result(const wire::ResultHeader& h, std::string_view payload, std::vector<ItemOutcomeError> errors,
-                     std::string* message = nullptr, const std::shared_ptr<const void>& keep = nullptr);
+                     std::string* message = nullptr, const std::shared_ptr<HeldFrame>& keep = nullptr);
   void on_partial(const Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid);
   void on_failed_attempt(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid);
   std::exception_ptr raised_error(const Worker& w, const Chunk& c, const ItemFailure& f, std::int64_t exec_pid);

@@ -10,12 +10,12 @@
 namespace fibra::detail {
 
 void PoolImpl::on_results(Worker& w, std::string_view message, std::string* owned,
-                          const std::shared_ptr<const void>& keep) {
+                          const std::shared_ptr<HeldFrame>& keep) {
   const wire::ResultBatch b = wire::parse_results(message);
   // A message of one result gives it its bytes, or the slot they lie in (no copy of a large payload).
   const bool lone = b.results.size() == 1;
   std::string* whole = lone ? owned : nullptr;
-  const std::shared_ptr<const void> held = lone ? keep : nullptr;
+  const std::shared_ptr<HeldFrame> held = lone ? keep : nullptr;
   std::lock_guard lk(mu_);
   for (const auto& r : b.results) {
     const auto& h = r.header;
@@ -37,7 +37,7 @@ void PoolImpl::on_results(Worker& w, std::string_view message, std::string* owne
 
 // A result for the attempt in flight is delivered; any other is a late duplicate and dropped.
 void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view payload, std::vector<ItemOutcomeError> errors,
-                             std::string* message, const std::shared_ptr<const void>& keep) {
+                             std::string* message, const std::shared_ptr<HeldFrame>& keep) {
   auto c = sched_.accept(h.chunk, h.attempt);
   if (!c) {
     ++stats_.late_results_dropped;
@@ -49,6 +49,7 @@ void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view paylo
   std::sort(errors.begin(), errors.end(), [](auto& x, auto& y) { return x.offset < y.offset; });
   ChunkOutcome o{c->first, c->count, {}, {}, std::move(errors)};
   if (keep) {
+    keep->job = c->job;
     o.keep = keep;
     o.shared = payload;
   } else if (message) {

@@ -237,6 +237,7 @@ class Pool {
       if (out.size() < c.first + c.count) out.resize(c.first + c.count);
       detail::decode_items(c.bytes(), out.data() + c.first, c.count);
       s.release();
+      c = detail::ChunkOutcome{};  // a result left in shared memory gives its slot back now
     }
     if (o.errors)  // only what this call added
       std::stable_sort(o.errors->begin() + static_cast<std::ptrdiff_t>(errors_before), o.errors->end(),

@@ -54,6 +54,11 @@ std::vector<double> scale(std::vector<double> v) {
   for (double& x : v) x *= 2;
   return v;
 }
+// scale, after 200 ms: long enough for the caller to be waiting when the result comes.
+std::vector<double> scale_slowly(std::vector<double> v) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  return scale(std::move(v));
+}
 // Which processes ran an item: the executor and its agent (the executor's parent).
 struct Pids {
   long executor = 0, agent = 0;
@@ -71,6 +76,7 @@ FIBRA_REMOTE(crash_on);
 FIBRA_REMOTE(sleepy);
 FIBRA_REMOTE(weigh);
 FIBRA_REMOTE(scale);
+FIBRA_REMOTE(scale_slowly);
 FIBRA_REMOTE(pids_after);
 
 namespace {
@@ -214,7 +220,7 @@ TEST(Lanes, ALargeResultLeftInItsSlotIsNotOverwrittenByTheNext) {
   std::vector<double> a(300'000), b(300'000);  // 2.4 MB each: the large slots
   std::iota(a.begin(), a.end(), 1.0);
   std::iota(b.begin(), b.end(), -1e6);
-  auto fa = p.apply_async(scale, a);
+  auto fa = p.apply_async(scale_slowly, a);
   ASSERT_TRUE(fa.wait_for(std::chrono::seconds(30)));  // waited for: delivered where it lies
   auto rb = p.apply_async(scale, b).get();
   auto ra = std::move(fa).get();

@@ -195,10 +195,11 @@ struct Codec<std::vector<T, A>> {
           v.reserve(n);
           advise_large(v.data(), bytes.size());
         }
-        if (reinterpret_cast<std::uintptr_t>(bytes.data()) % alignof(T) == 0) {
+        constexpr bool assignable = std::is_copy_constructible_v<T> && std::is_copy_assignable_v<T>;
+        if (assignable && reinterpret_cast<std::uintptr_t>(bytes.data()) % alignof(T) == 0) {
           // One copy into the new memory (a memmove), without the zero fill resize() would do first.
           const T* p = reinterpret_cast<const T*>(bytes.data());
-          v.assign(p, p + n);
+          if constexpr (assignable) v.assign(p, p + n);
         } else {
           v.resize(n);
           copy_large(static_cast<void*>(v.data()), bytes.data(), bytes.size());

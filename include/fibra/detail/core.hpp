@@ -60,7 +60,8 @@ struct ChunkOutcome {
   std::shared_ptr<const void> keep{};
   std::string_view shared{};
   std::string_view bytes() const { return keep ? shared : std::string_view(payload).substr(offset); }
-  /// Copies a result held in shared memory into `payload` and lets the slot go.
+  /// Copies a result held in shared memory into `payload` and lets the slot go; if the copy cannot
+  /// be made (no memory), the outcome keeps its view.
   void unshare();
 };
 
@@ -75,6 +76,10 @@ class JobState {
   const RetryPolicy& policy() const { return policy_; }
 
   void deliver(ChunkOutcome o);
+  /// If an outcome that views shared memory was delivered while no thread waited for one (in
+  /// wait_until), copies the outcomes not yet taken out of it (unshare()). The deliverer calls it
+  /// after deliver(), outside its own locks.
+  void unshare_held();
   /// Takes the next outcome, waiting for it; returns false if `timeout` passed first.
   bool wait_next(ChunkOutcome& out, std::optional<std::chrono::nanoseconds> timeout = std::nullopt);
   /// Waits until an outcome is there without taking it.
@@ -117,6 +122,7 @@ class JobState {
   std::atomic<std::uint64_t> delivered_{0};
   std::atomic<std::uint64_t> taken_{0};  // written under mu_
   std::atomic<int> waiters_{0};            // threads in wait_until: one will take a delivery soon
+  bool unshare_pending_ = false;           // under mu_: see unshare_held()
 
   // Spins briefly, then waits on cv_ until `pred` holds (delivered_ and taken_ change under mu_).
   template <class Pred>
