@@ -18,6 +18,8 @@ namespace {
 
 using fibra::detail::decode_value;
 using fibra::detail::encode_value;
+using fibra::detail::decode;
+using fibra::detail::Reader;
 
 struct Pod {
   double x;
@@ -56,6 +58,24 @@ TEST(Codec, VectorsOfRawTypesAreOneBlock) {
   EXPECT_EQ(encode_value(v).size(), sizeof(std::uint64_t) + 1000 * sizeof(double));
   EXPECT_EQ(round_trip(v), v);
   EXPECT_EQ(round_trip(std::vector<double>{}), std::vector<double>{});
+}
+
+// A large vector (4 MiB and more) is decoded in one copy from its bytes where they are aligned for
+// its elements, and by a zero-filled resize and a copy where they are not: both give it whole.
+TEST(Codec, LargeVectorsDecodeFromAlignedAndUnalignedBytes) {
+  std::vector<double> v(1 << 20);  // 8 MiB
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = double(i) * 0.5 - 3;
+  const std::string bytes = encode_value(v);
+  for (std::size_t shift : {0, 1, 3, 8}) {
+    std::string buf(shift, '\x7f');
+    buf += bytes;
+    const auto got = decode_value<std::vector<double>>(std::string_view(buf).substr(shift));
+    EXPECT_EQ(got, v) << "the encoding starting " << shift << " bytes into its buffer";
+  }
+  std::vector<double> warm(v.size() + 5, 1.0);  // decoding into one that has room already
+  Reader r(bytes);
+  decode(r, warm);
+  EXPECT_EQ(warm, v);
 }
 
 // Pod has 4 padding bytes after `n`. Two equal values whose padding differs encode to different

@@ -29,6 +29,51 @@ TEST(Wire, TaskBatchRoundTrips) {
   EXPECT_EQ(t[1].payload, "");
 }
 
+// Payloads start at multiples of 16 bytes from the message's start (a vector's doubles can then be
+// read as doubles), also in a batch sent from pieces: headers in one buffer, payloads where they
+// lie (mpi::Pieces), where each header is told how many payload bytes come before it.
+TEST(Wire, PayloadsStartAlignedAlsoInABatchSentInPieces) {
+  const std::vector<std::string> payloads{"abc", std::string(5, 'x'), "", std::string(17, 'y'), "z"};
+  std::string heads = wire::begin_batch();
+  std::vector<std::size_t> ends;
+  std::size_t before = 0;
+  for (std::size_t i = 0; i < payloads.size(); ++i) {
+    wire::append_task_head(heads, {i + 1, 1, 9, detail::CallMode::single, 0, 1}, payloads[i].size(), before);
+    ends.push_back(heads.size());
+    before += payloads[i].size();
+  }
+  wire::set_count(heads, std::uint32_t(payloads.size()));
+  std::string message;  // as Pieces::write_to joins them
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < payloads.size(); ++i) {
+    message.append(heads, at, ends[i] - at);
+    message += payloads[i];
+    at = ends[i];
+  }
+  message.append(heads, at);
+  const auto t = wire::parse_tasks(message);
+  ASSERT_EQ(t.size(), payloads.size());
+  for (std::size_t i = 0; i < payloads.size(); ++i) {
+    EXPECT_EQ(t[i].header.chunk, i + 1);
+    EXPECT_EQ(t[i].payload, payloads[i]) << i;
+    EXPECT_EQ(std::size_t(t[i].payload.data() - message.data()) % 16, 0u) << i;
+  }
+
+  // Result frames too, whether the payload is appended whole or written after open_result.
+  std::string r = wire::begin_results(42);
+  wire::append_result(r, {1, 1, wire::Status::ok}, "abc");
+  const std::size_t open = wire::open_result(r, {2, 1, wire::Status::ok});
+  r += std::string(21, 'q');
+  wire::close_result(r, open, {2, 1, wire::Status::ok});
+  wire::append_result(r, {3, 1, wire::Status::ok}, "");
+  const auto b = wire::parse_results(r);
+  ASSERT_EQ(b.results.size(), 3u);
+  EXPECT_EQ(b.results[0].payload, "abc");
+  EXPECT_EQ(b.results[1].payload, std::string(21, 'q'));
+  EXPECT_EQ(b.results[2].payload, "");
+  for (const auto& x : b.results) EXPECT_EQ(std::size_t(x.payload.data() - r.data()) % 16, 0u);
+}
+
 TEST(Wire, PartialResultRoundTrips) {
   std::vector<detail::ItemFailure> f{{1, "std::domain_error", "bad"}, {4, "skipped", "not run again"}};
   const std::string encoded = wire::encode_partial(f, "results");  // what p's views point into
