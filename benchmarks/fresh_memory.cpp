@@ -46,6 +46,22 @@ void in_two(std::size_t n, F f) {
 
 double ms_since(Clock::time_point t) { return bench::seconds_since(t) * 1e3; }
 
+// Resizes `v` to `count` (a zero fill), then copies as many doubles' bytes from `src` over it in
+// two halves.
+void resize_and_copy_in_two(std::vector<double>& v, const char* src, std::size_t count) {
+  v.resize(count);
+  auto* d = reinterpret_cast<char*>(v.data());
+  in_two(v.size() * sizeof(double), [&](std::size_t at, std::size_t len) { std::memcpy(d + at, src + at, len); });
+}
+
+// An empty vector with room for `count` doubles, huge pages advised, not touched yet.
+std::vector<double> fresh(std::size_t count) {
+  std::vector<double> v;
+  v.reserve(count);
+  advise_huge(v.data(), count * sizeof(double));
+  return v;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -76,9 +92,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < repeats; ++r) {
     auto t = Clock::now();
     {
-      std::vector<double> v;
-      v.reserve(count);
-      advise_huge(v.data(), n);
+      std::vector<double> v = fresh(count);
       v.assign(first, first + count);
       check += v[count / 2];
     }
@@ -86,28 +100,20 @@ int main(int argc, char** argv) {
 
     t = Clock::now();
     {
-      std::vector<double> v;
-      v.reserve(count);
-      advise_huge(v.data(), n);
-      v.resize(count);
-      auto* d = reinterpret_cast<char*>(v.data());
-      in_two(n, [&](std::size_t at, std::size_t len) { std::memcpy(d + at, src + at, len); });
+      std::vector<double> v = fresh(count);
+      resize_and_copy_in_two(v, src, count);
       check += v[count / 2];
     }
     split.push_back(ms_since(t));
 
     t = Clock::now();
     {
-      std::vector<double> v;
-      v.reserve(count);
-      advise_huge(v.data(), n);
+      std::vector<double> v = fresh(count);
       auto* d = reinterpret_cast<volatile char*>(v.data());
       in_two(n, [&](std::size_t at, std::size_t len) {
         for (std::size_t i = 0; i < len; i += 4096) d[at + i] = 0;
       });
-      v.resize(count);
-      auto* w = reinterpret_cast<char*>(v.data());
-      in_two(n, [&](std::size_t at, std::size_t len) { std::memcpy(w + at, src + at, len); });
+      resize_and_copy_in_two(v, src, count);
       check += v[count / 2];
     }
     prefault.push_back(ms_since(t));

@@ -181,12 +181,23 @@ TEST(ApplyAsync, LargePayloadRoundTrip) {
   EXPECT_EQ(r.back(), 2 * v.back());
 }
 
+// Whether batches may go through shared memory in this run (FIBRA_LANES=0: never).
+bool lanes_on() {
+  const char* env = std::getenv("FIBRA_LANES");
+  return !env || std::string(env) != "0";
+}
+
+// `got` is `in` doubled (scale's result), every element.
+void expect_doubled(const std::vector<double>& got, const std::vector<double>& in) {
+  ASSERT_EQ(got.size(), in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) ASSERT_EQ(got[i], 2 * in[i]) << i;
+}
+
 // Workers on the driver's host get their batches through shared memory (src/lane.hpp), small ones
 // and large ones (a large slot each way); FIBRA_LANES=0 sends every batch through MPI and the
 // agent. Both ways give every result.
 TEST(Lanes, BatchesSmallAndLargeGoThroughSharedMemoryOnTheDriversHost) {
-  const char* env = std::getenv("FIBRA_LANES");
-  const bool lanes = !env || std::string(env) != "0";
+  const bool lanes = lanes_on();
   for (const auto& w : pool().workers()) EXPECT_EQ(w.shared_memory, lanes) << "agent " << w.slot;
   auto before = pool().stats();
   auto r = pool().map(square, range(3'000), {.chunksize = 1});
@@ -200,9 +211,7 @@ TEST(Lanes, BatchesSmallAndLargeGoThroughSharedMemoryOnTheDriversHost) {
   std::vector<double> v(300'000);  // 2.4 MB: over a small slot, both ways
   std::iota(v.begin(), v.end(), 1.0);
   for (int round = 0; round < 3; ++round) {  // the large slots are used again
-    auto big = pool().apply_async(scale, v).get();
-    ASSERT_EQ(big.size(), v.size());
-    for (std::size_t i = 0; i < v.size(); ++i) ASSERT_EQ(big[i], 2 * v[i]) << i;
+    expect_doubled(pool().apply_async(scale, v).get(), v);
   }
   after = pool().stats();
   EXPECT_EQ(after.batches_sent - before.batches_sent, 3u);
@@ -214,8 +223,7 @@ TEST(Lanes, BatchesSmallAndLargeGoThroughSharedMemoryOnTheDriversHost) {
 // A large result a call waits for stays in its slot until the call took it: the worker's next large
 // result must not overwrite it there (it goes through the agent meanwhile).
 TEST(Lanes, ALargeResultLeftInItsSlotIsNotOverwrittenByTheNext) {
-  const char* env = std::getenv("FIBRA_LANES");
-  const bool lanes = !env || std::string(env) != "0";
+  const bool lanes = lanes_on();
   fibra::Pool p(1);
   std::vector<double> a(300'000), b(300'000);  // 2.4 MB each: the large slots
   std::iota(a.begin(), a.end(), 1.0);
@@ -224,20 +232,15 @@ TEST(Lanes, ALargeResultLeftInItsSlotIsNotOverwrittenByTheNext) {
   ASSERT_TRUE(fa.wait_for(std::chrono::seconds(30)));  // waited for: delivered where it lies
   auto rb = p.apply_async(scale, b).get();
   auto ra = std::move(fa).get();
-  ASSERT_EQ(ra.size(), a.size());
-  ASSERT_EQ(rb.size(), b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(ra[i], 2 * a[i]) << i;
-    ASSERT_EQ(rb[i], 2 * b[i]) << i;
-  }
+  expect_doubled(ra, a);
+  expect_doubled(rb, b);
   EXPECT_EQ(p.stats().results_shared_memory, lanes ? 1u : 0u) << "the second came through the agent";
 }
 
 // A large result that arrives while nobody waits for it is copied out of its slot (it may wait
 // long): the worker's next large result comes through shared memory too, and both are whole.
 TEST(Lanes, ALargeResultNobodyWaitsForYetLeavesTheWayFree) {
-  const char* env = std::getenv("FIBRA_LANES");
-  const bool lanes = !env || std::string(env) != "0";
+  const bool lanes = lanes_on();
   fibra::Pool p(1);
   std::vector<double> v(300'000);  // 2.4 MB: the large slots
   std::iota(v.begin(), v.end(), 1.0);
@@ -248,12 +251,8 @@ TEST(Lanes, ALargeResultNobodyWaitsForYetLeavesTheWayFree) {
   ASSERT_TRUE(first.ready());
   auto second = p.apply_async(scale, v).get();
   auto kept = std::move(first).get();
-  ASSERT_EQ(second.size(), v.size());
-  ASSERT_EQ(kept.size(), v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    ASSERT_EQ(second[i], 2 * v[i]) << i;
-    ASSERT_EQ(kept[i], 2 * v[i]) << i;
-  }
+  expect_doubled(second, v);
+  expect_doubled(kept, v);
   EXPECT_EQ(p.stats().results_shared_memory, lanes ? 2u : 0u);
 }
 
