@@ -383,7 +383,10 @@ template <class It>
 void encode_items(std::string& out, It first, std::size_t n) {
   using T = std::remove_cvref_t<decltype(*first)>;
   if constexpr (is_raw_v<T> && std::contiguous_iterator<It>) {
-    out.append(reinterpret_cast<const char*>(std::to_address(first)), n * sizeof(T));
+    if (n * sizeof(T) >= large_buffer)
+      append_large(out, std::to_address(first), n * sizeof(T));
+    else
+      out.append(reinterpret_cast<const char*>(std::to_address(first)), n * sizeof(T));
   } else {
     Writer w(out);
     for (std::size_t i = 0; i < n; ++i, ++first) encode(w, *first);
@@ -397,7 +400,10 @@ void decode_items(std::string_view in, T* dst, std::size_t n) {
     if (in.size() != n * sizeof(T))
       throw Error("fibra: a result chunk holds " + std::to_string(in.size()) + " bytes, expected " +
                   std::to_string(n * sizeof(T)) + "; the driver and workers may run different binaries");
-    std::memcpy(static_cast<void*>(dst), in.data(), in.size());
+    if (in.size() >= large_buffer)
+      copy_large(static_cast<void*>(dst), in.data(), in.size());
+    else
+      std::memcpy(static_cast<void*>(dst), in.data(), in.size());
   } else {
     Reader r(in);
     for (std::size_t i = 0; i < n; ++i) decode(r, dst[i]);

@@ -76,7 +76,7 @@ class ImapResults {
       while (!waiting_.count(next_first_)) {
         if (!s_->next(o)) return false;
         std::uint64_t f = o.first;
-        o.unshare();  // it may wait here long: not in the lane slot its executor needs
+        if (f != next_first_) o.unshare();  // it may wait here long: not in the slot its executor needs
         waiting_.emplace(f, std::move(o));
       }
       auto node = waiting_.extract(next_first_);
