@@ -397,6 +397,13 @@ class Inbox {
 Inbox* g_inbox = nullptr;
 int g_sock = -1;
 Mailbox* g_box = nullptr;
+
+// Runs a batch, wherever it came from; a lane's slot is freed once its results are out.
+void run(const Inbox::Batch& b, std::string& results) {
+  run_batch(g_sock, *g_box, b.data(), results, b.slot >= 0 ? &g_lane->sent(b.slot) : nullptr);
+  if (b.slot >= 0) g_lane->finish(b.slot);
+}
+
 std::thread::id g_task_thread;
 
 // The pool as a task sees it: what it submits (fibra::submit, a map) and the actors it calls go to
@@ -487,8 +494,7 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
     }
     if (std::chrono::steady_clock::now() >= deadline) break;
     if (auto b = help ? g_inbox->try_batch() : std::nullopt) {
-      run_batch(g_sock, *g_box, b->data(), results, b->slot >= 0 ? &g_lane->sent(b->slot) : nullptr);
-      if (b->slot >= 0) g_lane->finish(b->slot);
+      run(*b, results);
       g_box->item.store(item, std::memory_order_relaxed);
       g_box->timeout_s.store(timeout_s, std::memory_order_relaxed);
       g_box->chunk.store(chunk, std::memory_order_release);
@@ -541,10 +547,7 @@ std::shared_ptr<PoolCore> executor_core(std::uint64_t uid) {
   g_inbox = &inbox;
   set_wait_hook(&help_while_waiting);
   std::string results;
-  while (auto batch = inbox.next_batch()) {
-    run_batch(sock, box, batch->data(), results, batch->slot >= 0 ? &g_lane->sent(batch->slot) : nullptr);
-    if (batch->slot >= 0) g_lane->finish(batch->slot);
-  }
+  while (auto batch = inbox.next_batch()) run(*batch, results);
   std::fflush(stdout);
   std::fflush(stderr);
   _exit(0);

@@ -126,6 +126,8 @@ class Reader {
     return s;
   }
   std::size_t left() const { return static_cast<std::size_t>(end_ - p_); }
+  /// Where the next byte would be read from.
+  const char* here() const { return p_; }
 
  private:
   void need(std::size_t n) const {
@@ -189,22 +191,19 @@ struct Codec<std::vector<T, A>> {
       if (n > r.left() / (sizeof(T) ? sizeof(T) : 1))
         throw Error("fibra: a vector's length (" + std::to_string(n) + ") is longer than its message");
       if (n * sizeof(T) >= large_buffer) {
-        const std::string_view bytes = r.take(n * sizeof(T));
         if (v.capacity() < n) {
           std::vector<T, A>().swap(v);
           v.reserve(n);
-          advise_large(v.data(), bytes.size());
+          advise_large(v.data(), n * sizeof(T));
         }
-        constexpr bool assignable = std::is_copy_constructible_v<T> && std::is_copy_assignable_v<T>;
-        if (assignable && reinterpret_cast<std::uintptr_t>(bytes.data()) % alignof(T) == 0) {
-          // One copy into the new memory (a memmove), without the zero fill resize() would do first.
-          const T* p = reinterpret_cast<const T*>(bytes.data());
-          if constexpr (assignable) v.assign(p, p + n);
-        } else {
-          v.resize(n);
-          copy_large(static_cast<void*>(v.data()), bytes.data(), bytes.size());
+        if constexpr (std::is_copy_constructible_v<T> && std::is_copy_assignable_v<T>) {
+          if (reinterpret_cast<std::uintptr_t>(r.here()) % alignof(T) == 0) {
+            // One copy into the new memory (a memmove), without the zero fill resize() would do first.
+            const T* p = reinterpret_cast<const T*>(r.take(n * sizeof(T)).data());
+            v.assign(p, p + n);
+            return;
+          }
         }
-        return;
       }
       v.resize(n);
       r.raw(v.data(), n * sizeof(T));
@@ -383,10 +382,7 @@ template <class It>
 void encode_items(std::string& out, It first, std::size_t n) {
   using T = std::remove_cvref_t<decltype(*first)>;
   if constexpr (is_raw_v<T> && std::contiguous_iterator<It>) {
-    if (n * sizeof(T) >= large_buffer)
-      append_large(out, std::to_address(first), n * sizeof(T));
-    else
-      out.append(reinterpret_cast<const char*>(std::to_address(first)), n * sizeof(T));
+    Writer(out).raw(std::to_address(first), n * sizeof(T));  // one copy (split when large)
   } else {
     Writer w(out);
     for (std::size_t i = 0; i < n; ++i, ++first) encode(w, *first);
@@ -400,10 +396,7 @@ void decode_items(std::string_view in, T* dst, std::size_t n) {
     if (in.size() != n * sizeof(T))
       throw Error("fibra: a result chunk holds " + std::to_string(in.size()) + " bytes, expected " +
                   std::to_string(n * sizeof(T)) + "; the driver and workers may run different binaries");
-    if (in.size() >= large_buffer)
-      copy_large(static_cast<void*>(dst), in.data(), in.size());
-    else
-      std::memcpy(static_cast<void*>(dst), in.data(), in.size());
+    Reader(in).raw(static_cast<void*>(dst), in.size());  // one copy (split when large)
   } else {
     Reader r(in);
     for (std::size_t i = 0; i < n; ++i) decode(r, dst[i]);
