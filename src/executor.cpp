@@ -82,10 +82,57 @@ Lane* g_lane = nullptr;
 // quick succession of calls comes sooner than a wake-up from sleep would take.
 constexpr auto lane_spin = std::chrono::microseconds(100);
 
+// A result frame of a batch that came by the lane, whose large blocks (a large result vector, say)
+// are encoded straight into the lane's large up slot, at the offsets they have in the frame, while
+// that slot is free: the frame string grows past each block without writing it (spill_large), and
+// posting the frame copies only the rest. Without this, each large result was copied once more,
+// from the frame into the slot (docs/architecture.md, "Large payloads").
+struct FrameSpill {
+  std::string* frame = nullptr;
+  bool claimed = false;                // the large up slot is this frame's (writing)
+  std::vector<Lane::Range> in_place;   // in order, apart
+  FrameSpill* outer = nullptr;         // the frame of the batch a waiting task's wait interrupted
+
+  FrameSpill(std::string& f, bool via_lane) : frame(via_lane ? &f : nullptr), outer(current) { current = this; }
+  ~FrameSpill() {
+    give_back();
+    current = outer;
+  }
+  FrameSpill(const FrameSpill&) = delete;
+  FrameSpill& operator=(const FrameSpill&) = delete;
+
+  // The frame was cut to its first `size` bytes (a failed chunk's results dropped).
+  void cut(std::size_t size) {
+    while (!in_place.empty() && in_place.back().at >= size) in_place.pop_back();
+    if (!in_place.empty() && in_place.back().at + in_place.back().n > size) in_place.back().n = size - in_place.back().at;
+  }
+  // Makes the frame whole (its bytes all in the string) and lets the slot go.
+  void give_back() {
+    if (claimed) g_lane->unclaim(*frame, in_place);
+    claimed = false;
+    in_place.clear();
+  }
+  // Posts the frame into the claimed slot; false if it holds none (or the slot cannot be mapped
+  // that far: then the frame is made whole for the agent's way).
+  bool post() {
+    if (!claimed) return false;
+    if (in_place.empty() || !g_lane->post_claimed(*frame, in_place)) {
+      give_back();
+      return false;
+    }
+    claimed = false;
+    in_place.clear();
+    return true;
+  }
+
+  static thread_local FrameSpill* current;
+};
+thread_local FrameSpill* FrameSpill::current = nullptr;
+
 // A batch's result frame: into the lane if the batch came that way and the frame fits, else to the
 // agent (whose count of what this executor holds needs the results of what it gave).
-void send_results(int sock, const std::string& frame, bool via_lane) {
-  if (via_lane && g_lane->post_result(frame)) {
+void send_results(int sock, const std::string& frame, bool via_lane, FrameSpill& spill) {
+  if (via_lane && (spill.post() || g_lane->post_result(frame))) {
     Mailbox& box = g_lane->mailbox();
     box.results.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -107,6 +154,7 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
   const auto pid = static_cast<std::int64_t>(::getpid());
   const std::string frame_head = wire::begin_results(pid);
   results.assign(frame_head);  // a copy, not a move: `results` keeps its memory, warm from the last frame
+  FrameSpill spill(results, via_lane);
   auto last_flush = std::chrono::steady_clock::now();
   RunControl ctl;
   std::vector<ItemFailure> failures;
@@ -139,9 +187,11 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
       if (!ran) {
         h.status = wire::Status::raised;
         results.resize(body);
+        spill.cut(body);
         results += wire::encode(fail);
       } else if (!failures.empty()) {
         h.status = wire::Status::partial;
+        spill.give_back();  // the results are read again below
         const std::string partial = wire::encode_partial(failures, std::string_view(results).substr(body));
         results.resize(body);
         results += partial;
@@ -153,6 +203,7 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
                                 std::to_string(results.size() - at) +
                                 " bytes, over the 2 GiB one MPI message can carry; use a smaller chunksize";
         results.resize(at);  // the result goes, and is no longer counted; its failure takes its place
+        spill.cut(at);
         wire::set_count(results, wire::result_count(results) - 1);
         h.status = wire::Status::raised;
         wire::append_result(results, h, wire::encode(ItemFailure{0, "fibra::ConfigError", why}));
@@ -164,7 +215,7 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
     if (trace::detail::on) traced.push_back(t.header.chunk);
     auto now = std::chrono::steady_clock::now();
     if (results.size() >= flush_bytes || now - last_flush >= flush_every) {
-      send_results(sock, results, via_lane);
+      send_results(sock, results, via_lane, spill);
       if (sent) sent->store(ran, std::memory_order_release);
       for (auto id : traced) trace::mark(trace::executor_sent, id);
       traced.clear();
@@ -172,7 +223,7 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
       last_flush = now;
     }
   }
-  if (wire::result_count(results) > 0) send_results(sock, results, via_lane);
+  if (wire::result_count(results) > 0) send_results(sock, results, via_lane, spill);
   if (sent) sent->store(ran, std::memory_order_release);
   for (auto id : traced) trace::mark(trace::executor_sent, id);
   // Kept warm up to what a lane keeps of its large slots; a larger frame's memory is given back.
@@ -510,6 +561,20 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
 }  // namespace
 
 bool in_executor() noexcept { return g_in_executor; }
+
+bool spill_large(std::string& out, const void* p, std::size_t n) {
+  FrameSpill* s = FrameSpill::current;
+  if (!s || &out != s->frame) return false;  // not the frame of a batch from the lane
+  const std::size_t at = out.size();
+  if (n > lane::large_bytes - at) return false;
+  char* slot = s->claimed ? g_lane->claimed_large_result(at + n) : g_lane->claim_large_result(at + n);
+  if (!slot) return false;  // the driver still holds the slot (or it cannot be mapped): the frame's way
+  s->claimed = true;
+  extend_unwritten(out, at + n);
+  copy_large(slot + at, p, n);
+  s->in_place.push_back({at, n});
+  return true;
+}
 
 std::shared_ptr<PoolCore> executor_core(std::uint64_t uid) {
   static auto own = std::make_shared<ExecutorCore>(0);

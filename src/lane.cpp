@@ -117,6 +117,8 @@ void Lane::reopen() {
   trim_large(true, lane::large_bytes);
   spilled_.clear();
   for (auto& s : control().down) (void)swap(s.state, closed, free);
+  // A frame the dead executor was encoding into the large up slot: never posted, never read.
+  (void)swap(control().up[lane::up_slots].state, writing, free);
 }
 
 std::vector<Lane::Held> Lane::close() {
@@ -292,6 +294,38 @@ bool Lane::post_result(std::string_view frame) {
     return true;
   }
   return false;
+}
+
+char* Lane::claim_large_result(std::size_t need) {
+  Slot& s = control().up[lane::up_slots];
+  if (!swap(s.state, free, writing)) return nullptr;
+  char* data = slot_data(false, lane::up_slots, need);
+  if (!data) s.state.store(free, std::memory_order_release);
+  return data;
+}
+
+char* Lane::claimed_large_result(std::size_t need) { return slot_data(false, lane::up_slots, need); }
+
+bool Lane::post_claimed(std::string_view frame, const std::vector<Range>& in_place) {
+  Slot& s = control().up[lane::up_slots];
+  char* data = slot_data(false, lane::up_slots, frame.size());
+  if (!data) return false;
+  std::size_t at = 0;  // the stretches are in order and apart
+  for (const Range& r : in_place) {
+    copy_large(data + at, frame.data() + at, r.at - at);
+    at = r.at + r.n;
+  }
+  copy_large(data + at, frame.data() + at, frame.size() - at);
+  s.size.store(frame.size(), std::memory_order_relaxed);
+  s.state.store(full, std::memory_order_release);
+  return true;
+}
+
+void Lane::unclaim(std::string& frame, const std::vector<Range>& in_place) {
+  // The slot is mapped past every stretch: each was written through this mapping or a smaller one.
+  const char* data = large_[1].p;
+  for (const Range& r : in_place) copy_large(frame.data() + r.at, data + r.at, r.n);
+  control().up[lane::up_slots].state.store(free, std::memory_order_release);
 }
 
 void Lane::wait(std::chrono::microseconds spin, std::chrono::milliseconds sleep, const std::function<bool()>& ready) {

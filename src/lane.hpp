@@ -15,7 +15,9 @@
 //   down (batches): free -> writing -> posted (driver); posted -> taken -> free (executor);
 //                   any -> closed (agent, once the executor is dead); closed -> free (agent, at a restart).
 //   up (results):   free -> full (executor); full -> free, or full -> held -> free (driver: a large
-//                   frame left in its slot while the call it answers decodes it, see take_result).
+//                   frame left in its slot while the call it answers decodes it, see take_result);
+//                   large slot: free -> writing -> full, or writing -> free (executor: a frame encoded
+//                   into the slot, see claim_large_result); writing -> free (agent, at a restart).
 // A driver whose writing -> posted swap fails (the agent closed the slot meanwhile) sends the
 // batch through the agent instead: a batch is either reported by the agent or run, never lost.
 #pragma once
@@ -138,6 +140,23 @@ class Lane {
   void mark_in_use() { control().mapped.store(1, std::memory_order_relaxed); }
   /// Puts a result frame in a free up slot; false if it does not fit or none is free.
   bool post_result(std::string_view frame);
+  /// A stretch of a result frame whose bytes are in the claimed large up slot already.
+  struct Range {
+    std::size_t at = 0, n = 0;
+  };
+  /// For a result frame written into the large up slot as it is encoded (src/executor.cpp,
+  /// FrameSpill): claims the slot (free -> writing; only this side leaves `free`, and the driver
+  /// reads only a full slot) and maps at least `need` bytes of it; nullptr if it is not free or
+  /// cannot be mapped.
+  char* claim_large_result(std::size_t need);
+  /// The claimed slot, mapped for at least `need` bytes; nullptr if it cannot be mapped that far.
+  char* claimed_large_result(std::size_t need);
+  /// Posts `frame` into the claimed slot, copying all but its `in_place` stretches; false if the
+  /// slot cannot be mapped that far (then unclaim).
+  bool post_claimed(std::string_view frame, const std::vector<Range>& in_place);
+  /// Gives the claimed slot back unposted, after copying the `in_place` stretches into `frame`,
+  /// which then holds all its bytes (for a frame that goes to the agent instead).
+  void unclaim(std::string& frame, const std::vector<Range>& in_place);
   /// Spins for `spin` (yielding), then sleeps until rung or `sleep` passed, unless `ready` holds.
   void wait(std::chrono::microseconds spin, std::chrono::milliseconds sleep, const std::function<bool()>& ready);
 

@@ -99,4 +99,11 @@ void append_large(std::string& s, const void* p, std::size_t n) {
   });
 }
 
+void extend_unwritten(std::string& s, std::size_t n) {
+  if (n <= s.size()) return;
+  // Room for the frame's tail too: growing again later would copy the unwritten bytes.
+  if (s.capacity() < n) reserve_large(s, n + (std::size_t(1) << 20));
+  s.resize_and_overwrite(n, [n](char*, std::size_t) { return n; });
+}
+
 }  // namespace fibra::detail

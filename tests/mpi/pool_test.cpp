@@ -67,6 +67,20 @@ Pids pids_after(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   return {::getpid(), ::getppid()};
 }
+// Two large vectors (over the codec's 4 MiB large block, 5.1 and 5.6 MB) with small fields around
+// and between them: a result frame with two stretches encoded straight into the lane's slot.
+using TwoBlocks = std::tuple<int, std::vector<double>, std::string, std::vector<double>>;
+TwoBlocks two_blocks(int n) {
+  std::vector<double> a(640'000), b(700'000);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = n + 0.5 * double(i);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = -n - double(i);
+  return {n, a, "between " + std::to_string(n), b};
+}
+// A large result (5.1 MB of n), except for item 1, which throws.
+std::vector<double> big_or_throw(int n) {
+  if (n == 1) throw std::runtime_error("item one fails");
+  return std::vector<double>(640'000, double(n));
+}
 int unregistered(int x) { return x; }
 
 FIBRA_REMOTE(square);
@@ -78,6 +92,8 @@ FIBRA_REMOTE(weigh);
 FIBRA_REMOTE(scale);
 FIBRA_REMOTE(scale_slowly);
 FIBRA_REMOTE(pids_after);
+FIBRA_REMOTE(two_blocks);
+FIBRA_REMOTE(big_or_throw);
 
 namespace {
 
@@ -254,6 +270,54 @@ TEST(Lanes, ALargeResultNobodyWaitsForYetLeavesTheWayFree) {
   expect_doubled(second, v);
   expect_doubled(kept, v);
   EXPECT_EQ(p.stats().results_shared_memory, lanes ? 2u : 0u);
+}
+
+// A large result is encoded straight into the lane's large up slot, block by block, at its offset
+// in the frame; the bytes between and around the blocks are copied there when the frame is sent.
+// One result, and a chunk of three (one frame, six blocks), come back whole.
+void expect_two_blocks(const TwoBlocks& got, int n) {
+  const auto& [m, a, between, b] = got;
+  EXPECT_EQ(m, n);
+  EXPECT_EQ(between, "between " + std::to_string(n));
+  ASSERT_EQ(a.size(), 640'000u);
+  ASSERT_EQ(b.size(), 700'000u);
+  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], n + 0.5 * double(i)) << i;
+  for (std::size_t i = 0; i < b.size(); ++i) ASSERT_EQ(b[i], -n - double(i)) << i;
+}
+
+TEST(Lanes, LargeResultsEncodedIntoTheirSlotComeBackWhole) {
+  const auto before = pool().stats();
+  auto one = pool().apply_async(two_blocks, 7);
+  ASSERT_TRUE(one.wait_for(std::chrono::seconds(60))) << "its result frame never came (a broken frame?)";
+  expect_two_blocks(one.get(), 7);
+  const auto r = pool().map(two_blocks, std::vector<int>{1, 2, 3}, {.chunksize = 3});
+  ASSERT_EQ(r.size(), 3u);
+  for (int i = 0; i < 3; ++i) expect_two_blocks(r[std::size_t(i)], i + 1);
+  EXPECT_EQ(pool().stats().results_shared_memory - before.results_shared_memory, lanes_on() ? 2u : 0u);
+}
+
+// A chunk whose first item's large result went into the slot and whose next item throws: the
+// result is dropped for the failure (the call throws), or kept beside it when errors are
+// collected; either way the slot is given back for the next large result.
+TEST(Lanes, AChunkThatFailsAfterALargeResultGivesItsSlotBack) {
+  fibra::Pool p(1);
+  const long executor = p.apply_async(pids_after, 0).get().executor;
+  const std::vector<int> items{0, 1, 2};
+  EXPECT_THROW(p.map(big_or_throw, items, {.chunksize = 3}), fibra::RemoteError);
+  std::vector<fibra::ItemError> errors;
+  const auto r = p.map(big_or_throw, items, {.chunksize = 3, .errors = &errors});
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].index, 1u);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0], std::vector<double>(640'000, 0.0));
+  EXPECT_TRUE(r[1].empty());
+  EXPECT_EQ(r[2], std::vector<double>(640'000, 2.0));
+  const auto before = p.stats();
+  std::vector<double> v(700'000);
+  std::iota(v.begin(), v.end(), 3.0);
+  expect_doubled(p.apply_async(scale, v).get(), v);
+  EXPECT_EQ(p.stats().results_shared_memory - before.results_shared_memory, lanes_on() ? 1u : 0u);
+  EXPECT_EQ(p.apply_async(pids_after, 0).get().executor, executor) << "the executor died on the way";
 }
 
 // Batches through lanes are not heard by the agent: the driver must still send it heartbeats, or

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "lane.hpp"
 #include "roles.hpp"
@@ -163,6 +164,47 @@ TEST(Lane, ResultFramesComeBackAndOutliveTheExecutorsRestart) {
   EXPECT_EQ(got.size(), lane::up_slots + 1);
   EXPECT_TRUE(got.count("frame 0"));
   EXPECT_TRUE(l.post_result("after"));
+}
+
+// A frame encoded into the large up slot as it goes (the executor's FrameSpill): the claimed slot
+// is neither the driver's to read nor another frame's; it is posted with the bytes around the
+// stretch written in place, or given back with that stretch copied into the frame; a restart
+// frees the claim of a dead executor.
+TEST(Lane, AFrameWrittenInPlaceIsPostedWholeOrGivenBack) {
+  auto r = open_lane();
+  Lane& l = r->lane();
+  const std::size_t at = 1 << 20, n = 4 << 20;
+  std::string whole(6 << 20, '\0');
+  for (std::size_t i = 0; i < whole.size(); ++i) whole[i] = char(i * 13 + i / 4096);
+  std::string holey = whole;  // what the frame string holds: not the stretch written in place
+  std::memset(holey.data() + at, 'x', n);
+  const std::vector<Lane::Range> in_place{{at, n}};
+
+  char* slot = l.claim_large_result(whole.size());
+  ASSERT_NE(slot, nullptr);
+  EXPECT_EQ(l.claim_large_result(10), nullptr) << "claimed twice";
+  std::memcpy(slot + at, whole.data() + at, n);
+  std::string got;
+  std::string_view held;
+  EXPECT_EQ(l.take_result(got, held), Lane::Took::none) << "the driver read a frame still being written";
+  EXPECT_FALSE(l.post_result(whole)) << "another frame took the claimed slot";
+  ASSERT_TRUE(l.post_claimed(holey, in_place));
+  ASSERT_TRUE(l.take_result(got));
+  EXPECT_TRUE(got == whole) << "the bytes around the stretch, or the stretch, are wrong";
+
+  slot = l.claim_large_result(whole.size());
+  ASSERT_NE(slot, nullptr);
+  std::memcpy(slot + at, whole.data() + at, n);
+  std::string back = holey;
+  l.unclaim(back, in_place);
+  EXPECT_TRUE(back == whole) << "the frame given back lacks what was written in place";
+  EXPECT_TRUE(l.post_result(whole)) << "a slot given back takes the next frame";
+  ASSERT_TRUE(l.take_result(got));
+
+  ASSERT_NE(l.claim_large_result(10), nullptr);
+  (void)l.close();  // the executor died while it wrote
+  l.reopen();
+  EXPECT_NE(l.claim_large_result(10), nullptr) << "a restart left the dead executor's claim";
 }
 
 TEST(Lane, TheDriverMapsOnlyALaneOfItsOwnPool) {

@@ -62,6 +62,14 @@ void copy_large(void* dst, const void* src, std::size_t n) noexcept;
 /// s.append(p, n) for a large n: grows `s` with huge pages, without zero-filling, and copies with
 /// copy_large.
 void append_large(std::string& s, const void* p, std::size_t n);
+/// Grows `s` to n bytes, keeping what it holds, without writing the new ones (their pages are not
+/// touched); for bytes whose copy lies elsewhere (spill_large).
+void extend_unwritten(std::string& s, std::size_t n);
+/// Where an executor writes a large block of a result frame (`out`) straight into the shared memory
+/// the frame is bound for, at the offset it has in the frame, rather than into `out` and again from
+/// there (src/executor.cpp, FrameSpill). True: done, and `out` grew by n unwritten bytes. False
+/// (`out` is not such a frame, or its slot is not free): the caller appends as usual.
+bool spill_large(std::string& out, const void* p, std::size_t n);
 
 /// Appends bytes to a buffer. A writer for a digest (`for_digest`) writes padding bytes as zeros,
 /// so that equal values always give equal bytes; a writer for messages copies objects as they are.
@@ -70,6 +78,7 @@ class Writer {
   explicit Writer(std::string& out, bool for_digest = false) : out_(out), for_digest_(for_digest) {}
   void raw(const void* p, std::size_t n) {
     if (n >= large_buffer) {
+      if (!for_digest_ && spill_large(out_, p, n)) return;
       append_large(out_, p, n);
       return;
     }
