@@ -53,7 +53,7 @@ void PoolImpl::call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& 
     job->deliver({0, 1, {}, died(a.death), {}});
     return;
   }
-  a.queue.push_back({actor_chunk_bit | next_actor_chunk_++, job, std::make_shared<const std::string>(std::move(payload)),
+  a.queue.push_back({actor_chunk_bit | next_actor_chunk_++, job, share_payload(std::move(payload)),
                      false});
   kick();
 }

@@ -11,7 +11,7 @@ std::uint64_t Scheduler::add(std::shared_ptr<JobState> job, std::uint64_t first,
   c->job = std::move(job);
   c->first = first;
   c->count = count;
-  c->payload = std::make_shared<const std::string>(std::move(payload));
+  c->payload = share_payload(std::move(payload));  // a large one's memory serves the next
   pending_.push_back(c->id);
   chunks_.emplace(c->id, std::move(c));
   return next_id_ - 1;

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <new>
@@ -192,3 +193,43 @@ TEST(Codec, HugeLengthPrefixIsRejected) {
 }
 
 }  // namespace
+
+// The memory of a large payload given back (its chunk done) serves the next large buffer once,
+// warm; what it held is not carried over, and the driver keeps at most two such buffers, none over
+// 256 MiB.
+TEST(LargeBuffer, AGivenBackBufferServesTheNextLargeBufferOnce) {
+  using namespace fibra::detail;
+  const std::size_t n = 6 << 20;
+  std::string done(n, 'p');
+  const char* memory = done.data();
+  give_back_large(done);
+  EXPECT_TRUE(done.empty());
+  std::string next = "head:";
+  reserve_large(next, n);
+  EXPECT_EQ(next.data(), memory) << "the buffer given back was not used";
+  EXPECT_EQ(next, "head:") << "the new buffer must keep what it held, and only that";
+  std::string other = "x";
+  reserve_large(other, n);
+  EXPECT_NE(other.data(), memory) << "one buffer served two";
+
+  std::string huge;
+  huge.reserve(std::size_t(300) << 20);  // over 256 MiB: not kept
+  give_back_large(huge);
+  EXPECT_GE(huge.capacity(), std::size_t(300) << 20) << "a buffer over 256 MiB was kept";
+
+  std::vector<std::string> three(3, std::string(n, 'q'));
+  std::vector<const char*> given;
+  for (auto& s : three) {
+    given.push_back(s.data());
+    give_back_large(s);
+  }
+  std::vector<const char*> served;
+  for (auto& s : three) {  // each kept alive: its memory is not given back meanwhile
+    reserve_large(s, n);
+    served.push_back(s.data());
+  }
+  EXPECT_EQ(served[0], given[1]) << "the two newest serve, the oldest of three was let go";
+  EXPECT_EQ(served[1], given[2]);
+  EXPECT_NE(served[2], given[1]);
+  EXPECT_NE(served[2], given[2]);
+}

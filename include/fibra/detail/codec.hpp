@@ -16,6 +16,7 @@
 #include <concepts>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,6 +63,11 @@ void copy_large(void* dst, const void* src, std::size_t n) noexcept;
 /// s.append(p, n) for a large n: grows `s` with huge pages, without zero-filling, and copies with
 /// copy_large.
 void append_large(std::string& s, const void* p, std::size_t n);
+/// Keeps the memory of a large buffer no longer needed (a payload whose chunk is done) for the next
+/// large buffer (reserve_large), up to two of them and 256 MiB in all; `s` is left empty if kept.
+void give_back_large(std::string& s) noexcept;
+/// A payload shared by the pieces that send it; a large one's memory is given back when it goes.
+std::shared_ptr<const std::string> share_payload(std::string payload);
 /// Grows `s` to n bytes, keeping what it holds, without writing the new ones (their pages are not
 /// touched); for bytes whose copy lies elsewhere (spill_large).
 void extend_unwritten(std::string& s, std::size_t n);
