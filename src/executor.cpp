@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -91,6 +92,7 @@ struct FrameSpill {
   std::string* frame = nullptr;
   bool claimed = false;                // the large up slot is this frame's (writing)
   std::vector<Lane::Range> in_place;   // in order, apart
+  std::size_t written_to = 0;          // how far into the slot blocks were written
   FrameSpill* outer = nullptr;         // the frame of the batch a waiting task's wait interrupted
 
   FrameSpill(std::string& f, bool via_lane) : frame(via_lane ? &f : nullptr), outer(current) { current = this; }
@@ -105,23 +107,38 @@ struct FrameSpill {
   void cut(std::size_t size) {
     while (!in_place.empty() && in_place.back().at >= size) in_place.pop_back();
     if (!in_place.empty() && in_place.back().at + in_place.back().n > size) in_place.back().n = size - in_place.back().at;
+    if (in_place.empty()) give_back();  // nothing of the frame in the slot: free for a nested run's
   }
   // Makes the frame whole (its bytes all in the string) and lets the slot go.
   void give_back() {
-    if (claimed) g_lane->unclaim(*frame, in_place);
+    if (claimed) g_lane->unclaim(*frame, in_place, written_to);
     claimed = false;
     in_place.clear();
+    written_to = 0;
+  }
+  // Grows the frame to n bytes past a block written in place; a new buffer gets only the bytes
+  // around the blocks (copying the unwritten ones would fault their pages in for nothing).
+  void extend(std::size_t n) {
+    extend_unwritten(*frame, n, [this](char* to, const char* from, std::size_t size) {
+      std::size_t at = 0;
+      for (const Lane::Range& r : in_place) {
+        std::memcpy(to + at, from + at, r.at - at);
+        at = r.at + r.n;
+      }
+      std::memcpy(to + at, from + at, size - at);
+    });
   }
   // Posts the frame into the claimed slot; false if it holds none (or the slot cannot be mapped
   // that far: then the frame is made whole for the agent's way).
   bool post() {
     if (!claimed) return false;
-    if (in_place.empty() || !g_lane->post_claimed(*frame, in_place)) {
+    if (in_place.empty() || !g_lane->post_claimed(*frame, in_place, written_to)) {
       give_back();
       return false;
     }
     claimed = false;
     in_place.clear();
+    written_to = 0;
     return true;
   }
 
@@ -226,6 +243,7 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
   if (wire::result_count(results) > 0) send_results(sock, results, via_lane, spill);
   if (sent) sent->store(ran, std::memory_order_release);
   for (auto id : traced) trace::mark(trace::executor_sent, id);
+  spill.give_back();  // (nothing is claimed after the last send; the string is let go below)
   // Kept warm up to what a lane keeps of its large slots; a larger frame's memory is given back.
   if (results.capacity() > lane::large_kept) std::string().swap(results);
 }
@@ -566,13 +584,14 @@ bool spill_large(std::string& out, const void* p, std::size_t n) {
   FrameSpill* s = FrameSpill::current;
   if (!s || &out != s->frame) return false;  // not the frame of a batch from the lane
   const std::size_t at = out.size();
-  if (n > lane::large_bytes - at) return false;
+  if (at > lane::large_bytes || n > lane::large_bytes - at) return false;
   char* slot = s->claimed ? g_lane->claimed_large_result(at + n) : g_lane->claim_large_result(at + n);
   if (!slot) return false;  // the driver still holds the slot (or it cannot be mapped): the frame's way
   s->claimed = true;
-  extend_unwritten(out, at + n);
+  s->extend(at + n);
   copy_large(slot + at, p, n);
   s->in_place.push_back({at, n});
+  s->written_to = std::max(s->written_to, at + n);
   return true;
 }
 

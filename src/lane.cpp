@@ -92,11 +92,11 @@ bool Lane::read_large(bool down, std::size_t n, std::string& out) const {
   return true;
 }
 
-void Lane::trim_large(bool down, std::size_t used) {
-  if (used <= lane::large_kept) return;
-  ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-              large_offset(down) + static_cast<off_t>(lane::large_kept),
-              static_cast<off_t>(used - lane::large_kept));
+void Lane::trim_large(bool down, std::size_t used, std::size_t from) {
+  from = std::max(from, lane::large_kept);
+  if (used <= from) return;
+  ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, large_offset(down) + static_cast<off_t>(from),
+              static_cast<off_t>(used - from));
 }
 
 // ---- the agent ----------------------------------------------------------------------------------
@@ -113,12 +113,13 @@ void Lane::init(std::uint64_t nonce, std::int64_t agent_pid) {
 }
 
 void Lane::reopen() {
+  // A frame the dead executor was encoding into the large up slot: never posted, never read. Freed
+  // first: the new executor, already running, may claim the slot once a batch comes.
+  if (swap(control().up[lane::up_slots].state, writing, free)) trim_large(false, lane::large_bytes);
   // A large batch the dead executor held (or a post that failed) leaves pages behind: given back.
   trim_large(true, lane::large_bytes);
   spilled_.clear();
   for (auto& s : control().down) (void)swap(s.state, closed, free);
-  // A frame the dead executor was encoding into the large up slot: never posted, never read.
-  (void)swap(control().up[lane::up_slots].state, writing, free);
 }
 
 std::vector<Lane::Held> Lane::close() {
@@ -306,7 +307,7 @@ char* Lane::claim_large_result(std::size_t need) {
 
 char* Lane::claimed_large_result(std::size_t need) { return slot_data(false, lane::up_slots, need); }
 
-bool Lane::post_claimed(std::string_view frame, const std::vector<Range>& in_place) {
+bool Lane::post_claimed(std::string_view frame, const std::vector<Range>& in_place, std::size_t written_to) {
   Slot& s = control().up[lane::up_slots];
   char* data = slot_data(false, lane::up_slots, frame.size());
   if (!data) return false;
@@ -316,15 +317,17 @@ bool Lane::post_claimed(std::string_view frame, const std::vector<Range>& in_pla
     at = r.at + r.n;
   }
   copy_large(data + at, frame.data() + at, frame.size() - at);
+  trim_large(false, written_to, frame.size());
   s.size.store(frame.size(), std::memory_order_relaxed);
   s.state.store(full, std::memory_order_release);
   return true;
 }
 
-void Lane::unclaim(std::string& frame, const std::vector<Range>& in_place) {
+void Lane::unclaim(std::string& frame, const std::vector<Range>& in_place, std::size_t written_to) {
   // The slot is mapped past every stretch: each was written through this mapping or a smaller one.
   const char* data = large_[1].p;
   for (const Range& r : in_place) copy_large(frame.data() + r.at, data + r.at, r.n);
+  trim_large(false, written_to);
   control().up[lane::up_slots].state.store(free, std::memory_order_release);
 }
 

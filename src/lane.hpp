@@ -152,11 +152,14 @@ class Lane {
   /// The claimed slot, mapped for at least `need` bytes; nullptr if it cannot be mapped that far.
   char* claimed_large_result(std::size_t need);
   /// Posts `frame` into the claimed slot, copying all but its `in_place` stretches; false if the
-  /// slot cannot be mapped that far (then unclaim).
-  bool post_claimed(std::string_view frame, const std::vector<Range>& in_place);
+  /// slot cannot be mapped that far (then unclaim). `written_to`: how far the slot was written (a
+  /// stretch cut from the frame may lie past its end); pages past the frame and lane::large_kept
+  /// are given back.
+  bool post_claimed(std::string_view frame, const std::vector<Range>& in_place, std::size_t written_to);
   /// Gives the claimed slot back unposted, after copying the `in_place` stretches into `frame`,
-  /// which then holds all its bytes (for a frame that goes to the agent instead).
-  void unclaim(std::string& frame, const std::vector<Range>& in_place);
+  /// which then holds all its bytes (for a frame that goes to the agent instead); its pages past
+  /// lane::large_kept are given back.
+  void unclaim(std::string& frame, const std::vector<Range>& in_place, std::size_t written_to);
   /// Spins for `spin` (yielding), then sleeps until rung or `sleep` passed, unless `ready` holds.
   void wait(std::chrono::microseconds spin, std::chrono::milliseconds sleep, const std::function<bool()>& ready);
 
@@ -167,8 +170,8 @@ class Lane {
   /// Reads a large slot's bytes with pread, for when it cannot be mapped: no address space needed.
   bool read_large(bool down, std::size_t n, std::string& out) const;
   std::vector<std::string> spilled_;  // close(): large batches read that way (its views point here)
-  /// Gives back the pages of the large slot past lane::large_kept.
-  void trim_large(bool down, std::size_t used);
+  /// Gives back the pages of the large slot in [from, used) past lane::large_kept.
+  void trim_large(bool down, std::size_t used, std::size_t from = 0);
   char* base_;
   int fd_;
   struct Mapping {

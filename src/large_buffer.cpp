@@ -1,5 +1,6 @@
-// Large payload buffers (fibra/detail/codec.hpp): huge pages, copies split across cores, and
-// strings grown without the zero fill that std::string::resize does.
+// Large payload buffers (fibra/detail/codec.hpp): huge pages, copies split across cores, strings
+// grown without the zero fill that std::string::resize does, and the memory of finished payloads
+// kept for the next large buffer (spares).
 //
 // This file is compiled as C++23 (CMakeLists.txt) for std::string::resize_and_overwrite: a buffer
 // about to be overwritten need not be zeroed first, and only a raw pointer lets the copy be split.
@@ -60,8 +61,9 @@ std::string take_spare(std::size_t n) {
   auto& [mu, spares] = spares_();
   std::lock_guard lk(mu);
   auto best = spares.end();
-  for (auto it = spares.begin(); it != spares.end(); ++it)
-    if (it->capacity() >= n && (best == spares.end() || it->capacity() < best->capacity())) best = it;
+  for (auto it = spares.begin(); it != spares.end(); ++it)  // not one far larger: it would be held long
+    if (it->capacity() >= n && it->capacity() / 2 <= n && (best == spares.end() || it->capacity() < best->capacity()))
+      best = it;
   if (best == spares.end()) return {};
   std::string s = std::move(*best);
   spares.erase(best);
@@ -121,13 +123,15 @@ void reserve_large(std::string& s, std::size_t n) {
 
 void give_back_large(std::string& s) noexcept {
   if (s.capacity() < large_buffer || s.capacity() > spare_bytes) return;
+  std::string evicted[max_spares];  // freed after the lock (unmapping 256 MiB takes a while)
   auto& [mu, spares] = spares_();
   std::lock_guard lk(mu);
   std::size_t kept = s.capacity();
   for (const auto& x : spares) kept += x.capacity();
   // The newest is kept; the oldest go first when there is no room for it.
-  while (!spares.empty() && (spares.size() >= max_spares || kept > spare_bytes)) {
+  for (std::size_t i = 0; !spares.empty() && (spares.size() >= max_spares || kept > spare_bytes); ++i) {
     kept -= spares.front().capacity();
+    evicted[i] = std::move(spares.front());
     spares.erase(spares.begin());
   }
   spares.push_back(std::move(s));  // room reserved: no allocation
@@ -163,10 +167,20 @@ void append_large(std::string& s, const void* p, std::size_t n) {
   });
 }
 
-void extend_unwritten(std::string& s, std::size_t n) {
+void extend_unwritten(std::string& s, std::size_t n,
+                      const std::function<void(char* to, const char* from, std::size_t size)>& copy) {
   if (n <= s.size()) return;
-  // Room for the frame's tail too: growing again later would copy the unwritten bytes.
-  if (s.capacity() < n) reserve_large(s, n + (std::size_t(1) << 20));
+  if (s.capacity() < n) {
+    // Room for the frame's tail and another block or two, so that it seldom moves again.
+    std::string bigger;
+    reserve_large(bigger, std::max(n + (std::size_t(1) << 20), 2 * s.capacity()));
+    const std::size_t size = s.size();
+    bigger.resize_and_overwrite(size, [&](char* to, std::size_t) {
+      copy(to, s.data(), size);
+      return size;
+    });
+    s.swap(bigger);
+  }
   s.resize_and_overwrite(n, [n](char*, std::size_t) { return n; });
 }
 

@@ -217,6 +217,44 @@ TEST(LargeBuffer, AGivenBackBufferServesTheNextLargeBufferOnce) {
   give_back_large(huge);
   EXPECT_GE(huge.capacity(), std::size_t(300) << 20) << "a buffer over 256 MiB was kept";
 
+  // A payload's memory comes back when the last holder of the payload lets it go.
+  auto payload = share_payload(std::string(n, 's'));
+  const char* payload_memory = payload->data();
+  auto sender = payload;  // the pieces of a send still hold it
+  payload.reset();
+  std::string early;
+  reserve_large(early, n);
+  EXPECT_NE(early.data(), payload_memory) << "a payload's memory served while it was still being sent";
+  sender.reset();
+  std::string late;
+  reserve_large(late, n);
+  EXPECT_EQ(late.data(), payload_memory);
+
+  // Not a spare far larger than asked for (it would be held as long as what it serves).
+  std::string large(std::size_t(40) << 20, 'l');
+  const char* large_memory = large.data();
+  give_back_large(large);
+  std::string small;
+  reserve_large(small, n);
+  EXPECT_NE(small.data(), large_memory) << "a 40 MiB spare served 6 MiB";
+  std::string fitting;
+  reserve_large(fitting, std::size_t(30) << 20);
+  EXPECT_EQ(fitting.data(), large_memory);
+
+  // At most 256 MiB in all: of two of 200 MiB, the newer is kept.
+  std::string a, b;
+  a.reserve(std::size_t(200) << 20);
+  b.reserve(std::size_t(200) << 20);
+  const char* b_memory = b.data();
+  give_back_large(a);
+  give_back_large(b);
+  std::string c, d;
+  reserve_large(c, std::size_t(150) << 20);
+  reserve_large(d, std::size_t(150) << 20);
+  EXPECT_EQ(c.data(), b_memory);
+  EXPECT_NE(d.data(), b_memory);
+  EXPECT_TRUE(a.empty());
+
   std::vector<std::string> three(3, std::string(n, 'q'));
   std::vector<const char*> given;
   for (auto& s : three) {

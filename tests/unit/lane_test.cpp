@@ -3,6 +3,7 @@
 // executor takes and finishes. Between processes the same atomics are shared through the mapping.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -188,7 +189,7 @@ TEST(Lane, AFrameWrittenInPlaceIsPostedWholeOrGivenBack) {
   std::string_view held;
   EXPECT_EQ(l.take_result(got, held), Lane::Took::none) << "the driver read a frame still being written";
   EXPECT_FALSE(l.post_result(whole)) << "another frame took the claimed slot";
-  ASSERT_TRUE(l.post_claimed(holey, in_place));
+  ASSERT_TRUE(l.post_claimed(holey, in_place, at + n));
   ASSERT_TRUE(l.take_result(got));
   EXPECT_TRUE(got == whole) << "the bytes around the stretch, or the stretch, are wrong";
 
@@ -196,15 +197,55 @@ TEST(Lane, AFrameWrittenInPlaceIsPostedWholeOrGivenBack) {
   ASSERT_NE(slot, nullptr);
   std::memcpy(slot + at, whole.data() + at, n);
   std::string back = holey;
-  l.unclaim(back, in_place);
+  l.unclaim(back, in_place, at + n);
   EXPECT_TRUE(back == whole) << "the frame given back lacks what was written in place";
   EXPECT_TRUE(l.post_result(whole)) << "a slot given back takes the next frame";
   ASSERT_TRUE(l.take_result(got));
+
+  // Two stretches, the second at the frame's end.
+  const std::vector<Lane::Range> two{{16, 1 << 20}, {whole.size() - (2 << 20), 2 << 20}};
+  std::string holey2 = whole;
+  slot = l.claim_large_result(whole.size());
+  ASSERT_NE(slot, nullptr);
+  for (const auto& s : two) {
+    std::memcpy(slot + s.at, whole.data() + s.at, s.n);
+    std::memset(holey2.data() + s.at, 'y', s.n);
+  }
+  ASSERT_TRUE(l.post_claimed(holey2, two, whole.size()));
+  ASSERT_TRUE(l.take_result(got));
+  EXPECT_TRUE(got == whole) << "two stretches: the bytes around or between them are wrong";
 
   ASSERT_NE(l.claim_large_result(10), nullptr);
   (void)l.close();  // the executor died while it wrote
   l.reopen();
   EXPECT_NE(l.claim_large_result(10), nullptr) << "a restart left the dead executor's claim";
+}
+
+// Pages a frame wrote in place past what the large slot keeps (lane::large_kept) are given back
+// when the frame goes another way, or is posted shorter than they reach (a result cut from it).
+TEST(Lane, PagesWrittenInPlacePastWhatTheSlotKeepsAreGivenBack) {
+  auto r = open_lane();
+  Lane& l = r->lane();
+  const auto blocks = [&] {
+    struct stat st {};
+    ::fstat(r->fd(), &st);
+    return st.st_blocks;  // of 512 bytes
+  };
+  const std::size_t far = lane::large_kept + (4 << 20);
+  const auto before = blocks();
+  char* slot = l.claim_large_result(far + 4096);
+  ASSERT_NE(slot, nullptr);
+  std::memset(slot + far, 'z', 4096);
+  EXPECT_GT(blocks(), before);
+  std::string frame = "given back";
+  l.unclaim(frame, {}, far + 4096);
+  EXPECT_EQ(blocks(), before) << "a page past large_kept stayed after the frame was given back";
+
+  slot = l.claim_large_result(far + 4096);
+  ASSERT_NE(slot, nullptr);
+  std::memset(slot + far, 'z', 4096);
+  ASSERT_TRUE(l.post_claimed("posted", {}, far + 4096));
+  EXPECT_LE(blocks(), before + 8) << "a page past the frame and large_kept stayed after it was posted";
 }
 
 TEST(Lane, TheDriverMapsOnlyALaneOfItsOwnPool) {

@@ -16,6 +16,7 @@
 #include <concepts>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,7 +52,8 @@ inline constexpr bool digest_clears_padding = false;
 inline constexpr std::size_t large_buffer = std::size_t(4) << 20;
 /// Asks for huge pages under the 2 MiB-aligned part of [p, p + n); nothing when n < large_buffer.
 void advise_large(const void* p, std::size_t n) noexcept;
-/// s.reserve(n), asking for huge pages before the new memory is touched.
+/// s.reserve(n), asking for huge pages before the new memory is touched; when n is large, the
+/// memory of a buffer given back (give_back_large) of room for n to 2n bytes serves instead.
 void reserve_large(std::string& s, std::size_t n);
 /// Makes `s` hold n bytes to be overwritten (what it held is dropped): a large buffer too small for
 /// them is replaced by a fresh one with huge pages, rather than grown by copying what it held, and
@@ -69,12 +71,15 @@ void give_back_large(std::string& s) noexcept;
 /// A payload shared by the pieces that send it; a large one's memory is given back when it goes.
 std::shared_ptr<const std::string> share_payload(std::string payload);
 /// Grows `s` to n bytes, keeping what it holds, without writing the new ones (their pages are not
-/// touched); for bytes whose copy lies elsewhere (spill_large).
-void extend_unwritten(std::string& s, std::size_t n);
+/// touched); for bytes whose copy lies elsewhere (spill_large). When `s` needs a new buffer,
+/// `copy(to, from, size)` moves its bytes there (skipping those that were never written).
+void extend_unwritten(std::string& s, std::size_t n,
+                      const std::function<void(char* to, const char* from, std::size_t size)>& copy);
 /// Where an executor writes a large block of a result frame (`out`) straight into the shared memory
 /// the frame is bound for, at the offset it has in the frame, rather than into `out` and again from
 /// there (src/executor.cpp, FrameSpill). True: done, and `out` grew by n unwritten bytes. False
-/// (`out` is not such a frame, or its slot is not free): the caller appends as usual.
+/// (`out` is not such a frame, its slot is not free or cannot be mapped that far, or the frame
+/// would pass 2 GiB): the caller appends as usual.
 bool spill_large(std::string& out, const void* p, std::size_t n);
 
 /// Appends bytes to a buffer. A writer for a digest (`for_digest`) writes padding bytes as zeros,
