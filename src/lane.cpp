@@ -208,10 +208,12 @@ std::size_t Lane::busy() const {
 
 bool Lane::take_result(std::string& frame) {
   std::string_view unused;
-  return take_result(frame, unused, false) != Took::none;
+  return take_result(frame, unused, false, nullptr) != Took::none;
 }
 
-Lane::Took Lane::take_result(std::string& frame, std::string_view& held) { return take_result(frame, held, true); }
+Lane::Took Lane::take_result(std::string& frame, std::string_view& held, bool* in_place) {
+  return take_result(frame, held, true, in_place);
+}
 
 void Lane::release_held(std::size_t size) {
   Slot& s = control().up[lane::up_slots];
@@ -219,12 +221,13 @@ void Lane::release_held(std::size_t size) {
   s.state.store(free, std::memory_order_release);
 }
 
-Lane::Took Lane::take_result(std::string& frame, std::string_view& held, bool may_hold) {
+Lane::Took Lane::take_result(std::string& frame, std::string_view& held, bool may_hold, bool* in_place) {
   Control& c = control();
   for (std::size_t i = 0; i < all_up; ++i) {
     Slot& s = c.up[i];
     if (s.state.load(std::memory_order_acquire) != full) continue;
     const std::size_t n = s.size.load(std::memory_order_relaxed);
+    if (in_place) *in_place = s.chunks.load(std::memory_order_relaxed) == 1;
     const char* data = slot_data(false, i, n);
     if (data && may_hold && i == lane::up_slots) {
       held = std::string_view(data, n);
@@ -291,6 +294,7 @@ bool Lane::post_result(std::string_view frame) {
     if (!data) return false;
     copy_large(data, frame.data(), frame.size());
     s.size.store(frame.size(), std::memory_order_relaxed);
+    s.chunks.store(0, std::memory_order_relaxed);
     s.state.store(full, std::memory_order_release);
     return true;
   }
@@ -319,6 +323,7 @@ bool Lane::post_claimed(std::string_view frame, const std::vector<Range>& in_pla
   copy_large(data + at, frame.data() + at, frame.size() - at);
   trim_large(false, written_to, frame.size());
   s.size.store(frame.size(), std::memory_order_relaxed);
+  s.chunks.store(1, std::memory_order_relaxed);  // written in place
   s.state.store(full, std::memory_order_release);
   return true;
 }

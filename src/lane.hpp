@@ -64,7 +64,8 @@ class Lane {
     // Written by the side that owns the slot, published by the release of `state`; atomic (relaxed)
     // because the agent may glance at a slot the driver is filling anew.
     std::atomic<std::uint32_t> state{closed};
-    std::atomic<std::uint32_t> chunks{0};  // down: chunks in the batch (the agent's count of its executor's load)
+    std::atomic<std::uint32_t> chunks{0};  // down: chunks in the batch (the agent's count of its executor's load);
+                                           // up: 1 if the frame's large blocks were written in place
     std::atomic<std::uint64_t> seq{0};     // down: order of posting (the executor takes the oldest first)
     std::atomic<std::uint64_t> size{0};    // bytes in the slot
     std::atomic<std::uint32_t> sent{0};  // down, taken: its first chunks whose results the executor sent
@@ -119,7 +120,7 @@ class Lane {
   /// As take_result, except that a frame in the large slot is left where it lies: `held` views it,
   /// and the slot stays the driver's (the executor writes its next large frame to its socket) until
   /// release_held().
-  Took take_result(std::string& frame, std::string_view& held);
+  Took take_result(std::string& frame, std::string_view& held, bool* in_place = nullptr);
   /// Gives back the large up slot a `held` frame of `size` bytes was left in.
   void release_held(std::size_t size);
 
@@ -166,7 +167,7 @@ class Lane {
  private:
   /// Where slot i's bytes are (nullptr: the large slot could not be mapped that far).
   char* slot_data(bool down, std::size_t i, std::size_t need);
-  Took take_result(std::string& frame, std::string_view& held, bool may_hold);
+  Took take_result(std::string& frame, std::string_view& held, bool may_hold, bool* in_place);
   /// Reads a large slot's bytes with pread, for when it cannot be mapped: no address space needed.
   bool read_large(bool down, std::size_t n, std::string& out) const;
   std::vector<std::string> spilled_;  // close(): large batches read that way (its views point here)

@@ -356,12 +356,14 @@ bool PoolImpl::drain_lanes(Worker& w) {
     std::string frame;
     std::string_view held;
     for (;;) {
-      const Lane::Took took = r->lane().take_result(frame, held);
+      bool in_place = false;
+      const Lane::Took took = r->lane().take_result(frame, held, &in_place);
       if (took == Lane::Took::none) break;
       got = true;
       {
         std::lock_guard lk(mu_);  // counted before it is delivered: stats() after get() sees it
         ++stats_.results_shared_memory;
+        stats_.results_written_in_place += in_place;
       }
       if (took == Lane::Took::held) {
         // Released when the last outcome viewing it goes, or here if none does (an error, a late result).

@@ -32,6 +32,9 @@ struct PoolStats {
   /// one is decoded where it lies by a call waiting for it; one that arrives before anybody waits
   /// is copied out, so that the worker's next large result finds the way free.
   std::uint64_t results_shared_memory = 0;
+  /// ... of which the worker wrote in place: a large result's blocks encoded straight into the
+  /// shared memory the driver reads them from (docs/architecture.md, "Large payloads").
+  std::uint64_t results_written_in_place = 0;
   /// When the last failure was seen by the driver, and when a retry was last handed out.
   std::chrono::steady_clock::time_point last_failure_seen{}, last_retry_sent{};
 };

@@ -293,7 +293,10 @@ TEST(Lanes, LargeResultsEncodedIntoTheirSlotComeBackWhole) {
   const auto r = pool().map(two_blocks, std::vector<int>{1, 2, 3}, {.chunksize = 3});
   ASSERT_EQ(r.size(), 3u);
   for (int i = 0; i < 3; ++i) expect_two_blocks(r[std::size_t(i)], i + 1);
-  EXPECT_EQ(pool().stats().results_shared_memory - before.results_shared_memory, lanes_on() ? 2u : 0u);
+  const auto after = pool().stats();
+  EXPECT_EQ(after.results_shared_memory - before.results_shared_memory, lanes_on() ? 2u : 0u);
+  EXPECT_EQ(after.results_written_in_place - before.results_written_in_place, lanes_on() ? 2u : 0u)
+      << "the large blocks went into the frame and were copied into the slot after";
 }
 
 // A chunk whose first item's large result went into the slot and whose next item throws: the
@@ -317,6 +320,8 @@ TEST(Lanes, AChunkThatFailsAfterALargeResultGivesItsSlotBack) {
   std::iota(v.begin(), v.end(), 3.0);
   expect_doubled(p.apply_async(scale, v).get(), v);
   EXPECT_EQ(p.stats().results_shared_memory - before.results_shared_memory, lanes_on() ? 1u : 0u);
+  EXPECT_EQ(p.stats().results_written_in_place - before.results_written_in_place, lanes_on() ? 1u : 0u)
+      << "the slot was not free for the next large result";
   EXPECT_EQ(p.apply_async(pids_after, 0).get().executor, executor) << "the executor died on the way";
 }
 

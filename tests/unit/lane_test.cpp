@@ -193,6 +193,13 @@ TEST(Lane, AFrameWrittenInPlaceIsPostedWholeOrGivenBack) {
   EXPECT_EQ(l.take_result(got, held), Lane::Took::none) << "the driver read a frame still being written";
   EXPECT_FALSE(l.post_result(whole)) << "another frame took the claimed slot";
   ASSERT_TRUE(l.post_claimed(holey, in_place, at + n));
+  bool in_place_seen = false;
+  ASSERT_EQ(l.take_result(got, held, &in_place_seen), Lane::Took::held);
+  EXPECT_TRUE(in_place_seen) << "the driver is told the frame was written in place";
+  EXPECT_TRUE(std::string(held) == whole) << "the bytes around the stretch, or the stretch, are wrong";
+  l.release_held(held.size());
+  ASSERT_NE(l.claim_large_result(whole.size()), nullptr);  // the same again, taken by copy this time
+  ASSERT_TRUE(l.post_claimed(holey, in_place, at + n));
   ASSERT_TRUE(l.take_result(got));
   EXPECT_TRUE(got == whole) << "the bytes around the stretch, or the stretch, are wrong";
 
@@ -203,7 +210,9 @@ TEST(Lane, AFrameWrittenInPlaceIsPostedWholeOrGivenBack) {
   l.unclaim(back, in_place, at + n);
   EXPECT_TRUE(back == whole) << "the frame given back lacks what was written in place";
   EXPECT_TRUE(l.post_result(whole)) << "a slot given back takes the next frame";
-  ASSERT_TRUE(l.take_result(got));
+  ASSERT_EQ(l.take_result(got, held, &in_place_seen), Lane::Took::held);
+  EXPECT_FALSE(in_place_seen) << "a frame copied into the slot is not one written in place";
+  l.release_held(held.size());
 
   // Two stretches, the second at the frame's end.
   const std::vector<Lane::Range> two{{16, 1 << 20}, {whole.size() - (2 << 20), 2 << 20}};
