@@ -120,12 +120,7 @@ struct FrameSpill {
   // around the blocks (copying the unwritten ones would fault their pages in for nothing).
   void extend(std::size_t n) {
     extend_unwritten(*frame, n, [this](char* to, const char* from, std::size_t size) {
-      std::size_t at = 0;
-      for (const Lane::Range& r : in_place) {
-        std::memcpy(to + at, from + at, r.at - at);
-        at = r.at + r.n;
-      }
-      std::memcpy(to + at, from + at, size - at);
+      Lane::copy_around(to, from, size, in_place);
     });
   }
   // Posts the frame into the claimed slot; false if it holds none (or the slot cannot be mapped

@@ -25,8 +25,7 @@ void ChunkOutcome::unshare() {
   if (!keep) return;
   std::string copy;
   try {
-    if (shared.size() >= large_buffer) append_large(copy, shared.data(), shared.size());
-    else copy.assign(shared);
+    append_large(copy, shared.data(), shared.size());  // split and without zero fill when large
   } catch (const std::bad_alloc&) {
     return;  // no memory for a copy: the result stays where it is, and is read from there
   }

@@ -311,16 +311,20 @@ char* Lane::claim_large_result(std::size_t need) {
 
 char* Lane::claimed_large_result(std::size_t need) { return slot_data(false, lane::up_slots, need); }
 
+void Lane::copy_around(char* to, const char* from, std::size_t size, const std::vector<Range>& gaps) {
+  std::size_t at = 0;
+  for (const Range& g : gaps) {
+    copy_large(to + at, from + at, g.at - at);
+    at = g.at + g.n;
+  }
+  copy_large(to + at, from + at, size - at);
+}
+
 bool Lane::post_claimed(std::string_view frame, const std::vector<Range>& in_place, std::size_t written_to) {
   Slot& s = control().up[lane::up_slots];
   char* data = slot_data(false, lane::up_slots, frame.size());
   if (!data) return false;
-  std::size_t at = 0;  // the stretches are in order and apart
-  for (const Range& r : in_place) {
-    copy_large(data + at, frame.data() + at, r.at - at);
-    at = r.at + r.n;
-  }
-  copy_large(data + at, frame.data() + at, frame.size() - at);
+  copy_around(data, frame.data(), frame.size(), in_place);
   trim_large(false, written_to, frame.size());
   s.size.store(frame.size(), std::memory_order_relaxed);
   s.chunks.store(1, std::memory_order_relaxed);  // written in place

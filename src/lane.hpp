@@ -145,6 +145,8 @@ class Lane {
   struct Range {
     std::size_t at = 0, n = 0;
   };
+  /// Copies the first `size` bytes of `from` to `to`, all but the `gaps` (in order and apart).
+  static void copy_around(char* to, const char* from, std::size_t size, const std::vector<Range>& gaps);
   /// For a result frame written into the large up slot as it is encoded (src/executor.cpp,
   /// FrameSpill): claims the slot (free -> writing; only this side leaves `free`, and the driver
   /// reads only a full slot) and maps at least `need` bytes of it; nullptr if it is not free or
