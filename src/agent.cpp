@@ -74,6 +74,7 @@ class Agent {
     std::vector<std::pair<std::string, std::string>> env;
     if (!cfg_.gpus.empty()) env.emplace_back("CUDA_VISIBLE_DEVICES", cfg_.gpus[std::min<std::size_t>(i, cfg_.gpus.size() - 1)]);
     env.emplace_back("FIBRA_POOL_POLICY", cfg_.policy);
+    env.emplace_back("FIBRA_KEEP_FREED", std::to_string(cfg_.keep_freed_bytes));
     if (!std::getenv("OMP_NUM_THREADS"))
       env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1L, std::lround(cfg_.cpus))));
     return env;

@@ -520,6 +520,10 @@ Pool::Pool(int workers, PoolOptions options) {
     throw ConfigError("fibra: PoolOptions::workers_per_agent must be 0 (automatic) or more, got " +
                       std::to_string(options.workers_per_agent));
   s.workers_per_agent = options.workers_per_agent;
+  if (options.keep_freed_mib > (std::size_t(1) << 20))
+    throw ConfigError("fibra: PoolOptions::keep_freed_mib must be at most 1048576 (1 TiB), got " +
+                      std::to_string(options.keep_freed_mib));
+  s.keep_freed_bytes = std::uint64_t(options.keep_freed_mib) << 20;
   s.policy = detail::make_policy({}, options.retries, options.retry_exceptions, options.task_timeout_s);
   const auto r = detail::resolve_resources(options, s.workers);
   s.resources = r.each;

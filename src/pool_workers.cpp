@@ -114,6 +114,7 @@ void PoolImpl::spawn(int executors) {
   setup.cpus = s_.resources.cpus;
   setup.policy = wire::encode_policy(s_.policy);
   setup.lane_nonce = lane_nonce_;
+  setup.keep_freed_bytes = s_.keep_freed_bytes;
   // GPUs: `resources.gpus` for each executor, from those no other agent holds (an agent lost but
   // maybe still running keeps its own until its process is surely gone).
   std::vector<int> gpus;

@@ -125,11 +125,13 @@ struct AgentSetup {
   double cpus = 1;              ///< per executor: OMP_NUM_THREADS, unless the environment sets it
   std::string policy;           ///< the pool's default RetryPolicy, for calls its tasks make (encode_policy)
   std::uint64_t lane_nonce = 0; ///< written in its executors' lanes: the driver maps only its own (src/lane.hpp)
+  std::uint64_t keep_freed_bytes = 0;  ///< freed memory each executor keeps (FIBRA_KEEP_FREED, src/freed_memory.hpp)
 };
 template <class F, class M>
   requires std::is_same_v<std::remove_const_t<M>, AgentSetup>
 void fields(F&& f, M& m) {
-  f(m.heartbeat_s, m.driver_silence_s, m.executors, m.slot, m.prefix_output, m.gpus, m.cpus, m.policy, m.lane_nonce);
+  f(m.heartbeat_s, m.driver_silence_s, m.executors, m.slot, m.prefix_output, m.gpus, m.cpus, m.policy, m.lane_nonce,
+    m.keep_freed_bytes);
 }
 
 /// A RetryPolicy's retries, retry_exceptions and task_timeout_s as text ("3 0 0"): an executor

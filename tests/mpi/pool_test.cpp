@@ -4,15 +4,18 @@
 #include <fibra/serialization.hpp>  // Params below has serialize()
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <boost/serialization/map.hpp>
 #include <boost/serialization/string.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <ranges>
 #include <set>
@@ -81,6 +84,44 @@ std::vector<double> big_or_throw(int n) {
   if (n == 1) throw std::runtime_error("item one fails");
   return std::vector<double>(640'000, double(n));
 }
+// What an executor holds: its resident memory (MiB) and the page faults of the last touch_mib.
+struct Held {
+  long rss_mib = 0;
+  long faults = 0;
+};
+long rss_mib() {
+  long pages = 0, resident = 0;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return resident * ::sysconf(_SC_PAGESIZE) >> 20;
+}
+Held held(int) { return {rss_mib(), 0}; }
+// Takes `mib` MiB, writes every page of it and frees it, twice, as two tasks that build a large
+// vector do; the faults are the second time's. It keeps 1 MiB taken after the first block, so
+// that this one, freed, is not at the end of the heap (where the C library's own threshold would
+// give it back), and is kept taken when it returns.
+void touch(std::size_t n) {
+  std::unique_ptr<char[]> p(new char[n]);
+  volatile char* v = p.get();
+  for (std::size_t i = 0; i < n; i += 4096) v[i] = 1;
+}
+Held touch_mib(int mib) {
+  static std::vector<std::unique_ptr<char[]>> kept;
+  const std::size_t n = std::size_t(mib) << 20;
+  {
+    std::unique_ptr<char[]> p(new char[n]);
+    volatile char* v = p.get();
+    for (std::size_t i = 0; i < n; i += 4096) v[i] = 1;
+    kept.emplace_back(new char[1 << 20]);
+  }
+  rusage before{}, after{};
+  ::getrusage(RUSAGE_SELF, &before);
+  touch(n);
+  ::getrusage(RUSAGE_SELF, &after);
+  return {rss_mib(), after.ru_minflt - before.ru_minflt};
+}
 int unregistered(int x) { return x; }
 
 FIBRA_REMOTE(square);
@@ -94,6 +135,8 @@ FIBRA_REMOTE(scale_slowly);
 FIBRA_REMOTE(pids_after);
 FIBRA_REMOTE(two_blocks);
 FIBRA_REMOTE(big_or_throw);
+FIBRA_REMOTE(held);
+FIBRA_REMOTE(touch_mib);
 
 namespace {
 
@@ -341,6 +384,40 @@ TEST(Lanes, AnAgentWhoseWorkersAreFedThroughLanesStillHearsTheDriver) {
   EXPECT_EQ(st.workers_lost, 0u);
   EXPECT_EQ(st.workers_started, 1u);
   EXPECT_EQ(st.attempts_failed, 0u);
+}
+
+// A task that takes 64 MiB finds the memory a block of that size freed before: no page to fault
+// in again (a fresh 64 MiB takes at least 32 faults, in 2 MiB pages, and 16,384 in 4 KiB ones).
+// The executor keeps it after the task, and gives it back to the system after a second idle.
+TEST(Executors, KeepTheMemoryTheirTasksFreedForTheNextTask) {
+  fibra::Pool p(1);
+  const Held start = p.apply_async(held, 0).get();
+  const Held touched = p.apply_async(touch_mib, 64).get();
+  EXPECT_LT(touched.faults, 16) << "the 64 MiB freed went back to the system";
+  const Held after = p.apply_async(held, 0).get();
+  EXPECT_GE(after.rss_mib, start.rss_mib + 56) << "64 MiB freed and not kept after the task";
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));  // it looks when it wakes, each second
+  const Held idle = p.apply_async(held, 0).get();
+  EXPECT_LE(idle.rss_mib, start.rss_mib + 16) << "the executor kept its freed memory while idle";
+}
+
+// keep_freed_mib 0 leaves the C library's default (64 MiB goes back at once); a bound below what
+// a task freed has the executor give it back after the task.
+TEST(Executors, KeepNoMoreFreedMemoryThanAsked) {
+  {
+    fibra::Pool p(1, {.keep_freed_mib = 0});
+    EXPECT_GE(p.apply_async(touch_mib, 64).get().faults, 32) << "keep_freed_mib 0: 64 MiB freed was kept";
+  }
+  {
+    fibra::Pool p(1, {.keep_freed_mib = 16});
+    const Held start = p.apply_async(held, 0).get();
+    // The executor looks at most once a second, from its start or its last look: due after the next task.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    p.apply_async(touch_mib, 64).get();
+    EXPECT_LE(p.apply_async(held, 0).get().rss_mib, start.rss_mib + 16)
+        << "keep_freed_mib 16: 64 MiB freed was kept after the task";
+  }
+  EXPECT_THROW(fibra::Pool(1, {.keep_freed_mib = std::size_t(1) << 30}), fibra::ConfigError);
 }
 
 TEST(Errors, ATaskThatThrowsRaisesRemoteErrorAndThePoolGoesOn) {

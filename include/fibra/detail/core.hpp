@@ -155,6 +155,7 @@ struct PoolSettings {
   double driver_silence_s;  ///< an agent whose driver is silent this long exits (orphan guard)
   double start_timeout_s;   ///< how long Pool() waits for its workers to say hello
   int workers_per_agent;    ///< executors per agent process; 0: automatic
+  std::uint64_t keep_freed_bytes = 0;  ///< memory an executor keeps after its tasks free it (PoolOptions::keep_freed_mib)
   RetryPolicy policy;       ///< the default for calls that do not set their own
   Resources resources;      ///< what each worker offers, resolved (resolve_resources)
   std::vector<std::string> gpu_ids;  ///< shared out among workers, `resources.gpus` each
