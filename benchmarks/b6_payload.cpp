@@ -1,7 +1,7 @@
 // B6 of BENCHMARKS.md: the round trip of a large std::vector<double> through apply_async, to a
 // registered function that returns its input. Compare with raw_mpi's payload figures.
 //
-//   b6_payload [--bytes 67108864] [--repeats 5] [--workers 1]
+//   b6_payload [--bytes 67108864] [--repeats 5] [--workers 1] [--keep-freed-mib 256]
 //
 // Times `pool.apply_async(echo, v).get()`; the first round trip is a warm-up and is not counted.
 // Every result is checked against the input (outside the timed part). Prints CSV:
@@ -46,8 +46,9 @@ int main(int argc, char** argv) {
   const long bytes = bench::arg(argc, argv, "--bytes", 64L * 1024 * 1024);
   const int repeats = int(bench::arg(argc, argv, "--repeats", 5));
   const int workers = int(bench::arg(argc, argv, "--workers", 1));
-  if (bytes < 8 || bytes % 8 != 0 || repeats < 1 || workers < 1) {
-    std::fprintf(stderr, "b6: --bytes must be a positive multiple of 8; --repeats and --workers at least 1\n");
+  const long keep = bench::arg(argc, argv, "--keep-freed-mib", long(fibra::PoolOptions{}.keep_freed_mib));
+  if (bytes < 8 || bytes % 8 != 0 || repeats < 1 || workers < 1 || keep < 0) {
+    std::fprintf(stderr, "b6: --bytes must be a positive multiple of 8; --repeats and --workers at least 1; --keep-freed-mib 0 or more\n");
     return 1;
   }
 
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
   std::vector<double> v(std::size_t(bytes) / sizeof(double));
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = double(i) * 0.5;
 
-  fibra::Pool pool(workers);
+  fibra::Pool pool(workers, {.keep_freed_mib = std::size_t(keep)});
   round_trip(pool, v);  // warm-up
   std::vector<double> s;
   for (int r = 0; r < repeats; ++r) s.push_back(round_trip(pool, v));

@@ -3,6 +3,8 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <cstdlib>
 #include <string>
 
@@ -37,6 +39,27 @@ void FreedMemory::waited() {
   if (keep_ == 0 || given_back_ || Clock::now() - last_batch_ < idle_after) return;
   ::malloc_trim(0);
   given_back_ = true;
+}
+
+namespace {
+std::mutex g_driver_mu;  // one communication thread at a time looks
+std::atomic<FreedMemory*> g_driver{nullptr};
+}  // namespace
+
+void driver_keeps_freed(std::size_t keep_bytes) {
+  if (keep_bytes == 0) return;
+  std::lock_guard lk(g_driver_mu);
+  static FreedMemory* const driver = new FreedMemory(keep_bytes);  // for the process's life
+  g_driver.store(driver);
+}
+
+void driver_heap_turn(bool busy) noexcept {
+  FreedMemory* d = g_driver.load(std::memory_order_relaxed);
+  if (!d) return;
+  std::unique_lock lk(g_driver_mu, std::try_to_lock);
+  if (!lk) return;
+  if (busy) d->ran();
+  else d->waited();
 }
 
 std::size_t keep_freed_bytes_from_env() {

@@ -6,7 +6,8 @@
 // executor runs the same kind of task over and over, so it keeps such memory instead, within a
 // bound: large blocks come from the heap, freed memory stays there, and the executor gives it
 // back to the system (malloc_trim) when more than `keep_bytes` lie free (checked at most once a
-// second) and when it has been idle for a second.
+// second) and when it has been idle for a second. The driver does the same for what its caller
+// frees (the result vectors of the last calls), from its communication threads.
 #pragma once
 
 #include <chrono>
@@ -31,6 +32,12 @@ class FreedMemory {
   Clock::time_point last_check_ = Clock::now();
   bool given_back_ = true;  // nothing freed since the last give-back
 };
+
+/// The driver's: the first pool that keeps freed memory sets the process up (later pools' bounds
+/// are not looked at); the pools' communication threads then call driver_heap_turn each turn, with
+/// `busy` for a turn that did something.
+void driver_keeps_freed(std::size_t keep_bytes);
+void driver_heap_turn(bool busy) noexcept;
 
 /// The bound an executor was started with: FIBRA_KEEP_FREED (bytes, from PoolOptions::keep_freed_mib
 /// through its agent), else 256 MiB.

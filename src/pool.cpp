@@ -16,6 +16,7 @@
 #include "fibra/error.hpp"
 #include "fibra/pool.hpp"
 #include "fibra/runtime.hpp"
+#include "freed_memory.hpp"
 #include "log.hpp"
 #include "pool_impl.hpp"
 #include "resources.hpp"
@@ -126,6 +127,7 @@ void PoolImpl::loop() {
       fail_all(broken_);
       state_cv_.notify_all();
     }
+    driver_heap_turn(busy);
     std::unique_lock lk(mu_);
     if (stopping_) break;
     if (busy || kicked_) napper.busy();
@@ -448,6 +450,7 @@ std::shared_ptr<PoolCore> start_pool(const PoolSettings& settings) {
   if (!Runtime::active())
     throw ConfigError("fibra: a Pool was created before fibra::Runtime: make `fibra::Runtime rt(argc, argv);` the first line of main");
   if (settings.workers < 1) throw ConfigError("fibra: a pool needs at least 1 worker (asked for " + std::to_string(settings.workers) + ")");
+  driver_keeps_freed(settings.keep_freed_bytes);
   auto p = std::make_shared<PoolImpl>(settings);
   p->start();
   std::lock_guard lk(g_pools_mu);

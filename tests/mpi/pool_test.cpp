@@ -401,6 +401,16 @@ TEST(Executors, KeepTheMemoryTheirTasksFreedForTheNextTask) {
   EXPECT_LE(idle.rss_mib, start.rss_mib + 16) << "the executor kept its freed memory while idle";
 }
 
+// The driver does the same for what its caller frees: the result vector of the last call.
+TEST(Executors, TheDriverKeepsTheMemoryItsCallerFreedToo) {
+  const Held start = held(0);
+  const Held touched = touch_mib(64);
+  EXPECT_LT(touched.faults, 16) << "the 64 MiB freed went back to the system";
+  EXPECT_GE(touched.rss_mib, start.rss_mib + 56) << "64 MiB freed and not kept";
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));  // idle: its pools' threads give it back
+  EXPECT_LE(held(0).rss_mib, start.rss_mib + 16) << "the driver kept its freed memory while idle";
+}
+
 // keep_freed_mib 0 leaves the C library's default (64 MiB goes back at once); a bound below what
 // a task freed has the executor give it back after the task.
 TEST(Executors, KeepNoMoreFreedMemoryThanAsked) {
