@@ -80,7 +80,6 @@ std::int64_t now_ns() {
 
 // Its lane (src/lane.hpp): batches the driver put there, and the way back for their results.
 Lane* g_lane = nullptr;
-FreedMemory* g_freed = nullptr;  // set before the first batch
 // After a batch, the executor watches its lane this long before it sleeps: the next batch of a
 // quick succession of calls comes sooner than a wake-up from sleep would take.
 constexpr auto lane_spin = std::chrono::microseconds(100);
@@ -305,7 +304,6 @@ class Inbox {
         pollfd p{sock_, POLLIN, 0};
         ::poll(&p, 1, 1000);
       }
-      g_freed->waited();
     }
   }
   std::optional<Batch> try_batch() {
@@ -467,9 +465,9 @@ Mailbox* g_box = nullptr;
 
 // Runs a batch, wherever it came from; a lane's slot is freed once its results are out.
 void run(const Inbox::Batch& b, std::string& results) {
+  RunningBatch running;
   run_batch(g_sock, *g_box, b.data(), results, b.slot >= 0 ? &g_lane->sent(b.slot) : nullptr);
   if (b.slot >= 0) g_lane->finish(b.slot);
-  g_freed->ran();
 }
 
 std::thread::id g_task_thread;
@@ -626,8 +624,7 @@ std::shared_ptr<PoolCore> executor_core(std::uint64_t uid) {
   g_sock = sock;
   g_box = &box;
   g_task_thread = std::this_thread::get_id();
-  static FreedMemory freed(keep_freed_bytes_from_env());
-  g_freed = &freed;
+  keep_freed_memory(keep_freed_bytes_from_env());
   static Inbox inbox(sock);
   g_inbox = &inbox;
   set_wait_hook(&help_while_waiting);

@@ -4,70 +4,111 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
-#include <string>
+#include <mutex>
+#include <system_error>
+#include <thread>
+
+#if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
+#if __GLIBC_PREREQ(2, 33)
+#define FIBRA_HAVE_MALLINFO2 1
+#endif
+#endif
 
 namespace fibra::detail {
 
 namespace {
-constexpr auto check_every = std::chrono::seconds(1);
-constexpr auto idle_after = std::chrono::seconds(1);
+
+using Clock = std::chrono::steady_clock;
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+}
+
+std::atomic<bool> g_on{false};
+std::atomic<std::int64_t> g_busy_ms{0};  // the last mark (freed_memory_busy, a batch's start or end)
+std::atomic<int> g_running{0};          // batches running (RunningBatch)
+std::atomic<bool> g_armed{false};       // marked since the last idle give-back
+
+#ifdef FIBRA_HAVE_MALLINFO2
+// Bytes free in the heap. They include what malloc_trim already gave back (it leaves those blocks
+// in the free lists), hence the watcher's baseline below.
+std::size_t free_bytes() { return ::mallinfo2().fordblks; }
+
+// Once a second: gives back what lies free when more than the bound came free since the last
+// give-back (the baseline, lowered whenever a look finds less free: memory given back and taken
+// again), and once when the process turns idle after being busy.
+[[noreturn]] void watch(std::size_t keep) {
+  std::size_t base = free_bytes();
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const std::size_t free = free_bytes();
+    base = std::min(base, free);
+    const bool idle = g_running.load(std::memory_order_relaxed) == 0 &&
+                      now_ms() - g_busy_ms.load(std::memory_order_relaxed) >= freed_memory_idle_seconds * 1000;
+    if (free - base > keep || (idle && g_armed.exchange(false, std::memory_order_relaxed))) {
+      ::malloc_trim(0);
+      base = free_bytes();
+    }
+  }
+}
+#endif
+
 }  // namespace
 
-FreedMemory::FreedMemory(std::size_t keep_bytes) : keep_(keep_bytes) {
-  if (keep_ == 0) return;
-  // Every block from the heap (none an mmap of its own, which free() unmaps); a free top of the
-  // heap up to the bound is not trimmed at each free(). mallopt fails only on a value out of range.
-  if (::mallopt(M_MMAP_MAX, 0) != 1 || ::mallopt(M_TRIM_THRESHOLD, int(std::min<std::size_t>(keep_, 1u << 30))) != 1)
-    keep_ = 0;
+bool keep_freed_memory(std::size_t keep_bytes) {
+  static std::mutex mu;
+  static bool decided = false;
+  std::lock_guard lk(mu);
+  if (decided) return g_on.load();
+  decided = true;
+#ifdef FIBRA_HAVE_MALLINFO2
+  if (keep_bytes == 0) return false;
+  g_busy_ms.store(now_ms());
+  try {
+    std::thread(watch, keep_bytes).detach();  // for the process's life
+  } catch (const std::system_error&) {  // no thread to be had: the allocator is left as it is
+    return false;
+  }
+  g_on.store(true);
+  // Every block from the heap (none an mmap of its own, which free() unmaps), and a free top of
+  // the heap up to the bound not trimmed at each free(). mallopt fails only on a value out of range.
+  const int threshold = int(std::min<std::size_t>(keep_bytes, INT_MAX));
+  return ::mallopt(M_MMAP_MAX, 0) == 1 && ::mallopt(M_TRIM_THRESHOLD, threshold) == 1;
+#else
+  (void)keep_bytes;
+  return false;
+#endif
 }
 
-void FreedMemory::ran() {
-  if (keep_ == 0) return;
-  const auto now = Clock::now();
-  last_batch_ = now;
-  given_back_ = false;
-  if (now - last_check_ < check_every) return;
-  last_check_ = now;
-  // Free bytes in the heap, including those already given back (malloc_trim leaves their blocks
-  // free in its lists): at worst a give-back a second that finds little to do.
-  if (::mallinfo2().fordblks > keep_) ::malloc_trim(0);
+void freed_memory_busy() noexcept {
+  if (!g_on.load(std::memory_order_relaxed)) return;
+  g_busy_ms.store(now_ms(), std::memory_order_relaxed);
+  if (!g_armed.load(std::memory_order_relaxed)) g_armed.store(true, std::memory_order_relaxed);
 }
 
-void FreedMemory::waited() {
-  if (keep_ == 0 || given_back_ || Clock::now() - last_batch_ < idle_after) return;
-  ::malloc_trim(0);
-  given_back_ = true;
+RunningBatch::RunningBatch() noexcept {
+  g_running.fetch_add(1, std::memory_order_relaxed);
+  freed_memory_busy();
 }
 
-namespace {
-std::mutex g_driver_mu;  // one communication thread at a time looks
-std::atomic<FreedMemory*> g_driver{nullptr};
-}  // namespace
-
-void driver_keeps_freed(std::size_t keep_bytes) {
-  if (keep_bytes == 0) return;
-  std::lock_guard lk(g_driver_mu);
-  static FreedMemory* const driver = new FreedMemory(keep_bytes);  // for the process's life
-  g_driver.store(driver);
-}
-
-void driver_heap_turn(bool busy) noexcept {
-  FreedMemory* d = g_driver.load(std::memory_order_relaxed);
-  if (!d) return;
-  std::unique_lock lk(g_driver_mu, std::try_to_lock);
-  if (!lk) return;
-  if (busy) d->ran();
-  else d->waited();
+RunningBatch::~RunningBatch() {
+  freed_memory_busy();
+  g_running.fetch_sub(1, std::memory_order_relaxed);
 }
 
 std::size_t keep_freed_bytes_from_env() {
+  constexpr std::size_t fallback = std::size_t(256) << 20;
   const char* s = std::getenv("FIBRA_KEEP_FREED");
-  if (!s || !*s) return std::size_t(256) << 20;
+  if (!s || *s < '0' || *s > '9') return fallback;
   char* end = nullptr;
+  errno = 0;
   const unsigned long long v = std::strtoull(s, &end, 10);
-  return end && *end == '\0' ? std::size_t(v) : std::size_t(256) << 20;
+  return errno == 0 && *end == '\0' ? std::size_t(v) : fallback;
 }
 
 }  // namespace fibra::detail

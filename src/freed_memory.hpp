@@ -1,43 +1,40 @@
-// src/freed_memory.hpp: an executor keeps the memory its tasks freed for the next task.
+// src/freed_memory.hpp: a process keeps the memory it freed for its next large buffer, within a
+// bound.
 //
 // glibc gives a block of 32 MiB or more straight back to the system when it is freed (it was an
-// mmap of its own), so a task that takes a 64 MiB vector faults 64 MiB in again each time it
-// runs: about 8 ms here, more than copying the bytes (docs/architecture.md, "Warm buffers"). An
-// executor runs the same kind of task over and over, so it keeps such memory instead, within a
-// bound: large blocks come from the heap, freed memory stays there, and the executor gives it
-// back to the system (malloc_trim) when more than `keep_bytes` lie free (checked at most once a
-// second) and when it has been idle for a second. The driver does the same for what its caller
-// frees (the result vectors of the last calls), from its communication threads.
+// mmap of its own), so a task that takes a 64 MiB vector faults 64 MiB in again each time it runs,
+// and so does the caller that decodes its 64 MiB result: about 8 ms each here, more than copying
+// the bytes (docs/architecture.md, "Freed memory kept"). Executors, and the driver once a pool
+// starts, take large blocks from the heap instead and keep what is freed there, and a thread gives
+// freed memory back to the system (malloc_trim) once a second when more than the bound came free
+// since its last look, and when the process has done nothing for a while. Needs glibc 2.33 or
+// later (mallinfo2); elsewhere the allocator is left as it is.
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 
 namespace fibra::detail {
 
-class FreedMemory {
- public:
-  /// Sets the C library's allocator up for this process; `keep_bytes` 0 leaves it as it is (every
-  /// call then does nothing).
-  explicit FreedMemory(std::size_t keep_bytes);
-  /// After a batch: gives freed memory back if more than the bound lies free.
-  void ran();
-  /// After a wait that brought no batch: gives freed memory back once the executor was idle a second.
-  void waited();
+/// Sets this process's allocator to keep up to `keep_bytes` of freed memory and starts the thread
+/// that holds it to that. The first call decides: later ones (0 included) change nothing. False:
+/// not kept (0, or a C library without these controls).
+bool keep_freed_memory(std::size_t keep_bytes);
 
- private:
-  using Clock = std::chrono::steady_clock;
-  std::size_t keep_;
-  Clock::time_point last_batch_ = Clock::now();
-  Clock::time_point last_check_ = Clock::now();
-  bool given_back_ = true;  // nothing freed since the last give-back
+/// Marks the process busy now (the driver: a turn of a communication thread that did something):
+/// freed memory is given back after idle_seconds without a mark and without a batch running.
+void freed_memory_busy() noexcept;
+
+/// A batch running in an executor, from construction to destruction: no idle give-back meanwhile.
+class RunningBatch {
+ public:
+  RunningBatch() noexcept;
+  ~RunningBatch();
+  RunningBatch(const RunningBatch&) = delete;
+  RunningBatch& operator=(const RunningBatch&) = delete;
 };
 
-/// The driver's: the first pool that keeps freed memory sets the process up (later pools' bounds
-/// are not looked at); the pools' communication threads then call driver_heap_turn each turn, with
-/// `busy` for a turn that did something.
-void driver_keeps_freed(std::size_t keep_bytes);
-void driver_heap_turn(bool busy) noexcept;
+/// Idle this long, a process gives back what it freed since its last give-back.
+inline constexpr int freed_memory_idle_seconds = 2;
 
 /// The bound an executor was started with: FIBRA_KEEP_FREED (bytes, from PoolOptions::keep_freed_mib
 /// through its agent), else 256 MiB.

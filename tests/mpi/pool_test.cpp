@@ -84,10 +84,12 @@ std::vector<double> big_or_throw(int n) {
   if (n == 1) throw std::runtime_error("item one fails");
   return std::vector<double>(640'000, double(n));
 }
-// What an executor holds: its resident memory (MiB) and the page faults of the last touch_mib.
+// What a process holds: its resident memory (MiB); after touch_mib, the page faults of its second
+// touch and whether the block it kept taken lies above the first (not at the end of the heap).
 struct Held {
   long rss_mib = 0;
   long faults = 0;
+  bool pinned = false;
 };
 long rss_mib() {
   long pages = 0, resident = 0;
@@ -98,29 +100,32 @@ long rss_mib() {
   return resident * ::sysconf(_SC_PAGESIZE) >> 20;
 }
 Held held(int) { return {rss_mib(), 0}; }
-// Takes `mib` MiB, writes every page of it and frees it, twice, as two tasks that build a large
-// vector do; the faults are the second time's. It keeps 1 MiB taken after the first block, so
-// that this one, freed, is not at the end of the heap (where the C library's own threshold would
-// give it back), and is kept taken when it returns.
+// Takes `mib` MiB, writes every page of it and frees it, twice, `pause_ms` apart, as two tasks
+// that build a large vector do; the faults are the second time's. It keeps 1 MiB taken after the
+// first block, so that this one, freed, is not at the end of the heap (where the C library's own
+// threshold would give it back), and is kept taken when it returns.
 void touch(std::size_t n) {
   std::unique_ptr<char[]> p(new char[n]);
   volatile char* v = p.get();
   for (std::size_t i = 0; i < n; i += 4096) v[i] = 1;
 }
-Held touch_mib(int mib) {
+Held touch_mib(int mib, int pause_ms) {
   static std::vector<std::unique_ptr<char[]>> kept;
   const std::size_t n = std::size_t(mib) << 20;
+  bool pinned = false;
   {
     std::unique_ptr<char[]> p(new char[n]);
     volatile char* v = p.get();
     for (std::size_t i = 0; i < n; i += 4096) v[i] = 1;
     kept.emplace_back(new char[1 << 20]);
+    pinned = kept.back().get() > p.get();
   }
+  std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
   rusage before{}, after{};
-  ::getrusage(RUSAGE_SELF, &before);
+  ::getrusage(RUSAGE_THREAD, &before);
   touch(n);
-  ::getrusage(RUSAGE_SELF, &after);
-  return {rss_mib(), after.ru_minflt - before.ru_minflt};
+  ::getrusage(RUSAGE_THREAD, &after);
+  return {rss_mib(), after.ru_minflt - before.ru_minflt, pinned};
 }
 int unregistered(int x) { return x; }
 
@@ -388,46 +393,53 @@ TEST(Lanes, AnAgentWhoseWorkersAreFedThroughLanesStillHearsTheDriver) {
 
 // A task that takes 64 MiB finds the memory a block of that size freed before: no page to fault
 // in again (a fresh 64 MiB takes at least 32 faults, in 2 MiB pages, and 16,384 in 4 KiB ones).
-// The executor keeps it after the task, and gives it back to the system after a second idle.
+// The executor keeps it after the task, and gives it back to the system once idle 2 seconds (its
+// watcher looks once a second).
 TEST(Executors, KeepTheMemoryTheirTasksFreedForTheNextTask) {
   fibra::Pool p(1);
   const Held start = p.apply_async(held, 0).get();
-  const Held touched = p.apply_async(touch_mib, 64).get();
+  const Held touched = p.apply_async(touch_mib, 64, 0).get();
   EXPECT_LT(touched.faults, 16) << "the 64 MiB freed went back to the system";
   const Held after = p.apply_async(held, 0).get();
   EXPECT_GE(after.rss_mib, start.rss_mib + 56) << "64 MiB freed and not kept after the task";
-  std::this_thread::sleep_for(std::chrono::milliseconds(3500));  // it looks when it wakes, each second
+  std::this_thread::sleep_for(std::chrono::milliseconds(4500));
   const Held idle = p.apply_async(held, 0).get();
   EXPECT_LE(idle.rss_mib, start.rss_mib + 16) << "the executor kept its freed memory while idle";
+  // A task that runs on is not idle: what it freed 3 s ago is still there for it.
+  EXPECT_LT(p.apply_async(touch_mib, 64, 3000).get().faults, 16) << "given back while a task ran";
 }
 
-// The driver does the same for what its caller frees: the result vector of the last call.
+// The driver does the same for what its caller frees (the result vector of the last call), once
+// a pool has started (the tests' pool, with the default bound).
 TEST(Executors, TheDriverKeepsTheMemoryItsCallerFreedToo) {
+  ASSERT_EQ(pool().apply_async(square, 3).get(), 9);  // a call: busy, then idle after it
   const Held start = held(0);
-  const Held touched = touch_mib(64);
+  const Held touched = touch_mib(64, 0);
   EXPECT_LT(touched.faults, 16) << "the 64 MiB freed went back to the system";
   EXPECT_GE(touched.rss_mib, start.rss_mib + 56) << "64 MiB freed and not kept";
-  std::this_thread::sleep_for(std::chrono::milliseconds(3500));  // idle: its pools' threads give it back
+  std::this_thread::sleep_for(std::chrono::milliseconds(4500));  // no call: idle
   EXPECT_LE(held(0).rss_mib, start.rss_mib + 16) << "the driver kept its freed memory while idle";
 }
 
 // keep_freed_mib 0 leaves the C library's default (64 MiB goes back at once); a bound below what
-// a task freed has the executor give it back after the task.
+// a task freed has the executor give it back within a second, before it is idle.
 TEST(Executors, KeepNoMoreFreedMemoryThanAsked) {
   {
     fibra::Pool p(1, {.keep_freed_mib = 0});
-    EXPECT_GE(p.apply_async(touch_mib, 64).get().faults, 32) << "keep_freed_mib 0: 64 MiB freed was kept";
+    EXPECT_GE(p.apply_async(touch_mib, 64, 0).get().faults, 32) << "keep_freed_mib 0: 64 MiB freed was kept";
   }
   {
     fibra::Pool p(1, {.keep_freed_mib = 16});
     const Held start = p.apply_async(held, 0).get();
-    // The executor looks at most once a second, from its start or its last look: due after the next task.
-    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
-    p.apply_async(touch_mib, 64).get();
+    const Held touched = p.apply_async(touch_mib, 64, 0).get();
+    ASSERT_TRUE(touched.pinned) << "the block kept taken lies below: the heap's own threshold gives the 64 MiB back";
+    EXPECT_GE(touched.rss_mib, start.rss_mib + 56);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a look, and 2 s idle not yet reached
     EXPECT_LE(p.apply_async(held, 0).get().rss_mib, start.rss_mib + 16)
-        << "keep_freed_mib 16: 64 MiB freed was kept after the task";
+        << "keep_freed_mib 16: 64 MiB freed was kept a second and a half after the task";
   }
-  EXPECT_THROW(fibra::Pool(1, {.keep_freed_mib = std::size_t(1) << 30}), fibra::ConfigError);
+  EXPECT_NO_THROW(fibra::Pool(1, {.keep_freed_mib = std::size_t(1) << 20}));
+  EXPECT_THROW(fibra::Pool(1, {.keep_freed_mib = (std::size_t(1) << 20) + 1}), fibra::ConfigError);
 }
 
 TEST(Errors, ATaskThatThrowsRaisesRemoteErrorAndThePoolGoesOn) {
