@@ -26,11 +26,12 @@ struct PoolOptions {
   /// evenly over at most 4 agents (a pool of 4 or fewer has one agent per worker). A lost agent
   /// costs the chunks of all its workers, as a lost node would; a crashed worker only its own.
   int workers_per_agent = 0;
-  /// Memory a worker's tasks freed that the worker keeps for its next task, in MiB: a task that
-  /// takes a large buffer each time (a 64 MiB vector argument) then finds it warm instead of
-  /// faulting it in again. Past this much free, and after a second idle, it goes back to the
-  /// system. 0: the C library's default (blocks of 32 MiB or more go back at once).
-  /// docs/architecture.md, "Warm buffers".
+  /// Freed memory a worker keeps for its next task, in MiB, and the driver for its next result:
+  /// a call that takes a large buffer each time (a 64 MiB vector) then finds it warm instead of
+  /// faulting it in again. More than this freed goes back to the system within a second, and all
+  /// of it after 2 s idle. 0: the C library's default (blocks of 32 MiB or more go back at once).
+  /// The first pool's value holds for the driver process. At most 1048576 (1 TiB).
+  /// docs/architecture.md, "Freed memory kept".
   std::size_t keep_freed_mib = 256;
   /// What each worker offers; a field left at 0 comes from the allocation (SLURM_CPUS_PER_TASK,
   /// SLURM_GPUS_PER_TASK, SLURM_MEM_PER_CPU or SLURM_MEM_PER_NODE), else 1 CPU, the visible GPUs
