@@ -624,7 +624,7 @@ std::shared_ptr<PoolCore> executor_core(std::uint64_t uid) {
   g_sock = sock;
   g_box = &box;
   g_task_thread = std::this_thread::get_id();
-  keep_freed_memory(keep_freed_bytes_from_env());
+  keep_freed_memory(keep_freed_bytes_from_env(), true);
   static Inbox inbox(sock);
   g_inbox = &inbox;
   set_wait_hook(&help_while_waiting);

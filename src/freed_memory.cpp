@@ -1,6 +1,7 @@
 #include "freed_memory.hpp"
 
 #include <malloc.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,7 +11,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
-#include <system_error>
 #include <thread>
 
 #if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
@@ -41,10 +41,13 @@ std::size_t free_bytes() { return ::mallinfo2().fordblks; }
 
 // Once a second: gives back what lies free when more than the bound came free since the last
 // give-back (the baseline, lowered whenever a look finds less free: memory given back and taken
-// again), and once when the process turns idle after being busy.
-[[noreturn]] void watch(std::size_t keep) {
+// again), and once when the process turns idle after being busy. `sleep_when_idle`: after that,
+// it sleeps until the process is busy again (an idle executor frees nothing), rather than waking
+// each second.
+[[noreturn]] void watch(std::size_t keep, bool sleep_when_idle) {
   std::size_t base = free_bytes();
   for (;;) {
+    if (sleep_when_idle) g_armed.wait(false, std::memory_order_relaxed);
     std::this_thread::sleep_for(std::chrono::seconds(1));
     const std::size_t free = free_bytes();
     base = std::min(base, free);
@@ -60,7 +63,7 @@ std::size_t free_bytes() { return ::mallinfo2().fordblks; }
 
 }  // namespace
 
-bool keep_freed_memory(std::size_t keep_bytes) {
+bool keep_freed_memory(std::size_t keep_bytes, bool sleep_when_idle) {
   static std::mutex mu;
   static bool decided = false;
   std::lock_guard lk(mu);
@@ -70,17 +73,25 @@ bool keep_freed_memory(std::size_t keep_bytes) {
   if (keep_bytes == 0) return false;
   g_busy_ms.store(now_ms());
   try {
-    std::thread(watch, keep_bytes).detach();  // for the process's life
-  } catch (const std::system_error&) {  // no thread to be had: the allocator is left as it is
+    std::thread(watch, keep_bytes, sleep_when_idle).detach();  // for the process's life
+  } catch (const std::exception&) {  // no thread to be had: the allocator is left as it is
     return false;
   }
   g_on.store(true);
+  // A child forked without exec has no watcher: glibc's defaults again (malloc is usable in a
+  // child handler; glibc resets its locks before these run).
+  ::pthread_atfork(nullptr, nullptr, [] {
+    g_on.store(false);
+    ::mallopt(M_MMAP_MAX, 65536);
+    ::mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+  });
   // Every block from the heap (none an mmap of its own, which free() unmaps), and a free top of
   // the heap up to the bound not trimmed at each free(). mallopt fails only on a value out of range.
   const int threshold = int(std::min<std::size_t>(keep_bytes, INT_MAX));
   return ::mallopt(M_MMAP_MAX, 0) == 1 && ::mallopt(M_TRIM_THRESHOLD, threshold) == 1;
 #else
   (void)keep_bytes;
+  (void)sleep_when_idle;
   return false;
 #endif
 }
@@ -88,7 +99,10 @@ bool keep_freed_memory(std::size_t keep_bytes) {
 void freed_memory_busy() noexcept {
   if (!g_on.load(std::memory_order_relaxed)) return;
   g_busy_ms.store(now_ms(), std::memory_order_relaxed);
-  if (!g_armed.load(std::memory_order_relaxed)) g_armed.store(true, std::memory_order_relaxed);
+  if (!g_armed.load(std::memory_order_relaxed)) {
+    g_armed.store(true, std::memory_order_relaxed);
+    g_armed.notify_one();  // a watcher asleep until the process is busy again
+  }
 }
 
 RunningBatch::RunningBatch() noexcept {

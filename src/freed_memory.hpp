@@ -5,9 +5,9 @@
 // mmap of its own), so a task that takes a 64 MiB vector faults 64 MiB in again each time it runs,
 // and so does the caller that decodes its 64 MiB result: about 8 ms each here, more than copying
 // the bytes (docs/architecture.md, "Freed memory kept"). Executors, and the driver once a pool
-// starts, take large blocks from the heap instead and keep what is freed there, and a thread gives
-// freed memory back to the system (malloc_trim) once a second when more than the bound came free
-// since its last look, and when the process has done nothing for a while. Needs glibc 2.33 or
+// starts, take large blocks from the heap instead and keep what is freed there, and a thread that
+// looks once a second gives freed memory back to the system (malloc_trim) when more than the bound
+// came free since its last give-back, and once when the process turns idle. Needs glibc 2.33 or
 // later (mallinfo2); elsewhere the allocator is left as it is.
 #pragma once
 
@@ -17,8 +17,10 @@ namespace fibra::detail {
 
 /// Sets this process's allocator to keep up to `keep_bytes` of freed memory and starts the thread
 /// that holds it to that. The first call decides: later ones (0 included) change nothing. False:
-/// not kept (0, or a C library without these controls).
-bool keep_freed_memory(std::size_t keep_bytes);
+/// not kept (0, a C library without these controls, no thread to be had, or mallopt refused).
+/// `sleep_when_idle` (an executor, which
+/// frees nothing between batches): the thread does not wake while the process is idle.
+bool keep_freed_memory(std::size_t keep_bytes, bool sleep_when_idle);
 
 /// Marks the process busy now (the driver: a turn of a communication thread that did something):
 /// freed memory is given back after idle_seconds without a mark and without a batch running.

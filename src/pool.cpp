@@ -450,7 +450,7 @@ std::shared_ptr<PoolCore> start_pool(const PoolSettings& settings) {
   if (!Runtime::active())
     throw ConfigError("fibra: a Pool was created before fibra::Runtime: make `fibra::Runtime rt(argc, argv);` the first line of main");
   if (settings.workers < 1) throw ConfigError("fibra: a pool needs at least 1 worker (asked for " + std::to_string(settings.workers) + ")");
-  keep_freed_memory(settings.keep_freed_bytes);  // the first pool decides for the process
+  keep_freed_memory(settings.keep_freed_bytes, false);  // the first pool decides for the process
   auto p = std::make_shared<PoolImpl>(settings);
   p->start();
   std::lock_guard lk(g_pools_mu);

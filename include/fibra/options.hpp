@@ -28,8 +28,9 @@ struct PoolOptions {
   int workers_per_agent = 0;
   /// Freed memory a worker keeps for its next task, in MiB, and the driver for its next result:
   /// a call that takes a large buffer each time (a 64 MiB vector) then finds it warm instead of
-  /// faulting it in again. More than this freed goes back to the system within a second, and all
-  /// of it after 2 s idle. 0: the C library's default (blocks of 32 MiB or more go back at once).
+  /// faulting it in again. When more than this came free since the last give-back, it goes back
+  /// to the system at the next look (once a second); all of it once the process turns idle (2-3 s
+  /// without work). 0: the C library's default (blocks of 32 MiB or more go back at once).
   /// The first pool's value holds for the driver process. At most 1048576 (1 TiB).
   /// docs/architecture.md, "Freed memory kept".
   std::size_t keep_freed_mib = 256;
