@@ -134,7 +134,8 @@ TEST(Wire, AResultOpenedBeforeItsPayloadIsClosedWithItsLengthStatusAndTime) {
 }
 
 TEST(Wire, AgentSetupRoundTrips) {
-  wire::AgentSetup s{0.25, 7.5, 4, 3, true, {"0,1", ""}, 2.5, "3 0 0", 0x1234567890abcdefULL};
+  wire::AgentSetup s{0.25, 7.5, 4, 3, true, {"0,1", ""}, 2.5, "3 0 0", 0x1234567890abcdefULL,
+                        std::uint64_t(300) << 20};
   auto g = wire::decode<wire::AgentSetup>(wire::encode(s));
   EXPECT_EQ(g.heartbeat_s, 0.25);
   EXPECT_EQ(g.driver_silence_s, 7.5);
@@ -145,9 +146,10 @@ TEST(Wire, AgentSetupRoundTrips) {
   EXPECT_EQ(g.cpus, 2.5);
   EXPECT_EQ(g.policy, "3 0 0");
   EXPECT_EQ(g.lane_nonce, 0x1234567890abcdefULL);
+  EXPECT_EQ(g.keep_freed_bytes, std::uint64_t(300) << 20);
   // the layout both sides read: doubles, ints, a bool, then a count and sized strings, a double, a
-  // string, the lanes' nonce
-  EXPECT_EQ(wire::encode(s).size(), 8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u + (8u + 5u) + 8u);
+  // string, the lanes' nonce, the freed memory its executors keep
+  EXPECT_EQ(wire::encode(s).size(), 8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u + (8u + 5u) + 8u + 8u);
 }
 
 TEST(Wire, APoolsDefaultPolicyTravelsAsText) {
