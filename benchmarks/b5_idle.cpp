@@ -1,6 +1,6 @@
 // B5 of BENCHMARKS.md (part): start-up time of Pool(n), and the CPU an idle pool uses.
 //
-//   b5_idle [--workers 1,4,16,64] [--idle-seconds S]
+//   b5_idle [--workers 1,4,16,64] [--idle-seconds S] [--keep-freed-mib 256]
 //
 // For each n of --workers, one pool after another: the time from Pool(n) to all n workers ready,
 // then (--idle-seconds > 0) the CPU the idle pool uses, summed over every process running this
@@ -66,11 +66,16 @@ int main(int argc, char** argv) {
   for (const auto& n : bench::split_commas(bench::arg_str(argc, argv, "--workers", "4")))
     sizes.push_back(std::atoi(n.c_str()));
   const int idle = static_cast<int>(arg(argc, argv, "--idle-seconds", 10));
+  const long keep = arg(argc, argv, "--keep-freed-mib", long(fibra::PoolOptions{}.keep_freed_mib));
   for (int n : sizes)
     if (n < 1) {
       std::fprintf(stderr, "b5: --workers takes positive counts, e.g. 1,4,16,64\n");
       return 1;
     }
+  if (keep < 0 || keep > (1L << 20)) {
+    std::fprintf(stderr, "b5: --keep-freed-mib takes 0 to 1048576\n");
+    return 1;
+  }
   std::printf("# fibra %s, %u hardware threads, %.0f GiB, pools of %s workers, idle %d s\n", fibra::version,
               std::thread::hardware_concurrency(), bench::memory_gib(),
               bench::arg_str(argc, argv, "--workers", "4").c_str(), idle);
@@ -79,7 +84,7 @@ int main(int argc, char** argv) {
   const std::string exe = exe_of("self");
   for (int workers : sizes) {
     auto t = bench::Clock::now();
-    fibra::Pool pool(workers);
+    fibra::Pool pool(workers, {.keep_freed_mib = std::size_t(keep)});
     const double start_s = bench::seconds_since(t);
     std::printf("b5,startup_%d_workers_s,%.3f,s\n", workers, start_s);
     std::fflush(stdout);
