@@ -13,6 +13,8 @@
 #include <mutex>
 #include <thread>
 
+#include "fibra/options.hpp"
+
 #if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
 #if __GLIBC_PREREQ(2, 33)
 #define FIBRA_HAVE_MALLINFO2 1
@@ -116,7 +118,7 @@ RunningBatch::~RunningBatch() {
 }
 
 std::size_t keep_freed_bytes_from_env() {
-  constexpr std::size_t fallback = std::size_t(256) << 20;
+  const std::size_t fallback = PoolOptions{}.keep_freed_mib << 20;
   const char* s = std::getenv("FIBRA_KEEP_FREED");
   if (!s || *s < '0' || *s > '9') return fallback;
   char* end = nullptr;

@@ -18,8 +18,8 @@ namespace fibra::detail {
 /// Sets this process's allocator to keep up to `keep_bytes` of freed memory and starts the thread
 /// that holds it to that. The first call decides: later ones (0 included) change nothing. False:
 /// not kept (0, a C library without these controls, no thread to be had, or mallopt refused).
-/// `sleep_when_idle` (an executor, which
-/// frees nothing between batches): the thread does not wake while the process is idle.
+/// `sleep_when_idle` (an executor, which frees nothing between batches): the thread does not wake
+/// while the process is idle.
 bool keep_freed_memory(std::size_t keep_bytes, bool sleep_when_idle);
 
 /// Marks the process busy now (the driver: a turn of a communication thread that did something):
@@ -39,7 +39,7 @@ class RunningBatch {
 inline constexpr int freed_memory_idle_seconds = 2;
 
 /// The bound an executor was started with: FIBRA_KEEP_FREED (bytes, from PoolOptions::keep_freed_mib
-/// through its agent), else 256 MiB.
+/// through its agent), else PoolOptions' default.
 std::size_t keep_freed_bytes_from_env();
 
 }  // namespace fibra::detail

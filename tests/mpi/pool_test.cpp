@@ -111,26 +111,22 @@ long rss_until(long pid, long limit, int ms) {
   return rss;
 }
 Held held(int) { return {rss_mib(), 0}; }
-// Takes `mib` MiB, writes every page of it and frees it, twice, `pause_ms` apart, as two tasks
-// that build a large vector do; the faults are the second time's. It keeps 1 MiB taken after the
-// first block, so that this one, freed, is not at the end of the heap (where the C library's own
-// threshold would give it back), and is kept taken when it returns.
-void touch(std::size_t n) {
+// Takes n bytes, writes every page of them and frees them, as a task that builds a large vector
+// does. `pin`: 1 MiB is taken after them and kept, so that the freed block is not at the end of the
+// heap (where the C library's own threshold would give it back); true if it lies above the block.
+bool touch(std::size_t n, bool pin = false) {
+  static std::vector<std::unique_ptr<char[]>> kept;
   std::unique_ptr<char[]> p(new char[n]);
   volatile char* v = p.get();
   for (std::size_t i = 0; i < n; i += 4096) v[i] = 1;
+  if (!pin) return false;
+  kept.emplace_back(new char[1 << 20]);
+  return kept.back().get() > p.get();
 }
+// touch(`mib` MiB, pinned) twice, `pause_ms` apart, as two tasks do; the faults are the second time's.
 Held touch_mib(int mib, int pause_ms) {
-  static std::vector<std::unique_ptr<char[]>> kept;
   const std::size_t n = std::size_t(mib) << 20;
-  bool pinned = false;
-  {
-    std::unique_ptr<char[]> p(new char[n]);
-    volatile char* v = p.get();
-    for (std::size_t i = 0; i < n; i += 4096) v[i] = 1;
-    kept.emplace_back(new char[1 << 20]);
-    pinned = kept.back().get() > p.get();
-  }
+  const bool pinned = touch(n, true);
   std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
   rusage before{}, after{};
   ::getrusage(RUSAGE_THREAD, &before);
@@ -141,17 +137,8 @@ Held touch_mib(int mib, int pause_ms) {
 // Frees `mib` MiB written page by page (as touch_mib does), then, still running, looks at its own
 // resident memory until it is back within 16 MiB of what it was before, for at most 5 s.
 Held free_and_watch(int mib) {
-  static std::vector<std::unique_ptr<char[]>> kept;
   const long before = rss_mib();
-  bool pinned = false;
-  {
-    const std::size_t n = std::size_t(mib) << 20;
-    std::unique_ptr<char[]> p(new char[n]);
-    volatile char* v = p.get();
-    for (std::size_t i = 0; i < n; i += 4096) v[i] = 1;
-    kept.emplace_back(new char[1 << 20]);
-    pinned = kept.back().get() > p.get();
-  }
+  const bool pinned = touch(std::size_t(mib) << 20, true);
   return {rss_until(0, before + 16, 5000), 0, pinned};
 }
 // Whether a process here can keep freed memory (docs/architecture.md, "Freed memory kept"): glibc
