@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Where a round trip's time goes: reads the trace.<pid> files that FIBRA_TRACE=<folder> makes every
-fibra process write (src/trace.hpp) and prints, for each hop between two points of the data path,
+fibra process write (src/common/trace.hpp) and prints, for each hop between two points of the data path,
 the median and the 90th percentile over the chunks that passed both.
 
     FIBRA_TRACE=/tmp/t build/benchmarks/b2_throughput ... && benchmarks/trace_breakdown.py /tmp/t

@@ -27,7 +27,7 @@ struct Mailbox {
   std::atomic<std::uint64_t> chunk{0};  // 0: between chunks
   Cursor item{0};
   std::atomic<double> timeout_s{0};     // of the chunk it is on (its TaskHeader::timeout_s)
-  std::atomic<std::uint64_t> results{0};  // result frames it put in its lane (src/lane.hpp)
+  std::atomic<std::uint64_t> results{0};  // result frames it put in its lane (src/transport/lane.hpp)
 };
 
 /// Runs the worker agent until the driver says stop or goes silent; returns the exit status. Its

@@ -17,8 +17,8 @@
 #include "fibra/detail/checkpoint.hpp"
 #include "fibra/detail/registry.hpp"
 #include "fibra/error.hpp"
-#include "log.hpp"
-#include "mpi.hpp"
+#include "common/log.hpp"
+#include "transport/mpi.hpp"
 #include "roles.hpp"
 
 namespace fibra {

@@ -288,7 +288,7 @@ void expect_doubled(const std::vector<double>& got, const std::vector<double>& i
   for (std::size_t i = 0; i < in.size(); ++i) ASSERT_EQ(got[i], 2 * in[i]) << i;
 }
 
-// Workers on the driver's host get their batches through shared memory (src/lane.hpp), small ones
+// Workers on the driver's host get their batches through shared memory (src/transport/lane.hpp), small ones
 // and large ones (a large slot each way); FIBRA_LANES=0 sends every batch through MPI and the
 // agent. Both ways give every result.
 TEST(Lanes, BatchesSmallAndLargeGoThroughSharedMemoryOnTheDriversHost) {

@@ -1,4 +1,4 @@
-// The lane between the driver and an executor (src/lane.hpp), its three sides played in one
+// The lane between the driver and an executor (src/transport/lane.hpp), its three sides played in one
 // process on a real memfd: the agent makes and closes it, the driver posts and takes results, the
 // executor takes and finishes. Between processes the same atomics are shared through the mapping.
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "lane.hpp"
+#include "transport/lane.hpp"
 #include "roles.hpp"
 
 namespace {

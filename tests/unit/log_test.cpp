@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "fibra/error.hpp"
-#include "log.hpp"
+#include "common/log.hpp"
 
 namespace {
 

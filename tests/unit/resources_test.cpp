@@ -6,7 +6,7 @@
 
 #include "fibra/detail/core.hpp"
 #include "fibra/error.hpp"
-#include "resources.hpp"
+#include "driver/resources.hpp"
 
 using fibra::PoolOptions;
 using fibra::Resources;

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "fibra/remote.hpp"
-#include "scheduler.hpp"
+#include "driver/scheduler.hpp"
 
 namespace {
 int ident(int x) { return x; }

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "wire.hpp"
+#include "transport/wire.hpp"
 
 namespace {
 

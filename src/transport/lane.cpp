@@ -1,5 +1,5 @@
-// The same-host lane between the driver and one executor (src/lane.hpp).
-#include "lane.hpp"
+// The same-host lane between the driver and one executor (src/transport/lane.hpp).
+#include "transport/lane.hpp"
 
 #include <fcntl.h>
 #include <linux/falloc.h>

@@ -1,5 +1,5 @@
 // The worker agent: an MPI process spawned by the driver. It supervises one or more executors
-// (plain child processes that run user code, src/executor_process.cpp), gives each batch the
+// (plain child processes that run user code, src/agent/supervised_executor.cpp), gives each batch the
 // driver sends to its least busy executor, relays results back, and turns an executor's death into
 // an ordinary message. It never runs user code, so user crashes never touch MPI state.
 #include <poll.h>
@@ -20,13 +20,13 @@
 #include <thread>
 #include <vector>
 
-#include "executor_process.hpp"
+#include "agent/supervised_executor.hpp"
 #include "fibra/error.hpp"
-#include "log.hpp"
-#include "mpi.hpp"
+#include "common/log.hpp"
+#include "transport/mpi.hpp"
 #include "roles.hpp"
-#include "trace.hpp"
-#include "wire.hpp"
+#include "common/trace.hpp"
+#include "transport/wire.hpp"
 
 namespace fibra::detail {
 namespace {

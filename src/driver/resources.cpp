@@ -1,5 +1,5 @@
 // What each worker of a pool offers (docs/resources.md): PoolOptions first, then the allocation.
-#include "resources.hpp"
+#include "driver/resources.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -1,4 +1,4 @@
-// src/scheduler.hpp: the driver's table of chunks (pending, in flight, done), kept apart from MPI
+// src/driver/scheduler.hpp: the driver's table of chunks (pending, in flight, done), kept apart from MPI
 // so that its rules (batching, attempts, exactly-once acceptance) are unit-tested in one process.
 #pragma once
 

@@ -12,9 +12,9 @@
 #include <string>
 
 #include "fibra/error.hpp"
-#include "log.hpp"
-#include "pool_impl.hpp"
-#include "resources.hpp"
+#include "common/log.hpp"
+#include "driver/pool_impl.hpp"
+#include "driver/resources.hpp"
 
 namespace fibra::detail {
 

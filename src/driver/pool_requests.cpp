@@ -7,7 +7,7 @@
 #include <string>
 
 #include "fibra/error.hpp"
-#include "pool_impl.hpp"
+#include "driver/pool_impl.hpp"
 
 namespace fibra::detail {
 namespace {

@@ -20,8 +20,8 @@
 #include <thread>
 
 #include "fibra/error.hpp"
-#include "log.hpp"
-#include "mpi.hpp"
+#include "common/log.hpp"
+#include "transport/mpi.hpp"
 #include "roles.hpp"
 
 namespace fibra::detail {

@@ -1,4 +1,4 @@
-// src/log.hpp: how fibra's own code writes a line (fibra/log.hpp has the level and the sink).
+// src/common/log.hpp: how fibra's own code writes a line (fibra/log.hpp has the level and the sink).
 //
 //   log::warning("fibra: {} was lost: {}", who, why);
 #pragma once

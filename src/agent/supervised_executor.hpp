@@ -1,6 +1,6 @@
-// src/executor_process.hpp: the agent's view of one executor, a plain child process that runs user
+// src/agent/supervised_executor.hpp: the agent's view of one executor, a plain child process that runs user
 // code: its process, its socket, the mailbox it shares with the agent, the batches it was given
-// and the result frames it sends back. An agent supervises several (src/agent.cpp).
+// and the result frames it sends back. An agent supervises several (src/agent/agent.cpp).
 #pragma once
 
 #include <sys/types.h>
@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "lane.hpp"
+#include "transport/lane.hpp"
 #include "roles.hpp"
-#include "wire.hpp"
+#include "transport/wire.hpp"
 
 namespace fibra::detail {
 

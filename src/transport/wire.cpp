@@ -1,4 +1,4 @@
-#include "wire.hpp"
+#include "transport/wire.hpp"
 
 #include <cstdio>
 

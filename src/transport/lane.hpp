@@ -1,4 +1,4 @@
-// src/lane.hpp: the same-host lane between the driver and one executor. Each executor shares a
+// src/transport/lane.hpp: the same-host lane between the driver and one executor. Each executor shares a
 // region of memory (a memfd its agent creates) with its agent: the mailbox at its start, then the
 // lane. When the driver runs on the executor's host, it maps the same memfd (through
 // /proc/<agent pid>/fd/<fd>) and hands batches to the executor, and takes its result frames, in
@@ -147,7 +147,7 @@ class Lane {
   };
   /// Copies the first `size` bytes of `from` to `to`, all but the `gaps` (in order and apart).
   static void copy_around(char* to, const char* from, std::size_t size, const std::vector<Range>& gaps);
-  /// For a result frame written into the large up slot as it is encoded (src/executor.cpp,
+  /// For a result frame written into the large up slot as it is encoded (src/executor/executor.cpp,
   /// FrameSpill): claims the slot (free -> writing; only this side leaves `free`, and the driver
   /// reads only a full slot) and maps at least `need` bytes of it; nullptr if it is not free or
   /// cannot be mapped.

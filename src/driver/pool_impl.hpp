@@ -52,12 +52,12 @@
 
 #include "fibra/detail/core.hpp"
 #include "fibra/error.hpp"
-#include "lane.hpp"
-#include "mpi.hpp"
+#include "transport/lane.hpp"
+#include "transport/mpi.hpp"
 #include "roles.hpp"
-#include "scheduler.hpp"
-#include "trace.hpp"
-#include "wire.hpp"
+#include "driver/scheduler.hpp"
+#include "common/trace.hpp"
+#include "transport/wire.hpp"
 
 namespace fibra::detail {
 
@@ -114,7 +114,7 @@ struct Worker {
   Resources has;            // what each of its executors offers (the least of them)
   std::vector<int> gpus;    // indexes into PoolSettings::gpu_ids that its executors hold
   BatchesInFlight batches;
-  // Its executors' lanes (src/lane.hpp), mapped when it runs on the driver's host: batches that fit
+  // Its executors' lanes (src/transport/lane.hpp), mapped when it runs on the driver's host: batches that fit
   // go there, not through MPI and the agent. Empty elsewhere, or where they could not be opened.
   // The communication thread's alone (no lock); `shared_memory` says the same to user threads (mu_).
   std::vector<std::shared_ptr<LaneRegion>> lanes;  // shared: a result left in one holds it (drain_lanes)
@@ -136,7 +136,7 @@ struct ActorCall {
   bool ctor = false;  // the constructor, which starts (and restarts) the actor
 };
 
-// One actor, on the driver (src/pool_actors.cpp). Each start of it has a key of its own (the
+// One actor, on the driver (src/driver/pool_actors.cpp). Each start of it has a key of its own (the
 // agent's name for its process), so that what the previous process sent is told apart.
 struct ActorState {
   enum class State { placing, placed, dead };

@@ -1,4 +1,4 @@
-#include "trace.hpp"
+#include "common/trace.hpp"
 
 #include <fcntl.h>
 #include <time.h>

@@ -25,11 +25,11 @@
 
 #include "fibra/error.hpp"
 
-#include "freed_memory.hpp"
-#include "lane.hpp"
+#include "common/freed_memory.hpp"
+#include "transport/lane.hpp"
 #include "roles.hpp"
-#include "trace.hpp"
-#include "wire.hpp"
+#include "common/trace.hpp"
+#include "transport/wire.hpp"
 
 namespace fibra::detail {
 namespace {
@@ -78,7 +78,7 @@ std::int64_t now_ns() {
       .count();
 }
 
-// Its lane (src/lane.hpp): batches the driver put there, and the way back for their results.
+// Its lane (src/transport/lane.hpp): batches the driver put there, and the way back for their results.
 Lane* g_lane = nullptr;
 // After a batch, the executor watches its lane this long before it sleeps: the next batch of a
 // quick succession of calls comes sooner than a wake-up from sleep would take.

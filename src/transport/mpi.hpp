@@ -1,4 +1,4 @@
-// src/mpi.hpp: thin checked wrappers over the MPI C calls fibra makes.
+// src/transport/mpi.hpp: thin checked wrappers over the MPI C calls fibra makes.
 #pragma once
 
 #include <mpi.h>

@@ -1,4 +1,4 @@
-// src/trace.hpp: where a round trip's microseconds go. With FIBRA_TRACE=<folder> set, every fibra
+// src/common/trace.hpp: where a round trip's microseconds go. With FIBRA_TRACE=<folder> set, every fibra
 // process (driver, agents, executors) appends one line per passage of a chunk through a point of
 // the data path, "<point> <chunk> <ns>" with CLOCK_MONOTONIC time (one clock for every process of a
 // host), to <folder>/trace.<pid>. benchmarks/trace_breakdown.py turns the files into a table.

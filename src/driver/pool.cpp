@@ -16,10 +16,10 @@
 #include "fibra/error.hpp"
 #include "fibra/pool.hpp"
 #include "fibra/runtime.hpp"
-#include "freed_memory.hpp"
-#include "log.hpp"
-#include "pool_impl.hpp"
-#include "resources.hpp"
+#include "common/freed_memory.hpp"
+#include "common/log.hpp"
+#include "driver/pool_impl.hpp"
+#include "driver/resources.hpp"
 
 namespace fibra::detail {
 namespace {

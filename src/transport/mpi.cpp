@@ -1,4 +1,4 @@
-#include "mpi.hpp"
+#include "transport/mpi.hpp"
 
 #include <sys/prctl.h>
 

@@ -9,7 +9,7 @@
 #include "fibra/detail/codec.hpp"
 #include "fibra/detail/core.hpp"
 #include "fibra/error.hpp"
-#include "trace.hpp"
+#include "common/trace.hpp"
 
 namespace fibra::detail {
 

@@ -1,4 +1,4 @@
-// src/wire.hpp: the messages between driver, agents and executors, each defined once.
+// src/transport/wire.hpp: the messages between driver, agents and executors, each defined once.
 //
 // Every message is a struct and a `fields` function that lists its members in wire order; encode
 // and decode both walk that one list with fibra's codec, so no side writes a field list by hand.
@@ -37,7 +37,7 @@ enum Tag : int {
 
 /// Frames on an executor's socket start with a u64: the frame's length, and its kind in the top
 /// byte. Agent -> executor: a task batch, a Reply, or a wake-up (empty: the driver has started to
-/// use its lane, src/lane.hpp). Executor -> agent: a result batch (an empty one says "started"), a
+/// use its lane, src/transport/lane.hpp). Executor -> agent: a result batch (an empty one says "started"), a
 /// Request, or a change of its waiting count (an i32).
 enum FrameKind : std::uint64_t {
   frame_batch = 0,    ///< agent -> executor
@@ -124,8 +124,8 @@ struct AgentSetup {
   std::vector<std::string> gpus;
   double cpus = 1;              ///< per executor: OMP_NUM_THREADS, unless the environment sets it
   std::string policy;           ///< the pool's default RetryPolicy, for calls its tasks make (encode_policy)
-  std::uint64_t lane_nonce = 0; ///< written in its executors' lanes: the driver maps only its own (src/lane.hpp)
-  std::uint64_t keep_freed_bytes = 0;  ///< freed memory each executor keeps (FIBRA_KEEP_FREED, src/freed_memory.hpp)
+  std::uint64_t lane_nonce = 0; ///< written in its executors' lanes: the driver maps only its own (src/transport/lane.hpp)
+  std::uint64_t keep_freed_bytes = 0;  ///< freed memory each executor keeps (FIBRA_KEEP_FREED, src/common/freed_memory.hpp)
 };
 template <class F, class M>
   requires std::is_same_v<std::remove_const_t<M>, AgentSetup>

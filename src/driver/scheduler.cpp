@@ -1,4 +1,4 @@
-#include "scheduler.hpp"
+#include "driver/scheduler.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "freed_memory.hpp"
+#include "common/freed_memory.hpp"
 
 #include <malloc.h>
 #include <pthread.h>

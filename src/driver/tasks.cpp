@@ -12,7 +12,7 @@
 #include "fibra/error.hpp"
 #include "fibra/pool.hpp"
 #include "fibra/tasks.hpp"
-#include "log.hpp"
+#include "common/log.hpp"
 #include "roles.hpp"
 
 namespace fibra::detail {

@@ -1,4 +1,4 @@
-#include "log.hpp"
+#include "common/log.hpp"
 
 #include <unistd.h>
 

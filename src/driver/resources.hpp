@@ -1,4 +1,4 @@
-// src/resources.hpp: what each worker of a pool offers, from its options and the allocation.
+// src/driver/resources.hpp: what each worker of a pool offers, from its options and the allocation.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
-// The agent's side of one executor (src/executor_process.hpp).
-#include "executor_process.hpp"
+// The agent's side of one executor (src/agent/supervised_executor.hpp).
+#include "agent/supervised_executor.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -19,9 +19,9 @@
 #include <thread>
 
 #include "fibra/error.hpp"
-#include "log.hpp"
-#include "mpi.hpp"
-#include "trace.hpp"
+#include "common/log.hpp"
+#include "transport/mpi.hpp"
+#include "common/trace.hpp"
 
 extern char** environ;
 

@@ -1,4 +1,4 @@
-// src/freed_memory.hpp: a process keeps the memory it freed for its next large buffer, within a
+// src/common/freed_memory.hpp: a process keeps the memory it freed for its next large buffer, within a
 // bound.
 //
 // glibc gives a block of 32 MiB or more straight back to the system when it is freed (it was an
