@@ -2,7 +2,6 @@
 #include "fibra/runtime.hpp"
 
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -11,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include "fibra/detail/checkpoint.hpp"
@@ -19,16 +17,16 @@
 #include "fibra/error.hpp"
 #include "common/log.hpp"
 #include "transport/mpi.hpp"
+#include "agent/agent.hpp"
+#include "common/process.hpp"
+#include "driver/driver.hpp"
+#include "executor/executor.hpp"
 #include "roles.hpp"
 
 namespace fibra {
 namespace {
 
 std::atomic<bool> g_active{false};
-
-std::mutex g_lost_mu;
-std::set<std::string> g_lost_hosts;  // hosts of agents lost on other hosts (note_lost_remote_host)
-std::atomic<bool> g_any_lost{false};
 
 // Open MPI settings fault handling needs (see docs/architecture.md). Set only where the user has
 // not set them; they reach the singleton's own runtime and every process it spawns.
@@ -83,63 +81,6 @@ void apply_open_mpi_defaults() {
 }
 
 }  // namespace
-
-namespace detail {
-
-bool oversubscribe_allowed() {
-  if (const char* v = std::getenv("FIBRA_OVERSUBSCRIBE"); v && *v) return std::strcmp(v, "0") != 0;
-  return !std::getenv("SLURM_JOB_ID") && !std::getenv("PBS_JOBID") && !std::getenv("LSB_JOBID");
-}
-
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw ConfigError("fibra: cannot read /proc/self/exe to start workers of this program");
-  return std::string(buf, static_cast<std::size_t>(n));
-}
-
-std::string lost_remote_hosts() {
-  std::lock_guard lk(g_lost_mu);
-  std::string all;
-  for (const auto& h : g_lost_hosts) all += (all.empty() ? "" : ", ") + h;
-  return all;
-}
-
-bool remote_host_lost() noexcept { return g_any_lost.load(std::memory_order_acquire); }
-
-void note_lost_remote_host(const std::string& host) {
-  std::lock_guard lk(g_lost_mu);
-  g_any_lost.store(true, std::memory_order_release);
-  if (!g_lost_hosts.insert(host).second) return;
-  // A fibra batch script watches this file: it asks the driver to stop for its checkpoint, and
-  // relaunches it on the nodes still alive (docs/slurm.md#a-node-lost).
-  if (const char* file = std::getenv("FIBRA_LOST_HOSTS_FILE"); file && *file) {
-    if (std::FILE* f = std::fopen(file, "a")) {
-      std::fprintf(f, "%s\n", host.c_str());
-      std::fclose(f);
-    }
-  }
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-std::string describe_exit(int st) {
-  if (WIFSIGNALED(st)) {
-    int sig = WTERMSIG(st);
-    const char* name = ::strsignal(sig);
-    std::string s = "was killed by signal " + std::to_string(sig) + " (" + (name ? name : "?") + ")";
-    if (sig == SIGKILL) s += ", perhaps by the kernel for lack of memory";
-    return s;
-  }
-  if (WIFEXITED(st)) return "exited with status " + std::to_string(WEXITSTATUS(st)) + " while running it";
-  return "ended (wait status " + std::to_string(st) + ")";
-}
-
-}  // namespace detail
 
 Runtime::Runtime(int& argc, char**& argv) {
   if (argc >= 5 && std::strcmp(argv[1], detail::executor_flag) == 0)

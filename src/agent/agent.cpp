@@ -24,9 +24,10 @@
 #include "fibra/error.hpp"
 #include "common/log.hpp"
 #include "transport/mpi.hpp"
-#include "roles.hpp"
 #include "common/trace.hpp"
 #include "transport/wire.hpp"
+#include "agent/agent.hpp"
+#include "common/process.hpp"
 
 namespace fibra::detail {
 namespace {
@@ -64,7 +65,7 @@ class Agent {
         prefix = n == 1 ? "(worker " + std::to_string(cfg.slot)
                         : "(agent " + std::to_string(cfg.slot) + " worker " + std::to_string(i + 1);
       }
-      executors_.push_back(std::make_unique<ExecutorProcess>(i + 1, std::move(prefix), false, cfg.lane_nonce));
+      executors_.push_back(std::make_unique<SupervisedExecutor>(i + 1, std::move(prefix), false, cfg.lane_nonce));
       executors_.back()->set_env(env_for(i));
     }
   }
@@ -160,7 +161,7 @@ class Agent {
   // The answer to a request of one of its executors (gone by now, perhaps: then it is dropped).
   void give_reply(std::string reply) {
     const auto route = wire::decode<wire::Reply>(reply).route;
-    ExecutorProcess* e = nullptr;
+    SupervisedExecutor* e = nullptr;
     if (route & wire::route_actor_bit) {
       if (auto it = actors_.find(route & ~wire::route_actor_bit); it != actors_.end()) e = it->second.process.get();
     } else if (route >= 1 && route <= executors_.size()) {
@@ -171,7 +172,7 @@ class Agent {
 
   // What its tasks asked of the pool goes to the driver, marked with the way back (`route`); a
   // change in how many of its tasks wait goes too (the driver gives a waiting worker more work).
-  void pass_on_requests(ExecutorProcess& e, std::uint64_t route) {
+  void pass_on_requests(SupervisedExecutor& e, std::uint64_t route) {
     for (auto& r : e.take_requests()) {
       std::string m(sizeof route, '\0');
       std::memcpy(m.data(), &route, sizeof route);
@@ -199,7 +200,7 @@ class Agent {
     if (it == actors_.end()) {
       std::string prefix;
       if (cfg_.prefix_output) prefix = "(actor on worker " + std::to_string(cfg_.slot);
-      auto e = std::make_unique<ExecutorProcess>(0, std::move(prefix), true);
+      auto e = std::make_unique<SupervisedExecutor>(0, std::move(prefix), true);
       e->set_env(env_for(0));
       try {
         e->start();
@@ -218,7 +219,7 @@ class Agent {
   bool tend_actors(double now, std::vector<std::string>& frames) {
     bool busy = false;
     for (auto it = actors_.begin(); it != actors_.end();) {
-      ExecutorProcess& e = *it->second.process;
+      SupervisedExecutor& e = *it->second.process;
       e.relay_output();
       busy |= e.write();
       bool got = false;
@@ -253,7 +254,7 @@ class Agent {
   }
 
   // The executor that holds the fewest chunks (a running one before one waiting to restart).
-  ExecutorProcess& least_busy() {
+  SupervisedExecutor& least_busy() {
     return **std::min_element(executors_.begin(), executors_.end(), [](auto& a, auto& b) {
       return std::make_pair(!a->running(), a->load()) < std::make_pair(!b->running(), b->load());
     });
@@ -335,9 +336,9 @@ class Agent {
   MPI_Comm parent_;
   wire::AgentSetup cfg_;
   mpi::SendQueue sends_;
-  std::vector<std::unique_ptr<ExecutorProcess>> executors_;
+  std::vector<std::unique_ptr<SupervisedExecutor>> executors_;
   struct ActorProcess {
-    std::unique_ptr<ExecutorProcess> process;
+    std::unique_ptr<SupervisedExecutor> process;
     bool ending = false;  // its last handle is gone: it stops once its calls are done
     double stop_by = 0;   // told to stop: reaped once it exits, killed after this time
   };

@@ -22,6 +22,8 @@
 #include "common/log.hpp"
 #include "transport/mpi.hpp"
 #include "common/trace.hpp"
+#include "common/process.hpp"
+#include "roles.hpp"
 
 extern char** environ;
 
@@ -131,19 +133,19 @@ void FileDescriptor::reset() noexcept {
   fd_ = -1;
 }
 
-ExecutorProcess::ExecutorProcess(int index, std::string prefix, bool actor, std::uint64_t lane_nonce)
+SupervisedExecutor::SupervisedExecutor(int index, std::string prefix, bool actor, std::uint64_t lane_nonce)
     : index_(index), prefix_(std::move(prefix)), actor_(actor), region_(LaneRegion::create()) {
   region_->lane().init(lane_nonce, ::getpid());
 }
 
-ExecutorProcess::~ExecutorProcess() {
+SupervisedExecutor::~SupervisedExecutor() {
   if (pid_ > 0 && !reaped_) {  // a reaped pid may be another process's by now
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
   }
 }
 
-void ExecutorProcess::start() {
+void SupervisedExecutor::start() {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     throw Error("fibra agent: " + errno_text("socketpair for an executor"));
@@ -207,7 +209,7 @@ void ExecutorProcess::start() {
   watch_since_ = mpi::now_s();
 }
 
-void ExecutorProcess::start_if_due(double now) {
+void SupervisedExecutor::start_if_due(double now) {
   if (pid_ > 0 || now < restart_at_) return;
   try {
     start();
@@ -217,7 +219,7 @@ void ExecutorProcess::start_if_due(double now) {
   }
 }
 
-void ExecutorProcess::give(std::string batch) {
+void SupervisedExecutor::give(std::string batch) {
   if (held_.empty()) watch_since_ = mpi::now_s();  // the stuck-executor clock starts with work
   for (const auto& t : wire::parse_tasks(batch)) {
     held_.push_back({t.header.chunk, t.header.attempt});
@@ -226,17 +228,17 @@ void ExecutorProcess::give(std::string batch) {
   out_.push_back({batch.size(), std::move(batch)});
 }
 
-void ExecutorProcess::wake_for_lane() {
+void SupervisedExecutor::wake_for_lane() {
   if (lane_woken_ || pid_ <= 0 || !lane().in_use()) return;
   lane_woken_ = true;
   out_.push_back({wire::frame_prefix(wire::frame_wake, 0), std::string()});
 }
 
-void ExecutorProcess::give_reply(std::string reply) {
+void SupervisedExecutor::give_reply(std::string reply) {
   out_.push_back({wire::frame_prefix(wire::frame_reply, reply.size()), std::move(reply)});
 }
 
-bool ExecutorProcess::write() {
+bool SupervisedExecutor::write() {
   bool wrote = false;
   while (pid_ > 0 && !out_.empty()) {
     Outgoing& o = out_.front();
@@ -261,7 +263,7 @@ bool ExecutorProcess::write() {
   return wrote;
 }
 
-bool ExecutorProcess::read(std::vector<std::string>& frames, bool& got) {
+bool SupervisedExecutor::read(std::vector<std::string>& frames, bool& got) {
   if (const auto n = lane().mailbox().results.load(std::memory_order_relaxed); n != lane_results_) {
     lane_results_ = n;  // it sent results through its lane: its deaths are no crash loop
     idle_deaths_ = 0;
@@ -347,14 +349,14 @@ bool ExecutorProcess::read(std::vector<std::string>& frames, bool& got) {
 // Something wrote on its socket that is not a result frame (user code writing to fd 3, say): it is
 // treated as a crash of the executor, in the chunk it was running. Returns false, as read() does
 // for a dead executor.
-bool ExecutorProcess::stop_for_junk(const std::string& what) {
+bool SupervisedExecutor::stop_for_junk(const std::string& what) {
   log::warning("fibra agent pid {}: its executor {} (pid {}) sent bytes that are not results ({}); it is stopped",
                ::getpid(), index_, pid_, what);
   ::kill(pid_, SIGKILL);
   return false;
 }
 
-void ExecutorProcess::forget(std::uint64_t chunk) {
+void SupervisedExecutor::forget(std::uint64_t chunk) {
   auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) { return h.chunk == chunk; });
   if (it != held_.end()) held_.erase(it);
 }
@@ -363,7 +365,7 @@ void ExecutorProcess::forget(std::uint64_t chunk) {
 // now: the executor is dead): `guilty_chunk` (or, with blame_first, the first one) gets
 // `guilty_status` and the failure `f`; the others are reported not run (no attempt counted).
 // Empty when it held none. `held_item` says whether the guilty chunk was among them.
-std::string ExecutorProcess::report(std::uint64_t guilty_chunk, bool blame_first, wire::Status guilty_status,
+std::string SupervisedExecutor::report(std::uint64_t guilty_chunk, bool blame_first, wire::Status guilty_status,
                                     ItemFailure f) {
   std::vector<std::pair<std::uint64_t, std::uint32_t>> held;
   for (const auto& h : held_) held.emplace_back(h.chunk, h.attempt);
@@ -394,7 +396,7 @@ std::string ExecutorProcess::report(std::uint64_t guilty_chunk, bool blame_first
   return out;
 }
 
-std::optional<std::string> ExecutorProcess::enforce_time_limit(double now, double stuck_s) {
+std::optional<std::string> SupervisedExecutor::enforce_time_limit(double now, double stuck_s) {
   if (pid_ <= 0) return std::nullopt;
   const Mailbox& b = lane().mailbox();
   const std::uint64_t chunk = b.chunk.load(std::memory_order_acquire);
@@ -433,7 +435,7 @@ std::optional<std::string> ExecutorProcess::enforce_time_limit(double now, doubl
   return out;
 }
 
-std::string ExecutorProcess::report_death() {
+std::string SupervisedExecutor::report_death() {
   const int status = reap(0.5);
   const Mailbox& b = lane().mailbox();
   const std::uint64_t died_in = b.chunk.load(std::memory_order_acquire);
@@ -456,7 +458,7 @@ std::string ExecutorProcess::report_death() {
 }
 
 // Forgets what the dead executor held and schedules its restart (a crash loop backs off a little).
-void ExecutorProcess::clear_after_death(double now) {
+void SupervisedExecutor::clear_after_death(double now) {
   blocked_delta_ -= blocked_;  // its waits ended with it
   blocked_ = 0;
   pid_ = -1;
@@ -470,7 +472,7 @@ void ExecutorProcess::clear_after_death(double now) {
   restart_at_ = now + 0.05 * std::min(idle_deaths_, 20);
 }
 
-bool ExecutorProcess::exited() {
+bool SupervisedExecutor::exited() {
   if (pid_ <= 0 || reaped_) return reaped_;
   int status = 0;
   if (::waitpid(pid_, &status, WNOHANG) != pid_) return false;
@@ -479,7 +481,7 @@ bool ExecutorProcess::exited() {
   return true;
 }
 
-int ExecutorProcess::reap(double grace) {
+int SupervisedExecutor::reap(double grace) {
   int status = reaped_status_;
   const double end = mpi::now_s() + grace;
   while (!reaped_) {
@@ -499,13 +501,13 @@ int ExecutorProcess::reap(double grace) {
   return status;
 }
 
-void ExecutorProcess::begin_stop() {
+void SupervisedExecutor::begin_stop() {
   if (pid_ <= 0) return;
   ::shutdown(sock_.get(), SHUT_WR);  // end of file: it finishes its chunk's write and exits
   lane().ring();
 }
 
-void ExecutorProcess::stop(double grace) {
+void SupervisedExecutor::stop(double grace) {
   if (pid_ <= 0) return;
   begin_stop();
   reap(grace);

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "transport/lane.hpp"
-#include "roles.hpp"
 #include "transport/wire.hpp"
 
 namespace fibra::detail {
@@ -61,17 +60,17 @@ class LineRelay {
   std::string prefix_, partial_;
 };
 
-class ExecutorProcess {
+class SupervisedExecutor {
  public:
   /// `index`: 1..K within its agent; `prefix`: what its lines of output start with ("" for none).
   /// An actor's process (`actor`) is not restarted by its agent, and its death is no warning here:
   /// the driver decides what follows (ActorDeath).
   /// Its shared memory (mailbox and lane) is made here, once: a restarted executor maps the same.
   /// An actor's process keeps its lane closed (its calls come through the agent, in order).
-  ExecutorProcess(int index, std::string prefix, bool actor = false, std::uint64_t lane_nonce = 0);
-  ~ExecutorProcess();  // kills and reaps a running executor
-  ExecutorProcess(const ExecutorProcess&) = delete;
-  ExecutorProcess& operator=(const ExecutorProcess&) = delete;
+  SupervisedExecutor(int index, std::string prefix, bool actor = false, std::uint64_t lane_nonce = 0);
+  ~SupervisedExecutor();  // kills and reaps a running executor
+  SupervisedExecutor(const SupervisedExecutor&) = delete;
+  SupervisedExecutor& operator=(const SupervisedExecutor&) = delete;
 
   /// Variables set in its environment (CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS), over the agent's.
   void set_env(std::vector<std::pair<std::string, std::string>> vars) { env_ = std::move(vars); }

@@ -22,7 +22,7 @@
 #include "fibra/error.hpp"
 #include "common/log.hpp"
 #include "transport/mpi.hpp"
-#include "roles.hpp"
+#include "driver/driver.hpp"
 
 namespace fibra::detail {
 namespace {

@@ -20,6 +20,8 @@
 #include "common/log.hpp"
 #include "driver/pool_impl.hpp"
 #include "driver/resources.hpp"
+#include "driver/driver.hpp"
+#include "executor/executor.hpp"
 
 namespace fibra::detail {
 namespace {

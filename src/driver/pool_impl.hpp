@@ -54,10 +54,10 @@
 #include "fibra/error.hpp"
 #include "transport/lane.hpp"
 #include "transport/mpi.hpp"
-#include "roles.hpp"
 #include "driver/scheduler.hpp"
 #include "common/trace.hpp"
 #include "transport/wire.hpp"
+#include "common/process.hpp"
 
 namespace fibra::detail {
 

@@ -8,6 +8,7 @@
 
 #include "fibra/error.hpp"
 #include "driver/pool_impl.hpp"
+#include "driver/driver.hpp"
 
 namespace fibra::detail {
 namespace {

@@ -15,6 +15,9 @@
 #include "common/log.hpp"
 #include "driver/pool_impl.hpp"
 #include "driver/resources.hpp"
+#include "common/process.hpp"
+#include "driver/driver.hpp"
+#include "roles.hpp"
 
 namespace fibra::detail {
 

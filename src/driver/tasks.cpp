@@ -13,7 +13,8 @@
 #include "fibra/pool.hpp"
 #include "fibra/tasks.hpp"
 #include "common/log.hpp"
-#include "roles.hpp"
+#include "driver/driver.hpp"
+#include "executor/executor.hpp"
 
 namespace fibra::detail {
 namespace {

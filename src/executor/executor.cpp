@@ -27,9 +27,9 @@
 
 #include "common/freed_memory.hpp"
 #include "transport/lane.hpp"
-#include "roles.hpp"
 #include "common/trace.hpp"
 #include "transport/wire.hpp"
+#include "executor/executor.hpp"
 
 namespace fibra::detail {
 namespace {

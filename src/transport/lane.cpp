@@ -17,7 +17,6 @@
 
 #include "fibra/detail/codec.hpp"
 #include "fibra/error.hpp"
-#include "roles.hpp"
 
 namespace fibra::detail {
 namespace {

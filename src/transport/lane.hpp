@@ -33,9 +33,19 @@
 #include <string_view>
 #include <vector>
 
+#include "fibra/detail/registry.hpp"  // Cursor
+
 namespace fibra::detail {
 
-struct Mailbox;
+/// Shared memory between an agent and its executor, at the start of the executor's region (before
+/// the lane): which chunk and item the executor is on, so that when it dies the agent can say
+/// which item it died on.
+struct Mailbox {
+  std::atomic<std::uint64_t> chunk{0};  // 0: between chunks
+  Cursor item{0};
+  std::atomic<double> timeout_s{0};       // of the chunk it is on (its TaskHeader::timeout_s)
+  std::atomic<std::uint64_t> results{0};  // result frames it put in its lane
+};
 
 namespace lane {
 // The driver keeps at most 2 batches in flight per executor (batches_per_worker), and counts one

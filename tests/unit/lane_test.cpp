@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "transport/lane.hpp"
-#include "roles.hpp"
 
 namespace {
 

@@ -1,0 +1,36 @@
+// src/driver/driver.hpp: what the driver process keeps across its pools: the pools themselves, the
+// default pool, the hosts lost so far, and whether workers may outnumber MPI's slots.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fibra/detail/core.hpp"
+
+namespace fibra::detail {
+
+/// In the driver: an agent on another host was lost (silent, its node cut off or dead). Open MPI
+/// 4.1 may then hang or abort in MPI_Comm_spawn and MPI_Finalize, so from then on no pool of the
+/// process spawns (PoolImpl::spawn) and ~Runtime skips MPI_Finalize (see src/runtime.cpp).
+void note_lost_remote_host(const std::string& host);
+
+/// True once note_lost_remote_host was called in this process.
+bool remote_host_lost() noexcept;
+
+/// The hosts noted so far, "a, b"; empty: none (MPI_Finalize is safe).
+std::string lost_remote_hosts();
+
+/// In the driver: the pool of that PoolCore::uid, or null if it is gone.
+std::shared_ptr<PoolCore> find_pool(std::uint64_t uid) noexcept;
+
+/// Terminates every pool still running (the Runtime's destructor calls it before MPI_Finalize).
+void stop_all_pools() noexcept;
+/// Terminates and drops the default pool (fibra::default_pool); the Runtime's end calls it first.
+void drop_default_pool() noexcept;
+
+/// Whether spawned workers may outnumber MPI's slots: yes on a workstation, no inside a batch job
+/// (whose slots are what was paid for), unless FIBRA_OVERSUBSCRIBE=1 or 0 says otherwise.
+bool oversubscribe_allowed();
+
+}  // namespace fibra::detail

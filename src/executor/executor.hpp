@@ -1,0 +1,24 @@
+// src/executor/executor.hpp: the executor's entry point, and what code that may run inside a task
+// (fibra::submit, actors' handles) asks of it. Never includes MPI: an executor has no MPI state.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "fibra/detail/core.hpp"
+
+namespace fibra::detail {
+
+/// True in an executor (a worker process that runs user functions).
+bool in_executor() noexcept;
+
+/// In an executor: the core through which its tasks submit work and call actors (uid 0: the pool
+/// that runs it; else the pool of an actor).
+std::shared_ptr<PoolCore> executor_core(std::uint64_t uid);
+
+/// Runs the executor on a socket and a mailbox (file descriptors) until the socket closes.
+[[noreturn]] void executor_main(int sock, int mailbox_fd, pid_t parent);
+
+}  // namespace fibra::detail
