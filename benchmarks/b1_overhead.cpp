@@ -104,8 +104,8 @@ int main(int argc, char** argv) {
     counts += (counts.empty() ? "" : ", ") + std::to_string(task_count(workers, scale, d)) + " x " +
               series_name("", d).substr(1);
   std::printf("# fibra %s, %u hardware threads, %.0f GiB, %d workers, scale %g (tasks: %s), medians of %d runs\n",
-              fibra::version, std::thread::hardware_concurrency(), bench::memory_gib(), workers, scale,
-              counts.c_str(), repeats);
+              fibra::version, std::thread::hardware_concurrency(), bench::memory_gib(), workers, scale, counts.c_str(),
+              repeats);
   std::printf("benchmark,metric,value,unit\n");
   std::fflush(stdout);
 

@@ -24,8 +24,8 @@ FIBRA_REMOTE(noop);
 namespace {
 
 using bench::arg;
-using bench::median;
 using bench::Clock;
+using bench::median;
 using bench::seconds_since;
 
 }  // namespace

@@ -123,10 +123,11 @@ int main(int argc, char** argv) {
   const int ms = static_cast<int>(bench::arg(argc, argv, "--task-ms", 5));
   const long chunksize = bench::arg(argc, argv, "--chunksize", 0);
   const int repeats = static_cast<int>(bench::arg(argc, argv, "--repeats", 3));
-  std::printf("# fibra %s, %u hardware threads, %.0f GiB, %d workers, %d tasks of %d ms, chunk size %s, "
-              "medians of %d repeats\n",
-              fibra::version, std::thread::hardware_concurrency(), bench::memory_gib(), workers, tasks, ms,
-              chunksize > 0 ? std::to_string(chunksize).c_str() : "automatic", repeats);
+  std::printf(
+      "# fibra %s, %u hardware threads, %.0f GiB, %d workers, %d tasks of %d ms, chunk size %s, "
+      "medians of %d repeats\n",
+      fibra::version, std::thread::hardware_concurrency(), bench::memory_gib(), workers, tasks, ms,
+      chunksize > 0 ? std::to_string(chunksize).c_str() : "automatic", repeats);
   std::printf("benchmark,metric,value,unit\n");
   std::fflush(stdout);
   const Fault faults[] = {Fault::none, Fault::executor_kill, Fault::segv_once, Fault::agent_kill};

@@ -35,8 +35,8 @@ FIBRA_REMOTE(cheap_1us);
 namespace {
 
 using bench::arg;
-using bench::median;
 using bench::Clock;
+using bench::median;
 using bench::seconds_since;
 
 void remove_checkpoint(const std::string& path) {
@@ -96,10 +96,11 @@ int main(int argc, char** argv) {
   remove_checkpoint(path);
 
   const double p = median(plain), c = median(checkpointed);
-  std::printf("# fibra %s, %u hardware threads, %d workers, %ld tasks of double -> double (%s), chunksize %s, "
-              "medians of %d runs, checkpoint in %s\n",
-              fibra::version, std::thread::hardware_concurrency(), workers, tasks, work_1us ? "about 1 us" : "a square root",
-              chunksize ? std::to_string(chunksize).c_str() : "automatic", runs, dir.c_str());
+  std::printf(
+      "# fibra %s, %u hardware threads, %d workers, %ld tasks of double -> double (%s), chunksize %s, "
+      "medians of %d runs, checkpoint in %s\n",
+      fibra::version, std::thread::hardware_concurrency(), workers, tasks, work_1us ? "about 1 us" : "a square root",
+      chunksize ? std::to_string(chunksize).c_str() : "automatic", runs, dir.c_str());
   std::printf("| what | median | min | max |\n| --- | --- | --- | --- |\n");
   auto row = [](const char* what, const std::vector<double>& v) {
     auto [lo, hi] = std::minmax_element(v.begin(), v.end());

@@ -152,7 +152,9 @@ int main(int argc, char** argv) {
   }
   const auto runs = bench::arg(argc, argv, "--runs", 5);
   Setup s{std::uint64_t(bench::arg(argc, argv, "--items", 1'000'000)),
-          std::uint64_t(bench::arg(argc, argv, "--chunk", 4096)), {}, {}};
+          std::uint64_t(bench::arg(argc, argv, "--chunk", 4096)),
+          {},
+          {}};
   std::string dir = "/tmp";
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == "--dir") dir = argv[i + 1];

@@ -48,7 +48,9 @@ int main(int argc, char** argv) {
   const int workers = int(bench::arg(argc, argv, "--workers", 1));
   const long keep = bench::arg(argc, argv, "--keep-freed-mib", long(fibra::PoolOptions{}.keep_freed_mib));
   if (bytes < 8 || bytes % 8 != 0 || repeats < 1 || workers < 1 || keep < 0 || keep > (1L << 20)) {
-    std::fprintf(stderr, "b6: --bytes must be a positive multiple of 8; --repeats and --workers at least 1; --keep-freed-mib 0 to 1048576\n");
+    std::fprintf(stderr,
+                 "b6: --bytes must be a positive multiple of 8; --repeats and --workers at least 1; --keep-freed-mib 0 "
+                 "to 1048576\n");
     return 1;
   }
 

@@ -14,9 +14,7 @@ namespace bench {
 using Clock = std::chrono::steady_clock;
 
 /// Seconds from `t` to now.
-inline double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
+inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 /// The value after `name` on the command line (`--workers 4`), or `fallback`.
 inline long arg(int argc, char** argv, const char* name, long fallback) {

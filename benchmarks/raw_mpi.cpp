@@ -185,10 +185,11 @@ int main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
 
-  std::printf("# raw MPI (plain MPI_Send/MPI_Recv to spawned children, no fibra), %u hardware threads, "
-              "%.0f GiB, %d repeats: %ld round trips of 8 bytes, %ld trips of %ld bytes, spawn of %s\n",
-              std::thread::hardware_concurrency(), bench::memory_gib(), repeats, trips, payload_trips, bytes,
-              bench::arg_str(argc, argv, "--spawn", "16").c_str());
+  std::printf(
+      "# raw MPI (plain MPI_Send/MPI_Recv to spawned children, no fibra), %u hardware threads, "
+      "%.0f GiB, %d repeats: %ld round trips of 8 bytes, %ld trips of %ld bytes, spawn of %s\n",
+      std::thread::hardware_concurrency(), bench::memory_gib(), repeats, trips, payload_trips, bytes,
+      bench::arg_str(argc, argv, "--spawn", "16").c_str());
   std::printf("benchmark,metric,value,unit\n");
   std::fflush(stdout);
 

@@ -47,15 +47,14 @@ bool launched_without_noepoll() { return std::getenv("OMPI_COMM_WORLD_SIZE") && 
 
 void apply_open_mpi_defaults() {
   default_env(noepoll, "1");
-  default_env("OMPI_MCA_orte_enable_recovery", "1");        // a dead worker does not end the job
+  default_env("OMPI_MCA_orte_enable_recovery", "1");  // a dead worker does not end the job
   default_env("OMPI_MCA_orte_abort_on_non_zero_status", "0");
   if (detail::oversubscribe_allowed()) default_env("OMPI_MCA_rmaps_base_oversubscribe", "1");  // ./app can spawn
-  if (::geteuid() == 0) {                                     // containers and CI often run as root
+  if (::geteuid() == 0) {  // containers and CI often run as root
     default_env("OMPI_ALLOW_RUN_AS_ROOT", "1");
     default_env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
   }
 }
-
 
 [[noreturn]] void become_agent(int& argc, char**& argv) {
   default_env(noepoll, "1");  // its PMIx client's event loop too
@@ -89,23 +88,26 @@ Runtime::Runtime(int& argc, char**& argv) {
     if (std::strcmp(argv[i], detail::agent_flag) == 0) become_agent(argc, argv);
 
   if (g_active.exchange(true))
-    throw ConfigError("fibra: a second fibra::Runtime was created while the first is alive; create one, first thing "
-                      "in main, and keep it until main returns");
+    throw ConfigError(
+        "fibra: a second fibra::Runtime was created while the first is alive; create one, first thing "
+        "in main, and keep it until main returns");
   // MPI cannot be initialised again once finalized (Open MPI aborts the process): say so instead.
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) {
     g_active = false;
-    throw ConfigError("fibra: a fibra::Runtime was created after an earlier one ended, and MPI cannot be started "
-                      "twice in one process; create one Runtime, first thing in main, and keep it until main returns "
-                      "(create Pools and drop them as often as needed while it lives)");
+    throw ConfigError(
+        "fibra: a fibra::Runtime was created after an earlier one ended, and MPI cannot be started "
+        "twice in one process; create one Runtime, first thing in main, and keep it until main returns "
+        "(create Pools and drop them as often as needed while it lives)");
   }
   try {
     detail::check_registry();
     if (launched_without_noepoll()) {
-      log::warning("fibra: warning: mpirun was started without EVENT_NOEPOLL=1 in its environment; with Open MPI 4.1 "
-                   "and PMIx 4, MPI_Comm_spawn then hangs now and then (a PMIx bug, see docs/architecture.md). "
-                   "Start it as `EVENT_NOEPOLL=1 mpirun ...` (fibra slurm scripts do)");
+      log::warning(
+          "fibra: warning: mpirun was started without EVENT_NOEPOLL=1 in its environment; with Open MPI 4.1 "
+          "and PMIx 4, MPI_Comm_spawn then hangs now and then (a PMIx bug, see docs/architecture.md). "
+          "Start it as `EVENT_NOEPOLL=1 mpirun ...` (fibra slurm scripts do)");
     }
     apply_open_mpi_defaults();
     int provided = 0;
@@ -142,9 +144,10 @@ Runtime::~Runtime() {
   // cut off) or abort the process (a node dead), measured on the virtual cluster: every result is
   // delivered by now, so the driver leaves without it and ends with its own exit status.
   if (const std::string lost = detail::lost_remote_hosts(); !lost.empty()) {
-    log::warning("fibra: not calling MPI_Finalize: agents on {} were lost, and Open MPI 4.1 may hang or abort in it "
-              "after that; every result was delivered",
-              lost);
+    log::warning(
+        "fibra: not calling MPI_Finalize: agents on {} were lost, and Open MPI 4.1 may hang or abort in it "
+        "after that; every result was delivered",
+        lost);
     std::fflush(nullptr);
   } else {
     MPI_Finalize();

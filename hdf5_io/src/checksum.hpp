@@ -20,9 +20,7 @@ inline std::uint64_t load64(const std::byte* p) noexcept {
   return w;
 }
 
-inline std::uint64_t lane(std::uint64_t h, std::uint64_t w) noexcept {
-  return std::rotl(h + w * prime2, 31) * prime1;
-}
+inline std::uint64_t lane(std::uint64_t h, std::uint64_t w) noexcept { return std::rotl(h + w * prime2, 31) * prime1; }
 
 inline std::uint64_t avalanche(std::uint64_t h) noexcept {
   h ^= h >> 33;

@@ -5,10 +5,16 @@ namespace fibra::hdf5_io {
 
 std::size_t size_of(NativeType t) noexcept {
   switch (t) {
-    case NativeType::int8: case NativeType::uint8: return 1;
-    case NativeType::int16: case NativeType::uint16: return 2;
-    case NativeType::int32: case NativeType::uint32: case NativeType::float32: return 4;
-    case NativeType::int64: case NativeType::uint64: case NativeType::float64: return 8;
+    case NativeType::int8:
+    case NativeType::uint8: return 1;
+    case NativeType::int16:
+    case NativeType::uint16: return 2;
+    case NativeType::int32:
+    case NativeType::uint32:
+    case NativeType::float32: return 4;
+    case NativeType::int64:
+    case NativeType::uint64:
+    case NativeType::float64: return 8;
   }
   return 0;
 }

@@ -165,7 +165,9 @@ JournalScan scan_journal(const std::filesystem::path& path, JournalKey key,
     const std::byte* h = valid_at(at, why);
     if (!h) break;
     const auto payload_bytes = get_at<std::uint64_t>(h, 24);
-    JournalRecord r{get_at<std::uint64_t>(h, 8), get_at<std::uint64_t>(h, 16), get_at<std::uint64_t>(h, 32),
+    JournalRecord r{get_at<std::uint64_t>(h, 8),
+                    get_at<std::uint64_t>(h, 16),
+                    get_at<std::uint64_t>(h, 32),
                     {h + record_header_bytes, std::size_t(payload_bytes)}};
     visit(r);
     scan.records++;

@@ -61,12 +61,12 @@ struct JournalRecord {
 
 /// What a scan found.
 struct JournalScan {
-  bool matches = false;             ///< the journal exists and extends this .h5 file
-  std::uint64_t valid_bytes = 0;    ///< header plus every valid record
-  std::uint64_t file_bytes = 0;     ///< size of the file (more than valid_bytes: a torn tail)
-  std::uint64_t records = 0;        ///< valid records
-  std::uint64_t last_wall_ns = 0;   ///< wall time of the newest valid record
-  std::uint64_t results = 0;        ///< items in the valid records
+  bool matches = false;            ///< the journal exists and extends this .h5 file
+  std::uint64_t valid_bytes = 0;   ///< header plus every valid record
+  std::uint64_t file_bytes = 0;    ///< size of the file (more than valid_bytes: a torn tail)
+  std::uint64_t records = 0;       ///< valid records
+  std::uint64_t last_wall_ns = 0;  ///< wall time of the newest valid record
+  std::uint64_t results = 0;       ///< items in the valid records
   /// 1-based number of the record that stopped replay when a valid record follows it: not a torn
   /// tail but damage in the middle (0: none). Then `damage` says what is wrong with it ("fails its
   /// checksum") and `results_after` counts the items of the valid records after it.

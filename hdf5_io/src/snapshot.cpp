@@ -198,7 +198,8 @@ Contents read_snapshot(const std::filesystem::path& file) {
   std::error_code ec;
   if (!std::filesystem::exists(file, ec)) refuse(file, "no such file", "check the path");
   if (std::filesystem::is_directory(file, ec))
-    refuse(file, "it is a directory", "pass the path of a checkpoint file, such as '" + (file / "run.h5").string() + "'");
+    refuse(file, "it is a directory",
+           "pass the path of a checkpoint file, such as '" + (file / "run.h5").string() + "'");
   if (H5Fis_hdf5(file.c_str()) <= 0) refuse(file, "it is not an HDF5 file", "pass another checkpoint path");
   h5::Handle f;
   try {

@@ -20,8 +20,8 @@ struct Contents {
   std::string updated_at;        ///< ISO-8601 UTC, when this generation was written
   std::vector<std::uint8_t> done;
   std::uint64_t n_done = 0;
-  std::vector<std::byte> values;                ///< native kind: n_inputs * type.size_bytes()
-  std::vector<std::vector<std::byte>> blobs;    ///< bytes kind: one per item
+  std::vector<std::byte> values;              ///< native kind: n_inputs * type.size_bytes()
+  std::vector<std::vector<std::byte>> blobs;  ///< bytes kind: one per item
 
   /// Sizes `done` and the results for `run.n_inputs` items, none done.
   void allocate();

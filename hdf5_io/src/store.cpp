@@ -27,8 +27,12 @@ std::string Fingerprint::hex() const {
 
 struct Store::State {
   State(fs::path p, Access a, StoreOptions o, Contents contents)
-      : path(std::move(p)), access(a), options(o), c(std::move(contents)),
-        journal(journal_path(path), {c.run_id, c.generation}), last_flush(std::chrono::steady_clock::now()) {}
+      : path(std::move(p)),
+        access(a),
+        options(o),
+        c(std::move(contents)),
+        journal(journal_path(path), {c.run_id, c.generation}),
+        last_flush(std::chrono::steady_clock::now()) {}
 
   static fs::path journal_path(const fs::path& p) { return fs::path(p.string() + ".journal"); }
 
@@ -184,11 +188,12 @@ Store::~Store() {
 Store Store::create(const fs::path& path, const RunRecord& run, const ElementType& type, StoreOptions options) {
   std::error_code dir_ec;
   if (fs::is_directory(path, dir_ec))
-    throw CheckpointError("fibra: cannot create checkpoint '" + path.string() + "': it is a directory — pass the path " +
-                          "of a checkpoint file, such as '" + (path / "run.h5").string() + "'");
+    throw CheckpointError("fibra: cannot create checkpoint '" + path.string() +
+                          "': it is a directory — pass the path " + "of a checkpoint file, such as '" +
+                          (path / "run.h5").string() + "'");
   if (type.kind == ElementType::Kind::native && type.size_bytes() == 0)
-    throw CheckpointError("fibra: cannot create checkpoint '" + path.string() + "': the element type " + type.describe() +
-                          " has no values");
+    throw CheckpointError("fibra: cannot create checkpoint '" + path.string() + "': the element type " +
+                          type.describe() + " has no values");
   Contents c;
   c.run = run;
   c.type = type;
@@ -200,7 +205,9 @@ Store Store::create(const fs::path& path, const RunRecord& run, const ElementTyp
   // The old journal goes first: it must never be replayed into the new file.
   std::error_code ec;
   fs::remove(State::journal_path(path), ec);
-  if (ec) throw CheckpointError("fibra: cannot remove old checkpoint journal '" + path.string() + ".journal': " + ec.message());
+  if (ec)
+    throw CheckpointError("fibra: cannot remove old checkpoint journal '" + path.string() +
+                          ".journal': " + ec.message());
   bool renamed = false;
   replace_snapshot(path, c, renamed);
   auto s = std::make_unique<State>(path, Access::read_write, options, std::move(c));
@@ -239,8 +246,7 @@ Store Store::open(const fs::path& path, Access access, StoreOptions options) {
   return Store(std::move(s));
 }
 
-Store Store::open_or_create(const fs::path& path, const RunRecord& run, const ElementType& type,
-                            StoreOptions options) {
+Store Store::open_or_create(const fs::path& path, const RunRecord& run, const ElementType& type, StoreOptions options) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return create(path, run, type, options);
   Store store = open(path, Access::read_write, options);
@@ -285,8 +291,8 @@ std::span<const std::byte> Store::item_bytes(std::uint64_t i) const {
 void Store::check_native_access(std::size_t value_size, std::uint64_t first, std::uint64_t count) const {
   const auto& c = s_->c;
   if (c.type.kind != ElementType::Kind::native || value_size != c.type.size_bytes())
-    throw CheckpointError("fibra: checkpoint '" + s_->path.string() + "' holds " + c.type.describe() + " results, not a " +
-                          std::to_string(value_size) + "-byte type");
+    throw CheckpointError("fibra: checkpoint '" + s_->path.string() + "' holds " + c.type.describe() +
+                          " results, not a " + std::to_string(value_size) + "-byte type");
   check_range(*s_, first, count);
 }
 
@@ -294,12 +300,14 @@ void Store::put(std::uint64_t first, std::uint64_t count, std::span<const std::b
   State& s = *s_;
   check_writable(s);
   if (s.c.type.kind != ElementType::Kind::native)
-    throw CheckpointError("fibra: checkpoint '" + s.path.string() + "' holds bytes results: use put_bytes(), not put()");
+    throw CheckpointError("fibra: checkpoint '" + s.path.string() +
+                          "' holds bytes results: use put_bytes(), not put()");
   check_range(s, first, count);
   const std::size_t size = s.c.type.size_bytes();
   if (values.size() != count * size)
-    throw CheckpointError("fibra: checkpoint '" + s.path.string() + "': put of " + std::to_string(count) + " items needs " +
-                          std::to_string(count * size) + " bytes, got " + std::to_string(values.size()));
+    throw CheckpointError("fibra: checkpoint '" + s.path.string() + "': put of " + std::to_string(count) +
+                          " items needs " + std::to_string(count * size) + " bytes, got " +
+                          std::to_string(values.size()));
   if (count == 0) return;
   std::memcpy(s.c.values.data() + first * size, values.data(), values.size());
   mark_done(s.c, first, count);
@@ -347,7 +355,7 @@ void Store::finish() {
   std::error_code ec;
   const bool journal_exists = fs::exists(State::journal_path(s.path), ec);
   if (!s.journal.has_pending() && s.journal.records_on_disk() == 0 && !journal_exists)
-    return;  // the .h5 file already holds everything
+    return;    // the .h5 file already holds everything
   compact(s);  // buffered records go straight into the new .h5 file, not through the journal
 }
 

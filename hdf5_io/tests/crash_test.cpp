@@ -64,7 +64,8 @@ RunRecord crash_run() { return RunRecord{"crash", n_items, "fedcba9876543210", 5
 }
 
 /// Runs one child, kills it after `delay`; returns the largest n_done it reported as flushed.
-std::uint64_t run_and_kill(const std::filesystem::path& path, unsigned seed, bool sync, std::chrono::microseconds delay) {
+std::uint64_t run_and_kill(const std::filesystem::path& path, unsigned seed, bool sync,
+                           std::chrono::microseconds delay) {
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
   const pid_t pid = ::fork();

@@ -34,8 +34,8 @@ class ReadersTest : public test::TestDir {
   /// A finished checkpoint of 1000 doubles i * 0.25, all done but item 7.
   std::filesystem::path write_doubles() {
     auto path = file("doubles.h5");
-    auto store = Store::create(path, RunRecord{"simulate", 1000, "0123456789abcdef", 100, "0.1.0"},
-                               element_type_of<double>());
+    auto store =
+        Store::create(path, RunRecord{"simulate", 1000, "0123456789abcdef", 100, "0.1.0"}, element_type_of<double>());
     std::vector<double> v(1000);
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = double(i) * 0.25;
     store.put_values<double>(0, std::span(v).first(7));
@@ -59,7 +59,8 @@ TEST_F(ReadersTest, H5pyReadsNativeResultsInInputOrderWithTheDoneMask) {
       "f = h5py.File(sys.argv[1], \"r\")\n"
       "r, d = f[\"results\"][:], f[\"done\"][:]\n"
       "ok = bool((r[d == 1] == (np.arange(1000) * 0.25)[d == 1]).all())\n"
-      "print(f.attrs[\"format\"], f.attrs[\"function\"], f.attrs[\"state\"], r.shape, r.dtype, int(d.sum()), d[7], ok)\n";
+      "print(f.attrs[\"format\"], f.attrs[\"function\"], f.attrs[\"state\"], r.shape, r.dtype, int(d.sum()), d[7], "
+      "ok)\n";
   EXPECT_EQ(python(script, path), "fibra-checkpoint simulate running (1000,) float64 999 0 True\n");
 }
 
@@ -94,9 +95,10 @@ TEST_F(ReadersTest, H5dumpShowsTheLayout) {
   int status = -1;
   const std::string out = run(std::string(FIBRA_TEST_H5DUMP) + " -H " + path.string(), status);
   ASSERT_EQ(status, 0) << out;
-  for (const char* expected : {"DATASET \"results\" {\n      DATATYPE  H5T_IEEE_F64LE\n      DATASPACE  SIMPLE { ( 1000 ) / ( 1000 ) }",
-                               "DATASET \"done\" {\n      DATATYPE  H5T_STD_U8LE\n      DATASPACE  SIMPLE { ( 1000 ) / ( 1000 ) }",
-                               "ATTRIBUTE \"format\"", "ATTRIBUTE \"n_inputs\"", "ATTRIBUTE \"updated_at\""})
+  for (const char* expected :
+       {"DATASET \"results\" {\n      DATATYPE  H5T_IEEE_F64LE\n      DATASPACE  SIMPLE { ( 1000 ) / ( 1000 ) }",
+        "DATASET \"done\" {\n      DATATYPE  H5T_STD_U8LE\n      DATASPACE  SIMPLE { ( 1000 ) / ( 1000 ) }",
+        "ATTRIBUTE \"format\"", "ATTRIBUTE \"n_inputs\"", "ATTRIBUTE \"updated_at\""})
     EXPECT_NE(out.find(expected), std::string::npos) << "missing: " << expected << "\nin:\n" << out;
 }
 

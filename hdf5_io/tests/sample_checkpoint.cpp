@@ -41,6 +41,6 @@ int main(int argc, char** argv) {
   if (complete)
     store.finish();  // everything into a compact .h5 file, journal removed
   else
-    store.flush();   // durable, in the journal
+    store.flush();  // durable, in the journal
   return 0;
 }

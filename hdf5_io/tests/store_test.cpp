@@ -283,24 +283,28 @@ class RefusalTest : public TestDir {
 TEST_F(RefusalTest, AnotherFunctionOrInputCount) {
   const std::string p = path_.string();
   EXPECT_EQ(resume(sample_run(5000, "rollout")),
-            "fibra: cannot resume '" + p + "': it was written for 'simulate' over 10000 inputs, this run maps 'rollout' "
-            "over 5000 — delete the file or pass another checkpoint path");
+            "fibra: cannot resume '" + p +
+                "': it was written for 'simulate' over 10000 inputs, this run maps 'rollout' "
+                "over 5000 — delete the file or pass another checkpoint path");
   EXPECT_EQ(resume(sample_run(10001)),
-            "fibra: cannot resume '" + p + "': it was written for 'simulate' over 10000 inputs, this run maps 'simulate' "
-            "over 10001 — delete the file or pass another checkpoint path");
+            "fibra: cannot resume '" + p +
+                "': it was written for 'simulate' over 10000 inputs, this run maps 'simulate' "
+                "over 10001 — delete the file or pass another checkpoint path");
 }
 
 TEST_F(RefusalTest, OtherInputs) {
   EXPECT_EQ(resume(sample_run(10000, "simulate", "1111222233334444")),
-            "fibra: cannot resume '" + path_.string() + "': it was written for 'simulate' over 10000 inputs with fingerprint "
-            "00c0ffee00c0ffee, this run's inputs have fingerprint 1111222233334444 — delete the file or pass "
-            "another checkpoint path");
+            "fibra: cannot resume '" + path_.string() +
+                "': it was written for 'simulate' over 10000 inputs with fingerprint "
+                "00c0ffee00c0ffee, this run's inputs have fingerprint 1111222233334444 — delete the file or pass "
+                "another checkpoint path");
 }
 
 TEST_F(RefusalTest, AnotherResultType) {
   EXPECT_EQ(resume(sample_run(10000), element_type_of<int>()),
-            "fibra: cannot resume '" + path_.string() + "': it holds float64 results of 'simulate', this run's results are "
-            "int32 — delete the file or pass another checkpoint path");
+            "fibra: cannot resume '" + path_.string() +
+                "': it holds float64 results of 'simulate', this run's results are "
+                "int32 — delete the file or pass another checkpoint path");
 }
 
 TEST_F(RefusalTest, TheSameRunResumes) {
@@ -312,8 +316,8 @@ TEST_F(RefusalTest, TheSameRunResumes) {
 
 TEST_F(RefusalTest, NotAnHdf5File) {
   std::ofstream(path_) << "x,y\n1,2\n";
-  EXPECT_EQ(resume(sample_run(10000)),
-            "fibra: cannot use '" + path_.string() + "' as a checkpoint: it is not an HDF5 file — pass another checkpoint path");
+  EXPECT_EQ(resume(sample_run(10000)), "fibra: cannot use '" + path_.string() +
+                                           "' as a checkpoint: it is not an HDF5 file — pass another checkpoint path");
   EXPECT_FALSE(std::filesystem::exists(path_.string() + ".lock"));  // refused files get no lock file next to them
 }
 
@@ -338,14 +342,16 @@ TEST_F(RefusalTest, AnHdf5FileThatIsNotACheckpoint) {
   ASSERT_GE(f, 0);
   H5Fclose(f);
   EXPECT_EQ(resume(sample_run(10000)),
-            "fibra: cannot use '" + path_.string() + "' as a checkpoint: it is an HDF5 file but not a fibra checkpoint (no "
-            "root attribute format = \"fibra-checkpoint\") — pass another checkpoint path");
+            "fibra: cannot use '" + path_.string() +
+                "' as a checkpoint: it is an HDF5 file but not a fibra checkpoint (no "
+                "root attribute format = \"fibra-checkpoint\") — pass another checkpoint path");
 }
 
 TEST_F(RefusalTest, ATruncatedFile) {
   std::filesystem::resize_file(path_, 3000);
   const std::string msg = resume(sample_run(10000));
-  const std::string head = "fibra: cannot use '" + path_.string() + "' as a checkpoint: the file is damaged (HDF5 call ";
+  const std::string head =
+      "fibra: cannot use '" + path_.string() + "' as a checkpoint: the file is damaged (HDF5 call ";
   EXPECT_EQ(msg.substr(0, head.size()), head) << msg;
   const std::string tail = ") — delete it to start the run over";
   EXPECT_EQ(msg.substr(msg.size() - tail.size()), tail) << msg;
@@ -360,10 +366,12 @@ TEST_F(RefusalTest, AFileLockedByAnotherWriter) {
   ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
   const std::string msg = resume(sample_run(10000));
   ::close(fd);
-  const std::string head = "fibra: cannot use '" + path_.string() + "' as a checkpoint: HDF5 cannot lock it (HDF5 call ";
+  const std::string head =
+      "fibra: cannot use '" + path_.string() + "' as a checkpoint: HDF5 cannot lock it (HDF5 call ";
   EXPECT_EQ(msg.substr(0, head.size()), head) << msg;
-  const std::string tail = ") — another program may have it open for writing (wait for it to end); on a file system "
-                           "without file locks (some NFS or Lustre mounts) set HDF5_USE_FILE_LOCKING=FALSE";
+  const std::string tail =
+      ") — another program may have it open for writing (wait for it to end); on a file system "
+      "without file locks (some NFS or Lustre mounts) set HDF5_USE_FILE_LOCKING=FALSE";
   ASSERT_GE(msg.size(), tail.size());
   EXPECT_EQ(msg.substr(msg.size() - tail.size()), tail) << msg;
   EXPECT_EQ(resume(sample_run(10000)), "no CheckpointError");  // the lock ends with the other program
@@ -387,9 +395,9 @@ TEST_F(RefusalTest, AJournalRecordOutsideTheInputs) {
   journal.append(9999, 2, std::as_bytes(std::span(v)));
   journal.flush(false);
   const std::string p = path_.string();
-  EXPECT_EQ(resume(sample_run(10000)),
-            "fibra: cannot use '" + p + "' as a checkpoint: its journal '" + p + ".journal' is damaged (a record for "
-            "items beyond n_inputs = 10000) — delete both files to start the run over");
+  EXPECT_EQ(resume(sample_run(10000)), "fibra: cannot use '" + p + "' as a checkpoint: its journal '" + p +
+                                           ".journal' is damaged (a record for "
+                                           "items beyond n_inputs = 10000) — delete both files to start the run over");
 }
 
 // ---- damaged files that are still valid HDF5 (or a journal whose records are whole) -----------
@@ -471,8 +479,9 @@ class MiddleRecordTest : public RefusalTest {
   std::string refusal(const std::string& damage) const {
     const std::string p = path_.string(), j = journal();
     return "fibra: cannot use '" + p + "' as a checkpoint: its journal '" + j + "' is damaged (record 2 " + damage +
-           ", but valid records follow it, so it is no torn tail from a crash) — remove '" + j +
-           "' to resume from '" + p + "' alone, losing the 6 results recorded in the journal (3 of them after the "
+           ", but valid records follow it, so it is no torn tail from a crash) — remove '" + j + "' to resume from '" +
+           p +
+           "' alone, losing the 6 results recorded in the journal (3 of them after the "
            "damaged record), or delete both files to start the run over";
   }
 };

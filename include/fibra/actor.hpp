@@ -40,8 +40,7 @@ namespace detail {
 template <class C>
 C& actor_object() {
   auto& s = actor_slot();
-  if (!s.object)
-    throw Error("fibra: this actor's process holds no object (its constructor did not run in it)");
+  if (!s.object) throw Error("fibra: this actor's process holds no object (its constructor did not run in it)");
   if (std::strcmp(s.type, typeid(C).name()) != 0)
     throw Error("fibra: this actor's process holds a " + demangle(s.type) + ", not a " + demangle(typeid(C).name()));
   return *static_cast<C*>(s.object);
@@ -85,7 +84,7 @@ struct ActorClass {
     e.name = name();
     e.id = hash_name(e.name);
     e.address = &tag;
-    e.signature = typeid(T*(P...)).name();
+    e.signature = typeid(T * (P...)).name();
     e.run_tuple = &run;
     return add_function(std::move(e));
   }
@@ -95,13 +94,13 @@ template <class M>
 struct method_traits {
   static constexpr bool method = false;
 };
-#define FIBRA_DETAIL_METHOD_TRAITS(QUALIFIERS)                   \
-  template <class R, class C, class... A>                        \
-  struct method_traits<R (C::*)(A...) QUALIFIERS> {              \
-    static constexpr bool method = true;                         \
-    using Class = C;                                             \
-    using Return = R;                                            \
-    using Params = std::tuple<stored_t<A>...>;                   \
+#define FIBRA_DETAIL_METHOD_TRAITS(QUALIFIERS)                     \
+  template <class R, class C, class... A>                          \
+  struct method_traits<R (C::*)(A...) QUALIFIERS> {                \
+    static constexpr bool method = true;                           \
+    using Class = C;                                               \
+    using Return = R;                                              \
+    using Params = std::tuple<stored_t<A>...>;                     \
     static constexpr bool checked = (check_parameter<A>() && ...); \
   };
 FIBRA_DETAIL_METHOD_TRAITS()
@@ -180,8 +179,9 @@ class Actor {
 
   /// @brief Starts an actor on the default pool (fibra::default_pool), constructed from `args`.
   template <class... Args>
-    requires(sizeof...(Args) == 0 || !std::is_same_v<std::remove_cvref_t<std::tuple_element_t<0, std::tuple<Args..., int>>>, ActorOptions>)
-  static Actor start(Args&&... args) {
+  requires(sizeof...(Args) == 0 ||
+           !std::is_same_v<std::remove_cvref_t<std::tuple_element_t<0, std::tuple<Args..., int>>>,
+                           ActorOptions>) static Actor start(Args&&... args) {
     return start_on(default_pool(), ActorOptions{}, std::forward<Args>(args)...);
   }
   /// @brief Starts an actor on the default pool with options.
@@ -202,11 +202,11 @@ class Actor {
       for (const auto& n : detail::registry_names())
         if (n.rfind(prefix, 0) == 0) known += (known.empty() ? "" : ", ") + n;
       const std::string types = name.substr(prefix.size(), name.size() - prefix.size() - 1);
-      throw ConfigError("fibra: Actor<" + detail::demangle(typeid(T).name()) + ">::start was given arguments for " +
-                        name + ", which is not registered (" +
-                        (known.empty() ? std::string("no constructor is") : "registered: " + known) +
-                        "): add FIBRA_ACTOR(" + detail::demangle(typeid(T).name()) + (types.empty() ? "" : ", ") +
-                        types + ") at namespace scope, or pass arguments of exactly the registered types (3L for a long)");
+      throw ConfigError(
+          "fibra: Actor<" + detail::demangle(typeid(T).name()) + ">::start was given arguments for " + name +
+          ", which is not registered (" + (known.empty() ? std::string("no constructor is") : "registered: " + known) +
+          "): add FIBRA_ACTOR(" + detail::demangle(typeid(T).name()) + (types.empty() ? "" : ", ") + types +
+          ") at namespace scope, or pass arguments of exactly the registered types (3L for a long)");
     }
     if (options.max_restarts < 0) throw ConfigError("fibra: ActorOptions::max_restarts cannot be negative");
     std::string payload;
@@ -217,9 +217,9 @@ class Actor {
     a.h_ = std::make_shared<Handle>();
     a.h_->core = core;
     core->check_need(options.resources, "actor " + detail::demangle(typeid(T).name()));
-    a.h_->id = core->start_actor(*ctor, std::move(payload),
-                                 detail::ActorSettings{detail::demangle(typeid(T).name()), options.max_restarts,
-                                                       options.resources});
+    a.h_->id = core->start_actor(
+        *ctor, std::move(payload),
+        detail::ActorSettings{detail::demangle(typeid(T).name()), options.max_restarts, options.resources});
     return a;
   }
 
@@ -230,7 +230,8 @@ class Actor {
     using Tr = detail::method_traits<M>;
     static_assert(Tr::method, "fibra: Actor::call takes a member function pointer, as &Class::method");
     if constexpr (Tr::method) {
-      static_assert(std::is_base_of_v<typename Tr::Class, T>, "fibra: Actor<T>::call was given a method of another class");
+      static_assert(std::is_base_of_v<typename Tr::Class, T>,
+                    "fibra: Actor<T>::call was given a method of another class");
       using Args_t = typename Tr::Params;
       static_assert(std::tuple_size_v<Args_t> == sizeof...(Args),
                     "fibra: Actor::call got a different number of arguments than the method takes");
@@ -241,11 +242,12 @@ class Actor {
       if (!e)
         throw ConfigError("fibra: Actor<" + detail::demangle(typeid(T).name()) +
                           ">::call was given a method that is not registered for remote calls: add "
-                          "FIBRA_ACTOR_METHOD(" + detail::demangle(typeid(T).name()) +
-                          ", <method name>); at namespace scope");
+                          "FIBRA_ACTOR_METHOD(" +
+                          detail::demangle(typeid(T).name()) + ", <method name>); at namespace scope");
       std::string payload;
       detail::Writer w(payload);
-      if constexpr (std::tuple_size_v<Args_t> == sizeof...(Args)) detail::encode(w, Args_t(std::forward<Args>(args)...));
+      if constexpr (std::tuple_size_v<Args_t> == sizeof...(Args))
+        detail::encode(w, Args_t(std::forward<Args>(args)...));
       auto job = std::make_shared<detail::JobState>(*e, detail::CallMode::tuple, h_->core->default_policy());
       h_->core->call_actor(h_->id, job, std::move(payload));
       return Future<Out>(std::move(job));
@@ -288,8 +290,9 @@ class Manager {
 
   /// @brief Starts an object of class T (registered with FIBRA_ACTOR) from `args`.
   template <class T, class... Args>
-    requires(sizeof...(Args) == 0 || !std::is_same_v<std::remove_cvref_t<std::tuple_element_t<0, std::tuple<Args..., int>>>, ActorOptions>)
-  Actor<T> start(Args&&... args) {
+  requires(sizeof...(Args) == 0 ||
+           !std::is_same_v<std::remove_cvref_t<std::tuple_element_t<0, std::tuple<Args..., int>>>, ActorOptions>)
+      Actor<T> start(Args&&... args) {
     return keep(Actor<T>::start_on(*pool_, ActorOptions{}, std::forward<Args>(args)...));
   }
   /// @brief Starts an object of class T with options.
@@ -347,11 +350,11 @@ struct Codec<Actor<T>> {
 /// @brief Registers class `cls` as an actor, with the constructor taking the parameter types that
 /// follow (none for its default constructor). Use once per constructor that actors start with, at
 /// namespace scope.
-#define FIBRA_ACTOR(cls, ...)                                                   \
+#define FIBRA_ACTOR(cls, ...)                                                           \
   [[maybe_unused]] static const bool FIBRA_DETAIL_ACTOR_NAME(fibra_actor_registered_) = \
       ::fibra::detail::ActorClass<cls __VA_OPT__(, ) __VA_ARGS__>::add()
 
 /// @brief Registers `cls::method` for Actor<cls>::call, at namespace scope.
-#define FIBRA_ACTOR_METHOD(cls, method)                                         \
+#define FIBRA_ACTOR_METHOD(cls, method)                                             \
   [[maybe_unused]] static const bool FIBRA_DETAIL_ACTOR_NAME(fibra_actor_method_) = \
       ::fibra::detail::ActorMethod<cls, &cls::method>::add(#cls "::" #method)

@@ -18,11 +18,11 @@ class Error : public std::runtime_error {
 
 /// @brief Where a remote failure happened.
 struct RemoteSite {
-  std::string function;      ///< registered name of the function
-  std::uint64_t item = 0;    ///< index of the input item (in the call's input order)
-  int worker = -1;           ///< fibra worker id
-  std::string host;          ///< host name of the worker
-  long pid = 0;              ///< pid of the executor process that ran the item
+  std::string function;    ///< registered name of the function
+  std::uint64_t item = 0;  ///< index of the input item (in the call's input order)
+  int worker = -1;         ///< fibra worker id
+  std::string host;        ///< host name of the worker
+  long pid = 0;            ///< pid of the executor process that ran the item
 };
 
 /// @brief A task failed on a worker: it threw, or its executor process died.
@@ -32,7 +32,9 @@ struct RemoteSite {
 class RemoteError : public Error {
  public:
   RemoteError(const std::string& what, std::string type_name, std::string remote_message, RemoteSite site)
-      : Error(what), type_name_(std::move(type_name)), remote_message_(std::move(remote_message)),
+      : Error(what),
+        type_name_(std::move(type_name)),
+        remote_message_(std::move(remote_message)),
         site_(std::move(site)) {}
   const std::string& type_name() const noexcept { return type_name_; }
   const std::string& remote_message() const noexcept { return remote_message_; }

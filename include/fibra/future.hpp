@@ -118,7 +118,9 @@ class Future<void> {
   void get() const { (void)f_.get(); }
   void wait() const { f_.wait(); }
   template <class Rep, class Period>
-  bool wait_for(std::chrono::duration<Rep, Period> d) const { return f_.wait_for(d); }
+  bool wait_for(std::chrono::duration<Rep, Period> d) const {
+    return f_.wait_for(d);
+  }
   bool ready() const { return f_.ready(); }
   bool valid() const noexcept { return f_.valid(); }
   const std::shared_ptr<detail::JobState>& detail_job() const { return f_.detail_job(); }

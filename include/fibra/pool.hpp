@@ -75,8 +75,7 @@ class Pool {
     static_assert(detail::check_signature<R, P...>() &&
                   detail::check_tuple_item<std::ranges::range_value_t<Range>, P...>());
     using Enc = detail::TupleArgs<std::tuple<std::remove_cvref_t<P>...>>;
-    return collect<std::remove_cvref_t<R>, Enc>(fn, detail::CallMode::tuple, std::forward<Range>(inputs), o,
-                                                 "starmap");
+    return collect<std::remove_cvref_t<R>, Enc>(fn, detail::CallMode::tuple, std::forward<Range>(inputs), o, "starmap");
   }
 
   /// @brief Lazily applies `fn` over `inputs`, yielding results in input order as they are ready.
@@ -168,27 +167,30 @@ class Pool {
   }
 
  public:
-
   // What is not a free function (a lambda, a member function) or has the wrong number of parameters
   // lands here, where a static_assert says so in fibra's words instead of "no matching function".
   template <class F, class Range>
-    requires(detail::arity_v<F> != 1)
-  void map(F&&, Range&&, const MapOptions& = {}) { detail::refuse_function<F, true>(); }
+  requires(detail::arity_v<F> != 1) void map(F&&, Range&&, const MapOptions& = {}) {
+    detail::refuse_function<F, true>();
+  }
   template <class F, class Range>
-    requires(detail::arity_v<F> != 1)
-  void imap(F&&, Range&&, const MapOptions& = {}) { detail::refuse_function<F, true>(); }
+  requires(detail::arity_v<F> != 1) void imap(F&&, Range&&, const MapOptions& = {}) {
+    detail::refuse_function<F, true>();
+  }
   template <class F, class Range>
-    requires(detail::arity_v<F> != 1)
-  void imap_unordered(F&&, Range&&, const MapOptions& = {}) { detail::refuse_function<F, true>(); }
+  requires(detail::arity_v<F> != 1) void imap_unordered(F&&, Range&&, const MapOptions& = {}) {
+    detail::refuse_function<F, true>();
+  }
   template <class F, class Range>
-    requires(detail::arity_v<F> < 0)
-  void starmap(F&&, Range&&, const MapOptions& = {}) { detail::refuse_function<F, false>(); }
+  requires(detail::arity_v<F> < 0) void starmap(F&&, Range&&, const MapOptions& = {}) {
+    detail::refuse_function<F, false>();
+  }
   template <class F, class... Args>
-    requires(detail::arity_v<F> < 0)
-  void apply_async(F&&, Args&&...) { detail::refuse_function<F, false>(); }
+  requires(detail::arity_v<F> < 0) void apply_async(F&&, Args&&...) { detail::refuse_function<F, false>(); }
   template <class F, class... Args>
-    requires(detail::arity_v<F> < 0 && !std::is_same_v<std::remove_cvref_t<F>, Resources>)
-  void submit(F&&, Args&&...) { detail::refuse_function<F, false>(); }
+  requires(detail::arity_v<F> < 0 && !std::is_same_v<std::remove_cvref_t<F>, Resources>) void submit(F&&, Args&&...) {
+    detail::refuse_function<F, false>();
+  }
 
   /// @brief Counters of work done, failures seen, retries and lost workers (see docs/fault-tolerance.md).
   PoolStats stats() const { return core().stats(); }
@@ -207,9 +209,7 @@ class Pool {
   void terminate() { core().terminate(); }
 
  private:
-  detail::PoolCore& core() const {
-    return *live_core();
-  }
+  detail::PoolCore& core() const { return *live_core(); }
   template <class T>
   friend class Actor;
   friend Pool& default_pool(int, const PoolOptions&);

@@ -16,6 +16,6 @@
 /// Arguments and the result must be serializable (see docs/remote-functions.md); the function must
 /// return a value. Registering the same function twice is harmless; two functions under one name
 /// are reported when fibra::Runtime starts.
-#define FIBRA_REMOTE(fn)                                                               \
+#define FIBRA_REMOTE(fn)                                                                    \
   [[maybe_unused]] static const bool FIBRA_DETAIL_CAT(fibra_remote_registered_, __LINE__) = \
       ::fibra::detail::Remote<&fn>::add(#fn)

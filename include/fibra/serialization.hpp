@@ -15,8 +15,9 @@
 //   };
 //
 // fibra.hpp leaves it out: Boost's archive headers are large, and raw types, std::string and the
-// std containers fibra encodes itself (vector, array, pair, tuple, optional) do not need them. A file that sends a type with serialize() without this
-// header is refused at compile time with a sentence that names it. See docs/remote-functions.md.
+// std containers fibra encodes itself (vector, array, pair, tuple, optional) do not need them. A file that sends a type
+// with serialize() without this header is refused at compile time with a sentence that names it. See
+// docs/remote-functions.md.
 #pragma once
 
 #include "fibra/detail/boost_codec.hpp"

@@ -41,11 +41,11 @@ struct PoolStats {
 
 /// @brief One agent of a pool and the workers it runs (Pool::workers()): where it runs.
 struct WorkerInfo {
-  int slot = 0;          ///< its number in the pool ("agent 2")
-  std::string host;      ///< the host it runs on (empty until it said hello)
-  long pid = 0;          ///< the agent's pid on that host
-  int workers = 1;       ///< workers (executors) it runs
-  std::string state;     ///< "starting", "ready", "retiring", "leaving", "gone" or "lost"
+  int slot = 0;                ///< its number in the pool ("agent 2")
+  std::string host;            ///< the host it runs on (empty until it said hello)
+  long pid = 0;                ///< the agent's pid on that host
+  int workers = 1;             ///< workers (executors) it runs
+  std::string state;           ///< "starting", "ready", "retiring", "leaving", "gone" or "lost"
   bool shared_memory = false;  ///< the driver hands its workers batches in shared memory (same host)
 };
 

@@ -85,8 +85,10 @@ WaitResult<T> wait_for_some(const std::vector<Future<T>>& futures, std::size_t n
     {
       std::unique_lock lk(latch->mu);
       auto enough = [&] { return latch->delivered >= num_ready; };
-      if (timeout) latch->cv.wait_for(lk, *timeout, enough);
-      else latch->cv.wait(lk, enough);
+      if (timeout)
+        latch->cv.wait_for(lk, *timeout, enough);
+      else
+        latch->cv.wait(lk, enough);
     }
     // The callbacks of futures still pending go: a loop of waits must not pile them up.
     for (auto& [f, token] : tokens) f->detail_job()->forget_on_delivered(token);
@@ -114,8 +116,7 @@ WaitResult<T> wait(const std::vector<Future<T>>& futures) {
 template <class T, class Rep, class Period>
 WaitResult<T> wait(const std::vector<Future<T>>& futures, std::size_t num_ready,
                    std::chrono::duration<Rep, Period> timeout) {
-  return detail::wait_for_some(futures, num_ready,
-                               std::chrono::duration_cast<std::chrono::nanoseconds>(timeout));
+  return detail::wait_for_some(futures, num_ready, std::chrono::duration_cast<std::chrono::nanoseconds>(timeout));
 }
 
 }  // namespace fibra

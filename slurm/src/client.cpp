@@ -64,7 +64,7 @@ std::string slurm_failure(const char* what, const CommandResult& r) {
 }  // namespace
 
 bool is_final_state(const std::string& state) {
-  static const char* const finals[] = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY",
+  static const char* const finals[] = {"COMPLETED", "FAILED",    "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY",
                                        "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE"};
   return std::any_of(std::begin(finals), std::end(finals), [&](const char* f) { return state == f; });
 }
@@ -103,21 +103,26 @@ std::string explain_sbatch_error(const std::string& sbatch_stderr, const JobSpec
             " allows; 'sinfo -o \"%P %l\"' shows each partition's limit";
   else if (contains(said, "More processors requested than permitted"))
     plain = std::to_string(s.tasks) + " tasks of " + std::to_string(s.cpus_per_task) +
-            " CPUs are more than partition " + or_default(s.partition) + " has; lower 'resources.tasks' or 'job.workers'";
+            " CPUs are more than partition " + or_default(s.partition) +
+            " has; lower 'resources.tasks' or 'job.workers'";
   else if (contains(said, "Memory specification"))
-    plain = "no node in partition " + or_default(s.partition) + " has memory " + or_default(s.memory) + "; lower 'resources.memory'";
+    plain = "no node in partition " + or_default(s.partition) + " has memory " + or_default(s.memory) +
+            "; lower 'resources.memory'";
   else if (contains(said, "node configuration is not available"))
-    plain = "no node in partition " + or_default(s.partition) +
-            " has what the job asks for (tasks, CPUs per task, memory, constraint); lower them or pick another partition";
+    plain =
+        "no node in partition " + or_default(s.partition) +
+        " has what the job asks for (tasks, CPUs per task, memory, constraint); lower them or pick another partition";
   else if (contains(said, "gres"))
-    plain = "this cluster has no such generic resource (gres " + or_default(s.gres) + ", gpus " + std::to_string(s.gpus) +
-            "); ask the site which GPUs a partition offers";
+    plain = "this cluster has no such generic resource (gres " + or_default(s.gres) + ", gpus " +
+            std::to_string(s.gpus) + "); ask the site which GPUs a partition offers";
   else if (contains(said, "feature specification"))
     plain = "no node has the feature " + or_default(s.constraint) + "; fix 'resources.constraint'";
   else if (contains(said, "account"))
-    plain = "account " + or_default(s.account) + " is not valid here (or not for this partition); 'sacctmgr show assoc user=$USER' lists yours";
+    plain = "account " + or_default(s.account) +
+            " is not valid here (or not for this partition); 'sacctmgr show assoc user=$USER' lists yours";
   else if (contains(said, "qos") || contains(said, "QOS"))
-    plain = "QOS " + or_default(s.qos) + " is not valid or its limits forbid this job; ask the site or drop 'resources.qos'";
+    plain = "QOS " + or_default(s.qos) +
+            " is not valid or its limits forbid this job; ask the site or drop 'resources.qos'";
   else if (contains(said, "policy") || contains(said, "limit"))
     plain = "the job is over a limit of the site (partition, account or QOS)";
   else
@@ -137,7 +142,8 @@ std::string submit_script(const std::string& script, const JobSpec& spec) {
   if (!written) throw SlurmError("cannot write the batch script to /tmp");
   if (r.status == 127) throw SlurmError(slurm_failure("sbatch", r));
   if (r.status != 0) {
-    if (contains(r.err, "Unable to contact") || contains(r.err, "Connection refused")) throw SlurmError(slurm_failure("sbatch", r));
+    if (contains(r.err, "Unable to contact") || contains(r.err, "Connection refused"))
+      throw SlurmError(slurm_failure("sbatch", r));
     throw SlurmError(explain_sbatch_error(r.err, spec));
   }
   const std::string out = trim(r.out);

@@ -1,7 +1,6 @@
 // Renders a job spec as an sbatch script (see fibra/slurm/render.hpp and docs/slurm.md).
 #include <fibra/slurm/render.hpp>
 
-
 #include <algorithm>
 #include <cctype>
 #include <sstream>
@@ -140,7 +139,8 @@ void render_launch_body(std::ostringstream& o, const JobSpec& s, bool relaunch) 
        "kill \"$fibra_reaper\" 2>/dev/null\n"
        "fibra_status_known=0\n"
        "if [ -s \"$fibra_run.status\" ]; then fibra_status=$(cat \"$fibra_run.status\") fibra_status_known=1\n"
-       "elif [ \"$fibra_status\" -eq 0 ]; then fibra_status=1; echo \"fibra: the driver's exit status is unknown\" >&2; fi\n"
+       "elif [ \"$fibra_status\" -eq 0 ]; then fibra_status=1; echo \"fibra: the driver's exit status is unknown\" "
+       ">&2; fi\n"
        "rm -f \"$fibra_run.pid\" \"$fibra_run.status\"\n"
        "if [ -n \"$fibra_resender\" ]; then kill \"$fibra_resender\" 2>/dev/null; fi\n";
 }
@@ -236,7 +236,8 @@ if [ "$fibra_relaunches" -gt 0 ]; then echo "fibra: the driver was relaunched $f
 )SH";
 
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  for (std::size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size()) text.replace(at, from.size(), to);
+  for (std::size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
+    text.replace(at, from.size(), to);
   return text;
 }
 
@@ -262,8 +263,10 @@ void render_epilogue(std::ostringstream& o, const JobSpec& s) {
   o << "\nif [ \"$fibra_status\" -eq " << checkpoint_exit_status << " ]; then\n";
   if (requeue) {
     const std::string max = std::to_string(s.checkpoint->max_restarts);
-    o << "  if [ \"${SLURM_RESTART_COUNT:-0}\" -ge " << max << " ]; then\n"
-         "    echo \"fibra: the driver stopped for a checkpoint, but the job was requeued " << max
+    o << "  if [ \"${SLURM_RESTART_COUNT:-0}\" -ge " << max
+      << " ]; then\n"
+         "    echo \"fibra: the driver stopped for a checkpoint, but the job was requeued "
+      << max
       << " times already (checkpoint.max_restarts); resubmit it to resume\" >&2\n"
          "  else\n"
          "    echo \"fibra: the driver stopped for a checkpoint; requeueing job ${SLURM_JOB_ID}\"\n"
@@ -282,7 +285,8 @@ void render_epilogue(std::ostringstream& o, const JobSpec& s) {
 
 std::string shell_quote(std::string_view s) {
   const bool safe = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_-./=:,+%@").find(c) != std::string_view::npos;
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("_-./=:,+%@").find(c) != std::string_view::npos;
   });
   if (safe) return std::string(s);
   std::string q = "'";

@@ -19,8 +19,8 @@ const toml::table* sub_table(const toml::table& doc, const std::string& source, 
   const toml::node* n = doc.get(name);
   if (!n) return nullptr;
   if (!n->is_table())
-    throw SpecError(detail::where(source, n->source()) + "'" + name + "' must be a table ([" + name +
-                    "]), not " + detail::type_phrase(n->type()));
+    throw SpecError(detail::where(source, n->source()) + "'" + name + "' must be a table ([" + name + "]), not " +
+                    detail::type_phrase(n->type()));
   return n->as_table();
 }
 
@@ -29,8 +29,9 @@ void check_tables(const toml::table& doc, const std::string& source) {
   for (auto&& [k, v] : doc) {
     const std::string name(k.str());
     if (std::find(std::begin(names), std::end(names), name) != std::end(names)) continue;
-    throw SpecError(detail::where(source, k.source()) + "unknown " + (v.is_table() ? "table [" + name + "]" : "key '" + name + "'") +
-                    "; a spec has the tables " + known_tables);
+    throw SpecError(detail::where(source, k.source()) + "unknown " +
+                    (v.is_table() ? "table [" + name + "]" : "key '" + name + "'") + "; a spec has the tables " +
+                    known_tables);
   }
 }
 
@@ -55,7 +56,8 @@ void read_job(JobSpec& s, const toml::table* t) {
   r.read("mpirun_args", s.mpirun_args);
   r.finish();
   if (!t) throw SpecError(s.source + ": the [job] table is missing; it needs at least 'name' and 'program'");
-  if (s.name.empty()) throw SpecError(s.source + ": 'job.name' is missing; it names the job in squeue and in file names");
+  if (s.name.empty())
+    throw SpecError(s.source + ": 'job.name' is missing; it names the job in squeue and in file names");
   if (!std::regex_match(s.name, std::regex("[A-Za-z0-9_.+-]+")))
     r.fail("name", "is \"" + s.name + "\"; use letters, digits and _ . + - only");
   if (s.program.empty()) throw SpecError(s.source + ": 'job.program' is missing; it is the fibra program to run");
@@ -79,7 +81,9 @@ void read_resources(JobSpec& s, const toml::table* t) {
   r.read("gpus", s.gpus, 0);
   r.finish();
   for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"partition", s.partition},
-                                   {"account", s.account}, {"qos", s.qos}, {"constraint", s.constraint},
+                                   {"account", s.account},
+                                   {"qos", s.qos},
+                                   {"constraint", s.constraint},
                                    {"gres", s.gres}})
     no_spaces(r, key, value);
   if (!s.memory.empty() && !std::regex_match(s.memory, std::regex("[0-9]+[KMGT]?")))
@@ -114,14 +118,18 @@ void read_checkpoint(JobSpec& s, const toml::table* t) {
   if (!s.array && c.path.find("%a") != std::string::npos)
     r.fail("path", "is \"" + c.path + "\"; %a stands for an array task's id, and this job has no [array]");
   if (s.array && !c.path.empty() && c.path.find("%a") == std::string::npos)
-    r.fail("path", "is \"" + c.path + "\"; with [array] every task needs its own checkpoint: put %a (the task id) in it, "
-                   "like \"sweep-%a.h5\"");
+    r.fail("path", "is \"" + c.path +
+                       "\"; with [array] every task needs its own checkpoint: put %a (the task id) in it, "
+                       "like \"sweep-%a.h5\"");
   if (c.signal != "USR1" && c.signal != "TERM")
     r.fail("signal", "is \"" + c.signal + "\"; the driver checkpoints on \"USR1\" or \"TERM\"");
   if (c.path.empty() && c.requeue)
-    throw SpecError(r.where_of("requeue") + "'checkpoint.requeue' needs 'checkpoint.path': a requeued run without a checkpoint starts over");
+    throw SpecError(r.where_of("requeue") +
+                    "'checkpoint.requeue' needs 'checkpoint.path': a requeued run without a checkpoint starts over");
   if (c.path.empty() && c.relaunches > 0)  // the default is 0 without a path: it was given
-    throw SpecError(r.where_of("relaunches") + "'checkpoint.relaunches' needs 'checkpoint.path': a relaunched driver without a checkpoint starts over");
+    throw SpecError(
+        r.where_of("relaunches") +
+        "'checkpoint.relaunches' needs 'checkpoint.path': a relaunched driver without a checkpoint starts over");
 
   if (s.time_s > 0 && c.grace_s >= s.time_s)
     r.fail("grace", "= " + std::to_string(c.grace_s) + " s is not shorter than 'resources.time' (" +
@@ -158,14 +166,14 @@ void read_sbatch(JobSpec& s, const toml::table* t) {
 }  // namespace
 
 std::optional<long> parse_time_limit(std::string_view text) {
-  static const std::regex forms[] = {
-      std::regex("([0-9]+)"),                               // minutes
-      std::regex("([0-9]+):([0-9]+)"),                      // minutes:seconds
-      std::regex("([0-9]+):([0-9]+):([0-9]+)"),             // hours:minutes:seconds
-      std::regex("([0-9]+)-([0-9]+)"),                      // days-hours
-      std::regex("([0-9]+)-([0-9]+):([0-9]+)"),             // days-hours:minutes
-      std::regex("([0-9]+)-([0-9]+):([0-9]+):([0-9]+)")};   // days-hours:minutes:seconds
-  static const long units[6][4] = {{60}, {60, 1}, {3600, 60, 1}, {86400, 3600}, {86400, 3600, 60}, {86400, 3600, 60, 1}};
+  static const std::regex forms[] = {std::regex("([0-9]+)"),                              // minutes
+                                     std::regex("([0-9]+):([0-9]+)"),                     // minutes:seconds
+                                     std::regex("([0-9]+):([0-9]+):([0-9]+)"),            // hours:minutes:seconds
+                                     std::regex("([0-9]+)-([0-9]+)"),                     // days-hours
+                                     std::regex("([0-9]+)-([0-9]+):([0-9]+)"),            // days-hours:minutes
+                                     std::regex("([0-9]+)-([0-9]+):([0-9]+):([0-9]+)")};  // days-hours:minutes:seconds
+  static const long units[6][4] = {{60},          {60, 1},           {3600, 60, 1},
+                                   {86400, 3600}, {86400, 3600, 60}, {86400, 3600, 60, 1}};
   const std::string s(text);
   std::smatch m;
   for (int f = 0; f < 6; ++f) {

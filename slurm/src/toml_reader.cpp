@@ -84,7 +84,8 @@ void TableReader::read(const std::string& key, std::vector<std::string>& out) {
                       "' must be an array of strings, but holds " + type_phrase(item.type()));
     const std::string& s = item.as_string()->get();
     if (s.find('\n') != std::string::npos)
-      throw SpecError(where(source_, item.source()) + "'" + table_name_ + "." + key + "' entries must be one line each");
+      throw SpecError(where(source_, item.source()) + "'" + table_name_ + "." + key +
+                      "' entries must be one line each");
     out.push_back(s);
   }
 }
@@ -96,7 +97,8 @@ void TableReader::read(const std::string& key, std::map<std::string, std::string
   for (auto&& [k, v] : *n->as_table()) {
     const std::string name(k.str());
     const bool ident = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
-        std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+                       std::all_of(name.begin(), name.end(),
+                                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
     if (!ident)
       throw SpecError(where(source_, k.source()) + "'" + table_name_ + "." + key + "' has '" + name +
                       "', which is not a shell variable name");
@@ -125,7 +127,8 @@ void TableReader::read_time(const std::string& key, std::string& text, long& sec
   }
   std::optional<long> s = parse_time_limit(text);
   if (!s)
-    fail(key, "is \"" + text + "\", which is not a Slurm time; use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED");
+    fail(key, "is \"" + text +
+                  "\", which is not a Slurm time; use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED");
   if (*s < 1) fail(key, "must be more than 0 seconds");
   seconds = *s;
 }
@@ -137,8 +140,8 @@ void TableReader::finish() const {
     if (std::find(known_.begin(), known_.end(), name) != known_.end()) continue;
     std::string list;
     for (const std::string& known : known_) list += (list.empty() ? "" : ", ") + known;
-    throw SpecError(where(source_, k.source()) + "unknown key '" + table_name_ + "." + name +
-                    "'; [" + table_name_ + "] takes " + list);
+    throw SpecError(where(source_, k.source()) + "unknown key '" + table_name_ + "." + name + "'; [" + table_name_ +
+                    "] takes " + list);
   }
 }
 

@@ -73,7 +73,8 @@ class Agent {
   // Executor i's own variables: its GPUs, and its CPUs as OMP_NUM_THREADS unless the user set it.
   std::vector<std::pair<std::string, std::string>> env_for(int i) const {
     std::vector<std::pair<std::string, std::string>> env;
-    if (!cfg_.gpus.empty()) env.emplace_back("CUDA_VISIBLE_DEVICES", cfg_.gpus[std::min<std::size_t>(i, cfg_.gpus.size() - 1)]);
+    if (!cfg_.gpus.empty())
+      env.emplace_back("CUDA_VISIBLE_DEVICES", cfg_.gpus[std::min<std::size_t>(i, cfg_.gpus.size() - 1)]);
     env.emplace_back("FIBRA_POOL_POLICY", cfg_.policy);
     env.emplace_back("FIBRA_KEEP_FREED", std::to_string(cfg_.keep_freed_bytes));
     if (!std::getenv("OMP_NUM_THREADS"))
@@ -144,8 +145,10 @@ class Agent {
       got |= m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
       last_heard_ = mpi::now_s();
       if (m.tag == wire::tag_tasks) {
-        if (const auto key = wire::batch_actor(m.data)) give_actor(key, std::move(m.data));
-        else least_busy().give(std::move(m.data));
+        if (const auto key = wire::batch_actor(m.data))
+          give_actor(key, std::move(m.data));
+        else
+          least_busy().give(std::move(m.data));
       } else if (m.tag == wire::tag_actor_end) {
         if (auto it = actors_.find(wire::decode<wire::ActorEnd>(m.data).actor); it != actors_.end())
           it->second.ending = true;
@@ -328,9 +331,12 @@ class Agent {
         fds.push_back({e->socket(), static_cast<short>(POLLIN | (e->wants_to_write() ? POLLOUT : 0)), 0});
     for (auto& [key, a] : actors_)
       if (a.process->holds_work())
-        fds.push_back({a.process->socket(), static_cast<short>(POLLIN | (a.process->wants_to_write() ? POLLOUT : 0)), 0});
-    if (fds.empty()) ::nanosleep(&ts, nullptr);
-    else ::ppoll(fds.data(), fds.size(), &ts, nullptr);
+        fds.push_back(
+            {a.process->socket(), static_cast<short>(POLLIN | (a.process->wants_to_write() ? POLLOUT : 0)), 0});
+    if (fds.empty())
+      ::nanosleep(&ts, nullptr);
+    else
+      ::ppoll(fds.data(), fds.size(), &ts, nullptr);
   }
 
   MPI_Comm parent_;
@@ -361,8 +367,8 @@ int agent_main(MPI_Comm parent) {
   try {
     const auto setup = receive_setup(parent);
     if (!setup) {
-      log::error("fibra agent pid {} on {}: no setup from the driver within {:.0f} s; exiting", ::getpid(),
-                 host_name(), setup_wait_s);
+      log::error("fibra agent pid {} on {}: no setup from the driver within {:.0f} s; exiting", ::getpid(), host_name(),
+                 setup_wait_s);
       return 3;
     }
     Agent a(parent, *setup);

@@ -172,8 +172,8 @@ void SupervisedExecutor::start() {
   close_the_rest(&fa);
   const std::string exe = self_exe();
   const std::string parent = std::to_string(::getpid());
-  char* argv[] = {const_cast<char*>(exe.c_str()), const_cast<char*>(executor_flag), const_cast<char*>("3"),
-                  const_cast<char*>("4"), const_cast<char*>(parent.c_str()), nullptr};
+  char* argv[] = {const_cast<char*>(exe.c_str()), const_cast<char*>(executor_flag),  const_cast<char*>("3"),
+                  const_cast<char*>("4"),         const_cast<char*>(parent.c_str()), nullptr};
   // Its environment: the agent's, with its own variables over it.
   std::vector<std::string> vars;
   std::vector<char*> envp;
@@ -315,7 +315,8 @@ bool SupervisedExecutor::read(std::vector<std::string>& frames, bool& got) {
         requests_.push_back(std::move(in_));
       } else {
         std::int32_t delta = 0;
-        if (in_.size() != sizeof delta) return stop_for_junk("a wait frame of " + std::to_string(in_.size()) + " bytes");
+        if (in_.size() != sizeof delta)
+          return stop_for_junk("a wait frame of " + std::to_string(in_.size()) + " bytes");
         std::memcpy(&delta, in_.data(), sizeof delta);
         blocked_ += delta;
         blocked_delta_ += delta;
@@ -366,7 +367,7 @@ void SupervisedExecutor::forget(std::uint64_t chunk) {
 // `guilty_status` and the failure `f`; the others are reported not run (no attempt counted).
 // Empty when it held none. `held_item` says whether the guilty chunk was among them.
 std::string SupervisedExecutor::report(std::uint64_t guilty_chunk, bool blame_first, wire::Status guilty_status,
-                                    ItemFailure f) {
+                                       ItemFailure f) {
   std::vector<std::pair<std::uint64_t, std::uint32_t>> held;
   for (const auto& h : held_) held.emplace_back(h.chunk, h.attempt);
   for (const auto& h : lane().close()) {
@@ -374,8 +375,9 @@ std::string SupervisedExecutor::report(std::uint64_t guilty_chunk, bool blame_fi
     try {
       tasks = wire::parse_tasks(h.batch);
     } catch (const wire::Malformed& e) {  // the driver wrote it: cannot happen short of a bug
-      log::error("fibra agent pid {}: a batch in its executor {}'s lane does not parse ({}); its chunks are not reported",
-                 ::getpid(), index_, e.what());
+      log::error(
+          "fibra agent pid {}: a batch in its executor {}'s lane does not parse ({}); its chunks are not reported",
+          ::getpid(), index_, e.what());
       continue;
     }
     for (std::size_t i = h.sent; i < tasks.size(); ++i)  // the first `sent` ones have their results out

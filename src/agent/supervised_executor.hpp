@@ -175,8 +175,8 @@ class SupervisedExecutor {
   bool ready_ = false;
   bool reaped_ = false;  // exited() or reap() reaped it; its wait status:
   int reaped_status_ = 0;
-  int idle_deaths_ = 0;       // deaths outside a chunk since the last result
-  double restart_at_ = 0;     // after a death: when to start again
+  int idle_deaths_ = 0;            // deaths outside a chunk since the last result
+  double restart_at_ = 0;          // after a death: when to start again
   std::uint64_t watch_chunk_ = 0;  // the time limit's view of what it is on, and since when
   std::uint32_t watch_item_ = 0;
   double watch_since_ = 0;

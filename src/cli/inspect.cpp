@@ -45,7 +45,8 @@ void print_info(const hdf5_io::Info& info) {
 
 void add_inspect_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("inspect", "print what a checkpoint holds: the run, progress, when it was written");
+  CLI::App* cmd =
+      app.add_subcommand("inspect", "print what a checkpoint holds: the run, progress, when it was written");
   cmd->add_option("file", *path, "the checkpoint (.h5) file")->required();
   cmd->callback([path] {
     try {

@@ -78,7 +78,8 @@ void write_script(const std::string& path, const std::string& script) {
   out << script;
   out.flush();
   if (!out)
-    throw fs::SpecError("cannot write '" + path + "'" + (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+    throw fs::SpecError("cannot write '" + path + "'" +
+                        (errno ? std::string(": ") + std::strerror(errno) : std::string()));
 }
 
 void run_render(const SlurmArgs& a) {
@@ -130,7 +131,8 @@ void run_status(const SlurmArgs& a) {
     std::set<std::string> shown;
     for (const fs::JobStatus& j : jobs) {
       // a pending array's own record names a range of tasks ("2-3%2"), not one task: no file of its own
-      const bool one_task = std::all_of(j.array_task.begin(), j.array_task.end(), [](char c) { return c >= '0' && c <= '9'; });
+      const bool one_task =
+          std::all_of(j.array_task.begin(), j.array_task.end(), [](char c) { return c >= '0' && c <= '9'; });
       if (!one_task) continue;
       std::string path = spec_path;
       for (std::size_t at; (at = path.find("%a")) != std::string::npos;) path.replace(at, 2, j.array_task);

@@ -33,8 +33,8 @@ std::int64_t now_ms() {
 
 std::atomic<bool> g_on{false};
 std::atomic<std::int64_t> g_busy_ms{0};  // the last mark (freed_memory_busy, a batch's start or end)
-std::atomic<int> g_running{0};          // batches running (RunningBatch)
-std::atomic<bool> g_armed{false};       // marked since the last idle give-back
+std::atomic<int> g_running{0};           // batches running (RunningBatch)
+std::atomic<bool> g_armed{false};        // marked since the last idle give-back
 
 #ifdef FIBRA_HAVE_MALLINFO2
 // Bytes free in the heap. They include what malloc_trim already gave back (it leaves those blocks
@@ -76,7 +76,7 @@ bool keep_freed_memory(std::size_t keep_bytes, bool sleep_when_idle) {
   g_busy_ms.store(now_ms());
   try {
     std::thread(watch, keep_bytes, sleep_when_idle).detach();  // for the process's life
-  } catch (const std::exception&) {  // no thread to be had: the allocator is left as it is
+  } catch (const std::exception&) {                            // no thread to be had: the allocator is left as it is
     return false;
   }
   g_on.store(true);

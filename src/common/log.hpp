@@ -26,12 +26,20 @@ void line(Level lv, fmt::format_string<A...> f, A&&... a) noexcept {
   }
 }
 template <class... A>
-void debug(fmt::format_string<A...> f, A&&... a) noexcept { line(Level::debug, f, std::forward<A>(a)...); }
+void debug(fmt::format_string<A...> f, A&&... a) noexcept {
+  line(Level::debug, f, std::forward<A>(a)...);
+}
 template <class... A>
-void info(fmt::format_string<A...> f, A&&... a) noexcept { line(Level::info, f, std::forward<A>(a)...); }
+void info(fmt::format_string<A...> f, A&&... a) noexcept {
+  line(Level::info, f, std::forward<A>(a)...);
+}
 template <class... A>
-void warning(fmt::format_string<A...> f, A&&... a) noexcept { line(Level::warning, f, std::forward<A>(a)...); }
+void warning(fmt::format_string<A...> f, A&&... a) noexcept {
+  line(Level::warning, f, std::forward<A>(a)...);
+}
 template <class... A>
-void error(fmt::format_string<A...> f, A&&... a) noexcept { line(Level::error, f, std::forward<A>(a)...); }
+void error(fmt::format_string<A...> f, A&&... a) noexcept {
+  line(Level::error, f, std::forward<A>(a)...);
+}
 
 }  // namespace fibra::log

@@ -35,9 +35,9 @@ void write(Point p, std::uint64_t chunk) noexcept {
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   char line[64];
-  const int n = std::snprintf(line, sizeof line, "%d %llu %lld\n", static_cast<int>(p),
-                              static_cast<unsigned long long>(chunk),
-                              static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec);
+  const int n =
+      std::snprintf(line, sizeof line, "%d %llu %lld\n", static_cast<int>(p), static_cast<unsigned long long>(chunk),
+                    static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec);
   const int fd = trace_fd();
   if (fd >= 0 && n > 0) (void)!::write(fd, line, static_cast<std::size_t>(n));  // one write: lines never interleave
 }

@@ -194,7 +194,7 @@ void CallCheckpoint::open(const std::string& path, const hdf5_io::RunRecord& run
     store_.emplace(hdf5_io::Store::open_or_create(path, run, type, options));
     const auto info = store_->info();
     folded_at_open_ = info.journal_records == 0 && info.state == "complete";
-  } else {  // nothing is done yet: creating the file (an fsync and a rename) need not hold up the work
+  } else {                  // nothing is done yet: creating the file (an fsync and a rename) need not hold up the work
     check_directory(path);  // but a place it cannot be created in is said before any work starts
     // A background thread calls HDF5 while the user's may too: only with a thread-safe HDF5.
     const auto how = hdf5_io::hdf5_is_threadsafe() ? std::launch::async : std::launch::deferred;
@@ -228,7 +228,7 @@ void CallCheckpoint::stop_and_exit() {
   std::string saved;
   try {
     auto& s = store();
-    s.flush();   // durable first (cheap); the rewrite of the .h5 may take longer than the grace left
+    s.flush();  // durable first (cheap); the rewrite of the .h5 may take longer than the grace left
     s.finish();
     saved = std::to_string(s.n_done()) + " of " + std::to_string(s.run().n_inputs) + " results are in '" +
             s.path().string() + "'";
@@ -253,9 +253,10 @@ void fold(CallCheckpoint& c) noexcept {
   try {
     c.finish();
   } catch (const std::exception& e) {
-    log::error("fibra: folding checkpoint '{}' into its .h5 file failed ({}); its journal holds every result, "
-               "a rerun resumes from it",
-               c.store().path().string(), e.what());
+    log::error(
+        "fibra: folding checkpoint '{}' into its .h5 file failed ({}); its journal holds every result, "
+        "a rerun resumes from it",
+        c.store().path().string(), e.what());
   }
 }
 }  // namespace
@@ -264,7 +265,7 @@ void finish_in_background(std::unique_ptr<CallCheckpoint> c) {
   c->flush();
   c->end_call();
   if (!hdf5_io::hdf5_is_threadsafe()) return fold(*c);  // no HDF5 from a second thread: in the caller's
-  std::unique_lock lk0(g_folding_mu);  // counted before the thread runs, released if it cannot start
+  std::unique_lock lk0(g_folding_mu);                   // counted before the thread runs, released if it cannot start
   ++g_folding;
   lk0.unlock();
   try {

@@ -136,16 +136,22 @@ bool progress_default() {
 
 std::string fmt_duration(double s) {
   char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
-  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", int(s) / 60, int(s) % 60);
-  else std::snprintf(buf, sizeof buf, "%dh%02dm", int(s) / 3600, int(s) / 60 % 60);
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%dm%02ds", int(s) / 60, int(s) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%dh%02dm", int(s) / 3600, int(s) / 60 % 60);
   return buf;
 }
 }  // namespace
 
 Progress::Progress(std::string label, std::optional<std::uint64_t> total, std::optional<bool> enabled)
-    : label_(std::move(label)), total_(total), on_(enabled.value_or(progress_default())),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+    : label_(std::move(label)),
+      total_(total),
+      on_(enabled.value_or(progress_default())),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
 
 Progress::~Progress() {
   if (on_ && !finished_ && done_ > 0) std::fputc('\n', stderr);
@@ -175,8 +181,8 @@ void Progress::draw(bool final) {
   if (total_ && *total_ > 0) {
     const double left = rate > 0 ? double(*total_ - std::min(done_, *total_)) / rate : 0;
     std::snprintf(line, sizeof line, "\r[fibra] %s: %llu/%llu (%.0f%%) %.0f items/s %s %s", label_.c_str(),
-                  (unsigned long long)done_, (unsigned long long)*total_, 100.0 * double(done_) / double(*total_),
-                  rate, final ? "in" : "ETA", fmt_duration(final ? secs : left).c_str());
+                  (unsigned long long)done_, (unsigned long long)*total_, 100.0 * double(done_) / double(*total_), rate,
+                  final ? "in" : "ETA", fmt_duration(final ? secs : left).c_str());
   } else {
     std::snprintf(line, sizeof line, "\r[fibra] %s: %llu done %.0f items/s %s", label_.c_str(),
                   (unsigned long long)done_, rate, fmt_duration(secs).c_str());

@@ -38,9 +38,10 @@ constexpr int crowded_per_core = 32;
 void warn_if_crowded(int workers) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (workers <= crowded_per_core * cores) return;
-  log::warning("fibra: Pool({}) starts {} workers on a machine with {} cores, {} per core: each gets a sliver of a "
-               "core, and their start alone takes a while. Ask for fewer, or run across more nodes.",
-               workers, workers, cores, (workers + cores - 1) / cores);
+  log::warning(
+      "fibra: Pool({}) starts {} workers on a machine with {} cores, {} per core: each gets a sliver of a "
+      "core, and their start alone takes a while. Ask for fewer, or run across more nodes.",
+      workers, workers, cores, (workers + cores - 1) / cores);
 }
 
 void PoolImpl::start() {
@@ -132,7 +133,8 @@ void PoolImpl::loop() {
     if (busy) freed_memory_busy();
     std::unique_lock lk(mu_);
     if (stopping_) break;
-    if (busy || kicked_) napper.busy();
+    if (busy || kicked_)
+      napper.busy();
     else if (auto nap = napper.next(sending); nap.count() > 0)
       wake_.wait_for(lk, nap, [&] { return kicked_ || replies_waiting_.load(std::memory_order_relaxed); });
     else {  // spinning for a reply: give a core to whoever needs one (the caller woken by a result)
@@ -163,8 +165,10 @@ bool PoolImpl::receive() {
     try {
       got |= drain_lanes(*w) && !lost;
     } catch (const wire::Malformed& e) {
-      if (lost) w->read_after_loss = false;
-      else declare_lost(*w, std::string("its executor wrote a result frame that does not decode (") + e.what() + ")");
+      if (lost)
+        w->read_after_loss = false;
+      else
+        declare_lost(*w, std::string("its executor wrote a result frame that does not decode (") + e.what() + ")");
       continue;
     }
     for (int k = 0; k < 64 && (lost || w->alive()); ++k) {
@@ -172,8 +176,10 @@ bool PoolImpl::receive() {
       try {
         have = mpi::try_recv(w->comm, m);
       } catch (const MpiError& e) {  // its connection broke: the worker is lost, not the pool
-        if (lost) w->read_after_loss = false;
-        else declare_lost(*w, "MPI failed on its connection (" + error_text(std::current_exception()) + ")");
+        if (lost)
+          w->read_after_loss = false;
+        else
+          declare_lost(*w, "MPI failed on its connection (" + error_text(std::current_exception()) + ")");
         break;
       }
       if (!have) break;
@@ -213,7 +219,9 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
     case wire::tag_request: return on_request(w, m.data);
     case wire::tag_blocked: {
       std::int32_t d = 0;
-      if (m.data.size() != sizeof d) throw wire::Malformed("fibra: a malformed message: a wait count of " + std::to_string(m.data.size()) + " bytes");
+      if (m.data.size() != sizeof d)
+        throw wire::Malformed("fibra: a malformed message: a wait count of " + std::to_string(m.data.size()) +
+                              " bytes");
       std::memcpy(&d, m.data.data(), sizeof d);
       std::lock_guard lk(mu_);
       w.blocked = std::max(0, w.blocked + d);
@@ -288,8 +296,10 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
   }
   std::uint64_t shared = 0;
   for (auto& [w, batch, chunks] : out) {
-    if (post_to_lane(*w, batch, chunks)) ++shared;
-    else send(*w, wire::tag_tasks, std::move(batch));
+    if (post_to_lane(*w, batch, chunks))
+      ++shared;
+    else
+      send(*w, wire::tag_tasks, std::move(batch));
   }
   if (!out.empty()) {
     std::lock_guard lk(mu_);
@@ -346,7 +356,8 @@ bool PoolImpl::post_to_lane(Worker& w, const mpi::Pieces& batch, std::uint32_t c
   std::stable_sort(by_load.begin(), by_load.end(), [](auto& a, auto& b) { return a.first < b.first; });
   const auto fill = [&](char* out) { batch.write_to(out); };
   for (auto& [load, l] : by_load)
-    if (load < lane::down_slots && l->post(size, chunks, fill)) return true;  // not a heartbeat: the agent hears nothing
+    if (load < lane::down_slots && l->post(size, chunks, fill))
+      return true;  // not a heartbeat: the agent hears nothing
   return false;
 }
 
@@ -446,12 +457,16 @@ void PoolImpl::stop() {
 
 std::shared_ptr<PoolCore> start_pool(const PoolSettings& settings) {
   if (in_executor())
-    throw ConfigError("fibra: a Pool was created inside a remote function, on a worker: a task uses the pool that "
-                      "runs it instead, through fibra::default_pool() (its map, imap, submit) or fibra::submit "
-                      "(docs/tasks.md#nested-tasks)");
+    throw ConfigError(
+        "fibra: a Pool was created inside a remote function, on a worker: a task uses the pool that "
+        "runs it instead, through fibra::default_pool() (its map, imap, submit) or fibra::submit "
+        "(docs/tasks.md#nested-tasks)");
   if (!Runtime::active())
-    throw ConfigError("fibra: a Pool was created before fibra::Runtime: make `fibra::Runtime rt(argc, argv);` the first line of main");
-  if (settings.workers < 1) throw ConfigError("fibra: a pool needs at least 1 worker (asked for " + std::to_string(settings.workers) + ")");
+    throw ConfigError(
+        "fibra: a Pool was created before fibra::Runtime: make `fibra::Runtime rt(argc, argv);` the first line of "
+        "main");
+  if (settings.workers < 1)
+    throw ConfigError("fibra: a pool needs at least 1 worker (asked for " + std::to_string(settings.workers) + ")");
   keep_freed_memory(settings.keep_freed_bytes, false);  // the first pool decides for the process
   auto p = std::make_shared<PoolImpl>(settings);
   p->start();
@@ -509,13 +524,17 @@ namespace fibra {
 
 Pool::Pool(int workers, PoolOptions options) {
   detail::PoolSettings s;
-  if (workers < 0) throw ConfigError("fibra: Pool(" + std::to_string(workers) + "): the number of workers cannot be negative (0 means one per core)");
+  if (workers < 0)
+    throw ConfigError("fibra: Pool(" + std::to_string(workers) +
+                      "): the number of workers cannot be negative (0 means one per core)");
   s.workers = workers > 0 ? workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (!(options.heartbeat_s > 0) || !(options.worker_silence_s >= 2 * options.heartbeat_s) ||
       !(options.driver_silence_s >= 2 * options.heartbeat_s))
-    throw ConfigError("fibra: PoolOptions: heartbeat_s must be > 0 and worker_silence_s and driver_silence_s at least "
-                      "twice heartbeat_s (got " + std::to_string(options.heartbeat_s) + ", " +
-                      std::to_string(options.worker_silence_s) + ", " + std::to_string(options.driver_silence_s) + ")");
+    throw ConfigError(
+        "fibra: PoolOptions: heartbeat_s must be > 0 and worker_silence_s and driver_silence_s at least "
+        "twice heartbeat_s (got " +
+        std::to_string(options.heartbeat_s) + ", " + std::to_string(options.worker_silence_s) + ", " +
+        std::to_string(options.driver_silence_s) + ")");
   if (!(options.start_timeout_s > 0)) throw ConfigError("fibra: PoolOptions::start_timeout_s must be > 0");
   s.heartbeat_s = options.heartbeat_s;
   s.worker_silence_s = options.worker_silence_s;

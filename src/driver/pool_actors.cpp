@@ -31,8 +31,8 @@ std::uint64_t PoolImpl::start_actor(const FunctionEntry& ctor, std::string args,
   a.ctor = &ctor;
   a.ctor_args = std::make_shared<const std::string>(std::move(args));
   a.settings = std::move(settings);
-  a.queue.push_back({actor_chunk_bit | next_actor_chunk_++, std::make_shared<JobState>(ctor, CallMode::tuple, s_.policy),
-                     a.ctor_args, true});
+  a.queue.push_back({actor_chunk_bit | next_actor_chunk_++,
+                     std::make_shared<JobState>(ctor, CallMode::tuple, s_.policy), a.ctor_args, true});
   const std::uint64_t id = a.id;
   actors_.emplace(id, std::move(a));
   kick();
@@ -53,8 +53,7 @@ void PoolImpl::call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& 
     job->deliver({0, 1, {}, died(a.death), {}});
     return;
   }
-  a.queue.push_back({actor_chunk_bit | next_actor_chunk_++, job, share_payload(std::move(payload)),
-                     false});
+  a.queue.push_back({actor_chunk_bit | next_actor_chunk_++, job, share_payload(std::move(payload)), false});
   kick();
 }
 
@@ -69,8 +68,9 @@ void PoolImpl::submit_dependent(const std::shared_ptr<JobState>& job, std::strin
   std::lock_guard lk(mu_);
   if (broken_) std::rethrow_exception(broken_);
   // After close() it still runs: it was submitted before, and only waited for its arguments.
-  if (stopping_) throw PoolClosed("fibra: the pool " + closed_reason_ + " before " + job->fn().name +
-                                  " could run (it waited for its Future arguments)");
+  if (stopping_)
+    throw PoolClosed("fibra: the pool " + closed_reason_ + " before " + job->fn().name +
+                     " could run (it waited for its Future arguments)");
   trace::mark(trace::submitted, sched_.add(job, 0, 1, std::move(payload)));
   kick();
 }
@@ -134,7 +134,8 @@ bool PoolImpl::dispatch_actors() {
         batch.heads = wire::begin_batch();
         std::uint32_t n = 0;
         std::size_t bytes = 0;
-        while (!a.queue.empty() && n < actor_batch_calls && (n == 0 || bytes + a.queue.front().payload->size() <= actor_batch_bytes)) {
+        while (!a.queue.empty() && n < actor_batch_calls &&
+               (n == 0 || bytes + a.queue.front().payload->size() <= actor_batch_bytes)) {
           ActorCall c = std::move(a.queue.front());
           a.queue.pop_front();
           wire::TaskHeader h;
@@ -217,16 +218,18 @@ void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::
                              fl.type + ": " + fl.message + " (" + at + "); calls to it fail");
       }
       RemoteSite site{fn, 0, w.slot, w.host, static_cast<long>(exec_pid)};
-      call.job->deliver({0, 1, {},
-                         std::make_exception_ptr(RemoteError("fibra: " + fn + " raised " + fl.type + ": " + fl.message +
-                                                                 " (" + at + ")",
-                                                             fl.type, fl.message, site)),
-                         {}});
+      call.job->deliver(
+          {0,
+           1,
+           {},
+           std::make_exception_ptr(RemoteError(
+               "fibra: " + fn + " raised " + fl.type + ": " + fl.message + " (" + at + ")", fl.type, fl.message, site)),
+           {}});
       return;
     }
     case wire::Status::unknown_fn: {
-      const std::string text = "fibra: " + where(w, static_cast<long>(exec_pid)) + " cannot run '" + fn +
-                               "': " + std::string(r.payload);
+      const std::string text =
+          "fibra: " + where(w, static_cast<long>(exec_pid)) + " cannot run '" + fn + "': " + std::string(r.payload);
       call.job->deliver({0, 1, {}, std::make_exception_ptr(ConfigError(text)), {}});
       if (call.ctor) gone_for_good("fibra: " + actor_name(a) + " could not start: " + text);
       return;
@@ -257,16 +260,17 @@ void PoolImpl::actor_died(ActorState& a, const std::string& why, std::uint64_t r
   const bool restart = !a.ended && !stopping_ && (!counts || a.restarts < max);
   std::string after;
   if (restart) {
-    after = "; it is started again from its constructor" +
-            (counts ? " (restart " + std::to_string(a.restarts + 1) + " of " + std::to_string(max) + ")" : std::string()) +
-            " and later calls go to the new process";
+    after =
+        "; it is started again from its constructor" +
+        (counts ? " (restart " + std::to_string(a.restarts + 1) + " of " + std::to_string(max) + ")" : std::string()) +
+        " and later calls go to the new process";
   } else if (!a.ended) {
     after = "; it is not started again (ActorOptions::max_restarts = " + std::to_string(max) +
             (max > 0 ? ", all used" : "") + "): later calls fail";
   }
   for (auto& [chunk, c] : a.in_flight) {
     const std::string& fn = c.job->fn().name;
-    const std::string what = c.ctor                  ? "while starting (in its constructor)"
+    const std::string what = c.ctor                   ? "while starting (in its constructor)"
                              : chunk == running_chunk ? "while running this call (" + fn + ")"
                                                       : "before this call (" + fn + ") ran";
     actor_of_.erase(chunk);

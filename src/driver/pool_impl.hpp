@@ -109,10 +109,10 @@ struct Worker {
   std::string planned_host;  // where it was spawned (PoolOptions::placement), before its hello says
   long pid = 0;
   State state = State::starting;
-  int executors = 1;        // workers it runs: batches_per_worker batches each may be in flight
-  int blocked = 0;          // its tasks that wait for what they requested: each makes room for a batch more
-  Resources has;            // what each of its executors offers (the least of them)
-  std::vector<int> gpus;    // indexes into PoolSettings::gpu_ids that its executors hold
+  int executors = 1;      // workers it runs: batches_per_worker batches each may be in flight
+  int blocked = 0;        // its tasks that wait for what they requested: each makes room for a batch more
+  Resources has;          // what each of its executors offers (the least of them)
+  std::vector<int> gpus;  // indexes into PoolSettings::gpu_ids that its executors hold
   BatchesInFlight batches;
   // Its executors' lanes (src/transport/lane.hpp), mapped when it runs on the driver's host: batches that fit
   // go there, not through MPI and the agent. Empty elsewhere, or where they could not be opened.
@@ -120,7 +120,7 @@ struct Worker {
   std::vector<std::shared_ptr<LaneRegion>> lanes;  // shared: a result left in one holds it (drain_lanes)
   bool shared_memory = false;
   double spawned_at = 0, last_heard = 0, last_sent = 0, lost_at = 0;
-  bool holds_slot = true;  // counted in g_agents_in_slots until its process is surely gone
+  bool holds_slot = true;       // counted in g_agents_in_slots until its process is surely gone
   bool read_after_loss = true;  // lost, but what it still sends is read (late results)
   bool alive() const { return state != State::gone && state != State::lost; }
 };
@@ -148,11 +148,11 @@ struct ActorState {
   State state = State::placing;
   int worker = -1;  // Worker::id of its host while placed
   int restarts = 0;
-  bool ended = false;     // its last handle was dropped
-  bool end_sent = false;  // ... and its agent was told
-  std::deque<ActorCall> queue;                  // not sent yet, in order
-  std::map<std::uint64_t, ActorCall> in_flight; // sent to the current process, by chunk id (= order)
-  std::string death;                            // why it is gone for good
+  bool ended = false;                            // its last handle was dropped
+  bool end_sent = false;                         // ... and its agent was told
+  std::deque<ActorCall> queue;                   // not sent yet, in order
+  std::map<std::uint64_t, ActorCall> in_flight;  // sent to the current process, by chunk id (= order)
+  std::string death;                             // why it is gone for good
 };
 
 // How an attempt failed, for retry decisions and messages.
@@ -304,9 +304,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
 
   // ---- pool_requests.cpp: what tasks ask of the pool (nested submits, actor calls) -------------
   struct PendingReply {
-    int worker;             // Worker::id of the agent whose executor asked
-    std::uint64_t route;    // which of its executors
-    std::uint64_t id;       // the executor's number for the request
+    int worker;                     // Worker::id of the agent whose executor asked
+    std::uint64_t route;            // which of its executors
+    std::uint64_t id;               // the executor's number for the request
     std::shared_ptr<JobState> job;  // delivered: its outcome is the reply
   };
   void on_request(Worker& w, const std::string& data);
@@ -314,12 +314,13 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   bool send_replies();  // the communication thread
   static std::uint64_t next_uid();
   std::mutex replies_mu_;
-  std::vector<PendingReply> replies_;        // under replies_mu_
+  std::vector<PendingReply> replies_;  // under replies_mu_
   std::atomic<bool> replies_waiting_{false};
   const std::uint64_t uid_ = next_uid();
 
   // What a worker of this pool can offer at best; a request beyond it can never run: ConfigError.
   void check_fits(const Resources& need, const std::string& what) const;
+
  public:
   void check_need(const Resources& need, const std::string& what) const override { check_fits(need, what); }
   void hold_dependent(int delta) override {
@@ -328,8 +329,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     if (dependents_ == 0) state_cv_.notify_all();
   }
   void submit_dependent(const std::shared_ptr<JobState>& job, std::string payload) override;
- private:
 
+ private:
   // ---- pool_actors.cpp: actors' placement, calls and deaths (under mu_ unless said) ------------
   bool dispatch_actors();  // the communication thread, without mu_
   void on_actor_result(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid, std::string* whole);
@@ -338,8 +339,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void actors_leave(const Worker& w, const std::string& why, bool counts);
   void fail_actors(const std::exception_ptr& e);
   std::string actor_name(const ActorState& a) const;
-  bool actors_idle() const;  // no actor call queued or in flight
-  int dependents_ = 0;       // tasks waiting for their Future arguments (under mu_)
+  bool actors_idle() const;                                    // no actor call queued or in flight
+  int dependents_ = 0;                                         // tasks waiting for their Future arguments (under mu_)
   std::map<std::uint64_t, ActorState> actors_;                 // by id; under mu_
   std::unordered_map<std::uint64_t, std::uint64_t> actor_of_;  // call chunk -> actor id, while in flight
   std::unordered_map<std::uint64_t, std::uint64_t> actor_by_key_;  // key of a start -> actor id
@@ -375,11 +376,11 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::string my_host_ = host_name();
   const std::uint64_t lane_nonce_ = std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32);
   double last_pid_check_ = 0;
-  double last_receive_pass_ = 0;  // when receive() last read every worker
-  double next_spawn_ = 0;          // after a failed spawn, when to try again (guarded by mu_)
-  int spawn_failures_ = 0;         // in a row (guarded by mu_)
+  double last_receive_pass_ = 0;    // when receive() last read every worker
+  double next_spawn_ = 0;           // after a failed spawn, when to try again (guarded by mu_)
+  int spawn_failures_ = 0;          // in a row (guarded by mu_)
   std::exception_ptr spawn_error_;  // the last failed spawn (resize() reports it)
-  PoolStats stats_;  // guarded by mu_
+  PoolStats stats_;                 // guarded by mu_
   bool kicked_ = false, closed_ = false, stopping_ = false, stopped_ = false;
   std::string closed_reason_ = "was closed";  // "was closed (Pool::close())", ...: said by later calls
   std::exception_ptr broken_;

@@ -39,11 +39,14 @@ std::uint64_t PoolImpl::next_uid() {
 
 void PoolImpl::on_request(Worker& w, const std::string& data) {
   std::uint64_t route = 0;
-  if (data.size() < sizeof route) throw wire::Malformed("fibra: a malformed message: a request of " + std::to_string(data.size()) + " bytes");
+  if (data.size() < sizeof route)
+    throw wire::Malformed("fibra: a malformed message: a request of " + std::to_string(data.size()) + " bytes");
   std::memcpy(&route, data.data(), sizeof route);
   auto r = wire::decode<wire::Request>(std::string_view(data).substr(sizeof route));
   const FunctionEntry* fn = function_by_id(r.fn);
-  if (!fn) throw wire::Malformed("fibra: a malformed message: a request for an unknown function (id " + std::to_string(r.fn) + ")");
+  if (!fn)
+    throw wire::Malformed("fibra: a malformed message: a request for an unknown function (id " + std::to_string(r.fn) +
+                          ")");
   RetryPolicy policy;  // the task's own call: its MapOptions, or the pool's defaults it saw
   policy.need = {r.need_cpus, r.need_gpus, static_cast<long>(r.need_memory_mb)};
   policy.retries = r.retries;
@@ -63,8 +66,8 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
       return;
     }
     if (r.payload.size() + 4 * std::size_t(r.count) > max_chunk_bytes)
-      throw ConfigError("fibra: a task submitted " + fn->name + " with arguments of " + std::to_string(r.payload.size()) +
-                        " bytes, over the 2 GiB one MPI message can carry");
+      throw ConfigError("fibra: a task submitted " + fn->name + " with arguments of " +
+                        std::to_string(r.payload.size()) + " bytes, over the 2 GiB one MPI message can carry");
     check_fits(policy.need, fn->name);
     std::lock_guard lk(mu_);
     // A closed pool still runs what its tasks submit (they are part of the work it was given);
@@ -105,8 +108,10 @@ bool PoolImpl::send_replies() {
     rep.route = p.route;
     rep.id = p.id;
     rep.ok = !o.error;
-    if (o.error) rep.payload = wire::encode(describe(o.error));
-    else rep.payload.assign(o.bytes());
+    if (o.error)
+      rep.payload = wire::encode(describe(o.error));
+    else
+      rep.payload.assign(o.bytes());
     for (const auto& e : o.item_errors) {
       rep.error_offsets.push_back(e.offset);
       rep.errors.push_back(wire::encode(describe(e.error)));

@@ -36,8 +36,9 @@ void PoolImpl::on_results(Worker& w, std::string_view message, std::string* owne
 }
 
 // A result for the attempt in flight is delivered; any other is a late duplicate and dropped.
-void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view payload, std::vector<ItemOutcomeError> errors,
-                             std::string* message, const std::shared_ptr<HeldFrame>& keep) {
+void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view payload,
+                             std::vector<ItemOutcomeError> errors, std::string* message,
+                             const std::shared_ptr<HeldFrame>& keep) {
   auto c = sched_.accept(h.chunk, h.attempt);
   if (!c) {
     ++stats_.late_results_dropped;
@@ -63,7 +64,8 @@ void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view paylo
 }
 
 // A keep_going chunk came back with some items failed or skipped.
-void PoolImpl::on_partial(const Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid) {
+void PoolImpl::on_partial(const Worker& w, const wire::ResultHeader& h, std::string_view payload,
+                          std::int64_t exec_pid) {
   auto p = wire::decode_partial(payload);
   const Chunk* c = sched_.find(h.chunk, h.attempt);
   if (!c) {
@@ -98,8 +100,8 @@ void PoolImpl::on_failed_attempt(const Worker& w, const wire::ResultView& r, std
   }
   const auto& fn = c->job->fn().name;
   if (r.header.status == wire::Status::unknown_fn) {
-    auto e = std::make_exception_ptr(ConfigError("fibra: " + where(w, exec_pid) + " cannot run '" + fn +
-                                                 "': " + std::string(r.payload)));
+    auto e = std::make_exception_ptr(
+        ConfigError("fibra: " + where(w, exec_pid) + " cannot run '" + fn + "': " + std::string(r.payload)));
     return attempt_failed(r.header.chunk, r.header.attempt, FailKind::config, e, std::nullopt);
   }
   ItemFailure f = wire::decode<ItemFailure>(r.payload);
@@ -113,20 +115,20 @@ void PoolImpl::on_failed_attempt(const Worker& w, const wire::ResultView& r, std
                                  : "items " + std::to_string(c->first) + ".." + std::to_string(c->first + c->count - 1);
   std::exception_ptr e;
   if (r.header.status == wire::Status::timed_out) {
-    e = std::make_exception_ptr(TaskTimeout("fibra: " + fn + " on " + item + " " + f.message + " (" +
-                                                where(w, exec_pid) + ")",
-                                            f.type, f.message, site));
+    e = std::make_exception_ptr(TaskTimeout(
+        "fibra: " + fn + " on " + item + " " + f.message + " (" + where(w, exec_pid) + ")", f.type, f.message, site));
   } else {
     e = std::make_exception_ptr(ExecutorCrashed(
-        "fibra: the executor running " + fn + " on " + item + " " + f.message + " (" + where(w, exec_pid) + ")",
-        f.type, f.message, site));
+        "fibra: the executor running " + fn + " on " + item + " " + f.message + " (" + where(w, exec_pid) + ")", f.type,
+        f.message, site));
   }
   attempt_failed(r.header.chunk, r.header.attempt,
                  r.header.status == wire::Status::timed_out ? FailKind::timed_out : FailKind::crashed, e,
                  known ? std::optional<std::uint32_t>(f.offset) : std::nullopt);
 }
 
-std::exception_ptr PoolImpl::raised_error(const Worker& w, const Chunk& c, const ItemFailure& f, std::int64_t exec_pid) {
+std::exception_ptr PoolImpl::raised_error(const Worker& w, const Chunk& c, const ItemFailure& f,
+                                          std::int64_t exec_pid) {
   const std::string& fn = c.job->fn().name;
   RemoteSite site{fn, c.first + f.offset, w.slot, w.host, static_cast<long>(exec_pid)};
   return std::make_exception_ptr(RemoteError("fibra: " + fn + " raised " + f.type + " on item " +
@@ -139,13 +141,12 @@ std::exception_ptr PoolImpl::raised_error(const Worker& w, const Chunk& c, const
 // error with the history of every attempt; a keep_going call instead gets that error for the
 // failing item (all items if it is unknown) and the chunk runs again without it.
 void PoolImpl::attempt_failed(std::uint64_t id, std::uint32_t attempt, FailKind kind, std::exception_ptr e,
-                    std::optional<std::uint32_t> item) {
+                              std::optional<std::uint32_t> item) {
   const Chunk* c0 = sched_.find(id, attempt);
   if (!c0) return;
   const RetryPolicy& policy = c0->job->policy();
-  const bool retryable =
-      kind == FailKind::crashed || kind == FailKind::timed_out || kind == FailKind::lost ||
-      (kind == FailKind::raised && policy.retry_exceptions);
+  const bool retryable = kind == FailKind::crashed || kind == FailKind::timed_out || kind == FailKind::lost ||
+                         (kind == FailKind::raised && policy.retry_exceptions);
   std::unique_ptr<Chunk> c;
   const Failed f = sched_.fail(id, attempt, error_text(e), e, retryable, c);
   if (f == Failed::stale) return;
@@ -182,16 +183,16 @@ void PoolImpl::attempt_failed(std::uint64_t id, std::uint32_t attempt, FailKind 
 // extended with every attempt's.
 std::exception_ptr PoolImpl::with_history(const Chunk& c) const {
   if (c.failures.size() <= 1) return c.last_error;
-  const std::string items = c.count == 1 ? "item " + std::to_string(c.first)
-                                         : "items " + std::to_string(c.first) + ".." +
-                                               std::to_string(c.first + c.count - 1);
-  std::string msg = "fibra: " + c.job->fn().name + " failed " + std::to_string(c.failures.size()) +
-                    " times on " + items + "; no retries left (retries = " +
-                    std::to_string(c.job->policy().retries) + ")";
+  const std::string items = c.count == 1
+                                ? "item " + std::to_string(c.first)
+                                : "items " + std::to_string(c.first) + ".." + std::to_string(c.first + c.count - 1);
+  std::string msg = "fibra: " + c.job->fn().name + " failed " + std::to_string(c.failures.size()) + " times on " +
+                    items + "; no retries left (retries = " + std::to_string(c.job->policy().retries) + ")";
   for (std::size_t i = 0; i < c.failures.size(); ++i)
     msg += "\n  attempt " + std::to_string(i + 1) + ": " + c.failures[i];
-  msg += "\nAn item that fails every time is a bug or a poison input: fix the function or leave the item out"
-         " (MapOptions::errors collects such failures instead of throwing).";
+  msg +=
+      "\nAn item that fails every time is a bug or a poison input: fix the function or leave the item out"
+      " (MapOptions::errors collects such failures instead of throwing).";
   try {
     std::rethrow_exception(c.last_error);
   } catch (const TaskTimeout& e) {

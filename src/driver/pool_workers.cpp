@@ -53,9 +53,10 @@ void PoolImpl::resize(int n) {
   std::unique_lock lk(mu_);
   if (closed_) throw PoolClosed("fibra: resize() on a pool that " + closed_reason_);
   if (remote_host_lost() && n > live_count())
-    throw MpiError("fibra: Pool::resize(" + std::to_string(n) + "): no new worker can start after an agent on another "
-                   "node was lost (" + frozen_reason + "); the pool carries on with " + std::to_string(live_count()) +
-                   " worker(s)");
+    throw MpiError("fibra: Pool::resize(" + std::to_string(n) +
+                   "): no new worker can start after an agent on another "
+                   "node was lost (" +
+                   frozen_reason + "); the pool carries on with " + std::to_string(live_count()) + " worker(s)");
   target_ = n;
   spawn_error_ = nullptr;
   next_spawn_ = 0;
@@ -169,8 +170,7 @@ void PoolImpl::spawn(int executors) {
           load[h].workers += w->executors;
         }
     }
-    const std::size_t h =
-        choose_host(Placement{s_.pack, s_.hosts, s_.host_slots}, usable, load, executors, setup.slot);
+    const std::size_t h = choose_host(Placement{s_.pack, s_.hosts, s_.host_slots}, usable, load, executors, setup.slot);
     host = s_.hosts[h];
     const int count = s_.host_slots[h] > 0 ? s_.host_slots[h] : load[h].processes + 1;
     info.set("host", (host + ":" + std::to_string(count)).c_str());
@@ -184,8 +184,8 @@ void PoolImpl::spawn(int executors) {
     int err = MPI_SUCCESS;
     int rc = MPI_Comm_spawn(exe.c_str(), argv, 1, info.get(), 0, MPI_COMM_SELF, &inter, &err);
     if (rc != MPI_SUCCESS || err != MPI_SUCCESS) {
-      throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(live_count() + 1) +
-                     " of " + std::to_string(target_now()) + ": " + mpi::error_text(rc != MPI_SUCCESS ? rc : err) +
+      throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(live_count() + 1) + " of " +
+                     std::to_string(target_now()) + ": " + mpi::error_text(rc != MPI_SUCCESS ? rc : err) +
                      ". If there are too few slots: ask the allocation for more, or set FIBRA_OVERSUBSCRIBE=1 "
                      "to run more processes than slots (the default outside batch jobs)");
     }
@@ -333,48 +333,50 @@ std::string PoolImpl::seconds(double s) {
 void PoolImpl::declare_lost(Worker& w, const std::string& why) {
   std::string line;  // written once mu_ is released: a log sink may ask the pool for its stats
   {
-  std::lock_guard lk(mu_);
-  const bool was_leaving = w.state == Worker::State::leaving;
-  w.state = Worker::State::lost;
-  w.lost_at = mpi::now_s();
-  // A lost agent on this host that holds GPUs is ended, so that its replacement gets them soon
-  // (stopped, it would keep them until its orphan guard ends it).
-  if (!w.gpus.empty() && w.host == my_host_ && w.pid > 0) ::kill(static_cast<pid_t>(w.pid), SIGKILL);
-  if (process_gone_here(w)) free_slot(w);  // its replacement may take the slot on the next pass
-  // A host whose agent fell silent may be cut off or gone: no agent is spawned again, there or
-  // anywhere else, by any pool of this process, since every spawn involves every node's Open MPI
-  // daemon (see frozen_reason). Placement "none" plans no host: the host its hello gave counts.
-  const std::string& lost_host = w.planned_host.empty() ? w.host : w.planned_host;
-  if (!lost_host.empty() && !same_host(lost_host, my_host_)) note_lost_remote_host(lost_host);
-  sends_.abandon(w.comm);
-  w.batches.clear();
-  const auto held = sched_.owned_by(w.id);
-  const std::string who = (w.executors == 1 ? name(w) : "agent " + std::to_string(w.slot) + " with " +
-                                                         std::to_string(w.executors) + " workers") +
-                          " on " + (w.host.empty() ? "?" : w.host) + " (pid " + std::to_string(w.pid) + ")";
-  if (!was_leaving) {
-    const bool replaced = live_count() < target_ && !stopping_;
-    line = "fibra: " + who + " was lost: " + why + "; the " + std::to_string(held.size()) +
-           " chunk(s) it held count a failed attempt";
-    if (replaced && !remote_host_lost()) {
-      line += "; a replacement is being started";
-    } else if (replaced) {
-      line += "; no replacement is started (" + std::string(frozen_reason) + "): the pool carries on with " +
-              std::to_string(live_count()) + " worker(s)";
-      if (std::getenv("FIBRA_LOST_HOSTS_FILE")) line += ", until the batch script relaunches it on the nodes still alive";
+    std::lock_guard lk(mu_);
+    const bool was_leaving = w.state == Worker::State::leaving;
+    w.state = Worker::State::lost;
+    w.lost_at = mpi::now_s();
+    // A lost agent on this host that holds GPUs is ended, so that its replacement gets them soon
+    // (stopped, it would keep them until its orphan guard ends it).
+    if (!w.gpus.empty() && w.host == my_host_ && w.pid > 0) ::kill(static_cast<pid_t>(w.pid), SIGKILL);
+    if (process_gone_here(w)) free_slot(w);  // its replacement may take the slot on the next pass
+    // A host whose agent fell silent may be cut off or gone: no agent is spawned again, there or
+    // anywhere else, by any pool of this process, since every spawn involves every node's Open MPI
+    // daemon (see frozen_reason). Placement "none" plans no host: the host its hello gave counts.
+    const std::string& lost_host = w.planned_host.empty() ? w.host : w.planned_host;
+    if (!lost_host.empty() && !same_host(lost_host, my_host_)) note_lost_remote_host(lost_host);
+    sends_.abandon(w.comm);
+    w.batches.clear();
+    const auto held = sched_.owned_by(w.id);
+    const std::string who =
+        (w.executors == 1 ? name(w)
+                          : "agent " + std::to_string(w.slot) + " with " + std::to_string(w.executors) + " workers") +
+        " on " + (w.host.empty() ? "?" : w.host) + " (pid " + std::to_string(w.pid) + ")";
+    if (!was_leaving) {
+      const bool replaced = live_count() < target_ && !stopping_;
+      line = "fibra: " + who + " was lost: " + why + "; the " + std::to_string(held.size()) +
+             " chunk(s) it held count a failed attempt";
+      if (replaced && !remote_host_lost()) {
+        line += "; a replacement is being started";
+      } else if (replaced) {
+        line += "; no replacement is started (" + std::string(frozen_reason) + "): the pool carries on with " +
+                std::to_string(live_count()) + " worker(s)";
+        if (std::getenv("FIBRA_LOST_HOSTS_FILE"))
+          line += ", until the batch script relaunches it on the nodes still alive";
+      }
     }
-  }
-  ++stats_.workers_lost;
-  actors_leave(w, "its worker was lost: " + why, true);
-  for (const auto& [id, attempt] : held) {
-    const Chunk* c = sched_.find(id, attempt);
-    if (!c) continue;
-    auto e = std::make_exception_ptr(WorkerLost("fibra: " + who + " was lost while it ran " + c->job->fn().name +
-                                                " on items " + std::to_string(c->first) + ".." +
-                                                std::to_string(c->first + c->count - 1) + ": " + why));
-    attempt_failed(id, attempt, FailKind::lost, e, std::nullopt);
-  }
-  state_cv_.notify_all();
+    ++stats_.workers_lost;
+    actors_leave(w, "its worker was lost: " + why, true);
+    for (const auto& [id, attempt] : held) {
+      const Chunk* c = sched_.find(id, attempt);
+      if (!c) continue;
+      auto e = std::make_exception_ptr(WorkerLost("fibra: " + who + " was lost while it ran " + c->job->fn().name +
+                                                  " on items " + std::to_string(c->first) + ".." +
+                                                  std::to_string(c->first + c->count - 1) + ": " + why));
+      attempt_failed(id, attempt, FailKind::lost, e, std::nullopt);
+    }
+    state_cv_.notify_all();
   }
   if (!line.empty()) log::warning("{}", line);
 }
@@ -435,7 +437,8 @@ bool PoolImpl::adjust_size() {
       if (w->state != Worker::State::retiring || !w->batches.empty()) continue;
       // ... and for the calls its actors are running (they start again elsewhere afterwards)
       if (std::any_of(actors_.begin(), actors_.end(), [&](auto& a) {
-            return a.second.state == ActorState::State::placed && a.second.worker == w->id && !a.second.in_flight.empty();
+            return a.second.state == ActorState::State::placed && a.second.worker == w->id &&
+                   !a.second.in_flight.empty();
           }))
         continue;
       w->state = Worker::State::leaving;
@@ -455,22 +458,22 @@ void PoolImpl::on_spawn_failed(const Error& e) {
   int live;
   double retry_in;
   {
-  std::lock_guard lk(mu_);
-  spawn_error_ = std::current_exception();
-  ++spawn_failures_;
-  next_spawn_ = mpi::now_s() + std::min(60.0, 2.0 * spawn_failures_);
-  live = live_count();
-  retry_in = next_spawn_ - mpi::now_s();
-  // A lost worker whose process may still hold its slot frees it soon (see watch_workers), and a
-  // retiring one still runs its batches: only with neither do the waiting calls give up.
-  const bool may_recover = std::any_of(workers_.begin(), workers_.end(), [](auto& w) {
-    return w->state == Worker::State::retiring || (w->state == Worker::State::lost && w->holds_slot);
-  });
-  if (live == 0 && !may_recover) {  // nobody left to run anything: every waiting call fails now, nothing hangs
-    fail_all(std::make_exception_ptr(WorkerLost(std::string("fibra: the pool has no workers left and cannot start new ones: ") +
-                                                e.what())));
-  }
-  state_cv_.notify_all();
+    std::lock_guard lk(mu_);
+    spawn_error_ = std::current_exception();
+    ++spawn_failures_;
+    next_spawn_ = mpi::now_s() + std::min(60.0, 2.0 * spawn_failures_);
+    live = live_count();
+    retry_in = next_spawn_ - mpi::now_s();
+    // A lost worker whose process may still hold its slot frees it soon (see watch_workers), and a
+    // retiring one still runs its batches: only with neither do the waiting calls give up.
+    const bool may_recover = std::any_of(workers_.begin(), workers_.end(), [](auto& w) {
+      return w->state == Worker::State::retiring || (w->state == Worker::State::lost && w->holds_slot);
+    });
+    if (live == 0 && !may_recover) {  // nobody left to run anything: every waiting call fails now, nothing hangs
+      fail_all(std::make_exception_ptr(
+          WorkerLost(std::string("fibra: the pool has no workers left and cannot start new ones: ") + e.what())));
+    }
+    state_cv_.notify_all();
   }
   // Written once mu_ is released: a log sink may ask the pool for its stats.
   log::warning("{}", e.what());  // its text starts with "fibra: "

@@ -86,7 +86,8 @@ std::vector<std::string> expand_hostlist(const std::string& list) {
 
 std::vector<int> expand_tasks_per_node(const std::string& text) {
   auto bad = [&] {
-    return ConfigError("fibra: cannot read the tasks per node \"" + text + "\" (SLURM_TASKS_PER_NODE, like \"2(x3),1\")");
+    return ConfigError("fibra: cannot read the tasks per node \"" + text +
+                       "\" (SLURM_TASKS_PER_NODE, like \"2(x3),1\")");
   };
   std::vector<int> out;
   for (const auto& part : split_ids(text)) {
@@ -96,7 +97,8 @@ std::vector<int> expand_tasks_per_node(const std::string& text) {
     if (open != std::string::npos && (reps.empty() || reps.back() != ')')) throw bad();
     const std::string r = open == std::string::npos ? reps : reps.substr(0, reps.size() - 1);
     if (count.empty() || r.empty() || count.size() > 6 || r.size() > 6 ||
-        count.find_first_not_of("0123456789") != std::string::npos || r.find_first_not_of("0123456789") != std::string::npos)
+        count.find_first_not_of("0123456789") != std::string::npos ||
+        r.find_first_not_of("0123456789") != std::string::npos)
       throw bad();
     out.insert(out.end(), static_cast<std::size_t>(std::stoi(r)), std::stoi(count));
   }
@@ -115,9 +117,11 @@ Placement resolve_placement(const PoolOptions& o) {
     for (const auto& h : o.hosts) {
       const std::size_t colon = h.find(':');
       const std::string name = h.substr(0, colon), n = colon == std::string::npos ? "" : h.substr(colon + 1);
-      if (name.empty() || (colon != std::string::npos &&
-                           (n.empty() || n.size() > 6 || n.find_first_not_of("0123456789") != std::string::npos || n == "0")))
-        throw ConfigError("fibra: PoolOptions::hosts has \"" + h + "\"; write a host as \"name\" or \"name:slots\" "
+      if (name.empty() ||
+          (colon != std::string::npos &&
+           (n.empty() || n.size() > 6 || n.find_first_not_of("0123456789") != std::string::npos || n == "0")))
+        throw ConfigError("fibra: PoolOptions::hosts has \"" + h +
+                          "\"; write a host as \"name\" or \"name:slots\" "
                           "(the number of processes it takes, at least 1)");
       p.hosts.push_back(name);
       p.slots.push_back(n.empty() ? 0 : std::stoi(n));
@@ -187,10 +191,13 @@ WorkerResources resolve_resources(const PoolOptions& o, int workers) {
     throw ConfigError("fibra: each worker is to have " + std::to_string(asked) +
                       " GPU(s), but no GPU is visible: set CUDA_VISIBLE_DEVICES (or PoolOptions::gpu_ids) to the "
                       "GPUs to share out, or ask Slurm for them (--gpus-per-task)");
-  if (asked > 0) w.each.gpus = asked;
-  else if (!w.gpu_ids.empty()) w.each.gpus = std::max<int>(1, static_cast<int>(w.gpu_ids.size()) / std::max(1, workers));
+  if (asked > 0)
+    w.each.gpus = asked;
+  else if (!w.gpu_ids.empty())
+    w.each.gpus = std::max<int>(1, static_cast<int>(w.gpu_ids.size()) / std::max(1, workers));
 
-  if (r.memory_mb > 0) w.each.memory_mb = r.memory_mb;
+  if (r.memory_mb > 0)
+    w.each.memory_mb = r.memory_mb;
   else if (const double per_cpu = env_number("SLURM_MEM_PER_CPU"); per_cpu > 0)
     w.each.memory_mb = static_cast<long>(per_cpu * w.each.cpus);
   else if (const double node = env_number("SLURM_MEM_PER_NODE"); node > 0)

@@ -22,12 +22,12 @@ struct Chunk {
   /// Encoded items, kept until the chunk is done (for reruns); shared with sends under way, which
   /// send it from here rather than from a copy.
   std::shared_ptr<const std::string> payload;
-  std::uint32_t attempt = 0;  // how many times it was handed out; a result names the one it is for
-  int worker = -1;         // owner while in flight
-  int avoid_worker = -1;   // where its last attempt failed: a retry goes elsewhere if it can
-  std::vector<std::string> failures;   // what went wrong in each failed attempt, in order
-  std::exception_ptr last_error;       // the error of the last failed attempt
-  std::vector<std::uint32_t> skip;     // poison items (offsets) not to run again (keep_going calls)
+  std::uint32_t attempt = 0;                  // how many times it was handed out; a result names the one it is for
+  int worker = -1;                            // owner while in flight
+  int avoid_worker = -1;                      // where its last attempt failed: a retry goes elsewhere if it can
+  std::vector<std::string> failures;          // what went wrong in each failed attempt, in order
+  std::exception_ptr last_error;              // the error of the last failed attempt
+  std::vector<std::uint32_t> skip;            // poison items (offsets) not to run again (keep_going calls)
   std::vector<ItemOutcomeError> item_errors;  // their errors, delivered with the chunk
 };
 
@@ -71,8 +71,8 @@ class Scheduler {
   /// Records that attempt `attempt` of `chunk` failed (`what` says how, `error` is the exception a
   /// caller would see). The chunk goes back to the front of the queue while it has retries left and
   /// `retryable`; otherwise it is removed and returned in `out`.
-  Failed fail(std::uint64_t chunk, std::uint32_t attempt, std::string what, std::exception_ptr error,
-              bool retryable, std::unique_ptr<Chunk>& out);
+  Failed fail(std::uint64_t chunk, std::uint32_t attempt, std::string what, std::exception_ptr error, bool retryable,
+              std::unique_ptr<Chunk>& out);
 
   /// Puts an exhausted chunk back (keep_going calls): it runs again, skipping its poison items,
   /// with its failure count reset.

@@ -91,10 +91,10 @@ constexpr auto lane_spin = std::chrono::microseconds(100);
 // from the frame into the slot (docs/architecture.md, "Large payloads").
 struct FrameSpill {
   std::string* frame = nullptr;
-  bool claimed = false;                // the large up slot is this frame's (writing)
-  std::vector<Lane::Range> in_place;   // in order, apart
-  std::size_t written_to = 0;          // how far into the slot blocks were written
-  FrameSpill* outer = nullptr;         // the frame of the batch a waiting task's wait interrupted
+  bool claimed = false;               // the large up slot is this frame's (writing)
+  std::vector<Lane::Range> in_place;  // in order, apart
+  std::size_t written_to = 0;         // how far into the slot blocks were written
+  FrameSpill* outer = nullptr;        // the frame of the batch a waiting task's wait interrupted
 
   FrameSpill(std::string& f, bool via_lane) : frame(via_lane ? &f : nullptr), outer(current) { current = this; }
   ~FrameSpill() {
@@ -107,7 +107,8 @@ struct FrameSpill {
   // The frame was cut to its first `size` bytes (a failed chunk's results dropped).
   void cut(std::size_t size) {
     while (!in_place.empty() && in_place.back().at >= size) in_place.pop_back();
-    if (!in_place.empty() && in_place.back().at + in_place.back().n > size) in_place.back().n = size - in_place.back().at;
+    if (!in_place.empty() && in_place.back().at + in_place.back().n > size)
+      in_place.back().n = size - in_place.back().at;
     if (in_place.empty()) give_back();  // nothing of the frame in the slot: free for a nested run's
   }
   // Makes the frame whole (its bytes all in the string) and lets the slot go.
@@ -184,8 +185,9 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
     const std::int64_t began = now_ns();
     if (!run) {
       h.status = wire::Status::unknown_fn;
-      wire::append_result(results, h, "a function this worker does not have (id " + std::to_string(t.header.fn) +
-                                          "): driver and workers must run the same binary");
+      wire::append_result(results, h,
+                          "a function this worker does not have (id " + std::to_string(t.header.fn) +
+                              "): driver and workers must run the same binary");
     } else {
       // Results are encoded straight into the frame; a failure replaces what the chunk wrote.
       const std::size_t at = wire::open_result(results, h);
@@ -391,7 +393,8 @@ class Inbox {
         left.swap(waiting_);
       }
       for (auto& [id, w] : left)  // delivered outside mu_: a delivery runs callbacks
-        w.job->deliver({w.first, w.count, {}, std::make_exception_ptr(PoolClosed("fibra: the worker is stopping")), {}});
+        w.job->deliver(
+            {w.first, w.count, {}, std::make_exception_ptr(PoolClosed("fibra: the worker is stopping")), {}});
       return;
     }
     if (wire::frame_kind(prefix) == wire::frame_reply) {
@@ -421,8 +424,10 @@ class Inbox {
       waiting_.erase(it);
     }
     ChunkOutcome o{w.first, w.count, {}, {}, {}};
-    if (r.ok) o.payload = r.payload;
-    else o.error = rebuild(wire::decode<wire::ErrorText>(r.payload));
+    if (r.ok)
+      o.payload = r.payload;
+    else
+      o.error = rebuild(wire::decode<wire::ErrorText>(r.payload));
     for (std::size_t i = 0; i < r.error_offsets.size() && i < r.errors.size(); ++i)
       o.item_errors.push_back({r.error_offsets[i], rebuild(wire::decode<wire::ErrorText>(r.errors[i]))});
     w.job->deliver(std::move(o));
@@ -448,10 +453,10 @@ class Inbox {
   }
 
   int sock_;
-  bool just_ran_ = false;  // the task's thread took a batch since it last waited
+  bool just_ran_ = false;                    // the task's thread took a batch since it last waited
   std::atomic<bool> reader_running_{false};  // need_reader() started the reader thread
-  std::mutex read_mu_;  // held while one frame is read
-  std::mutex mu_;       // what follows
+  std::mutex read_mu_;                       // held while one frame is read
+  std::mutex mu_;                            // what follows
   std::deque<std::string> batches_;
   std::unordered_map<std::uint64_t, Waiting> waiting_;
   std::uint64_t next_id_;
@@ -491,7 +496,8 @@ class ExecutorCore final : public PoolCore {
     g_inbox->request(std::move(r), job);
   }
   std::uint64_t start_actor(const FunctionEntry&, std::string, ActorSettings s) override {
-    throw ConfigError("fibra: actor " + s.class_name + " was started inside a task: start actors in the driver and "
+    throw ConfigError("fibra: actor " + s.class_name +
+                      " was started inside a task: start actors in the driver and "
                       "pass their handles to tasks (not supported yet)");
   }
   // The pool's defaults (PoolOptions), which its agent gave this executor.
@@ -540,7 +546,8 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
   }
   if (ready()) return 1;
   const bool help = !g_actor_process;
-  const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
+  const auto deadline =
+      timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
   auto blocked = [](std::int32_t delta) {
     std::string b(sizeof delta, '\0');
     std::memcpy(b.data(), &delta, sizeof delta);

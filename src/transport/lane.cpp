@@ -253,7 +253,8 @@ std::optional<int> Lane::take(std::string_view& out, std::string& spill) {
   int oldest = -1;
   for (std::size_t i = 0; i < all_down; ++i) {
     if (c.down[i].state.load(std::memory_order_acquire) != posted) continue;
-    if (oldest < 0 || c.down[i].seq.load(std::memory_order_relaxed) < c.down[std::size_t(oldest)].seq.load(std::memory_order_relaxed))
+    if (oldest < 0 ||
+        c.down[i].seq.load(std::memory_order_relaxed) < c.down[std::size_t(oldest)].seq.load(std::memory_order_relaxed))
       oldest = int(i);
   }
   if (oldest < 0) return std::nullopt;
@@ -265,7 +266,8 @@ std::optional<int> Lane::take(std::string_view& out, std::string& spill) {
     data = spill.data();
   }
   s.sent.store(0, std::memory_order_relaxed);
-  if (!swap(s.state, posted, taken)) return std::nullopt;  // only the agent changes a posted slot, and not while this runs
+  if (!swap(s.state, posted, taken))
+    return std::nullopt;  // only the agent changes a posted slot, and not while this runs
   out = std::string_view(data, n);
   return oldest;
 }

@@ -54,7 +54,7 @@ namespace lane {
 inline constexpr std::size_t down_slots = 4;
 inline constexpr std::size_t up_slots = 4;
 inline constexpr std::size_t slot_bytes = std::size_t(1) << 20;  // larger batches and frames take the large slot
-inline constexpr std::size_t control_offset = 4096;               // after the mailbox
+inline constexpr std::size_t control_offset = 4096;              // after the mailbox
 inline constexpr std::size_t data_offset = 8192;
 /// The small slots; mapped whole by all three processes.
 inline constexpr std::size_t region_bytes = data_offset + (down_slots + up_slots) * slot_bytes;
@@ -78,7 +78,7 @@ class Lane {
                                            // up: 1 if the frame's large blocks were written in place
     std::atomic<std::uint64_t> seq{0};     // down: order of posting (the executor takes the oldest first)
     std::atomic<std::uint64_t> size{0};    // bytes in the slot
-    std::atomic<std::uint32_t> sent{0};  // down, taken: its first chunks whose results the executor sent
+    std::atomic<std::uint32_t> sent{0};    // down, taken: its first chunks whose results the executor sent
   };
   /// A batch the dead executor held, and how many of its first chunks it had sent results for.
   struct Held {

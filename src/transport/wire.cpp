@@ -51,8 +51,7 @@ void append_task(std::string& batch, const TaskHeader& h, std::string_view paylo
   batch.append(payload);
 }
 
-void append_task_head(std::string& batch, const TaskHeader& h, std::uint64_t payload_bytes,
-                      std::size_t bodies_before) {
+void append_task_head(std::string& batch, const TaskHeader& h, std::uint64_t payload_bytes, std::size_t bodies_before) {
   Writer w(batch);
   put(w, h);
   w.pod(payload_bytes);
@@ -112,7 +111,9 @@ std::string begin_results(std::int64_t executor_pid) {
   return s;
 }
 
-std::uint32_t result_count(std::string_view batch) { return parsing([&] { return count_of(batch); }); }
+std::uint32_t result_count(std::string_view batch) {
+  return parsing([&] { return count_of(batch); });
+}
 
 std::size_t open_result(std::string& batch, const ResultHeader& h) {
   const std::size_t at = batch.size();

@@ -21,18 +21,18 @@ namespace fibra::wire {
 
 /// MPI tags between driver and agent.
 enum Tag : int {
-  tag_hello = 1,      ///< agent -> driver: Hello
-  tag_tasks = 2,      ///< driver -> agent: a task batch
-  tag_results = 3,    ///< agent -> driver: a result batch
-  tag_heartbeat = 4,  ///< both ways, when nothing else was sent for a while
-  tag_shutdown = 5,   ///< driver -> agent: stop (executors too), say bye, leave
-  tag_bye = 6,        ///< agent -> driver: about to leave
-  tag_setup = 7,      ///< driver -> agent, its first message: AgentSetup
-  tag_actor_end = 8,  ///< driver -> agent: ActorEnd, the actor's last handle is gone
-  tag_actor_died = 9, ///< agent -> driver: ActorDeath, an actor's process ended
-  tag_request = 10,   ///< agent -> driver: u64 route, then a Request from one of its executors
-  tag_reply = 11,     ///< driver -> agent: Reply, the outcome of a Request
-  tag_blocked = 12,   ///< agent -> driver: i32, executors that began (+) or ended (-) a wait in a task
+  tag_hello = 1,       ///< agent -> driver: Hello
+  tag_tasks = 2,       ///< driver -> agent: a task batch
+  tag_results = 3,     ///< agent -> driver: a result batch
+  tag_heartbeat = 4,   ///< both ways, when nothing else was sent for a while
+  tag_shutdown = 5,    ///< driver -> agent: stop (executors too), say bye, leave
+  tag_bye = 6,         ///< agent -> driver: about to leave
+  tag_setup = 7,       ///< driver -> agent, its first message: AgentSetup
+  tag_actor_end = 8,   ///< driver -> agent: ActorEnd, the actor's last handle is gone
+  tag_actor_died = 9,  ///< agent -> driver: ActorDeath, an actor's process ended
+  tag_request = 10,    ///< agent -> driver: u64 route, then a Request from one of its executors
+  tag_reply = 11,      ///< driver -> agent: Reply, the outcome of a Request
+  tag_blocked = 12,    ///< agent -> driver: i32, executors that began (+) or ended (-) a wait in a task
 };
 
 /// Frames on an executor's socket start with a u64: the frame's length, and its kind in the top
@@ -54,24 +54,24 @@ inline constexpr std::uint64_t frame_prefix(std::uint64_t kind, std::uint64_t le
 /// A task's call into the pool that runs it (a nested submit or map, an actor's method), sent by
 /// its executor through the agent. The driver answers with a Reply of the same id.
 struct Request {
-  std::uint64_t id = 0;        ///< the executor's own number for it
-  std::uint64_t fn = 0;        ///< function (or actor method) id
+  std::uint64_t id = 0;  ///< the executor's own number for it
+  std::uint64_t fn = 0;  ///< function (or actor method) id
   detail::CallMode mode = detail::CallMode::tuple;
-  std::uint64_t first = 0;     ///< a map's chunk: its first item and how many
+  std::uint64_t first = 0;  ///< a map's chunk: its first item and how many
   std::uint32_t count = 1;
-  std::uint64_t pool = 0;      ///< an actor call: its pool (PoolCore::uid); 0: the task's own pool
-  std::uint64_t actor = 0;     ///< an actor call: the actor's id; 0: a task
-  std::string payload;         ///< encoded arguments (items)
-  double need_cpus = 0;        ///< what it needs of a worker (Resources)
+  std::uint64_t pool = 0;   ///< an actor call: its pool (PoolCore::uid); 0: the task's own pool
+  std::uint64_t actor = 0;  ///< an actor call: the actor's id; 0: a task
+  std::string payload;      ///< encoded arguments (items)
+  double need_cpus = 0;     ///< what it needs of a worker (Resources)
   std::int32_t need_gpus = 0;
   std::int64_t need_memory_mb = 0;
-  std::uint32_t retries = 0;   ///< the call's RetryPolicy (its MapOptions in the task)
+  std::uint32_t retries = 0;  ///< the call's RetryPolicy (its MapOptions in the task)
   bool retry_exceptions = false;
   double task_timeout_s = 0;
   bool keep_going = false;
 };
 template <class F, class M>
-  requires std::is_same_v<std::remove_const_t<M>, Request>
+requires std::is_same_v<std::remove_const_t<M>, Request>
 void fields(F&& f, M& m) {
   f(m.id, m.fn, m.mode, m.first, m.count, m.pool, m.actor, m.payload, m.need_cpus, m.need_gpus, m.need_memory_mb,
     m.retries, m.retry_exceptions, m.task_timeout_s, m.keep_going);
@@ -82,23 +82,23 @@ struct Reply {
   std::uint64_t route = 0;
   std::uint64_t id = 0;
   bool ok = true;
-  std::string payload;         ///< the encoded results; or, if !ok, an ErrorText
+  std::string payload;                       ///< the encoded results; or, if !ok, an ErrorText
   std::vector<std::uint32_t> error_offsets;  ///< keep_going calls: items that failed (their results are R{})
   std::vector<std::string> errors;           ///< ... and their errors, each an encoded ErrorText
 };
 template <class F, class M>
-  requires std::is_same_v<std::remove_const_t<M>, Reply>
+requires std::is_same_v<std::remove_const_t<M>, Reply>
 void fields(F&& f, M& m) { f(m.route, m.id, m.ok, m.payload, m.error_offsets, m.errors); }
 
 /// An error sent back to an executor: its fibra type ("fibra::ActorDied") and what() it said.
 struct ErrorText {
   std::string type;
   std::string what;
-  std::string remote_type;     ///< RemoteError: the task's exception type and message
+  std::string remote_type;  ///< RemoteError: the task's exception type and message
   std::string remote_message;
 };
 template <class F, class M>
-  requires std::is_same_v<std::remove_const_t<M>, ErrorText>
+requires std::is_same_v<std::remove_const_t<M>, ErrorText>
 void fields(F&& f, M& m) { f(m.type, m.what, m.remote_type, m.remote_message); }
 
 /// Which executor of an agent a Request came from (and its Reply goes to): 1..K for its executors,
@@ -122,13 +122,15 @@ struct AgentSetup {
   /// CUDA_VISIBLE_DEVICES of each executor ("0,1"; "" for none); empty: the pool has no GPUs and
   /// the executors' environment is left alone. Its actors see the first executor's.
   std::vector<std::string> gpus;
-  double cpus = 1;              ///< per executor: OMP_NUM_THREADS, unless the environment sets it
-  std::string policy;           ///< the pool's default RetryPolicy, for calls its tasks make (encode_policy)
-  std::uint64_t lane_nonce = 0; ///< written in its executors' lanes: the driver maps only its own (src/transport/lane.hpp)
-  std::uint64_t keep_freed_bytes = 0;  ///< freed memory each executor keeps (FIBRA_KEEP_FREED, src/common/freed_memory.hpp)
+  double cpus = 1;     ///< per executor: OMP_NUM_THREADS, unless the environment sets it
+  std::string policy;  ///< the pool's default RetryPolicy, for calls its tasks make (encode_policy)
+  std::uint64_t lane_nonce =
+      0;  ///< written in its executors' lanes: the driver maps only its own (src/transport/lane.hpp)
+  std::uint64_t keep_freed_bytes =
+      0;  ///< freed memory each executor keeps (FIBRA_KEEP_FREED, src/common/freed_memory.hpp)
 };
 template <class F, class M>
-  requires std::is_same_v<std::remove_const_t<M>, AgentSetup>
+requires std::is_same_v<std::remove_const_t<M>, AgentSetup>
 void fields(F&& f, M& m) {
   f(m.heartbeat_s, m.driver_silence_s, m.executors, m.slot, m.prefix_output, m.gpus, m.cpus, m.policy, m.lane_nonce,
     m.keep_freed_bytes);
@@ -148,7 +150,7 @@ struct Hello {
   std::vector<std::int32_t> lane_fds;  ///< its executors' shared memory, in order: /proc/<pid>/fd/<fd> on its host
 };
 template <class F, class M>
-  requires std::is_same_v<std::remove_const_t<M>, Hello>
+requires std::is_same_v<std::remove_const_t<M>, Hello>
 void fields(F&& f, M& m) { f(m.fingerprint, m.functions, m.pid, m.host, m.lane_fds); }
 
 /// One chunk of a task batch (its payload follows it).
@@ -157,25 +159,27 @@ struct TaskHeader {
   std::uint32_t attempt = 0;  ///< 1 for the first try
   std::uint64_t fn = 0;       ///< function id (hash of its registered name)
   detail::CallMode mode = detail::CallMode::single;
-  std::uint64_t first = 0;    ///< index of the chunk's first item in its call
-  std::uint32_t count = 0;    ///< items in the chunk
-  double timeout_s = 0;       ///< one item may run this long before the agent kills the executor; 0: none
-  bool keep_going = false;    ///< collect item failures and go on (RunControl::keep_going)
+  std::uint64_t first = 0;          ///< index of the chunk's first item in its call
+  std::uint32_t count = 0;          ///< items in the chunk
+  double timeout_s = 0;             ///< one item may run this long before the agent kills the executor; 0: none
+  bool keep_going = false;          ///< collect item failures and go on (RunControl::keep_going)
   std::vector<std::uint32_t> skip;  ///< offsets of poison items not to run
   /// 0: any executor of the agent; else the key of the actor (one start of it) whose process runs
   /// it. A batch holds calls of one actor only.
   std::uint64_t actor = 0;
 };
 template <class F, class M>
-  requires std::is_same_v<std::remove_const_t<M>, TaskHeader>
-void fields(F&& f, M& h) { f(h.chunk, h.attempt, h.fn, h.mode, h.first, h.count, h.timeout_s, h.keep_going, h.skip, h.actor); }
+requires std::is_same_v<std::remove_const_t<M>, TaskHeader>
+void fields(F&& f, M& h) {
+  f(h.chunk, h.attempt, h.fn, h.mode, h.first, h.count, h.timeout_s, h.keep_going, h.skip, h.actor);
+}
 
 /// driver -> agent: the actor's last handle is gone; its process ends once its calls have run.
 struct ActorEnd {
   std::uint64_t actor = 0;  ///< TaskHeader::actor
 };
 template <class F, class M>
-  requires std::is_same_v<std::remove_const_t<M>, ActorEnd>
+requires std::is_same_v<std::remove_const_t<M>, ActorEnd>
 void fields(F&& f, M& m) { f(m.actor); }
 
 /// agent -> driver: the process of an actor ended (crash, time limit, kill). Sent instead of a
@@ -184,20 +188,20 @@ struct ActorDeath {
   std::uint64_t actor = 0;  ///< TaskHeader::actor
   std::uint64_t chunk = 0;  ///< the call it was running (0: between calls)
   std::int64_t pid = 0;
-  std::string why;          ///< "killed by signal 9 (Killed)", "ran for 2.0 s, past its time limit ..."
+  std::string why;  ///< "killed by signal 9 (Killed)", "ran for 2.0 s, past its time limit ..."
 };
 template <class F, class M>
-  requires std::is_same_v<std::remove_const_t<M>, ActorDeath>
+requires std::is_same_v<std::remove_const_t<M>, ActorDeath>
 void fields(F&& f, M& m) { f(m.actor, m.chunk, m.pid, m.why); }
 
 enum class Status : std::uint8_t {
-  ok = 0,           ///< payload: encoded results
-  raised = 1,       ///< payload: a Failure (a task threw)
-  crashed = 2,      ///< payload: a Failure saying how the executor died while running this chunk
-  not_run = 3,      ///< the executor died before starting this chunk: run it again, not an attempt
-  unknown_fn = 4,   ///< payload: message (the function is not registered in this worker)
-  timed_out = 5,    ///< payload: like crashed; an item ran past the chunk's time limit and was killed
-  partial = 6,      ///< payload: a Partial (keep_going chunks whose items failed or were skipped)
+  ok = 0,          ///< payload: encoded results
+  raised = 1,      ///< payload: a Failure (a task threw)
+  crashed = 2,     ///< payload: a Failure saying how the executor died while running this chunk
+  not_run = 3,     ///< the executor died before starting this chunk: run it again, not an attempt
+  unknown_fn = 4,  ///< payload: message (the function is not registered in this worker)
+  timed_out = 5,   ///< payload: like crashed; an item ran past the chunk's time limit and was killed
+  partial = 6,     ///< payload: a Partial (keep_going chunks whose items failed or were skipped)
 };
 
 /// One chunk of a result batch (its payload follows it).
@@ -208,12 +212,12 @@ struct ResultHeader {
   std::uint64_t run_ns = 0;  ///< how long the executor ran the chunk (0 in the agent's reports)
 };
 template <class F, class M>
-  requires std::is_same_v<std::remove_const_t<M>, ResultHeader>
+requires std::is_same_v<std::remove_const_t<M>, ResultHeader>
 void fields(F&& f, M& h) { f(h.chunk, h.attempt, h.status, h.run_ns); }
 
 /// Payload of a `raised`, `crashed` or `timed_out` result: detail::ItemFailure.
 template <class F, class M>
-  requires std::is_same_v<std::remove_const_t<M>, detail::ItemFailure>
+requires std::is_same_v<std::remove_const_t<M>, detail::ItemFailure>
 void fields(F&& f, M& x) { f(x.offset, x.type, x.message); }
 
 /// ItemFailure::offset of a crash outside any item of the chunk (the executor died between chunks).

@@ -13,8 +13,9 @@
 // that writes line KILL_AT or later of the log, and creates the file KILL_MARK, sends SIGKILL (or
 // $FIBRA_CKPT_KILL_SIG: USR1, TERM) to KILL_PID (the driver or its mpirun), so a signal lands at an
 // exact point of the work however the machine schedules the test script. Each run has its own
-// mark: late workers of an earlier run find theirs taken and signal nobody. Exit status: 0 done, 75 stopped by SIGTERM/SIGUSR1 (rerun resumes),
-// 1 error. Workers of a killed driver leave after 2 s of silence (PoolOptions::driver_silence_s).
+// mark: late workers of an earlier run find theirs taken and signal nobody. Exit status: 0 done, 75 stopped by
+// SIGTERM/SIGUSR1 (rerun resumes), 1 error. Workers of a killed driver leave after 2 s of silence
+// (PoolOptions::driver_silence_s).
 #include <fcntl.h>
 #include <fibra/fibra.hpp>
 #include <signal.h>
@@ -108,7 +109,8 @@ int main(int argc, char** argv) {
   std::vector<double> in(static_cast<std::size_t>(n));
   for (long i = 0; i < n; ++i) in[i] = input(i);
   const auto t = std::chrono::steady_clock::now();
-  const fibra::MapOptions o{.chunksize = 16, .max_inflight_chunks = 8, .checkpoint = checkpoint, .checkpoint_flush_s = flush_s};
+  const fibra::MapOptions o{
+      .chunksize = 16, .max_inflight_chunks = 8, .checkpoint = checkpoint, .checkpoint_flush_s = flush_s};
   std::vector<double> out;
   if (received) {
     out.resize(in.size());

@@ -268,7 +268,8 @@ TEST(Refuse, OtherInputs) {
   const auto path = fresh("other_inputs");
   pool().map(twice, in, {.checkpoint = path});
   fibra::detail::wait_for_checkpoints();
-  const std::string old_fp = fibra::hdf5_io::Store::open(path, fibra::hdf5_io::Access::read_only).run().inputs_fingerprint;
+  const std::string old_fp =
+      fibra::hdf5_io::Store::open(path, fibra::hdf5_io::Access::read_only).run().inputs_fingerprint;
   in[57] = -1;
   fibra::detail::InputsDigest d;
   d.add(std::string_view(reinterpret_cast<const char*>(in.data()), in.size() * sizeof(double)));
@@ -278,8 +279,9 @@ TEST(Refuse, OtherInputs) {
     pool().map(twice, in, {.checkpoint = path});
     FAIL() << "no error";
   } catch (const fibra::CheckpointError& e) {
-    EXPECT_EQ(std::string(e.what()), "fibra: cannot resume '" + path + "': it was written for 'twice' over 100 inputs with fingerprint " +
-                                         old_fp + ", this run's inputs have fingerprint " + new_fp +
+    EXPECT_EQ(std::string(e.what()), "fibra: cannot resume '" + path +
+                                         "': it was written for 'twice' over 100 inputs with fingerprint " + old_fp +
+                                         ", this run's inputs have fingerprint " + new_fp +
                                          " — delete the file or pass another checkpoint path");
   }
 }
@@ -291,8 +293,8 @@ TEST(Refuse, NotACheckpoint) {
     pool().map(twice, iota_of<double>(10), {.checkpoint = path});
     FAIL() << "no error";
   } catch (const fibra::CheckpointError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "fibra: cannot use '" + path + "' as a checkpoint: it is not an HDF5 file — pass another checkpoint path");
+    EXPECT_EQ(std::string(e.what()), "fibra: cannot use '" + path +
+                                         "' as a checkpoint: it is not an HDF5 file — pass another checkpoint path");
   }
 }
 
@@ -316,7 +318,8 @@ TEST(Refuse, ADirectory) {
     pool().map(twice, iota_of<double>(10), {.checkpoint = dir.string()});
     FAIL() << "no error";
   } catch (const fibra::CheckpointError& e) {
-    EXPECT_EQ(std::string(e.what()), "fibra: cannot use '" + dir.string() + "' as a checkpoint: it is a directory" + advice);
+    EXPECT_EQ(std::string(e.what()),
+              "fibra: cannot use '" + dir.string() + "' as a checkpoint: it is a directory" + advice);
   }
   EXPECT_TRUE(fs::is_empty(dir));
 }
@@ -332,7 +335,8 @@ TEST(Refuse, AFlushIntervalOutOfRange) {
       ADD_FAILURE() << "no error for " << shown;
     } catch (const fibra::ConfigError& e) {
       EXPECT_EQ(std::string(e.what()), std::string("fibra: MapOptions::checkpoint_flush_s must be between 0 and 86400 "
-                                                   "seconds (got ") + shown + ")");
+                                                   "seconds (got ") +
+                                           shown + ")");
     }
     EXPECT_FALSE(fs::exists(path)) << shown;
   }

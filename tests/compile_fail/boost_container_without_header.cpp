@@ -1,4 +1,5 @@
-// expect: fibra: this type is sent with its serialize() (Boost.Serialization): add #include <fibra/serialization.hpp> to this file
+// expect: fibra: this type is sent with its serialize() (Boost.Serialization): add #include <fibra/serialization.hpp>
+// to this file
 #include "common.hpp"
 
 #include <map>

@@ -1,3 +1,5 @@
 // expect: fibra: a lambda or function object cannot run on a worker
 #include "common.hpp"
-void call(fibra::Pool& p) { p.map([](int x) { return x + 1; }, std::vector<int>{1, 2}); }
+void call(fibra::Pool& p) {
+  p.map([](int x) { return x + 1; }, std::vector<int>{1, 2});
+}

@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
     std::printf("RemoteError as expected: %s\n", e.what());
   }
   // A checkpointed map (fibra::hdf5_io comes with the package): a rerun resumes the finished file.
-  const std::string ckpt = (std::filesystem::temp_directory_path() / ("fibra_consumer_" + std::to_string(::getpid()) + ".h5")).string();
+  const std::string ckpt =
+      (std::filesystem::temp_directory_path() / ("fibra_consumer_" + std::to_string(::getpid()) + ".h5")).string();
   bad += pool.map(half, in, {.checkpoint = ckpt}) != r;
   bad += pool.map(half, in, {.checkpoint = ckpt}) != r;
   for (const char* ext : {"", ".journal", ".lock"}) std::filesystem::remove(ckpt + ext);

@@ -277,9 +277,10 @@ TEST_F(Faults, TheLineAboutALostWorkerGoesToTheLogSinkAndALevelSilencesIt) {
   int victim = 0;
   run_and_strike(pool, items(2000), 600, [&](const Out& o) { ::kill(victim = o.ppid, SIGKILL); });
   const std::string lost = "fibra: worker ";
-  ASSERT_EQ(std::count_if(lines.begin(), lines.end(),
-                          [&](auto& s) { return s.starts_with(lost) && s.find(" was lost: its process is gone") != s.npos; }),
-            1)
+  ASSERT_EQ(
+      std::count_if(lines.begin(), lines.end(),
+                    [&](auto& s) { return s.starts_with(lost) && s.find(" was lost: its process is gone") != s.npos; }),
+      1)
       << (lines.empty() ? "no line" : lines.front());
   lines.clear();
   fibra::log::set_level(fibra::log::Level::error);
@@ -294,9 +295,7 @@ TEST_F(Faults, APoolOfMoreThan32WorkersPerCoreGetsAWarningNamingTheNumbers) {
   if (cores > 2) GTEST_SKIP() << "a crowded pool here would need " << 32 * cores + 1 << " workers";
   std::vector<std::string> lines;
   fibra::log::set_sink([&](fibra::log::Level, std::string_view s) { lines.emplace_back(s); });
-  {
-    fibra::Pool fine(32 * cores);
-  }
+  { fibra::Pool fine(32 * cores); }
   EXPECT_TRUE(lines.empty()) << lines.front();
   {
     fibra::Pool crowded(32 * cores + 1);
@@ -522,11 +521,13 @@ TEST_F(Faults, LaterCallsOnAStoppedPoolSayWhyItStopped) {
     b.map(length, std::vector<std::string>{"x"});
     ADD_FAILURE() << "no error";
   } catch (const fibra::PoolClosed& e) {
-    EXPECT_STREQ(e.what(), "fibra: map() on a pool that was terminated (Pool::terminate(), ~Pool(), or the end of "
-                           "fibra::Runtime)");
+    EXPECT_STREQ(e.what(),
+                 "fibra: map() on a pool that was terminated (Pool::terminate(), ~Pool(), or the end of "
+                 "fibra::Runtime)");
   }
-  EXPECT_EQ(message(b), "fibra: work was submitted to a pool that was terminated (Pool::terminate(), ~Pool(), or the "
-                        "end of fibra::Runtime)");
+  EXPECT_EQ(message(b),
+            "fibra: work was submitted to a pool that was terminated (Pool::terminate(), ~Pool(), or the "
+            "end of fibra::Runtime)");
 }
 
 TEST_F(Faults, TextOnAnExecutorsSocketIsRefusedAsAFrameLengthNotTheAgentsEnd) {

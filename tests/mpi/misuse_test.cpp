@@ -44,10 +44,9 @@ int too_few_slots() {
   } catch (const fibra::MpiError& e) {
     const std::string m = e.what();
     std::printf("got: %s\n", m.c_str());
-    const std::string want = "fibra: MPI_Comm_spawn could not start worker " + std::to_string(n) + " of " +
-                             std::to_string(n) + ": ";
-    const bool ok = m.find(want) == 0 &&
-                    m.find("set FIBRA_OVERSUBSCRIBE=1") != std::string::npos;
+    const std::string want =
+        "fibra: MPI_Comm_spawn could not start worker " + std::to_string(n) + " of " + std::to_string(n) + ": ";
+    const bool ok = m.find(want) == 0 && m.find("set FIBRA_OVERSUBSCRIBE=1") != std::string::npos;
     std::puts(ok ? "PASS" : "FAIL: wrong message");
     return ok ? 0 : 1;
   }
@@ -118,7 +117,8 @@ int resize_no_slots() {
   } catch (const fibra::MpiError& e) {
     const std::string m = e.what();
     std::printf("got: %s\n", m.c_str());
-    if (m.find("fibra: Pool::resize(" + std::to_string(n) + ") could not start every new worker (MPI_Comm_spawn could not start worker " + std::to_string(n)) != 0 ||
+    if (m.find("fibra: Pool::resize(" + std::to_string(n) +
+               ") could not start every new worker (MPI_Comm_spawn could not start worker " + std::to_string(n)) != 0 ||
         m.find("the pool carries on with 1 worker(s)") == std::string::npos) {
       std::puts("FAIL: wrong message");
       return 1;
@@ -223,8 +223,8 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "two_ranks" && !std::getenv("OMPI_COMM_WORLD_SIZE")) {
     // Re-launch this program as two MPI ranks; both must fail with the clear message.
-    std::string cmd = std::string(std::getenv("FIBRA_TEST_MPIEXEC")) + " -n 2 --oversubscribe " + argv[0] +
-                      " two_ranks 2>&1";
+    std::string cmd =
+        std::string(std::getenv("FIBRA_TEST_MPIEXEC")) + " -n 2 --oversubscribe " + argv[0] + " two_ranks 2>&1";
     FILE* p = ::popen(cmd.c_str(), "r");
     std::string out;
     char buf[512];

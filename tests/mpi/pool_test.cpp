@@ -28,7 +28,7 @@ struct Params {
   std::map<std::string, double> values;
   template <class A>
   void serialize(A& ar, unsigned) {
-    ar & name & values;
+    ar& name& values;
   }
 };
 
@@ -489,7 +489,8 @@ TEST(Errors, ATaskThatThrowsRaisesRemoteErrorAndThePoolGoesOn) {
     EXPECT_EQ(e.site().item, 13u);
     EXPECT_EQ(e.site().host, fibra::Runtime::host());
     EXPECT_GT(e.site().pid, 0);
-    const std::string prefix = "fibra: maybe_throw raised std::invalid_argument on item 13: thirteen is not allowed (worker ";
+    const std::string prefix =
+        "fibra: maybe_throw raised std::invalid_argument on item 13: thirteen is not allowed (worker ";
     EXPECT_EQ(std::string(e.what()).substr(0, prefix.size()), prefix) << e.what();
   }
   EXPECT_EQ(pool().map(maybe_throw, range(13)), range(13));
@@ -578,7 +579,8 @@ TEST(Errors, ATimeLimitOutOfRangeIsAConfigErrorNamingIt) {
   const std::pair<double, const char*> cases[] = {
       {-1.0, "-1.000000"}, {5e6, "5000000.000000"}, {std::numeric_limits<double>::quiet_NaN(), "nan"}};
   for (auto [bad, shown] : cases) {
-    const std::string want = std::string("fibra: task_timeout_s must be between 0 (no limit) and 4e6 seconds, got ") + shown;
+    const std::string want =
+        std::string("fibra: task_timeout_s must be between 0 (no limit) and 4e6 seconds, got ") + shown;
     try {
       pool().map(square, range(3), {.task_timeout_s = bad});
       ADD_FAILURE() << "map: no error for " << shown;
@@ -592,7 +594,8 @@ TEST(Errors, ATimeLimitOutOfRangeIsAConfigErrorNamingIt) {
       EXPECT_EQ(std::string(e.what()), want);
     }
   }
-  EXPECT_EQ(pool().map(square, range(3), {.task_timeout_s = 4e6}), (std::vector<long>{0, 1, 4}));  // the bound is allowed
+  EXPECT_EQ(pool().map(square, range(3), {.task_timeout_s = 4e6}),
+            (std::vector<long>{0, 1, 4}));  // the bound is allowed
 }
 
 TEST(Lifecycle, ResizeGrowsAndShrinks) {
@@ -676,7 +679,7 @@ TEST(Lifecycle, AMovedFromPoolThrowsPoolClosed) {
   expect_moved_from([&] { a.close(); }, "close");
   expect_moved_from([&] { a.terminate(); }, "terminate");
   EXPECT_EQ(b.map(square, in), (std::vector<long>{0, 1, 4, 9}));  // the pool moved to b works
-  a = std::move(b);  // a moved-from pool can be assigned to again
+  a = std::move(b);                                               // a moved-from pool can be assigned to again
   EXPECT_EQ(a.map(square, in), (std::vector<long>{0, 1, 4, 9}));
   EXPECT_FALSE(std::filesystem::exists("never_created.h5"));
 }

@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
     if (run != 0) return;
     while (!finished && pool.stats().chunks_done < 100) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (finished) return;
-    std::printf("run %d: %llu chunks done; asking for vnode3 to die\n", run, (unsigned long long)pool.stats().chunks_done);
+    std::printf("run %d: %llu chunks done; asking for vnode3 to die\n", run,
+                (unsigned long long)pool.stats().chunks_done);
     std::fflush(stdout);
     std::ofstream(work + "/kill-now") << "1";
   });

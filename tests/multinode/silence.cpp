@@ -97,14 +97,14 @@ int main(int argc, char** argv) {
               missing, twice);
   std::printf("vnode2's agent stopped at %.2f s, vnode3 cut off at %.2f s (%s)\n", stop_at, cut_at,
               cut ? "done" : "NOT DONE");
-  for (std::size_t k = 0; k < lost_at.size(); ++k) std::printf("worker lost #%zu declared at %.2f s\n", k + 1, lost_at[k]);
+  for (std::size_t k = 0; k < lost_at.size(); ++k)
+    std::printf("worker lost #%zu declared at %.2f s\n", k + 1, lost_at[k]);
   std::printf("workers lost %llu, started %llu, chunks resubmitted %llu, late results dropped %llu\n",
               (unsigned long long)s.workers_lost, (unsigned long long)s.workers_started,
               (unsigned long long)s.chunks_resubmitted, (unsigned long long)s.late_results_dropped);
-  for (const auto& w : pool.workers())
-    std::printf("agent %d on %s: %s\n", w.slot, w.host.c_str(), w.state.c_str());
+  for (const auto& w : pool.workers()) std::printf("agent %d on %s: %s\n", w.slot, w.host.c_str(), w.state.c_str());
   ::kill(static_cast<pid_t>(stopped), SIGKILL);  // the stopped agent: ours, and it would never end itself
-  const bool restored = ask(work, "restore");  // vnode3's link back, so that MPI can end the job
+  const bool restored = ask(work, "restore");    // vnode3's link back, so that MPI can end the job
   const bool ok = cut && restored && wrong == 0 && missing == 0 && twice == 0 && s.workers_lost >= 2;
   std::printf(ok ? "PASS\n" : "FAIL\n");
   return ok ? 0 : 1;

@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
   std::printf("Pool(%d) ready in %.2f s\n", workers, startup);
   std::set<std::string> agent_hosts;
   for (const auto& w : pool.workers()) {
-    std::printf("agent %d: %d worker(s) on %s, pid %ld, %s\n", w.slot, w.workers, w.host.c_str(), w.pid, w.state.c_str());
+    std::printf("agent %d: %d worker(s) on %s, pid %ld, %s\n", w.slot, w.workers, w.host.c_str(), w.pid,
+                w.state.c_str());
     agent_hosts.insert(w.host);
   }
   std::vector<int> xs(600);

@@ -25,7 +25,8 @@ TEST(Client, ParsesScontrolJobLines) {
 }
 
 TEST(Client, ExplainsSbatchErrors) {
-  fs::JobSpec s = fs::parse_spec("[job]\nname = \"t\"\nprogram = \"p\"\n[resources]\npartition = \"nope\"\ntime = \"2:00:00\"\n", "t.toml");
+  fs::JobSpec s = fs::parse_spec(
+      "[job]\nname = \"t\"\nprogram = \"p\"\n[resources]\npartition = \"nope\"\ntime = \"2:00:00\"\n", "t.toml");
   EXPECT_EQ(fs::explain_sbatch_error("sbatch: error: invalid partition specified: nope\n"
                                      "sbatch: error: Batch job submission failed: Invalid partition name specified\n",
                                      s),
@@ -58,11 +59,13 @@ TEST(Render, QuotesForTheShell) {
 // launch; a job that does not relaunch keeps Slurm's default (the job ends with its node).
 TEST(Render, RelaunchesKeepTheAllocationAndLoop) {
   const std::string base = "[job]\nname = \"t\"\nprogram = \"./app\"\nworkers = 4\n[resources]\nnodes = 2\n";
-  const std::string with = fs::render_script(fs::parse_spec(base + "[checkpoint]\npath = \"c.h5\"\nrelaunches = 3\n", "t.toml"));
+  const std::string with =
+      fs::render_script(fs::parse_spec(base + "[checkpoint]\npath = \"c.h5\"\nrelaunches = 3\n", "t.toml"));
   EXPECT_NE(with.find("\n#SBATCH --no-kill\n"), std::string::npos);
   EXPECT_NE(with.find("\nwhile fibra_relaunch_needed; do fibra_launch; done\n"), std::string::npos);
   EXPECT_NE(with.find("relaunch $fibra_relaunches of 3 on $list"), std::string::npos);
-  const std::string without = fs::render_script(fs::parse_spec(base + "[checkpoint]\npath = \"c.h5\"\nrelaunches = 0\n", "t.toml"));
+  const std::string without =
+      fs::render_script(fs::parse_spec(base + "[checkpoint]\npath = \"c.h5\"\nrelaunches = 0\n", "t.toml"));
   EXPECT_EQ(without.find("--no-kill"), std::string::npos);
   EXPECT_EQ(without.find("fibra_relaunch_needed"), std::string::npos);
 }

@@ -40,12 +40,13 @@ TEST(Spec, OversubscribeNeedsOneTask) {
 }
 
 TEST(Spec, FullSpec) {
-  fs::JobSpec s = fs::parse_spec(std::string(minimal) +
-                                     "args = [\"--x\", \"1\"]\nsetup = [\"module load openmpi\"]\nenv = { A = \"b c\" }\n"
-                                     "[resources]\ntime = \"1-02:03:04\"\nmemory = \"4G\"\ngpus = 2\n"
-                                     "[checkpoint]\npath = \"run-%a.ckpt\"\ngrace = 90\nrequeue = true\n"
-                                     "[array]\nindices = \"0-9\"\nthrottle = 3\n[sbatch]\nextra = [\"--exclusive\"]\n",
-                                 "t.toml");
+  fs::JobSpec s =
+      fs::parse_spec(std::string(minimal) +
+                         "args = [\"--x\", \"1\"]\nsetup = [\"module load openmpi\"]\nenv = { A = \"b c\" }\n"
+                         "[resources]\ntime = \"1-02:03:04\"\nmemory = \"4G\"\ngpus = 2\n"
+                         "[checkpoint]\npath = \"run-%a.ckpt\"\ngrace = 90\nrequeue = true\n"
+                         "[array]\nindices = \"0-9\"\nthrottle = 3\n[sbatch]\nextra = [\"--exclusive\"]\n",
+                     "t.toml");
   EXPECT_EQ(s.args, (std::vector<std::string>{"--x", "1"}));
   EXPECT_EQ(s.env.at("A"), "b c");
   EXPECT_EQ(s.time_s, 86400 + 2 * 3600 + 3 * 60 + 4);
@@ -77,8 +78,9 @@ TEST(SpecErrors, UnknownKeyNamesKeyAndLine) {
 }
 
 TEST(SpecErrors, UnknownTable) {
-  EXPECT_EQ(error_of(std::string(minimal) + "[resource]\nnodes = 1\n"),
-            "t.toml:5: unknown table [resource]; a spec has the tables [job], [resources], [checkpoint], [array], [sbatch]");
+  EXPECT_EQ(
+      error_of(std::string(minimal) + "[resource]\nnodes = 1\n"),
+      "t.toml:5: unknown table [resource]; a spec has the tables [job], [resources], [checkpoint], [array], [sbatch]");
 }
 
 TEST(SpecErrors, WrongType) {
@@ -97,7 +99,8 @@ TEST(SpecErrors, BadTimeFormat) {
 }
 
 TEST(SpecErrors, NotToml) {
-  EXPECT_EQ(error_of("[job]\nname = \n"), "t.toml:2: not valid TOML: Error while parsing key-value pair: expected value, saw '\\n'");
+  EXPECT_EQ(error_of("[job]\nname = \n"),
+            "t.toml:2: not valid TOML: Error while parsing key-value pair: expected value, saw '\\n'");
 }
 
 TEST(SpecErrors, MissingKeys) {
@@ -147,13 +150,17 @@ TEST(SpecErrors, ArrayTasksNeedTheirOwnCheckpoint) {
   EXPECT_EQ(error_of(std::string(minimal) + "[array]\nindices = \"0-3\"\n[checkpoint]\npath = \"run.h5\"\n"),
             "t.toml:8: 'checkpoint.path' is \"run.h5\"; with [array] every task needs its own checkpoint: put %a "
             "(the task id) in it, like \"sweep-%a.h5\"");
-  const auto s = fs::parse_spec(std::string(minimal) + "[array]\nindices = \"0-3\"\n[checkpoint]\npath = \"r-%a.h5\"\n"
-                                "requeue = true\nmax_restarts = 2\n", "t.toml");
+  const auto s = fs::parse_spec(std::string(minimal) +
+                                    "[array]\nindices = \"0-3\"\n[checkpoint]\npath = \"r-%a.h5\"\n"
+                                    "requeue = true\nmax_restarts = 2\n",
+                                "t.toml");
   EXPECT_EQ(s.checkpoint->path, "r-%a.h5");
   EXPECT_EQ(s.checkpoint->max_restarts, 2);
-  EXPECT_EQ(fs::parse_spec(std::string(minimal) + "[checkpoint]\npath = \"c\"\n", "t.toml").checkpoint->max_restarts, 10);
-  EXPECT_EQ(error_of(std::string(minimal) + "[checkpoint]\npath = \"r-%a.h5\"\n"),
-            "t.toml:6: 'checkpoint.path' is \"r-%a.h5\"; %a stands for an array task's id, and this job has no [array]");
+  EXPECT_EQ(fs::parse_spec(std::string(minimal) + "[checkpoint]\npath = \"c\"\n", "t.toml").checkpoint->max_restarts,
+            10);
+  EXPECT_EQ(
+      error_of(std::string(minimal) + "[checkpoint]\npath = \"r-%a.h5\"\n"),
+      "t.toml:6: 'checkpoint.path' is \"r-%a.h5\"; %a stands for an array task's id, and this job has no [array]");
 }
 
 // A job of several nodes with a checkpoint relaunches its driver twice by default; one node, or no
@@ -161,12 +168,15 @@ TEST(SpecErrors, ArrayTasksNeedTheirOwnCheckpoint) {
 TEST(Spec, RelaunchesDefaultToTwoForSeveralNodesWithACheckpoint) {
   const std::string two_nodes = std::string(minimal) + "[resources]\nnodes = 2\n";
   EXPECT_EQ(fs::parse_spec(two_nodes + "[checkpoint]\npath = \"c\"\n", "t.toml").checkpoint->relaunches, 2);
-  EXPECT_EQ(fs::parse_spec(two_nodes + "[checkpoint]\npath = \"c\"\nrelaunches = 5\n", "t.toml").checkpoint->relaunches, 5);
-  EXPECT_EQ(fs::parse_spec(two_nodes + "[checkpoint]\npath = \"c\"\nrelaunches = 0\n", "t.toml").checkpoint->relaunches, 0);
+  EXPECT_EQ(fs::parse_spec(two_nodes + "[checkpoint]\npath = \"c\"\nrelaunches = 5\n", "t.toml").checkpoint->relaunches,
+            5);
+  EXPECT_EQ(fs::parse_spec(two_nodes + "[checkpoint]\npath = \"c\"\nrelaunches = 0\n", "t.toml").checkpoint->relaunches,
+            0);
   EXPECT_EQ(fs::parse_spec(std::string(minimal) + "[checkpoint]\npath = \"c\"\n", "t.toml").checkpoint->relaunches, 0);
   EXPECT_EQ(fs::parse_spec(two_nodes + "[checkpoint]\nsignal = \"TERM\"\n", "t.toml").checkpoint->relaunches, 0);
   EXPECT_EQ(error_of(two_nodes + "[checkpoint]\nrelaunches = 2\n"),
-            "t.toml:8: 'checkpoint.relaunches' needs 'checkpoint.path': a relaunched driver without a checkpoint starts over");
+            "t.toml:8: 'checkpoint.relaunches' needs 'checkpoint.path': a relaunched driver without a checkpoint "
+            "starts over");
   EXPECT_NE(error_of(two_nodes + "[checkpoint]\npath = \"c\"\nrelaunches = -1\n").find("'checkpoint.relaunches'"),
             std::string::npos);
 }
@@ -186,8 +196,9 @@ TEST(SpecErrors, SpacesCannotGoOnSbatchLines) {
 TEST(SpecErrors, BadSignalAndMemory) {
   EXPECT_EQ(error_of(std::string(minimal) + "[checkpoint]\npath = \"c\"\nsignal = \"HUP\"\n"),
             "t.toml:7: 'checkpoint.signal' is \"HUP\"; the driver checkpoints on \"USR1\" or \"TERM\"");
-  EXPECT_EQ(error_of(std::string(minimal) + "[resources]\nmemory = \"4GB\"\n"),
-            "t.toml:6: 'resources.memory' is \"4GB\"; use a number of megabytes or a number with K, M, G or T, like \"4G\"");
+  EXPECT_EQ(
+      error_of(std::string(minimal) + "[resources]\nmemory = \"4GB\"\n"),
+      "t.toml:6: 'resources.memory' is \"4GB\"; use a number of megabytes or a number with K, M, G or T, like \"4G\"");
 }
 
 TEST(SpecErrors, NumbersInRange) {

@@ -114,7 +114,8 @@ int run_pool_checkpoint(fibra::Pool& pool, const std::vector<long long>& items, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool driver = std::none_of(argv + 1, argv + argc, [](const char* a) { return std::strncmp(a, "--fibra-", 8) == 0; });
+  const bool driver =
+      std::none_of(argv + 1, argv + argc, [](const char* a) { return std::strncmp(a, "--fibra-", 8) == 0; });
   const char* restarts = std::getenv("SLURM_RESTART_COUNT");
   if (driver && (!restarts || std::atoi(restarts) == 0)) {
     const double delay = std::atof(arg(argc, argv, "--start-delay", "0").c_str());

@@ -236,7 +236,8 @@ FIBRA_REMOTE(wait_inside);
 // A map with MapOptions::errors inside a task: the failed item is collected, not thrown.
 std::string map_collecting(int) {
   std::vector<fibra::ItemError> errs;
-  auto ys = fibra::default_pool().map(fail_if_negative, std::vector<double>{1, -1, 2}, {.chunksize = 1, .errors = &errs});
+  auto ys =
+      fibra::default_pool().map(fail_if_negative, std::vector<double>{1, -1, 2}, {.chunksize = 1, .errors = &errs});
   std::string out = std::to_string(ys.size()) + " results, " + std::to_string(errs.size()) + " error(s)";
   for (auto& e : errs) out += " at " + std::to_string(e.index);
   return out;
@@ -277,9 +278,7 @@ std::string error_of(F&& f) {
 
 }  // namespace
 
-TEST(Tasks, SubmitRunsRemotely) {
-  EXPECT_DOUBLE_EQ(fibra::submit(square, 3.0).get(), 9.0);
-}
+TEST(Tasks, SubmitRunsRemotely) { EXPECT_DOUBLE_EQ(fibra::submit(square, 3.0).get(), 9.0); }
 
 TEST(Tasks, FuturesAsArgumentsAreDependencies) {
   auto a = fibra::submit(square, 3.0);  // 9
@@ -301,7 +300,8 @@ TEST(Tasks, TreeReductionWhoseShapeIsBuiltAsItRuns) {
   for (long i = 1; i <= 100; ++i) level.push_back(fibra::submit(inc, i - 1));  // 1..100
   while (level.size() > 1) {
     std::vector<fibra::Future<long>> next;
-    for (std::size_t i = 0; i + 1 < level.size(); i += 2) next.push_back(fibra::submit(add_longs, level[i], level[i + 1]));
+    for (std::size_t i = 0; i + 1 < level.size(); i += 2)
+      next.push_back(fibra::submit(add_longs, level[i], level[i + 1]));
     if (level.size() % 2) next.push_back(level.back());
     level = std::move(next);
   }
@@ -545,7 +545,8 @@ TEST(Resources, TasksAndActorsRunOnlyWhereTheirRequestFits) {
 
   const std::string e = error_of([&] { pool.submit(fibra::Resources{.gpus = 2}, visible_gpus, 0); });
   EXPECT_NE(e.find("visible_gpus asks for 2 GPUs, but a worker of this pool offers at most 2 CPUs, 1 GPU"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
   EXPECT_THROW(pool.submit(fibra::Resources{.cpus = 4}, visible_gpus, 0), fibra::ConfigError);
   EXPECT_THROW(fibra::Actor<GpuUser>::start_on(pool, {.resources = {.gpus = 3}}), fibra::ConfigError);
   // The workers' memory is not known here (no option, no Slurm): a memory request is not checked.

@@ -17,9 +17,9 @@
 
 namespace {
 
+using fibra::detail::decode;
 using fibra::detail::decode_value;
 using fibra::detail::encode_value;
-using fibra::detail::decode;
 using fibra::detail::Reader;
 
 struct Pod {
@@ -34,7 +34,7 @@ struct Params {
   std::map<std::string, double> values;
   template <class A>
   void serialize(A& ar, unsigned) {
-    ar & name & values;
+    ar& name& values;
   }
   bool operator==(const Params&) const = default;
 };
@@ -133,14 +133,18 @@ TEST(Codec, OtherTypesGoThroughBoostSerialization) {
 class PrivateMember {
   friend class boost::serialization::access;
   template <class A>
-  void serialize(A& ar, unsigned) { ar & s; }
+  void serialize(A& ar, unsigned) {
+    ar& s;
+  }
   std::string s;
 };
 struct FreeSerialize {
   std::string s;
 };
 template <class A>
-void serialize(A& ar, FreeSerialize& f, unsigned) { ar & f.s; }
+void serialize(A& ar, FreeSerialize& f, unsigned) {
+  ar& f.s;
+}
 struct NoSerialize {
   std::string s;
 };

@@ -77,7 +77,9 @@ struct Counting {
   }
   void deallocate(T* p, std::size_t n) { std::allocator<T>().deallocate(p, n); }
   template <class U>
-  bool operator==(const Counting<U>&) const { return true; }
+  bool operator==(const Counting<U>&) const {
+    return true;
+  }
 };
 
 TEST(Future, AFutureNotKeptGivesUpItsResultAndOneWithCopiesLeftCopiesIt) {

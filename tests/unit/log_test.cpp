@@ -48,7 +48,8 @@ TEST(Log, LevelNamesAndTheirRefusal) {
     fibra::log::parse_level("loud");
     FAIL() << "no error";
   } catch (const fibra::ConfigError& e) {
-    EXPECT_STREQ(e.what(), "fibra: 'loud' is not a log level (FIBRA_LOG_LEVEL): use debug, info, warning, error or off");
+    EXPECT_STREQ(e.what(),
+                 "fibra: 'loud' is not a log level (FIBRA_LOG_LEVEL): use debug, info, warning, error or off");
   }
 }
 

@@ -13,8 +13,8 @@ namespace {
 using namespace fibra::detail;
 
 std::shared_ptr<JobState> job(RetryPolicy p = {}) {
-  return std::make_shared<JobState>(function_by_address(reinterpret_cast<const void*>(&ident), "map"),
-                                    CallMode::single, p);
+  return std::make_shared<JobState>(function_by_address(reinterpret_cast<const void*>(&ident), "map"), CallMode::single,
+                                    p);
 }
 
 std::exception_ptr err(const char* what) { return std::make_exception_ptr(fibra::Error(what)); }
@@ -190,12 +190,12 @@ TEST(Scheduler, AChunkGoesOnlyToAWorkerThatOffersWhatItNeeds) {
   gpu.need.gpus = 1;
   auto g = job(gpu);
   auto c = job();
-  s.add(g, 0, 1000, "p");    // needs a GPU, first in the queue
+  s.add(g, 0, 1000, "p");  // needs a GPU, first in the queue
   s.add(c, 1000, 1000, "p");
   const fibra::Resources cpu_only{1, 0, 0}, with_gpu{1, 1, 0};
   auto b = s.take_batch(1, 2, true, &cpu_only);
   ASSERT_EQ(b.size(), 1u);
-  EXPECT_EQ(b[0]->job, c);   // passed over the GPU chunk
+  EXPECT_EQ(b[0]->job, c);                                   // passed over the GPU chunk
   EXPECT_TRUE(s.take_batch(1, 2, true, &cpu_only).empty());  // nothing it can run
   EXPECT_EQ(s.pending(), 1u);
   auto b2 = s.take_batch(2, 2, true, &with_gpu);

@@ -132,7 +132,7 @@ TEST(Stream, AutomaticChunkSizeStartsAtOneItemThenIsAQuarterShareCapped) {
   auto core = std::make_shared<InProcessCore>(2);
   std::vector<long> in(100);
   for (long v : imap<true>(core, in)) (void)v;
-  EXPECT_EQ(core->chunk_sizes.front(), 1u);  // not timed yet
+  EXPECT_EQ(core->chunk_sizes.front(), 1u);                                               // not timed yet
   EXPECT_EQ(*std::max_element(core->chunk_sizes.begin(), core->chunk_sizes.end()), 13u);  // ceil(100 / (4 * 2))
   auto core2 = std::make_shared<InProcessCore>(1);
   std::vector<long> big(1'000'000);
@@ -201,7 +201,8 @@ auto checkpointed_imap(std::shared_ptr<InProcessCore> core, const std::vector<lo
 }
 
 TEST(Stream, ACheckpointedRerunSendsOnlyWhatIsNotDone) {
-  const auto path = (std::filesystem::temp_directory_path() / ("fibra_stream_" + std::to_string(::getpid()) + ".h5")).string();
+  const auto path =
+      (std::filesystem::temp_directory_path() / ("fibra_stream_" + std::to_string(::getpid()) + ".h5")).string();
   std::vector<long> in(1000);
   std::iota(in.begin(), in.end(), 0);
   auto first = std::make_shared<InProcessCore>(2);

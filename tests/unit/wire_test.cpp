@@ -134,8 +134,7 @@ TEST(Wire, AResultOpenedBeforeItsPayloadIsClosedWithItsLengthStatusAndTime) {
 }
 
 TEST(Wire, AgentSetupRoundTrips) {
-  wire::AgentSetup s{0.25, 7.5, 4, 3, true, {"0,1", ""}, 2.5, "3 0 0", 0x1234567890abcdefULL,
-                        std::uint64_t(300) << 20};
+  wire::AgentSetup s{0.25, 7.5, 4, 3, true, {"0,1", ""}, 2.5, "3 0 0", 0x1234567890abcdefULL, std::uint64_t(300) << 20};
   auto g = wire::decode<wire::AgentSetup>(wire::encode(s));
   EXPECT_EQ(g.heartbeat_s, 0.25);
   EXPECT_EQ(g.driver_silence_s, 7.5);

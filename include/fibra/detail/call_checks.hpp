@@ -44,7 +44,8 @@ constexpr bool check_signature() {
   static_assert(!std::is_pointer_v<std::remove_cvref_t<R>>,
                 "fibra: a remote function cannot return a pointer: it would point into the worker's memory; "
                 "return the value itself (or a std::vector of values)");
-  if constexpr (!std::is_void_v<R> && !std::is_pointer_v<std::remove_cvref_t<R>>) check_sendable<std::remove_cvref_t<R>>();
+  if constexpr (!std::is_void_v<R> && !std::is_pointer_v<std::remove_cvref_t<R>>)
+    check_sendable<std::remove_cvref_t<R>>();
   return (check_parameter<Args>() && ...);
 }
 
@@ -62,7 +63,9 @@ template <class F>
 inline constexpr int arity_v = arity<std::decay_t<F>>::value;
 
 template <class From, class To>
-concept brace_converts = requires(From f) { To{f}; };
+concept brace_converts = requires(From f) {
+  To{f};
+};
 
 /// True when an item X would lose value as the parameter A (a double into an int, an int into a
 /// short or an unsigned). An integer into a floating-point parameter is let through, as Python does.
@@ -104,7 +107,8 @@ constexpr bool check_tuple_item() {
     if constexpr (std::tuple_size_v<Item> == sizeof...(P)) {
       return [&]<std::size_t... I>(std::index_sequence<I...>) {
         return (check_item<std::tuple_element_t<I, Item>, P>() && ...);
-      }(std::index_sequence_for<P...>{});
+      }
+      (std::index_sequence_for<P...>{});
     }
   }
   return true;

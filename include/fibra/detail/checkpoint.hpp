@@ -157,13 +157,13 @@ class TypedCheckpoint final : public CallCheckpoint {
     if constexpr (native) {
       static_assert(is_raw_v<R>, "fibra: a native checkpoint element must be encoded byte for byte");
       put_ok_ranges(o, [&](std::uint32_t k, std::uint32_t n) {
-        store().put(o.first + k, n, std::as_bytes(std::span(p + std::size_t(k) * sizeof(R), std::size_t(n) * sizeof(R))));
+        store().put(o.first + k, n,
+                    std::as_bytes(std::span(p + std::size_t(k) * sizeof(R), std::size_t(n) * sizeof(R))));
       });
     } else {
       std::vector<std::span<const std::byte>> blobs = split(o);
-      put_ok_ranges(o, [&](std::uint32_t k, std::uint32_t n) {
-        store().put_bytes(o.first + k, std::span(blobs).subspan(k, n));
-      });
+      put_ok_ranges(
+          o, [&](std::uint32_t k, std::uint32_t n) { store().put_bytes(o.first + k, std::span(blobs).subspan(k, n)); });
     }
   }
 
@@ -199,12 +199,13 @@ void wait_for_checkpoints() noexcept;
 
 /// The checkpoint of a call whose results are of type R (see CallCheckpoint::open).
 template <class R>
-std::unique_ptr<CallCheckpoint> make_checkpoint(const std::string& path, const hdf5_io::RunRecord& run, double flush_s) {
+std::unique_ptr<CallCheckpoint> make_checkpoint(const std::string& path, const hdf5_io::RunRecord& run,
+                                                double flush_s) {
   auto c = std::make_unique<TypedCheckpoint<R>>();
   // Results stored as codec bytes name their C++ type and size, so a rerun whose function now
   // returns another type is refused rather than decoded wrongly.
-  const std::string encoding = std::string(checkpoint_bytes_encoding) + ":" + demangle(typeid(R).name()) + ":" +
-                               std::to_string(sizeof(R));
+  const std::string encoding =
+      std::string(checkpoint_bytes_encoding) + ":" + demangle(typeid(R).name()) + ":" + std::to_string(sizeof(R));
   c->open(path, run, hdf5_io::element_type_of<R>(encoding), flush_s);
   return c;
 }

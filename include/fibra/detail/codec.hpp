@@ -96,7 +96,9 @@ class Writer {
     out_.append(static_cast<const char*>(p), n);
   }
   template <class T>
-  void pod(const T& v) { pods(&v, 1); }
+  void pod(const T& v) {
+    pods(&v, 1);
+  }
   /// n trivially copyable objects, in one copy unless padding has to be cleared.
   template <class T>
   void pods(const T* p, std::size_t n) {
@@ -170,13 +172,17 @@ inline constexpr bool is_raw_v = std::is_trivially_copyable_v<T> && !std::is_poi
                                  !std::is_member_pointer_v<T> && std::is_default_constructible_v<T>;
 
 template <class T>
-void encode(Writer& w, const T& v) { Codec<T>::encode(w, v); }
+void encode(Writer& w, const T& v) {
+  Codec<T>::encode(w, v);
+}
 template <class T>
-void decode(Reader& r, T& v) { Codec<T>::decode(r, v); }
+void decode(Reader& r, T& v) {
+  Codec<T>::decode(r, v);
+}
 
 // --- raw types -------------------------------------------------------------------------------
 template <class T>
-  requires is_raw_v<T>
+requires is_raw_v<T>
 struct Codec<T> {
   static void encode(Writer& w, const T& v) { w.pod(v); }
   static void decode(Reader& r, T& v) { r.raw(&v, sizeof v); }
@@ -240,8 +246,7 @@ struct Codec<std::vector<T, A>> {
 };
 
 template <class T, std::size_t N>
-  requires(!is_raw_v<std::array<T, N>>)
-struct Codec<std::array<T, N>> {
+requires(!is_raw_v<std::array<T, N>>) struct Codec<std::array<T, N>> {
   static void encode(Writer& w, const std::array<T, N>& a) {
     for (const auto& x : a) detail::encode(w, x);
   }
@@ -251,8 +256,7 @@ struct Codec<std::array<T, N>> {
 };
 
 template <class A, class B>
-  requires(!is_raw_v<std::pair<A, B>>)
-struct Codec<std::pair<A, B>> {
+requires(!is_raw_v<std::pair<A, B>>) struct Codec<std::pair<A, B>> {
   static void encode(Writer& w, const std::pair<A, B>& p) {
     detail::encode(w, p.first);
     detail::encode(w, p.second);
@@ -264,8 +268,7 @@ struct Codec<std::pair<A, B>> {
 };
 
 template <class... Ts>
-  requires(!is_raw_v<std::tuple<Ts...>>)
-struct Codec<std::tuple<Ts...>> {
+requires(!is_raw_v<std::tuple<Ts...>>) struct Codec<std::tuple<Ts...>> {
   static void encode(Writer& w, const std::tuple<Ts...>& t) {
     std::apply([&](const auto&... x) { (detail::encode(w, x), ...); }, t);
   }
@@ -275,8 +278,7 @@ struct Codec<std::tuple<Ts...>> {
 };
 
 template <class T>
-  requires(!is_raw_v<std::optional<T>>)
-struct Codec<std::optional<T>> {
+requires(!is_raw_v<std::optional<T>>) struct Codec<std::optional<T>> {
   static void encode(Writer& w, const std::optional<T>& o) {
     w.pod<std::uint8_t>(o.has_value());
     if (o) detail::encode(w, *o);
@@ -309,18 +311,18 @@ template <class T>
 NotFound serialize(Archive&, T&, unsigned int);
 
 template <class T>
-concept no_free_serialize = requires(Archive& ar, T& t,
-                                     const boost::serialization::version_type v) {
+concept no_free_serialize = requires(Archive& ar, T& t, const boost::serialization::version_type v) {
   { serialize(ar, t, v) } -> std::same_as<NotFound>;
 };
 
-struct Named { void serialize(); };
+struct Named {
+  void serialize();
+};
 template <class T>
 struct Both : T, Named {};
 // A member named serialize in T makes the name ambiguous in Both<T> (found even if it is private).
 template <class T>
-concept has_member_serialize =
-    std::is_class_v<T> && (std::is_final_v<T> || !requires { &Both<T>::serialize; });
+concept has_member_serialize = std::is_class_v<T> &&(std::is_final_v<T> || !requires { &Both<T>::serialize; });
 
 }  // namespace serialize_probe
 
@@ -340,7 +342,8 @@ struct codable<std::vector<T, A>> : codable<T> {};
 template <class T, std::size_t N>
 struct codable<std::array<T, N>> : std::bool_constant<is_raw_v<std::array<T, N>> || codable<T>::value> {};
 template <class A, class B>
-struct codable<std::pair<A, B>> : std::bool_constant<is_raw_v<std::pair<A, B>> || (codable<A>::value && codable<B>::value)> {};
+struct codable<std::pair<A, B>>
+    : std::bool_constant<is_raw_v<std::pair<A, B>> || (codable<A>::value && codable<B>::value)> {};
 template <class... Ts>
 struct codable<std::tuple<Ts...>> : std::bool_constant<is_raw_v<std::tuple<Ts...>> || (codable<Ts>::value && ...)> {};
 template <class T>
@@ -358,9 +361,11 @@ struct via_boost<std::vector<T, A>> : via_boost<T> {};
 template <class T, std::size_t N>
 struct via_boost<std::array<T, N>> : std::bool_constant<!is_raw_v<std::array<T, N>> && via_boost<T>::value> {};
 template <class A, class B>
-struct via_boost<std::pair<A, B>> : std::bool_constant<!is_raw_v<std::pair<A, B>> && (via_boost<A>::value || via_boost<B>::value)> {};
+struct via_boost<std::pair<A, B>>
+    : std::bool_constant<!is_raw_v<std::pair<A, B>> && (via_boost<A>::value || via_boost<B>::value)> {};
 template <class... Ts>
-struct via_boost<std::tuple<Ts...>> : std::bool_constant<!is_raw_v<std::tuple<Ts...>> && (via_boost<Ts>::value || ...)> {};
+struct via_boost<std::tuple<Ts...>>
+    : std::bool_constant<!is_raw_v<std::tuple<Ts...>> && (via_boost<Ts>::value || ...)> {};
 template <class T>
 struct via_boost<std::optional<T>> : std::bool_constant<!is_raw_v<std::optional<T>> && via_boost<T>::value> {};
 template <class T>
@@ -372,18 +377,20 @@ template <class T>
 struct BoostCodec;
 /// True once fibra/serialization.hpp is included (T only makes the test wait for a use).
 template <class T>
-concept boost_codec_included = requires(Writer& w, const T& v) { BoostCodec<T>::encode(w, v); };
+concept boost_codec_included = requires(Writer& w, const T& v) {
+  BoostCodec<T>::encode(w, v);
+};
 
 /// The sentence a type that cannot be sent gets (here and where a call is checked, call_checks.hpp).
-#define FIBRA_DETAIL_NOT_CODABLE                                                                  \
-  "fibra: this type cannot be sent to a worker: it is not trivially copyable and has no "          \
-  "Boost.Serialization serialize(); give it a member `template <class A> void serialize(A& ar, "   \
-  "unsigned) { ar & field1 & field2; }` (and include Boost's header for each std container it "     \
+#define FIBRA_DETAIL_NOT_CODABLE                                                                 \
+  "fibra: this type cannot be sent to a worker: it is not trivially copyable and has no "        \
+  "Boost.Serialization serialize(); give it a member `template <class A> void serialize(A& ar, " \
+  "unsigned) { ar & field1 & field2; }` (and include Boost's header for each std container it "  \
   "holds, such as <boost/serialization/map.hpp>), or make it trivially copyable"
 /// The sentence a type with serialize() gets in a file that did not include fibra/serialization.hpp.
-#define FIBRA_DETAIL_INCLUDE_SERIALIZATION                                                        \
-  "fibra: this type is sent with its serialize() (Boost.Serialization): add #include "            \
-  "<fibra/serialization.hpp> to this file (fibra.hpp leaves out Boost's archives, which files "    \
+#define FIBRA_DETAIL_INCLUDE_SERIALIZATION                                                      \
+  "fibra: this type is sent with its serialize() (Boost.Serialization): add #include "          \
+  "<fibra/serialization.hpp> to this file (fibra.hpp leaves out Boost's archives, which files " \
   "that send only raw types, strings and std containers do not need)"
 
 template <class T>

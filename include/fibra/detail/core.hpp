@@ -47,10 +47,10 @@ struct ItemOutcomeError {
 
 /// The outcome of one chunk: its encoded results, or the error that ended it.
 struct ChunkOutcome {
-  std::uint64_t first = 0;   ///< index of the chunk's first item in its call
-  std::uint32_t count = 0;   ///< items in the chunk
-  std::string payload;       ///< encoded results when `error` is empty
-  std::exception_ptr error;  ///< a fibra::Error subclass when the chunk failed
+  std::uint64_t first = 0;                    ///< index of the chunk's first item in its call
+  std::uint32_t count = 0;                    ///< items in the chunk
+  std::string payload;                        ///< encoded results when `error` is empty
+  std::exception_ptr error;                   ///< a fibra::Error subclass when the chunk failed
   std::vector<ItemOutcomeError> item_errors;  ///< keep_going calls: failed items (their results are R{})
   /// Where the results start in `payload`: a large result keeps the message it came in, whose
   /// headers come first, rather than being copied out of it.
@@ -121,16 +121,16 @@ class JobState {
   std::deque<ChunkOutcome> done_;
   std::atomic<std::uint64_t> delivered_{0};
   std::atomic<std::uint64_t> taken_{0};  // written under mu_
-  std::atomic<int> waiters_{0};            // threads in wait_until: one will take a delivery soon
-  bool unshare_pending_ = false;           // under mu_: see unshare_held()
+  std::atomic<int> waiters_{0};          // threads in wait_until: one will take a delivery soon
+  bool unshare_pending_ = false;         // under mu_: see unshare_held()
 
   // Spins briefly, then waits on cv_ until `pred` holds (delivered_ and taken_ change under mu_).
   template <class Pred>
   bool wait_until(Pred pred, std::optional<std::chrono::nanoseconds> timeout);
   std::atomic<bool> cancelled_{false};
-  std::atomic<std::uint64_t> run_ns_{0}, run_items_{0};  // measured by the executors (note_run)
+  std::atomic<std::uint64_t> run_ns_{0}, run_items_{0};                        // measured by the executors (note_run)
   std::vector<std::pair<std::uint64_t, std::function<void()>>> on_delivered_;  // under mu_; run at the first delivery
-  std::uint64_t next_token_ = 1;                                                // under mu_
+  std::uint64_t next_token_ = 1;                                               // under mu_
 };
 
 /// Runs `f` soon on fibra's task thread (one per driver process), in the order given: what a
@@ -155,9 +155,10 @@ struct PoolSettings {
   double driver_silence_s;  ///< an agent whose driver is silent this long exits (orphan guard)
   double start_timeout_s;   ///< how long Pool() waits for its workers to say hello
   int workers_per_agent;    ///< executors per agent process; 0: automatic
-  std::uint64_t keep_freed_bytes = 0;  ///< memory an executor keeps after its tasks free it (PoolOptions::keep_freed_mib)
-  RetryPolicy policy;       ///< the default for calls that do not set their own
-  Resources resources;      ///< what each worker offers, resolved (resolve_resources)
+  std::uint64_t keep_freed_bytes =
+      0;                             ///< memory an executor keeps after its tasks free it (PoolOptions::keep_freed_mib)
+  RetryPolicy policy;                ///< the default for calls that do not set their own
+  Resources resources;               ///< what each worker offers, resolved (resolve_resources)
   std::vector<std::string> gpu_ids;  ///< shared out among workers, `resources.gpus` each
   std::vector<std::string> hosts;    ///< agents placed on these (empty: MPI places them)
   std::vector<int> host_slots;       ///< processes each of `hosts` takes; 0: not known

@@ -46,8 +46,10 @@ constexpr bool check_arg() {
 /// An argument as the function receives it: a Future's value, or the argument itself.
 template <class X>
 decltype(auto) resolve(const X& x) {
-  if constexpr (is_future_v<X>) return x.get();
-  else return (x);
+  if constexpr (is_future_v<X>)
+    return x.get();
+  else
+    return (x);
 }
 
 /// One call's arguments (some of them Futures), waiting for the Futures' outcomes.
@@ -69,8 +71,10 @@ struct WaitingTask {
       Writer w(payload);
       std::apply(
           [&](const auto&... x) {
-            if constexpr (sizeof...(P) == 1) (SingleArg<std::remove_cvref_t<P>>::one(w, resolve(x)), ...);
-            else encode(w, std::tuple<std::remove_cvref_t<P>...>(resolve(x)...));
+            if constexpr (sizeof...(P) == 1)
+              (SingleArg<std::remove_cvref_t<P>>::one(w, resolve(x)), ...);
+            else
+              encode(w, std::tuple<std::remove_cvref_t<P>...>(resolve(x)...));
           },
           args);
       core->submit_dependent(job, std::move(payload));

@@ -60,8 +60,10 @@ class ImapResults {
         return;
       }
     }
-    if constexpr (Ordered) current_ = std::move(buf_[pos_]);
-    else current_ = value_type(static_cast<std::size_t>(first_ + pos_), std::move(buf_[pos_]));
+    if constexpr (Ordered)
+      current_ = std::move(buf_[pos_]);
+    else
+      current_ = value_type(static_cast<std::size_t>(first_ + pos_), std::move(buf_[pos_]));
     ++pos_;
   }
 

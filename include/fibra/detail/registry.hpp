@@ -53,9 +53,9 @@ using ChunkRunner = bool (*)(std::string_view in, std::uint32_t count, std::stri
 
 struct FunctionEntry {
   std::string name;
-  std::uint64_t id = 0;            ///< hash of the name; what travels in messages
-  const void* address = nullptr;   ///< the function's address in this process
-  std::string signature;           ///< mangled type, to detect a driver/worker mismatch
+  std::uint64_t id = 0;              ///< hash of the name; what travels in messages
+  const void* address = nullptr;     ///< the function's address in this process
+  std::string signature;             ///< mangled type, to detect a driver/worker mismatch
   ChunkRunner run_single = nullptr;  ///< null unless the function takes exactly one argument
   ChunkRunner run_tuple = nullptr;
   /// Actor methods only: the bytes of the member-function pointer and its class's type name, by
@@ -105,7 +105,8 @@ struct Remote {
   static_assert(std::is_member_function_pointer_v<decltype(F)> ||
                     !std::is_function_v<std::remove_pointer_t<decltype(F)>>,
                 "fibra: FIBRA_REMOTE cannot register a noexcept function yet: remove noexcept");
-  static_assert(std::is_member_function_pointer_v<decltype(F)> || std::is_function_v<std::remove_pointer_t<decltype(F)>>,
+  static_assert(std::is_member_function_pointer_v<decltype(F)> ||
+                    std::is_function_v<std::remove_pointer_t<decltype(F)>>,
                 "fibra: FIBRA_REMOTE takes a free function (at namespace scope, or a static member function); "
                 "a lambda or a variable cannot be called by name in another process");
   static bool add(const char*) noexcept { return false; }
@@ -134,8 +135,8 @@ struct Items {
   // `one(i)` runs item i and appends its result, setting `decoded` once its input is read;
   // `skip_input()` consumes an item's input unread; `empty_result()` appends R{}.
   template <class One, class SkipInput, class Empty>
-  static bool run_careful(std::uint32_t count, ItemFailure& fail, Cursor& cursor, const RunControl& ctl,
-                          bool& decoded, One&& one, SkipInput&& skip_input, Empty&& empty_result) {
+  static bool run_careful(std::uint32_t count, ItemFailure& fail, Cursor& cursor, const RunControl& ctl, bool& decoded,
+                          One&& one, SkipInput&& skip_input, Empty&& empty_result) {
     std::size_t next_skip = 0;
     for (std::uint32_t i = 0; i < count; ++i) {
       cursor.store(i, std::memory_order_relaxed);
@@ -163,8 +164,8 @@ struct Items {
   // Runs `count` codec-encoded items of type In through `call`, appending encoded results: every
   // path but the raw fast one.
   template <class In, class Call>
-  static bool run_encoded(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail,
-                          Cursor& cursor, const RunControl& ctl, Call&& call) {
+  static bool run_encoded(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail, Cursor& cursor,
+                          const RunControl& ctl, Call&& call) {
     Reader r(in);
     Writer w(out);
     if (!ctl.plain()) {
@@ -197,7 +198,6 @@ struct Items {
     }
     return true;
   }
-
 };
 
 template <class R, class... Args, R (*F)(Args...)>
@@ -208,14 +208,14 @@ struct Remote<F> {
 
   using I = Items<Result>;
 
-  static bool run_tuple(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail,
-                        Cursor& cursor, const RunControl& ctl) {
+  static bool run_tuple(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail, Cursor& cursor,
+                        const RunControl& ctl) {
     return I::template run_encoded<Tuple>(in, count, out, fail, cursor, ctl,
-                              [](Tuple&& args) -> Result { return std::apply(F, std::move(args)); });
+                                          [](Tuple&& args) -> Result { return std::apply(F, std::move(args)); });
   }
 
-  static bool run_single(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail,
-                         Cursor& cursor, const RunControl& ctl) {
+  static bool run_single(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail, Cursor& cursor,
+                         const RunControl& ctl) {
     if constexpr (sizeof...(Args) == 1) {
       using A = std::tuple_element_t<0, Tuple>;
       Reader r(in);
@@ -255,7 +255,8 @@ struct Remote<F> {
         }
         return true;
       } else {
-        return I::template run_encoded<A>(in, count, out, fail, cursor, ctl, [](A&& a) -> Result { return F(std::move(a)); });
+        return I::template run_encoded<A>(in, count, out, fail, cursor, ctl,
+                                          [](A&& a) -> Result { return F(std::move(a)); });
       }
     } else {
       return false;

@@ -65,11 +65,13 @@ inline std::string what_of(const std::exception_ptr& e) {
 template <class A>
 struct SingleArg {
   template <class X>
-  static constexpr bool bulk = std::is_same_v<std::remove_cvref_t<X>, A> && is_raw_v<A>;
+  static constexpr bool bulk = std::is_same_v<std::remove_cvref_t<X>, A>&& is_raw_v<A>;
   template <class X>
   static void one(Writer& w, const X& x) {
-    if constexpr (std::is_same_v<std::remove_cvref_t<X>, A>) encode(w, x);
-    else encode(w, A(x));
+    if constexpr (std::is_same_v<std::remove_cvref_t<X>, A>)
+      encode(w, x);
+    else
+      encode(w, A(x));
   }
 };
 
@@ -91,12 +93,16 @@ struct TupleArgs {
 template <class View, class Enc>
 class ChunkStream {
  public:
-  ChunkStream(std::shared_ptr<PoolCore> core, const FunctionEntry& fn, CallMode mode, View view,
-              const MapOptions& o, const char* call)
-      : core_(std::move(core)), job_(std::make_shared<JobState>(fn, mode, policy_for(*core_, o))),
-        view_(std::move(view)), it_(std::ranges::begin(view_)),
-        progress_(std::string(call) + " " + fn.name, known_size(), o.progress), errors_(o.errors) {
-    if (core_->closed()) throw PoolClosed(std::string("fibra: ") + call + "() on a pool that " + core_->closed_reason());
+  ChunkStream(std::shared_ptr<PoolCore> core, const FunctionEntry& fn, CallMode mode, View view, const MapOptions& o,
+              const char* call)
+      : core_(std::move(core)),
+        job_(std::make_shared<JobState>(fn, mode, policy_for(*core_, o))),
+        view_(std::move(view)),
+        it_(std::ranges::begin(view_)),
+        progress_(std::string(call) + " " + fn.name, known_size(), o.progress),
+        errors_(o.errors) {
+    if (core_->closed())
+      throw PoolClosed(std::string("fibra: ") + call + "() on a pool that " + core_->closed_reason());
     const std::size_t workers = static_cast<std::size_t>(std::max(1, core_->size()));
     chunksize_ = o.chunksize;
     adaptive_ = chunksize_ == 0;

@@ -84,14 +84,14 @@ enum class Access : std::uint8_t { read_write, read_only };
 
 /// @brief What a checkpoint holds, for `fibra inspect` and logs.
 struct Info {
-  std::filesystem::path path;     ///< the .h5 file
-  RunRecord run;                  ///< the run it was written for
-  ElementType element_type;       ///< the type of one result
-  std::uint64_t n_done = 0;       ///< items done (in the .h5 file and the journal)
-  std::string state;              ///< "complete" when every item is done, else "running"
-  std::string created_at;         ///< ISO-8601 UTC, when the run was first written
-  std::string updated_at;         ///< ISO-8601 UTC, the newest durable write (.h5 or journal)
-  std::uint64_t generation = 0;   ///< how many times the .h5 file was written
+  std::filesystem::path path;         ///< the .h5 file
+  RunRecord run;                      ///< the run it was written for
+  ElementType element_type;           ///< the type of one result
+  std::uint64_t n_done = 0;           ///< items done (in the .h5 file and the journal)
+  std::string state;                  ///< "complete" when every item is done, else "running"
+  std::string created_at;             ///< ISO-8601 UTC, when the run was first written
+  std::string updated_at;             ///< ISO-8601 UTC, the newest durable write (.h5 or journal)
+  std::uint64_t generation = 0;       ///< how many times the .h5 file was written
   std::uint64_t journal_records = 0;  ///< records in the journal not yet folded into the .h5
   std::uint64_t journal_bytes = 0;    ///< size of those records
 };

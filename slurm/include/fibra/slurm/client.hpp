@@ -20,9 +20,9 @@ class SlurmError : public Error {
 
 /// @brief What a finished command printed and how it ended.
 struct CommandResult {
-  int status = -1;      ///< exit status; 127 if the command could not be started; 128+N if killed by signal N
-  std::string out;      ///< its standard output
-  std::string err;      ///< its standard error
+  int status = -1;  ///< exit status; 127 if the command could not be started; 128+N if killed by signal N
+  std::string out;  ///< its standard output
+  std::string err;  ///< its standard error
 };
 
 /// @brief Runs a command (searched in PATH) to completion, capturing its output.
@@ -30,17 +30,17 @@ CommandResult run_command(const std::vector<std::string>& argv);
 
 /// @brief One job (or one array task) as `scontrol show job` sees it.
 struct JobStatus {
-  std::string id;             ///< JobId, e.g. "12"; array tasks have their own id
-  std::string array_task;     ///< ArrayTaskId for array tasks, else empty
-  std::string name;           ///< JobName
-  std::string state;          ///< JobState: PENDING, RUNNING, COMPLETED, FAILED, ...
-  std::string reason;         ///< Reason (why pending), "None" when none
-  int restarts = 0;           ///< Restarts: how often the job was requeued
-  int exit_code = 0;          ///< the first number of ExitCode
-  int exit_signal = 0;        ///< the second number of ExitCode
-  std::string node_list;      ///< NodeList
-  std::string work_dir;       ///< WorkDir
-  std::string std_out;        ///< StdOut
+  std::string id;          ///< JobId, e.g. "12"; array tasks have their own id
+  std::string array_task;  ///< ArrayTaskId for array tasks, else empty
+  std::string name;        ///< JobName
+  std::string state;       ///< JobState: PENDING, RUNNING, COMPLETED, FAILED, ...
+  std::string reason;      ///< Reason (why pending), "None" when none
+  int restarts = 0;        ///< Restarts: how often the job was requeued
+  int exit_code = 0;       ///< the first number of ExitCode
+  int exit_signal = 0;     ///< the second number of ExitCode
+  std::string node_list;   ///< NodeList
+  std::string work_dir;    ///< WorkDir
+  std::string std_out;     ///< StdOut
 };
 
 /// @brief True for states a job never leaves (COMPLETED, FAILED, CANCELLED, TIMEOUT, ...).

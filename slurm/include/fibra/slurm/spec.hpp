@@ -26,12 +26,12 @@ class SpecError : public ConfigError {
 /// @brief The warning Slurm sends before the time limit (`--signal=B:<signal>@<grace>`) and what
 /// the job does with it: the driver checkpoints and exits 75, and the batch script requeues it.
 struct CheckpointSpec {
-  std::string path;            ///< checkpoint file, passed to the program as FIBRA_CHECKPOINT;
-                               ///< with [array] it holds %a, the task id (one file per task)
-  std::string signal = "USR1"; ///< USR1 or TERM
-  int grace_s = 60;            ///< seconds between the warning and the time limit
-  bool requeue = false;        ///< requeue the job when the driver stops for a checkpoint
-  int max_restarts = 10;       ///< requeue at most this many times (a run that saves nothing would loop)
+  std::string path;             ///< checkpoint file, passed to the program as FIBRA_CHECKPOINT;
+                                ///< with [array] it holds %a, the task id (one file per task)
+  std::string signal = "USR1";  ///< USR1 or TERM
+  int grace_s = 60;             ///< seconds between the warning and the time limit
+  bool requeue = false;         ///< requeue the job when the driver stops for a checkpoint
+  int max_restarts = 10;        ///< requeue at most this many times (a run that saves nothing would loop)
   /// Relaunch the driver inside the allocation, on the nodes still alive, when a node is lost or
   /// the driver is killed (`#SBATCH --no-kill`); at most this many times. Needs `path`. Default: 2
   /// for a job of several nodes, else 0.
@@ -40,8 +40,8 @@ struct CheckpointSpec {
 
 /// @brief A job array for sweeps (`--array=<indices>%<throttle>`).
 struct ArraySpec {
-  std::string indices;         ///< e.g. "0-15", "1,3,5", "0-30:10"
-  int throttle = 0;            ///< at most this many tasks at once; 0: no limit
+  std::string indices;  ///< e.g. "0-15", "1,3,5", "0-30:10"
+  int throttle = 0;     ///< at most this many tasks at once; 0: no limit
 };
 
 /// @brief Everything a spec says, with defaults filled in.
@@ -59,18 +59,18 @@ struct JobSpec {
   std::map<std::string, std::string> env;  ///< variables exported before the program starts
   std::vector<std::string> mpirun_args;    ///< extra mpirun arguments
 
-  int nodes = 1;                           ///< `--nodes`
-  int tasks = 0;                           ///< `--ntasks`; default workers + 1 (1 with oversubscribe)
-  int cpus_per_task = 1;                   ///< `--cpus-per-task`
-  std::string memory;                      ///< `--mem`, e.g. "4G"; empty: the partition's default
-  std::string time;                        ///< `--time` as written; empty: the partition's default
-  long time_s = 0;                         ///< the time limit in seconds; 0 when not set
+  int nodes = 1;          ///< `--nodes`
+  int tasks = 0;          ///< `--ntasks`; default workers + 1 (1 with oversubscribe)
+  int cpus_per_task = 1;  ///< `--cpus-per-task`
+  std::string memory;     ///< `--mem`, e.g. "4G"; empty: the partition's default
+  std::string time;       ///< `--time` as written; empty: the partition's default
+  long time_s = 0;        ///< the time limit in seconds; 0 when not set
   std::string partition, account, qos, constraint, gres;
-  int gpus = 0;                            ///< `--gpus`; 0: none asked
+  int gpus = 0;  ///< `--gpus`; 0: none asked
 
   std::optional<CheckpointSpec> checkpoint;
   std::optional<ArraySpec> array;
-  std::vector<std::string> sbatch_extra;   ///< extra `#SBATCH` options, e.g. "--exclusive"
+  std::vector<std::string> sbatch_extra;  ///< extra `#SBATCH` options, e.g. "--exclusive"
 };
 
 /// @brief Parses and checks a spec from TOML text.
