@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   # toolchain
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config clang-format
   # MPI and serialization
   openmpi-bin libopenmpi-dev libboost-mpi-dev libboost-serialization-dev
   # checkpoints
