@@ -2,6 +2,7 @@
 // registered function that returns its input. Compare with raw_mpi's payload figures.
 //
 //   b6_payload [--bytes 67108864] [--repeats 5] [--workers 1] [--keep-freed-mib 256]
+//              [--driver-keep-freed-mib 0]
 //
 // Times `pool.apply_async(echo, v).get()`; the first round trip is a warm-up and is not counted.
 // Every result is checked against the input (outside the timed part). Prints CSV:
@@ -47,22 +48,28 @@ int main(int argc, char** argv) {
   const int repeats = int(bench::arg(argc, argv, "--repeats", 5));
   const int workers = int(bench::arg(argc, argv, "--workers", 1));
   const long keep = bench::arg(argc, argv, "--keep-freed-mib", long(fibra::PoolOptions{}.keep_freed_mib));
-  if (bytes < 8 || bytes % 8 != 0 || repeats < 1 || workers < 1 || keep < 0 || keep > (1L << 20)) {
+  const long driver_keep =
+      bench::arg(argc, argv, "--driver-keep-freed-mib", long(fibra::PoolOptions{}.driver_keep_freed_mib));
+  const auto out_of_range = [](long mib) { return mib < 0 || mib > (1L << 20); };
+  if (bytes < 8 || bytes % 8 != 0 || repeats < 1 || workers < 1 || out_of_range(keep) || out_of_range(driver_keep)) {
     std::fprintf(stderr,
-                 "b6: --bytes must be a positive multiple of 8; --repeats and --workers at least 1; --keep-freed-mib 0 "
-                 "to 1048576\n");
+                 "b6: --bytes must be a positive multiple of 8; --repeats and --workers at least 1; --keep-freed-mib "
+                 "and --driver-keep-freed-mib 0 to 1048576\n");
     return 1;
   }
 
-  std::printf("# fibra %s, %u hardware threads, %.0f GiB, %d workers, %ld bytes, medians of %d runs after 1 warm-up\n",
-              fibra::version, std::thread::hardware_concurrency(), bench::memory_gib(), workers, bytes, repeats);
+  std::printf(
+      "# fibra %s, %u hardware threads, %.0f GiB, %d workers, %ld bytes, medians of %d runs after 1 warm-up, "
+      "keep_freed_mib %ld, driver_keep_freed_mib %ld\n",
+      fibra::version, std::thread::hardware_concurrency(), bench::memory_gib(), workers, bytes, repeats, keep,
+      driver_keep);
   std::printf("benchmark,metric,value,unit\n");
   std::fflush(stdout);
 
   std::vector<double> v(std::size_t(bytes) / sizeof(double));
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = double(i) * 0.5;
 
-  fibra::Pool pool(workers, {.keep_freed_mib = std::size_t(keep)});
+  fibra::Pool pool(workers, {.keep_freed_mib = std::size_t(keep), .driver_keep_freed_mib = std::size_t(driver_keep)});
   round_trip(pool, v);  // warm-up
   std::vector<double> s;
   for (int r = 0; r < repeats; ++r) s.push_back(round_trip(pool, v));

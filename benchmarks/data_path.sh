@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The data path side by side (docs/benchmarks.md, "64 MiB without the needless copies"): 5 rounds,
-# each running in turn raw MPI's floor, fibra's round trip, fibra's 64 MiB round trip, and the same
-# with every batch through MPI and the agents (FIBRA_LANES=0). Rows go to <out>/*.csv.
+# each running in turn raw MPI's floor, fibra's round trip, fibra's 64 MiB round trip (the driver's
+# allocator as it is, the default), the same with the driver keeping its freed memory
+# (--driver-keep-freed-mib 256), and with every batch through MPI and the agents (FIBRA_LANES=0).
+# Rows go to <out>/*.csv.
 #
 #   benchmarks/data_path.sh [out-folder, default /tmp/data_path]   (after building into build/)
 set -euo pipefail
@@ -17,7 +19,8 @@ for _ in 1 2 3 4 5; do
   build/benchmarks/b2_throughput --workers 1 --map-tasks 10 --async-tasks 10 --roundtrips 3000 --repeats 1 |
     grep roundtrip >> "$out/roundtrip.csv"
   build/benchmarks/b6_payload --repeats 3 | grep payload >> "$out/b6.csv"
+  build/benchmarks/b6_payload --repeats 3 --driver-keep-freed-mib 256 | grep payload >> "$out/b6_driver_keep.csv"
   FIBRA_LANES=0 build/benchmarks/b6_payload --repeats 3 | grep payload >> "$out/b6_no_lanes.csv"
 done
 uptime >> "$out/load.txt"
-echo "rows in $out: raw.csv roundtrip.csv b6.csv b6_no_lanes.csv"
+echo "rows in $out: raw.csv roundtrip.csv b6.csv b6_driver_keep.csv b6_no_lanes.csv"

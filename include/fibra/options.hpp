@@ -26,14 +26,20 @@ struct PoolOptions {
   /// evenly over at most 4 agents (a pool of 4 or fewer has one agent per worker). A lost agent
   /// costs the chunks of all its workers, as a lost node would; a crashed worker only its own.
   int workers_per_agent = 0;
-  /// Freed memory a worker keeps for its next task, in MiB, and the driver for its next result:
-  /// a call that takes a large buffer each time (a 64 MiB vector) then finds it warm instead of
-  /// faulting it in again. When more than this came free since the last give-back, it goes back
-  /// to the system at the next look (once a second); all of it once the process turns idle (2-3 s
-  /// without work). 0: the C library's default (blocks of 32 MiB or more go back at once).
-  /// The first pool's value holds for the driver process. At most 1048576 (1 TiB).
+  /// Freed memory each worker keeps for its next task, in MiB: a task that takes a large buffer
+  /// each time (a 64 MiB vector) then finds it warm instead of faulting it in again. When more
+  /// than this came free since the last give-back, it goes back to the system at the next look
+  /// (once a second); all of it once the worker turns idle (2-3 s without a batch). 0: the C
+  /// library's default (blocks of 32 MiB or more go back at once). At most 1048576 (1 TiB).
+  /// Workers are fibra's own processes; the driver is yours: see driver_keep_freed_mib.
   /// docs/architecture.md, "Freed memory kept".
   std::size_t keep_freed_mib = 256;
+  /// The same for the driver, your own process, and what your code frees there (the result
+  /// vector of the last call): off by default (0), since it changes the allocator of your process
+  /// for its whole life (docs/architecture.md, "Freed memory kept", says how). The first pool
+  /// with a value above 0 turns it on for the process; later pools change nothing. Large results
+  /// come back faster with it (64 MiB: docs/benchmarks.md). At most 1048576.
+  std::size_t driver_keep_freed_mib = 0;
   /// What each worker offers; a field left at 0 comes from the allocation (SLURM_CPUS_PER_TASK,
   /// SLURM_GPUS_PER_TASK, SLURM_MEM_PER_CPU or SLURM_MEM_PER_NODE), else 1 CPU, the visible GPUs
   /// shared out (at least 1 each while they last), and memory not counted. docs/resources.md.

@@ -70,9 +70,9 @@ bool keep_freed_memory(std::size_t keep_bytes, bool sleep_when_idle) {
   static bool decided = false;
   std::lock_guard lk(mu);
   if (decided) return g_on.load();
+  if (keep_bytes == 0) return false;  // left as it is; a later call may still decide
   decided = true;
 #ifdef FIBRA_HAVE_MALLINFO2
-  if (keep_bytes == 0) return false;
   g_busy_ms.store(now_ms());
   try {
     std::thread(watch, keep_bytes, sleep_when_idle).detach();  // for the process's life

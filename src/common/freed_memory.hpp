@@ -16,8 +16,9 @@
 namespace fibra::detail {
 
 /// Sets this process's allocator to keep up to `keep_bytes` of freed memory and starts the thread
-/// that holds it to that. The first call decides: later ones (0 included) change nothing. False:
-/// not kept (0, a C library without these controls, no thread to be had, or mallopt refused).
+/// that holds it to that. 0 leaves the allocator as it is; the first call with a bound above 0
+/// decides, and later ones change nothing. False: not kept (0, a C library without these
+/// controls, no thread to be had, or mallopt refused).
 /// `sleep_when_idle` (an executor, which frees nothing between batches): the thread does not wake
 /// while the process is idle.
 bool keep_freed_memory(std::size_t keep_bytes, bool sleep_when_idle);

@@ -467,7 +467,7 @@ std::shared_ptr<PoolCore> start_pool(const PoolSettings& settings) {
         "main");
   if (settings.workers < 1)
     throw ConfigError("fibra: a pool needs at least 1 worker (asked for " + std::to_string(settings.workers) + ")");
-  keep_freed_memory(settings.keep_freed_bytes, false);  // the first pool decides for the process
+  keep_freed_memory(settings.driver_keep_freed_bytes, false);  // the first pool asking decides for the process
   auto p = std::make_shared<PoolImpl>(settings);
   p->start();
   std::lock_guard lk(g_pools_mu);
@@ -544,10 +544,13 @@ Pool::Pool(int workers, PoolOptions options) {
     throw ConfigError("fibra: PoolOptions::workers_per_agent must be 0 (automatic) or more, got " +
                       std::to_string(options.workers_per_agent));
   s.workers_per_agent = options.workers_per_agent;
-  if (options.keep_freed_mib > (std::size_t(1) << 20))
-    throw ConfigError("fibra: PoolOptions::keep_freed_mib must be at most 1048576 (1 TiB), got " +
-                      std::to_string(options.keep_freed_mib));
+  for (auto [name, mib] : {std::pair{"keep_freed_mib", options.keep_freed_mib},
+                           std::pair{"driver_keep_freed_mib", options.driver_keep_freed_mib}})
+    if (mib > (std::size_t(1) << 20))
+      throw ConfigError(std::string("fibra: PoolOptions::") + name + " must be at most 1048576 (1 TiB), got " +
+                        std::to_string(mib));
   s.keep_freed_bytes = std::uint64_t(options.keep_freed_mib) << 20;
+  s.driver_keep_freed_bytes = std::uint64_t(options.driver_keep_freed_mib) << 20;
   s.policy = detail::make_policy({}, options.retries, options.retry_exceptions, options.task_timeout_s);
   const auto r = detail::resolve_resources(options, s.workers);
   s.resources = r.each;

@@ -442,11 +442,21 @@ TEST(Executors, KeepTheMemoryTheirTasksFreedForTheNextTask) {
   EXPECT_LT(p.apply_async(touch_mib, 64, 3000).get().faults, 16) << "given back while a task ran";
 }
 
-// The driver does the same for what its caller frees (the result vector of the last call), once
-// a pool has started (the tests' pool, with the default bound).
-TEST(Executors, TheDriverKeepsTheMemoryItsCallerFreedToo) {
+// The driver is the user's process: its allocator is left as it is unless a pool asks
+// (driver_keep_freed_mib), so 64 MiB freed there goes back to the system at once. Runs before the
+// test below, which turns the setting on for the rest of this process.
+TEST(Executors, TheDriversAllocatorIsLeftAloneByDefault) {
   if (!can_keep_freed()) GTEST_SKIP() << "no glibc 2.33 allocator here";
-  ASSERT_EQ(pool().apply_async(square, 3).get(), 9);  // a call: busy, then idle after it
+  ASSERT_EQ(pool().apply_async(square, 3).get(), 9);  // the tests' pool (defaults) has started
+  EXPECT_GE(touch_mib(64, 0).faults, 32) << "the driver kept 64 MiB freed without driver_keep_freed_mib";
+}
+
+// With driver_keep_freed_mib, the driver does what its workers do for what its caller frees (the
+// result vector of the last call), from the first pool that asks for it.
+TEST(Executors, TheDriverKeepsTheMemoryItsCallerFreedWhenAsked) {
+  if (!can_keep_freed()) GTEST_SKIP() << "no glibc 2.33 allocator here";
+  fibra::Pool asking(1, {.driver_keep_freed_mib = 256});
+  ASSERT_EQ(asking.apply_async(square, 3).get(), 9);  // a call: busy, then idle after it
   const Held start = held(0);
   const Held touched = touch_mib(64, 0);
   EXPECT_LT(touched.faults, 16) << "the 64 MiB freed went back to the system";
@@ -476,6 +486,7 @@ TEST(Executors, KeepNoMoreFreedMemoryThanAsked) {
   }
   EXPECT_NO_THROW(fibra::Pool(1, {.keep_freed_mib = std::size_t(1) << 20}));
   EXPECT_THROW(fibra::Pool(1, {.keep_freed_mib = (std::size_t(1) << 20) + 1}), fibra::ConfigError);
+  EXPECT_THROW(fibra::Pool(1, {.driver_keep_freed_mib = (std::size_t(1) << 20) + 1}), fibra::ConfigError);
 }
 
 TEST(Errors, ATaskThatThrowsRaisesRemoteErrorAndThePoolGoesOn) {

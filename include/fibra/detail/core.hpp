@@ -156,13 +156,14 @@ struct PoolSettings {
   double start_timeout_s;   ///< how long Pool() waits for its workers to say hello
   int workers_per_agent;    ///< executors per agent process; 0: automatic
   std::uint64_t keep_freed_bytes =
-      0;                             ///< memory an executor keeps after its tasks free it (PoolOptions::keep_freed_mib)
-  RetryPolicy policy;                ///< the default for calls that do not set their own
-  Resources resources;               ///< what each worker offers, resolved (resolve_resources)
-  std::vector<std::string> gpu_ids;  ///< shared out among workers, `resources.gpus` each
-  std::vector<std::string> hosts;    ///< agents placed on these (empty: MPI places them)
-  std::vector<int> host_slots;       ///< processes each of `hosts` takes; 0: not known
-  bool pack = false;                 ///< fill hosts in order ("pack"), else one after another ("spread")
+      0;  ///< memory an executor keeps after its tasks free it (PoolOptions::keep_freed_mib)
+  std::uint64_t driver_keep_freed_bytes = 0;  ///< the same for the driver (PoolOptions::driver_keep_freed_mib)
+  RetryPolicy policy;                         ///< the default for calls that do not set their own
+  Resources resources;                        ///< what each worker offers, resolved (resolve_resources)
+  std::vector<std::string> gpu_ids;           ///< shared out among workers, `resources.gpus` each
+  std::vector<std::string> hosts;             ///< agents placed on these (empty: MPI places them)
+  std::vector<int> host_slots;                ///< processes each of `hosts` takes; 0: not known
+  bool pack = false;                          ///< fill hosts in order ("pack"), else one after another ("spread")
 };
 
 /// A pool's worker processes and queue, owned by the driver's runtime.
