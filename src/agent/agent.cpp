@@ -75,7 +75,7 @@ class Agent {
     std::vector<std::pair<std::string, std::string>> env;
     if (!cfg_.gpus.empty())
       env.emplace_back("CUDA_VISIBLE_DEVICES", cfg_.gpus[std::min<std::size_t>(i, cfg_.gpus.size() - 1)]);
-    env.emplace_back("FIBRA_POOL_POLICY", cfg_.policy);
+    env.emplace_back("FIBRA_POOL_POLICY", wire::policy_text(cfg_.policy));
     env.emplace_back("FIBRA_KEEP_FREED", std::to_string(cfg_.keep_freed_bytes));
     if (!std::getenv("OMP_NUM_THREADS"))
       env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1L, std::lround(cfg_.cpus))));
@@ -176,21 +176,13 @@ class Agent {
   // What its tasks asked of the pool goes to the driver, marked with the way back (`route`); a
   // change in how many of its tasks wait goes too (the driver gives a waiting worker more work).
   void pass_on_requests(SupervisedExecutor& e, std::uint64_t route) {
-    for (auto& r : e.take_requests()) {
-      std::string m(sizeof route, '\0');
-      std::memcpy(m.data(), &route, sizeof route);
-      m += r;
-      send(wire::tag_request, std::move(m));
-    }
+    for (auto& r : e.take_requests()) send(wire::tag_request, wire::routed_request(route, r));
     blocked_delta_ += e.take_blocked_delta();
   }
 
   void pass_on_blocked() {
     if (blocked_delta_ == 0) return;
-    std::string m(sizeof(std::int32_t), '\0');
-    const std::int32_t d = blocked_delta_;
-    std::memcpy(m.data(), &d, sizeof d);
-    send(wire::tag_blocked, std::move(m));
+    send(wire::tag_blocked, wire::encode(wire::WaitDelta{blocked_delta_}));
     blocked_delta_ = 0;
   }
 

@@ -315,9 +315,11 @@ bool SupervisedExecutor::read(std::vector<std::string>& frames, bool& got) {
         requests_.push_back(std::move(in_));
       } else {
         std::int32_t delta = 0;
-        if (in_.size() != sizeof delta)
+        try {
+          delta = wire::decode_whole<wire::WaitDelta>(in_).delta;
+        } catch (const wire::Malformed&) {
           return stop_for_junk("a wait frame of " + std::to_string(in_.size()) + " bytes");
-        std::memcpy(&delta, in_.data(), sizeof delta);
+        }
         blocked_ += delta;
         blocked_delta_ += delta;
       }

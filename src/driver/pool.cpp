@@ -218,11 +218,7 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
       return on_results(w, m.data);
     case wire::tag_request: return on_request(w, m.data);
     case wire::tag_blocked: {
-      std::int32_t d = 0;
-      if (m.data.size() != sizeof d)
-        throw wire::Malformed("fibra: a malformed message: a wait count of " + std::to_string(m.data.size()) +
-                              " bytes");
-      std::memcpy(&d, m.data.data(), sizeof d);
+      const std::int32_t d = wire::decode_whole<wire::WaitDelta>(m.data).delta;
       std::lock_guard lk(mu_);
       w.blocked = std::max(0, w.blocked + d);
       kick();

@@ -38,22 +38,13 @@ std::uint64_t PoolImpl::next_uid() {
 }
 
 void PoolImpl::on_request(Worker& w, const std::string& data) {
-  std::uint64_t route = 0;
-  if (data.size() < sizeof route)
-    throw wire::Malformed("fibra: a malformed message: a request of " + std::to_string(data.size()) + " bytes");
-  std::memcpy(&route, data.data(), sizeof route);
-  auto r = wire::decode<wire::Request>(std::string_view(data).substr(sizeof route));
+  auto [route, r] = wire::parse_routed_request(data);
   const FunctionEntry* fn = function_by_id(r.fn);
   if (!fn)
     throw wire::Malformed("fibra: a malformed message: a request for an unknown function (id " + std::to_string(r.fn) +
                           ")");
-  RetryPolicy policy;  // the task's own call: its MapOptions, or the pool's defaults it saw
-  policy.need = {r.need_cpus, r.need_gpus, static_cast<long>(r.need_memory_mb)};
-  policy.retries = r.retries;
-  policy.retry_exceptions = r.retry_exceptions;
-  policy.task_timeout_s = r.task_timeout_s;
-  policy.keep_going = r.keep_going;
-  auto job = std::make_shared<JobState>(*fn, r.mode, policy);
+  // The task's own call: its MapOptions, or the pool's defaults it saw.
+  auto job = std::make_shared<JobState>(*fn, r.mode, r.policy);
   std::weak_ptr<PoolImpl> self = shared_from_this();
   job->on_delivered([self, wid = w.id, route, id = r.id, job] {
     if (auto p = self.lock()) p->queue_reply({wid, route, id, job});
@@ -68,7 +59,7 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
     if (r.payload.size() + 4 * std::size_t(r.count) > max_chunk_bytes)
       throw ConfigError("fibra: a task submitted " + fn->name + " with arguments of " +
                         std::to_string(r.payload.size()) + " bytes, over the 2 GiB one MPI message can carry");
-    check_fits(policy.need, fn->name);
+    check_fits(r.policy.need, fn->name);
     std::lock_guard lk(mu_);
     // A closed pool still runs what its tasks submit (they are part of the work it was given);
     // a terminated or broken one does not.

@@ -116,7 +116,7 @@ void PoolImpl::spawn(int executors) {
   setup.slot = free_slot_number();
   setup.prefix_output = prefix_output();
   setup.cpus = s_.resources.cpus;
-  setup.policy = wire::encode_policy(s_.policy);
+  setup.policy = s_.policy;
   setup.lane_nonce = lane_nonce_;
   setup.keep_freed_bytes = s_.keep_freed_bytes;
   // GPUs: `resources.gpus` for each executor, from those no other agent holds (an agent lost but

@@ -504,7 +504,7 @@ class ExecutorCore final : public PoolCore {
   RetryPolicy default_policy() const override {
     static const RetryPolicy pool = [] {  // read once: the variable is set when the executor starts
       const char* p = std::getenv("FIBRA_POOL_POLICY");
-      return p ? wire::decode_policy(p) : RetryPolicy{};
+      return p ? wire::policy_from_text(p) : RetryPolicy{};
     }();
     return pool;
   }
@@ -523,14 +523,7 @@ class ExecutorCore final : public PoolCore {
     r.fn = job.fn().id;
     r.mode = job.mode();
     r.payload = std::move(payload);
-    const RetryPolicy& p = job.policy();
-    r.need_cpus = p.need.cpus;
-    r.need_gpus = p.need.gpus;
-    r.need_memory_mb = p.need.memory_mb;
-    r.retries = p.retries;
-    r.retry_exceptions = p.retry_exceptions;
-    r.task_timeout_s = p.task_timeout_s;
-    r.keep_going = p.keep_going;
+    r.policy = job.policy();
     return r;
   }
   std::uint64_t uid_;
@@ -549,9 +542,7 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
   const auto deadline =
       timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
   auto blocked = [](std::int32_t delta) {
-    std::string b(sizeof delta, '\0');
-    std::memcpy(b.data(), &delta, sizeof delta);
-    send_frame(g_sock, b, wire::frame_blocked);
+    send_frame(g_sock, wire::encode(wire::WaitDelta{delta}), wire::frame_blocked);
   };
   if (help) blocked(+1);
   // What the mailbox said before: the task that waits is still the one the agent watches after.

@@ -76,23 +76,44 @@ std::vector<TaskView> parse_tasks(std::string_view batch) {
   });
 }
 
-std::string encode_policy(const detail::RetryPolicy& p) {
-  char b[96];
-  std::snprintf(b, sizeof b, "%u %d %.17g", p.retries, p.retry_exceptions ? 1 : 0, p.task_timeout_s);
-  return b;
+std::string policy_text(const detail::RetryPolicy& p) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string text;
+  for (unsigned char c : encode(p)) {
+    text += digits[c >> 4];
+    text += digits[c & 15];
+  }
+  return text;
 }
 
-detail::RetryPolicy decode_policy(const std::string& s) {
-  detail::RetryPolicy p;
-  unsigned retries = 0;
-  int retry_exceptions = 0;
-  double timeout = 0;
-  if (std::sscanf(s.c_str(), "%u %d %lf", &retries, &retry_exceptions, &timeout) == 3) {
-    p.retries = retries;
-    p.retry_exceptions = retry_exceptions != 0;
-    p.task_timeout_s = timeout;
-  }
-  return p;
+detail::RetryPolicy policy_from_text(std::string_view text) {
+  auto nibble = [&](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    throw Malformed("fibra: a malformed message: a pool's default policy '" + std::string(text) + "' is not hex");
+  };
+  if (text.size() % 2 != 0)
+    throw Malformed("fibra: a malformed message: a pool's default policy of " + std::to_string(text.size()) +
+                    " hex digits");
+  std::string bytes;
+  for (std::size_t i = 0; i < text.size(); i += 2) bytes += char(nibble(text[i]) * 16 + nibble(text[i + 1]));
+  return decode_whole<detail::RetryPolicy>(bytes);
+}
+
+std::string routed_request(std::uint64_t route, std::string_view request) {
+  std::string m = encode(RequestRoute{route});
+  m += request;
+  return m;
+}
+
+RoutedRequest parse_routed_request(std::string_view message) {
+  Reader r(message);
+  RoutedRequest out;
+  RequestRoute route;
+  get(r, route);
+  out.route = route.route;
+  get(r, out.request);
+  return out;
 }
 
 std::uint64_t batch_actor(std::string_view batch) {

@@ -30,15 +30,15 @@ enum Tag : int {
   tag_setup = 7,       ///< driver -> agent, its first message: AgentSetup
   tag_actor_end = 8,   ///< driver -> agent: ActorEnd, the actor's last handle is gone
   tag_actor_died = 9,  ///< agent -> driver: ActorDeath, an actor's process ended
-  tag_request = 10,    ///< agent -> driver: u64 route, then a Request from one of its executors
+  tag_request = 10,    ///< agent -> driver: a RequestRoute, then a Request from one of its executors
   tag_reply = 11,      ///< driver -> agent: Reply, the outcome of a Request
-  tag_blocked = 12,    ///< agent -> driver: i32, executors that began (+) or ended (-) a wait in a task
+  tag_blocked = 12,    ///< agent -> driver: WaitDelta, executors that began (+) or ended (-) a wait in a task
 };
 
 /// Frames on an executor's socket start with a u64: the frame's length, and its kind in the top
 /// byte. Agent -> executor: a task batch, a Reply, or a wake-up (empty: the driver has started to
 /// use its lane, src/transport/lane.hpp). Executor -> agent: a result batch (an empty one says "started"), a
-/// Request, or a change of its waiting count (an i32).
+/// Request, or a change of its waiting count (a WaitDelta).
 enum FrameKind : std::uint64_t {
   frame_batch = 0,    ///< agent -> executor
   frame_reply = 1,    ///< agent -> executor
@@ -51,6 +51,16 @@ inline constexpr std::uint64_t frame_kind(std::uint64_t prefix) { return prefix 
 inline constexpr std::uint64_t frame_length(std::uint64_t prefix) { return prefix & ((std::uint64_t(1) << 56) - 1); }
 inline constexpr std::uint64_t frame_prefix(std::uint64_t kind, std::uint64_t length) { return (kind << 56) | length; }
 
+// Types of the public headers that travel inside messages, listed here like the messages.
+static_assert(sizeof(int) == 4 && sizeof(long) == 8, "fibra's messages assume an LP64 platform");
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, Resources>
+void fields(F&& f, M& m) { f(m.cpus, m.gpus, m.memory_mb); }
+/// A call's RetryPolicy, whole: the same list for a task's request and a pool's default.
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, detail::RetryPolicy>
+void fields(F&& f, M& m) { f(m.retries, m.retry_exceptions, m.task_timeout_s, m.keep_going, m.need); }
+
 /// A task's call into the pool that runs it (a nested submit or map, an actor's method), sent by
 /// its executor through the agent. The driver answers with a Reply of the same id.
 struct Request {
@@ -59,23 +69,32 @@ struct Request {
   detail::CallMode mode = detail::CallMode::tuple;
   std::uint64_t first = 0;  ///< a map's chunk: its first item and how many
   std::uint32_t count = 1;
-  std::uint64_t pool = 0;   ///< an actor call: its pool (PoolCore::uid); 0: the task's own pool
-  std::uint64_t actor = 0;  ///< an actor call: the actor's id; 0: a task
-  std::string payload;      ///< encoded arguments (items)
-  double need_cpus = 0;     ///< what it needs of a worker (Resources)
-  std::int32_t need_gpus = 0;
-  std::int64_t need_memory_mb = 0;
-  std::uint32_t retries = 0;  ///< the call's RetryPolicy (its MapOptions in the task)
-  bool retry_exceptions = false;
-  double task_timeout_s = 0;
-  bool keep_going = false;
+  std::uint64_t pool = 0;      ///< an actor call: its pool (PoolCore::uid); 0: the task's own pool
+  std::uint64_t actor = 0;     ///< an actor call: the actor's id; 0: a task
+  std::string payload;         ///< encoded arguments (items)
+  detail::RetryPolicy policy;  ///< the call's own (its MapOptions in the task), with what it needs of a worker
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, Request>
-void fields(F&& f, M& m) {
-  f(m.id, m.fn, m.mode, m.first, m.count, m.pool, m.actor, m.payload, m.need_cpus, m.need_gpus, m.need_memory_mb,
-    m.retries, m.retry_exceptions, m.task_timeout_s, m.keep_going);
-}
+void fields(F&& f, M& m) { f(m.id, m.fn, m.mode, m.first, m.count, m.pool, m.actor, m.payload, m.policy); }
+
+/// agent -> driver, before the bytes of a Request it passes on (tag_request): the way back to the
+/// executor it came from (Reply::route). The agent passes the Request's bytes on as they came.
+struct RequestRoute {
+  std::uint64_t route = 0;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, RequestRoute>
+void fields(F&& f, M& m) { f(m.route); }
+
+/// executor -> agent (frame_blocked) and agent -> driver (tag_blocked): a change in how many tasks
+/// wait inside a task (+1 as a wait begins, -1 as it ends; the agent sums its executors').
+struct WaitDelta {
+  std::int32_t delta = 0;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, WaitDelta>
+void fields(F&& f, M& m) { f(m.delta); }
 
 /// driver -> agent: a Request's outcome, for the executor `route` names (RequestRoute).
 struct Reply {
@@ -122,8 +141,8 @@ struct AgentSetup {
   /// CUDA_VISIBLE_DEVICES of each executor ("0,1"; "" for none); empty: the pool has no GPUs and
   /// the executors' environment is left alone. Its actors see the first executor's.
   std::vector<std::string> gpus;
-  double cpus = 1;     ///< per executor: OMP_NUM_THREADS, unless the environment sets it
-  std::string policy;  ///< the pool's default RetryPolicy, for calls its tasks make (encode_policy)
+  double cpus = 1;             ///< per executor: OMP_NUM_THREADS, unless the environment sets it
+  detail::RetryPolicy policy;  ///< the pool's default, for calls its tasks make (policy_text)
   std::uint64_t lane_nonce =
       0;  ///< written in its executors' lanes: the driver maps only its own (src/transport/lane.hpp)
   std::uint64_t keep_freed_bytes =
@@ -136,10 +155,10 @@ void fields(F&& f, M& m) {
     m.keep_freed_bytes);
 }
 
-/// A RetryPolicy's retries, retry_exceptions and task_timeout_s as text ("3 0 0"): an executor
-/// gets its pool's defaults in FIBRA_POOL_POLICY.
-std::string encode_policy(const detail::RetryPolicy& p);
-detail::RetryPolicy decode_policy(const std::string& s);
+/// A RetryPolicy as text for an environment variable: its encoding (the list above), in hex. An
+/// executor gets its pool's defaults in FIBRA_POOL_POLICY. policy_from_text throws Malformed.
+std::string policy_text(const detail::RetryPolicy& p);
+detail::RetryPolicy policy_from_text(std::string_view text);
 
 /// agent -> driver, once its executors have started.
 struct Hello {
@@ -223,16 +242,45 @@ void fields(F&& f, M& x) { f(x.offset, x.type, x.message); }
 /// ItemFailure::offset of a crash outside any item of the chunk (the executor died between chunks).
 inline constexpr std::uint32_t unknown_item = 0xffffffffu;
 
+/// A type with a `fields` list above: written field by field, also as a member of another message.
+template <class M>
+concept Listed = requires(M& m) {
+  fields([](auto&...) {}, m);
+};
+
+template <class M>
+void put(detail::Writer& w, const M& m);
+template <class M>
+void get_fields(detail::Reader& r, M& m);
+template <class T>
+void put_one(detail::Writer& w, const T& x) {
+  if constexpr (Listed<T>)
+    put(w, x);
+  else
+    detail::encode(w, x);
+}
+template <class T>
+void get_one(detail::Reader& r, T& x) {
+  if constexpr (Listed<T>)
+    get_fields(r, x);
+  else
+    detail::decode(r, x);
+}
+
 /// Writes a message's fields.
 template <class M>
 void put(detail::Writer& w, const M& m) {
-  fields([&](const auto&... x) { (detail::encode(w, x), ...); }, m);
+  fields([&](const auto&... x) { (put_one(w, x), ...); }, m);
+}
+template <class M>
+void get_fields(detail::Reader& r, M& m) {
+  fields([&](auto&... x) { (get_one(r, x), ...); }, m);
 }
 /// Reads a message's fields; throws Malformed.
 template <class M>
 void get(detail::Reader& r, M& m) {
   try {
-    fields([&](auto&... x) { (detail::decode(r, x), ...); }, m);
+    get_fields(r, m);
   } catch (const Malformed&) {
     throw;
   } catch (const Error& e) {
@@ -253,6 +301,26 @@ M decode(std::string_view s) {
   get(r, m);
   return m;
 }
+/// decode, and refuses bytes left over (a message of a fixed size, such as a WaitDelta).
+template <class M>
+M decode_whole(std::string_view s) {
+  detail::Reader r(s);
+  M m;
+  get(r, m);
+  if (r.left() != 0)
+    throw Malformed("fibra: a malformed message: " + std::to_string(r.left()) + " bytes after its end, of " +
+                    std::to_string(s.size()));
+  return m;
+}
+
+/// tag_request: the route, then a Request's bytes as the executor encoded them (not decoded by
+/// the agent, which only passes them on).
+std::string routed_request(std::uint64_t route, std::string_view request);
+struct RoutedRequest {
+  std::uint64_t route = 0;
+  Request request;
+};
+RoutedRequest parse_routed_request(std::string_view message);
 
 // ---- task batches: u32 count, then per chunk: TaskHeader, u64 payload bytes, padding, payload ----
 // (The padding, zeros, starts each payload at a multiple of 16 bytes from the message's start.)

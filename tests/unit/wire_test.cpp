@@ -134,7 +134,8 @@ TEST(Wire, AResultOpenedBeforeItsPayloadIsClosedWithItsLengthStatusAndTime) {
 }
 
 TEST(Wire, AgentSetupRoundTrips) {
-  wire::AgentSetup s{0.25, 7.5, 4, 3, true, {"0,1", ""}, 2.5, "3 0 0", 0x1234567890abcdefULL, std::uint64_t(300) << 20};
+  detail::RetryPolicy policy{5, true, 1.5, true, {2.0, 1, 512}};
+  wire::AgentSetup s{0.25, 7.5, 4, 3, true, {"0,1", ""}, 2.5, policy, 0x1234567890abcdefULL, std::uint64_t(300) << 20};
   auto g = wire::decode<wire::AgentSetup>(wire::encode(s));
   EXPECT_EQ(g.heartbeat_s, 0.25);
   EXPECT_EQ(g.driver_silence_s, 7.5);
@@ -143,28 +144,42 @@ TEST(Wire, AgentSetupRoundTrips) {
   EXPECT_TRUE(g.prefix_output);
   EXPECT_EQ(g.gpus, (std::vector<std::string>{"0,1", ""}));
   EXPECT_EQ(g.cpus, 2.5);
-  EXPECT_EQ(g.policy, "3 0 0");
+  EXPECT_EQ(g.policy.retries, 5u);
+  EXPECT_TRUE(g.policy.keep_going);
+  EXPECT_EQ(g.policy.need.memory_mb, 512);
   EXPECT_EQ(g.lane_nonce, 0x1234567890abcdefULL);
   EXPECT_EQ(g.keep_freed_bytes, std::uint64_t(300) << 20);
   // the layout both sides read: doubles, ints, a bool, then a count and sized strings, a double, a
-  // string, the lanes' nonce, the freed memory its executors keep
-  EXPECT_EQ(wire::encode(s).size(), 8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u + (8u + 5u) + 8u + 8u);
+  // policy (u32, bool, double, bool, then its needs: double, i32, i64), the lanes' nonce, the freed
+  // memory its executors keep
+  constexpr std::size_t policy_bytes = 4u + 1u + 8u + 1u + (8u + 4u + 8u);
+  EXPECT_EQ(wire::encode(policy).size(), policy_bytes);
+  EXPECT_EQ(wire::encode(s).size(),
+            8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u + policy_bytes + 8u + 8u);
 }
 
-TEST(Wire, APoolsDefaultPolicyTravelsAsText) {
-  detail::RetryPolicy p;
-  p.retries = 7;
-  p.retry_exceptions = true;
-  p.task_timeout_s = 2.5;
-  const auto q = wire::decode_policy(wire::encode_policy(p));
+// The pool's default policy reaches executors as text in their environment, every field of it
+// (the text form once dropped keep_going and the needs).
+TEST(Wire, APoolsDefaultPolicyTravelsWholeAsText) {
+  const detail::RetryPolicy p{7, true, 2.5, true, {1.5, 2, 300}};
+  const std::string text = wire::policy_text(p);
+  EXPECT_EQ(text.size(), 2 * wire::encode(p).size());
+  EXPECT_EQ(text.find_first_not_of("0123456789abcdef"), std::string::npos) << text;
+  const auto q = wire::policy_from_text(text);
   EXPECT_EQ(q.retries, 7u);
   EXPECT_TRUE(q.retry_exceptions);
   EXPECT_EQ(q.task_timeout_s, 2.5);
-  EXPECT_EQ(wire::decode_policy("junk").retries, detail::RetryPolicy{}.retries);  // unreadable: the defaults
+  EXPECT_TRUE(q.keep_going);
+  EXPECT_EQ(q.need.cpus, 1.5);
+  EXPECT_EQ(q.need.gpus, 2);
+  EXPECT_EQ(q.need.memory_mb, 300);
+  EXPECT_THROW(wire::policy_from_text("junk"), wire::Malformed);          // not hex
+  EXPECT_THROW(wire::policy_from_text(text.substr(2)), wire::Malformed);  // short
+  EXPECT_THROW(wire::policy_from_text(text + "00"), wire::Malformed);     // a byte too many
 }
 
 TEST(Wire, RequestsAndRepliesRoundTrip) {
-  wire::Request r{7, 42, detail::CallMode::single, 10, 3, 5, 9, "args", 1.5, 2, 300};
+  wire::Request r{7, 42, detail::CallMode::single, 10, 3, 5, 9, "args", {4, true, 0.5, true, {1.5, 2, 300}}};
   const auto g = wire::decode<wire::Request>(wire::encode(r));
   EXPECT_EQ(g.id, 7u);
   EXPECT_EQ(g.fn, 42u);
@@ -174,9 +189,22 @@ TEST(Wire, RequestsAndRepliesRoundTrip) {
   EXPECT_EQ(g.pool, 5u);
   EXPECT_EQ(g.actor, 9u);
   EXPECT_EQ(g.payload, "args");
-  EXPECT_EQ(g.need_cpus, 1.5);
-  EXPECT_EQ(g.need_gpus, 2);
-  EXPECT_EQ(g.need_memory_mb, 300);
+  EXPECT_EQ(g.policy.retries, 4u);
+  EXPECT_TRUE(g.policy.retry_exceptions);
+  EXPECT_EQ(g.policy.task_timeout_s, 0.5);
+  EXPECT_TRUE(g.policy.keep_going);
+  EXPECT_EQ(g.policy.need.cpus, 1.5);
+  EXPECT_EQ(g.policy.need.gpus, 2);
+  EXPECT_EQ(g.policy.need.memory_mb, 300);
+  // the agent passes a request on behind its route, bytes unchanged: the driver reads both
+  const std::string bytes = wire::encode(r);
+  const std::string routed = wire::routed_request(wire::route_actor_bit | 3, bytes);
+  EXPECT_EQ(routed.size(), 8u + bytes.size());
+  const auto [route, back] = wire::parse_routed_request(routed);
+  EXPECT_EQ(route, wire::route_actor_bit | 3);
+  EXPECT_EQ(back.payload, "args");
+  EXPECT_EQ(back.policy.need.memory_mb, 300);
+  EXPECT_THROW(wire::parse_routed_request(routed.substr(0, 5)), wire::Malformed);
   const wire::Reply p{wire::route_actor_bit | 4, 7, false, "why", {2}, {"e"}};
   const auto q = wire::decode<wire::Reply>(wire::encode(p));
   EXPECT_EQ(q.route, wire::route_actor_bit | 4);
@@ -190,6 +218,15 @@ TEST(Wire, RequestsAndRepliesRoundTrip) {
   EXPECT_EQ(wire::frame_kind(prefix), wire::frame_request);
   EXPECT_EQ(wire::frame_length(prefix), (std::uint64_t(1) << 40) + 5);
   EXPECT_EQ(wire::frame_kind(std::uint64_t(12345)), wire::frame_batch);  // a plain length is a batch
+}
+
+// A wait count is an i32 both hops (executor -> agent, agent -> driver), and nothing more.
+TEST(Wire, AWaitDeltaIsFourBytesExactly) {
+  const std::string m = wire::encode(wire::WaitDelta{-3});
+  EXPECT_EQ(m.size(), 4u);
+  EXPECT_EQ(wire::decode_whole<wire::WaitDelta>(m).delta, -3);
+  EXPECT_THROW(wire::decode_whole<wire::WaitDelta>(m + "x"), wire::Malformed);
+  EXPECT_THROW(wire::decode_whole<wire::WaitDelta>(m.substr(1)), wire::Malformed);
 }
 
 TEST(Wire, AHugeCountInAMalformedBatchIsRefusedNotAllocated) {
