@@ -39,6 +39,27 @@ constexpr std::size_t flush_bytes = 1 << 20;
 constexpr std::size_t max_result_bytes = std::size_t(INT32_MAX) - 2 * flush_bytes;
 constexpr auto flush_every = std::chrono::milliseconds(2);
 
+class Inbox;
+
+// The executor's process-wide state, one per process: set up once by executor_main, but for
+// `actor_process`, set by the first batch of an actor's call.
+struct ExecutorState {
+  bool in_executor = false;  // this process is an executor (executor_main began)
+  int sock = -1;             // to and from the agent
+  Mailbox* box = nullptr;    // shared with the agent: the chunk and item being run
+  // Its lane (src/transport/lane.hpp): batches the driver put there, and the way back for their results.
+  Lane* lane = nullptr;
+  Inbox* inbox = nullptr;       // what the agent sends (task batches, replies)
+  std::thread::id task_thread;  // the thread that runs batches (executor_main's)
+  // This process hosts an actor (it was sent an actor's calls): a wait in one of its methods does
+  // not run the next call meanwhile, since an actor's calls run one at a time, in order.
+  bool actor_process = false;
+  // Frames to the agent come from the task's thread (results, requests, waits) and from threads a
+  // task started (requests): one frame at a time.
+  std::mutex write_mu;
+};
+ExecutorState g_executor;
+
 bool read_all(int fd, void* p, std::size_t n) {
   auto* c = static_cast<char*>(p);
   while (n > 0) {
@@ -62,12 +83,8 @@ void write_all(int fd, const void* p, std::size_t n) {
   }
 }
 
-// Frames to the agent come from the task's thread (results, requests, waits) and from threads a
-// task started (requests): one frame at a time.
-std::mutex g_write_mu;
-
 void send_frame(int fd, const std::string& body, std::uint64_t kind = wire::frame_results) {
-  std::lock_guard lk(g_write_mu);
+  std::lock_guard lk(g_executor.write_mu);
   const std::uint64_t n = wire::frame_prefix(kind, body.size());
   write_all(fd, &n, sizeof n);
   write_all(fd, body.data(), body.size());
@@ -78,8 +95,6 @@ std::int64_t now_ns() {
       .count();
 }
 
-// Its lane (src/transport/lane.hpp): batches the driver put there, and the way back for their results.
-Lane* g_lane = nullptr;
 // After a batch, the executor watches its lane this long before it sleeps: the next batch of a
 // quick succession of calls comes sooner than a wake-up from sleep would take.
 constexpr auto lane_spin = std::chrono::microseconds(100);
@@ -113,7 +128,7 @@ struct FrameSpill {
   }
   // Makes the frame whole (its bytes all in the string) and lets the slot go.
   void give_back() {
-    if (claimed) g_lane->unclaim(*frame, in_place, written_to);
+    if (claimed) g_executor.lane->unclaim(*frame, in_place, written_to);
     claimed = false;
     in_place.clear();
     written_to = 0;
@@ -129,7 +144,7 @@ struct FrameSpill {
   // that far: then the frame is made whole for the agent's way).
   bool post() {
     if (!claimed) return false;
-    if (in_place.empty() || !g_lane->post_claimed(*frame, in_place, written_to)) {
+    if (in_place.empty() || !g_executor.lane->post_claimed(*frame, in_place, written_to)) {
       give_back();
       return false;
     }
@@ -146,110 +161,118 @@ thread_local FrameSpill* FrameSpill::current = nullptr;
 // A batch's result frame: into the lane if the batch came that way and the frame fits, else to the
 // agent (whose count of what this executor holds needs the results of what it gave).
 void send_results(int sock, const std::string& frame, bool via_lane, FrameSpill& spill) {
-  if (via_lane && (spill.post() || g_lane->post_result(frame))) {
-    Mailbox& box = g_lane->mailbox();
+  if (via_lane && (spill.post() || g_executor.lane->post_result(frame))) {
+    Mailbox& box = g_executor.lane->mailbox();
     box.results.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   send_frame(sock, frame);
 }
 
-// This process hosts an actor (it was sent an actor's calls): a wait in one of its methods does
-// not run the next call meanwhile, since an actor's calls run one at a time, in order.
-bool g_actor_process = false;
+// A chunk's results in its frame, over what one MPI message can carry: they go, and a failure
+// that says why takes their place.
+void refuse_oversized(std::string& results, std::size_t at, wire::ResultHeader h, const wire::TaskHeader& t,
+                      FrameSpill& spill) {
+  const std::string why = "the results of items " + std::to_string(t.first) + ".." +
+                          std::to_string(t.first + t.count - 1) + " encode to " + std::to_string(results.size() - at) +
+                          " bytes, over the 2 GiB one MPI message can carry; use a smaller chunksize";
+  results.resize(at);  // the result goes, and is no longer counted
+  spill.cut(at);
+  wire::set_count(results, wire::result_count(results) - 1);
+  h.status = wire::Status::raised;
+  wire::append_result(results, h, wire::encode(ItemFailure{0, "fibra::ConfigError", why}));
+}
+
+// Runs one chunk and appends its result to the frame: its results, encoded straight into the
+// frame, or what replaced them (the failure of an item, the failed items of a keep_going call, a
+// function this binary does not have).
+void run_chunk(const wire::TaskView& t, Mailbox& box, std::string& results, FrameSpill& spill, RunControl& ctl,
+               std::vector<ItemFailure>& failures) {
+  const FunctionEntry* fn = function_by_id(t.header.fn);
+  ChunkRunner run = !fn ? nullptr : t.header.mode == CallMode::single ? fn->run_single : fn->run_tuple;
+  wire::ResultHeader h{t.header.chunk, t.header.attempt, wire::Status::ok};
+  if (!run) {
+    h.status = wire::Status::unknown_fn;
+    wire::append_result(results, h,
+                        "a function this worker does not have (id " + std::to_string(t.header.fn) +
+                            "): driver and workers must run the same binary");
+    return;
+  }
+  const std::int64_t began = now_ns();
+  const std::size_t at = wire::open_result(results, h);
+  const std::size_t body = results.size();
+  ItemFailure fail;
+  failures.clear();
+  ctl.keep_going = t.header.keep_going;
+  ctl.skip = t.header.skip;
+  ctl.failures = &failures;
+  const bool ran = run(t.payload, t.header.count, results, fail, box.item, ctl);
+  h.run_ns = static_cast<std::uint64_t>(now_ns() - began);
+  if (!ran) {  // a failure replaces what the chunk wrote
+    h.status = wire::Status::raised;
+    results.resize(body);
+    spill.cut(body);
+    results += wire::encode(fail);
+  } else if (!failures.empty()) {
+    h.status = wire::Status::partial;
+    spill.give_back();  // the results are read again below
+    const std::string partial = wire::encode_partial(failures, std::string_view(results).substr(body));
+    results.resize(body);
+    results += partial;
+  }
+  wire::close_result(results, at, h);
+  if (results.size() - at > max_result_bytes) refuse_oversized(results, at, h, t.header, spill);
+}
 
 // `results` is the frame buffer, kept from batch to batch so that its memory stays warm.
 // `sent` (a batch from the lane): where the agent reads how many of its chunks have their results
-// out, so that a death after them does not report them again.
+// out, so that a death after them does not report them again. Frames go out every flush_bytes or
+// flush_every, and at the end.
 void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& results,
                std::atomic<std::uint32_t>* sent = nullptr) {
   const bool via_lane = sent != nullptr;
   std::uint32_t ran = 0;
-  const auto pid = static_cast<std::int64_t>(::getpid());
-  const std::string frame_head = wire::begin_results(pid);
+  const std::string frame_head = wire::begin_results(static_cast<std::int64_t>(::getpid()));
   results.assign(frame_head);  // a copy, not a move: `results` keeps its memory, warm from the last frame
   FrameSpill spill(results, via_lane);
   auto last_flush = std::chrono::steady_clock::now();
   RunControl ctl;
   std::vector<ItemFailure> failures;
   std::vector<std::uint64_t> traced;  // chunks in the frame being built, for FIBRA_TRACE
+  auto flush = [&] {
+    send_results(sock, results, via_lane, spill);
+    if (sent) sent->store(ran, std::memory_order_release);
+    for (auto id : traced) trace::mark(trace::executor_sent, id);
+    traced.clear();
+  };
   for (const auto& t : wire::parse_tasks(batch)) {
-    if (t.header.actor != 0) g_actor_process = true;
+    if (t.header.actor != 0) g_executor.actor_process = true;
     trace::mark(trace::executor_read, t.header.chunk);
     box.item.store(0, std::memory_order_relaxed);
     box.timeout_s.store(t.header.timeout_s, std::memory_order_relaxed);
     box.chunk.store(t.header.chunk, std::memory_order_release);
-    const FunctionEntry* fn = function_by_id(t.header.fn);
-    ChunkRunner run = !fn ? nullptr : t.header.mode == CallMode::single ? fn->run_single : fn->run_tuple;
-    wire::ResultHeader h{t.header.chunk, t.header.attempt, wire::Status::ok};
-    const std::int64_t began = now_ns();
-    if (!run) {
-      h.status = wire::Status::unknown_fn;
-      wire::append_result(results, h,
-                          "a function this worker does not have (id " + std::to_string(t.header.fn) +
-                              "): driver and workers must run the same binary");
-    } else {
-      // Results are encoded straight into the frame; a failure replaces what the chunk wrote.
-      const std::size_t at = wire::open_result(results, h);
-      const std::size_t body = results.size();
-      ItemFailure fail;
-      failures.clear();
-      ctl.keep_going = t.header.keep_going;
-      ctl.skip = t.header.skip;
-      ctl.failures = &failures;
-      const bool ran = run(t.payload, t.header.count, results, fail, box.item, ctl);
-      h.run_ns = static_cast<std::uint64_t>(now_ns() - began);
-      if (!ran) {
-        h.status = wire::Status::raised;
-        results.resize(body);
-        spill.cut(body);
-        results += wire::encode(fail);
-      } else if (!failures.empty()) {
-        h.status = wire::Status::partial;
-        spill.give_back();  // the results are read again below
-        const std::string partial = wire::encode_partial(failures, std::string_view(results).substr(body));
-        results.resize(body);
-        results += partial;
-      }
-      wire::close_result(results, at, h);
-      if (results.size() - at > max_result_bytes) {  // MPI could not carry it to the driver
-        const std::string why = "the results of items " + std::to_string(t.header.first) + ".." +
-                                std::to_string(t.header.first + t.header.count - 1) + " encode to " +
-                                std::to_string(results.size() - at) +
-                                " bytes, over the 2 GiB one MPI message can carry; use a smaller chunksize";
-        results.resize(at);  // the result goes, and is no longer counted; its failure takes its place
-        spill.cut(at);
-        wire::set_count(results, wire::result_count(results) - 1);
-        h.status = wire::Status::raised;
-        wire::append_result(results, h, wire::encode(ItemFailure{0, "fibra::ConfigError", why}));
-      }
-    }
+    run_chunk(t, box, results, spill, ctl, failures);
     box.chunk.store(0, std::memory_order_release);
     ++ran;
     trace::mark(trace::executor_ran, t.header.chunk);
     if (trace::detail::on) traced.push_back(t.header.chunk);
-    auto now = std::chrono::steady_clock::now();
+    const auto now = std::chrono::steady_clock::now();
     if (results.size() >= flush_bytes || now - last_flush >= flush_every) {
-      send_results(sock, results, via_lane, spill);
-      if (sent) sent->store(ran, std::memory_order_release);
-      for (auto id : traced) trace::mark(trace::executor_sent, id);
-      traced.clear();
+      flush();
       results.assign(frame_head);  // keeps its memory: the next frame finds it warm
       last_flush = now;
     }
   }
-  if (wire::result_count(results) > 0) send_results(sock, results, via_lane, spill);
-  if (sent) sent->store(ran, std::memory_order_release);
-  for (auto id : traced) trace::mark(trace::executor_sent, id);
+  if (wire::result_count(results) > 0) {
+    flush();
+  } else {
+    if (sent) sent->store(ran, std::memory_order_release);
+    for (auto id : traced) trace::mark(trace::executor_sent, id);
+  }
   spill.give_back();  // (nothing is claimed after the last send; the string is let go below)
   // Kept warm up to what a lane keeps of its large slots; a larger frame's memory is given back.
   if (results.capacity() > lane::large_kept) std::string().swap(results);
 }
-
-}  // namespace
-
-namespace {
-bool g_in_executor = false;
 
 // What the agent sends: task batches for the task thread, replies for the calls that wait. No
 // thread stands between the socket and the task thread: it reads the socket itself when it waits
@@ -291,14 +314,14 @@ class Inbox {
       }
       // The sleeps end by themselves only as a safeguard: what comes wakes them. A batch the
       // reader thread (if a task started one) queued also rings the bell.
-      if (g_lane->in_use() || reader_running_.load(std::memory_order_relaxed)) {
+      if (g_executor.lane->in_use() || reader_running_.load(std::memory_order_relaxed)) {
         // Its lane is in use: right after a batch it watches it a moment (the next one often comes
         // sooner than a wake-up would take), then sleeps on its bell, which the agent rings too
         // after it writes to the socket. Idle, it does not spin again at each safeguard wake.
         const auto spin = just_ran_ ? lane_spin : std::chrono::microseconds(0);
         just_ran_ = false;
-        g_lane->wait(spin, std::chrono::milliseconds(1000),
-                     [&] { return g_lane->has_batch() || readable() || has_queued(); });
+        g_executor.lane->wait(spin, std::chrono::milliseconds(1000),
+                              [&] { return g_executor.lane->has_batch() || readable() || has_queued(); });
       } else {
         // Batches come through the socket only (its driver is on another host): it sleeps in poll,
         // which wakes with the data, a wake-up less than the bell. The agent writes a wake frame
@@ -321,7 +344,7 @@ class Inbox {
     if (closed()) return std::nullopt;  // stopping: what is left in the lane is the agent's to report, or nobody's
     // `bytes` holds the batch only if it had to be read rather than mapped (it stays on the heap,
     // where `in_lane` points, when the Batch moves).
-    if (auto slot = g_lane->take(b.in_lane, b.bytes)) {
+    if (auto slot = g_executor.lane->take(b.in_lane, b.bytes)) {
       b.slot = *slot;
       return b;
     }
@@ -332,7 +355,8 @@ class Inbox {
   // thread a task started waits on the socket alone.
   void read_a_little(std::chrono::milliseconds d, bool lane_too) {
     if (lane_too) {
-      g_lane->wait(std::chrono::microseconds(0), d, [&] { return g_lane->has_batch() || readable(); });
+      g_executor.lane->wait(std::chrono::microseconds(0), d,
+                            [&] { return g_executor.lane->has_batch() || readable(); });
       if (!readable()) return;
     } else {
       pollfd p{sock_, POLLIN, 0};
@@ -406,7 +430,7 @@ class Inbox {
         std::lock_guard lk(mu_);
         batches_.push_back(std::move(body));
       }
-      g_lane->ring();  // read by the reader thread, perhaps, while the task's thread sleeps on the bell
+      g_executor.lane->ring();  // read by the reader thread, perhaps, while the task's thread sleeps on the bell
     }
   }
   bool has_queued() {
@@ -464,18 +488,13 @@ class Inbox {
   std::once_flag reader_started_;
 };
 
-Inbox* g_inbox = nullptr;
-int g_sock = -1;
-Mailbox* g_box = nullptr;
-
 // Runs a batch, wherever it came from; a lane's slot is freed once its results are out.
 void run(const Inbox::Batch& b, std::string& results) {
   RunningBatch running;
-  run_batch(g_sock, *g_box, b.data(), results, b.slot >= 0 ? &g_lane->sent(b.slot) : nullptr);
-  if (b.slot >= 0) g_lane->finish(b.slot);
+  run_batch(g_executor.sock, *g_executor.box, b.data(), results,
+            b.slot >= 0 ? &g_executor.lane->sent(b.slot) : nullptr);
+  if (b.slot >= 0) g_executor.lane->finish(b.slot);
 }
-
-std::thread::id g_task_thread;
 
 // The pool as a task sees it: what it submits (fibra::submit, a map) and the actors it calls go to
 // the driver as requests, through the agent; `uid` names the pool of the actors it calls.
@@ -487,13 +506,13 @@ class ExecutorCore final : public PoolCore {
     wire::Request r = request_for(*job, std::move(payload));
     r.first = first;
     r.count = count;
-    g_inbox->request(std::move(r), job);
+    g_executor.inbox->request(std::move(r), job);
   }
   void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) override {
     wire::Request r = request_for(*job, std::move(payload));
     r.pool = uid_;
     r.actor = actor;
-    g_inbox->request(std::move(r), job);
+    g_executor.inbox->request(std::move(r), job);
   }
   std::uint64_t start_actor(const FunctionEntry&, std::string, ActorSettings s) override {
     throw ConfigError("fibra: actor " + s.class_name +
@@ -532,23 +551,23 @@ class ExecutorCore final : public PoolCore {
 // A wait in the task's thread runs the batches that arrive meanwhile (the tasks it waits for may be
 // among them), and tells the agent it waits, so that the driver sends this worker more work.
 int help_while_waiting(const std::function<bool()>& ready, std::optional<std::chrono::nanoseconds> timeout) {
-  if (!g_inbox) return -1;
-  if (std::this_thread::get_id() != g_task_thread) {  // a thread a task started: someone must read for it
-    g_inbox->need_reader();
+  if (!g_executor.inbox) return -1;
+  if (std::this_thread::get_id() != g_executor.task_thread) {  // a thread a task started: someone must read for it
+    g_executor.inbox->need_reader();
     return -1;
   }
   if (ready()) return 1;
-  const bool help = !g_actor_process;
+  const bool help = !g_executor.actor_process;
   const auto deadline =
       timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
   auto blocked = [](std::int32_t delta) {
-    send_frame(g_sock, wire::encode(wire::WaitDelta{delta}), wire::frame_blocked);
+    send_frame(g_executor.sock, wire::encode(wire::WaitDelta{delta}), wire::frame_blocked);
   };
   if (help) blocked(+1);
   // What the mailbox said before: the task that waits is still the one the agent watches after.
-  const std::uint64_t chunk = g_box->chunk.load(std::memory_order_relaxed);
-  const std::uint32_t item = g_box->item.load(std::memory_order_relaxed);
-  const double timeout_s = g_box->timeout_s.load(std::memory_order_relaxed);
+  const std::uint64_t chunk = g_executor.box->chunk.load(std::memory_order_relaxed);
+  const std::uint32_t item = g_executor.box->item.load(std::memory_order_relaxed);
+  const double timeout_s = g_executor.box->timeout_s.load(std::memory_order_relaxed);
   std::string results;
   bool ok = false;
   for (;;) {
@@ -557,15 +576,15 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
       break;
     }
     if (std::chrono::steady_clock::now() >= deadline) break;
-    if (auto b = help ? g_inbox->try_batch() : std::nullopt) {
+    if (auto b = help ? g_executor.inbox->try_batch() : std::nullopt) {
       run(*b, results);
-      g_box->item.store(item, std::memory_order_relaxed);
-      g_box->timeout_s.store(timeout_s, std::memory_order_relaxed);
-      g_box->chunk.store(chunk, std::memory_order_release);
+      g_executor.box->item.store(item, std::memory_order_relaxed);
+      g_executor.box->timeout_s.store(timeout_s, std::memory_order_relaxed);
+      g_executor.box->chunk.store(chunk, std::memory_order_release);
       continue;
     }
-    if (g_inbox->closed()) break;
-    g_inbox->read_a_little(std::chrono::milliseconds(2), true);
+    if (g_executor.inbox->closed()) break;
+    g_executor.inbox->read_a_little(std::chrono::milliseconds(2), true);
   }
   if (help) blocked(-1);
   return ok ? 1 : 0;
@@ -573,14 +592,14 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
 
 }  // namespace
 
-bool in_executor() noexcept { return g_in_executor; }
+bool in_executor() noexcept { return g_executor.in_executor; }
 
 bool spill_large(std::string& out, const void* p, std::size_t n) {
   FrameSpill* s = FrameSpill::current;
   if (!s || &out != s->frame) return false;  // not the frame of a batch from the lane
   const std::size_t at = out.size();
   if (at > lane::large_bytes || n > lane::large_bytes - at) return false;
-  char* slot = s->claimed ? g_lane->claimed_large_result(at + n) : g_lane->claim_large_result(at + n);
+  char* slot = s->claimed ? g_executor.lane->claimed_large_result(at + n) : g_executor.lane->claim_large_result(at + n);
   if (!slot) return false;  // the driver still holds the slot (or it cannot be mapped): the frame's way
   s->claimed = true;
   s->extend(at + n);
@@ -596,7 +615,7 @@ std::shared_ptr<PoolCore> executor_core(std::uint64_t uid) {
 }
 
 [[noreturn]] void executor_main(int sock, int mailbox_fd, pid_t parent) {
-  g_in_executor = true;
+  g_executor.in_executor = true;
   // Its socket and mailbox are its own: a process a task starts must not hold them (a socket kept
   // open by a grandchild would hide this executor's death from its agent).
   ::fcntl(sock, F_SETFD, FD_CLOEXEC);
@@ -615,16 +634,15 @@ std::shared_ptr<PoolCore> executor_core(std::uint64_t uid) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   static const std::unique_ptr<LaneRegion> region = LaneRegion::adopt(mailbox_fd);  // for its whole life
   if (!region) _exit(120);
-  g_lane = &region->lane();
-  auto& box = g_lane->mailbox();
-  const std::uint64_t ready = 0;  // an empty frame: "started, waiting for work"
-  write_all(sock, &ready, sizeof ready);
-  g_sock = sock;
-  g_box = &box;
-  g_task_thread = std::this_thread::get_id();
+  g_executor.lane = &region->lane();
+  auto& box = g_executor.lane->mailbox();
+  send_frame(sock, {});  // an empty result frame: "started, waiting for work"
+  g_executor.sock = sock;
+  g_executor.box = &box;
+  g_executor.task_thread = std::this_thread::get_id();
   keep_freed_memory(keep_freed_bytes_from_env(), true);
   static Inbox inbox(sock);
-  g_inbox = &inbox;
+  g_executor.inbox = &inbox;
   set_wait_hook(&help_while_waiting);
   std::string results;
   while (auto batch = inbox.next_batch()) run(*batch, results);
