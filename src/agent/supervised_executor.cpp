@@ -270,82 +270,58 @@ bool SupervisedExecutor::read(std::vector<std::string>& frames, bool& got) {
   }
   bool ended = false;  // its process was seen to have ended: one more pass drains what it wrote
   while (pid_ > 0) {
-    char* dst;
-    std::size_t want;
-    if (in_len_done_ < sizeof in_len_) {
-      dst = reinterpret_cast<char*>(&in_len_) + in_len_done_;
-      want = sizeof in_len_ - in_len_done_;
-    } else {
-      dst = in_.data() + in_done_;
-      want = in_.size() - in_done_;
-    }
-    if (want > 0) {
-      const ssize_t k = ::read(sock_.get(), dst, want);
-      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    switch (in_.read(sock_.get(), got)) {
+      case FrameReader::Status::again:
         // Nothing more now. A process it started may keep the socket open after it died, so no end
         // of file would come: waitpid says whether it is gone.
         if (ended || !exited()) return !ended;
         ended = true;
         continue;
-      }
-      if (k < 0 && errno == EINTR) continue;
-      if (k <= 0) return false;  // end of file or error: the executor is gone
-      got = true;
-      if (in_len_done_ < sizeof in_len_) {
-        in_len_done_ += static_cast<std::size_t>(k);
-        if (in_len_done_ < sizeof in_len_) continue;
-        if (in_len_ == 0) {  // the empty frame it sends once started
-          ready_ = true;
-          in_len_done_ = 0;
-          continue;
-        }
-        const std::uint64_t kind = wire::frame_kind(in_len_), len = wire::frame_length(in_len_);
-        // No frame is that long, or of another kind: not fibra's (user code writing to fd 3?)
-        if (len > std::uint64_t(INT32_MAX) || kind > wire::frame_blocked)
-          return stop_for_junk("a frame length of " + std::to_string(in_len_));
-        // The frame goes into a buffer of its own, which travels on to the driver as it is.
-        resize_large(in_, len);
-        in_done_ = 0;
-        continue;
-      }
-      in_done_ += static_cast<std::size_t>(k);
-    }
-    if (in_len_done_ == sizeof in_len_ && in_done_ == in_.size() && wire::frame_kind(in_len_) != wire::frame_results) {
-      if (wire::frame_kind(in_len_) == wire::frame_request) {
-        requests_.push_back(std::move(in_));
-      } else {
-        std::int32_t delta = 0;
-        try {
-          delta = wire::decode_whole<wire::WaitDelta>(in_).delta;
-        } catch (const wire::Malformed&) {
-          return stop_for_junk("a wait frame of " + std::to_string(in_.size()) + " bytes");
-        }
-        blocked_ += delta;
-        blocked_delta_ += delta;
-      }
-      in_.clear();
-      in_len_done_ = 0;
-      in_done_ = 0;
-      continue;
-    }
-    if (in_len_done_ == sizeof in_len_ && in_done_ == in_.size()) {
-      wire::ResultBatch batch;
-      try {
-        batch = wire::parse_results(in_);
-      } catch (const wire::Malformed& e) {
-        return stop_for_junk(e.what());
-      }
-      for (const auto& r : batch.results) {
-        forget(r.header.chunk);
-        trace::mark(trace::agent_read, r.header.chunk);
-      }
-      idle_deaths_ = 0;
-      frames.push_back(std::move(in_));
-      in_.clear();
-      in_len_done_ = 0;
-      in_done_ = 0;
+      case FrameReader::Status::closed: return false;  // the executor is gone
+      case FrameReader::Status::junk: return stop_for_junk(in_.what_junk());
+      case FrameReader::Status::frame:
+        if (!take_frame(in_.take(), frames)) return false;
     }
   }
+  return true;
+}
+
+// A whole frame from the executor: results (an empty frame: "started"), a request, or a change of
+// its waiting count. False if it is not what its kind says (the executor is then stopped).
+bool SupervisedExecutor::take_frame(FrameReader::Frame f, std::vector<std::string>& frames) {
+  std::string& frame = f.body;
+  const std::uint64_t kind = f.kind;
+  if (kind == wire::frame_request) {
+    requests_.push_back(std::move(frame));
+    return true;
+  }
+  if (kind == wire::frame_blocked) {
+    std::int32_t delta = 0;
+    try {
+      delta = wire::decode_whole<wire::WaitDelta>(frame).delta;
+    } catch (const wire::Malformed&) {
+      return stop_for_junk("a wait frame of " + std::to_string(frame.size()) + " bytes");
+    }
+    blocked_ += delta;
+    blocked_delta_ += delta;
+    return true;
+  }
+  if (frame.empty()) {  // the empty frame it sends once started
+    ready_ = true;
+    return true;
+  }
+  wire::ResultBatch batch;
+  try {
+    batch = wire::parse_results(frame);
+  } catch (const wire::Malformed& e) {
+    return stop_for_junk(e.what());
+  }
+  for (const auto& r : batch.results) {
+    forget(r.header.chunk);
+    trace::mark(trace::agent_read, r.header.chunk);
+  }
+  idle_deaths_ = 0;
+  frames.push_back(std::move(frame));  // on to the driver as it is
   return true;
 }
 
@@ -470,9 +446,7 @@ void SupervisedExecutor::clear_after_death(double now) {
   sock_.reset();
   held_.clear();
   out_.clear();
-  in_.clear();
-  in_len_done_ = 0;
-  in_done_ = 0;
+  in_.reset();
   restart_at_ = now + 0.05 * std::min(idle_deaths_, 20);
 }
 

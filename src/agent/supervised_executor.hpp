@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <climits>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "transport/frame_reader.hpp"
 #include "transport/lane.hpp"
 #include "transport/wire.hpp"
 
@@ -147,6 +149,7 @@ class SupervisedExecutor {
   /// socket open (a grandchild would keep the end of file from coming).
   bool exited();
   bool stop_for_junk(const std::string& what);
+  bool take_frame(FrameReader::Frame f, std::vector<std::string>& frames);
   void forget(std::uint64_t chunk);
   Lane& lane() const { return region_->lane(); }
   std::string report(std::uint64_t guilty_chunk, bool blame_first, wire::Status guilty_status, ItemFailure f);
@@ -168,10 +171,8 @@ class SupervisedExecutor {
   FileDescriptor sock_;
   std::deque<Held> held_;  // chunks given, in order, without a result yet
   std::deque<Outgoing> out_;
-  std::uint64_t in_len_ = 0;  // the result frame being read: its length prefix, then its bytes
-  std::size_t in_len_done_ = 0;
-  std::string in_;
-  std::size_t in_done_ = 0;
+  // What it writes on its socket: frames of the kinds an executor sends, none over MPI's 2 GiB.
+  FrameReader in_{wire::frame_blocked, std::uint64_t(INT32_MAX)};
   bool ready_ = false;
   bool reaped_ = false;  // exited() or reap() reaped it; its wait status:
   int reaped_status_ = 0;
