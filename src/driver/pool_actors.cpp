@@ -93,11 +93,6 @@ bool PoolImpl::dispatch_actors() {
   {
     std::lock_guard lk(mu_);
     if (actors_.empty()) return false;
-    auto worker = [&](int id) -> Worker* {
-      for (auto& w : workers_)
-        if (w->id == id) return w.get();
-      return nullptr;
-    };
     std::unordered_map<int, int> hosted;  // worker id -> actors placed there
     for (auto& [id, a] : actors_)
       if (a.state == ActorState::State::placed) ++hosted[a.worker];
@@ -105,7 +100,8 @@ bool PoolImpl::dispatch_actors() {
       ActorState& a = it->second;
       const bool idle = a.queue.empty() && a.in_flight.empty();
       if (idle && a.key != 0 && !a.end_sent && (a.ended || a.state == ActorState::State::dead)) {
-        if (Worker* w = worker(a.worker); w && w->alive()) ends.emplace_back(w, wire::encode(wire::ActorEnd{a.key}));
+        if (Worker* w = worker_by_id(a.worker); w && w->alive())
+          ends.emplace_back(w, wire::encode(wire::ActorEnd{a.key}));
         a.end_sent = true;
       }
       if (idle && a.ended) {
@@ -113,56 +109,71 @@ bool PoolImpl::dispatch_actors() {
         it = actors_.erase(it);
         continue;
       }
-      if (a.state == ActorState::State::placing && !a.queue.empty()) {
-        Worker* best = nullptr;
-        for (auto& w : workers_)
-          if (w->state == Worker::State::ready && fits(a.settings.need, w->has) &&
-              (!best || hosted[w->id] < hosted[best->id]))
-            best = w.get();
-        if (best) {
-          a.state = ActorState::State::placed;
-          a.worker = best->id;
-          a.key = next_actor_key_++;
-          a.end_sent = false;
-          actor_by_key_[a.key] = a.id;
-          ++hosted[best->id];
-        }
-      }
-      Worker* w = a.state == ActorState::State::placed ? worker(a.worker) : nullptr;
-      if (w && (w->state == Worker::State::ready || w->state == Worker::State::retiring) && !a.queue.empty()) {
-        mpi::Pieces batch;
-        batch.heads = wire::begin_batch();
-        std::uint32_t n = 0;
-        std::size_t bytes = 0;
-        while (!a.queue.empty() && n < actor_batch_calls &&
-               (n == 0 || bytes + a.queue.front().payload->size() <= actor_batch_bytes)) {
-          ActorCall c = std::move(a.queue.front());
-          a.queue.pop_front();
-          wire::TaskHeader h;
-          h.chunk = c.chunk;
-          h.attempt = 1;
-          h.fn = c.job->fn().id;
-          h.mode = c.job->mode();
-          h.count = 1;
-          h.timeout_s = c.job->policy().task_timeout_s;
-          h.actor = a.key;
-          wire::append_task_head(batch.heads, h, c.payload->size(), bytes);
-          batch.ends.push_back(batch.heads.size());
-          batch.bodies.push_back(c.payload);
-          bytes += c.payload->size();
-          ++n;
-          actor_of_[c.chunk] = a.id;
-          a.in_flight.emplace(c.chunk, std::move(c));
-        }
-        wire::set_count(batch.heads, n);
-        batches.emplace_back(w, std::move(batch));
-      }
+      if (a.state == ActorState::State::placing && !a.queue.empty()) place_actor(a, hosted);
+      Worker* w = a.state == ActorState::State::placed ? worker_by_id(a.worker) : nullptr;
+      if (w && (w->state == Worker::State::ready || w->state == Worker::State::retiring) && !a.queue.empty())
+        batches.emplace_back(w, next_actor_batch(a));
       ++it;
     }
   }
   for (auto& [w, batch] : batches) send(*w, wire::tag_tasks, std::move(batch));
   for (auto& [w, end] : ends) send(*w, wire::tag_actor_end, std::move(end));
   return !batches.empty() || !ends.empty();
+}
+
+// The worker of that id, or null (under mu_).
+Worker* PoolImpl::worker_by_id(int id) const {
+  for (auto& w : workers_)
+    if (w->id == id) return w.get();
+  return nullptr;
+}
+
+// Gives an actor waiting for a process the ready worker that fits it and hosts the fewest actors
+// (`hosted`, counted up), under a new key; none ready: it waits on (under mu_).
+void PoolImpl::place_actor(ActorState& a, std::unordered_map<int, int>& hosted) {
+  Worker* best = nullptr;
+  for (auto& w : workers_)
+    if (w->state == Worker::State::ready && fits(a.settings.need, w->has) &&
+        (!best || hosted[w->id] < hosted[best->id]))
+      best = w.get();
+  if (!best) return;
+  a.state = ActorState::State::placed;
+  a.worker = best->id;
+  a.key = next_actor_key_++;
+  a.end_sent = false;
+  actor_by_key_[a.key] = a.id;
+  ++hosted[best->id];
+}
+
+// The next calls of a placed actor, in order, as one batch (at most actor_batch_calls, and
+// actor_batch_bytes unless the first alone is larger); they are in flight from now (under mu_).
+mpi::Pieces PoolImpl::next_actor_batch(ActorState& a) {
+  mpi::Pieces batch;
+  batch.heads = wire::begin_batch();
+  std::uint32_t n = 0;
+  std::size_t bytes = 0;
+  while (!a.queue.empty() && n < actor_batch_calls &&
+         (n == 0 || bytes + a.queue.front().payload->size() <= actor_batch_bytes)) {
+    ActorCall c = std::move(a.queue.front());
+    a.queue.pop_front();
+    wire::TaskHeader h;
+    h.chunk = c.chunk;
+    h.attempt = 1;
+    h.fn = c.job->fn().id;
+    h.mode = c.job->mode();
+    h.count = 1;
+    h.timeout_s = c.job->policy().task_timeout_s;
+    h.actor = a.key;
+    wire::append_task_head(batch.heads, h, c.payload->size(), bytes);
+    batch.ends.push_back(batch.heads.size());
+    batch.bodies.push_back(c.payload);
+    bytes += c.payload->size();
+    ++n;
+    actor_of_[c.chunk] = a.id;
+    a.in_flight.emplace(c.chunk, std::move(c));
+  }
+  wire::set_count(batch.heads, n);
+  return batch;
 }
 
 void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid, std::string* whole) {

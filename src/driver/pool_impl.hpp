@@ -267,6 +267,15 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
 
   // ---- pool_workers.cpp: driver_start (spawning) and the lifecycle of workers -----------------
   void spawn(int executors);
+  wire::AgentSetup agent_setup(int executors) const;
+  struct AgentGpus {
+    std::vector<std::string> ids;  // CUDA_VISIBLE_DEVICES of each executor
+    std::vector<int> held;         // indices into gpu_ids it takes
+    int each = 0;                  // GPUs each executor gets (Worker::has)
+  };
+  AgentGpus share_gpus(int executors) const;
+  std::string place_agent(int executors, int slot, mpi::Info& info) const;
+  MPI_Comm spawn_agent(const mpi::Info& info);
   void check_slots() const;
   static void free_slot(Worker& w);
   int free_slot_number() const;
@@ -333,6 +342,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
  private:
   // ---- pool_actors.cpp: actors' placement, calls and deaths (under mu_ unless said) ------------
   bool dispatch_actors();  // the communication thread, without mu_
+  Worker* worker_by_id(int id) const;
+  void place_actor(ActorState& a, std::unordered_map<int, int>& hosted);
+  mpi::Pieces next_actor_batch(ActorState& a);
   void on_actor_result(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid, std::string* whole);
   void on_actor_death(const Worker& w, const wire::ActorDeath& d);
   void actor_died(ActorState& a, const std::string& why, std::uint64_t running_chunk, bool counts);

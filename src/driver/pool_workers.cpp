@@ -101,14 +101,45 @@ bool PoolImpl::same_host(const std::string& a, const std::string& b) {
   return a.substr(0, a.find('.')) == b.substr(0, b.find('.'));
 }
 
-// Spawns one agent that runs `executors` workers.
+// Spawns one agent that runs `executors` workers: its first message (setup), the GPUs it gets,
+// where it goes, the spawn itself, and the worker that stands for it.
 void PoolImpl::spawn(int executors) {
   if (remote_host_lost())  // a new pool, or one still starting, after another pool lost a node
     throw MpiError("fibra: MPI_Comm_spawn not tried for worker " + std::to_string(live_count() + 1) + " of " +
                    std::to_string(target_now()) + ": agents on " + lost_remote_hosts() + " were lost, and " +
                    frozen_reason);
-  const std::string exe = self_exe();
-  char* argv[] = {const_cast<char*>(agent_flag), nullptr};  // its settings come as its first message
+  wire::AgentSetup setup = agent_setup(executors);
+  AgentGpus gpus = share_gpus(executors);
+  setup.gpus = std::move(gpus.ids);
+  mpi::Info info;
+  if (oversubscribe_allowed()) info.set("map_by", ":OVERSUBSCRIBE");
+  const std::string host = place_agent(executors, setup.slot, info);
+  // An agent is one MPI process but runs several executors: Open MPI's default binding (to one core
+  // when a job has at most 2 processes, and each spawn is a job) would pin them all to that core.
+  info.set("bind_to", "none");
+  const MPI_Comm inter = spawn_agent(info);
+  auto w = std::make_unique<Worker>();
+  w->id = next_worker_id_++;
+  w->slot = setup.slot;
+  w->comm = inter;
+  w->executors = executors;
+  w->planned_host = host;
+  w->has = s_.resources;
+  w->has.gpus = gpus.each;
+  w->gpus = std::move(gpus.held);
+  w->spawned_at = w->last_heard = w->last_sent = mpi::now_s();
+  Worker& added = *w;
+  {
+    std::lock_guard lk(mu_);
+    ++stats_.workers_started;
+    workers_.push_back(std::move(w));
+    spawn_failures_ = 0;
+  }
+  send(added, wire::tag_setup, wire::encode(setup));  // before anything else it hears
+}
+
+// What a new agent is told first: the pool's settings (PoolOptions, resolved), its number.
+wire::AgentSetup PoolImpl::agent_setup(int executors) const {
   wire::AgentSetup setup;
   setup.heartbeat_s = s_.heartbeat_s;
   setup.driver_silence_s = s_.driver_silence_s;
@@ -119,99 +150,85 @@ void PoolImpl::spawn(int executors) {
   setup.policy = s_.policy;
   setup.lane_nonce = lane_nonce_;
   setup.keep_freed_bytes = s_.keep_freed_bytes;
-  // GPUs: `resources.gpus` for each executor, from those no other agent holds (an agent lost but
-  // maybe still running keeps its own until its process is surely gone).
-  std::vector<int> gpus;
-  Resources has = s_.resources;
-  if (!s_.gpu_ids.empty()) {
-    std::vector<bool> held(s_.gpu_ids.size(), false);
+  return setup;
+}
+
+// GPUs for a new agent: `resources.gpus` for each executor, from those no other agent holds (an
+// agent lost but maybe still running keeps its own until its process is surely gone). All or
+// none: an agent offers GPUs only if each of its executors gets its share.
+PoolImpl::AgentGpus PoolImpl::share_gpus(int executors) const {
+  AgentGpus out;
+  out.each = s_.resources.gpus;
+  if (s_.gpu_ids.empty()) return out;
+  std::vector<bool> held(s_.gpu_ids.size(), false);
+  for (auto& w : workers_)
+    if (w->holds_slot)
+      for (int g : w->gpus) held[static_cast<std::size_t>(g)] = true;
+  const std::size_t each = static_cast<std::size_t>(s_.resources.gpus);
+  std::size_t next = 0;
+  const auto free_ids = static_cast<std::size_t>(std::count(held.begin(), held.end(), false));
+  if (free_ids < each * static_cast<std::size_t>(executors)) next = held.size();
+  for (int e = 0; e < executors; ++e) {
+    std::string ids;
+    std::size_t got = 0;
+    for (; next < held.size() && got < each; ++next) {
+      if (held[next]) continue;
+      ids += (ids.empty() ? "" : ",") + s_.gpu_ids[next];
+      out.held.push_back(static_cast<int>(next));
+      ++got;
+    }
+    out.each = std::min<int>(out.each, static_cast<int>(got));
+    out.ids.push_back(ids);
+  }
+  return out;
+}
+
+// Where a new agent goes, set in `info`; returns the host ("" where MPI places it).
+// Spread: agent k on host k mod n (a replacement takes the slot, and so the host, of the lost
+// one), or the next host with room; pack: the first host with room (detail::choose_host).
+// Open MPI reads "host" as that host with one slot, which the driver may fill already. In a
+// Slurm allocation, "host:n" also lowers that node's slots to n for the rest of the job, never
+// raising them again (orte_util_add_dash_host_nodes, Open MPI 4.1.1 and later): so the node's
+// own slot count when it is known, which lowers nothing and leaves Open MPI's check of full nodes
+// in force; else room for one more process than the pool's and the driver's there.
+std::string PoolImpl::place_agent(int executors, int slot, mpi::Info& info) const {
+  if (s_.hosts.empty()) return {};
+  // Every host is usable: after a loss on another host nothing is spawned at all (spawn).
+  const std::size_t n = s_.hosts.size();
+  const std::vector<bool> usable(n, true);
+  std::vector<HostLoad> load(n);
+  for (std::size_t h = 0; h < n; ++h) {
+    load[h].processes = load[h].workers = same_host(s_.hosts[h], my_host_) ? 1 : 0;
     for (auto& w : workers_)
-      if (w->holds_slot)
-        for (int g : w->gpus) held[static_cast<std::size_t>(g)] = true;
-    const std::size_t each = static_cast<std::size_t>(s_.resources.gpus);
-    std::size_t next = 0;
-    has.gpus = s_.resources.gpus;
-    // An agent offers GPUs only if each of its executors gets `each`: all or none.
-    const auto free_ids = static_cast<std::size_t>(std::count(held.begin(), held.end(), false));
-    if (free_ids < each * static_cast<std::size_t>(executors)) next = held.size();
-    for (int e = 0; e < executors; ++e) {
-      std::string ids;
-      std::size_t got = 0;
-      for (; next < held.size() && got < each; ++next) {
-        if (held[next]) continue;
-        ids += (ids.empty() ? "" : ",") + s_.gpu_ids[next];
-        gpus.push_back(static_cast<int>(next));
-        ++got;
+      if (w->planned_host == s_.hosts[h] && w->holds_slot) {
+        ++load[h].processes;
+        load[h].workers += w->executors;
       }
-      has.gpus = std::min<int>(has.gpus, static_cast<int>(got));
-      setup.gpus.push_back(ids);
-    }
   }
-  mpi::Info info;
-  if (oversubscribe_allowed()) info.set("map_by", ":OVERSUBSCRIBE");
-  // Spread: agent k on host k mod n (a replacement takes the slot, and so the host, of the lost
-  // one), or the next host with room; pack: the first host with room (detail::choose_host).
-  // Open MPI reads "host" as that host with one slot, which the driver may fill already. In a
-  // Slurm allocation, "host:n" also lowers that node's slots to n for the rest of the job, never
-  // raising them again (orte_util_add_dash_host_nodes, Open MPI 4.1.1 and later): so the node's
-  // own slot count when it is known, which lowers nothing and leaves Open MPI's check of full nodes
-  // in force; else room for one more process than the pool's and the driver's there.
-  std::string host;
-  if (!s_.hosts.empty()) {
-    // Every host is usable: after a loss on another host nothing is spawned at all (above).
-    const std::size_t n = s_.hosts.size();
-    const std::vector<bool> usable(n, true);
-    std::vector<HostLoad> load(n);
-    for (std::size_t h = 0; h < n; ++h) {
-      load[h].processes = load[h].workers = same_host(s_.hosts[h], my_host_) ? 1 : 0;
-      for (auto& w : workers_)
-        if (w->planned_host == s_.hosts[h] && w->holds_slot) {
-          ++load[h].processes;
-          load[h].workers += w->executors;
-        }
-    }
-    const std::size_t h = choose_host(Placement{s_.pack, s_.hosts, s_.host_slots}, usable, load, executors, setup.slot);
-    host = s_.hosts[h];
-    const int count = s_.host_slots[h] > 0 ? s_.host_slots[h] : load[h].processes + 1;
-    info.set("host", (host + ":" + std::to_string(count)).c_str());
+  const std::size_t h = choose_host(Placement{s_.pack, s_.hosts, s_.host_slots}, usable, load, executors, slot);
+  const int count = s_.host_slots[h] > 0 ? s_.host_slots[h] : load[h].processes + 1;
+  info.set("host", (s_.hosts[h] + ":" + std::to_string(count)).c_str());
+  return s_.hosts[h];
+}
+
+// The MPI_Comm_spawn of one agent (this binary, with the agent flag; its settings come as its
+// first message); returns its intercommunicator.
+MPI_Comm PoolImpl::spawn_agent(const mpi::Info& info) {
+  check_slots();
+  const std::string exe = self_exe();
+  char* argv[] = {const_cast<char*>(agent_flag), nullptr};
+  MPI_Comm inter = MPI_COMM_NULL;
+  int err = MPI_SUCCESS;
+  int rc = MPI_Comm_spawn(exe.c_str(), argv, 1, info.get(), 0, MPI_COMM_SELF, &inter, &err);
+  if (rc != MPI_SUCCESS || err != MPI_SUCCESS) {
+    throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(live_count() + 1) + " of " +
+                   std::to_string(target_now()) + ": " + mpi::error_text(rc != MPI_SUCCESS ? rc : err) +
+                   ". If there are too few slots: ask the allocation for more, or set FIBRA_OVERSUBSCRIBE=1 "
+                   "to run more processes than slots (the default outside batch jobs)");
   }
-  // An agent is one MPI process but runs several executors: Open MPI's default binding (to one core
-  // when a job has at most 2 processes, and each spawn is a job) would pin them all to that core.
-  info.set("bind_to", "none");
-  {
-    check_slots();
-    MPI_Comm inter = MPI_COMM_NULL;
-    int err = MPI_SUCCESS;
-    int rc = MPI_Comm_spawn(exe.c_str(), argv, 1, info.get(), 0, MPI_COMM_SELF, &inter, &err);
-    if (rc != MPI_SUCCESS || err != MPI_SUCCESS) {
-      throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(live_count() + 1) + " of " +
-                     std::to_string(target_now()) + ": " + mpi::error_text(rc != MPI_SUCCESS ? rc : err) +
-                     ". If there are too few slots: ask the allocation for more, or set FIBRA_OVERSUBSCRIBE=1 "
-                     "to run more processes than slots (the default outside batch jobs)");
-    }
-    mpi::check(MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-    g_agents_in_slots.fetch_add(1);
-    {
-      std::lock_guard lk(mu_);
-      ++stats_.workers_started;
-    }
-    auto w = std::make_unique<Worker>();
-    w->id = next_worker_id_++;
-    w->slot = setup.slot;
-    w->comm = inter;
-    w->executors = executors;
-    w->planned_host = host;
-    w->has = has;
-    w->gpus = std::move(gpus);
-    w->spawned_at = w->last_heard = w->last_sent = mpi::now_s();
-    Worker& added = *w;
-    {
-      std::lock_guard lk(mu_);
-      workers_.push_back(std::move(w));
-      spawn_failures_ = 0;
-    }
-    send(added, wire::tag_setup, wire::encode(setup));  // before anything else it hears
-  }
+  mpi::check(MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  g_agents_in_slots.fetch_add(1);
+  return inter;
 }
 
 // Refuses a spawn that cannot fit in the allocation's slots when oversubscription is off. Open
