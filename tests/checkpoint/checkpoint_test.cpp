@@ -25,7 +25,13 @@
 #include <tuple>
 #include <vector>
 
+#include "../common/bounded.hpp"
+
 namespace fs = std::filesystem;
+using fibra_test::call_within;
+
+// How long a test waits for a call (a loaded 2-core machine: tens of seconds, far below ctest's timeout).
+constexpr std::chrono::seconds bound{60};
 
 namespace {
 
@@ -95,6 +101,8 @@ FIBRA_REMOTE(spread);
 FIBRA_REMOTE(spell);
 FIBRA_REMOTE(add);
 FIBRA_REMOTE(flaky);
+int executor_pid(int) { return static_cast<int>(::getpid()); }  // not counted in the log
+FIBRA_REMOTE(executor_pid);
 
 namespace {
 
@@ -108,16 +116,27 @@ std::size_t executions() {
   return n;
 }
 
-// The count once tasks of a cancelled call have stopped appending.
+// The count once the tasks of a stopped call have finished: every worker has answered a call made
+// after it, and a worker runs the batches it was handed in order (bounded: the test fails if not
+// every worker answers within `bound`).
 std::size_t settled_executions() {
-  std::size_t n = executions();
-  for (int quiet = 0; quiet < 3;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    const std::size_t m = executions();
-    quiet = m == n ? quiet + 1 : 0;
-    n = m;
+  std::set<int> answered;
+  const auto end = std::chrono::steady_clock::now() + bound;
+  while (answered.size() < std::size_t(pool().size()) && std::chrono::steady_clock::now() < end) {
+    const auto pids = call_within(bound, "map of executor_pid after a stopped call",
+                                  [] { return pool().map(executor_pid, std::vector<int>(8, 0), {.chunksize = 1}); });
+    answered.insert(pids.begin(), pids.end());
   }
-  return n;
+  EXPECT_EQ(answered.size(), std::size_t(pool().size())) << "workers that answered within " << bound.count() << " s";
+  return executions();
+}
+
+// fn over each of `in`, computed here in the test process, independently of the pool.
+template <class R, class A, class In>
+std::vector<R> computed_here(R (*fn)(A), const In& in) {
+  std::vector<R> out;
+  for (const auto& x : in) out.push_back(fn(x));
+  return out;
 }
 
 // A fresh checkpoint path and an empty execution log.
@@ -144,28 +163,34 @@ std::vector<T> iota_of(int n) {
 // Runs imap over `in` and stops after `take` results: the checkpoint keeps what had arrived.
 template <class R, class A, class In>
 void run_partly(R (*fn)(A), const In& in, const std::string& path, std::size_t take) {
-  std::size_t k = 0;
-  for (auto&& r : pool().imap(fn, in, {.chunksize = 16, .checkpoint = path})) {
-    (void)r;
-    if (++k == take) break;
-  }
+  call_within(bound, "imap stopped after " + std::to_string(take) + " results", [&] {
+    std::size_t k = 0;
+    for (auto&& r : pool().imap(fn, in, {.chunksize = 16, .checkpoint = path})) {
+      (void)r;
+      if (++k == take) break;
+    }
+  });
 }
 
 // A partial run, then a resumed map: identical results; the done items did not run again.
 template <class R, class A, class In>
 void expect_resume_identical(R (*fn)(A), const In& in, const std::string& name) {
   const auto path = fresh(name);
-  const auto expected = pool().map(fn, in);
-  fs::remove(test_dir() / "exec.log");
+  const auto expected = computed_here(fn, in);
+  fs::remove(test_dir() / "exec.log");  // fn logged its executions here too
   run_partly(fn, in, path, in.size() / 3);
   const auto before = settled_executions();
   const auto done = done_in(path);
   EXPECT_GE(done, in.size() / 3);
   EXPECT_LT(done, in.size());
-  EXPECT_EQ(pool().map(fn, in, {.chunksize = 10, .checkpoint = path}), expected);
+  EXPECT_EQ(
+      call_within(bound, "the resumed map", [&] { return pool().map(fn, in, {.chunksize = 10, .checkpoint = path}); }),
+      expected);
   EXPECT_EQ(executions() - before, in.size() - done) << "resumed items were sent to workers";
   EXPECT_EQ(done_in(path), in.size());
-  EXPECT_EQ(pool().map(fn, in, {.checkpoint = path}), expected);  // all done: nothing runs
+  EXPECT_EQ(
+      call_within(bound, "a map over a finished checkpoint", [&] { return pool().map(fn, in, {.checkpoint = path}); }),
+      expected);  // all done: nothing runs
   EXPECT_EQ(executions() - before, in.size() - done);
 }
 
@@ -191,7 +216,8 @@ TEST(Resume, RunsExactlyTheItemsNotDone) {
   ASSERT_GE(n_done, 700);
   ASSERT_LT(n_done, 2000);
   fs::remove(test_dir() / "index.log");
-  const auto out = pool().map(indexed, in, {.chunksize = 10, .checkpoint = path});
+  const auto out = call_within(bound, "map of indexed",
+                               [&] { return pool().map(indexed, in, {.chunksize = 10, .checkpoint = path}); });
   std::vector<int> runs(in.size(), 0);
   std::ifstream log(test_dir() / "index.log");
   for (long i; log >> i;) {
@@ -213,7 +239,9 @@ TEST(Resume, ImapYieldsResumedItemsInOrder) {
   const auto before = settled_executions();
   const auto done = done_in(path);
   std::vector<int> got;
-  for (int r : pool().imap(square, in, {.chunksize = 7, .checkpoint = path})) got.push_back(r);
+  call_within(bound, "resumed imap of square", [&] {
+    for (int r : pool().imap(square, in, {.chunksize = 7, .checkpoint = path})) got.push_back(r);
+  });
   ASSERT_EQ(got.size(), in.size());
   for (int i = 0; i < 2000; ++i) ASSERT_EQ(got[i], i * i) << i;
   EXPECT_EQ(executions() - before, in.size() - done) << "only pending items run on resume";
@@ -224,9 +252,11 @@ TEST(Resume, ImapUnorderedYieldsEveryItemOnce) {
   const auto path = fresh("imap_unordered");
   run_partly(square, in, path, 700);
   std::map<std::size_t, int> got;
-  for (auto&& [i, r] : pool().imap_unordered(square, in, {.chunksize = 9, .checkpoint = path})) {
-    EXPECT_TRUE(got.emplace(i, r).second) << "item " << i << " came twice";
-  }
+  call_within(bound, "resumed imap_unordered of square", [&] {
+    for (auto&& [i, r] : pool().imap_unordered(square, in, {.chunksize = 9, .checkpoint = path})) {
+      EXPECT_TRUE(got.emplace(i, r).second) << "item " << i << " came twice";
+    }
+  });
   ASSERT_EQ(got.size(), in.size());
   for (auto& [i, r] : got) ASSERT_EQ(r, int(i * i)) << i;
 }
@@ -235,24 +265,30 @@ TEST(Resume, Starmap) {
   std::vector<std::tuple<int, int>> in;
   for (int i = 0; i < 1200; ++i) in.emplace_back(i, i % 17);
   const auto path = fresh("starmap");
-  const auto expected = pool().starmap(add, in);
+  std::vector<int> expected;  // computed here, independently of the pool (add logs these 1200 too)
+  for (const auto& [a, b] : in) expected.push_back(add(a, b));
   std::ofstream(test_dir() / "fail") << "fail\n";  // items from 400 on fail in the first run
   std::vector<fibra::ItemError> errors;
-  pool().starmap(add, in, {.chunksize = 50, .errors = &errors, .checkpoint = path});
+  call_within(bound, "starmap of add",
+              [&] { return pool().starmap(add, in, {.chunksize = 50, .errors = &errors, .checkpoint = path}); });
   fs::remove(test_dir() / "fail");
   EXPECT_EQ(errors.size(), 800u);
   EXPECT_EQ(done_in(path), 400u);
   const auto before = settled_executions();
-  EXPECT_EQ(pool().starmap(add, in, {.chunksize = 30, .checkpoint = path}), expected);
+  EXPECT_EQ(call_within(bound, "starmap of add",
+                        [&] { return pool().starmap(add, in, {.chunksize = 30, .checkpoint = path}); }),
+            expected);
   EXPECT_EQ(executions() - before, 800u);
-  EXPECT_EQ(pool().starmap(add, in, {.chunksize = 50, .checkpoint = path}), expected);
+  EXPECT_EQ(call_within(bound, "starmap of add",
+                        [&] { return pool().starmap(add, in, {.chunksize = 50, .checkpoint = path}); }),
+            expected);
   EXPECT_EQ(executions() - before, 800u) << "a finished checkpoint runs nothing again";
 }
 
 TEST(Refuse, AnotherFunction) {
   const auto in = iota_of<double>(100);
   const auto path = fresh("other_fn");
-  pool().map(twice, in, {.checkpoint = path});
+  call_within(bound, "map of twice", [&] { return pool().map(twice, in, {.checkpoint = path}); });
   try {
     pool().map(thrice, in, {.checkpoint = path});
     FAIL() << "no error";
@@ -266,7 +302,7 @@ TEST(Refuse, AnotherFunction) {
 TEST(Refuse, OtherInputs) {
   auto in = iota_of<double>(100);
   const auto path = fresh("other_inputs");
-  pool().map(twice, in, {.checkpoint = path});
+  call_within(bound, "map of twice", [&] { return pool().map(twice, in, {.checkpoint = path}); });
   fibra::detail::wait_for_checkpoints();
   const std::string old_fp =
       fibra::hdf5_io::Store::open(path, fibra::hdf5_io::Access::read_only).run().inputs_fingerprint;
@@ -362,14 +398,18 @@ TEST(Errors, FailedItemsAreNotDoneAndRunOnResume) {
   const auto path = fresh("errors");
   std::ofstream(test_dir() / "fail") << "fail\n";
   std::vector<fibra::ItemError> errors;
-  auto first = pool().map(flaky, in, {.chunksize = 25, .errors = &errors, .checkpoint = path});
+  auto first = call_within(bound, "map of flaky", [&] {
+    return pool().map(flaky, in, {.chunksize = 25, .errors = &errors, .checkpoint = path});
+  });
   ASSERT_EQ(errors.size(), 50u);
   EXPECT_EQ(first[3], 0);  // R{} in the place of a failed item
   EXPECT_EQ(done_in(path), 450u);
   fs::remove(test_dir() / "fail");
   const auto before = executions();
   errors.clear();
-  auto second = pool().map(flaky, in, {.chunksize = 25, .errors = &errors, .checkpoint = path});
+  auto second = call_within(bound, "map of flaky", [&] {
+    return pool().map(flaky, in, {.chunksize = 25, .errors = &errors, .checkpoint = path});
+  });
   EXPECT_TRUE(errors.empty());
   EXPECT_EQ(executions() - before, 50u) << "only the failed items run again";
   for (int i = 0; i < 500; ++i) ASSERT_EQ(second[i], i + 1) << i;

@@ -23,6 +23,18 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 export FIBRA_PROGRESS=0 FIBRA_CKPT_LOG=$dir/exec.log
 fail() { echo "FAIL: $*"; exit 1; }
+# wait_gone MARK SECONDS WHAT: waits until no process has FIBRA_CKPT_KILL_MARK=MARK in its environment
+# (a run's driver, and the agents and executors it started, which inherit it); fails naming WHAT
+# when some are still there after SECONDS.
+running_with() { grep -lszxF "FIBRA_CKPT_KILL_MARK=$1" /proc/[0-9]*/environ; }
+wait_gone() {
+  local t
+  for ((t = 0; t < $2 * 10; t++)); do
+    running_with "$1" >/dev/null || return 0
+    sleep 0.1
+  done
+  fail "$3 still running after $2 s ($(running_with "$1" | tr '\n' ' '))"
+}
 
 start=$(date +%s.%N)
 "$job" "$dir/ref.h5" "$dir/ref.bin" "$n" >"$dir/ref.out" 2>&1 || { cat "$dir/ref.out"; fail "the uninterrupted run failed"; }
@@ -34,21 +46,12 @@ echo "uninterrupted run: ${ref_s} s in all, map ${map_s} s"
 rm -f "$FIBRA_CKPT_LOG"
 
 count() { wc -l 2>/dev/null <"$FIBRA_CKPT_LOG" || echo 0; }
-# quiet: waits (up to 10 s) until no execution is logged for 0.3 s, so that the batches the workers
-# of a killed driver still hold are finished before the next run's progress is measured.
-quiet() {
-  local last now
-  last=$(count)
-  for _ in $(seq 1 33); do
-    sleep 0.3
-    now=$(count)
-    [ "$now" = "$last" ] && return
-    last=$now
-  done
-}
+# quiet K: waits until the workers of killed run K are gone (they finish the batches they hold, then
+# leave after 2 s of silence), so that no execution of theirs is counted in the next run's progress.
+quiet() { [ "$1" -lt 1 ] || wait_gone "$dir/kill$1" 30 "the workers of killed run $1"; }
 landed=0
 for k in $(seq 1 $kills); do
-  quiet
+  quiet $((k - 1))
   before=$(count)
   rm -f "$dir/run.bin"
   # Every kill is a SIGKILL of this run's driver once it has executed a random number of tasks,
@@ -84,7 +87,7 @@ for k in $(seq 1 $kills); do
   [ "$outcome" = killed ] || { cat "$dir/run$k.out"; fail "run $k was not killed (exit status $status)"; }
 done
 
-quiet
+quiet "$kills"
 before_last=$(count)
 "$job" "$dir/run.h5" "$dir/run.bin" "$n" >"$dir/last.out" 2>&1 || { cat "$dir/last.out"; fail "the last rerun failed"; }
 last_execs=$(($(count) - before_last))

@@ -19,6 +19,18 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 export FIBRA_PROGRESS=0 FIBRA_CKPT_WORK_US=100
 fail() { echo "FAIL: $*"; exit 1; }
+# wait_gone MARK SECONDS WHAT: waits until no process has FIBRA_CKPT_KILL_MARK=MARK in its environment
+# (a run's driver, and the agents and executors it started, which inherit it); fails naming WHAT
+# when some are still there after SECONDS.
+running_with() { grep -lszxF "FIBRA_CKPT_KILL_MARK=$1" /proc/[0-9]*/environ; }
+wait_gone() {
+  local t
+  for ((t = 0; t < $2 * 10; t++)); do
+    running_with "$1" >/dev/null || return 0
+    sleep 0.1
+  done
+  fail "$3 still running after $2 s ($(running_with "$1" | tr '\n' ' '))"
+}
 
 for k in $(seq 1 $kills); do
   # The log of this run's executions, also after the kill: the killed driver's workers finish the
@@ -46,7 +58,8 @@ for k in $(seq 1 $kills); do
   wait "$pid"
   status=$?
   [ "$status" = 137 ] && [ ! -f "$dir/run.bin" ] || { cat "$dir/run$k.out"; fail "run $k was not killed (exit status $status)"; }
-  sleep 3  # the killed driver's workers finish what they hold and leave (driver_silence_s = 2)
+  # the killed driver's workers finish what they hold and leave (driver_silence_s = 2)
+  wait_gone "$dir/kill$k" 30 "the workers of killed run $k"
   touch "$dir/got$k.log" "$dir/exec$k.log"
   echo "kill $k ($when): handed to the caller $(wc -l <"$dir/got$k.log"), executed $(wc -l <"$dir/exec$k.log")"
 done

@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include "../common/bounded.hpp"
+
 // While this file exists (in the working folder), every executor of this program dies as it starts.
 constexpr const char* executors_die_marker = "fibra-test-executors-die-at-start";
 
@@ -145,6 +147,21 @@ FIBRA_REMOTE(hang_first_time);
 
 namespace {
 
+using fibra_test::call_within;
+using fibra_test::get_within;
+
+// How long a test waits for a call (a loaded 2-core machine: tens of seconds, far below ctest's timeout).
+constexpr std::chrono::seconds bound{60};
+
+// pool.map(fn, in, o) within `bound`: past it the test program ends, naming the call (call_within).
+template <class F, class In>
+auto map_within(fibra::Pool& pool, std::string_view name, F fn, const In& in, fibra::MapOptions o = {},
+                std::source_location where = std::source_location::current()) {
+  const std::string what = "map of " + std::string(name) + " over " + std::to_string(in.size()) + " items";
+  return call_within(
+      bound, what, [&] { return pool.map(fn, in, o); }, where);
+}
+
 class Faults : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -170,12 +187,16 @@ std::vector<Out> run_and_strike(fibra::Pool& pool, const std::vector<Item>& in, 
   std::vector<Out> got(in.size());
   std::vector<int> seen(in.size(), 0);
   std::size_t n = 0;
-  for (auto&& [index, out] : pool.imap_unordered(work, in, {.chunksize = 20})) {
-    EXPECT_LT(index, in.size());
-    EXPECT_EQ(seen[index]++, 0) << "index " << index << " came twice";
-    got[index] = out;
-    if (++n == at) strike(out);
-  }
+  call_within(bound,
+              "imap_unordered of work over " + std::to_string(in.size()) + " items, struck at " + std::to_string(at),
+              [&] {
+                for (auto&& [index, out] : pool.imap_unordered(work, in, {.chunksize = 20})) {
+                  EXPECT_LT(index, in.size());
+                  EXPECT_EQ(seen[index]++, 0) << "index " << index << " came twice";
+                  got[index] = out;
+                  if (++n == at) strike(out);
+                }
+              });
   EXPECT_EQ(n, in.size()) << "results missing";
   for (std::size_t i = 0; i < in.size(); ++i) {
     EXPECT_EQ(seen[i], 1) << "index " << i;
@@ -201,7 +222,7 @@ void kill_an_executor_and_see_its_agent_replace_it(fibra::Pool& pool, const std:
 TEST_F(Faults, AnExecutorKilledMidChunkCostsARetryNotAResult) {
   fibra::Pool pool(3);
   kill_an_executor_and_see_its_agent_replace_it(pool, items(4000));
-  auto again = pool.map(work, items(300));
+  auto again = map_within(pool, "work", work, items(300));
   for (int i = 0; i < 300; ++i) ASSERT_EQ(again[i].value, long(i) * i);
 }
 
@@ -213,7 +234,7 @@ TEST_F(Faults, AnAgentKilledMidMapIsReplacedAndItsChunksRunElsewhere) {
     ASSERT_EQ(::kill(victim, SIGKILL), 0);
   });
   std::set<int> agents;
-  for (auto& o : pool.map(work, items(600), {.chunksize = 1})) agents.insert(o.ppid);
+  for (auto& o : map_within(pool, "work", work, items(600), {.chunksize = 1})) agents.insert(o.ppid);
   EXPECT_EQ(agents.count(victim), 0u);
   EXPECT_EQ(pool.size(), 3);
   // The replacement takes part: after the loss there are again 3 agents answering.
@@ -234,7 +255,7 @@ TEST_F(Faults, AStoppedAgentIsDeclaredLostBySilence) {
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(took, 30.0);
   std::set<int> agents;
-  for (auto& o : pool.map(work, items(300), {.chunksize = 1})) agents.insert(o.ppid);
+  for (auto& o : map_within(pool, "work", work, items(300), {.chunksize = 1})) agents.insert(o.ppid);
   EXPECT_EQ(agents.count(victim), 0u);
   ::kill(victim, SIGKILL);  // the stopped agent was started by this test's pool
 }
@@ -263,7 +284,7 @@ TEST_F(Faults, ALateResultFromAWorkerDeclaredLostIsDroppedAndEveryIndexComesOnce
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (pool.stats().late_results_dropped == 0 && std::chrono::steady_clock::now() < deadline) busy_ms(20);
   EXPECT_GE(pool.stats().late_results_dropped, 1u) << "the continued agent's results were not read, or not dropped";
-  auto again = pool.map(work, items(300));
+  auto again = map_within(pool, "work", work, items(300));
   for (int i = 0; i < 300; ++i) ASSERT_EQ(again[i].value, long(i) * i);
   ::kill(victim, SIGKILL);  // started by this test's pool; its orphan guard would end it later
 }
@@ -299,7 +320,7 @@ TEST_F(Faults, APoolOfMoreThan32WorkersPerCoreGetsAWarningNamingTheNumbers) {
   EXPECT_TRUE(lines.empty()) << lines.front();
   {
     fibra::Pool crowded(32 * cores + 1);
-    EXPECT_EQ(crowded.map(work, items(200), {.chunksize = 1}).size(), 200u);
+    EXPECT_EQ(map_within(crowded, "work", work, items(200), {.chunksize = 1}).size(), 200u);
   }
   fibra::log::set_sink({});
   const std::string n = std::to_string(32 * cores + 1);
@@ -313,7 +334,7 @@ TEST_F(Faults, ATaskThatSegfaultsOnItsFirstAttemptSucceedsOnTheSecond) {
   fibra::Pool pool(2);
   for (std::size_t chunksize : {1u, 7u}) {
     SetUp();
-    auto r = pool.map(segv_first_time, items(200, 77), {.chunksize = chunksize});
+    auto r = map_within(pool, "segv_first_time", segv_first_time, items(200, 77), {.chunksize = chunksize});
     ASSERT_EQ(r.size(), 200u);
     for (int i = 0; i < 200; ++i) ASSERT_EQ(r[i], 3L * i) << "chunksize " << chunksize;
     EXPECT_TRUE(std::filesystem::exists(marker_dir(run_) + "/segv-77"));  // the crash did happen
@@ -326,19 +347,23 @@ TEST_F(Faults, FibersRandomFailureTestOrderedAndUnordered) {
   for (std::size_t chunksize : {1u, 5u}) {
     // 20 retries: at chunksize 5 a chunk fails 23% of the time; 21 failures in a row do not happen.
     fibra::MapOptions o{.chunksize = chunksize, .retries = 20};
-    auto r = pool.map(flaky_exit, items(300), o);
+    auto r = map_within(pool, "flaky_exit", flaky_exit, items(300), o);
     for (int i = 0; i < 300; ++i) ASSERT_EQ(r[i], i + 1000L);
     std::vector<int> seen(300, 0);
-    for (auto&& [index, v] : pool.imap_unordered(flaky_exit, items(300), o)) {
-      ASSERT_EQ(v, long(index) + 1000);
-      ++seen[index];
-    }
+    call_within(bound, "imap_unordered of flaky_exit over 300 items", [&] {
+      for (auto&& [index, v] : pool.imap_unordered(flaky_exit, items(300), o)) {
+        ASSERT_EQ(v, long(index) + 1000);
+        ++seen[index];
+      }
+    });
     for (int i = 0; i < 300; ++i) ASSERT_EQ(seen[i], 1) << i;
     int k = 0;
-    for (long v : pool.imap(flaky_exit, items(300), o)) ASSERT_EQ(v, k++ + 1000L);
+    call_within(bound, "imap of flaky_exit over 300 items", [&] {
+      for (long v : pool.imap(flaky_exit, items(300), o)) ASSERT_EQ(v, k++ + 1000L);
+    });
     EXPECT_EQ(k, 300);
     o.retry_exceptions = true;
-    auto t = pool.map(flaky_throw, items(300), o);
+    auto t = map_within(pool, "flaky_throw", flaky_throw, items(300), o);
     for (int i = 0; i < 300; ++i) ASSERT_EQ(t[i], i + 1000L);
   }
 }
@@ -349,7 +374,7 @@ TEST_F(Faults, ExceptionsAreNotRetriedUnlessAsked) {
   int failed = 0;
   for (int k = 0; k < 3; ++k) {
     try {
-      pool.map(flaky_throw, items(300), {.chunksize = 1});
+      map_within(pool, "flaky_throw", flaky_throw, items(300), {.chunksize = 1});
     } catch (const fibra::RemoteError& e) {
       EXPECT_EQ(e.remote_message(), "unlucky");
       EXPECT_EQ(std::string(e.what()).find("attempt 2"), std::string::npos) << e.what();
@@ -362,7 +387,7 @@ TEST_F(Faults, ExceptionsAreNotRetriedUnlessAsked) {
 TEST_F(Faults, APoisonItemFailsTheCallWithEveryAttemptNamed) {
   fibra::Pool pool(2);
   try {
-    pool.map(poison, items(300, 123), {.chunksize = 10, .retries = 2});
+    map_within(pool, "poison", poison, items(300, 123), {.chunksize = 10, .retries = 2});
     FAIL() << "no error";
   } catch (const fibra::ExecutorCrashed& e) {
     const std::string m = e.what();
@@ -380,7 +405,8 @@ TEST_F(Faults, APoisonItemFailsTheCallWithEveryAttemptNamed) {
   // Collected instead of thrown: every other item is exact, and the poison item is the one error.
   for (std::size_t chunksize : {1u, 10u}) {
     std::vector<fibra::ItemError> errors;
-    auto r = pool.map(poison, items(300, 123), {.chunksize = chunksize, .retries = 1, .errors = &errors});
+    auto r =
+        map_within(pool, "poison", poison, items(300, 123), {.chunksize = chunksize, .retries = 1, .errors = &errors});
     ASSERT_EQ(r.size(), 300u);
     for (int i = 0; i < 300; ++i) ASSERT_EQ(r[i], i == 123 ? 0L : 3L * i) << i;
     ASSERT_EQ(errors.size(), 1u);
@@ -394,7 +420,7 @@ TEST_F(Faults, AHungTaskIsKilledAtItsTimeLimit) {
   fibra::Pool pool(2);
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    pool.map(hang_on, items(40, 9), {.chunksize = 4, .retries = 1, .task_timeout_s = 0.5});
+    map_within(pool, "hang_on", hang_on, items(40, 9), {.chunksize = 4, .retries = 1, .task_timeout_s = 0.5});
     FAIL() << "no error";
   } catch (const fibra::TaskTimeout& e) {
     const std::string m = e.what();
@@ -407,10 +433,10 @@ TEST_F(Faults, AHungTaskIsKilledAtItsTimeLimit) {
   }
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
   // Hangs once: the retry succeeds and every result is exact.
-  auto r = pool.map(hang_first_time, items(40, 9), {.chunksize = 4, .task_timeout_s = 0.5});
+  auto r = map_within(pool, "hang_first_time", hang_first_time, items(40, 9), {.chunksize = 4, .task_timeout_s = 0.5});
   for (int i = 0; i < 40; ++i) ASSERT_EQ(r[i], 5L * i);
   // A time limit that is never reached changes nothing.
-  auto q = pool.map(hang_first_time, items(40, -1), {.task_timeout_s = 30});
+  auto q = map_within(pool, "hang_first_time", hang_first_time, items(40, -1), {.task_timeout_s = 30});
   for (int i = 0; i < 40; ++i) ASSERT_EQ(q[i], 5L * i);
 }
 
@@ -419,19 +445,21 @@ TEST_F(Faults, ResizeWhileAMapRunsKeepsEveryResult) {
   std::size_t n = 0;
   std::vector<int> seen(4000, 0);
   std::set<int> ran;  // agents that ran a task
-  for (auto&& [index, out] : pool.imap_unordered(work, items(4000), {.chunksize = 20})) {
-    ASSERT_EQ(out.value, long(index) * long(index));
-    ++seen[index];
-    ran.insert(out.ppid);
-    if (++n == 1000) pool.resize(3);
-    if (n == 2500) pool.resize(1);
-  }
+  call_within(bound, "imap_unordered of work over 4000 items, resized on the way", [&] {
+    for (auto&& [index, out] : pool.imap_unordered(work, items(4000), {.chunksize = 20})) {
+      ASSERT_EQ(out.value, long(index) * long(index));
+      ++seen[index];
+      ran.insert(out.ppid);
+      if (++n == 1000) pool.resize(3);
+      if (n == 2500) pool.resize(1);
+    }
+  });
   for (int i = 0; i < 4000; ++i) ASSERT_EQ(seen[i], 1) << i;
   EXPECT_EQ(pool.size(), 1);
   // The retired agents have left, not only stopped taking work: their processes end at their bye
   // (before, they waited in MPI_Comm_disconnect until the pool ended).
   std::set<int> agents;
-  for (const Out& o : pool.map(work, items(200), {.chunksize = 10})) agents.insert(o.ppid);
+  for (const Out& o : map_within(pool, "work", work, items(200), {.chunksize = 10})) agents.insert(o.ppid);
   ASSERT_EQ(agents.size(), 1u);
   const int remaining = *agents.begin();
   std::set<int> retired;
@@ -448,14 +476,14 @@ TEST_F(Faults, ResizeWhileAMapRunsKeepsEveryResult) {
 TEST_F(Faults, GarbageOnAnExecutorsSocketCostsThatChunkAnAttemptNotTheAgent) {
   fibra::Pool pool(2);
   std::set<int> agents_before;
-  for (auto& o : pool.map(work, items(40), {.chunksize = 1})) agents_before.insert(o.ppid);
-  auto r = pool.map(scribble_first_time, items(200, 50), {.chunksize = 10});
+  for (auto& o : map_within(pool, "work", work, items(40), {.chunksize = 1})) agents_before.insert(o.ppid);
+  auto r = map_within(pool, "scribble_first_time", scribble_first_time, items(200, 50), {.chunksize = 10});
   for (int i = 0; i < 200; ++i) ASSERT_EQ(r[i], 7L * i) << i;
   EXPECT_TRUE(std::filesystem::exists(marker_dir(run_) + "/scribble-50"));
   EXPECT_GE(pool.stats().attempts_failed, 1u);
   EXPECT_EQ(pool.stats().workers_lost, 0u) << "the agent must survive its executor's garbage";
   std::set<int> agents_after;
-  for (auto& o : pool.map(work, items(40), {.chunksize = 1})) agents_after.insert(o.ppid);
+  for (auto& o : map_within(pool, "work", work, items(40), {.chunksize = 1})) agents_after.insert(o.ppid);
   EXPECT_EQ(agents_after, agents_before);
 }
 
@@ -473,12 +501,12 @@ TEST_F(Faults, AChunkOverMpisLimitIsRefusedInTheCallersThreadAndThePoolStaysUsab
         << e.what();
   }
   big = std::string();
-  EXPECT_EQ(pool.apply_async(length, std::string(1000, 'y')).get(), 1000u);
+  EXPECT_EQ(get_within(pool.apply_async(length, std::string(1000, 'y')), bound, "length of 1000 characters"), 1000u);
 }
 
 TEST_F(Faults, APoolCreatedInsideATaskSaysToUseThePoolThatRunsIt) {
   fibra::Pool pool(1);
-  EXPECT_EQ(pool.apply_async(nested_pool, 0).get(),
+  EXPECT_EQ(get_within(pool.apply_async(nested_pool, 0), bound, "nested_pool(0)"),
             "fibra: a Pool was created inside a remote function, on a worker: a task uses the pool that runs it "
             "instead, through fibra::default_pool() (its map, imap, submit) or fibra::submit "
             "(docs/tasks.md#nested-tasks)");
@@ -494,7 +522,7 @@ TEST_F(Faults, ExecutorsThatDieAsTheyStartFailTheCallNotThePoolsStart) {
   const auto t0 = std::chrono::steady_clock::now();
   fibra::Pool pool(1, {.start_timeout_s = 30});
   try {
-    pool.map(work, items(10), {.chunksize = 10, .retries = 1});
+    map_within(pool, "work", work, items(10), {.chunksize = 10, .retries = 1});
     ADD_FAILURE() << "no error";
   } catch (const fibra::ExecutorCrashed& e) {
     EXPECT_NE(std::string(e.what()).find("exited with status 9 while running it outside any task, again and again"),
@@ -532,7 +560,7 @@ TEST_F(Faults, LaterCallsOnAStoppedPoolSayWhyItStopped) {
 
 TEST_F(Faults, TextOnAnExecutorsSocketIsRefusedAsAFrameLengthNotTheAgentsEnd) {
   fibra::Pool pool(2);
-  auto r = pool.map(scribble_text_first_time, items(200, 50), {.chunksize = 10});
+  auto r = map_within(pool, "scribble_text_first_time", scribble_text_first_time, items(200, 50), {.chunksize = 10});
   for (int i = 0; i < 200; ++i) ASSERT_EQ(r[i], 7L * i) << i;
   EXPECT_GE(pool.stats().attempts_failed, 1u);
   EXPECT_EQ(pool.stats().workers_lost, 0u) << "the agent must survive a frame length of 8e18";
@@ -541,7 +569,8 @@ TEST_F(Faults, TextOnAnExecutorsSocketIsRefusedAsAFrameLengthNotTheAgentsEnd) {
 TEST_F(Faults, AnExecutorThatCrashesWhileItsChildHoldsItsSocketIsStillSeenDead) {
   fibra::Pool pool(2);
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = pool.map(crash_leaving_a_child_first_time, items(100, 30), {.chunksize = 5});
+  auto r = map_within(pool, "crash_leaving_a_child_first_time", crash_leaving_a_child_first_time, items(100, 30),
+                      {.chunksize = 5});
   for (int i = 0; i < 100; ++i) ASSERT_EQ(r[i], 11L * i) << i;
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0)
       << "the crash was noticed only when the child let go of the socket";
@@ -557,7 +586,7 @@ struct Processes {
 };
 Processes who_ran(fibra::Pool& pool, const std::vector<Item>& in) {
   Processes p;
-  auto r = pool.map(work, in, {.chunksize = 1});
+  auto r = map_within(pool, "work", work, in, {.chunksize = 1});
   for (int i = 0; i < int(in.size()); ++i) {
     EXPECT_EQ(r[i].value, long(i) * i) << i;
     p.executors.insert(r[i].pid);
@@ -587,7 +616,7 @@ TEST_F(Faults, ASharedAgentsWorkersMayRunOnEveryCoreTheDriverMay) {
   const int mine = cores_allowed(0);
   if (mine < 2) GTEST_SKIP() << "the driver may run on one core only";
   fibra::Pool pool(2, {.workers_per_agent = 2});
-  const auto r = pool.map(cores_allowed, std::vector<int>(40, 0), {.chunksize = 1});
+  const auto r = map_within(pool, "cores_allowed", cores_allowed, std::vector<int>(40, 0), {.chunksize = 1});
   for (int n : r) ASSERT_EQ(n, mine) << "a worker is bound to fewer cores than the driver may use";
 }
 
@@ -613,7 +642,7 @@ TEST_F(Faults, ASharedAgentKilledMidMapCostsItsWorkersChunksAndIsReplaced) {
 
 TEST_F(Faults, AHangingTaskInASharedAgentTimesOutWhileItsNeighbourWorks) {
   fibra::Pool pool(2, {.workers_per_agent = 2});
-  auto r = pool.map(hang_first_time, items(40, 9), {.chunksize = 4, .task_timeout_s = 0.5});
+  auto r = map_within(pool, "hang_first_time", hang_first_time, items(40, 9), {.chunksize = 4, .task_timeout_s = 0.5});
   for (int i = 0; i < 40; ++i) ASSERT_EQ(r[i], 5L * i);
   EXPECT_GE(pool.stats().attempts_failed, 1u);
 }

@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +22,13 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "../common/bounded.hpp"
+
+using fibra_test::call_within;
+
+// How long a program waits for a call (a loaded 2-core machine: tens of seconds, far below ctest's timeout).
+constexpr std::chrono::seconds bound{40};
 
 long pids(int) { return long(::getppid()) * 1'000'000 + ::getpid(); }  // agent, executor
 FIBRA_REMOTE(pids);
@@ -86,7 +94,8 @@ int lost_full_slots() {
   for (long i = 0; i < 2000; ++i) in[std::size_t(i)] = i;
   std::vector<long> r;
   try {
-    r = p.map(kill_agent_once, in, {.chunksize = 10});
+    r = call_within(bound, "map of kill_agent_once over 2000 items",
+                    [&] { return p.map(kill_agent_once, in, {.chunksize = 10}); });
   } catch (const fibra::Error& e) {
     std::printf("FAIL: the map failed: %s\n", e.what());
     std::remove(marker.c_str());
@@ -124,7 +133,8 @@ int resize_no_slots() {
       return 1;
     }
   }
-  auto r = p.map(pids, std::vector<int>(100, 0));
+  auto r =
+      call_within(bound, "map of pids after the failed resize", [&] { return p.map(pids, std::vector<int>(100, 0)); });
   if (r.size() != 100 || p.size() != 1) {
     std::puts("FAIL: the pool did not carry on");
     return 1;
@@ -137,7 +147,7 @@ int resize_no_slots() {
 int churn(int n) {
   for (int i = 0; i < n; ++i) {
     fibra::Pool p(2);
-    auto r = p.map(pids, std::vector<int>(10, 0), {.chunksize = 1});
+    auto r = call_within(bound, "map of pids", [&] { return p.map(pids, std::vector<int>(10, 0), {.chunksize = 1}); });
     std::printf("pool %d ok (%zu results)\n", i, r.size());
     std::fflush(stdout);
   }
@@ -149,7 +159,8 @@ int orphan(const char* file, const char* how) {
   fibra::Pool p(2);
   {
     std::ofstream out(std::string(file) + ".tmp");
-    auto r = p.map(pids, std::vector<int>(8, 0), {.chunksize = 1});
+    auto r = call_within(bound, "map of pids before the driver dies",
+                         [&] { return p.map(pids, std::vector<int>(8, 0), {.chunksize = 1}); });
     for (long v : r) out << v / 1'000'000 << "\n" << v % 1'000'000 << "\n";
   }
   std::rename((std::string(file) + ".tmp").c_str(), file);
@@ -198,7 +209,7 @@ int second_runtime(int& argc, char**& argv) {
   {
     fibra::Runtime rt(argc, argv);  // in spawned workers this never returns
     fibra::Pool p(1);
-    if (p.map(pids, std::vector<int>(4, 0)).size() != 4) return 1;
+    if (call_within(bound, "map of pids", [&] { return p.map(pids, std::vector<int>(4, 0)); }).size() != 4) return 1;
     if (!expect_config_error(argc, argv,
                              "fibra: a second fibra::Runtime was created while the first is alive; create one, first "
                              "thing in main, and keep it until main returns"))

@@ -23,6 +23,8 @@
 #include <tuple>
 #include <vector>
 
+#include "../common/bounded.hpp"
+
 struct Params {
   std::string name;
   std::map<std::string, double> values;
@@ -176,6 +178,13 @@ FIBRA_REMOTE(free_and_watch);
 
 namespace {
 
+using fibra_test::call_within;
+using fibra_test::get_within;
+using fibra_test::wait_within;
+
+// How long a test waits for a result (a loaded 2-core machine: tens of seconds, far below ctest's timeout).
+constexpr std::chrono::seconds bound{60};
+
 fibra::Pool* g_pool = nullptr;
 fibra::Pool& pool() { return *g_pool; }
 
@@ -186,91 +195,99 @@ std::vector<int> range(int n) {
 }
 
 TEST(Map, ReturnsEveryResultInOrder) {
-  auto r = pool().map(square, range(10'000));
+  auto r = call_within(bound, "map of square over 10,000 items", [] { return pool().map(square, range(10'000)); });
   ASSERT_EQ(r.size(), 10'000u);
   for (int i = 0; i < 10'000; ++i) ASSERT_EQ(r[i], long(i) * i) << i;
 }
 
 TEST(Map, AMillionItemsExactly) {
   auto in = range(1'000'000);
-  auto r = pool().map(square, in);
+  auto r = call_within(bound, "map of square over 1,000,000 items", [&] { return pool().map(square, in); });
   ASSERT_EQ(r.size(), in.size());
   for (int i = 0; i < 1'000'000; ++i) ASSERT_EQ(r[i], long(i) * i) << i;
 }
 
 TEST(Map, ExplicitChunkSizes) {
   for (std::size_t cs : {1u, 7u, 1000u, 5000u}) {
-    auto r = pool().map(square, range(3001), {.chunksize = cs});
+    auto r = call_within(bound, "map of square over 3001 items",
+                         [&] { return pool().map(square, range(3001), {.chunksize = cs}); });
     ASSERT_EQ(r.size(), 3001u);
     for (int i = 0; i < 3001; ++i) ASSERT_EQ(r[i], long(i) * i) << "chunksize " << cs << " item " << i;
   }
 }
 
-TEST(Map, EmptyInput) { EXPECT_TRUE(pool().map(square, std::vector<int>{}).empty()); }
+TEST(Map, EmptyInput) {
+  EXPECT_TRUE(call_within(bound, "map over no items", [] { return pool().map(square, std::vector<int>{}); }).empty());
+}
 
 TEST(Map, ConvertsInputsToTheParameterType) {
   std::vector<short> in{1, 2, 3};
-  EXPECT_EQ(pool().map(square, in), (std::vector<long>{1, 4, 9}));
+  EXPECT_EQ(call_within(bound, "map of square over 3 shorts", [&] { return pool().map(square, in); }),
+            (std::vector<long>{1, 4, 9}));
 }
 
 TEST(Map, BoostSerializableArguments) {
   std::vector<Params> ps;
   for (int i = 0; i < 50; ++i) ps.push_back({std::string(i % 5, 'x'), {{"ab", i * 1.0}, {"c", 2.0}}});
-  auto r = pool().map(weigh, ps);
+  auto r = call_within(bound, "map of weigh over 50 Params", [&] { return pool().map(weigh, ps); });
   for (int i = 0; i < 50; ++i) EXPECT_DOUBLE_EQ(r[i], i * 2.0 + 2.0 + i % 5);
 }
 
 TEST(Imap, StreamsAMillionLazyItemsInOrder) {
   long n = 0;
-  for (long v : pool().imap(square, std::views::iota(0, 1'000'000))) {
-    ASSERT_EQ(v, n * n) << n;
-    ++n;
-  }
+  call_within(bound, "imap of square over 1,000,000 items", [&] {
+    for (long v : pool().imap(square, std::views::iota(0, 1'000'000))) {
+      ASSERT_EQ(v, n * n) << n;
+      ++n;
+    }
+  });
   EXPECT_EQ(n, 1'000'000);
 }
 
 TEST(ImapUnordered, YieldsEveryIndexExactlyOnce) {
   auto in = range(5000);
   std::vector<int> seen(in.size(), 0);
-  for (auto&& [i, v] : pool().imap_unordered(square, in, {.chunksize = 13})) {
-    ASSERT_LT(i, in.size());
-    EXPECT_EQ(v, long(i) * long(i));
-    ++seen[i];
-  }
+  call_within(bound, "imap_unordered of square over 5000 items", [&] {
+    for (auto&& [i, v] : pool().imap_unordered(square, in, {.chunksize = 13})) {
+      ASSERT_LT(i, in.size());
+      EXPECT_EQ(v, long(i) * long(i));
+      ++seen[i];
+    }
+  });
   for (std::size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << i;
 }
 
 TEST(Starmap, TuplesAndPairsOfArguments) {
   std::vector<std::tuple<int, int, int>> t;
   for (int i = 0; i < 1000; ++i) t.emplace_back(i, 2 * i, 3);
-  auto r = pool().starmap(add3, t);
+  auto r = call_within(bound, "starmap of add3 over 1000 tuples", [&] { return pool().starmap(add3, t); });
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(r[i], 3 * i + 3);
 }
 
 TEST(ApplyAsync, FuturesGetWaitReady) {
   auto f = pool().apply_async(add3, 1, 2, 3);
   EXPECT_TRUE(f.valid());
-  EXPECT_EQ(f.get(), 6);
+  EXPECT_EQ(get_within(f, bound, "add3(1, 2, 3)"), 6);
   EXPECT_TRUE(f.ready());
   EXPECT_EQ(f.get(), 6);  // get() may be called again
 
   auto slow = pool().apply_async(sleepy, 300);
   EXPECT_FALSE(slow.wait_for(std::chrono::milliseconds(10)));
   EXPECT_FALSE(slow.ready());
-  slow.wait();
+  wait_within(slow, bound, "sleepy(300)");  // as wait(), bounded
   EXPECT_TRUE(slow.ready());
   EXPECT_EQ(slow.get(), 300);
 
   std::vector<fibra::Future<long>> fs;
   for (int i = 0; i < 20'000; ++i) fs.push_back(pool().apply_async(square, i));
-  for (int i = 0; i < 20'000; ++i) ASSERT_EQ(fs[i].get(), long(i) * i);
+  for (int i = 0; i < 20'000; ++i) ASSERT_EQ(get_within(fs[i], bound, "square(i) of 20,000 futures"), long(i) * i) << i;
   EXPECT_THROW(fibra::Future<int>().get(), fibra::Error);
 }
 
 TEST(ApplyAsync, LargePayloadRoundTrip) {
   std::vector<double> v(8'000'000);  // 64 MB
   std::iota(v.begin(), v.end(), 0.0);
-  auto r = pool().apply_async(scale, v).get();
+  auto r = get_within(pool().apply_async(scale, v), bound, "scale of 64 MB");
   ASSERT_EQ(r.size(), v.size());
   for (std::size_t i = 0; i < v.size(); i += 9973) ASSERT_EQ(r[i], 2 * v[i]);
   EXPECT_EQ(r.back(), 2 * v.back());
@@ -295,7 +312,8 @@ TEST(Lanes, BatchesSmallAndLargeGoThroughSharedMemoryOnTheDriversHost) {
   const bool lanes = lanes_on();
   for (const auto& w : pool().workers()) EXPECT_EQ(w.shared_memory, lanes) << "agent " << w.slot;
   auto before = pool().stats();
-  auto r = pool().map(square, range(3'000), {.chunksize = 1});
+  auto r = call_within(bound, "map of square over 3000 items, one per chunk",
+                       [] { return pool().map(square, range(3'000), {.chunksize = 1}); });
   for (int i = 0; i < 3'000; ++i) ASSERT_EQ(r[i], long(i) * i) << i;
   auto after = pool().stats();
   const auto sent = after.batches_sent - before.batches_sent;
@@ -306,7 +324,7 @@ TEST(Lanes, BatchesSmallAndLargeGoThroughSharedMemoryOnTheDriversHost) {
   std::vector<double> v(300'000);  // 2.4 MB: over a small slot, both ways
   std::iota(v.begin(), v.end(), 1.0);
   for (int round = 0; round < 3; ++round) {  // the large slots are used again
-    expect_doubled(pool().apply_async(scale, v).get(), v);
+    expect_doubled(get_within(pool().apply_async(scale, v), bound, "scale of 2.4 MB"), v);
   }
   after = pool().stats();
   EXPECT_EQ(after.batches_sent - before.batches_sent, 3u);
@@ -324,8 +342,8 @@ TEST(Lanes, ALargeResultLeftInItsSlotIsNotOverwrittenByTheNext) {
   std::iota(a.begin(), a.end(), 1.0);
   std::iota(b.begin(), b.end(), -1e6);
   auto fa = p.apply_async(scale_slowly, a);
-  ASSERT_TRUE(fa.wait_for(std::chrono::seconds(30)));  // waited for: delivered where it lies
-  auto rb = p.apply_async(scale, b).get();
+  wait_within(fa, bound, "scale_slowly of a");  // waited for: delivered where it lies
+  auto rb = get_within(p.apply_async(scale, b), bound, "scale of b");
   auto ra = std::move(fa).get();
   expect_doubled(ra, a);
   expect_doubled(rb, b);
@@ -340,11 +358,11 @@ TEST(Lanes, ALargeResultNobodyWaitsForYetLeavesTheWayFree) {
   std::vector<double> v(300'000);  // 2.4 MB: the large slots
   std::iota(v.begin(), v.end(), 1.0);
   auto first = p.apply_async(scale, v);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const auto deadline = std::chrono::steady_clock::now() + bound;
   while (!first.ready() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));  // ready() does not wait: nobody waits
-  ASSERT_TRUE(first.ready());
-  auto second = p.apply_async(scale, v).get();
+  ASSERT_TRUE(first.ready()) << "the first scale's result did not arrive within " << bound.count() << " s";
+  auto second = get_within(p.apply_async(scale, v), bound, "the second scale");
   auto kept = std::move(first).get();
   expect_doubled(second, v);
   expect_doubled(kept, v);
@@ -367,9 +385,10 @@ void expect_two_blocks(const TwoBlocks& got, int n) {
 TEST(Lanes, LargeResultsEncodedIntoTheirSlotComeBackWhole) {
   const auto before = pool().stats();
   auto one = pool().apply_async(two_blocks, 7);
-  ASSERT_TRUE(one.wait_for(std::chrono::seconds(60))) << "its result frame never came (a broken frame?)";
-  expect_two_blocks(one.get(), 7);
-  const auto r = pool().map(two_blocks, std::vector<int>{1, 2, 3}, {.chunksize = 3});
+  expect_two_blocks(get_within(one, bound, "two_blocks(7): its result frame (a broken frame?)"), 7);
+  const auto r = call_within(bound, "map of two_blocks over 3 items in one chunk", [] {
+    return pool().map(two_blocks, std::vector<int>{1, 2, 3}, {.chunksize = 3});
+  });
   ASSERT_EQ(r.size(), 3u);
   for (int i = 0; i < 3; ++i) expect_two_blocks(r[std::size_t(i)], i + 1);
   const auto after = pool().stats();
@@ -383,11 +402,13 @@ TEST(Lanes, LargeResultsEncodedIntoTheirSlotComeBackWhole) {
 // collected; either way the slot is given back for the next large result.
 TEST(Lanes, AChunkThatFailsAfterALargeResultGivesItsSlotBack) {
   fibra::Pool p(1);
-  const long executor = p.apply_async(pids_after, 0).get().executor;
+  const long executor = get_within(p.apply_async(pids_after, 0), bound, "pids_after(0)").executor;
   const std::vector<int> items{0, 1, 2};
-  EXPECT_THROW(p.map(big_or_throw, items, {.chunksize = 3}), fibra::RemoteError);
+  EXPECT_THROW(call_within(bound, "map of big_or_throw", [&] { return p.map(big_or_throw, items, {.chunksize = 3}); }),
+               fibra::RemoteError);
   std::vector<fibra::ItemError> errors;
-  const auto r = p.map(big_or_throw, items, {.chunksize = 3, .errors = &errors});
+  const auto r = call_within(bound, "map of big_or_throw collecting errors",
+                             [&] { return p.map(big_or_throw, items, {.chunksize = 3, .errors = &errors}); });
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].index, 1u);
   ASSERT_EQ(r.size(), 3u);
@@ -397,18 +418,21 @@ TEST(Lanes, AChunkThatFailsAfterALargeResultGivesItsSlotBack) {
   const auto before = p.stats();
   std::vector<double> v(700'000);
   std::iota(v.begin(), v.end(), 3.0);
-  expect_doubled(p.apply_async(scale, v).get(), v);
+  expect_doubled(get_within(p.apply_async(scale, v), bound, "scale of 5.6 MB"), v);
   EXPECT_EQ(p.stats().results_shared_memory - before.results_shared_memory, lanes_on() ? 1u : 0u);
   EXPECT_EQ(p.stats().results_written_in_place - before.results_written_in_place, lanes_on() ? 1u : 0u)
       << "the slot was not free for the next large result";
-  EXPECT_EQ(p.apply_async(pids_after, 0).get().executor, executor) << "the executor died on the way";
+  EXPECT_EQ(get_within(p.apply_async(pids_after, 0), bound, "pids_after(0), again").executor, executor)
+      << "the executor died on the way";
 }
 
 // Batches through lanes are not heard by the agent: the driver must still send it heartbeats, or
 // its orphan guard ends it after driver_silence_s of work fed only through shared memory.
 TEST(Lanes, AnAgentWhoseWorkersAreFedThroughLanesStillHearsTheDriver) {
   fibra::Pool p(1, {.heartbeat_s = 0.1, .driver_silence_s = 1.0});
-  auto r = p.map(pids_after, std::vector<int>(250, 10), {.chunksize = 1});  // 2.5 s of 10 ms tasks
+  auto r = call_within(bound, "map of 250 pids_after(10)", [&] {  // 2.5 s of 10 ms tasks
+    return p.map(pids_after, std::vector<int>(250, 10), {.chunksize = 1});
+  });
   std::set<long> agents, executors;
   for (const auto& x : r) {
     agents.insert(x.agent);
@@ -429,17 +453,18 @@ TEST(Lanes, AnAgentWhoseWorkersAreFedThroughLanesStillHearsTheDriver) {
 TEST(Executors, KeepTheMemoryTheirTasksFreedForTheNextTask) {
   if (!can_keep_freed()) GTEST_SKIP() << "no glibc 2.33 allocator here";
   fibra::Pool p(1);
-  const Held start = p.apply_async(held, 0).get();
-  const Held touched = p.apply_async(touch_mib, 64, 0).get();
+  const Held start = get_within(p.apply_async(held, 0), bound, "held(0)");
+  const Held touched = get_within(p.apply_async(touch_mib, 64, 0), bound, "touch_mib(64, 0)");
   EXPECT_LT(touched.faults, 16) << "the 64 MiB freed went back to the system";
-  const Held after = p.apply_async(held, 0).get();
+  const Held after = get_within(p.apply_async(held, 0), bound, "held(0) after touch_mib");
   EXPECT_GE(after.rss_mib, start.rss_mib + 56) << "64 MiB freed and not kept after the task";
-  const long executor = p.apply_async(pids_after, 0).get().executor;
+  const long executor = get_within(p.apply_async(pids_after, 0), bound, "pids_after(0)").executor;
   // Looked at from here, which keeps the executor idle.
   EXPECT_LE(rss_until(executor, start.rss_mib + 16, 10'000), start.rss_mib + 16)
       << "the executor kept its freed memory 10 s idle";
   // A task that runs on is not idle: what it freed 3 s ago is still there for it.
-  EXPECT_LT(p.apply_async(touch_mib, 64, 3000).get().faults, 16) << "given back while a task ran";
+  EXPECT_LT(get_within(p.apply_async(touch_mib, 64, 3000), bound, "touch_mib(64, 3000)").faults, 16)
+      << "given back while a task ran";
 }
 
 // The driver is the user's process: its allocator is left as it is unless a pool asks
@@ -447,7 +472,7 @@ TEST(Executors, KeepTheMemoryTheirTasksFreedForTheNextTask) {
 // test below, which turns the setting on for the rest of this process.
 TEST(Executors, TheDriversAllocatorIsLeftAloneByDefault) {
   if (!can_keep_freed()) GTEST_SKIP() << "no glibc 2.33 allocator here";
-  ASSERT_EQ(pool().apply_async(square, 3).get(), 9);  // the tests' pool (defaults) has started
+  ASSERT_EQ(get_within(pool().apply_async(square, 3), bound, "square(3)"), 9);  // the tests' pool (defaults) started
   EXPECT_GE(touch_mib(64, 0).faults, 32) << "the driver kept 64 MiB freed without driver_keep_freed_mib";
 }
 
@@ -456,7 +481,7 @@ TEST(Executors, TheDriversAllocatorIsLeftAloneByDefault) {
 TEST(Executors, TheDriverKeepsTheMemoryItsCallerFreedWhenAsked) {
   if (!can_keep_freed()) GTEST_SKIP() << "no glibc 2.33 allocator here";
   fibra::Pool asking(1, {.driver_keep_freed_mib = 256});
-  ASSERT_EQ(asking.apply_async(square, 3).get(), 9);  // a call: busy, then idle after it
+  ASSERT_EQ(get_within(asking.apply_async(square, 3), bound, "square(3)"), 9);  // a call: busy, then idle after it
   const Held start = held(0);
   const Held touched = touch_mib(64, 0);
   EXPECT_LT(touched.faults, 16) << "the 64 MiB freed went back to the system";
@@ -473,15 +498,16 @@ TEST(Executors, KeepNoMoreFreedMemoryThanAsked) {
   if (!can_keep_freed()) GTEST_SKIP() << "no glibc 2.33 allocator here";
   {
     fibra::Pool p(1, {.keep_freed_mib = 0});
-    EXPECT_GE(p.apply_async(touch_mib, 64, 0).get().faults, 32) << "keep_freed_mib 0: 64 MiB freed was kept";
+    EXPECT_GE(get_within(p.apply_async(touch_mib, 64, 0), bound, "touch_mib(64, 0)").faults, 32)
+        << "keep_freed_mib 0: 64 MiB freed was kept";
   }
   {
     fibra::Pool p(1, {.keep_freed_mib = 16});
-    const Held start = p.apply_async(held, 0).get();
-    const Held watched = p.apply_async(free_and_watch, 64).get();
+    const Held start = get_within(p.apply_async(held, 0), bound, "held(0)");
+    const Held watched = get_within(p.apply_async(free_and_watch, 64), bound, "free_and_watch(64)");
     ASSERT_TRUE(watched.pinned) << "the block kept taken lies below: the heap's own threshold gives the 64 MiB back";
     EXPECT_LE(watched.rss_mib, start.rss_mib + 16) << "keep_freed_mib 16: 64 MiB freed was kept 5 s by a running task";
-    const Held small = p.apply_async(touch_mib, 8, 3000).get();
+    const Held small = get_within(p.apply_async(touch_mib, 8, 3000), bound, "touch_mib(8, 3000)");
     EXPECT_LT(small.faults, 4) << "8 MiB freed under a 16 MiB bound was given back (a look each second)";
   }
   EXPECT_NO_THROW(fibra::Pool(1, {.keep_freed_mib = std::size_t(1) << 20}));
@@ -491,7 +517,8 @@ TEST(Executors, KeepNoMoreFreedMemoryThanAsked) {
 
 TEST(Errors, ATaskThatThrowsRaisesRemoteErrorAndThePoolGoesOn) {
   try {
-    pool().map(maybe_throw, range(100), {.chunksize = 10});
+    call_within(bound, "map of maybe_throw over 100 items",
+                [] { return pool().map(maybe_throw, range(100), {.chunksize = 10}); });
     FAIL() << "no error";
   } catch (const fibra::RemoteError& e) {
     EXPECT_EQ(e.type_name(), "std::invalid_argument");
@@ -504,24 +531,27 @@ TEST(Errors, ATaskThatThrowsRaisesRemoteErrorAndThePoolGoesOn) {
         "fibra: maybe_throw raised std::invalid_argument on item 13: thirteen is not allowed (worker ";
     EXPECT_EQ(std::string(e.what()).substr(0, prefix.size()), prefix) << e.what();
   }
-  EXPECT_EQ(pool().map(maybe_throw, range(13)), range(13));
+  EXPECT_EQ(call_within(bound, "map of maybe_throw over 13 items", [] { return pool().map(maybe_throw, range(13)); }),
+            range(13));
   try {
-    pool().apply_async(maybe_throw, 13).get();
+    get_within(pool().apply_async(maybe_throw, 13), bound, "maybe_throw(13)");
     FAIL() << "no error";
   } catch (const fibra::RemoteError& e) {
     EXPECT_EQ(e.site().item, 0u);
   }
-  EXPECT_THROW(
-      {
-        for (int v : pool().imap(maybe_throw, range(100))) (void)v;
-      },
-      fibra::RemoteError);
+  EXPECT_THROW(call_within(bound, "imap of maybe_throw over 100 items",
+                           [] {
+                             for (int v : pool().imap(maybe_throw, range(100))) (void)v;
+                           }),
+               fibra::RemoteError);
 }
 
 // The pid of the executor that crashed (the error names it).
 long expect_crash(int item, const std::string& how) {
   try {
-    pool().map(crash_on, std::vector<int>{0, 1, item, 2}, {.chunksize = 1, .retries = 0});
+    call_within(bound, "map of crash_on over 4 items", [&] {
+      return pool().map(crash_on, std::vector<int>{0, 1, item, 2}, {.chunksize = 1, .retries = 0});
+    });
     ADD_FAILURE() << "no error for " << item;
     return 0;
   } catch (const fibra::ExecutorCrashed& e) {
@@ -539,7 +569,9 @@ long expect_crash(int item, const std::string& how) {
 // The executors and agents that answer now: items of 10 ms, one per chunk, reach every worker.
 std::pair<std::set<long>, std::set<long>> answering() {
   std::set<long> executors, agents;
-  for (const Pids& p : pool().map(pids_after, std::vector<int>(20, 10), {.chunksize = 1})) {
+  const auto r = call_within(bound, "map of 20 pids_after(10)",
+                             [] { return pool().map(pids_after, std::vector<int>(20, 10), {.chunksize = 1}); });
+  for (const Pids& p : r) {
     executors.insert(p.executor);
     agents.insert(p.agent);
   }
@@ -555,9 +587,12 @@ TEST(Errors, AnExecutorCrashNamesTheSignalOrStatusAndThePoolGoesOn) {
                                   expect_crash(7, "exited with status 3 while running it")};
   EXPECT_EQ(crashed.size(), 3u) << "each crash ends its process: three crashes, three pids";
   // Every worker still answers, all results exact.
-  auto r = pool().map(crash_on, std::vector<int>{0, 1, 2, 3, 4, 8, 9}, {.chunksize = 1});
+  auto r = call_within(bound, "map of crash_on over 7 items that do not crash", [] {
+    return pool().map(crash_on, std::vector<int>{0, 1, 2, 3, 4, 8, 9}, {.chunksize = 1});
+  });
   EXPECT_EQ(r, (std::vector<int>{0, 1, 2, 3, 4, 8, 9}));
-  auto r2 = pool().map(square, range(20'000));
+  auto r2 = call_within(bound, "map of square over 20,000 items after the crashes",
+                        [] { return pool().map(square, range(20'000)); });
   for (int i = 0; i < 20'000; ++i) ASSERT_EQ(r2[i], long(i) * i);
   // The executors that answer now are new processes (none of the crashed ones), under the same
   // agents: a crash costs the executor, not the worker.
@@ -605,7 +640,8 @@ TEST(Errors, ATimeLimitOutOfRangeIsAConfigErrorNamingIt) {
       EXPECT_EQ(std::string(e.what()), want);
     }
   }
-  EXPECT_EQ(pool().map(square, range(3), {.task_timeout_s = 4e6}),
+  EXPECT_EQ(call_within(bound, "map with a time limit of 4e6 s",
+                        [] { return pool().map(square, range(3), {.task_timeout_s = 4e6}); }),
             (std::vector<long>{0, 1, 4}));  // the bound is allowed
 }
 
@@ -616,7 +652,9 @@ TEST(Lifecycle, ResizeGrowsAndShrinks) {
   fibra::Pool p(1);
   auto who = [&p] {
     std::set<long> executors, agents;
-    for (const Pids& w : p.map(pids_after, std::vector<int>(30, 20), {.chunksize = 1})) {
+    const auto r = call_within(bound, "map of 30 pids_after(20)",
+                               [&p] { return p.map(pids_after, std::vector<int>(30, 20), {.chunksize = 1}); });
+    for (const Pids& w : r) {
       executors.insert(w.executor);
       agents.insert(w.agent);
     }
@@ -633,7 +671,7 @@ TEST(Lifecycle, ResizeGrowsAndShrinks) {
   EXPECT_EQ(three_agents.size(), 3u) << "agents that took work after resize(3)";
   EXPECT_TRUE(three.contains(*one.begin())) << "the first worker is still one of them";
   for (long a : three_agents) EXPECT_FALSE(three.contains(a));  // agents are not executors
-  auto sq = p.map(square, range(1000));
+  auto sq = call_within(bound, "map of square after resize(3)", [&] { return p.map(square, range(1000)); });
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(sq[i], long(i) * i);
   p.resize(1);  // returns once only one worker takes work
   EXPECT_EQ(p.size(), 1);
@@ -641,7 +679,8 @@ TEST(Lifecycle, ResizeGrowsAndShrinks) {
   EXPECT_EQ(left.size(), 1u) << "executors that took work after resize(1)";
   EXPECT_EQ(left_agent.size(), 1u);
   EXPECT_TRUE(three.contains(*left.begin())) << "the one left is one of the three";
-  EXPECT_EQ(p.map(square, range(5)), (std::vector<long>{0, 1, 4, 9, 16}));
+  EXPECT_EQ(call_within(bound, "map of square after resize(1)", [&] { return p.map(square, range(5)); }),
+            (std::vector<long>{0, 1, 4, 9, 16}));
   EXPECT_THROW(p.resize(0), fibra::ConfigError);
 }
 
@@ -651,8 +690,8 @@ TEST(Lifecycle, CloseThenJoinFinishesQueuedWork) {
   p.close();
   EXPECT_THROW(p.apply_async(sleepy, 1), fibra::PoolClosed);
   EXPECT_THROW(p.map(square, range(3)), fibra::PoolClosed);
-  p.join();
-  EXPECT_EQ(f.get(), 200);
+  call_within(bound, "join of a pool with sleepy(200) queued", [&] { p.join(); });
+  EXPECT_EQ(get_within(f, bound, "sleepy(200)"), 200);
 }
 
 TEST(Lifecycle, JoinBeforeCloseIsAnError) {
@@ -689,9 +728,11 @@ TEST(Lifecycle, AMovedFromPoolThrowsPoolClosed) {
   expect_moved_from([&] { a.size(); }, "size");
   expect_moved_from([&] { a.close(); }, "close");
   expect_moved_from([&] { a.terminate(); }, "terminate");
-  EXPECT_EQ(b.map(square, in), (std::vector<long>{0, 1, 4, 9}));  // the pool moved to b works
-  a = std::move(b);                                               // a moved-from pool can be assigned to again
-  EXPECT_EQ(a.map(square, in), (std::vector<long>{0, 1, 4, 9}));
+  EXPECT_EQ(call_within(bound, "map on the pool moved to b", [&] { return b.map(square, in); }),
+            (std::vector<long>{0, 1, 4, 9}));
+  a = std::move(b);  // a moved-from pool can be assigned to again
+  EXPECT_EQ(call_within(bound, "map on the pool moved back to a", [&] { return a.map(square, in); }),
+            (std::vector<long>{0, 1, 4, 9}));
   EXPECT_FALSE(std::filesystem::exists("never_created.h5"));
 }
 
@@ -703,8 +744,8 @@ TEST(Lifecycle, TerminateFailsUnfinishedFutures) {
   auto t = std::chrono::steady_clock::now();
   p.terminate();
   EXPECT_LT(std::chrono::steady_clock::now() - t, std::chrono::seconds(4));
-  EXPECT_THROW(running.get(), fibra::PoolClosed);
-  EXPECT_THROW(queued.get(), fibra::PoolClosed);
+  EXPECT_THROW(get_within(running, bound, "the running sleepy(5000), failed by terminate()"), fibra::PoolClosed);
+  EXPECT_THROW(get_within(queued, bound, "the queued sleepy(5000), failed by terminate()"), fibra::PoolClosed);
 }
 
 }  // namespace

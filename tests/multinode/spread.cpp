@@ -7,9 +7,11 @@
 #include <fibra/fibra.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,7 +35,9 @@ int main(int argc, char** argv) {
   const double startup = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("Pool(%d) ready in %.2f s\n", workers, startup);
   std::set<std::string> agent_hosts;
+  std::map<std::string, int> agents_on;
   for (const auto& w : pool.workers()) {
+    ++agents_on[w.host];
     std::printf("agent %d: %d worker(s) on %s, pid %ld, %s\n", w.slot, w.workers, w.host.c_str(), w.pid,
                 w.state.c_str());
     agent_hosts.insert(w.host);
@@ -60,7 +64,17 @@ int main(int argc, char** argv) {
   std::printf("tasks ran on %zu host(s):", task_hosts.size());
   for (auto& h : task_hosts) std::printf(" %s", h.c_str());
   std::printf("; %ld wrong result(s)\n", wrong);
-  const bool ok = wrong == 0 && bad == 0 && task_hosts.size() == nodes && agent_hosts.size() == nodes;
+  // "spread" places agent k on host k mod n: the hosts' counts of agents differ by at most one.
+  bool balanced = true;
+  if (placement == "spread" && !agents_on.empty()) {
+    const auto [few, many] = std::minmax_element(agents_on.begin(), agents_on.end(),
+                                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+    balanced = many->second - few->second <= 1;
+    if (!balanced)
+      std::printf("FAIL: spread is not even: %d agent(s) on %s, %d on %s\n", many->second, many->first.c_str(),
+                  few->second, few->first.c_str());
+  }
+  const bool ok = wrong == 0 && bad == 0 && balanced && task_hosts.size() == nodes && agent_hosts.size() == nodes;
   std::printf(ok ? "PASS\n" : "FAIL: expected workers on %zu nodes\n", nodes);
   return ok ? 0 : 1;
 }
