@@ -54,6 +54,10 @@ write_conf() {
     slurm_common_conf "$port" "$dir"
     cat <<EOF
 EnforcePartLimits=ALL
+# Slurm's default (1) makes every batch job requeueable: a job rendered without --requeue would
+# requeue all the same, and the tests could not see the line missing. 0: only jobs submitted with
+# --requeue may be requeued, as on clusters that turn the default off.
+JobRequeue=0
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
 SlurmctldPidFile=$dir/slurmctld.pid

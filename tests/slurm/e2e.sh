@@ -23,6 +23,13 @@ spec_header() {  # name workers args...
     "$name" "$sweep" "$args" "$workers" "${SWEEP_ITEM_MS:-0}"
 }
 
+# Checks that slurmctld holds job $1 as requeueable: the local cluster requeues only jobs submitted
+# with --requeue (JobRequeue=0 in its slurm.conf), so a script rendered without it cannot resume.
+requeueable() {
+  scontrol -o show job "$1" | grep -qw "Requeue=1" ||
+    { scancel "$1"; fail "job $1 is not requeueable (scontrol show job: $(scontrol -o show job "$1" | grep -o 'Requeue=[0-9]*')): its script lacks '#SBATCH --requeue'"; }
+}
+
 case_map() {
   { spec_header map 3 --items 300 --workers 3; printf '[resources]\ntime = "5:00"\n'; } >map.toml
   local out status
@@ -45,6 +52,7 @@ case_requeue() {
   } >"$name.toml"
   local id out="" i
   id="$("$fibra" slurm submit "$name.toml")" || fail "submit"
+  requeueable "$id"
   for i in $(seq 1 150); do  # wait until the first run has done some work
     grep -q "mode $mode, run 0" "$name-$id.out" 2>/dev/null && [ -s run.ckpt ] && break
     sleep 0.2
@@ -61,6 +69,7 @@ case_requeue() {
     grep -q "^sweep: stopping for a checkpoint at item [0-9]*$" <<<"$out" || fail "the driver did not stop for a checkpoint"
   fi
   grep -qx "fibra: the driver stopped for a checkpoint; requeueing job $id" <<<"$out" || fail "no requeue"
+  ! grep -q "'scontrol requeue $id' failed" <<<"$out" || fail "slurmctld refused to requeue job $id"
   grep -Eq "^sweep: resuming (at item [1-9][0-9]*|with [1-9][0-9]* of 200 items done)$" <<<"$out" ||
     fail "the second run did not resume"
   grep -qx "$(expected 200 0)" <<<"$out" || fail "result differs from an uninterrupted run: want '$(expected 200 0)'"
@@ -84,6 +93,7 @@ case_early_signal() {
   } >"$name.toml"
   local id out="" i
   id="$("$fibra" slurm submit "$name.toml")" || fail "submit"
+  requeueable "$id"
   for i in $(seq 1 150); do  # the driver is sleeping before fibra::Runtime
     grep -q "^sweep: start-up delay" "$name-$id.out" 2>/dev/null && break
     sleep 0.2
