@@ -31,7 +31,9 @@ struct SocketPair {
     if (r >= 0) ::close(r);
     if (w >= 0) ::close(w);
   }
-  void write(const std::string& bytes) const { ASSERT_EQ(::write(w, bytes.data(), bytes.size()), ssize_t(bytes.size())); }
+  void write(const std::string& bytes) const {
+    ASSERT_EQ(::write(w, bytes.data(), bytes.size()), ssize_t(bytes.size()));
+  }
 };
 
 std::string prefix(std::uint64_t kind, std::uint64_t length) {
