@@ -86,24 +86,6 @@ void write_fully(int fd, const std::byte* p, std::size_t n, const std::filesyste
 }
 }  // namespace
 
-Fd& Fd::operator=(Fd&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.release();
-  }
-  return *this;
-}
-
-Fd::~Fd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-int Fd::release() noexcept {
-  int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
-
 Fd lock_checkpoint(const std::filesystem::path& checkpoint) {
   const std::filesystem::path path = checkpoint.string() + ".lock";
   Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));

@@ -15,24 +15,12 @@
 #include <span>
 #include <vector>
 
+#include "common/unique_fd.hpp"
+
 namespace fibra::hdf5_io::detail {
 
-/// A move-only owner of a POSIX file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) noexcept : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.release()) {}
-  Fd& operator=(Fd&& o) noexcept;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd();
-  int get() const noexcept { return fd_; }
-  int release() noexcept;
-
- private:
-  int fd_ = -1;
-};
+/// The one owner of a file descriptor, shared with the rest of fibra.
+using Fd = fibra::detail::UniqueFd;
 
 /// Takes an exclusive flock() on `checkpoint` + ".lock" (created if missing) and writes this pid
 /// into it; the lock lasts as long as the returned descriptor.

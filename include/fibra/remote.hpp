@@ -16,6 +16,8 @@
 /// Arguments and the result must be serializable (see docs/remote-functions.md); the function must
 /// return a value. Registering the same function twice is harmless; two functions under one name
 /// are reported when fibra::Runtime starts.
-#define FIBRA_REMOTE(fn)                                                                    \
-  [[maybe_unused]] static const bool FIBRA_DETAIL_CAT(fibra_remote_registered_, __LINE__) = \
+// The variable is named by __COUNTER__, not __LINE__: a FIBRA_REMOTE in a header and one in the
+// file that includes it may stand on the same line number (two did, in tests/compile_fail/).
+#define FIBRA_REMOTE(fn)                                                                       \
+  [[maybe_unused]] static const bool FIBRA_DETAIL_CAT(fibra_remote_registered_, __COUNTER__) = \
       ::fibra::detail::Remote<&fn>::add(#fn)

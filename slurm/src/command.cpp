@@ -9,13 +9,17 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
+
+#include "common/unique_fd.hpp"
 
 namespace fibra::slurm {
 namespace {
 
 /// Reads both pipes until both are closed, so neither can fill up and block the child.
-void drain(int out_fd, int err_fd, std::string& out, std::string& err) {
-  pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+void drain(detail::UniqueFd out_fd, detail::UniqueFd err_fd, std::string& out, std::string& err) {
+  detail::UniqueFd* owners[2] = {&out_fd, &err_fd};
+  pollfd fds[2] = {{out_fd.get(), POLLIN, 0}, {err_fd.get(), POLLIN, 0}};
   std::string* sinks[2] = {&out, &err};
   int open = 2;
   char buf[4096];
@@ -30,7 +34,7 @@ void drain(int out_fd, int err_fd, std::string& out, std::string& err) {
       if (n > 0) {
         sinks[i]->append(buf, static_cast<std::size_t>(n));
       } else if (n == 0 || errno != EINTR) {
-        ::close(fds[i].fd);
+        owners[i]->reset();
         fds[i].fd = -1;
         --open;
       }
@@ -42,34 +46,28 @@ void drain(int out_fd, int err_fd, std::string& out, std::string& err) {
 
 CommandResult run_command(const std::vector<std::string>& argv) {
   CommandResult r;
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) throw SlurmError(std::string("cannot create a pipe: ") + std::strerror(errno));
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    ::close(out[0]);
-    ::close(out[1]);
-    throw SlurmError(std::string("cannot create a pipe: ") + std::strerror(errno));
-  }
+  int out_fds[2], err_fds[2];
+  if (::pipe2(out_fds, O_CLOEXEC) != 0) throw SlurmError(std::string("cannot create a pipe: ") + std::strerror(errno));
+  detail::UniqueFd out_r(out_fds[0]), out_w(out_fds[1]);
+  if (::pipe2(err_fds, O_CLOEXEC) != 0) throw SlurmError(std::string("cannot create a pipe: ") + std::strerror(errno));
+  detail::UniqueFd err_r(err_fds[0]), err_w(err_fds[1]);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
+    ::dup2(out_w.get(), 1);
+    ::dup2(err_w.get(), 2);
     int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) ::dup2(devnull, 0);
     ::execvp(args[0], args.data());
     std::fprintf(stderr, "cannot run '%s': %s\n", args[0], std::strerror(errno));
     ::_exit(127);
   }
-  ::close(out[1]);
-  ::close(err[1]);
-  if (pid < 0) {
-    ::close(out[0]);
-    ::close(err[0]);
-    throw SlurmError(std::string("cannot start '") + argv[0] + "': " + std::strerror(errno));
-  }
-  drain(out[0], err[0], r.out, r.err);
+  out_w.reset();  // the child's ends: the parent reads until the child closes its copies
+  err_w.reset();
+  if (pid < 0) throw SlurmError(std::string("cannot start '") + argv[0] + "': " + std::strerror(errno));
+  drain(std::move(out_r), std::move(err_r), r.out, r.err);
   int st = 0;
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }

@@ -58,7 +58,7 @@ void close_the_rest(posix_spawn_file_actions_t* fa) {
 
 }  // namespace
 
-void LineRelay::attach(FileDescriptor read_end, const std::string& prefix) {
+void LineRelay::attach(UniqueFd read_end, const std::string& prefix) {
   finish();
   from_ = std::move(read_end);
   prefix_ = prefix;
@@ -120,19 +120,6 @@ void LineRelay::emit(std::string_view lines) {
   }
 }
 
-FileDescriptor& FileDescriptor::operator=(FileDescriptor&& o) noexcept {
-  if (this != &o) {
-    reset();
-    fd_ = o.release();
-  }
-  return *this;
-}
-
-void FileDescriptor::reset() noexcept {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 SupervisedExecutor::SupervisedExecutor(int index, std::string prefix, bool actor, std::uint64_t lane_nonce)
     : index_(index), prefix_(std::move(prefix)), actor_(actor), region_(LaneRegion::create()) {
   region_->lane().init(lane_nonce, ::getpid());
@@ -149,7 +136,7 @@ void SupervisedExecutor::start() {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     throw Error("fibra agent: " + errno_text("socketpair for an executor"));
-  FileDescriptor mine(sv[0]), theirs(sv[1]);
+  UniqueFd mine(sv[0]), theirs(sv[1]);
   int big = 4 << 20;
   for (int fd : sv) {
     ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
@@ -157,9 +144,9 @@ void SupervisedExecutor::start() {
   }
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0) throw Error("fibra agent: " + errno_text("pipe for an executor's output"));
-  FileDescriptor out_r(out[0]), out_w(out[1]);
+  UniqueFd out_r(out[0]), out_w(out[1]);
   if (::pipe2(err, O_CLOEXEC) != 0) throw Error("fibra agent: " + errno_text("pipe for an executor's output"));
-  FileDescriptor err_r(err[0]), err_w(err[1]);
+  UniqueFd err_r(err[0]), err_w(err[1]);
   Mailbox& b = lane().mailbox();
   b.chunk = 0;
   b.item = 0;

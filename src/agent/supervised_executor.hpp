@@ -14,33 +14,12 @@
 #include <utility>
 #include <vector>
 
+#include "common/unique_fd.hpp"
 #include "transport/frame_reader.hpp"
 #include "transport/lane.hpp"
 #include "transport/wire.hpp"
 
 namespace fibra::detail {
-
-/// A move-only owner of a file descriptor.
-class FileDescriptor {
- public:
-  FileDescriptor() = default;
-  explicit FileDescriptor(int fd) noexcept : fd_(fd) {}
-  FileDescriptor(FileDescriptor&& o) noexcept : fd_(o.release()) {}
-  FileDescriptor& operator=(FileDescriptor&& o) noexcept;
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() { reset(); }
-  int get() const noexcept { return fd_; }
-  int release() noexcept {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-  void reset() noexcept;
-
- private:
-  int fd_ = -1;
-};
 
 /// An executor's stdout or stderr, which the agent reads through a pipe and writes out in whole
 /// lines, each after a prefix that says which worker printed it (none when the prefix is empty):
@@ -49,7 +28,7 @@ class LineRelay {
  public:
   explicit LineRelay(int to_fd) : to_(to_fd) {}
   /// Reads from `read_end` from now on (the previous pipe's rest is written first).
-  void attach(FileDescriptor read_end, const std::string& prefix);
+  void attach(UniqueFd read_end, const std::string& prefix);
   /// Writes out every whole line that has arrived; true if it read anything.
   bool pump();
   /// The executor is gone: writes what is left, ending it with a newline.
@@ -57,7 +36,7 @@ class LineRelay {
 
  private:
   void emit(std::string_view lines);
-  FileDescriptor from_;
+  UniqueFd from_;
   int to_;
   std::string prefix_, partial_;
 };
@@ -168,7 +147,7 @@ class SupervisedExecutor {
   std::uint64_t lane_results_ = 0;  // result frames it had put in its lane when last looked
   bool lane_woken_ = false;         // it was woken for its lane (once the driver uses it)
   pid_t pid_ = -1;
-  FileDescriptor sock_;
+  UniqueFd sock_;
   std::deque<Held> held_;  // chunks given, in order, without a result yet
   std::deque<Outgoing> out_;
   // What it writes on its socket: frames of the kinds an executor sends, none over MPI's 2 GiB.

@@ -632,7 +632,7 @@ std::shared_ptr<PoolCore> executor_core(std::uint64_t uid) {
   // Its stdout is a pipe to the agent, which passes whole lines on: line-buffered, so that what a
   // task printed is not held back until the buffer fills (or lost when the task crashes).
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  static const std::unique_ptr<LaneRegion> region = LaneRegion::adopt(mailbox_fd);  // for its whole life
+  static const std::unique_ptr<LaneRegion> region = LaneRegion::adopt(UniqueFd(mailbox_fd));  // for its whole life
   if (!region) _exit(120);
   g_executor.lane = &region->lane();
   auto& box = g_executor.lane->mailbox();

@@ -357,41 +357,34 @@ void Lane::wait(std::chrono::microseconds spin, std::chrono::milliseconds sleep,
 // ---- regions ------------------------------------------------------------------------------------
 
 std::unique_ptr<LaneRegion> LaneRegion::create() {
-  const int fd = ::memfd_create("fibra-executor", MFD_CLOEXEC);
-  if (fd < 0 || ::ftruncate(fd, lane::file_bytes) != 0) {  // sparse: pages come as they are written
-    const int e = errno;
-    if (fd >= 0) ::close(fd);
+  UniqueFd fd(::memfd_create("fibra-executor", MFD_CLOEXEC));
+  if (!fd || ::ftruncate(fd.get(), lane::file_bytes) != 0)  // sparse: pages come as they are written
     throw Error(std::string("fibra agent: cannot create an executor's shared memory (memfd_create): ") +
-                std::strerror(e));
-  }
-  void* m = ::mmap(nullptr, lane::region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (m == MAP_FAILED) {
-    const int e = errno;
-    ::close(fd);
-    throw Error(std::string("fibra agent: cannot map an executor's shared memory: ") + std::strerror(e));
-  }
-  return std::unique_ptr<LaneRegion>(new LaneRegion(fd, m));
+                std::strerror(errno));
+  void* m = ::mmap(nullptr, lane::region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (m == MAP_FAILED)
+    throw Error(std::string("fibra agent: cannot map an executor's shared memory: ") + std::strerror(errno));
+  return std::unique_ptr<LaneRegion>(new LaneRegion(std::move(fd), m));
 }
 
-std::unique_ptr<LaneRegion> LaneRegion::adopt(int fd) {
+std::unique_ptr<LaneRegion> LaneRegion::adopt(UniqueFd fd) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || std::size_t(st.st_size) < lane::region_bytes) return nullptr;
-  void* m = ::mmap(nullptr, lane::region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (::fstat(fd.get(), &st) != 0 || std::size_t(st.st_size) < lane::region_bytes) return nullptr;
+  void* m = ::mmap(nullptr, lane::region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (m == MAP_FAILED) return nullptr;
-  return std::unique_ptr<LaneRegion>(new LaneRegion(fd, m));
+  return std::unique_ptr<LaneRegion>(new LaneRegion(std::move(fd), m));
 }
 
 std::unique_ptr<LaneRegion> LaneRegion::open(const std::string& path, std::uint64_t nonce, std::int64_t agent_pid,
                                              std::string& why) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd) {
     why = "cannot open " + path + ": " + std::strerror(errno);
     return nullptr;
   }
-  auto r = adopt(fd);
+  auto r = adopt(std::move(fd));
   if (!r) {
     why = path + " is not an executor's shared memory";
-    ::close(fd);
     return nullptr;
   }
   const Lane::Control& c = r->lane().control();
@@ -402,9 +395,6 @@ std::unique_ptr<LaneRegion> LaneRegion::open(const std::string& path, std::uint6
   return r;
 }
 
-LaneRegion::~LaneRegion() {
-  ::munmap(base_, lane::region_bytes);
-  if (fd_ >= 0) ::close(fd_);
-}
+LaneRegion::~LaneRegion() { ::munmap(base_, lane::region_bytes); }  // fd_ closes itself
 
 }  // namespace fibra::detail

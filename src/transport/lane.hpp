@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/unique_fd.hpp"
 #include "fibra/detail/registry.hpp"  // Cursor
 
 namespace fibra::detail {
@@ -203,17 +204,18 @@ class LaneRegion {
   /// lane of this pool's (`nonce`) made by `agent_pid`; nullptr otherwise, with the reason in `why`.
   static std::unique_ptr<LaneRegion> open(const std::string& path, std::uint64_t nonce, std::int64_t agent_pid,
                                           std::string& why);
-  /// Maps the region of an inherited descriptor (the executor); nullptr if it cannot.
-  static std::unique_ptr<LaneRegion> adopt(int fd);
+  /// Maps the region of an inherited descriptor (the executor), which it then owns; nullptr (the
+  /// descriptor closed) if it cannot.
+  static std::unique_ptr<LaneRegion> adopt(UniqueFd fd);
   ~LaneRegion();
   LaneRegion(const LaneRegion&) = delete;
   LaneRegion& operator=(const LaneRegion&) = delete;
   Lane& lane() { return lane_; }
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
 
  private:
-  LaneRegion(int fd, void* base) : fd_(fd), base_(base), lane_(base, fd) {}
-  int fd_;
+  LaneRegion(UniqueFd fd, void* base) : fd_(std::move(fd)), base_(base), lane_(base, fd_.get()) {}
+  UniqueFd fd_;
   void* base_;
   Lane lane_;
 };

@@ -484,8 +484,11 @@ TEST(Executors, TheDriverKeepsTheMemoryItsCallerFreedWhenAsked) {
   ASSERT_EQ(get_within(asking.apply_async(square, 3), bound, "square(3)"), 9);  // a call: busy, then idle after it
   const Held start = held(0);
   const Held touched = touch_mib(64, 0);
+  // The proof that it was kept: the second 64 MiB found the first's pages (a driver that gives them
+  // back faults at least 32 times, as the test above shows). Its resident memory read after the
+  // second free is not asserted: under load (ctest -j2) the idle give-back, 2 s after the last
+  // pool traffic, fell between that free and the read (309 MiB against 312 + 56).
   EXPECT_LT(touched.faults, 16) << "the 64 MiB freed went back to the system";
-  EXPECT_GE(touched.rss_mib, start.rss_mib + 56) << "64 MiB freed and not kept";
   EXPECT_LE(rss_until(0, start.rss_mib + 16, 10'000), start.rss_mib + 16)
       << "the driver kept its freed memory 10 s idle";
 }

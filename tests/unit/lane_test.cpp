@@ -300,7 +300,7 @@ TEST(Lane, TheDriverMapsOnlyALaneOfItsOwnPool) {
 TEST(Lane, TheMailboxSitsAtTheStartOfTheRegion) {
   auto r = open_lane();
   r->lane().mailbox().chunk.store(42);
-  auto e = LaneRegion::adopt(::dup(r->fd()));
+  auto e = LaneRegion::adopt(fibra::detail::UniqueFd(::dup(r->fd())));
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->lane().mailbox().chunk.load(), 42u);
 }
