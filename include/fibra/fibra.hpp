@@ -6,6 +6,9 @@
 //   options.hpp        fibra::PoolOptions, fibra::MapOptions (a pool's and a call's settings), ItemError
 //   stats.hpp          fibra::PoolStats: a pool's counters of work and failures (Pool::stats())
 //   future.hpp         fibra::Future<T>: get, wait, wait_for, ready
+//   tasks.hpp          fibra::submit, fibra::wait, fibra::default_pool: remote tasks, nested and with dependencies
+//   actor.hpp          fibra::Actor<T>, fibra::Manager, FIBRA_ACTOR: objects with state in processes of their own
+//   resources.hpp      fibra::Resources: CPUs, GPUs and memory a pool's workers offer and a call needs
 //   error.hpp          fibra::Error and its subclasses (RemoteError, ExecutorCrashed, ConfigError, ...)
 //   log.hpp            fibra::log: the level of fibra's own lines (FIBRA_LOG_LEVEL) and where they go
 //   version.hpp        fibra::version
@@ -23,6 +26,7 @@
 #include "fibra/options.hpp"
 #include "fibra/pool.hpp"
 #include "fibra/remote.hpp"
+#include "fibra/resources.hpp"
 #include "fibra/runtime.hpp"
 #include "fibra/stats.hpp"
 #include "fibra/tasks.hpp"

@@ -31,7 +31,7 @@ std::vector<std::weak_ptr<PoolImpl>> g_pools;
 
 }  // namespace
 
-// ---- driver_start ------------------------------------------------------------------------------
+// ---- start: Pool() spawns the first workers (PoolImpl::start) ---------------------------------
 // Far more workers than cores (over 32 a core: Pool(64) on 2 cores is fine, Pool(1000) is not): each
 // still works, but a word now saves a user a long, silent start and a crawl.
 constexpr int crowded_per_core = 32;
@@ -107,7 +107,7 @@ void PoolImpl::terminate() {
   stop();
 }
 
-// ---- driver_run: the communication thread -------------------------------------------------------
+// ---- run: the communication thread (PoolImpl::loop) ---------------------------------------------
 void PoolImpl::loop() {
   mpi::Napper napper;
   mpi::precise_sleeps();
@@ -426,7 +426,7 @@ void PoolImpl::send(Worker& w, int tag, mpi::Pieces data) {
   w.last_sent = mpi::now_s();
 }
 
-// ---- driver_stop -------------------------------------------------------------------------------
+// ---- stop: what is left fails, the workers are told goodbye (PoolImpl::stop) -------------------
 // Every chunk still queued or running fails with `e`.
 void PoolImpl::fail_all(const std::exception_ptr& e) {
   for (auto& c : sched_.take_all()) c->job->deliver({c->first, c->count, {}, e, {}});

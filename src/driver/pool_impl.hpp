@@ -1,9 +1,10 @@
-// The driver's side of a pool, shared by its three files: pool.cpp (the public calls, the
+// The driver's side of a pool, shared by its five files: pool.cpp (the public calls, the
 // communication thread, dispatch and stop), pool_workers.cpp (the lifecycle of workers: spawn,
-// slots, liveness, loss, resize, goodbye) and pool_results.cpp (what comes back: results, failed
-// attempts, retries and their messages). All MPI traffic of a pool runs on its one communication
-// thread, except in start(): the user's thread spawns the first workers, reading their hellos and
-// sending them heartbeats in between, before that thread exists.
+// slots, liveness, loss, resize, goodbye), pool_results.cpp (what comes back: results, failed
+// attempts, retries and their messages), pool_requests.cpp (what tasks ask of the pool: nested
+// submits, actor calls, their replies) and pool_actors.cpp (actors' placement, calls and deaths). All MPI traffic of a
+// pool runs on its one communication thread, except in start(): the user's thread spawns the first workers, reading
+// their hellos and sending them heartbeats in between, before that thread exists.
 //
 // Threads and locks. A pool's state is touched by two kinds of thread: the user's threads (the
 // public calls: submit, size, stats, close, join, terminate, resize) and the pool's one
@@ -244,7 +245,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void resize(int n) override;
 
  private:
-  // ---- pool.cpp: driver_run (the communication thread) and driver_stop ------------------------
+  // ---- pool.cpp: run (loop(), the communication thread) and stop ------------------------------
   void loop();
   bool receive();
   bool still_heard(const Worker& w, double now) const;
@@ -265,7 +266,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     wake_.notify_one();
   }
 
-  // ---- pool_workers.cpp: driver_start (spawning) and the lifecycle of workers -----------------
+  // ---- pool_workers.cpp: spawning (for start() and later growth) and the lifecycle of workers --
   void spawn(int executors);
   wire::AgentSetup agent_setup(int executors) const;
   struct AgentGpus {
