@@ -10,4 +10,7 @@ cmake --build build -j2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Open MPI 4.1 + PMIx 4 can hang in MPI_Comm_spawn under mpirun without it (docs/architecture.md).
 export EVENT_NOEPOLL=1
-ctest --test-dir build --output-on-failure "$@"
+# Two tests at a time (FIBRA_TEST_JOBS to change it): the long fault, checkpoint and MPI cases wait
+# on processes more than they compute. What cannot share the machine says so in its RESOURCE_LOCK
+# (the local Slurm cluster, the virtual cluster).
+ctest --test-dir build --output-on-failure -j "${FIBRA_TEST_JOBS:-2}" "$@"
