@@ -176,36 +176,48 @@ mpi::Pieces PoolImpl::next_actor_batch(ActorState& a) {
   return batch;
 }
 
-void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid, std::string* whole) {
-  const auto& h = r.header;
-  auto f = actor_of_.find(h.chunk);
-  if (f == actor_of_.end()) {  // a call of a process already given up on
+// The call in flight that a result of `chunk` answers, taken out of its actor's calls in flight;
+// null when it is not in flight any more (a call of a process already given up on).
+ActorState* PoolImpl::take_actor_call(std::uint64_t chunk, ActorCall& call) {
+  auto f = actor_of_.find(chunk);
+  if (f == actor_of_.end()) {
     ++stats_.late_results_dropped;
-    return;
+    return nullptr;
   }
   auto ait = actors_.find(f->second);
   actor_of_.erase(f);
-  if (ait == actors_.end()) return;
+  if (ait == actors_.end()) return nullptr;
   ActorState& a = ait->second;
-  auto cit = a.in_flight.find(h.chunk);
-  if (cit == a.in_flight.end()) return;
-  ActorCall call = std::move(cit->second);
+  auto cit = a.in_flight.find(chunk);
+  if (cit == a.in_flight.end()) return nullptr;
+  call = std::move(cit->second);
   a.in_flight.erase(cit);
   if (a.in_flight.empty() && a.queue.empty()) state_cv_.notify_all();  // join() may wait for it
+  return &a;
+}
+
+// An actor that cannot go on (its constructor failed): it is dead, and every call to it fails with `why`.
+void PoolImpl::actor_gone_for_good(ActorState& a, const std::string& why) {
+  a.state = ActorState::State::dead;
+  a.death = why;
+  for (auto& [chunk, c] : a.in_flight) {
+    actor_of_.erase(chunk);
+    c.job->deliver({0, 1, {}, died(why), {}});
+  }
+  a.in_flight.clear();
+  for (auto& c : a.queue) c.job->deliver({0, 1, {}, died(why), {}});
+  a.queue.clear();
+  state_cv_.notify_all();
+}
+
+void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid, std::string* whole) {
+  const auto& h = r.header;
+  ActorCall call;
+  ActorState* found = take_actor_call(h.chunk, call);
+  if (!found) return;
+  ActorState& a = *found;
   const std::string& fn = call.job->fn().name;
   const std::string at = actor_name(a) + ", " + where(w, static_cast<long>(exec_pid));
-  auto gone_for_good = [&](const std::string& why) {
-    a.state = ActorState::State::dead;
-    a.death = why;
-    for (auto& [chunk, c] : a.in_flight) {
-      actor_of_.erase(chunk);
-      c.job->deliver({0, 1, {}, died(why), {}});
-    }
-    a.in_flight.clear();
-    for (auto& c : a.queue) c.job->deliver({0, 1, {}, died(why), {}});
-    a.queue.clear();
-    state_cv_.notify_all();
-  };
   switch (h.status) {
     case wire::Status::ok: {
       ++stats_.chunks_done;
@@ -225,8 +237,8 @@ void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::
       const ItemFailure fl = wire::decode<ItemFailure>(r.payload);
       if (call.ctor) {
         call.job->deliver({0, 1, {}, died("constructor raised"), {}});
-        return gone_for_good("fibra: " + actor_name(a) + " could not start: its constructor " + fn + " raised " +
-                             fl.type + ": " + fl.message + " (" + at + "); calls to it fail");
+        return actor_gone_for_good(a, "fibra: " + actor_name(a) + " could not start: its constructor " + fn +
+                                          " raised " + fl.type + ": " + fl.message + " (" + at + "); calls to it fail");
       }
       RemoteSite site{fn, 0, w.slot, w.host, static_cast<long>(exec_pid)};
       call.job->deliver(
@@ -242,7 +254,7 @@ void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::
       const std::string text =
           "fibra: " + where(w, static_cast<long>(exec_pid)) + " cannot run '" + fn + "': " + std::string(r.payload);
       call.job->deliver({0, 1, {}, std::make_exception_ptr(ConfigError(text)), {}});
-      if (call.ctor) gone_for_good("fibra: " + actor_name(a) + " could not start: " + text);
+      if (call.ctor) actor_gone_for_good(a, "fibra: " + actor_name(a) + " could not start: " + text);
       return;
     }
     default:  // a report of its calls after a death: agents send ActorDeath instead, but to be sure

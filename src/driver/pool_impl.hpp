@@ -346,6 +346,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   Worker* worker_by_id(int id) const;
   void place_actor(ActorState& a, std::unordered_map<int, int>& hosted);
   mpi::Pieces next_actor_batch(ActorState& a);
+  ActorState* take_actor_call(std::uint64_t chunk, ActorCall& call);
+  void actor_gone_for_good(ActorState& a, const std::string& why);
   void on_actor_result(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid, std::string* whole);
   void on_actor_death(const Worker& w, const wire::ActorDeath& d);
   void actor_died(ActorState& a, const std::string& why, std::uint64_t running_chunk, bool counts);
