@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end Slurm tests on the local cluster the ctest fixture started (SLURM_CONF points at it).
 #   e2e.sh CASE FIBRA SWEEP WORK
-# CASE: map | requeue | requeue-pool | early-signal | relaunch | array | errors
+# CASE: map | requeue | requeue-pool | early-signal | relaunch | array | errors | es
 # FIBRA: the `fibra` command; SWEEP: tests/slurm/fibra_slurm_sweep; WORK: a scratch folder.
 # Each case writes a job spec, submits it with `fibra slurm submit`, and checks the results exactly.
 set -euo pipefail
@@ -40,6 +40,21 @@ case_map() {
   grep -qx "sweep: 3 workers, 300 items from 0, mode plain, run 0" "map-$id.out" || fail "not 3 workers"
   status="$("$fibra" slurm status "$id")"
   [ "$status" = "job $id 'map': COMPLETED, exit code 0, restarts 0"$'\n'"checkpoint: none" ] || fail "status: $status"
+}
+
+# The ES demo job through `fibra slurm submit`: it solves CartPole-v1 inside the allocation, keeping
+# its state where the spec's checkpoint says ($FIBRA_CHECKPOINT, which the script sets).
+case_es() {
+  local es="${FIBRA_E2E_ES:?FIBRA_E2E_ES, the path of the es job, is not set}"
+  printf '[job]\nname = "es"\nprogram = "%s"\nargs = ["--workers", "2", "--population", "64", "--generations", "60"]\nworkers = 2\nenv = { FIBRA_PROGRESS = "0" }\n[resources]\ntime = "5:00"\n[checkpoint]\npath = "%s/es.ckpt"\n' \
+    "$es" "$work" >es.toml
+  local out id
+  out="$(timeout 120 "$fibra" slurm submit es.toml --wait)" || fail "submit --wait exited $?: $out"
+  id="${out%%$'\n'*}"
+  grep -qx "job $id 'es': COMPLETED, exit code 0, restarts 0" <<<"$out" || fail "unexpected final status: $out"
+  grep -q "over 100 episodes, target 475: reached" "es-$id.out" || fail "es-$id.out does not say the target was reached"
+  /usr/bin/python3 -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r'); sys.exit(0 if f.attrs['generation'] > 0 else 1)" \
+    "$work/es.ckpt.h5" || fail "no ES state in $work/es.ckpt.h5"
 }
 
 # USR1 mid-run: the driver stops, the script requeues, the second run resumes and the result equals
@@ -188,6 +203,7 @@ case "$case_name" in
   relaunch) case_relaunch ;;
   array) case_array ;;
   errors) case_errors ;;
+  es) case_es ;;
   *) echo "e2e.sh: unknown case '$case_name'" >&2; exit 2 ;;
 esac
 echo "PASS: $case_name"

@@ -1,0 +1,43 @@
+// jobs/es/es_state.hpp: the whole state of an ES run in one HDF5 file, written after every
+// generation (to a temporary file, then renamed over the last: a kill leaves the old or the new,
+// never half of one), readable by h5py and h5dump without fibra.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace es {
+
+struct RunState {
+  // What the run is: a state file of another configuration is refused, not resumed.
+  std::string env;
+  std::uint64_t seed = 0;
+  std::int64_t population = 0, hidden = 0;
+  double sigma = 0, lr = 0, l2 = 0;
+  // Where it stands after `generation` finished generations.
+  std::int64_t generation = 0;
+  std::vector<double> theta, adam_m, adam_v;
+  double adam_t = 0;
+  std::vector<double> obs_sum, obs_sumsq;
+  double obs_count = 0;
+  double wall_s = 0;           ///< training time so far, summed over the runs that made it
+  std::vector<double> curve;   ///< per generation: generation, mean, best, wall_s (rows of 4)
+};
+
+/// Thrown for a state file that cannot be read or written, with the file and the reason.
+class StateError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Writes `s` to `path` (through `path`.tmp and a rename).
+void save_state(const std::string& path, const RunState& s);
+/// The state in `path`; nullopt when there is no such file.
+std::optional<RunState> load_state(const std::string& path);
+/// Empty when `saved` can be resumed by a run configured as `now`; else what differs, in words.
+std::string differences(const RunState& saved, const RunState& now);
+
+}  // namespace es

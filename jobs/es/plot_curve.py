@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Draws an ES learning curve (the CSV that jobs/es writes) as a PNG, with Debian's matplotlib.
+
+    plot_curve.py es-cartpole.csv es-cartpole.png [--target 475] [--title CartPole-v1]
+"""
+import argparse
+import csv
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display needed
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("csv")
+    p.add_argument("png")
+    p.add_argument("--target", type=float)
+    p.add_argument("--title", default="")
+    a = p.parse_args()
+    with open(a.csv) as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        raise SystemExit(f"plot_curve: {a.csv} has no generations")
+    gen = [int(r["generation"]) for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=120)
+    ax.plot(gen, [float(r["mean"]) for r in rows], label="population mean", marker="o", ms=3)
+    ax.plot(gen, [float(r["best"]) for r in rows], label="best candidate", alpha=0.6)
+    if a.target is not None:
+        ax.axhline(a.target, color="grey", ls="--", lw=1, label=f"solved ({a.target:g})")
+    ax.set_xlabel("generation")
+    ax.set_ylabel("episode return")
+    ax.set_title(f"{a.title} (OpenAI-ES on fibra, {float(rows[-1]['wall_s']):.1f} s of training)")
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(a.png)
+
+
+if __name__ == "__main__":
+    main()
