@@ -15,25 +15,16 @@
 
 namespace es {
 
-/// A portable generator (splitmix64): the same seed gives the same numbers on every machine and
-/// standard library, so a run's curve depends on its seed alone.
-class Random {
+/// The run's generator: jobs/envs' splitmix64 (portable: the same seed gives the same numbers on
+/// every machine and standard library, so a run's curve depends on its seed alone), with normal
+/// draws on top.
+class Random : public envs::SplitMix64 {
  public:
-  explicit Random(std::uint64_t seed) : s_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (s_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return double(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  double normal() {                                                // Box-Muller
+  using envs::SplitMix64::SplitMix64;
+  double normal() {  // Box-Muller
     const double u = 1.0 - uniform(), v = uniform();
     return std::sqrt(-2.0 * std::log(u)) * std::cos(2.0 * M_PI * v);
   }
-
- private:
-  std::uint64_t s_;
 };
 
 /// A number that depends on its inputs alone (a seed per generation, pair or episode).
@@ -149,8 +140,8 @@ inline std::vector<double> centred_ranks(const std::vector<double>& x) {
 struct Adam {
   std::vector<double> m, v;
   double t = 0;
-  void step(std::vector<double>& theta, const std::vector<double>& grad, double lr, double b1 = 0.9,
-            double b2 = 0.999, double eps = 1e-8) {
+  void step(std::vector<double>& theta, const std::vector<double>& grad, double lr, double b1 = 0.9, double b2 = 0.999,
+            double eps = 1e-8) {
     if (m.empty()) m.assign(theta.size(), 0.0), v.assign(theta.size(), 0.0);
     t += 1;
     const double a = lr * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t));

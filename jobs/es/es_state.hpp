@@ -23,8 +23,8 @@ struct RunState {
   double adam_t = 0;
   std::vector<double> obs_sum, obs_sumsq;
   double obs_count = 0;
-  double wall_s = 0;           ///< training time so far, summed over the runs that made it
-  std::vector<double> curve;   ///< per generation: generation, mean, best, wall_s (rows of 4)
+  double wall_s = 0;          ///< training time so far, summed over the runs that made it
+  std::vector<double> curve;  ///< per generation: generation, mean, best, wall_s (rows of 4)
 };
 
 /// Thrown for a state file that cannot be read or written, with the file and the reason.

@@ -19,18 +19,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 export FIBRA_PROGRESS=0 FIBRA_CKPT_WORK_US=100
 fail() { echo "FAIL: $*"; exit 1; }
-# wait_gone MARK SECONDS WHAT: waits until no process has FIBRA_CKPT_KILL_MARK=MARK in its environment
-# (a run's driver, and the agents and executors it started, which inherit it); fails naming WHAT
-# when some are still there after SECONDS.
-running_with() { grep -lszxF "FIBRA_CKPT_KILL_MARK=$1" /proc/[0-9]*/environ; }
-wait_gone() {
-  local t
-  for ((t = 0; t < $2 * 10; t++)); do
-    running_with "$1" >/dev/null || return 0
-    sleep 0.1
-  done
-  fail "$3 still running after $2 s ($(running_with "$1" | tr '\n' ' '))"
-}
+. "$(dirname "$0")/wait_gone.sh"  # wait_gone MARK SECONDS WHAT
 
 for k in $(seq 1 $kills); do
   # The log of this run's executions, also after the kill: the killed driver's workers finish the
