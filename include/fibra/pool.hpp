@@ -139,6 +139,8 @@ class Pool {
       return async_impl(fn, policy, "submit", std::forward<Args>(args)...);
     } else {
       const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), "submit");
+      // Refused now, as a submit without Future arguments is, rather than at get() once they are ready.
+      if (core->closed()) throw PoolClosed("fibra: work was submitted to a pool that " + core->closed_reason());
       auto job = std::make_shared<detail::JobState>(
           entry, sizeof...(P) == 1 ? detail::CallMode::single : detail::CallMode::tuple, policy);
       core->check_need(policy.need, entry.name);

@@ -23,6 +23,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "fibra/detail/checkpoint.hpp"
 #include "fibra/error.hpp"
 
 #include "common/freed_memory.hpp"
@@ -257,7 +258,9 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
     trace::mark(trace::executor_ran, t.header.chunk);
     if (trace::detail::on) traced.push_back(t.header.chunk);
     const auto now = std::chrono::steady_clock::now();
-    if (results.size() >= flush_bytes || now - last_flush >= flush_every) {
+    // An actor's call goes out as soon as it is done: the next call of its batch may end the
+    // process (abort(), a crash), and a call that finished must not be lost with it.
+    if (results.size() >= flush_bytes || now - last_flush >= flush_every || t.header.actor != 0) {
       flush();
       results.assign(frame_head);  // keeps its memory: the next frame finds it warm
       last_flush = now;
@@ -646,6 +649,7 @@ std::shared_ptr<PoolCore> executor_core(std::uint64_t uid) {
   set_wait_hook(&help_while_waiting);
   std::string results;
   while (auto batch = inbox.next_batch()) run(*batch, results);
+  wait_for_checkpoints();  // a checkpointed map a task ran is folded into its .h5 before the process ends
   std::fflush(stdout);
   std::fflush(stderr);
   _exit(0);

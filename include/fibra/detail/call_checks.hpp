@@ -18,7 +18,8 @@ namespace fibra::detail {
 /// its serialize() needs fibra/serialization.hpp in the file that sends it.
 template <class T>
 constexpr bool check_sendable() {
-  static_assert(codable_v<T>, FIBRA_DETAIL_NOT_CODABLE);
+  static_assert(std::is_default_constructible_v<std::remove_cvref_t<T>>, FIBRA_DETAIL_NO_DEFAULT_CONSTRUCTOR);
+  static_assert(!std::is_default_constructible_v<std::remove_cvref_t<T>> || codable_v<T>, FIBRA_DETAIL_NOT_CODABLE);
   if constexpr (codable_v<T> && via_boost_v<T>)
     static_assert(boost_codec_included<std::remove_cvref_t<T>>, FIBRA_DETAIL_INCLUDE_SERIALIZATION);
   return true;

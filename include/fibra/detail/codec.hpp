@@ -387,6 +387,12 @@ concept boost_codec_included = requires(Writer& w, const T& v) {
   "Boost.Serialization serialize(); give it a member `template <class A> void serialize(A& ar, " \
   "unsigned) { ar & field1 & field2; }` (and include Boost's header for each std container it "  \
   "holds, such as <boost/serialization/map.hpp>), or make it trivially copyable"
+/// The sentence a type without a default constructor gets (before any other: every way of
+/// sending a value decodes it into a default-constructed one).
+#define FIBRA_DETAIL_NO_DEFAULT_CONSTRUCTOR                                                       \
+  "fibra: this type cannot be sent to a worker: it has no default constructor, and a value that " \
+  "arrives is decoded into a default-constructed one; give it one (`Point() = default;` beside "  \
+  "its other constructors)"
 /// The sentence a type with serialize() gets in a file that did not include fibra/serialization.hpp.
 #define FIBRA_DETAIL_INCLUDE_SERIALIZATION                                                      \
   "fibra: this type is sent with its serialize() (Boost.Serialization): add #include "          \

@@ -1,0 +1,135 @@
+// Edges of tasks and actors where Ray users push hardest (issue 28), each reproduced first:
+//  - a finished actor call is delivered when the next call of its batch ends the process;
+//  - a closed pool refuses a submit with a Future argument at once, as one without;
+//  - a checkpointed map that a task runs is folded into its .h5 when the worker stops.
+// Every wait on another process is bounded and names what did not arrive (tests/common/bounded.hpp).
+#include <fibra/fibra.hpp>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "../common/bounded.hpp"
+
+using namespace std::chrono_literals;
+using fibra_test::get_within;
+
+namespace {
+constexpr auto bound = 60s;
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+class Loud {
+ public:
+  explicit Loud(long start) : value_(start) {}
+  long add_loud(long d) {
+    value_ += d;
+    std::printf("value now %ld\n", value_);
+    std::fflush(stdout);
+    return value_;
+  }
+  long abort_now() { std::abort(); }
+
+ private:
+  long value_;
+};
+FIBRA_ACTOR(Loud, long);
+FIBRA_ACTOR_METHOD(Loud, add_loud);
+FIBRA_ACTOR_METHOD(Loud, abort_now);
+
+int ident(int x) { return x; }
+FIBRA_REMOTE(ident);
+int plus(int a, int b) { return a + b; }
+FIBRA_REMOTE(plus);
+
+long square(long x) { return x * x; }
+FIBRA_REMOTE(square);
+
+// A task that runs a checkpointed map on the pool that runs it; returns the sum.
+long checkpointed_sum(std::string path) {
+  std::vector<long> in(200);
+  std::iota(in.begin(), in.end(), 0L);
+  const std::vector<long> out = fibra::default_pool().map(square, in, {.chunksize = 10, .checkpoint = path});
+  return std::accumulate(out.begin(), out.end(), 0L);
+}
+FIBRA_REMOTE(checkpointed_sum);
+
+// add_loud(1) ran (it printed) when abort_now() ended the process right after it, in one batch:
+// its result must be delivered, and only abort_now fail, saying it died in that call.
+TEST(RayEdges, AFinishedActorCallIsDeliveredWhenTheNextOneAborts) {
+  fibra::Pool pool(1);
+  for (int round = 0; round < 5; ++round) {
+    auto c = fibra::Actor<Loud>::start_on(pool, {}, 1L);
+    auto added = c.call(&Loud::add_loud, 1L);
+    auto aborted = c.call(&Loud::abort_now);
+    EXPECT_EQ(get_within(added, bound, "Loud::add_loud(1)"), 2) << "round " << round;
+    const std::string e = error_of([&] { get_within(aborted, bound, "Loud::abort_now()"); });
+    EXPECT_NE(e.find("Loud::abort_now"), std::string::npos) << "round " << round << ": " << e;
+    EXPECT_EQ(e.find("Loud::add_loud"), std::string::npos) << "round " << round << ": " << e;
+  }
+}
+
+TEST(RayEdges, AClosedPoolRefusesASubmitWithAFutureArgumentAtOnce) {
+  fibra::Pool pool(1);
+  auto a = pool.submit(ident, 20);
+  pool.close();
+  const std::string closed = error_of([&] { pool.submit(plus, a, 1); });
+  EXPECT_NE(closed.find("work was submitted to a pool that was closed"), std::string::npos) << closed;
+  EXPECT_EQ(get_within(a, bound, "ident(20)"), 20);
+  pool.join();
+  const std::string joined = error_of([&] { pool.submit(plus, a, 1); });
+  EXPECT_NE(joined.find("work was submitted to a pool that was joined"), std::string::npos) << joined;
+  EXPECT_THROW(pool.submit(plus, a, 1), fibra::PoolClosed);
+}
+
+// Read by Debian's h5py, not by fibra: the file a task's checkpointed map wrote is complete, and
+// nothing of the write is left beside it.
+TEST(RayEdges, ACheckpointedMapInsideATaskIsFoldedIntoItsFile) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fibra-ray-edge-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "inner.h5").string();
+  long expected = 0;
+  for (long i = 0; i < 200; ++i) expected += i * i;
+  {
+    fibra::Pool pool(1);
+    EXPECT_EQ(get_within(pool.apply_async(checkpointed_sum, path), bound, "checkpointed_sum"), expected);
+    pool.close();
+    pool.join();  // the worker stops: what it wrote must be whole by then
+  }
+  const std::string check = "/usr/bin/python3 -c \"import h5py, sys; f = h5py.File(sys.argv[1], 'r'); "
+                            "a = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}; "
+                            "print('n_done', int(a['n_done']), 'state', a['state'])\" " + path +
+                            " > " + (dir / "check.out").string() + " 2>&1";
+  EXPECT_EQ(std::system(check.c_str()), 0);
+  std::string out;
+  if (std::FILE* f = std::fopen((dir / "check.out").c_str(), "r")) {
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, f)) out += buf;
+    std::fclose(f);
+  }
+  EXPECT_NE(out.find("n_done 200 state complete"), std::string::npos) << out;
+  for (const char* ext : {".tmp", ".journal"})
+    EXPECT_FALSE(std::filesystem::exists(path + ext)) << path + ext << " left behind";
+  std::filesystem::remove_all(dir);
+}
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
