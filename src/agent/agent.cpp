@@ -7,12 +7,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <utility>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
+#include <utility>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -95,6 +98,7 @@ class Agent {
         say_hello();  // the pool counts this agent's workers ready only once they are
         said_hello_ = true;
       }
+      send_output();
       const bool sending = sends_.progress() > 0;
       const double now = mpi::now_s();
       if (now - last_sent_ > cfg_.heartbeat_s) send(wire::tag_heartbeat, {});
@@ -117,6 +121,7 @@ class Agent {
       }
     }
     stop_executors();
+    send_output();  // what they printed last
     send(wire::tag_bye, {});
     sends_.drain(5.0);
     return 0;
@@ -126,6 +131,13 @@ class Agent {
   void send(int tag, std::string data) {
     sends_.send(parent_, 0, tag, std::move(data));
     last_sent_ = mpi::now_s();
+  }
+
+  // What its executors printed since the last turn goes to the driver, which writes it out.
+  void send_output() {
+    AgentOutput& o = agent_output();
+    if (!o.out.empty()) send(wire::tag_output, wire::encode(wire::Output{1, std::exchange(o.out, {})}));
+    if (!o.err.empty()) send(wire::tag_output, wire::encode(wire::Output{2, std::exchange(o.err, {})}));
   }
 
   void say_hello() {

@@ -98,25 +98,22 @@ void LineRelay::finish() {
   from_.reset();
 }
 
-// One write for all the lines: they reach the driver whole even when other workers print too.
+AgentOutput& agent_output() {
+  static AgentOutput output;
+  return output;
+}
+
 void LineRelay::emit(std::string_view lines) {
-  std::string out;
+  std::string& out = agent_output().*to_;
   if (prefix_.empty()) {
-    out.assign(lines);
-  } else {
-    out.reserve(lines.size() + 8 * prefix_.size());
-    for (std::size_t at = 0; at < lines.size();) {
-      const std::size_t nl = lines.find('\n', at);
-      out += prefix_;
-      out.append(lines.substr(at, nl - at + 1));
-      at = nl + 1;
-    }
+    out.append(lines);
+    return;
   }
-  for (std::size_t done = 0; done < out.size();) {
-    const ssize_t k = ::write(to_, out.data() + done, out.size() - done);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return;  // nowhere to write: the lines are dropped, the work goes on
-    done += static_cast<std::size_t>(k);
+  for (std::size_t at = 0; at < lines.size();) {
+    const std::size_t nl = lines.find('\n', at);
+    out += prefix_;
+    out.append(lines.substr(at, nl - at + 1));
+    at = nl + 1;
   }
 }
 

@@ -21,23 +21,32 @@
 
 namespace fibra::detail {
 
-/// An executor's stdout or stderr, which the agent reads through a pipe and writes out in whole
-/// lines, each after a prefix that says which worker printed it (none when the prefix is empty):
-/// lines of workers printing at the same time are never spliced.
+/// What the agent's executors printed, in whole lines, until the agent sends it to the driver
+/// (wire::Output), which writes each message with one write of its own. Lines do not go to the
+/// agent's own stdout: under Open MPI's forwarding of spawned processes' output, writes of
+/// several agents were cut and spliced mid-line (issue 28: 850-1,600 broken lines of 80,000).
+struct AgentOutput {
+  std::string out, err;
+};
+/// The agent's one collection of its executors' lines.
+AgentOutput& agent_output();
+
+/// An executor's stdout or stderr, which the agent reads through a pipe and collects in whole
+/// lines, each after a prefix that says which worker printed it (none when the prefix is empty).
 class LineRelay {
  public:
-  explicit LineRelay(int to_fd) : to_(to_fd) {}
+  explicit LineRelay(std::string AgentOutput::*to) : to_(to) {}
   /// Reads from `read_end` from now on (the previous pipe's rest is written first).
   void attach(UniqueFd read_end, const std::string& prefix);
-  /// Writes out every whole line that has arrived; true if it read anything.
+  /// Collects every whole line that has arrived; true if it read anything.
   bool pump();
-  /// The executor is gone: writes what is left, ending it with a newline.
+  /// The executor is gone: collects what is left, ending it with a newline.
   void finish();
 
  private:
   void emit(std::string_view lines);
   UniqueFd from_;
-  int to_;
+  std::string AgentOutput::*to_;
   std::string prefix_, partial_;
 };
 
@@ -142,7 +151,7 @@ class SupervisedExecutor {
   int blocked_delta_ = 0;
   int blocked_ = 0;  // its tasks waiting now (undone at its death)
   Death death_;
-  LineRelay out_lines_{1}, err_lines_{2};
+  LineRelay out_lines_{&AgentOutput::out}, err_lines_{&AgentOutput::err};
   std::unique_ptr<LaneRegion> region_;
   std::uint64_t lane_results_ = 0;  // result frames it had put in its lane when last looked
   bool lane_woken_ = false;         // it was woken for its lane (once the driver uses it)

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <cerrno>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -208,6 +209,21 @@ bool PoolImpl::receive() {
   return got;
 }
 
+// Lines an agent's executors printed, written with one write (several while the destination takes
+// part of it): of all the driver's pools, one at a time, so no two workers' lines are spliced.
+void PoolImpl::write_output(const wire::Output& o) {
+  static std::mutex mu;
+  std::lock_guard lk(mu);
+  const int fd = o.stream == 2 ? 2 : 1;
+  if (fd == 1) std::fflush(stdout);  // what the caller printed before comes first
+  for (std::size_t done = 0; done < o.lines.size();) {
+    const ssize_t k = ::write(fd, o.lines.data() + done, o.lines.size() - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return;  // nowhere to write: the lines are dropped, the work goes on
+    done += static_cast<std::size_t>(k);
+  }
+}
+
 void PoolImpl::handle(Worker& w, mpi::Message& m) {
   switch (m.tag) {
     case wire::tag_hello: return on_hello(w, wire::decode<wire::Hello>(m.data));
@@ -224,6 +240,7 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
       kick();
       return;
     }
+    case wire::tag_output: return write_output(wire::decode<wire::Output>(m.data));
     case wire::tag_actor_died: {
       const auto d = wire::decode<wire::ActorDeath>(m.data);
       std::lock_guard lk(mu_);

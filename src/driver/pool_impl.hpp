@@ -342,6 +342,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
 
  private:
   // ---- pool_actors.cpp: actors' placement, calls and deaths (under mu_ unless said) ------------
+  static void write_output(const wire::Output& o);
   bool dispatch_actors();  // the communication thread, without mu_
   Worker* worker_by_id(int id) const;
   void place_actor(ActorState& a, std::unordered_map<int, int>& hosted);

@@ -241,6 +241,9 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
   std::vector<ItemFailure> failures;
   std::vector<std::uint64_t> traced;  // chunks in the frame being built, for FIBRA_TRACE
   auto flush = [&] {
+    // What the tasks printed goes to the agent before their results do.
+    std::fflush(stdout);
+    std::fflush(stderr);
     send_results(sock, results, via_lane, spill);
     if (sent) sent->store(ran, std::memory_order_release);
     for (auto id : traced) trace::mark(trace::executor_sent, id);

@@ -33,6 +33,7 @@ enum Tag : int {
   tag_request = 10,    ///< agent -> driver: a RequestRoute, then a Request from one of its executors
   tag_reply = 11,      ///< driver -> agent: Reply, the outcome of a Request
   tag_blocked = 12,    ///< agent -> driver: WaitDelta, executors that began (+) or ended (-) a wait in a task
+  tag_output = 13,     ///< agent -> driver: Output, whole lines its executors printed
 };
 
 /// Frames on an executor's socket start with a u64: the frame's length, and its kind in the top
@@ -86,6 +87,16 @@ struct RequestRoute {
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, RequestRoute>
 void fields(F&& f, M& m) { f(m.route); }
+
+/// agent -> driver: whole lines its executors printed on one stream (1: stdout, 2: stderr), which
+/// the driver writes there with one write.
+struct Output {
+  std::int32_t stream = 1;
+  std::string lines;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, Output>
+void fields(F&& f, M& m) { f(m.stream, m.lines); }
 
 /// executor -> agent (frame_blocked) and agent -> driver (tag_blocked): a change in how many tasks
 /// wait inside a task (+1 as a wait begins, -1 as it ends; the agent sums its executors').

@@ -99,7 +99,8 @@ TEST(RayEdges, AClosedPoolRefusesASubmitWithAFutureArgumentAtOnce) {
 // Read by Debian's h5py, not by fibra: the file a task's checkpointed map wrote is complete, and
 // nothing of the write is left beside it.
 TEST(RayEdges, ACheckpointedMapInsideATaskIsFoldedIntoItsFile) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fibra-ray-edge-" + std::to_string(::getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("fibra-ray-edge-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "inner.h5").string();
@@ -111,10 +112,11 @@ TEST(RayEdges, ACheckpointedMapInsideATaskIsFoldedIntoItsFile) {
     pool.close();
     pool.join();  // the worker stops: what it wrote must be whole by then
   }
-  const std::string check = "/usr/bin/python3 -c \"import h5py, sys; f = h5py.File(sys.argv[1], 'r'); "
-                            "a = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}; "
-                            "print('n_done', int(a['n_done']), 'state', a['state'])\" " + path +
-                            " > " + (dir / "check.out").string() + " 2>&1";
+  const std::string check =
+      "/usr/bin/python3 -c \"import h5py, sys; f = h5py.File(sys.argv[1], 'r'); "
+      "a = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}; "
+      "print('n_done', int(a['n_done']), 'state', a['state'])\" " +
+      path + " > " + (dir / "check.out").string() + " 2>&1";
   EXPECT_EQ(std::system(check.c_str()), 0);
   std::string out;
   if (std::FILE* f = std::fopen((dir / "check.out").c_str(), "r")) {
