@@ -101,7 +101,7 @@ class Agent {
       send_output();
       const bool sending = sends_.progress() > 0;
       const double now = mpi::now_s();
-      if (now - last_sent_ > cfg_.heartbeat_s) send(wire::tag_heartbeat, {});
+      keep_alive();
       if (now - last_heard_ > cfg_.driver_silence_s) {
         stop_executors();
         log::warning("fibra agent pid {}: the driver has been silent for {:.0f} s; exiting", ::getpid(),
@@ -128,6 +128,13 @@ class Agent {
   }
 
  private:
+  // A heartbeat when nothing went to the driver for heartbeat_s. Called between the steps of long
+  // work too (starting thousands of actor processes took longer than worker_silence_s, and every
+  // worker was declared lost), so that nothing the agent does starves it.
+  void keep_alive() {
+    if (mpi::now_s() - last_sent_ > cfg_.heartbeat_s) send(wire::tag_heartbeat, {});
+  }
+
   void send(int tag, std::string data) {
     sends_.send(parent_, 0, tag, std::move(data));
     last_sent_ = mpi::now_s();
@@ -154,6 +161,7 @@ class Agent {
     bool got = false;
     mpi::Message m;
     while (!leaving_ && mpi::try_recv(parent_, m)) {
+      keep_alive();
       got |= m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
       last_heard_ = mpi::now_s();
       if (m.tag == wire::tag_tasks) {
@@ -226,6 +234,7 @@ class Agent {
   bool tend_actors(double now, std::vector<std::string>& frames) {
     bool busy = false;
     for (auto it = actors_.begin(); it != actors_.end();) {
+      keep_alive();  // thousands of actors take a while to tend
       SupervisedExecutor& e = *it->second.process;
       e.relay_output();
       busy |= e.write();
