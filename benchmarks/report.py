@@ -15,7 +15,8 @@ LABEL = {"fibra": "fibra", "raw_mpi": "raw MPI", "multiprocessing": "multiproces
 COLOR = {"fibra": "#d62728", "raw_mpi": "#7f7f7f", "multiprocessing": "#1f77b4", "mpi4py_futures": "#2ca02c",
          "dask": "#ff7f0e", "ipyparallel": "#9467bd"}
 TITLES = {"b1": "B1 framework overhead (Fiber's test)", "b2": "B2 throughput of tiny tasks",
-          "b3": "B3 recovery from failures", "b5": "B5 start-up and idle CPU", "b6": "B6 large payloads"}
+          "b3": "B3 recovery from failures", "b5": "B5 start-up and idle CPU", "b6": "B6 large payloads",
+          "es": "ES scaling (CartPole-v1)"}
 FAULTS = ["none", "executor_kill", "segfault_once", "agent_kill"]
 FAULT_LABEL = {"none": "no fault", "executor_kill": "executor SIGKILL at 30%",
                "segfault_once": "a task segfaults once", "agent_kill": "supervisor SIGKILL at 60%"}
@@ -86,6 +87,13 @@ def figures(summary, b):
         for metric, (size,) in _metrics(summary, b, r"payload_(\w+?)_bandwidth"):
             out.append((metric, f"{size.replace('mib', ' MiB')} round trip: MiB/s", "higher"))
             out.append((f"payload_{size}_roundtrip_s", f"{size.replace('mib', ' MiB')} round trip: s", "lower"))
+    elif b == "es":
+        for metric, (n,) in _metrics(summary, b, r"generation_(\d+)_workers_s"):
+            w = f"{n} worker{'s' if n != '1' else ''}"
+            out.append((metric, f"{w}: s per generation", "lower"))
+            out.append((f"episodes_{n}_workers_per_s", f"{w}: episodes/s", "higher"))
+            # the same seeds learn the same curve: a check that both ran the same task, not a contest
+            out.append((f"final_return_{n}_workers", f"{w}: final mean return", None))
     return out
 
 
@@ -141,7 +149,7 @@ def table(summary, machine, comments, failures, a, images="plots"):
                 k[0] == b and k[1] == s for k in summary)) for s in systems]
             vs_peer = vs_raw = "-"
             f = _get(summary, b, "fibra", metric)
-            if b != "b3" or metric.endswith(("_wall_s", "_excess_s")):
+            if better and (b != "b3" or metric.endswith(("_wall_s", "_excess_s"))):
                 peers = [(p, _get(summary, b, p, metric)) for p in PEERS if p in systems]
                 if b == "b3":  # a system that did not recover every time has no figure to compare
                     def recovered(system):
@@ -242,6 +250,26 @@ def plots(summary, samples, out_dir):
                     ax.set_yscale("log")
                 ax.set_title(title, fontsize=9)
                 ax.grid(True, axis="y", alpha=0.3)
+        elif b == "es":
+            fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+            for ax, pattern, ylabel in ((axes[0], r"generation_(\d+)_workers_s", "time per generation (s)"),
+                                        (axes[1], r"episodes_(\d+)_workers_per_s", "episodes/s")):
+                for s in systems:
+                    pts = [(int(n), summary[(b, s, m)]) for m, (n,) in _metrics(summary, b, pattern)
+                           if (b, s, m) in summary and summary[(b, s, m)]["n"]]
+                    if pts:
+                        ys = [v["median"] for _, v in pts]
+                        err = [[y - v["min"] for y, (_, v) in zip(ys, pts)], [v["max"] - y for y, (_, v) in zip(ys, pts)]]
+                        ax.errorbar([p[0] for p in pts], ys, yerr=err, marker="o", capsize=3, label=LABEL[s],
+                                    color=COLOR[s])
+                ax.set_xscale("log", base=2)
+                ax.set_yscale("log")
+                ax.set_xlabel(f"workers (past {os.cpu_count()}: oversubscribed)")
+                ax.set_ylabel(ylabel)
+                ax.grid(True, which="both", alpha=0.3)
+            axes[0].set_title("median time per generation (generations 2..G)")
+            axes[1].set_title("episodes per second")
+            axes[0].legend(fontsize=8)
         elif b == "b5":
             fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
             for ax, pattern, ylabel in ((axes[0], r"startup_(\d+)_workers_s", "start-up (s)"),

@@ -1,14 +1,16 @@
 #!/usr/bin/python3
 """Runs fibra's benchmarks and its peers' side by side, and writes CSVs, plots and a results table.
 
-    benchmarks/run.sh [--quick] [--benchmarks b1,b2,b3,b5,b6] [--systems fibra,raw_mpi,...]
+    benchmarks/run.sh [--quick] [--benchmarks b1,b2,b3,b5,b6,es] [--systems fibra,raw_mpi,...]
                       [--repeats N] [--out DIR] [--docs] [--build DIR]
 
 run.sh installs and builds what is needed, then runs this with Debian's /usr/bin/python3. Every
 (benchmark, system) pair runs --repeats times; within a repetition every system runs once, in an
 order that rotates from one repetition to the next, so that machine noise hits all alike. Each run
 is one program printing rows (benchmarks/README.md is the contract); a run that fails or passes its
-time limit is recorded as failed, its output kept under <out>/logs/, and the suite goes on.
+time limit is recorded as failed, its output kept under <out>/logs/, and the suite goes on. `es` (ES
+scaling on CartPole-v1) runs benchmarks/es_scaling.py for one system at a time: fibra's ES job
+(build/jobs/es) and its multiprocessing peer (benchmarks/peers/es_mp.py); no other system has it.
 
 Writes under --out (default benchmarks/results, or benchmarks/results/quick with --quick):
   <bench>.csv    every sample: benchmark,system,metric,repeat,value,unit, after `#` lines naming the
@@ -39,7 +41,7 @@ from report import TITLES, machine_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
-BENCHES = ["b1", "b2", "b3", "b5", "b6"]
+BENCHES = ["b1", "b2", "b3", "b5", "b6", "es"]
 SYSTEMS = report.SYSTEMS
 PEER_SCRIPT = {"multiprocessing": "mp_peer.py", "mpi4py_futures": "mpi4py_peer.py", "dask": "dask_peer.py",
                "ipyparallel": "ipyparallel_peer.py"}
@@ -54,6 +56,7 @@ FLAGS = {
         "b3": ["--repeats", "1"],
         "b5": ["--workers", "1,4,16,64", "--idle-seconds", "5"],
         "b6": ["--repeats", "5"],
+        "es": ["--workers", "1,2,4,8", "--population", "1024", "--generations", "8", "--rounds", "1"],
     },
     "quick": {
         "b1": ["--repeats", "1", "--scale", "0.1", "--durations-ms", "1,10,100"],
@@ -61,6 +64,7 @@ FLAGS = {
         "b3": ["--repeats", "1", "--tasks", "400"],
         "b5": ["--workers", "1,4", "--idle-seconds", "1"],
         "b6": ["--repeats", "2", "--bytes", "8388608"],
+        "es": ["--workers", "1,2", "--population", "64", "--generations", "3", "--rounds", "1"],
     },
 }
 # raw_mpi is one program for B2's round trip, B5's spawn and B6's payload: the flags for each.
@@ -76,11 +80,18 @@ RAW_MPI_FLAGS = {
         "b6": ["--roundtrips", "10", "--bytes", "8388608", "--payload-repeats", "2", "--spawn", "0"],
     },
 }
-TIME_LIMIT_S = {"full": {"b1": 900, "b2": 600, "b3": 900, "b5": 900, "b6": 300},
-                "quick": {"b1": 240, "b2": 240, "b3": 300, "b5": 300, "b6": 180}}
+TIME_LIMIT_S = {"full": {"b1": 900, "b2": 600, "b3": 900, "b5": 900, "b6": 300, "es": 900},
+                "quick": {"b1": 240, "b2": 240, "b3": 300, "b5": 300, "b6": 180, "es": 180}}
+# ES scaling: one runner for both of its systems (fibra's job and the multiprocessing peer).
+ES_SYSTEMS = ["fibra", "multiprocessing"]
 
 def command(bench, system, mode, build):
     """The command line of one run, or None when the system has no program for the benchmark."""
+    if bench == "es":
+        if system not in ES_SYSTEMS:
+            return None
+        return [PY, os.path.join(ROOT, "benchmarks", "es_scaling.py"), "--rows", "--systems", system, "--build",
+                build] + FLAGS[mode][bench]
     if system == "fibra":
         return [os.path.join(build, "benchmarks", FIBRA_PROGRAM[bench])] + FLAGS[mode][bench]
     if system == "raw_mpi":
@@ -214,7 +225,12 @@ def parse_args():
         p.error("--repeats must be at least 1")
     a.out = os.path.abspath(a.out or os.path.join(ROOT, "benchmarks", "results", "quick" if a.quick else ""))
     a.build = os.path.abspath(a.build)
+    es = os.path.join(a.build, "jobs", "es")
+    if "es" in a.benches and "fibra" in a.systems and not a.report_only and not os.access(es, os.X_OK):
+        p.error(f"{es} is not built: run benchmarks/run.sh (it builds), or pass --build DIR")
     for b in a.benches if not a.report_only else []:
+        if b == "es":
+            continue
         for system in ("fibra", "raw_mpi"):
             cmd = command(b, system, a.mode, a.build) if system in a.systems else None
             if cmd and not os.access(cmd[0], os.X_OK):

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Smoke test of the benchmark suite (benchmarks/suite.py --quick): B1 for fibra and every peer, B6
-for fibra and the raw-MPI floor. Checks that every system's run succeeded and produced its figures,
+for fibra and the raw-MPI floor, ES scaling (1 and 2 workers, a small population) for fibra's ES job
+and its multiprocessing peer. Checks that every system's run succeeded and produced its figures,
 that the CSVs, the summary, the plots and the table were written, never how fast anything is.
 
     suite_smoke.py BUILD_DIR OUT_DIR
@@ -29,7 +30,7 @@ def samples(path):
 def main():
     build, out = sys.argv[1], sys.argv[2]
     shutil.rmtree(out, ignore_errors=True)
-    runs = [("b1", ["fibra"] + PEERS), ("b6", ["fibra", "raw_mpi"])]
+    runs = [("b1", ["fibra"] + PEERS), ("b6", ["fibra", "raw_mpi"]), ("es", ["fibra", "multiprocessing"])]
     for bench, systems in runs:
         cmd = ["/usr/bin/python3", "-B", os.path.join(ROOT, "benchmarks", "suite.py"), "--quick", "--benchmarks", bench,
                "--systems", ",".join(systems), "--build", build, "--out", os.path.join(out, bench)]
@@ -44,7 +45,9 @@ def main():
         for s in systems:
             mine = [r for r in rows if r["system"] == s]
             wanted = {"b1": ["map_1ms_wall", "seq_1ms_wall", "map_100ms_ratio", "seq_100ms_ratio"],
-                      "b6": ["payload_8mib_bandwidth", "payload_8mib_roundtrip_s"]}[bench]
+                      "b6": ["payload_8mib_bandwidth", "payload_8mib_roundtrip_s"],
+                      "es": [f"{m}" for n in (1, 2) for m in (f"generation_{n}_workers_s", f"episodes_{n}_workers_per_s",
+                                                              f"final_return_{n}_workers")]}[bench]
             for metric in wanted:
                 values = [float(r["value"]) for r in mine if r["metric"] == metric]
                 if len(values) != 1 or not (math.isfinite(values[0]) and values[0] > 0):
@@ -55,6 +58,12 @@ def main():
                 ratio = [float(r["value"]) for r in mine if r["metric"] == "map_100ms_ratio"][0]
                 if ratio < 0.99:
                     fail(f"b1 {s}: map at 100 ms took {ratio} of the ideal time, less than possible")
+        if bench == "es":
+            # the same seeds and generators: the peer learns fibra's curve (up to NumPy's rounding)
+            final = {s: [float(r["value"]) for r in rows if r["system"] == s and r["metric"] == "final_return_2_workers"][0]
+                     for s in systems}
+            if abs(final["fibra"] - final["multiprocessing"]) > 0.1 * final["fibra"]:
+                fail(f"es: fibra and its multiprocessing peer learned different curves: final mean returns {final}")
         png = os.path.join(out, bench, "plots", f"{bench}.png")
         if not os.path.exists(png) or open(png, "rb").read(8) != b"\x89PNG\r\n\x1a\n" or os.path.getsize(png) < 5000:
             fail(f"no plot {png}")
