@@ -12,5 +12,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export EVENT_NOEPOLL=1
 # Two tests at a time (FIBRA_TEST_JOBS to change it): the long fault, checkpoint and MPI cases wait
 # on processes more than they compute. What cannot share the machine says so in its RESOURCE_LOCK
-# (the local Slurm cluster, the virtual cluster).
+# (the local Slurm cluster); the virtual cluster's tests run alone (RUN_SERIAL): its bridge
+# (10.213.77.1) comes and goes with them, and an MPI process started beside them that saw it at
+# MPI_Init fails to bind a TCP connection once it is gone ("Cannot assign requested address",
+# checkpoint.pool.mpirun in CI).
 ctest --test-dir build --output-on-failure -j "${FIBRA_TEST_JOBS:-2}" "$@"
