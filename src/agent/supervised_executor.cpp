@@ -147,6 +147,7 @@ void SupervisedExecutor::start() {
   Mailbox& b = lane().mailbox();
   b.chunk = 0;
   b.item = 0;
+  b.stack_overflow = 0;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, out_w.get(), 1);
@@ -410,6 +411,10 @@ std::string SupervisedExecutor::report_death() {
   f.offset = died_in != 0 ? item : wire::unknown_item;
   f.type = WIFSIGNALED(status) ? "signal" : "exit";
   f.message = describe_exit(status) + (died_in != 0 ? "" : " outside any task, again and again");
+  if (b.stack_overflow.load(std::memory_order_relaxed) != 0)
+    f.message +=
+        ": a stack overflow (the fault was at the end of the stack of the thread running the task): "
+        "a recursion without end, or a large array on the stack; `ulimit -s` sets the stack's size";
   const pid_t was = pid_;
   death_ = {died_in, was, describe_exit(status)};
   std::string out = report(died_in, blame_first, wire::Status::crashed, f);

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -50,8 +51,7 @@ struct ExecutorState {
   Mailbox* box = nullptr;    // shared with the agent: the chunk and item being run
   // Its lane (src/transport/lane.hpp): batches the driver put there, and the way back for their results.
   Lane* lane = nullptr;
-  Inbox* inbox = nullptr;       // what the agent sends (task batches, replies)
-  std::thread::id task_thread;  // the thread that runs batches (executor_main's)
+  Inbox* inbox = nullptr;  // what the agent sends (task batches, replies)
   // This process hosts an actor (it was sent an actor's calls): a wait in one of its methods does
   // not run the next call meanwhile, since an actor's calls run one at a time, in order.
   bool actor_process = false;
@@ -60,6 +60,71 @@ struct ExecutorState {
   std::mutex write_mu;
 };
 ExecutorState g_executor;
+
+// ---- The task thread and its stack ----
+// A wait inside a task runs the batches that arrive meanwhile (help_while_waiting), on the waiting
+// task's own stack. A task that submits itself and waits, thousands of levels deep, overflowed it
+// (2.2 KiB a level, measured: some 3,800 levels on an 8 MiB stack, then a segfault that nothing
+// explained, and a driver waiting for the levels above it).
+// When less than stack_headroom is left, the next batch runs on a new thread with a stack of its
+// own, while the waiting one waits for it: one thread runs tasks at any time, the task thread.
+// What is left of a stack that does run out is reported by the agent as a stack overflow.
+constexpr std::size_t stack_headroom = std::size_t(1) << 20;      // a task's own frames, with room to spare
+constexpr std::size_t fresh_stack_bytes = std::size_t(64) << 20;  // reserved; pages count once touched
+
+struct TaskThread {
+  bool is = false;       // this thread runs batches (executor_main's, or one that took over its stack's load)
+  char* low = nullptr;   // the lowest address of its stack (stacks grow down)
+  char* high = nullptr;  // the end it grows from
+};
+thread_local TaskThread t_task;
+
+// On a SIGSEGV at the end of a task thread's stack the mailbox says so before the process dies
+// (the signal is delivered on an alternate stack: the thread's own has no room left).
+void on_segv(int, siginfo_t* si, void*) {
+  const char* at = static_cast<const char*>(si->si_addr);
+  constexpr std::size_t window = std::size_t(1) << 20;  // the guard, and what a frame may skip past it
+  if (t_task.is && t_task.low && at + window >= t_task.low && at < t_task.low + 4 * 4096 && g_executor.box)
+    g_executor.box->stack_overflow.store(1, std::memory_order_relaxed);
+  // SA_RESETHAND made the action the default again: the faulting instruction runs again and the
+  // process ends by SIGSEGV, as without this handler.
+}
+
+// Makes the calling thread the task thread: its stack's bounds, and an alternate stack for on_segv.
+void become_task_thread() {
+  t_task.is = true;
+  pthread_attr_t attr;
+  if (::pthread_getattr_np(::pthread_self(), &attr) == 0) {
+    void* addr = nullptr;
+    std::size_t size = 0;
+    if (::pthread_attr_getstack(&attr, &addr, &size) == 0) {
+      t_task.low = static_cast<char*>(addr);
+      t_task.high = t_task.low + size;
+    }
+    ::pthread_attr_destroy(&attr);
+  }
+  static thread_local std::unique_ptr<char[]> alt;
+  if (!alt) {
+    constexpr std::size_t alt_bytes = 64 * 1024;
+    alt = std::make_unique<char[]>(alt_bytes);
+    stack_t ss{};
+    ss.ss_sp = alt.get();
+    ss.ss_size = alt_bytes;
+    ::sigaltstack(&ss, nullptr);
+  }
+  struct sigaction sa {};
+  sa.sa_sigaction = &on_segv;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGSEGV, &sa, nullptr);
+}
+
+// Bytes of the calling thread's stack below this frame; the most a size_t holds if unknown.
+std::size_t stack_left() {
+  char here = 0;
+  if (!t_task.low || &here < t_task.low || &here > t_task.high) return SIZE_MAX;
+  return static_cast<std::size_t>(&here - t_task.low);
+}
 
 bool read_all(int fd, void* p, std::size_t n) {
   auto* c = static_cast<char*>(p);
@@ -554,11 +619,43 @@ class ExecutorCore final : public PoolCore {
   std::uint64_t uid_;
 };
 
+// Runs a batch that arrived while a task waits: on this stack while it has room, else on a new
+// thread (see "The task thread and its stack"), which this one waits for.
+void run_nested(const Inbox::Batch& b, std::string& results) {
+  if (stack_left() >= stack_headroom) {
+    run(b, results);
+    return;
+  }
+  struct Call {
+    const Inbox::Batch* batch;
+    std::string* results;
+  } call{&b, &results};
+  pthread_attr_t attr;
+  ::pthread_attr_init(&attr);
+  ::pthread_attr_setstacksize(&attr, fresh_stack_bytes);
+  pthread_t thread;
+  const int rc = ::pthread_create(
+      &thread, &attr,
+      [](void* p) -> void* {
+        auto* c = static_cast<Call*>(p);
+        become_task_thread();
+        run(*c->batch, *c->results);  // (run_batch keeps a task's exceptions in its results)
+        return nullptr;
+      },
+      &call);
+  ::pthread_attr_destroy(&attr);
+  if (rc != 0) {  // no thread to be had: on this stack, which may run out (and is then reported)
+    run(b, results);
+    return;
+  }
+  ::pthread_join(thread, nullptr);
+}
+
 // A wait in the task's thread runs the batches that arrive meanwhile (the tasks it waits for may be
 // among them), and tells the agent it waits, so that the driver sends this worker more work.
 int help_while_waiting(const std::function<bool()>& ready, std::optional<std::chrono::nanoseconds> timeout) {
   if (!g_executor.inbox) return -1;
-  if (std::this_thread::get_id() != g_executor.task_thread) {  // a thread a task started: someone must read for it
+  if (!t_task.is) {  // a thread a task started: someone must read for it
     g_executor.inbox->need_reader();
     return -1;
   }
@@ -583,7 +680,7 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
     }
     if (std::chrono::steady_clock::now() >= deadline) break;
     if (auto b = help ? g_executor.inbox->try_batch() : std::nullopt) {
-      run(*b, results);
+      run_nested(*b, results);
       g_executor.box->item.store(item, std::memory_order_relaxed);
       g_executor.box->timeout_s.store(timeout_s, std::memory_order_relaxed);
       g_executor.box->chunk.store(chunk, std::memory_order_release);
@@ -645,7 +742,7 @@ std::shared_ptr<PoolCore> executor_core(std::uint64_t uid) {
   send_frame(sock, {});  // an empty result frame: "started, waiting for work"
   g_executor.sock = sock;
   g_executor.box = &box;
-  g_executor.task_thread = std::this_thread::get_id();
+  become_task_thread();
   keep_freed_memory(keep_freed_bytes_from_env(), true);
   static Inbox inbox(sock);
   g_executor.inbox = &inbox;

@@ -46,6 +46,9 @@ struct Mailbox {
   Cursor item{0};
   std::atomic<double> timeout_s{0};       // of the chunk it is on (its TaskHeader::timeout_s)
   std::atomic<std::uint64_t> results{0};  // result frames it put in its lane
+  // Set by the executor's SIGSEGV handler when the fault is at the end of a task thread's stack:
+  // the agent then says the executor died of a stack overflow, not just of signal 11.
+  std::atomic<std::uint32_t> stack_overflow{0};
 };
 
 namespace lane {

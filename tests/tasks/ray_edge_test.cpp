@@ -18,6 +18,7 @@
 
 using namespace std::chrono_literals;
 using fibra_test::get_within;
+using fibra_test::wait_within;
 
 namespace {
 constexpr auto bound = 60s;
@@ -167,6 +168,45 @@ TEST(RayEdges, TwoThousandActorsStartWithoutStarvingTheHeartbeats) {
   EXPECT_EQ(wrong, 0) << "of " << n << " actors";
   EXPECT_EQ(pool.stats().workers_lost, 0u);
   std::printf("%ld actors started and called in %.2f s: %.0f actors/s\n", n, s, double(n) / s);
+}
+
+// A task that submits itself, `n` levels down, each level waiting for the one below.
+long descend(long n) { return n == 0 ? 0 : fibra::submit(descend, n - 1).get() + 1; }
+FIBRA_REMOTE(descend);
+
+// Depth 20,000 on 2 workers (issue 28, item 1): each wait runs the tasks that arrive meanwhile,
+// and ran them on the waiting task's stack, which overflowed near depth 5,000 (a segfault in the
+// executor, a hang in the driver). The answer, n, is the count of levels. RAY_EDGE_DEPTH changes it.
+TEST(RayEdges, DeepRecursionOfNestedTasksFinishes) {
+  const long depth = std::getenv("RAY_EDGE_DEPTH") ? std::atol(std::getenv("RAY_EDGE_DEPTH")) : 20000;
+  fibra::Pool pool(2);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(get_within(pool.submit(descend, depth), 300s, "descend(" + std::to_string(depth) + ")"), depth);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(pool.stats().workers_lost, 0u);
+  std::printf("nested tasks %ld deep in %.2f s\n", depth, s);
+}
+
+// Recurses until its stack runs out (the volatile array keeps each frame from being folded away).
+long bottomless(long n) {
+  volatile char frame[512];
+  frame[0] = static_cast<char>(n);
+  return bottomless(n + 1) + frame[0];
+}
+FIBRA_REMOTE(bottomless);
+
+// A stack that does run out is named: an ExecutorCrashed that says "stack overflow", after the
+// chunk's retries, rather than "killed by signal 11" and nothing more.
+TEST(RayEdges, AStackOverflowIsReportedAsOne) {
+  fibra::Pool pool(1, {.retries = 1});
+  auto f = pool.submit(bottomless, 0L);
+  wait_within(f, bound, "bottomless(0)");
+  try {
+    f.get();
+    ADD_FAILURE() << "bottomless returned";
+  } catch (const fibra::ExecutorCrashed& e) {
+    EXPECT_NE(std::string(e.what()).find("stack overflow"), std::string::npos) << e.what();
+  }
 }
 
 int main(int argc, char** argv) {
