@@ -19,6 +19,7 @@
 #include "fibra/runtime.hpp"
 #include "common/freed_memory.hpp"
 #include "common/log.hpp"
+#include "common/process.hpp"
 #include "driver/pool_impl.hpp"
 #include "driver/resources.hpp"
 #include "driver/driver.hpp"
@@ -569,6 +570,7 @@ Pool::Pool(int workers, PoolOptions options) {
   s.resources = r.each;
   s.gpu_ids = r.gpu_ids;
   auto placement = detail::resolve_placement(options);
+  detail::check_hosts_resolve(placement, detail::host_name());
   s.hosts = std::move(placement.hosts);
   s.host_slots = std::move(placement.slots);
   s.pack = placement.pack;

@@ -9,7 +9,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <condition_variable>
 #include <string>
+#include <thread>
 
 #include "fibra/error.hpp"
 #include "common/log.hpp"
@@ -45,6 +48,44 @@ int universe_size() {
   if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_UNIVERSE_SIZE, &size, &flag) != MPI_SUCCESS || !flag || !size) return 0;
   return *size;
 }
+
+// Open MPI cannot be interrupted inside MPI_Comm_spawn, and never returns from one whose daemon
+// did not start: a host that resolves but cannot be reached (ssh fails, and ORTE waits for a call
+// back that never comes). Past `bound`, the program ends with a message naming the host, rather
+// than hang; names that do not resolve were refused before (check_hosts_resolve).
+class SpawnWatch {
+ public:
+  SpawnWatch(std::string what, double bound)
+      : thread_([this, what = std::move(what), bound] {
+          std::unique_lock lk(mu_);
+          if (cv_.wait_for(lk, std::chrono::duration<double>(bound), [&] { return done_; })) return;
+          log::error(
+              "fibra: {} has not returned after {:.0f} s (PoolOptions::start_timeout_s and {:.0f} s more): "
+              "Open MPI could not start its daemon there (what it printed above says why; an unreachable "
+              "host, or no ssh to it). A spawn cannot be called off, so the program ends here",
+              what, bound, spawn_grace_s);
+          std::fflush(nullptr);
+          std::_Exit(70);
+        }) {}
+  ~SpawnWatch() {
+    {
+      std::lock_guard lk(mu_);
+      done_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  SpawnWatch(const SpawnWatch&) = delete;
+  SpawnWatch& operator=(const SpawnWatch&) = delete;
+
+  static constexpr double spawn_grace_s = 10;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;  // last: started once the rest is there
+};
 
 }  // namespace
 
@@ -117,7 +158,13 @@ void PoolImpl::spawn(int executors) {
   // An agent is one MPI process but runs several executors: Open MPI's default binding (to one core
   // when a job has at most 2 processes, and each spawn is a job) would pin them all to that core.
   info.set("bind_to", "none");
-  const MPI_Comm inter = spawn_agent(info);
+  MPI_Comm inter = MPI_COMM_NULL;
+  {
+    SpawnWatch watch("MPI_Comm_spawn of worker " + std::to_string(live_count() + 1) +
+                         (host.empty() ? std::string() : " on host " + host),
+                     s_.start_timeout_s + SpawnWatch::spawn_grace_s);
+    inter = spawn_agent(info);
+  }
   auto w = std::make_unique<Worker>();
   w->id = next_worker_id_++;
   w->slot = setup.slot;

@@ -1,6 +1,9 @@
 // What each worker of a pool offers (docs/resources.md): PoolOptions first, then the allocation.
 #include "driver/resources.hpp"
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -126,18 +129,42 @@ Placement resolve_placement(const PoolOptions& o) {
       p.hosts.push_back(name);
       p.slots.push_back(n.empty() ? 0 : std::stoi(n));
     }
+    p.source = "PoolOptions::hosts";
     return p;
   }
   const char* list = std::getenv("SLURM_JOB_NODELIST");
   if (!list || !*list) return p;
   p.hosts = expand_hostlist(list);
-  if (p.hosts.size() < 2) return Placement{p.pack, {}, {}};  // one node: MPI's own placement is that node
+  if (p.hosts.size() < 2) return Placement{p.pack, {}, {}, {}};  // one node: MPI's own placement is that node
+  p.source = "SLURM_JOB_NODELIST";
   p.slots.assign(p.hosts.size(), 0);
   if (const char* tasks = std::getenv("SLURM_TASKS_PER_NODE"); tasks && *tasks) {
     const auto counts = expand_tasks_per_node(tasks);
     for (std::size_t i = 0; i < p.hosts.size() && i < counts.size(); ++i) p.slots[i] = counts[i];
   }
   return p;
+}
+
+void check_hosts_resolve(const Placement& p, const std::string& my_host) {
+  const auto short_name = [](const std::string& h) { return h.substr(0, h.find('.')); };
+  for (const auto& h : p.hosts) {
+    if (short_name(h) == short_name(my_host) || h == "localhost") continue;
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const int rc = ::getaddrinfo(h.c_str(), nullptr, &hints, &found);
+    if (found) ::freeaddrinfo(found);
+    if (rc == 0) continue;
+    std::string why = "fibra: the host \"" + h + "\" (from " + p.source + ") is not known on " + my_host + " (" +
+                      ::gai_strerror(rc) + "), so no worker can start there. ";
+    if (p.source == "SLURM_JOB_NODELIST")
+      why +=
+          "If this shell is not inside that Slurm allocation, unset SLURM_JOB_NODELIST (a variable left from "
+          "another job) or pass PoolOptions::placement = \"none\"";
+    else
+      why += "Check the name in PoolOptions::hosts, or leave hosts empty to place workers where MPI does";
+    throw ConfigError(why);
+  }
 }
 
 std::size_t choose_host(const Placement& p, const std::vector<bool>& usable, const std::vector<HostLoad>& load,

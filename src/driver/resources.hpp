@@ -31,6 +31,7 @@ struct Placement {
   bool pack = false;
   std::vector<std::string> hosts;  ///< empty: MPI decides (the driver's host, on a workstation)
   std::vector<int> slots;
+  std::string source;  ///< where the hosts came from: "PoolOptions::hosts" or "SLURM_JOB_NODELIST"
 };
 
 /// PoolOptions::placement and hosts resolved: the hosts are PoolOptions::hosts ("name" or
@@ -38,6 +39,12 @@ struct Placement {
 /// with SLURM_TASKS_PER_NODE as their slots), else none. "none" turns placement off. Throws
 /// ConfigError for an unknown policy or a malformed host.
 Placement resolve_placement(const PoolOptions& o);
+
+/// Throws ConfigError naming the first of the placement's hosts that this machine cannot resolve
+/// (getaddrinfo), and where the name came from: Open MPI, asked to spawn there, never returns
+/// from MPI_Comm_spawn (its ssh fails, and ORTE waits for a daemon that never calls back).
+/// `my_host` (this machine, known without a lookup) is not looked up.
+void check_hosts_resolve(const Placement& p, const std::string& my_host);
 
 /// What a host runs already: MPI processes (the driver and agents) and workers (the driver counts
 /// as one).

@@ -209,6 +209,27 @@ TEST(RayEdges, AStackOverflowIsReportedAsOne) {
   }
 }
 
+// A host that does not exist (a typo in PoolOptions::hosts, or a SLURM_JOB_NODELIST seen outside
+// its allocation): Pool() throws within start_timeout_s, naming the host. (Before: it never returned.)
+TEST(RayEdges, AnUnreachableHostFailsWithinTheStartTimeout) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string e = fibra_test::call_within(120s, "Pool(1) on host nosuchhost.invalid", [] {
+    return error_of([] { fibra::Pool pool(1, {.start_timeout_s = 10, .hosts = {"nosuchhost.invalid"}}); });
+  });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(e.find("nosuchhost.invalid"), std::string::npos) << e;
+  EXPECT_LT(s, 15.0) << e;
+}
+
+// A host that resolves but where nothing answers (TEST-NET-1, RFC 5737): Open MPI's spawn never
+// returns, and cannot be called off, so the program ends after start_timeout_s and a grace, with
+// a message naming the host (ctest tasks.unreachable_host runs it alone and reads that message).
+TEST(RayEdgesExit, AHostWhereNothingAnswersEndsTheProgramWithAMessage) {
+  if (!std::getenv("RAY_EDGE_DEAD_HOST")) GTEST_SKIP() << "run by ctest tasks.unreachable_host";
+  fibra::Pool pool(1, {.start_timeout_s = 5, .hosts = {"192.0.2.1"}});
+  ADD_FAILURE() << "a pool started on 192.0.2.1";
+}
+
 int main(int argc, char** argv) {
   fibra::Runtime rt(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);

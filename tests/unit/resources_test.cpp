@@ -142,6 +142,23 @@ TEST(Placement, AgentsSpreadOverAnAllocationOfSeveralNodes) {
   EXPECT_TRUE(resolve_placement(PoolOptions{}).hosts.empty());
 }
 
+// A name this machine cannot resolve is refused before any spawn (Open MPI would hang in it),
+// naming the host and where it came from; this host and localhost are never looked up.
+TEST(Placement, HostsThatDoNotResolveAreRefusedBeforeASpawn) {
+  using fibra::detail::check_hosts_resolve;
+  using fibra::detail::Placement;
+  EXPECT_NO_THROW(check_hosts_resolve(Placement{false, {"localhost", "thishost"}, {0, 0}, "PoolOptions::hosts"},
+                                      "thishost.example"));
+  try {
+    check_hosts_resolve(Placement{false, {"localhost", "node1.invalid"}, {0, 0}, "SLURM_JOB_NODELIST"}, "vm");
+    ADD_FAILURE() << "node1.invalid resolved";
+  } catch (const fibra::ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("\"node1.invalid\" (from SLURM_JOB_NODELIST)"), std::string::npos) << what;
+    EXPECT_NE(what.find("unset SLURM_JOB_NODELIST"), std::string::npos) << what;
+  }
+}
+
 TEST(Placement, TasksPerNodeExpand) {
   using fibra::detail::expand_tasks_per_node;
   EXPECT_EQ(expand_tasks_per_node("2(x3),1"), (std::vector<int>{2, 2, 2, 1}));
