@@ -28,6 +28,9 @@ struct PoolStats {
   /// went through MPI and the worker's agent: to workers on other hosts, and batches that found
   /// their worker's slots taken)
   std::uint64_t batches_shared_memory = 0;
+  /// Batches taken back from a worker busy with a task before it started them, and handed to an
+  /// idle one (work stealing; workers on the driver's host only: docs/architecture.md)
+  std::uint64_t batches_stolen = 0;
   /// Messages of results (one or more chunks' each) that came back through shared memory. A large
   /// one is decoded where it lies by a call waiting for it; one that arrives before anybody waits
   /// is copied out, so that the worker's next large result finds the way free.

@@ -276,7 +276,7 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
   std::vector<std::uint64_t> traced;  // chunk ids, for FIBRA_TRACE
   {
     std::lock_guard lk(mu_);
-    if (sched_.pending() == 0) return false;
+    if (sched_.pending() == 0 && !steal_for_idle()) return false;
     const int ready = ready_count();
     // Least loaded first: every idle executor gets a batch before a busy one gets a second, and a
     // second batch waits on a busy executor only while chunks are short (prefetch_pays). An agent
@@ -322,6 +322,40 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
   }
   for (auto id : traced) trace::mark(trace::dispatched, id);
   return !out.empty();
+}
+
+// Work stealing (issue 28, item 9). A second batch waits behind a running one on each executor
+// (prefetch_pays), and a call whose chunks were never timed counts as short: `apply_async` of
+// tasks of 1,500, 40 and 1,200 ms on 2 workers queued the 1,200 ms one behind the 1,500 ms one
+// while the other worker idled (2.71 s instead of 1.50). So when nothing is pending and some
+// worker has an executor with nothing to do, a batch waiting in the lane of an executor that is in
+// a task is taken back before it starts (Lane::withdraw) and requeued, at no cost of an attempt;
+// the dispatch that follows hands it to the idle one. Lanes only: a batch sent through MPI to an
+// agent on another host stays there (docs/architecture.md, "Work stealing"). Under mu_.
+bool PoolImpl::steal_for_idle() {
+  const double now = mpi::now_s();
+  if (now < next_steal_look_) return false;
+  next_steal_look_ = now + 0.001;
+  const bool someone_idle = std::any_of(workers_.begin(), workers_.end(), [](auto& w) {
+    return w->state == Worker::State::ready && w->batches.size() < std::size_t(w->executors + w->blocked);
+  });
+  if (!someone_idle) return false;
+  for (auto& w : workers_) {
+    if (!w->alive()) continue;
+    for (auto& r : w->lanes) {
+      Lane& l = r->lane();
+      std::string batch;
+      if (!l.running_a_task() || !l.withdraw(batch)) continue;
+      const auto tasks = wire::parse_tasks(batch);
+      for (auto t = tasks.rbegin(); t != tasks.rend(); ++t) {  // each to the queue's front: in their order
+        w->batches.done(t->header.chunk);
+        sched_.requeue(t->header.chunk, t->header.attempt);
+      }
+      ++stats_.batches_stolen;
+      return true;  // one at a time: the dispatch that follows places it
+    }
+  }
+  return false;
 }
 
 // Whether the next chunk is short enough that queueing it behind a running batch pays: it hides

@@ -252,6 +252,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void handle(Worker& w, mpi::Message& m);
   bool dispatch(std::size_t batches_each = batches_per_worker);
   bool prefetch_pays() const;
+  bool steal_for_idle();
   static mpi::Pieces encode_batch(const std::vector<Chunk*>& chunks);
   bool post_to_lane(Worker& w, const mpi::Pieces& batch, std::uint32_t chunks);
   bool drain_lanes(Worker& w);
@@ -389,6 +390,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::thread thread_;
   int target_ = 0;
   int next_worker_id_ = 1;
+  double next_steal_look_ = 0;  // steal_for_idle looks at most once a millisecond (communication thread)
   std::string my_host_ = host_name();
   const std::uint64_t lane_nonce_ = std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32);
   double last_pid_check_ = 0;

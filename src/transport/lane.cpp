@@ -248,6 +248,30 @@ Lane::Took Lane::take_result(std::string& frame, std::string_view& held, bool ma
 
 // ---- the executor -------------------------------------------------------------------------------
 
+bool Lane::withdraw(std::string& batch) {
+  Control& c = control();
+  int newest = -1;
+  for (std::size_t i = 0; i < all_down; ++i) {
+    if (c.down[i].state.load(std::memory_order_acquire) != posted) continue;
+    if (newest < 0 ||
+        c.down[i].seq.load(std::memory_order_relaxed) > c.down[std::size_t(newest)].seq.load(std::memory_order_relaxed))
+      newest = int(i);
+  }
+  if (newest < 0) return false;
+  Slot& s = c.down[std::size_t(newest)];
+  // Read while posted (nobody writes a posted slot), then taken back only if the executor has not
+  // taken it meanwhile: it reads a slot before its own posted -> taken, and loses to this one.
+  const std::size_t n = s.size.load(std::memory_order_relaxed);
+  const char* data = slot_data(true, std::size_t(newest), n);
+  if (data)
+    batch.assign(data, n);
+  else if (!read_large(true, n, batch))
+    return false;                      // cannot be read back: it stays for the executor
+  return swap(s.state, posted, free);  // false: taken, or closed by the agent (which reports it)
+}
+
+bool Lane::running_a_task() const { return mailbox().chunk.load(std::memory_order_relaxed) != 0; }
+
 std::optional<int> Lane::take(std::string_view& out, std::string& spill) {
   Control& c = control();
   int oldest = -1;

@@ -128,6 +128,12 @@ class Lane {
   bool post(std::size_t size, std::uint32_t chunks, const std::function<void(char*)>& fill);
   /// Down slots holding a batch (the executor's queue, as the driver sees it).
   std::size_t busy() const;
+  /// Takes back the newest batch the executor has not taken yet, copied into `batch` (posted ->
+  /// free); false if none is posted or the executor took it first. A batch withdrawn as the agent closes the lane (the
+  /// executor died) may also be reported by the agent as not run: the driver's requeue of an attempt is idempotent.
+  bool withdraw(std::string& batch);
+  /// The executor is in a task now (its mailbox names a chunk).
+  bool running_a_task() const;
   /// Takes one result frame, if there is one, copied into `frame`.
   bool take_result(std::string& frame);
   enum class Took { none, copied, held };

@@ -11,6 +11,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <numeric>
+#include <thread>
+#include <ctime>
+#include <unistd.h>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -228,6 +232,38 @@ TEST(RayEdgesExit, AHostWhereNothingAnswersEndsTheProgramWithAMessage) {
   if (!std::getenv("RAY_EDGE_DEAD_HOST")) GTEST_SKIP() << "run by ctest tasks.unreachable_host";
   fibra::Pool pool(1, {.start_timeout_s = 5, .hosts = {"192.0.2.1"}});
   ADD_FAILURE() << "a pool started on 192.0.2.1";
+}
+
+// Sleeps `ms`; returns its pid, and when it began and ended (CLOCK_MONOTONIC, one clock for all
+// the processes of this host).
+std::vector<double> nap_ms(int ms) {
+  const auto mono = [] {
+    timespec t{};
+    ::clock_gettime(CLOCK_MONOTONIC, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+  };
+  const double began = mono();
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return {double(::getpid()), began, mono()};
+}
+FIBRA_REMOTE(nap_ms);
+
+// Tasks of 1,500, 40 and 1,200 ms on 2 workers (issue 28, item 9): the third was queued behind
+// the first (a second batch waits on each busy executor) while the other worker idled after 40 ms,
+// 2.71 s in all. It must start on the idle worker before the first ends.
+TEST(RayEdges, AnIdleWorkerTakesATaskQueuedBehindALongOne) {
+  fibra::Pool pool(2);
+  auto a = pool.submit(nap_ms, 1500);
+  auto b = pool.submit(nap_ms, 40);
+  auto c = pool.submit(nap_ms, 1200);
+  const auto ra = get_within(a, bound, "nap_ms(1500)");
+  const auto rb = get_within(b, bound, "nap_ms(40)");
+  const auto rc = get_within(c, bound, "nap_ms(1200)");
+  EXPECT_LT(rc[1], ra[2]) << "the 1,200 ms task began " << rc[1] - ra[2] << " s after the 1,500 ms one ended";
+  EXPECT_NE(rc[0], ra[0]) << "both ran in pid " << ra[0];
+  const double span = std::max({ra[2], rb[2], rc[2]}) - std::min({ra[1], rb[1], rc[1]});
+  std::printf("1,500 + 40 + 1,200 ms on 2 workers: %.2f s from the first start to the last end (%llu batches stolen)\n",
+              span, static_cast<unsigned long long>(pool.stats().batches_stolen));
 }
 
 int main(int argc, char** argv) {
