@@ -59,6 +59,18 @@ struct PoolOptions {
   std::vector<std::string> hosts;
 };
 
+/// @brief Settings of one task (Pool::submit, fibra::submit), over the pool's defaults.
+/// @code
+///   auto f = fibra::submit(fibra::TaskOptions{.retries = 0, .timeout_s = 30, .name = "rollout 7"}, rollout, seed);
+/// @endcode
+struct TaskOptions {
+  std::optional<unsigned> retries;       ///< failed attempts tried again; default PoolOptions::retries
+  std::optional<bool> retry_exceptions;  ///< a task that throws is tried again too; default PoolOptions's
+  std::optional<double> timeout_s;       ///< its run is ended after this long (TaskTimeout); 0: none
+  std::string name;                      ///< what errors and the progress line call it; default its function's name
+  Resources resources;                   ///< what a worker must offer to run it (docs/resources.md)
+};
+
 /// @brief One item that failed in a call that collects errors (MapOptions::errors).
 struct ItemError {
   std::size_t index = 0;     ///< the item's position in the input

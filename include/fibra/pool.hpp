@@ -103,7 +103,7 @@ class Pool {
                   "fibra: apply_async got a different number of arguments than the function takes");
     static_assert(detail::check_signature<R, P...>());
     if constexpr (sizeof...(P) == sizeof...(Args)) static_assert((detail::check_item<Args, P>() && ...));
-    return async_impl(fn, this->core().default_policy(), "apply_async", std::forward<Args>(args)...);
+    return async_impl(fn, this->core().default_policy(), "apply_async", nullptr, std::forward<Args>(args)...);
   }
 
   /// @brief Runs `fn(args...)` on a worker, as apply_async does, but an argument may also be a
@@ -122,28 +122,45 @@ class Pool {
   /// @throws ConfigError at once if no worker of this pool can ever offer that much.
   template <class R, class... P, class... Args>
   Future<std::remove_cvref_t<R>> submit(const Resources& needs, R (*fn)(P...), Args&&... args) {
-    return submit_impl(&needs, fn, std::forward<Args>(args)...);
+    TaskOptions o;
+    o.resources = needs;
+    return submit_impl(&o, fn, std::forward<Args>(args)...);
+  }
+  /// @brief Like submit, with this task's own retries, time limit, name and needs (TaskOptions)
+  /// over the pool's defaults.
+  /// @code
+  ///   auto f = pool.submit(fibra::TaskOptions{.retries = 0, .timeout_s = 5, .name = "probe"}, probe, 3);
+  /// @endcode
+  /// @throws ConfigError at once for a bad time limit, or needs no worker of this pool can offer.
+  template <class R, class... P, class... Args>
+  Future<std::remove_cvref_t<R>> submit(const TaskOptions& options, R (*fn)(P...), Args&&... args) {
+    return submit_impl(&options, fn, std::forward<Args>(args)...);
   }
 
  private:
   template <class R, class... P, class... Args>
-  Future<std::remove_cvref_t<R>> submit_impl(const Resources* needs, R (*fn)(P...), Args&&... args) {
+  Future<std::remove_cvref_t<R>> submit_impl(const TaskOptions* o, R (*fn)(P...), Args&&... args) {
     static_assert(sizeof...(P) == sizeof...(Args),
                   "fibra: submit got a different number of arguments than the function takes");
     static_assert(detail::check_signature<R, P...>());
     if constexpr (sizeof...(P) == sizeof...(Args)) static_assert((detail::check_arg<Args, P>() && ...));
     const auto& core = live_core();  // a moved-from pool throws PoolClosed before anything else
     detail::RetryPolicy policy = core->default_policy();
-    if (needs) policy.need = *needs;
+    if (o) {
+      policy = detail::make_policy(policy, o->retries, o->retry_exceptions, o->timeout_s);
+      policy.need = o->resources;
+    }
+    const std::string* name = o && !o->name.empty() ? &o->name : nullptr;
     if constexpr (!(detail::is_future_v<Args> || ...)) {
-      return async_impl(fn, policy, "submit", std::forward<Args>(args)...);
+      return async_impl(fn, policy, "submit", name, std::forward<Args>(args)...);
     } else {
       const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), "submit");
       // Refused now, as a submit without Future arguments is, rather than at get() once they are ready.
       if (core->closed()) throw PoolClosed("fibra: work was submitted to a pool that " + core->closed_reason());
       auto job = std::make_shared<detail::JobState>(
           entry, sizeof...(P) == 1 ? detail::CallMode::single : detail::CallMode::tuple, policy);
-      core->check_need(policy.need, entry.name);
+      if (name) job->set_name(*name);
+      core->check_need(policy.need, job->name());
       detail::submit_after<P...>(core, job, std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...));
       return Future<std::remove_cvref_t<R>>(std::move(job));
     }
@@ -151,7 +168,7 @@ class Pool {
 
   template <class R, class... P, class... Args>
   Future<std::remove_cvref_t<R>> async_impl(R (*fn)(P...), const detail::RetryPolicy& policy, const char* call,
-                                            Args&&... args) {
+                                            const std::string* name, Args&&... args) {
     auto& core = this->core();  // a moved-from pool throws PoolClosed before anything else
     const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), call);
     std::string payload;
@@ -164,6 +181,7 @@ class Pool {
       detail::encode(w, std::tuple<std::remove_cvref_t<P>...>(std::forward<Args>(args)...));
     }
     auto job = std::make_shared<detail::JobState>(entry, mode, policy);
+    if (name) job->set_name(*name);
     core.submit(job, 0, 1, std::move(payload));
     return Future<std::remove_cvref_t<R>>(std::move(job));
   }
@@ -190,7 +208,8 @@ class Pool {
   template <class F, class... Args>
   requires(detail::arity_v<F> < 0) void apply_async(F&&, Args&&...) { detail::refuse_function<F, false>(); }
   template <class F, class... Args>
-  requires(detail::arity_v<F> < 0 && !std::is_same_v<std::remove_cvref_t<F>, Resources>) void submit(F&&, Args&&...) {
+  requires(detail::arity_v<F> < 0 && !std::is_same_v<std::remove_cvref_t<F>, Resources> &&
+           !std::is_same_v<std::remove_cvref_t<F>, TaskOptions>) void submit(F&&, Args&&...) {
     detail::refuse_function<F, false>();
   }
 

@@ -40,6 +40,12 @@ Future<std::remove_cvref_t<R>> submit(const Resources& needs, R (*fn)(P...), Arg
   return default_pool().submit(needs, fn, std::forward<Args>(args)...);
 }
 
+/// @brief Like submit, with this task's own TaskOptions (retries, time limit, name, needs).
+template <class R, class... P, class... Args>
+Future<std::remove_cvref_t<R>> submit(const TaskOptions& options, R (*fn)(P...), Args&&... args) {
+  return default_pool().submit(options, fn, std::forward<Args>(args)...);
+}
+
 /// @brief What fibra::wait returns: the futures that are ready (at most the number asked for, in
 /// the order given) and the others, in the order given.
 template <class T>

@@ -18,7 +18,7 @@ std::uint64_t PoolCore::start_actor(const FunctionEntry&, std::string, ActorSett
   throw ConfigError("fibra: this pool cannot host actors (" + s.class_name + ")");
 }
 void PoolCore::call_actor(std::uint64_t, const std::shared_ptr<JobState>& job, std::string) {
-  throw ConfigError("fibra: this pool cannot host actors (" + job->fn().name + ")");
+  throw ConfigError("fibra: this pool cannot host actors (" + job->name() + ")");
 }
 
 void ChunkOutcome::unshare() {

@@ -41,13 +41,13 @@ std::uint64_t PoolImpl::start_actor(const FunctionEntry& ctor, std::string args,
 
 void PoolImpl::call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) {
   if (payload.size() > max_chunk_bytes)
-    throw ConfigError("fibra: the arguments of " + job->fn().name + " encode to " + std::to_string(payload.size()) +
+    throw ConfigError("fibra: the arguments of " + job->name() + " encode to " + std::to_string(payload.size()) +
                       " bytes, over the 2 GiB one MPI message can carry");
   std::lock_guard lk(mu_);
   if (broken_) std::rethrow_exception(broken_);
   if (closed_ && stopping_) throw PoolClosed("fibra: an actor was called on a pool that " + closed_reason_);
   auto it = actors_.find(actor);
-  if (it == actors_.end()) throw ActorDied("fibra: " + job->fn().name + " was called on an actor that is gone");
+  if (it == actors_.end()) throw ActorDied("fibra: " + job->name() + " was called on an actor that is gone");
   ActorState& a = it->second;
   if (a.state == ActorState::State::dead) {  // never queued, never a hang
     job->deliver({0, 1, {}, died(a.death), {}});
@@ -69,7 +69,7 @@ void PoolImpl::submit_dependent(const std::shared_ptr<JobState>& job, std::strin
   if (broken_) std::rethrow_exception(broken_);
   // After close() it still runs: it was submitted before, and only waited for its arguments.
   if (stopping_)
-    throw PoolClosed("fibra: the pool " + closed_reason_ + " before " + job->fn().name +
+    throw PoolClosed("fibra: the pool " + closed_reason_ + " before " + job->name() +
                      " could run (it waited for its Future arguments)");
   trace::mark(trace::submitted, sched_.add(job, 0, 1, std::move(payload)));
   kick();
@@ -216,7 +216,7 @@ void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::
   ActorState* found = take_actor_call(h.chunk, call);
   if (!found) return;
   ActorState& a = *found;
-  const std::string& fn = call.job->fn().name;
+  const std::string& fn = call.job->name();
   const std::string at = actor_name(a) + ", " + where(w, static_cast<long>(exec_pid));
   switch (h.status) {
     case wire::Status::ok: {
@@ -292,7 +292,7 @@ void PoolImpl::actor_died(ActorState& a, const std::string& why, std::uint64_t r
             (max > 0 ? ", all used" : "") + "): later calls fail";
   }
   for (auto& [chunk, c] : a.in_flight) {
-    const std::string& fn = c.job->fn().name;
+    const std::string& fn = c.job->name();
     const std::string what = c.ctor                   ? "while starting (in its constructor)"
                              : chunk == running_chunk ? "while running this call (" + fn + ")"
                                                       : "before this call (" + fn + ") ran";

@@ -185,7 +185,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void start();
   void submit(const std::shared_ptr<JobState>& job, std::uint64_t first, std::uint32_t count,
               std::string payload) override {
-    check_fits(job->policy().need, job->fn().name);
+    check_fits(job->policy().need, job->name());
     // Refused here, in the caller's thread, so that the pool stays usable: MPI cannot send it.
     if (payload.size() + 4 * std::size_t(count) > max_chunk_bytes)  // room for its skip list too
       throw ConfigError("fibra: a chunk of " + std::to_string(count) + " item(s) encodes to " +

@@ -45,6 +45,7 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
                           ")");
   // The task's own call: its MapOptions, or the pool's defaults it saw.
   auto job = std::make_shared<JobState>(*fn, r.mode, r.policy);
+  if (!r.name.empty()) job->set_name(r.name);
   std::weak_ptr<PoolImpl> self = shared_from_this();
   job->on_delivered([self, wid = w.id, route, id = r.id, job] {
     if (auto p = self.lock()) p->queue_reply({wid, route, id, job});

@@ -98,7 +98,7 @@ void PoolImpl::on_failed_attempt(const Worker& w, const wire::ResultView& r, std
     ++stats_.late_results_dropped;
     return;
   }
-  const auto& fn = c->job->fn().name;
+  const auto& fn = c->job->name();
   if (r.header.status == wire::Status::unknown_fn) {
     auto e = std::make_exception_ptr(
         ConfigError("fibra: " + where(w, exec_pid) + " cannot run '" + fn + "': " + std::string(r.payload)));
@@ -129,7 +129,7 @@ void PoolImpl::on_failed_attempt(const Worker& w, const wire::ResultView& r, std
 
 std::exception_ptr PoolImpl::raised_error(const Worker& w, const Chunk& c, const ItemFailure& f,
                                           std::int64_t exec_pid) {
-  const std::string& fn = c.job->fn().name;
+  const std::string& fn = c.job->name();
   RemoteSite site{fn, c.first + f.offset, w.slot, w.host, static_cast<long>(exec_pid)};
   return std::make_exception_ptr(RemoteError("fibra: " + fn + " raised " + f.type + " on item " +
                                                  std::to_string(site.item) + ": " + f.message + " (" +
@@ -186,8 +186,8 @@ std::exception_ptr PoolImpl::with_history(const Chunk& c) const {
   const std::string items = c.count == 1
                                 ? "item " + std::to_string(c.first)
                                 : "items " + std::to_string(c.first) + ".." + std::to_string(c.first + c.count - 1);
-  std::string msg = "fibra: " + c.job->fn().name + " failed " + std::to_string(c.failures.size()) + " times on " +
-                    items + "; no retries left (retries = " + std::to_string(c.job->policy().retries) + ")";
+  std::string msg = "fibra: " + c.job->name() + " failed " + std::to_string(c.failures.size()) + " times on " + items +
+                    "; no retries left (retries = " + std::to_string(c.job->policy().retries) + ")";
   for (std::size_t i = 0; i < c.failures.size(); ++i)
     msg += "\n  attempt " + std::to_string(i + 1) + ": " + c.failures[i];
   msg +=

@@ -435,7 +435,7 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
     for (const auto& [id, attempt] : held) {
       const Chunk* c = sched_.find(id, attempt);
       if (!c) continue;
-      auto e = std::make_exception_ptr(WorkerLost("fibra: " + who + " was lost while it ran " + c->job->fn().name +
+      auto e = std::make_exception_ptr(WorkerLost("fibra: " + who + " was lost while it ran " + c->job->name() +
                                                   " on items " + std::to_string(c->first) + ".." +
                                                   std::to_string(c->first + c->count - 1) + ": " + why));
       attempt_failed(id, attempt, FailKind::lost, e, std::nullopt);

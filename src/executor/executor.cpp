@@ -614,6 +614,7 @@ class ExecutorCore final : public PoolCore {
     r.mode = job.mode();
     r.payload = std::move(payload);
     r.policy = job.policy();
+    if (job.name() != job.fn().name) r.name = job.name();
     return r;
   }
   std::uint64_t uid_;

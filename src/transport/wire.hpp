@@ -74,10 +74,11 @@ struct Request {
   std::uint64_t actor = 0;     ///< an actor call: the actor's id; 0: a task
   std::string payload;         ///< encoded arguments (items)
   detail::RetryPolicy policy;  ///< the call's own (its MapOptions in the task), with what it needs of a worker
+  std::string name;            ///< TaskOptions::name ("": its function's)
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, Request>
-void fields(F&& f, M& m) { f(m.id, m.fn, m.mode, m.first, m.count, m.pool, m.actor, m.payload, m.policy); }
+void fields(F&& f, M& m) { f(m.id, m.fn, m.mode, m.first, m.count, m.pool, m.actor, m.payload, m.policy, m.name); }
 
 /// agent -> driver, before the bytes of a Request it passes on (tag_request): the way back to the
 /// executor it came from (Reply::route). The agent passes the Request's bytes on as they came.

@@ -266,6 +266,26 @@ TEST(RayEdges, AnIdleWorkerTakesATaskQueuedBehindALongOne) {
               span, static_cast<unsigned long long>(pool.stats().batches_stolen));
 }
 
+// TaskOptions (issue 28, item 13): one task gets its own time limit, retries and name, over the
+// pool's defaults (no time limit, 3 retries), and a task beside it keeps those.
+TEST(RayEdges, TaskOptionsGiveOneTaskItsOwnLimitRetriesAndName) {
+  fibra::Pool pool(2);
+  auto limited = pool.submit(fibra::TaskOptions{.retries = 0, .timeout_s = 0.5, .name = "slow probe"}, nap_ms, 4000);
+  auto free_run = pool.submit(nap_ms, 800);
+  wait_within(limited, bound, "slow probe");
+  try {
+    limited.get();
+    ADD_FAILURE() << "a 4 s task with a 0.5 s limit returned";
+  } catch (const fibra::TaskTimeout& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("slow probe"), std::string::npos) << what;
+    EXPECT_NE(what.find("0.5 s"), std::string::npos) << what;
+    EXPECT_EQ(what.find("attempt 2"), std::string::npos) << "retried, with retries = 0: " << what;
+  }
+  EXPECT_EQ(get_within(free_run, bound, "nap_ms(800)").size(), 3u);  // no limit of its own: it ran out
+  EXPECT_THROW(pool.submit(fibra::TaskOptions{.timeout_s = -1}, nap_ms, 1), fibra::ConfigError);
+}
+
 int main(int argc, char** argv) {
   fibra::Runtime rt(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);

@@ -72,6 +72,10 @@ class JobState {
   JobState(const FunctionEntry& fn, CallMode mode, RetryPolicy policy = {}) : fn_(fn), mode_(mode), policy_(policy) {}
 
   const FunctionEntry& fn() const { return fn_; }
+  /// What messages call it: TaskOptions::name, else its function's name.
+  const std::string& name() const { return name_.empty() ? fn_.name : name_; }
+  /// Set before the call is queued (TaskOptions::name).
+  void set_name(std::string name) { name_ = std::move(name); }
   CallMode mode() const { return mode_; }
   const RetryPolicy& policy() const { return policy_; }
 
@@ -114,6 +118,7 @@ class JobState {
 
  private:
   const FunctionEntry& fn_;
+  std::string name_;
   CallMode mode_;
   RetryPolicy policy_;
   std::mutex mu_;

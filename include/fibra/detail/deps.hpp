@@ -101,9 +101,9 @@ struct WaitingTask {
       } catch (...) {
         why = "an exception that is not a std::exception";
       }
-      failed = std::make_exception_ptr(DependencyFailed("fibra: " + job->fn().name + " did not run: its argument " +
+      failed = std::make_exception_ptr(DependencyFailed("fibra: " + job->name() + " did not run: its argument " +
                                                         std::to_string(i) + " is the result of " +
-                                                        x.detail_job()->fn().name + ", which failed: " + why));
+                                                        x.detail_job()->name() + ", which failed: " + why));
     }
   }
 };
