@@ -46,6 +46,39 @@ class RemoteError : public Error {
   RemoteSite site_;
 };
 
+/// @brief Where a task's exception of a registered type came from (FIBRA_EXCEPTION): what a
+/// RemoteError says, for an exception that is rethrown as its own type. Reach it from the caught
+/// exception with `dynamic_cast<const fibra::RemoteOrigin*>(&e)`, or catch it as such.
+class RemoteOrigin {
+ public:
+  RemoteOrigin(std::string context, std::string type_name, std::string remote_message, RemoteSite site)
+      : context_(std::move(context)),
+        type_name_(std::move(type_name)),
+        remote_message_(std::move(remote_message)),
+        site_(std::move(site)) {}
+  virtual ~RemoteOrigin() = default;
+  /// The sentence a RemoteError would have as its what(): function, item, worker, host, pid.
+  const std::string& context() const noexcept { return context_; }
+  const std::string& type_name() const noexcept { return type_name_; }
+  const std::string& remote_message() const noexcept { return remote_message_; }
+  const RemoteSite& site() const noexcept { return site_; }
+
+ private:
+  std::string context_, type_name_, remote_message_;
+  RemoteSite site_;
+};
+
+/// @brief A task's exception of a type registered with FIBRA_EXCEPTION(E), rethrown in the caller
+/// as that type: catch it as `E` (its what() is the task's message), as `std::exception`, or as
+/// `RemoteOrigin` for where it came from. It does not derive from RemoteError: with two
+/// std::exception bases (E's and RemoteError's), `catch (const std::exception&)` would miss it.
+template <class E>
+class RemoteException final : public E, public RemoteOrigin {
+ public:
+  RemoteException(std::string context, std::string type_name, std::string remote_message, RemoteSite site)
+      : E(remote_message), RemoteOrigin(std::move(context), std::move(type_name), remote_message, std::move(site)) {}
+};
+
 /// @brief The executor process running a task died (signal, exit, killed for memory).
 class ExecutorCrashed : public RemoteError {
  public:
@@ -81,6 +114,19 @@ class DependencyFailed : public Error {
 /// @brief An actor's process died (or its worker was lost) before the call finished, or the actor
 /// could not be started, or it is gone for good (no restarts left). The message says which.
 class ActorDied : public Error {
+ public:
+  using Error::Error;
+};
+
+/// @brief A task was cancelled (fibra::cancel) before it ran, or stopped by force while it ran.
+class TaskCancelled : public Error {
+ public:
+  using Error::Error;
+};
+
+/// @brief Future::get(timeout) found no result in time; the call goes on, and the future can be
+/// waited on again.
+class GetTimeout : public Error {
  public:
   using Error::Error;
 };

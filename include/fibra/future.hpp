@@ -44,6 +44,29 @@ class Future {
     }
     return *s_->value;
   }
+  /// @brief As get(), waiting at most `timeout`.
+  /// @throws GetTimeout if the result is not there by then: the call goes on, and this future can
+  ///         be waited on (or read) again.
+  template <class Rep, class Period>
+  T get(std::chrono::duration<Rep, Period> timeout) const {
+    if (!wait_for(timeout))
+      throw GetTimeout("fibra: no result of " + s_->job->name() + " within " +
+                       std::to_string(std::chrono::duration<double>(timeout).count()) +
+                       " s (Future::get(timeout)); the call goes on, and the future can be waited on again");
+    return get();
+  }
+  /// @brief Runs `callback(future)` (this future, ready) once the result or its error is there,
+  ///        in the driver, on fibra's task thread: never on the caller's thread, and never on a
+  ///        pool's communication thread, so the callback may submit more work or get() the value.
+  ///        At once (on that thread) if it is there already. Returns at once.
+  /// @code
+  ///   f.then([](const fibra::Future<double>& done) { std::printf("%g\n", done.get()); });
+  /// @endcode
+  template <class F>
+  void then(F&& callback) const {
+    check();
+    detail::when_delivered(s_->job, [self = *this, cb = std::forward<F>(callback)]() mutable { cb(self); });
+  }
   /// @brief Waits until the result (or its error) is there.
   void wait() const {
     if (!settled()) s_->job->wait_delivered(1, std::nullopt);
@@ -116,6 +139,14 @@ class Future<void> {
   Future() = default;
   explicit Future(std::shared_ptr<detail::JobState> job) : f_(std::move(job)) {}
   void get() const { (void)f_.get(); }
+  template <class Rep, class Period>
+  void get(std::chrono::duration<Rep, Period> timeout) const {
+    (void)f_.get(timeout);
+  }
+  template <class F>
+  void then(F&& callback) const {
+    f_.then([self = *this, cb = std::forward<F>(callback)](const Future<detail::Unit>&) mutable { cb(self); });
+  }
   void wait() const { f_.wait(); }
   template <class Rep, class Period>
   bool wait_for(std::chrono::duration<Rep, Period> d) const {

@@ -21,3 +21,16 @@
 #define FIBRA_REMOTE(fn)                                                                       \
   [[maybe_unused]] static const bool FIBRA_DETAIL_CAT(fibra_remote_registered_, __COUNTER__) = \
       ::fibra::detail::Remote<&fn>::add(#fn)
+
+/// @brief Registers an exception type, so that a task that throws it is rethrown in the caller as
+/// that type (fibra::RemoteException<E>, derived from E and from fibra::RemoteOrigin), through
+/// nested tasks too, instead of as a RemoteError. E must be constructible from a std::string (its
+/// message), as std::runtime_error is. Put it at namespace scope, in the binary that runs the tasks:
+/// @code
+///   struct BadSeed : std::runtime_error { using std::runtime_error::runtime_error; };
+///   FIBRA_EXCEPTION(BadSeed);
+///   try { f.get(); } catch (const BadSeed& e) { ... }
+/// @endcode
+#define FIBRA_EXCEPTION(E)                                                                        \
+  [[maybe_unused]] static const bool FIBRA_DETAIL_CAT(fibra_exception_registered_, __COUNTER__) = \
+      ::fibra::detail::register_exception<E>()

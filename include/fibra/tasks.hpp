@@ -46,6 +46,17 @@ Future<std::remove_cvref_t<R>> submit(const TaskOptions& options, R (*fn)(P...),
   return default_pool().submit(options, fn, std::forward<Args>(args)...);
 }
 
+/// @brief Cancels a task (Pool::submit, apply_async, fibra::submit), as `ray.cancel` does: one
+/// not yet handed to a worker (queued, or waiting for its Future arguments) never runs; with
+/// `force`, one that runs is stopped by ending its executor (which its agent starts again). Its
+/// get() then throws TaskCancelled, and tasks given its Future throw DependencyFailed. Returns
+/// whether it will be cancelled: false if it finished already, or runs and `force` is false.
+/// @throws ConfigError for an actor call, or when called inside a task.
+template <class T>
+bool cancel(const Future<T>& future, bool force = false) {
+  return detail::cancel_job(future.detail_job(), force);
+}
+
 /// @brief What fibra::wait returns: the futures that are ready (at most the number asked for, in
 /// the order given) and the others, in the order given.
 template <class T>

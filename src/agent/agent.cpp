@@ -174,6 +174,8 @@ class Agent {
           it->second.ending = true;
       } else if (m.tag == wire::tag_reply) {
         give_reply(std::move(m.data));
+      } else if (m.tag == wire::tag_cancel) {
+        cancelling_[wire::decode<wire::Cancel>(m.data).chunk] = mpi::now_s() + cancel_watch_s;
       } else if (m.tag == wire::tag_shutdown) {
         leaving_ = true;
       }
@@ -276,11 +278,27 @@ class Agent {
     });
   }
 
+  // fibra::cancel with force: an executor in a chunk being cancelled is killed, and its death is
+  // reported as any other (the driver delivers TaskCancelled). A chunk not started yet is watched
+  // for cancel_watch_s, which is more than it can wait behind the batch before it.
+  void stop_cancelled(double now) {
+    for (auto it = cancelling_.begin(); it != cancelling_.end();) {
+      bool stopped = false;
+      for (auto& e : executors_)
+        if (e->running() && e->current_chunk() == it->first) {
+          e->kill();
+          stopped = true;
+        }
+      it = stopped || now > it->second ? cancelling_.erase(it) : std::next(it);
+    }
+  }
+
   // Writes batches, reads results, enforces time limits and restarts dead executors.
   bool tend_executors() {
     bool busy = false;
     const double now = mpi::now_s();
     std::vector<std::string> frames;
+    if (!cancelling_.empty()) stop_cancelled(now);
     for (auto& e : executors_) {
       e->start_if_due(now);
       e->wake_for_lane();
@@ -363,7 +381,9 @@ class Agent {
   };
   std::map<std::uint64_t, ActorProcess> actors_;  // by TaskHeader::actor
   std::set<std::uint64_t> dead_actors_;
-  int blocked_delta_ = 0;  // change in its executors' waiting tasks, not yet told to the driver
+  int blocked_delta_ = 0;                       // change in its executors' waiting tasks, not yet told to the driver
+  std::map<std::uint64_t, double> cancelling_;  // chunks to stop (tag_cancel), watched until then
+  static constexpr double cancel_watch_s = 60;
   double last_heard_ = 0, last_sent_ = 0;
   bool leaving_ = false;
   bool said_hello_ = false;

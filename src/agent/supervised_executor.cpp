@@ -194,6 +194,10 @@ void SupervisedExecutor::start() {
   watch_since_ = mpi::now_s();
 }
 
+void SupervisedExecutor::kill() {
+  if (pid_ > 0) ::kill(pid_, SIGKILL);
+}
+
 void SupervisedExecutor::start_if_due(double now) {
   if (pid_ > 0 || now < restart_at_) return;
   try {

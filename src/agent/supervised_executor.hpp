@@ -75,6 +75,10 @@ class SupervisedExecutor {
   /// (an executor that dies as it starts is a crash loop for the chunks to report, not a hang).
   bool started_or_failed() const { return ready_ || idle_deaths_ > 0; }
   pid_t pid() const { return pid_; }
+  /// The chunk it is in now (its mailbox), 0 between chunks.
+  std::uint64_t current_chunk() const { return lane().mailbox().chunk.load(std::memory_order_acquire); }
+  /// Ends its process (SIGKILL): fibra::cancel with force. Its death is read and reported as any.
+  void kill();
   int socket() const { return sock_.get(); }
   /// Chunks given (by the agent, or by the driver through its lane) and not reported back: how busy it is.
   std::size_t load() const { return held_.size() + lane().chunks_held(); }

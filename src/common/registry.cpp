@@ -21,6 +21,7 @@ struct Registry {
   std::unordered_map<std::uint64_t, FunctionEntry*> by_id;
   std::unordered_map<std::string, FunctionEntry*> by_method;
   std::vector<std::string> clashes;
+  std::unordered_map<std::string, ExceptionMaker> exceptions;  // by demangled type name
 };
 
 Registry& registry() {
@@ -52,6 +53,24 @@ std::string exception_type_name(const std::exception_ptr& e) {
     const std::type_info* t = abi::__cxa_current_exception_type();
     return t ? demangle(t->name()) : std::string("unknown");
   }
+}
+
+bool add_exception(const std::type_info& t, ExceptionMaker make) noexcept {
+  try {
+    registry().exceptions.emplace(demangle(t.name()), make);
+    return true;
+  } catch (...) {
+    std::fputs("fibra: out of memory while registering exception types\n", stderr);
+    std::abort();
+  }
+}
+
+std::exception_ptr make_registered_exception(const std::string& type_name, std::string context, std::string message,
+                                             RemoteSite site) {
+  const auto& m = registry().exceptions;
+  const auto it = m.find(type_name);
+  if (it == m.end()) return nullptr;
+  return it->second(std::move(context), type_name, std::move(message), std::move(site));
 }
 
 bool add_function(FunctionEntry e) noexcept {

@@ -269,8 +269,80 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
   }
 }
 
+// fibra::cancel (issue 28, item 11). Chunks still queued are removed and get TaskCancelled at
+// once. One handed to a worker on this host but not started (a batch waiting in a lane behind
+// the running one) is taken back by the communication thread, which owns the lanes, and
+// cancelled likewise; the caller waits for that verdict. With `force`, chunks in flight are
+// marked, so that whatever comes back for them (a result, or the death of the executor their
+// agent kills, tag_cancel) is delivered as TaskCancelled and never retried. Without force, a
+// chunk that runs (or was sent to an agent on another host) runs on: false.
+bool PoolImpl::cancel(const std::shared_ptr<JobState>& job, bool force) {
+  std::future<bool> verdict;
+  {
+    std::lock_guard lk(mu_);
+    bool any = false;
+    for (auto& c : sched_.take_pending_of(job.get())) {
+      c->job->deliver({c->first, c->count, {}, cancelled_error(*c->job, "before it started"), {}});
+      any = true;
+    }
+    const auto in_flight = sched_.in_flight_of(job.get());
+    if (force) {
+      for (Chunk* c : in_flight) {
+        if (!c->cancelled) cancels_.emplace_back(c->worker, c->id);
+        c->cancelled = true;
+        any = true;
+      }
+    }
+    if (sched_.idle()) state_cv_.notify_all();
+    if (any || in_flight.empty()) {
+      if (any) kick();
+      return any;
+    }
+    unstarted_cancels_.push_back({job, {}});
+    verdict = unstarted_cancels_.back().verdict.get_future();
+    kick();
+  }
+  return verdict.wait_for(std::chrono::seconds(10)) == std::future_status::ready && verdict.get();
+}
+
+// The communication thread's half of a cancel without force: every batch not yet started in the
+// lanes of the workers that hold `job`'s chunks is taken back (Lane::withdraw) and requeued, at no
+// cost of an attempt, and then `job`'s chunks among them are cancelled. Under mu_.
+bool PoolImpl::take_back_unstarted(const std::shared_ptr<JobState>& job) {
+  for (Chunk* c : sched_.in_flight_of(job.get())) {
+    Worker* w = worker_by_id(c->worker);
+    if (!w || !w->alive()) continue;
+    for (auto& r : w->lanes) {
+      std::string batch;
+      while (r->lane().withdraw(batch)) {
+        const auto tasks = wire::parse_tasks(batch);
+        for (auto t = tasks.rbegin(); t != tasks.rend(); ++t) {
+          w->batches.done(t->header.chunk);
+          sched_.requeue(t->header.chunk, t->header.attempt);
+        }
+      }
+    }
+  }
+  bool any = false;
+  for (auto& c : sched_.take_pending_of(job.get())) {
+    c->job->deliver({c->first, c->count, {}, cancelled_error(*c->job, "before it started"), {}});
+    any = true;
+  }
+  return any;
+}
+
 // Gives each ready worker with room a batch of pending chunks.
 bool PoolImpl::dispatch(std::size_t batches_each) {
+  std::vector<std::pair<int, std::uint64_t>> cancels;
+  {
+    std::lock_guard lk(mu_);
+    cancels.swap(cancels_);
+    for (auto& a : unstarted_cancels_) a.verdict.set_value(take_back_unstarted(a.job));
+    unstarted_cancels_.clear();
+  }
+  for (auto& [worker, chunk] : cancels)
+    if (Worker* w = worker_by_id(worker); w && w->alive())
+      send(*w, wire::tag_cancel, wire::encode(wire::Cancel{chunk}));
   // Batches are encoded under mu_: terminate() on a user thread may fail (and free) every chunk.
   std::vector<std::tuple<Worker*, mpi::Pieces, std::uint32_t>> out;
   std::vector<std::uint64_t> traced;  // chunk ids, for FIBRA_TRACE

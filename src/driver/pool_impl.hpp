@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <future>
 #include <map>
 #include <set>
 #include <memory>
@@ -194,9 +195,22 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::lock_guard lk(mu_);
     if (broken_) std::rethrow_exception(broken_);
     if (closed_) throw PoolClosed("fibra: work was submitted to a pool that " + closed_reason_);
-    trace::mark(trace::submitted, sched_.add(job, first, count, std::move(payload)));
+    if (queue_unless_cancelled(job)) trace::mark(trace::submitted, sched_.add(job, first, count, std::move(payload)));
     kick();
   }
+
+  // Names this pool in the job (fibra::cancel finds it so); false, with TaskCancelled delivered,
+  // if a cancel came first. Under mu_.
+  bool queue_unless_cancelled(const std::shared_ptr<JobState>& job) {
+    job->set_pool_uid(uid_);
+    if (!job->cancel_requested()) return true;
+    job->deliver({0, 1, {}, cancelled_error(*job, "before it was queued"), {}});
+    return false;
+  }
+  static std::exception_ptr cancelled_error(const JobState& job, const std::string& when) {
+    return std::make_exception_ptr(TaskCancelled("fibra: " + job.name() + " was cancelled (fibra::cancel) " + when));
+  }
+  bool cancel(const std::shared_ptr<JobState>& job, bool force) override;
 
   int size() const override {
     std::lock_guard lk(mu_);
@@ -391,6 +405,16 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   int target_ = 0;
   int next_worker_id_ = 1;
   double next_steal_look_ = 0;  // steal_for_idle looks at most once a millisecond (communication thread)
+  // Under mu_: (worker id, chunk) to tell its agent (tag_cancel: fibra::cancel with force).
+  std::vector<std::pair<int, std::uint64_t>> cancels_;
+  // Under mu_: fibra::cancel of a task handed to a worker, which the communication thread takes
+  // back if it has not started (take_back_unstarted); the verdict goes to the waiting caller.
+  struct UnstartedCancel {
+    std::shared_ptr<JobState> job;
+    std::promise<bool> verdict;
+  };
+  std::vector<UnstartedCancel> unstarted_cancels_;
+  bool take_back_unstarted(const std::shared_ptr<JobState>& job);
   std::string my_host_ = host_name();
   const std::uint64_t lane_nonce_ = std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32);
   double last_pid_check_ = 0;

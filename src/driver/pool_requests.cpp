@@ -18,6 +18,11 @@ wire::ErrorText describe(const std::exception_ptr& e) {
   t.type = exception_type_name(e);
   try {
     std::rethrow_exception(e);
+  } catch (const RemoteOrigin& r) {  // a registered type (FIBRA_EXCEPTION): rebuilt as that type in the task
+    t.type = "fibra::RemoteException";
+    t.what = r.context();
+    t.remote_type = r.type_name();
+    t.remote_message = r.remote_message();
   } catch (const RemoteError& r) {
     t.what = r.what();
     t.remote_type = r.type_name();

@@ -45,6 +45,10 @@ void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view paylo
     return;
   }
   ++stats_.chunks_done;
+  if (c->cancelled) {  // it finished before its agent could stop it: cancelled all the same, as promised
+    c->job->deliver({c->first, c->count, {}, cancelled_error(*c->job, "(with force, as it ran)"), {}});
+    return;
+  }
   c->job->note_run(c->count, h.run_ns);
   for (auto& e : c->item_errors) errors.push_back(std::move(e));
   std::sort(errors.begin(), errors.end(), [](auto& x, auto& y) { return x.offset < y.offset; });
@@ -131,10 +135,10 @@ std::exception_ptr PoolImpl::raised_error(const Worker& w, const Chunk& c, const
                                           std::int64_t exec_pid) {
   const std::string& fn = c.job->name();
   RemoteSite site{fn, c.first + f.offset, w.slot, w.host, static_cast<long>(exec_pid)};
-  return std::make_exception_ptr(RemoteError("fibra: " + fn + " raised " + f.type + " on item " +
-                                                 std::to_string(site.item) + ": " + f.message + " (" +
-                                                 where(w, exec_pid) + ")",
-                                             f.type, f.message, site));
+  std::string what = "fibra: " + fn + " raised " + f.type + " on item " + std::to_string(site.item) + ": " + f.message +
+                     " (" + where(w, exec_pid) + ")";
+  if (auto registered = make_registered_exception(f.type, what, f.message, site)) return registered;  // FIBRA_EXCEPTION
+  return std::make_exception_ptr(RemoteError(std::move(what), f.type, f.message, site));
 }
 
 // Counts a failed attempt against the chunk's retries. When they are used up the call gets the
@@ -144,6 +148,13 @@ void PoolImpl::attempt_failed(std::uint64_t id, std::uint32_t attempt, FailKind 
                               std::optional<std::uint32_t> item) {
   const Chunk* c0 = sched_.find(id, attempt);
   if (!c0) return;
+  if (c0->cancelled) {  // its executor was killed for fibra::cancel (or died anyway): not retried
+    std::unique_ptr<Chunk> c;
+    if (sched_.fail(id, attempt, "cancelled", nullptr, false, c) != Failed::exhausted || !c) return;
+    ++stats_.chunks_done;
+    c->job->deliver({c->first, c->count, {}, cancelled_error(*c->job, "(with force, as it ran)"), {}});
+    return;
+  }
   const RetryPolicy& policy = c0->job->policy();
   const bool retryable = kind == FailKind::crashed || kind == FailKind::timed_out || kind == FailKind::lost ||
                          (kind == FailKind::raised && policy.retry_exceptions);
@@ -195,6 +206,9 @@ std::exception_ptr PoolImpl::with_history(const Chunk& c) const {
       " (MapOptions::errors collects such failures instead of throwing).";
   try {
     std::rethrow_exception(c.last_error);
+  } catch (const RemoteOrigin& e) {  // a registered type: still that type, with the history as its context
+    auto again = make_registered_exception(e.type_name(), msg, e.remote_message(), e.site());
+    return again ? again : c.last_error;
   } catch (const TaskTimeout& e) {
     return std::make_exception_ptr(TaskTimeout(msg, e.type_name(), e.remote_message(), e.site()));
   } catch (const ExecutorCrashed& e) {

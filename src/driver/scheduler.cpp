@@ -68,6 +68,28 @@ std::unique_ptr<Chunk> Scheduler::accept(std::uint64_t chunk, std::uint32_t atte
   return c;
 }
 
+std::vector<std::unique_ptr<Chunk>> Scheduler::take_pending_of(const JobState* job) {
+  std::vector<std::unique_ptr<Chunk>> out;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    auto c = chunks_.find(*it);
+    if (c != chunks_.end() && c->second->job.get() == job) {
+      out.push_back(std::move(c->second));
+      chunks_.erase(c);
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+std::vector<Chunk*> Scheduler::in_flight_of(const JobState* job) {
+  std::vector<Chunk*> out;
+  for (auto& [id, c] : chunks_)
+    if (c->job.get() == job && c->worker >= 0) out.push_back(c.get());
+  return out;
+}
+
 bool Scheduler::requeue(std::uint64_t chunk, std::uint32_t attempt) {
   auto it = chunks_.find(chunk);
   if (it == chunks_.end() || it->second->attempt != attempt || it->second->worker < 0) return false;

@@ -29,6 +29,7 @@ struct Chunk {
   std::exception_ptr last_error;              // the error of the last failed attempt
   std::vector<std::uint32_t> skip;            // poison items (offsets) not to run again (keep_going calls)
   std::vector<ItemOutcomeError> item_errors;  // their errors, delivered with the chunk
+  bool cancelled = false;                     // fibra::cancel with force, in flight: its outcome is TaskCancelled
 };
 
 /// What became of a failed attempt.
@@ -83,6 +84,10 @@ class Scheduler {
 
   /// (chunk, attempt) of every chunk in flight at `worker`.
   std::vector<std::pair<std::uint64_t, std::uint32_t>> owned_by(int worker) const;
+  /// Removes and returns the pending chunks of `job` (fibra::cancel).
+  std::vector<std::unique_ptr<Chunk>> take_pending_of(const JobState* job);
+  /// The chunks of `job` in flight.
+  std::vector<Chunk*> in_flight_of(const JobState* job);
   /// Removes and returns every chunk (pending and in flight).
   std::vector<std::unique_ptr<Chunk>> take_all();
 

@@ -94,6 +94,27 @@ void drop_default_pool() noexcept {
   p.reset();  // terminates it: its unfinished futures fail with PoolClosed
 }
 
+bool cancel_job(const std::shared_ptr<JobState>& job, bool force) {
+  if (in_executor())
+    throw ConfigError("fibra::cancel inside a task is not supported yet: cancel in the driver, which holds the queue");
+  if (job->delivered() > 0) return false;  // finished (or failed) already
+  job->request_cancel();
+  const std::uint64_t uid = job->pool_uid();
+  if (uid == waiting_for_arguments) return true;  // deps.hpp delivers TaskCancelled instead of queueing it
+  if (uid == 0)
+    throw ConfigError("fibra::cancel: " + job->name() +
+                      " is not a task (Pool::submit, apply_async, fibra::submit); actor calls cannot be cancelled");
+  const auto core = find_pool(uid);
+  return core && core->cancel(job, force);
+}
+
+void when_delivered(const std::shared_ptr<JobState>& job, std::function<void()> f) {
+  if (in_executor())
+    throw ConfigError("fibra: Future::then inside a task is not supported yet: wait for the future there instead");
+  // Handed on at the delivery (which runs on a pool's communication thread, under its locks).
+  job->on_delivered([f = std::move(f)]() mutable { run_later(std::move(f)); });
+}
+
 }  // namespace fibra::detail
 
 namespace fibra {

@@ -81,13 +81,15 @@ thread_local TaskThread t_task;
 
 // On a SIGSEGV at the end of a task thread's stack the mailbox says so before the process dies
 // (the signal is delivered on an alternate stack: the thread's own has no room left).
-void on_segv(int, siginfo_t* si, void*) {
+void on_segv(int sig, siginfo_t* si, void*) {
   const char* at = static_cast<const char*>(si->si_addr);
   constexpr std::size_t window = std::size_t(1) << 20;  // the guard, and what a frame may skip past it
   if (t_task.is && t_task.low && at + window >= t_task.low && at < t_task.low + 4 * 4096 && g_executor.box)
     g_executor.box->stack_overflow.store(1, std::memory_order_relaxed);
-  // SA_RESETHAND made the action the default again: the faulting instruction runs again and the
-  // process ends by SIGSEGV, as without this handler.
+  // SA_RESETHAND made the action the default again. The signal is raised again, since it may have
+  // come from raise() or kill() (a task that ends itself so), after which nothing faults again: it
+  // is blocked until this handler returns, and then ends the process by SIGSEGV, as without it.
+  ::raise(sig);
 }
 
 // Makes the calling thread the task thread: its stack's bounds, and an alternate stack for on_segv.
@@ -530,6 +532,9 @@ class Inbox {
 
   static std::exception_ptr rebuild(const wire::ErrorText& e) {
     const std::string& t = e.type;
+    if (t == "fibra::RemoteException")
+      if (auto registered = make_registered_exception(e.remote_type, e.what, e.remote_message, RemoteSite{}))
+        return registered;
     if (t == "fibra::ExecutorCrashed")
       return std::make_exception_ptr(ExecutorCrashed(e.what, e.remote_type, e.remote_message, RemoteSite{}));
     if (t == "fibra::TaskTimeout")

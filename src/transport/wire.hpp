@@ -34,6 +34,7 @@ enum Tag : int {
   tag_reply = 11,      ///< driver -> agent: Reply, the outcome of a Request
   tag_blocked = 12,    ///< agent -> driver: WaitDelta, executors that began (+) or ended (-) a wait in a task
   tag_output = 13,     ///< agent -> driver: Output, whole lines its executors printed
+  tag_cancel = 14,     ///< driver -> agent: Cancel, end the executor that runs (or comes to run) a chunk
 };
 
 /// Frames on an executor's socket start with a u64: the frame's length, and its kind in the top
@@ -98,6 +99,15 @@ struct Output {
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, Output>
 void fields(F&& f, M& m) { f(m.stream, m.lines); }
+
+/// driver -> agent (tag_cancel): fibra::cancel with force of a chunk this agent holds; the
+/// executor that runs it, or starts to within a minute, is killed, and reported as any death.
+struct Cancel {
+  std::uint64_t chunk = 0;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, Cancel>
+void fields(F&& f, M& m) { f(m.chunk); }
 
 /// executor -> agent (frame_blocked) and agent -> driver (tag_blocked): a change in how many tasks
 /// wait inside a task (+1 as a wait begins, -1 as it ends; the agent sums its executors').

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <numeric>
 #include <thread>
+#include <future>
 #include <ctime>
 #include <unistd.h>
 #include <algorithm>
@@ -284,6 +285,97 @@ TEST(RayEdges, TaskOptionsGiveOneTaskItsOwnLimitRetriesAndName) {
   }
   EXPECT_EQ(get_within(free_run, bound, "nap_ms(800)").size(), 3u);  // no limit of its own: it ran out
   EXPECT_THROW(pool.submit(fibra::TaskOptions{.timeout_s = -1}, nap_ms, 1), fibra::ConfigError);
+}
+
+// A registered exception type (issue 28, item 14).
+struct BadSeed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+FIBRA_EXCEPTION(BadSeed);
+
+long check_seed(long seed) {
+  if (seed < 0) throw BadSeed("seed " + std::to_string(seed) + " is negative");
+  return seed;
+}
+FIBRA_REMOTE(check_seed);
+long check_seed_nested(long seed) { return fibra::submit(check_seed, seed).get(); }
+FIBRA_REMOTE(check_seed_nested);
+long throw_text(long) { throw std::string("a plain std::string thrown"); }
+FIBRA_REMOTE(throw_text);
+
+// It comes back as itself, with where it came from; through a nested task it is not wrapped again;
+// what is not a std::exception keeps its text. (Before: a RemoteError whose type_name() said
+// "BadSeed", and "(an exception that is not a std::exception)" for the string.)
+TEST(RayEdges, ARegisteredExceptionTypeIsRethrownAsItself) {
+  fibra::Pool pool(2);
+  for (const bool nested : {false, true}) {
+    auto f = nested ? pool.submit(check_seed_nested, -4L) : pool.submit(check_seed, -3L);
+    wait_within(f, bound, "check_seed");
+    try {
+      f.get();
+      ADD_FAILURE() << "no exception";
+    } catch (const BadSeed& e) {
+      EXPECT_EQ(std::string(e.what()), nested ? "seed -4 is negative" : "seed -3 is negative");
+      const auto* origin = dynamic_cast<const fibra::RemoteOrigin*>(&e);
+      ASSERT_NE(origin, nullptr);
+      EXPECT_EQ(origin->type_name(), "BadSeed");
+      EXPECT_EQ(origin->site().function, nested ? "check_seed_nested" : "check_seed");
+      EXPECT_NE(origin->context().find("raised BadSeed"), std::string::npos) << origin->context();
+      EXPECT_EQ(origin->context().find("RemoteException"), std::string::npos) << "wrapped: " << origin->context();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << (nested ? "nested: " : "") << "caught as another type: " << e.what();
+    }
+  }
+  auto g = pool.submit(throw_text, 1L);
+  wait_within(g, bound, "throw_text");
+  try {
+    g.get();
+  } catch (const fibra::RemoteError& e) {
+    EXPECT_EQ(e.remote_message(), "a plain std::string thrown");
+  }
+}
+
+double first_of(std::vector<double> v) { return v.at(0); }
+FIBRA_REMOTE(first_of);
+
+// fibra::cancel, Future::get(timeout) and Future::then (issue 28, item 11), on 1 worker that a
+// 1.5 s task keeps busy, so that what is submitted after it waits in the driver's queue.
+TEST(RayEdges, ACancelledTaskThatHadNotStartedNeverRuns) {
+  fibra::Pool pool(1);
+  auto busy = pool.submit(nap_ms, 1500);
+  auto queued = pool.submit(nap_ms, 100);
+  auto on_queued = pool.submit(first_of, queued);  // waits for `queued`: fails with it
+  auto later = pool.submit(nap_ms, 50);
+  auto on_later = pool.submit(first_of, later);  // waits for `later`, which runs: cancelled while it waits
+  std::promise<double> called_back;
+  later.then([&](const fibra::Future<std::vector<double>>& done) { called_back.set_value(done.get().at(2)); });
+  EXPECT_THROW(busy.get(std::chrono::milliseconds(50)), fibra::GetTimeout);
+  EXPECT_TRUE(fibra::cancel(queued));
+  EXPECT_TRUE(fibra::cancel(on_later));
+  EXPECT_THROW(get_within(queued, bound, "the cancelled nap_ms(100)"), fibra::TaskCancelled);
+  EXPECT_THROW(get_within(on_queued, bound, "first_of(the cancelled task)"), fibra::DependencyFailed);
+  EXPECT_EQ(get_within(busy, bound, "nap_ms(1500)").size(), 3u);  // read after its GetTimeout
+  const auto l = get_within(later, bound, "nap_ms(50)");
+  EXPECT_THROW(get_within(on_later, bound, "first_of(nap_ms(50)), cancelled"), fibra::TaskCancelled);
+  auto cb = called_back.get_future();
+  ASSERT_EQ(cb.wait_for(bound), std::future_status::ready) << "Future::then's callback did not run";
+  EXPECT_EQ(cb.get(), l.at(2));
+  EXPECT_FALSE(fibra::cancel(busy)) << "a finished task cannot be cancelled";
+  EXPECT_EQ(pool.stats().chunks_done, 2u) << "busy, later and nothing else ran";
+}
+
+// With force, a running task is stopped: its executor ends (the agent starts another) and get()
+// throws TaskCancelled at once, not after the task's 60 s; without force it runs on.
+TEST(RayEdges, ForceStopsARunningTask) {
+  fibra::Pool pool(1);
+  auto long_one = pool.submit(nap_ms, 60000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // it starts within a millisecond or two
+  EXPECT_FALSE(fibra::cancel(long_one)) << "it runs: without force it goes on";
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(fibra::cancel(long_one, true));
+  EXPECT_THROW(get_within(long_one, bound, "nap_ms(60000), cancelled with force"), fibra::TaskCancelled);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  EXPECT_EQ(get_within(pool.submit(ident, 9), bound, "ident(9) after the cancel"), 9);
 }
 
 int main(int argc, char** argv) {

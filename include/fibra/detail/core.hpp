@@ -112,6 +112,16 @@ class JobState {
     return items ? double(run_ns_.load(std::memory_order_relaxed)) * 1e-9 / double(items) : 0.0;
   }
 
+  /// The pool it was queued on (PoolCore::uid), for fibra::cancel; 0 before (waiting for its
+  /// Future arguments) and in executors.
+  /// (Sequentially consistent, with the flag below: a cancel that finds no pool yet is seen by the
+  /// submit that sets it, and one that comes after the submit finds the pool.)
+  std::uint64_t pool_uid() const { return pool_uid_.load(); }
+  void set_pool_uid(std::uint64_t uid) { pool_uid_.store(uid); }
+  /// fibra::cancel was called: a task still waiting for its Future arguments is not queued.
+  void request_cancel() { cancel_requested_.store(true); }
+  bool cancel_requested() const { return cancel_requested_.load(); }
+
   /// The caller no longer wants outcomes: chunks not yet started are dropped.
   void cancel() { cancelled_.store(true, std::memory_order_release); }
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
@@ -133,6 +143,8 @@ class JobState {
   template <class Pred>
   bool wait_until(Pred pred, std::optional<std::chrono::nanoseconds> timeout);
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> cancel_requested_{false};
+  std::atomic<std::uint64_t> pool_uid_{0};
   std::atomic<std::uint64_t> run_ns_{0}, run_items_{0};                        // measured by the executors (note_run)
   std::vector<std::pair<std::uint64_t, std::function<void()>>> on_delivered_;  // under mu_; run at the first delivery
   std::uint64_t next_token_ = 1;                                               // under mu_
@@ -141,6 +153,12 @@ class JobState {
 /// Runs `f` soon on fibra's task thread (one per driver process), in the order given: what a
 /// delivery must not do on the communication thread (submit the tasks that waited for it).
 void run_later(std::function<void()> f);
+/// JobState::pool_uid of a task that waits for its Future arguments (submit_after).
+inline constexpr std::uint64_t waiting_for_arguments = ~std::uint64_t(0);
+/// fibra::cancel (src/driver/tasks.cpp).
+bool cancel_job(const std::shared_ptr<JobState>& job, bool force);
+/// Future::then: `f` on the task thread once `job` has its first outcome (src/driver/tasks.cpp).
+void when_delivered(const std::shared_ptr<JobState>& job, std::function<void()> f);
 /// Runs what run_later queued and ends the task thread (the Runtime's end, after the pools stop).
 void stop_task_thread() noexcept;
 
@@ -209,6 +227,13 @@ class PoolCore {
   /// Queues the chunk of a task whose Future arguments came: as submit, but also after close().
   virtual void submit_dependent(const std::shared_ptr<JobState>& job, std::string payload) {
     submit(job, 0, 1, std::move(payload));
+  }
+  /// fibra::cancel: a chunk of `job` not yet handed out never runs, and with `force` one that runs
+  /// is stopped (its executor ended); its outcome is then TaskCancelled. Returns whether it will be.
+  virtual bool cancel(const std::shared_ptr<JobState>& job, bool force) {
+    (void)job;
+    (void)force;
+    return false;
   }
   /// Throws ConfigError if no worker of this pool can ever offer `need` (`what` names the call).
   virtual void check_need(const Resources& need, const std::string& what) const {

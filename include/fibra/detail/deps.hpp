@@ -62,6 +62,14 @@ struct WaitingTask {
 
   // On fibra's task thread, once every Future argument has its outcome.
   void run() {
+    if (job->cancel_requested())
+      return job->deliver({0,
+                           1,
+                           {},
+                           std::make_exception_ptr(TaskCancelled("fibra: " + job->name() +
+                                                                 " was cancelled (fibra::cancel) while it "
+                                                                 "waited for its Future arguments")),
+                           {}});
     std::exception_ptr failed;
     std::size_t i = 0;
     std::apply([&](const auto&... x) { (check(x, ++i, failed), ...); }, args);
@@ -125,7 +133,8 @@ void submit_after(std::shared_ptr<PoolCore> core, std::shared_ptr<JobState> job,
       },
       t->args);
   t->left.store(deps.size());
-  t->core->hold_dependent(+1);  // join() waits for it
+  t->job->set_pool_uid(waiting_for_arguments);  // fibra::cancel: not queued yet
+  t->core->hold_dependent(+1);                  // join() waits for it
   for (auto& d : deps)
     d->on_delivered([t] {
       if (t->left.fetch_sub(1) == 1) run_later([t] { t->run_and_release(); });

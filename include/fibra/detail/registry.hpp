@@ -16,6 +16,7 @@
 
 #include "fibra/detail/call_checks.hpp"
 #include "fibra/detail/codec.hpp"
+#include "fibra/error.hpp"
 
 namespace fibra::detail {
 
@@ -62,6 +63,30 @@ struct FunctionEntry {
   /// which a driver finds the entry of `&Class::method` (actor.hpp).
   std::string method_key;
 };
+
+/// Makes the RemoteException<E> of a registered exception type (FIBRA_EXCEPTION).
+using ExceptionMaker = std::exception_ptr (*)(std::string context, std::string type_name, std::string message,
+                                              RemoteSite site);
+/// Registers `t` (by its demangled name, which is what a task's failure carries); a no-op the
+/// second time.
+bool add_exception(const std::type_info& t, ExceptionMaker make) noexcept;
+/// The exception of registered type `type_name` (demangled), or nullptr if it is not registered.
+std::exception_ptr make_registered_exception(const std::string& type_name, std::string context, std::string message,
+                                             RemoteSite site);
+
+template <class E>
+bool register_exception() noexcept {
+  static_assert(std::is_class_v<E> && std::is_constructible_v<E, std::string>,
+                "fibra: FIBRA_EXCEPTION(E) needs a class E constructible from its message (a std::string), as "
+                "std::runtime_error is: the caller's copy is made from the task's what()");
+  static_assert(!std::is_final_v<E>,
+                "fibra: FIBRA_EXCEPTION(E): E must not be final (it is rethrown as a class "
+                "derived from it, fibra::RemoteException<E>)");
+  return add_exception(typeid(E), [](std::string context, std::string type, std::string message, RemoteSite site) {
+    return std::make_exception_ptr(
+        RemoteException<E>(std::move(context), std::move(type), std::move(message), std::move(site)));
+  });
+}
 
 std::uint64_t hash_name(std::string_view s) noexcept;
 std::string demangle(const char* mangled);
@@ -123,8 +148,15 @@ struct Items {
     fail.type = exception_type_name(e);
     try {
       std::rethrow_exception(e);
+    } catch (const RemoteOrigin& o) {  // a registered type from a nested task: passed on as it was, not wrapped
+      fail.type = o.type_name();
+      fail.message = o.remote_message();
     } catch (const std::exception& ex) {
       fail.message = ex.what();
+    } catch (const std::string& s) {  // what is not a std::exception keeps its text where it has one
+      fail.message = s;
+    } catch (const char* s) {
+      fail.message = s ? s : "(null)";
     } catch (...) {
       fail.message = "(an exception that is not a std::exception)";
     }
