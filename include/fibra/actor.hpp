@@ -32,6 +32,9 @@ struct ActorOptions {
   /// Placed on a worker that offers at least this much; its process sees that worker's GPUs. (It
   /// does not take them from the tasks that run there.)
   Resources resources;
+  /// A name to find it by on its pool (Actor<T>::get, as Ray's get_actor), unique among the
+  /// pool's live actors; "": none. Its process ends when the last handle, from start or get, goes.
+  std::string name;
 };
 
 namespace detail {
@@ -217,9 +220,23 @@ class Actor {
     a.h_ = std::make_shared<Handle>();
     a.h_->core = core;
     core->check_need(options.resources, "actor " + detail::demangle(typeid(T).name()));
-    a.h_->id = core->start_actor(
-        *ctor, std::move(payload),
-        detail::ActorSettings{detail::demangle(typeid(T).name()), options.max_restarts, options.resources});
+    a.h_->id = core->start_actor(*ctor, std::move(payload),
+                                 detail::ActorSettings{detail::demangle(typeid(T).name()), options.max_restarts,
+                                                       options.resources, options.name});
+    return a;
+  }
+
+  /// @brief A handle to the live actor started with ActorOptions::name == `name` on the default
+  ///        pool (as Ray's `ray.get_actor`); it keeps the actor alive as the first handle does.
+  /// @throws ConfigError if no live actor has that name, or it is not a T.
+  static Actor get(const std::string& name) { return get_on(default_pool(), name); }
+  /// @brief The same, on `pool`.
+  static Actor get_on(Pool& pool, const std::string& name) {
+    auto core = pool.live_core();
+    Actor a;
+    a.h_ = std::make_shared<Handle>();
+    a.h_->core = core;
+    a.h_->id = core->find_actor(name, detail::demangle(typeid(T).name()));
     return a;
   }
 

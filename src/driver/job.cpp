@@ -17,6 +17,11 @@ namespace fibra::detail {
 std::uint64_t PoolCore::start_actor(const FunctionEntry&, std::string, ActorSettings s) {
   throw ConfigError("fibra: this pool cannot host actors (" + s.class_name + ")");
 }
+
+std::uint64_t PoolCore::find_actor(const std::string& name, const std::string&) {
+  throw ConfigError("fibra: this pool cannot find actors by name (\"" + name +
+                    "\"): find named actors in the driver, and pass their handles to tasks");
+}
 void PoolCore::call_actor(std::uint64_t, const std::shared_ptr<JobState>& job, std::string) {
   throw ConfigError("fibra: this pool cannot host actors (" + job->name() + ")");
 }

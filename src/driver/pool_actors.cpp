@@ -26,6 +26,11 @@ std::uint64_t PoolImpl::start_actor(const FunctionEntry& ctor, std::string args,
   std::lock_guard lk(mu_);
   if (broken_) std::rethrow_exception(broken_);
   if (closed_) throw PoolClosed("fibra: an actor was started on a pool that " + closed_reason_);
+  if (!settings.name.empty())
+    if (const ActorState* other = live_actor_named(settings.name))
+      throw ConfigError("fibra: an actor named \"" + settings.name + "\" runs on this pool already (a " +
+                        other->settings.class_name + "): choose another name, or get that one with Actor<" +
+                        other->settings.class_name + ">::get(\"" + settings.name + "\")");
   ActorState a;
   a.id = next_actor_id_++;
   a.ctor = &ctor;
@@ -37,6 +42,32 @@ std::uint64_t PoolImpl::start_actor(const FunctionEntry& ctor, std::string args,
   actors_.emplace(id, std::move(a));
   kick();
   return id;
+}
+
+// The live actor (not dead, a handle left) of that name, or nullptr. Under mu_.
+ActorState* PoolImpl::live_actor_named(const std::string& name) {
+  for (auto& [id, a] : actors_)
+    if (a.settings.name == name && a.state != ActorState::State::dead && !a.ended) return &a;
+  return nullptr;
+}
+
+std::uint64_t PoolImpl::find_actor(const std::string& name, const std::string& class_name) {
+  std::lock_guard lk(mu_);
+  ActorState* a = name.empty() ? nullptr : live_actor_named(name);
+  if (!a) {
+    std::string names;
+    for (const auto& [id, x] : actors_)
+      if (!x.settings.name.empty() && x.state != ActorState::State::dead && !x.ended)
+        names += (names.empty() ? "" : ", ") + ("\"" + x.settings.name + "\"");
+    throw ConfigError("fibra: no live actor is named \"" + name + "\" on this pool (" +
+                      (names.empty() ? std::string("it has no named actors") : "named: " + names) +
+                      "); start it with ActorOptions::name, on the pool you look in");
+  }
+  if (a->settings.class_name != class_name)
+    throw ConfigError("fibra: the actor named \"" + name + "\" is a " + a->settings.class_name + ", not a " +
+                      class_name + ": get it as Actor<" + a->settings.class_name + ">");
+  ++a->handles;
+  return a->id;
 }
 
 void PoolImpl::call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) {
@@ -77,7 +108,7 @@ void PoolImpl::submit_dependent(const std::shared_ptr<JobState>& job, std::strin
 
 void PoolImpl::end_actor(std::uint64_t actor) noexcept {
   std::lock_guard lk(mu_);
-  if (auto it = actors_.find(actor); it != actors_.end()) it->second.ended = true;
+  if (auto it = actors_.find(actor); it != actors_.end() && --it->second.handles <= 0) it->second.ended = true;
   kick();
 }
 

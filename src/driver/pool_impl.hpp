@@ -150,6 +150,7 @@ struct ActorState {
   State state = State::placing;
   int worker = -1;  // Worker::id of its host while placed
   int restarts = 0;
+  int handles = 1;                               // the driver's handles (start, and each Actor<T>::get)
   bool ended = false;                            // its last handle was dropped
   bool end_sent = false;                         // ... and its agent was told
   std::deque<ActorCall> queue;                   // not sent yet, in order
@@ -253,6 +254,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::uint64_t start_actor(const FunctionEntry& ctor, std::string args, ActorSettings s) override;
   void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) override;
   void end_actor(std::uint64_t actor) noexcept override;
+  std::uint64_t find_actor(const std::string& name, const std::string& class_name) override;
+  ActorState* live_actor_named(const std::string& name);
   void join() override;
   void terminate() override;
   // pool_workers.cpp

@@ -378,6 +378,39 @@ TEST(RayEdges, ForceStopsARunningTask) {
   EXPECT_EQ(get_within(pool.submit(ident, 9), bound, "ident(9) after the cancel"), 9);
 }
 
+class Tally {
+ public:
+  explicit Tally(long start) : n_(start) {}
+  long add(long d) { return n_ += d; }
+
+ private:
+  long n_;
+};
+FIBRA_ACTOR(Tally, long);
+FIBRA_ACTOR_METHOD(Tally, add);
+
+// Named actors (issue 28, item 12): found by name as Ray's get_actor finds them, the same object;
+// a name is unique among live actors; the handle from get keeps the actor alive too.
+TEST(RayEdges, ANamedActorIsFoundByItsName) {
+  fibra::Pool pool(1);
+  auto first = fibra::Actor<Tally>::start_on(pool, {.name = "tally"}, 10L);
+  EXPECT_EQ(get_within(first.call(&Tally::add, 1L), bound, "Tally::add(1)"), 11);
+  auto found = fibra::Actor<Tally>::get_on(pool, "tally");
+  EXPECT_EQ(get_within(found.call(&Tally::add, 2L), bound, "Tally::add(2) through get"), 13);
+  const std::string taken = error_of([&] { fibra::Actor<Tally>::start_on(pool, {.name = "tally"}, 0L); });
+  EXPECT_NE(taken.find("runs on this pool already"), std::string::npos) << taken;
+  const std::string missing = error_of([&] { fibra::Actor<Tally>::get_on(pool, "nope"); });
+  EXPECT_NE(missing.find("no live actor is named \"nope\""), std::string::npos) << missing;
+  EXPECT_NE(missing.find("\"tally\""), std::string::npos) << missing;
+  const std::string other = error_of([&] { fibra::Actor<Cell>::get_on(pool, "tally"); });
+  EXPECT_NE(other.find("is a Tally, not a Cell"), std::string::npos) << other;
+  first = {};  // the handle from get still holds it
+  EXPECT_EQ(get_within(found.call(&Tally::add, 3L), bound, "Tally::add(3) after the first handle went"), 16);
+  found = {};  // the last handle: the name is free again once it ends
+  auto fresh = fibra::Actor<Tally>::start_on(pool, {.name = "tally"}, 100L);
+  EXPECT_EQ(get_within(fresh.call(&Tally::add, 1L), bound, "a new Tally named tally"), 101);
+}
+
 int main(int argc, char** argv) {
   fibra::Runtime rt(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);

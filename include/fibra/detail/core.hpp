@@ -167,6 +167,7 @@ struct ActorSettings {
   std::string class_name;  ///< demangled, for messages
   int max_restarts = 0;    ///< starts again from its constructor after a death, this many times
   Resources need;          ///< placed only on a worker that offers this much
+  std::string name;        ///< ActorOptions::name: Actor<T>::get finds it by that ("": none)
 };
 
 /// Settings of a pool, fixed when it starts.
@@ -217,6 +218,9 @@ class PoolCore {
   /// Queues a method call (a one-item chunk of `job`) to the actor; calls run in the order queued.
   /// A call to an actor that is gone for good fails at once with ActorDied.
   virtual void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload);
+  /// A handle to the live actor named `name` (ActorOptions::name), whose class is `class_name`:
+  /// its id, counted as one more handle (end_actor once it is dropped). Throws ConfigError.
+  virtual std::uint64_t find_actor(const std::string& name, const std::string& class_name);
   /// The last handle was dropped: the actor's process ends once the calls sent to it have run.
   virtual void end_actor(std::uint64_t actor) noexcept { (void)actor; }
   /// Names the pool among the driver's pools (an actor handle sent to a task carries it).
