@@ -3,6 +3,7 @@
 // scale 1), so the ideal wall time is `scale` seconds for every duration.
 //
 //   b1_overhead [--workers 5] [--durations-ms 1,10,100,1000] [--modes map,seq] [--repeats 3] [--scale 1.0]
+//               [--mixed 1]
 //
 // map: one pool.map over all tasks (automatic chunk size). seq: the paper's mode: apply_async of
 // `workers` tasks, get() all of them, repeat until all tasks are done. One Pool for the whole run,
@@ -10,11 +11,18 @@
 // Prints CSV: benchmark,metric,value,unit, with per duration and mode the median wall time
 // (b1,<mode>_<dur>ms_wall) and its ratio to the ideal (b1,<mode>_<dur>ms_ratio), where
 // ideal = ceil(tasks / workers) * duration (= tasks * duration / workers at the defaults).
+// With --mixed 1 (the default) a series of mixed durations follows (b1,<mode>_mixed_*): 90% of
+// 2 ms, 9% of 40 ms and 1% of 400 ms (a mean of 9.4 ms; 10.7 ms in the 532 tasks of scale 1),
+// drawn by SplitMix64 from each task's index, the same list in every peer
+// (benchmarks/peers/common.py); its ratio is to the lower bound max(total / workers, longest).
+// Long tasks among short ones: a worker left with nothing to do must take work queued behind a
+// long one (work stealing; Dask steals too).
 #include <fibra/fibra.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -76,6 +84,31 @@ long task_count(int workers, double scale, double dur_ms) {
   return std::max(1L, std::lround(double(workers) * scale * 1000.0 / dur_ms));
 }
 
+// The mixed series' durations in microseconds (the same in benchmarks/peers/common.py).
+std::vector<int> mixed_tasks(int workers, double scale) {
+  const long n = std::max(1L, std::lround(double(workers) * scale * 1000.0 / 9.4));
+  std::vector<int> out;
+  for (long i = 0; i < n; ++i) {
+    std::uint64_t z = std::uint64_t(i) + 0x9E3779B97F4A7C15ull;  // SplitMix64 of the index
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const unsigned u = unsigned(z % 100);
+    out.push_back(u == 0 ? 400000 : u < 10 ? 40000 : 2000);
+  }
+  return out;
+}
+
+// The least wall time `tasks` can take on `workers`: their total spread evenly, or the longest.
+double mixed_bound_s(const std::vector<int>& tasks, int workers) {
+  double total = 0, longest = 0;
+  for (int t : tasks) {
+    total += t * 1e-6;
+    longest = std::max(longest, t * 1e-6);
+  }
+  return std::max(total / workers, longest);
+}
+
 std::string series_name(const std::string& mode, double dur_ms) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%s_%gms", mode.c_str(), dur_ms);
@@ -90,6 +123,7 @@ int main(int argc, char** argv) {
   const int repeats = int(bench::arg(argc, argv, "--repeats", 3));
   const double scale = bench::arg_double(argc, argv, "--scale", 1.0);
   const auto modes = bench::split_commas(bench::arg_str(argc, argv, "--modes", "map,seq"));
+  const bool mixed = bench::arg(argc, argv, "--mixed", 1) != 0;
   std::vector<double> durations;
   for (const auto& d : bench::split_commas(bench::arg_str(argc, argv, "--durations-ms", "1,10,100,1000")))
     durations.push_back(std::atof(d.c_str()));
@@ -103,6 +137,8 @@ int main(int argc, char** argv) {
   for (double d : durations)
     counts += (counts.empty() ? "" : ", ") + std::to_string(task_count(workers, scale, d)) + " x " +
               series_name("", d).substr(1);
+  const std::vector<int> mixed_list = mixed ? mixed_tasks(workers, scale) : std::vector<int>{};
+  if (mixed) counts += ", " + std::to_string(mixed_list.size()) + " mixed (2/40/400 ms)";
   std::printf("# fibra %s, %u hardware threads, %.0f GiB, %d workers, scale %g (tasks: %s), medians of %d runs\n",
               fibra::version, std::thread::hardware_concurrency(), bench::memory_gib(), workers, scale, counts.c_str(),
               repeats);
@@ -122,6 +158,12 @@ int main(int argc, char** argv) {
         std::string name = series_name(m, d);
         wall[name].push_back(m == "map" ? run_map(pool, tasks, name) : run_seq(pool, tasks, workers, name));
       }
+      if (mixed && d == durations.back())
+        for (const auto& m : modes) {
+          const std::string name = m + "_mixed";
+          wall[name].push_back(m == "map" ? run_map(pool, mixed_list, name)
+                                          : run_seq(pool, mixed_list, workers, name));
+        }
     }
 
   for (double d : durations) {
@@ -133,6 +175,12 @@ int main(int argc, char** argv) {
       std::printf("b1,%s_wall,%.3f,s\n", name.c_str(), w);
       std::printf("b1,%s_ratio,%.3f,x\n", name.c_str(), w / ideal);
     }
+  }
+  for (const auto& m : modes) {
+    if (!mixed) break;
+    const double w = median(wall[m + "_mixed"]);
+    std::printf("b1,%s_mixed_wall,%.3f,s\n", m.c_str(), w);
+    std::printf("b1,%s_mixed_ratio,%.3f,x\n", m.c_str(), w / mixed_bound_s(mixed_list, workers));
   }
   return 0;
 }

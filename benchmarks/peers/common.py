@@ -54,7 +54,7 @@ def b3_task(i, ms, segv_at=-1, marker=""):
 # ---- flags and rows ----
 
 DEFAULTS = {
-    "b1": dict(workers=5, durations_ms="1,10,100,1000", modes="map,seq", repeats=1, scale=1.0),
+    "b1": dict(workers=5, durations_ms="1,10,100,1000", modes="map,seq", repeats=1, scale=1.0, mixed=1),
     "b2": dict(workers=2, map_tasks=10_000_000, async_tasks=200_000, roundtrips=2000, repeats=1,
                chunksizes="1000,10000,100000"),
     "b3": dict(workers=4, tasks=4000, task_ms=5, repeats=1, faults="none,executor_kill,segfault_once,agent_kill"),
@@ -132,6 +132,21 @@ def size_name(nbytes):
 # ---- B1 ----
 
 
+def b1_mixed_tasks(workers, scale):
+    """The mixed series' durations in microseconds: 90% of 2 ms, 9% of 40 ms, 1% of 400 ms (a mean
+    of 9.4 ms), drawn by SplitMix64 from each task's index (the same as b1_overhead.cpp)."""
+    m = (1 << 64) - 1
+    out = []
+    for i in range(max(1, round(workers * scale * 1000.0 / 9.4))):
+        z = (i + 0x9E3779B97F4A7C15) & m
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+        z ^= z >> 31
+        u = z % 100
+        out.append(400000 if u == 0 else 40000 if u < 10 else 2000)
+    return out
+
+
 def b1_task_count(workers, scale, dur_ms):
     return max(1, round(workers * scale * 1000.0 / dur_ms))
 
@@ -156,21 +171,31 @@ def b1(ex, a):
     run("map", warm, "warm-up map")
     run("seq", warm, "warm-up seq")
     wall = {}
+    mixed = b1_mixed_tasks(a.workers, a.scale) if a.mixed else []
     for _ in range(a.repeats):
         for d in a.durations:
             tasks = [round(d * 1000)] * b1_task_count(a.workers, a.scale, d)
             for m in a.modes:
                 wall.setdefault((m, d), []).append(run(m, tasks, f"{m}_{d:g}ms"))
+        for m in a.modes if mixed else []:
+            wall.setdefault((m, "mixed"), []).append(run(m, mixed, f"{m}_mixed"))
     for d in a.durations:
         ideal = math.ceil(b1_task_count(a.workers, a.scale, d) / a.workers) * d / 1000.0
         for m in a.modes:
             w = statistics.median(wall[(m, d)])
             row("b1", f"{m}_{d:g}ms_wall", w, "s")
             row("b1", f"{m}_{d:g}ms_ratio", w / ideal, "x")
+    if mixed:
+        bound = max(sum(mixed) / 1e6 / a.workers, max(mixed) / 1e6)
+        for m in a.modes:
+            w = statistics.median(wall[(m, "mixed")])
+            row("b1", f"{m}_mixed_wall", w, "s")
+            row("b1", f"{m}_mixed_ratio", w / bound, "x")
 
 
 def b1_counts(a):
-    return ", ".join(f"{b1_task_count(a.workers, a.scale, d)} x {d:g}ms" for d in a.durations)
+    counts = ", ".join(f"{b1_task_count(a.workers, a.scale, d)} x {d:g}ms" for d in a.durations)
+    return counts + (f", {len(b1_mixed_tasks(a.workers, a.scale))} mixed (2/40/400 ms)" if a.mixed else "")
 
 
 # ---- B2 ----
