@@ -161,8 +161,7 @@ int main(int argc, char** argv) {
       if (mixed && d == durations.back())
         for (const auto& m : modes) {
           const std::string name = m + "_mixed";
-          wall[name].push_back(m == "map" ? run_map(pool, mixed_list, name)
-                                          : run_seq(pool, mixed_list, workers, name));
+          wall[name].push_back(m == "map" ? run_map(pool, mixed_list, name) : run_seq(pool, mixed_list, workers, name));
         }
     }
 

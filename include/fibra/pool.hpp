@@ -160,6 +160,7 @@ class Pool {
       auto job = std::make_shared<detail::JobState>(
           entry, sizeof...(P) == 1 ? detail::CallMode::single : detail::CallMode::tuple, policy);
       if (name) job->set_name(*name);
+      job->set_task();
       core->check_need(policy.need, job->name());
       detail::submit_after<P...>(core, job, std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...));
       return Future<std::remove_cvref_t<R>>(std::move(job));
@@ -182,6 +183,7 @@ class Pool {
     }
     auto job = std::make_shared<detail::JobState>(entry, mode, policy);
     if (name) job->set_name(*name);
+    job->set_task();
     core.submit(job, 0, 1, std::move(payload));
     return Future<std::remove_cvref_t<R>>(std::move(job));
   }

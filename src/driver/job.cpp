@@ -133,11 +133,17 @@ bool JobState::wait_next(ChunkOutcome& out, std::optional<std::chrono::nanosecon
   return true;
 }
 
-namespace {
-bool progress_default() {
+bool progress_wanted() {
   if (const char* v = std::getenv("FIBRA_PROGRESS")) return std::strcmp(v, "0") != 0 && *v;
   return ::isatty(STDERR_FILENO) == 1;
 }
+
+std::atomic<int>& maps_drawing_progress() {
+  static std::atomic<int> n{0};
+  return n;
+}
+
+namespace {
 
 std::string fmt_duration(double s) {
   char buf[32];
@@ -154,12 +160,15 @@ std::string fmt_duration(double s) {
 Progress::Progress(std::string label, std::optional<std::uint64_t> total, std::optional<bool> enabled)
     : label_(std::move(label)),
       total_(total),
-      on_(enabled.value_or(progress_default())),
+      on_(enabled.value_or(progress_wanted())),
       start_(std::chrono::steady_clock::now()),
-      last_draw_(start_) {}
+      last_draw_(start_) {
+  if (on_) maps_drawing_progress().fetch_add(1);
+}
 
 Progress::~Progress() {
   if (on_ && !finished_ && done_ > 0) std::fputc('\n', stderr);
+  if (on_) maps_drawing_progress().fetch_sub(1);
 }
 
 void Progress::advance(std::uint64_t items) {

@@ -124,6 +124,7 @@ void PoolImpl::loop() {
       busy |= adjust_size();
       sending = progress_sends();
       watch_workers();
+      draw_graph_progress();
     } catch (...) {
       std::lock_guard lk(mu_);
       broken_ = std::current_exception();
@@ -267,6 +268,51 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
     }
     default: return;  // heartbeat
   }
+}
+
+// The progress of task graphs (issue 28, item 15): what was submitted as tasks and actor calls,
+// done, running and waiting, on one line of stderr redrawn twice a second while any is
+// outstanding (after the first half second of it), then ended with a newline. A map's own line
+// goes first: this one waits while one is drawn. FIBRA_PROGRESS as for maps.
+void PoolImpl::draw_graph_progress() {
+  if (!graph_.on) return;
+  const double now = mpi::now_s();
+  if (now - graph_.last_look < 0.5) return;
+  graph_.last_look = now;
+  std::uint64_t queued = 0, running = 0, calls_queued = 0, calls_running = 0, tasks = 0, calls = 0;
+  int waiting = 0;
+  {
+    std::lock_guard lk(mu_);
+    sched_.count_tasks(queued, running);
+    for (const auto& [id, a] : actors_) {
+      for (const auto& c : a.queue) calls_queued += !c.ctor;
+      for (const auto& [chunk, c] : a.in_flight) calls_running += !c.ctor;
+    }
+    waiting = dependents_;
+    tasks = graph_.tasks;
+    calls = graph_.calls;
+  }
+  const bool outstanding = queued + running + calls_queued + calls_running > 0 || waiting > 0;
+  if (outstanding && graph_.busy_since < 0) graph_.busy_since = now;
+  if (!outstanding) graph_.busy_since = -1;
+  const bool due = outstanding ? now - graph_.busy_since >= 0.5 : graph_.drawing;
+  if (!due || maps_drawing_progress().load() > 0) return;
+  std::string line = "\r[fibra]";
+  if (tasks > 0 || waiting > 0)
+    line += " tasks: " + std::to_string(tasks - std::min(tasks, queued + running)) + " done, " +
+            std::to_string(running) + " running, " + std::to_string(queued) + " queued, " + std::to_string(waiting) +
+            " waiting for arguments";
+  if (calls > 0)
+    line += std::string(tasks > 0 || waiting > 0 ? ";" : "") +
+            " actor calls: " + std::to_string(calls - std::min(calls, calls_queued + calls_running)) + " done, " +
+            std::to_string(calls_running) + " running, " + std::to_string(calls_queued) + " queued";
+  const std::size_t length = line.size();
+  if (length < graph_.last_length) line.append(graph_.last_length - length, ' ');  // over the longer line before
+  graph_.last_length = outstanding ? length : 0;
+  if (!outstanding) line += "\n";
+  graph_.drawing = outstanding;
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
 }
 
 // fibra::cancel (issue 28, item 11). Chunks still queued are removed and get TaskCancelled at

@@ -85,6 +85,7 @@ void PoolImpl::call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& 
     return;
   }
   a.queue.push_back({actor_chunk_bit | next_actor_chunk_++, job, share_payload(std::move(payload)), false});
+  ++graph_.calls;
   kick();
 }
 

@@ -204,7 +204,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // if a cancel came first. Under mu_.
   bool queue_unless_cancelled(const std::shared_ptr<JobState>& job) {
     job->set_pool_uid(uid_);
-    if (!job->cancel_requested()) return true;
+    if (!job->cancel_requested()) {
+      graph_.tasks += job->is_task();
+      return true;
+    }
     job->deliver({0, 1, {}, cancelled_error(*job, "before it was queued"), {}});
     return false;
   }
@@ -418,6 +421,16 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   };
   std::vector<UnstartedCancel> unstarted_cancels_;
   bool take_back_unstarted(const std::shared_ptr<JobState>& job);
+  // The progress line of task graphs (issue 28, item 15; docs/tasks.md): counts under mu_, the
+  // rest the communication thread's (draw_graph_progress).
+  struct GraphProgress {
+    bool on = progress_wanted();
+    std::uint64_t tasks = 0, calls = 0;  // queued since the pool started (under mu_)
+    double last_look = 0, busy_since = -1;
+    bool drawing = false;         // a line is drawn and not yet ended
+    std::size_t last_length = 0;  // of that line
+  } graph_;
+  void draw_graph_progress();
   std::string my_host_ = host_name();
   const std::uint64_t lane_nonce_ = std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32);
   double last_pid_check_ = 0;

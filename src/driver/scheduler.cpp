@@ -83,6 +83,12 @@ std::vector<std::unique_ptr<Chunk>> Scheduler::take_pending_of(const JobState* j
   return out;
 }
 
+void Scheduler::count_tasks(std::uint64_t& queued, std::uint64_t& in_flight) const {
+  queued = in_flight = 0;
+  for (const auto& [id, c] : chunks_)
+    if (c->job->is_task()) ++(c->worker >= 0 ? in_flight : queued);
+}
+
 std::vector<Chunk*> Scheduler::in_flight_of(const JobState* job) {
   std::vector<Chunk*> out;
   for (auto& [id, c] : chunks_)

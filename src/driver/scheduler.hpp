@@ -86,6 +86,8 @@ class Scheduler {
   std::vector<std::pair<std::uint64_t, std::uint32_t>> owned_by(int worker) const;
   /// Removes and returns the pending chunks of `job` (fibra::cancel).
   std::vector<std::unique_ptr<Chunk>> take_pending_of(const JobState* job);
+  /// Chunks of tasks (JobState::is_task) queued and in flight, for the progress of task graphs.
+  void count_tasks(std::uint64_t& queued, std::uint64_t& in_flight) const;
   /// The chunks of `job` in flight.
   std::vector<Chunk*> in_flight_of(const JobState* job);
   /// Removes and returns every chunk (pending and in flight).

@@ -15,6 +15,7 @@
 #include <future>
 #include <ctime>
 #include <unistd.h>
+#include <fcntl.h>
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -409,6 +410,49 @@ TEST(RayEdges, ANamedActorIsFoundByItsName) {
   found = {};  // the last handle: the name is free again once it ends
   auto fresh = fibra::Actor<Tally>::start_on(pool, {.name = "tally"}, 100L);
   EXPECT_EQ(get_within(fresh.call(&Tally::add, 1L), bound, "a new Tally named tally"), 101);
+}
+
+// The progress line of task graphs (issue 28, item 15): with FIBRA_PROGRESS=1 the pool draws what
+// was submitted as tasks and actor calls, done, running, queued and waiting for their arguments,
+// while any is outstanding, and ends it with the final counts. (Before: maps only.)
+TEST(RayEdges, TheProgressLineCountsTasksAndActorCalls) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("fibra-progress-" + std::to_string(::getpid()) + ".err")).string();
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  const int file = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  ASSERT_GE(file, 0);
+  ::dup2(file, 2);
+  ::close(file);
+  ::setenv("FIBRA_PROGRESS", "1", 1);
+  {
+    fibra::Pool pool(2);  // reads FIBRA_PROGRESS as it starts
+    std::vector<fibra::Future<std::vector<double>>> naps;
+    for (int i = 0; i < 20; ++i) naps.push_back(pool.submit(nap_ms, 100));
+    auto after = pool.submit(first_of, naps.back());  // waits for its argument meanwhile
+    auto tally = fibra::Actor<Tally>::start_on(pool, {}, 0L);
+    auto call = tally.call(&Tally::add, 1L);
+    for (auto& f : naps) wait_within(f, bound, "nap_ms(100)");
+    wait_within(after, bound, "first_of(the last nap)");
+    wait_within(call, bound, "Tally::add(1)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the last line comes within 0.5 s
+  }
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::setenv("FIBRA_PROGRESS", "0", 1);
+  std::string err;
+  if (std::FILE* f = std::fopen(path.c_str(), "r")) {
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) err.append(buf, n);
+    std::fclose(f);
+  }
+  std::filesystem::remove(path);
+  EXPECT_NE(err.find("[fibra] tasks: 21 done, 0 running, 0 queued, 0 waiting for arguments; actor calls: 1 done, 0 "
+                     "running, 0 queued"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find(" 1 waiting for arguments"), std::string::npos) << "no line drawn while it waited:\n" << err;
 }
 
 int main(int argc, char** argv) {

@@ -76,6 +76,9 @@ class JobState {
   const std::string& name() const { return name_.empty() ? fn_.name : name_; }
   /// Set before the call is queued (TaskOptions::name).
   void set_name(std::string name) { name_ = std::move(name); }
+  /// A task (submit, apply_async), not a map's call: the progress of task graphs counts it.
+  bool is_task() const { return is_task_; }
+  void set_task() { is_task_ = true; }
   CallMode mode() const { return mode_; }
   const RetryPolicy& policy() const { return policy_; }
 
@@ -129,6 +132,7 @@ class JobState {
  private:
   const FunctionEntry& fn_;
   std::string name_;
+  bool is_task_ = false;
   CallMode mode_;
   RetryPolicy policy_;
   std::mutex mu_;
@@ -262,6 +266,11 @@ int wait_with_hook(const std::function<bool()>& ready, std::optional<std::chrono
 /// Starts `settings.workers` workers and waits until each has said hello (collective with the
 /// spawned processes). Throws MpiError or ConfigError naming the fix.
 std::shared_ptr<PoolCore> start_pool(const PoolSettings& settings);
+
+/// Whether progress lines are drawn: FIBRA_PROGRESS=1 or 0, else when stderr is a terminal.
+bool progress_wanted();
+/// Maps' progress lines being drawn now (a task graph's line waits for them: one line at a time).
+std::atomic<int>& maps_drawing_progress();
 
 /// Progress on stderr for a long map/imap: "done/total, rate, ETA", redrawn at most twice a second.
 class Progress {
