@@ -279,14 +279,15 @@ class Agent {
   }
 
   // fibra::cancel with force: an executor in a chunk being cancelled is killed, and its death is
-  // reported as any other (the driver delivers TaskCancelled). A chunk not started yet is watched
-  // for cancel_watch_s, which is more than it can wait behind the batch before it.
+  // reported as any other (the driver delivers TaskCancelled). The driver takes back what has not
+  // started from the lanes; a chunk that came through the socket is watched for cancel_watch_s
+  // (a chunk that starts later, behind a long task, runs; the driver still delivers TaskCancelled).
   void stop_cancelled(double now) {
     for (auto it = cancelling_.begin(); it != cancelling_.end();) {
       bool stopped = false;
       for (auto& e : executors_)
         if (e->running() && e->current_chunk() == it->first) {
-          e->kill();
+          e->kill_for_cancel(it->first);
           stopped = true;
         }
       it = stopped || now > it->second ? cancelling_.erase(it) : std::next(it);

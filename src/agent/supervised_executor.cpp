@@ -194,8 +194,10 @@ void SupervisedExecutor::start() {
   watch_since_ = mpi::now_s();
 }
 
-void SupervisedExecutor::kill() {
-  if (pid_ > 0) ::kill(pid_, SIGKILL);
+void SupervisedExecutor::kill_for_cancel(std::uint64_t chunk) {
+  if (pid_ <= 0) return;
+  killed_for_ = chunk;
+  ::kill(pid_, SIGKILL);
 }
 
 void SupervisedExecutor::start_if_due(double now) {
@@ -411,6 +413,9 @@ std::string SupervisedExecutor::report_death() {
   const std::uint32_t item = b.item.load(std::memory_order_relaxed);
   if (died_in == 0) ++idle_deaths_;  // also paces the restarts of an executor that keeps dying
   const bool blame_first = died_in == 0 && idle_deaths_ >= idle_deaths_before_blame;
+  // Killed to cancel a chunk it had finished by then: what it was in is not to blame.
+  const bool cancel_missed = killed_for_ != 0 && died_in != killed_for_;
+  killed_for_ = 0;
   ItemFailure f;
   f.offset = died_in != 0 ? item : wire::unknown_item;
   f.type = WIFSIGNALED(status) ? "signal" : "exit";
@@ -421,8 +426,9 @@ std::string SupervisedExecutor::report_death() {
         "a recursion without end, or a large array on the stack; `ulimit -s` sets the stack's size";
   const pid_t was = pid_;
   death_ = {died_in, was, describe_exit(status)};
-  std::string out = report(died_in, blame_first, wire::Status::crashed, f);
-  if (died_in == 0 && !actor_) {
+  std::string out = cancel_missed ? report(0, false, wire::Status::crashed, f)
+                                  : report(died_in, blame_first, wire::Status::crashed, f);
+  if (died_in == 0 && !actor_ && !cancel_missed) {
     log::warning("fibra agent pid {}: its executor {} (pid {}) {} outside any task; starting another", ::getpid(),
                  index_, was, describe_exit(status));
   }

@@ -77,8 +77,10 @@ class SupervisedExecutor {
   pid_t pid() const { return pid_; }
   /// The chunk it is in now (its mailbox), 0 between chunks.
   std::uint64_t current_chunk() const { return lane().mailbox().chunk.load(std::memory_order_acquire); }
-  /// Ends its process (SIGKILL): fibra::cancel with force. Its death is read and reported as any.
-  void kill();
+  /// Ends its process (SIGKILL) for fibra::cancel with force of `chunk`, which it was seen in. Its
+  /// death is read and reported as any, but if it was in another chunk by then (it finished that
+  /// one and began the next), no chunk is blamed: they were not run.
+  void kill_for_cancel(std::uint64_t chunk);
   int socket() const { return sock_.get(); }
   /// Chunks given (by the agent, or by the driver through its lane) and not reported back: how busy it is.
   std::size_t load() const { return held_.size() + lane().chunks_held(); }
@@ -155,6 +157,7 @@ class SupervisedExecutor {
   int blocked_delta_ = 0;
   int blocked_ = 0;  // its tasks waiting now (undone at its death)
   Death death_;
+  std::uint64_t killed_for_ = 0;  // kill_for_cancel's chunk, until the death is reported
   LineRelay out_lines_{&AgentOutput::out}, err_lines_{&AgentOutput::err};
   std::unique_ptr<LaneRegion> region_;
   std::uint64_t lane_results_ = 0;  // result frames it had put in its lane when last looked

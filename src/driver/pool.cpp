@@ -338,6 +338,8 @@ bool PoolImpl::cancel(const std::shared_ptr<JobState>& job, bool force) {
         c->cancelled = true;
         any = true;
       }
+      // What is not started yet is taken back from its lane too, rather than run and then killed.
+      if (!in_flight.empty()) unstarted_cancels_.push_back({job, {}});
     }
     if (sched_.idle()) state_cv_.notify_all();
     if (any || in_flight.empty()) {
@@ -348,7 +350,18 @@ bool PoolImpl::cancel(const std::shared_ptr<JobState>& job, bool force) {
     verdict = unstarted_cancels_.back().verdict.get_future();
     kick();
   }
-  return verdict.wait_for(std::chrono::seconds(10)) == std::future_status::ready && verdict.get();
+  // The communication thread answers within a turn, unless it is inside a long MPI call (a spawn):
+  // then the request is withdrawn, so that nothing is cancelled after this said it was not.
+  if (verdict.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    std::lock_guard lk(mu_);
+    auto it = std::find_if(unstarted_cancels_.begin(), unstarted_cancels_.end(),
+                           [&](const UnstartedCancel& u) { return u.job == job; });
+    if (it != unstarted_cancels_.end()) {
+      unstarted_cancels_.erase(it);
+      return false;
+    }
+  }
+  return verdict.get();  // answered meanwhile
 }
 
 // The communication thread's half of a cancel without force: every batch not yet started in the
@@ -364,7 +377,7 @@ bool PoolImpl::take_back_unstarted(const std::shared_ptr<JobState>& job) {
         const auto tasks = wire::parse_tasks(batch);
         for (auto t = tasks.rbegin(); t != tasks.rend(); ++t) {
           w->batches.done(t->header.chunk);
-          sched_.requeue(t->header.chunk, t->header.attempt);
+          requeue_or_cancel(t->header.chunk, t->header.attempt);
         }
       }
     }
@@ -462,18 +475,36 @@ bool PoolImpl::steal_for_idle() {
     if (!w->alive()) continue;
     for (auto& r : w->lanes) {
       Lane& l = r->lane();
+      // Once per task a lane runs: a batch the idle worker cannot take (a retry meant for another
+      // worker, needs it lacks) comes back to this lane, and is not taken back again and again.
+      const std::uint64_t running = l.running_chunk();
+      if (running == 0 || stolen_while_[&l] == running) continue;
       std::string batch;
-      if (!l.running_a_task() || !l.withdraw(batch)) continue;
+      if (!l.withdraw(batch)) continue;
+      stolen_while_[&l] = running;
       const auto tasks = wire::parse_tasks(batch);
       for (auto t = tasks.rbegin(); t != tasks.rend(); ++t) {  // each to the queue's front: in their order
         w->batches.done(t->header.chunk);
-        sched_.requeue(t->header.chunk, t->header.attempt);
+        requeue_or_cancel(t->header.chunk, t->header.attempt);
       }
       ++stats_.batches_stolen;
       return true;  // one at a time: the dispatch that follows places it
     }
   }
   return false;
+}
+
+// A chunk taken back before it started goes back to the queue, or, cancelled with force
+// meanwhile, gets its TaskCancelled instead of running. Under mu_.
+void PoolImpl::requeue_or_cancel(std::uint64_t chunk, std::uint32_t attempt) {
+  const Chunk* c = sched_.find(chunk, attempt);
+  if (!c || !c->cancelled) {
+    sched_.requeue(chunk, attempt);
+    return;
+  }
+  std::unique_ptr<Chunk> out;
+  if (sched_.fail(chunk, attempt, "cancelled", nullptr, false, out) == Failed::exhausted && out)
+    out->job->deliver({out->first, out->count, {}, cancelled_error(*out->job, "before it started"), {}});
 }
 
 // Whether the next chunk is short enough that queueing it behind a running batch pays: it hides

@@ -26,7 +26,7 @@ void PoolImpl::on_results(Worker& w, std::string_view message, std::string* owne
     w.batches.done(h.chunk);
     trace::mark(trace::driver_received, h.chunk);
     switch (h.status) {
-      case wire::Status::not_run: sched_.requeue(h.chunk, h.attempt); break;
+      case wire::Status::not_run: requeue_or_cancel(h.chunk, h.attempt); break;
       case wire::Status::ok: accept_result(h, r.payload, {}, whole, held); break;
       case wire::Status::partial: on_partial(w, h, r.payload, b.executor_pid); break;
       default: on_failed_attempt(w, r, b.executor_pid); break;

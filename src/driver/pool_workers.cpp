@@ -159,10 +159,11 @@ void PoolImpl::spawn(int executors) {
   // when a job has at most 2 processes, and each spawn is a job) would pin them all to that core.
   info.set("bind_to", "none");
   MPI_Comm inter = MPI_COMM_NULL;
-  {
-    SpawnWatch watch("MPI_Comm_spawn of worker " + std::to_string(live_count() + 1) +
-                         (host.empty() ? std::string() : " on host " + host),
+  if (!host.empty() && !same_host(host, my_host_)) {  // only another host's daemon can fail to start so
+    SpawnWatch watch("MPI_Comm_spawn of worker " + std::to_string(live_count() + 1) + " on host " + host,
                      s_.start_timeout_s + SpawnWatch::spawn_grace_s);
+    inter = spawn_agent(info);
+  } else {
     inter = spawn_agent(info);
   }
   auto w = std::make_unique<Worker>();

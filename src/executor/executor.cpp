@@ -114,11 +114,14 @@ void become_task_thread() {
     ss.ss_size = alt_bytes;
     ::sigaltstack(&ss, nullptr);
   }
-  struct sigaction sa {};
-  sa.sa_sigaction = &on_segv;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGSEGV, &sa, nullptr);
+  static std::once_flag installed;  // once per process: a handler a task installed later stays
+  std::call_once(installed, [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = &on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGSEGV, &sa, nullptr);
+  });
 }
 
 // Bytes of the calling thread's stack below this frame; the most a size_t holds if unknown.

@@ -129,8 +129,10 @@ std::vector<Lane::Held> Lane::close() {
     for (;;) {
       std::uint32_t st = s.state.load(std::memory_order_acquire);
       if (st == closed) break;
+      if (st == posted && !swap(s.state, posted, closed)) continue;  // the driver took it back meanwhile
       if (st == posted || st == taken) {
-        // The executor is dead and the driver never writes a posted slot: its batch stays as it is.
+        // The executor is dead; a posted slot is closed already, so the driver can neither take
+        // it back nor write it again: its batch stays as it is.
         const std::uint32_t sent = st == taken ? s.sent.load(std::memory_order_acquire) : 0;
         const std::size_t n = s.size.load(std::memory_order_relaxed);
         // A batch whose every result was sent is done: it died in finish(), whose trim may have
@@ -270,7 +272,7 @@ bool Lane::withdraw(std::string& batch) {
   return swap(s.state, posted, free);  // false: taken, or closed by the agent (which reports it)
 }
 
-bool Lane::running_a_task() const { return mailbox().chunk.load(std::memory_order_relaxed) != 0; }
+std::uint64_t Lane::running_chunk() const { return mailbox().chunk.load(std::memory_order_relaxed); }
 
 std::optional<int> Lane::take(std::string_view& out, std::string& spill) {
   Control& c = control();
@@ -283,15 +285,19 @@ std::optional<int> Lane::take(std::string_view& out, std::string& spill) {
   }
   if (oldest < 0) return std::nullopt;
   Slot& s = c.down[std::size_t(oldest)];
+  s.sent.store(0, std::memory_order_relaxed);
+  // Taken first, read after: the driver may take a posted batch back (withdraw) and post another
+  // in the same slot, so its size is read only once the slot is this executor's.
+  if (!swap(s.state, posted, taken)) return std::nullopt;  // taken back, or closed by the agent
   const std::size_t n = s.size.load(std::memory_order_relaxed);
   const char* data = slot_data(true, std::size_t(oldest), n);
   if (!data) {  // no address space for the mapping (a tight `ulimit -v`): read it
-    if (!read_large(true, n, spill)) return std::nullopt;
+    if (!read_large(true, n, spill)) {
+      (void)swap(s.state, taken, posted);  // left for a later try (or for the agent's report)
+      return std::nullopt;
+    }
     data = spill.data();
   }
-  s.sent.store(0, std::memory_order_relaxed);
-  if (!swap(s.state, posted, taken))
-    return std::nullopt;  // only the agent changes a posted slot, and not while this runs
   out = std::string_view(data, n);
   return oldest;
 }

@@ -132,8 +132,8 @@ class Lane {
   /// free); false if none is posted or the executor took it first. A batch withdrawn as the agent closes the lane (the
   /// executor died) may also be reported by the agent as not run: the driver's requeue of an attempt is idempotent.
   bool withdraw(std::string& batch);
-  /// The executor is in a task now (its mailbox names a chunk).
-  bool running_a_task() const;
+  /// The chunk the executor is in now (its mailbox), 0 between chunks.
+  std::uint64_t running_chunk() const;
   /// Takes one result frame, if there is one, copied into `frame`.
   bool take_result(std::string& frame);
   enum class Took { none, copied, held };
