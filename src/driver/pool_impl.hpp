@@ -208,7 +208,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       graph_.tasks += job->is_task();
       return true;
     }
-    job->deliver({0, 1, {}, cancelled_error(*job, "before it was queued"), {}});
+    if (job->claim_cancel_delivery()) job->deliver({0, 1, {}, cancelled_error(*job, "before it was queued"), {}});
     return false;
   }
   static std::exception_ptr cancelled_error(const JobState& job, const std::string& when) {

@@ -100,7 +100,17 @@ bool cancel_job(const std::shared_ptr<JobState>& job, bool force) {
   if (job->delivered() > 0) return false;  // finished (or failed) already
   job->request_cancel();
   const std::uint64_t uid = job->pool_uid();
-  if (uid == waiting_for_arguments) return true;  // deps.hpp delivers TaskCancelled instead of queueing it
+  if (uid == waiting_for_arguments) {  // never queued now (deps.hpp, queue_unless_cancelled): its error at once
+    if (job->claim_cancel_delivery())
+      job->deliver({0,
+                    1,
+                    {},
+                    std::make_exception_ptr(TaskCancelled("fibra: " + job->name() +
+                                                          " was cancelled (fibra::cancel) while it waited for its "
+                                                          "Future arguments")),
+                    {}});
+    return true;
+  }
   if (uid == 0)
     throw ConfigError("fibra::cancel: " + job->name() +
                       " is not a task (Pool::submit, apply_async, fibra::submit); actor calls cannot be cancelled");

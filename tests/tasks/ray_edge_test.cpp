@@ -353,6 +353,7 @@ TEST(RayEdges, ACancelledTaskThatHadNotStartedNeverRuns) {
   EXPECT_THROW(busy.get(std::chrono::milliseconds(50)), fibra::GetTimeout);
   EXPECT_TRUE(fibra::cancel(queued));
   EXPECT_TRUE(fibra::cancel(on_later));
+  EXPECT_TRUE(on_later.ready()) << "cancelled while it waited for its argument: its error is there at once";
   EXPECT_THROW(get_within(queued, bound, "the cancelled nap_ms(100)"), fibra::TaskCancelled);
   EXPECT_THROW(get_within(on_queued, bound, "first_of(the cancelled task)"), fibra::DependencyFailed);
   EXPECT_EQ(get_within(busy, bound, "nap_ms(1500)").size(), 3u);  // read after its GetTimeout

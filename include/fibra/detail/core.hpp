@@ -124,6 +124,9 @@ class JobState {
   /// fibra::cancel was called: a task still waiting for its Future arguments is not queued.
   void request_cancel() { cancel_requested_.store(true); }
   bool cancel_requested() const { return cancel_requested_.load(); }
+  /// True for the first caller only: of fibra::cancel and the queueing that saw its request, one
+  /// delivers the TaskCancelled of a task that had not been queued.
+  bool claim_cancel_delivery() { return !cancel_delivered_.exchange(true); }
 
   /// The caller no longer wants outcomes: chunks not yet started are dropped.
   void cancel() { cancelled_.store(true, std::memory_order_release); }
@@ -148,6 +151,7 @@ class JobState {
   bool wait_until(Pred pred, std::optional<std::chrono::nanoseconds> timeout);
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> cancel_requested_{false};
+  std::atomic<bool> cancel_delivered_{false};
   std::atomic<std::uint64_t> pool_uid_{0};
   std::atomic<std::uint64_t> run_ns_{0}, run_items_{0};                        // measured by the executors (note_run)
   std::vector<std::pair<std::uint64_t, std::function<void()>>> on_delivered_;  // under mu_; run at the first delivery

@@ -62,14 +62,17 @@ struct WaitingTask {
 
   // On fibra's task thread, once every Future argument has its outcome.
   void run() {
-    if (job->cancel_requested())
-      return job->deliver({0,
-                           1,
-                           {},
-                           std::make_exception_ptr(TaskCancelled("fibra: " + job->name() +
-                                                                 " was cancelled (fibra::cancel) while it "
-                                                                 "waited for its Future arguments")),
-                           {}});
+    if (job->cancel_requested()) {  // fibra::cancel delivered its TaskCancelled (or this does, once)
+      if (job->claim_cancel_delivery())
+        job->deliver({0,
+                      1,
+                      {},
+                      std::make_exception_ptr(TaskCancelled("fibra: " + job->name() +
+                                                            " was cancelled (fibra::cancel) while it waited "
+                                                            "for its Future arguments")),
+                      {}});
+      return;
+    }
     std::exception_ptr failed;
     std::size_t i = 0;
     std::apply([&](const auto&... x) { (check(x, ++i, failed), ...); }, args);
