@@ -7,6 +7,7 @@
 //   stats.hpp          fibra::PoolStats: a pool's counters of work and failures (Pool::stats())
 //   future.hpp         fibra::Future<T>: get, wait, wait_for, ready
 //   tasks.hpp          fibra::submit, fibra::wait, fibra::default_pool: remote tasks, nested and with dependencies
+//   object.hpp         fibra::put: the object store, a value kept once that tasks take by reference
 //   actor.hpp          fibra::Actor<T>, fibra::Manager, FIBRA_ACTOR: objects with state in processes of their own
 //   resources.hpp      fibra::Resources: CPUs, GPUs and memory a pool's workers offer and a call needs
 //   error.hpp          fibra::Error and its subclasses (RemoteError, ExecutorCrashed, ConfigError, ...)
@@ -23,6 +24,7 @@
 #include "fibra/error.hpp"
 #include "fibra/future.hpp"
 #include "fibra/log.hpp"
+#include "fibra/object.hpp"
 #include "fibra/options.hpp"
 #include "fibra/pool.hpp"
 #include "fibra/remote.hpp"

@@ -31,6 +31,9 @@ struct PoolStats {
   /// Batches taken back from a worker busy with a task before it started them, and handed to an
   /// idle one (work stealing; workers on the driver's host only: docs/architecture.md)
   std::uint64_t batches_stolen = 0;
+  /// Stored objects (fibra::put) sent to an agent whose executors cannot read the driver's memory
+  /// (another host, or no shared memory): once per object and agent, however many tasks take it
+  std::uint64_t objects_sent = 0;
   /// Messages of results (one or more chunks' each) that came back through shared memory. A large
   /// one is decoded where it lies by a call waiting for it; one that arrives before anybody waits
   /// is copied out, so that the worker's next large result finds the way free.

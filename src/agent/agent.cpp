@@ -28,6 +28,7 @@
 #include "common/log.hpp"
 #include "transport/mpi.hpp"
 #include "common/trace.hpp"
+#include "transport/object_memory.hpp"
 #include "transport/wire.hpp"
 #include "agent/agent.hpp"
 #include "common/process.hpp"
@@ -176,11 +177,28 @@ class Agent {
         give_reply(std::move(m.data));
       } else if (m.tag == wire::tag_cancel) {
         cancelling_[wire::decode<wire::Cancel>(m.data).chunk] = mpi::now_s() + cancel_watch_s;
+      } else if (m.tag == wire::tag_object) {
+        keep_object(m.data);
+      } else if (m.tag == wire::tag_object_free) {
+        objects_.erase(wire::decode<wire::ObjectFree>(m.data).id);
       } else if (m.tag == wire::tag_shutdown) {
         leaving_ = true;
       }
     }
     return got;
+  }
+
+  // A stored object (fibra::put) its executors will read: kept in a memfd they find by its name
+  // (transport/object_memory.hpp) until the driver says it is freed. The driver sends it before
+  // the first batch that takes it, and MPI keeps their order.
+  void keep_object(std::string_view message) {
+    detail::Reader r(message);
+    wire::ObjectHead h;
+    wire::get(r, h);
+    if (r.left() != h.size)
+      throw wire::Malformed("fibra: a malformed stored object: " + std::to_string(r.left()) + " bytes for " +
+                            std::to_string(h.size));
+    objects_[h.id] = ObjectMemory::create(object_memfd_name(h.driver_pid, h.id), r.take(h.size), "fibra agent");
   }
 
   // The answer to a request of one of its executors (gone by now, perhaps: then it is dropped).
@@ -384,6 +402,7 @@ class Agent {
   std::set<std::uint64_t> dead_actors_;
   int blocked_delta_ = 0;                       // change in its executors' waiting tasks, not yet told to the driver
   std::map<std::uint64_t, double> cancelling_;  // chunks to stop (tag_cancel), watched until then
+  std::map<std::uint64_t, std::unique_ptr<ObjectMemory>> objects_;  // stored objects, by id (tag_object)
   static constexpr double cancel_watch_s = 60;
   double last_heard_ = 0, last_sent_ = 0;
   bool leaving_ = false;

@@ -49,8 +49,11 @@ void JobState::unshare_held() {
 
 void JobState::deliver(ChunkOutcome o) {
   std::vector<std::pair<std::uint64_t, std::function<void()>>> callbacks;
+  std::vector<ObjectArg> done_with;  // the task's stored arguments: let go outside mu_ (a free tells pools)
   {
     std::lock_guard lk(mu_);
+    done_with.swap(objects_);
+    has_objects_.store(false, std::memory_order_release);
     // Nobody waits to take it: the deliverer copies it out of shared memory next (unshare_held).
     if (o.keep && waiters_.load(std::memory_order_acquire) == 0) unshare_pending_ = true;
     done_.push_back(std::move(o));

@@ -402,8 +402,15 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
   for (auto& [worker, chunk] : cancels)
     if (Worker* w = worker_by_id(worker); w && w->alive())
       send(*w, wire::tag_cancel, wire::encode(wire::Cancel{chunk}));
+  free_objects();
   // Batches are encoded under mu_: terminate() on a user thread may fail (and free) every chunk.
-  std::vector<std::tuple<Worker*, mpi::Pieces, std::uint32_t>> out;
+  struct Out {
+    Worker* w;
+    mpi::Pieces batch;
+    std::uint32_t chunks;
+    std::vector<std::shared_ptr<const StoredObject>> objects;  // stored objects its tasks take
+  };
+  std::vector<Out> out;
   std::vector<std::uint64_t> traced;  // chunk ids, for FIBRA_TRACE
   {
     std::lock_guard lk(mu_);
@@ -430,7 +437,9 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
             ++stats_.chunks_resubmitted;
             stats_.last_retry_sent = std::chrono::steady_clock::now();
           }
-          out.emplace_back(w.get(), encode_batch(batch), static_cast<std::uint32_t>(batch.size()));
+          std::vector<std::shared_ptr<const StoredObject>> objects;
+          mpi::Pieces pieces = encode_batch(batch, objects);
+          out.push_back({w.get(), std::move(pieces), static_cast<std::uint32_t>(batch.size()), std::move(objects)});
           if (trace::detail::on)
             for (const Chunk* c : batch) traced.push_back(c->id);
         }
@@ -440,11 +449,13 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
     if (sched_.idle()) state_cv_.notify_all();
   }
   std::uint64_t shared = 0;
-  for (auto& [w, batch, chunks] : out) {
-    if (post_to_lane(*w, batch, chunks))
+  for (auto& [w, batch, chunks, objects] : out) {
+    if (post_to_lane(*w, batch, chunks)) {
       ++shared;
-    else
+    } else {
+      send_objects(*w, objects);  // before the batch: the agent has them when its executor looks
       send(*w, wire::tag_tasks, std::move(batch));
+    }
   }
   if (!out.empty()) {
     std::lock_guard lk(mu_);
@@ -517,7 +528,8 @@ bool PoolImpl::prefetch_pays() const {
 }
 
 // The batch's headers, with each chunk's payload sent from the chunk (mpi::Pieces), not copied.
-mpi::Pieces PoolImpl::encode_batch(const std::vector<Chunk*>& chunks) {
+mpi::Pieces PoolImpl::encode_batch(const std::vector<Chunk*>& chunks,
+                                   std::vector<std::shared_ptr<const StoredObject>>& objects) {
   mpi::Pieces batch;
   batch.heads = wire::begin_batch();
   batch.heads.reserve(sizeof(std::uint32_t) + chunks.size() * 80);
@@ -534,6 +546,12 @@ mpi::Pieces PoolImpl::encode_batch(const std::vector<Chunk*>& chunks) {
     h.timeout_s = policy.task_timeout_s;
     h.keep_going = policy.keep_going;
     h.skip = c->skip;
+    if (c->job->has_objects())
+      for (const ObjectArg& a : c->job->objects()) {
+        const StoredObject& o = *a.object;
+        h.objects.push_back({o.id, a.at, o.bytes.size(), o.pid, o.fd});
+        objects.push_back(a.object);
+      }
     wire::append_task_head(batch.heads, h, c->payload->size(), bodies);
     batch.ends.push_back(batch.heads.size());
     bodies += c->payload->size();
@@ -541,6 +559,39 @@ mpi::Pieces PoolImpl::encode_batch(const std::vector<Chunk*>& chunks) {
   }
   wire::set_count(batch.heads, static_cast<std::uint32_t>(chunks.size()));
   return batch;
+}
+
+// The stored objects (fibra::put) a batch's tasks take, to an agent whose executors cannot map
+// the driver's memory (it has no lanes: another host, or lanes off), once each: the agent keeps a
+// copy in a memfd of its own, which its executors map (docs/architecture.md, "The object store").
+// Executors of an agent on this host map the driver's own memfd, even for a batch sent through MPI.
+void PoolImpl::send_objects(Worker& w, const std::vector<std::shared_ptr<const StoredObject>>& objects) {
+  if (!w.lanes.empty()) return;
+  for (const auto& o : objects) {
+    if (!w.objects.insert(o->id).second) continue;
+    mpi::Pieces m;
+    m.heads = wire::encode(wire::ObjectHead{o->id, o->pid, o->bytes.size()});
+    m.ends.push_back(m.heads.size());
+    // A copy for the send queue to hold (the object may be freed before the send completes).
+    std::string bytes;
+    append_large(bytes, o->bytes.data(), o->bytes.size());
+    m.bodies.push_back(std::make_shared<const std::string>(std::move(bytes)));
+    send(w, wire::tag_object, std::move(m));
+    std::lock_guard lk(mu_);
+    ++stats_.objects_sent;
+  }
+}
+
+// Agents that keep a copy of an object freed since the last look are told to drop it.
+void PoolImpl::free_objects() {
+  std::vector<std::uint64_t> freed;
+  {
+    std::lock_guard lk(freed_mu_);
+    freed.swap(freed_objects_);
+  }
+  for (std::uint64_t id : freed)
+    for (auto& w : workers_)
+      if (w->objects.erase(id) && w->alive()) send(*w, wire::tag_object_free, wire::encode(wire::ObjectFree{id}));
 }
 
 // A batch for an agent on this host goes into the lane of its least busy executor, if one has a

@@ -30,6 +30,8 @@
 //    spawn_failures_: under mu_ only.
 //  - sends_, last_pid_check_, last_receive_pass_, next_worker_id_: the communication thread's
 //    alone, no lock (they are used with mpi::lock() held).
+//  - freed_objects_: under freed_mu_ (a lock of its own: objects are freed on any thread, some of
+//    them holding mu_); Worker::objects: the communication thread's alone.
 //  - A call's outcomes go to its JobState, which has its own mutex; g_agents_in_slots is atomic.
 #pragma once
 
@@ -50,12 +52,14 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "fibra/detail/core.hpp"
 #include "fibra/error.hpp"
 #include "transport/lane.hpp"
 #include "transport/mpi.hpp"
+#include "driver/objects.hpp"
 #include "driver/scheduler.hpp"
 #include "common/trace.hpp"
 #include "transport/wire.hpp"
@@ -121,6 +125,9 @@ struct Worker {
   // The communication thread's alone (no lock); `shared_memory` says the same to user threads (mu_).
   std::vector<std::shared_ptr<LaneRegion>> lanes;  // shared: a result left in one holds it (drain_lanes)
   bool shared_memory = false;
+  // Stored objects (fibra::put) sent to it: its agent keeps a copy until told they are freed.
+  // The communication thread's alone.
+  std::unordered_set<std::uint64_t> objects;
   double spawned_at = 0, last_heard = 0, last_sent = 0, lost_at = 0;
   bool holds_slot = true;       // counted in g_agents_in_slots until its process is surely gone
   bool read_after_loss = true;  // lost, but what it still sends is read (late results)
@@ -181,7 +188,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
  public:
   explicit PoolImpl(const PoolSettings& s) : s_(s), target_(s.workers) {}
   std::uint64_t uid() const override { return uid_; }
-  ~PoolImpl() override { terminate(); }
+  ~PoolImpl() override {
+    forget_object_frees(object_frees_token_);
+    terminate();
+  }
 
   // pool.cpp
   void start();
@@ -273,7 +283,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   bool dispatch(std::size_t batches_each = batches_per_worker);
   bool prefetch_pays() const;
   bool steal_for_idle();
-  static mpi::Pieces encode_batch(const std::vector<Chunk*>& chunks);
+  static mpi::Pieces encode_batch(const std::vector<Chunk*>& chunks,
+                                  std::vector<std::shared_ptr<const StoredObject>>& objects);
+  void send_objects(Worker& w, const std::vector<std::shared_ptr<const StoredObject>>& objects);
+  void free_objects();
   bool post_to_lane(Worker& w, const mpi::Pieces& batch, std::uint32_t chunks);
   bool drain_lanes(Worker& w);
   std::vector<std::shared_ptr<LaneRegion>> open_lanes(const Worker& w, const wire::Hello& h);
@@ -444,6 +457,14 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   bool kicked_ = false, closed_ = false, stopping_ = false, stopped_ = false;
   std::string closed_reason_ = "was closed";  // "was closed (Pool::close())", ...: said by later calls
   std::exception_ptr broken_;
+  // Stored objects freed since the last dispatch (fibra::put, driver/objects.hpp): the agents that
+  // hold copies are told. Under freed_mu_.
+  std::mutex freed_mu_;
+  std::vector<std::uint64_t> freed_objects_;
+  std::uint64_t object_frees_token_ = on_object_freed([this](std::uint64_t id) {
+    std::lock_guard lk(freed_mu_);
+    freed_objects_.push_back(id);
+  });
 };
 
 }  // namespace fibra::detail

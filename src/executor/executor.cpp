@@ -28,6 +28,7 @@
 #include "fibra/error.hpp"
 
 #include "common/freed_memory.hpp"
+#include "executor/objects.hpp"
 #include "transport/lane.hpp"
 #include "common/trace.hpp"
 #include "transport/wire.hpp"
@@ -48,6 +49,7 @@ class Inbox;
 struct ExecutorState {
   bool in_executor = false;  // this process is an executor (executor_main began)
   int sock = -1;             // to and from the agent
+  pid_t agent = 0;           // its agent's pid (stored objects: executor_arguments)
   Mailbox* box = nullptr;    // shared with the agent: the chunk and item being run
   // Its lane (src/transport/lane.hpp): batches the driver put there, and the way back for their results.
   Lane* lane = nullptr;
@@ -277,7 +279,16 @@ void run_chunk(const wire::TaskView& t, Mailbox& box, std::string& results, Fram
   ctl.keep_going = t.header.keep_going;
   ctl.skip = t.header.skip;
   ctl.failures = &failures;
-  const bool ran = run(t.payload, t.header.count, results, fail, box.item, ctl);
+  thread_local std::string joined;  // arguments around stored objects (fibra::put), joined
+  std::string_view args;
+  bool ran = true;
+  try {
+    args = executor_arguments(t, g_executor.agent, joined);
+  } catch (...) {
+    fail = Items<Unit>::failure_at(0);
+    ran = false;
+  }
+  if (ran) ran = run(args, t.header.count, results, fail, box.item, ctl);
   h.run_ns = static_cast<std::uint64_t>(now_ns() - began);
   if (!ran) {  // a failure replaces what the chunk wrote
     h.status = wire::Status::raised;
@@ -319,7 +330,9 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
     for (auto id : traced) trace::mark(trace::executor_sent, id);
     traced.clear();
   };
-  for (const auto& t : wire::parse_tasks(batch)) {
+  const std::vector<wire::TaskView> tasks = wire::parse_tasks(batch);
+  executor_keep_objects_of(tasks);
+  for (const auto& t : tasks) {
     if (t.header.actor != 0) g_executor.actor_process = true;
     trace::mark(trace::executor_read, t.header.chunk);
     box.item.store(0, std::memory_order_relaxed);
@@ -750,6 +763,7 @@ std::shared_ptr<PoolCore> executor_core(std::uint64_t uid) {
   auto& box = g_executor.lane->mailbox();
   send_frame(sock, {});  // an empty result frame: "started, waiting for work"
   g_executor.sock = sock;
+  g_executor.agent = parent;
   g_executor.box = &box;
   become_task_thread();
   keep_freed_memory(keep_freed_bytes_from_env(), true);

@@ -21,20 +21,22 @@ namespace fibra::wire {
 
 /// MPI tags between driver and agent.
 enum Tag : int {
-  tag_hello = 1,       ///< agent -> driver: Hello
-  tag_tasks = 2,       ///< driver -> agent: a task batch
-  tag_results = 3,     ///< agent -> driver: a result batch
-  tag_heartbeat = 4,   ///< both ways, when nothing else was sent for a while
-  tag_shutdown = 5,    ///< driver -> agent: stop (executors too), say bye, leave
-  tag_bye = 6,         ///< agent -> driver: about to leave
-  tag_setup = 7,       ///< driver -> agent, its first message: AgentSetup
-  tag_actor_end = 8,   ///< driver -> agent: ActorEnd, the actor's last handle is gone
-  tag_actor_died = 9,  ///< agent -> driver: ActorDeath, an actor's process ended
-  tag_request = 10,    ///< agent -> driver: a RequestRoute, then a Request from one of its executors
-  tag_reply = 11,      ///< driver -> agent: Reply, the outcome of a Request
-  tag_blocked = 12,    ///< agent -> driver: WaitDelta, executors that began (+) or ended (-) a wait in a task
-  tag_output = 13,     ///< agent -> driver: Output, whole lines its executors printed
-  tag_cancel = 14,     ///< driver -> agent: Cancel, end the executor that runs (or comes to run) a chunk
+  tag_hello = 1,         ///< agent -> driver: Hello
+  tag_tasks = 2,         ///< driver -> agent: a task batch
+  tag_results = 3,       ///< agent -> driver: a result batch
+  tag_heartbeat = 4,     ///< both ways, when nothing else was sent for a while
+  tag_shutdown = 5,      ///< driver -> agent: stop (executors too), say bye, leave
+  tag_bye = 6,           ///< agent -> driver: about to leave
+  tag_setup = 7,         ///< driver -> agent, its first message: AgentSetup
+  tag_actor_end = 8,     ///< driver -> agent: ActorEnd, the actor's last handle is gone
+  tag_actor_died = 9,    ///< agent -> driver: ActorDeath, an actor's process ended
+  tag_request = 10,      ///< agent -> driver: a RequestRoute, then a Request from one of its executors
+  tag_reply = 11,        ///< driver -> agent: Reply, the outcome of a Request
+  tag_blocked = 12,      ///< agent -> driver: WaitDelta, executors that began (+) or ended (-) a wait in a task
+  tag_output = 13,       ///< agent -> driver: Output, whole lines its executors printed
+  tag_cancel = 14,       ///< driver -> agent: Cancel, end the executor that runs (or comes to run) a chunk
+  tag_object = 15,       ///< driver -> agent: ObjectHead and the bytes of a stored object (fibra::put)
+  tag_object_free = 16,  ///< driver -> agent: ObjectFree, a stored object no task will read again
 };
 
 /// Frames on an executor's socket start with a u64: the frame's length, and its kind in the top
@@ -195,6 +197,19 @@ requires std::is_same_v<std::remove_const_t<M>, Hello>
 void fields(F&& f, M& m) { f(m.fingerprint, m.functions, m.pid, m.host, m.lane_fds); }
 
 /// One chunk of a task batch (its payload follows it).
+/// A stored object (fibra::put) that a chunk takes as an argument: its bytes belong at `at` in the
+/// chunk's payload (which holds the other arguments around that gap). The executor finds them in
+/// the memfd named detail::object_memfd_name(pid, id): its agent's copy, or the driver's own (fd
+/// `fd` of process `pid`) on the driver's host.
+struct ObjectRef {
+  std::uint64_t id = 0;
+  std::uint64_t at = 0;
+  std::uint64_t size = 0;
+  std::int64_t pid = 0;  ///< the driver's
+  std::int64_t fd = -1;  ///< in the driver
+};
+static_assert(std::has_unique_object_representations_v<ObjectRef>, "ObjectRef travels as raw bytes");
+
 struct TaskHeader {
   std::uint64_t chunk = 0;    ///< driver-wide chunk id
   std::uint32_t attempt = 0;  ///< 1 for the first try
@@ -208,12 +223,33 @@ struct TaskHeader {
   /// 0: any executor of the agent; else the key of the actor (one start of it) whose process runs
   /// it. A batch holds calls of one actor only.
   std::uint64_t actor = 0;
+  std::vector<ObjectRef> objects;  ///< stored objects among its arguments (fibra::put), by `at`
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, TaskHeader>
 void fields(F&& f, M& h) {
-  f(h.chunk, h.attempt, h.fn, h.mode, h.first, h.count, h.timeout_s, h.keep_going, h.skip, h.actor);
+  f(h.chunk, h.attempt, h.fn, h.mode, h.first, h.count, h.timeout_s, h.keep_going, h.skip, h.actor, h.objects);
 }
+
+/// driver -> agent (tag_object): a stored object, sent once to an agent whose executors cannot
+/// map the driver's memory (another host, no lanes); its `size` bytes follow in the message. The
+/// agent keeps them in a memfd of its own until ObjectFree.
+struct ObjectHead {
+  std::uint64_t id = 0;
+  std::int64_t driver_pid = 0;
+  std::uint64_t size = 0;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, ObjectHead>
+void fields(F&& f, M& m) { f(m.id, m.driver_pid, m.size); }
+
+/// driver -> agent (tag_object_free): the object's last reference in the driver is gone.
+struct ObjectFree {
+  std::uint64_t id = 0;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, ObjectFree>
+void fields(F&& f, M& m) { f(m.id); }
 
 /// driver -> agent: the actor's last handle is gone; its process ends once its calls have run.
 struct ActorEnd {

@@ -65,6 +65,26 @@ struct ChunkOutcome {
   void unshare();
 };
 
+/// A value fibra::put stored in the driver (src/driver/objects.cpp): its encoded bytes in shared
+/// memory (a memfd), which executors on the driver's host map, and which an agent on another host
+/// is sent once and keeps in a memfd of its own. Freed (and the agents told) when the last
+/// shared_ptr to it goes: the put's Future and every task that takes it hold one.
+struct StoredObject {
+  std::uint64_t id = 0;    ///< unique in the driver's run, never reused
+  std::int64_t pid = 0;    ///< the driver's pid: executors open /proc/<pid>/fd/<fd>
+  int fd = -1;             ///< the memfd, named object_memfd_name(id)
+  std::string_view bytes;  ///< the driver's read-only mapping of it
+  virtual ~StoredObject() = default;
+};
+/// Where a stored object goes in a task's encoded arguments: its bytes belong at `at`.
+struct ObjectArg {
+  std::shared_ptr<const StoredObject> object;
+  std::uint64_t at = 0;
+};
+/// fibra::put: stores `encoded` (the value as Codec<T> encodes it, left empty); throws ConfigError
+/// past 2 GiB. In an executor (no store there yet) it returns nullptr and leaves `encoded` as it is.
+std::shared_ptr<const StoredObject> store_object(std::string& encoded);
+
 /// One call's chunks (a map, an imap, or one apply_async) and the outcomes that came back.
 /// Thread-safe: the driver's communication thread delivers, the user's thread waits.
 class JobState {
@@ -128,6 +148,23 @@ class JobState {
   /// delivers the TaskCancelled of a task that had not been queued.
   bool claim_cancel_delivery() { return !cancel_delivered_.exchange(true); }
 
+  /// fibra::put's Future: the value stored in the driver (nullptr for every other call).
+  const std::shared_ptr<const StoredObject>& object() const { return object_; }
+  void set_object(std::shared_ptr<const StoredObject> o) { object_ = std::move(o); }
+  /// The stored objects a task takes as arguments, set before it is queued; they are held until
+  /// its outcome is delivered. A copy (the communication thread reads it while delivery may clear it).
+  std::vector<ObjectArg> objects() const {
+    if (!has_objects_.load(std::memory_order_acquire)) return {};
+    std::lock_guard lk(mu_);
+    return objects_;
+  }
+  bool has_objects() const { return has_objects_.load(std::memory_order_acquire); }
+  void set_objects(std::vector<ObjectArg> objects) {
+    std::lock_guard lk(mu_);
+    objects_ = std::move(objects);
+    has_objects_.store(!objects_.empty(), std::memory_order_release);
+  }
+
   /// The caller no longer wants outcomes: chunks not yet started are dropped.
   void cancel() { cancelled_.store(true, std::memory_order_release); }
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
@@ -138,9 +175,12 @@ class JobState {
   bool is_task_ = false;
   CallMode mode_;
   RetryPolicy policy_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<ChunkOutcome> done_;
+  std::shared_ptr<const StoredObject> object_;  // set once, before the Future is handed out
+  std::vector<ObjectArg> objects_;              // under mu_; cleared at the delivery
+  std::atomic<bool> has_objects_{false};
   std::atomic<std::uint64_t> delivered_{0};
   std::atomic<std::uint64_t> taken_{0};  // written under mu_
   std::atomic<int> waiters_{0};          // threads in wait_until: one will take a delivery soon

@@ -80,14 +80,19 @@ struct WaitingTask {
     try {
       std::string payload;
       Writer w(payload);
-      std::apply(
-          [&](const auto&... x) {
-            if constexpr (sizeof...(P) == 1)
-              (SingleArg<std::remove_cvref_t<P>>::one(w, resolve(x)), ...);
-            else
-              encode(w, std::tuple<std::remove_cvref_t<P>...>(resolve(x)...));
-          },
-          args);
+      std::vector<ObjectArg> objects;
+      if constexpr (sizeof...(P) > 1 && is_raw_v<std::tuple<std::remove_cvref_t<P>...>>) {
+        // A tuple of raw types travels as its bytes, not argument by argument: values, not references.
+        std::apply([&](const auto&... x) { encode(w, std::tuple<std::remove_cvref_t<P>...>(resolve(x)...)); }, args);
+      } else {
+        // Argument by argument (as Codec<std::tuple> and SingleArg write them); a stored object
+        // (fibra::put) of the parameter's own type leaves a gap where its bytes belong.
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+          (one<std::remove_cvref_t<P>>(w, std::get<I>(args), objects), ...);
+        }
+        (std::index_sequence_for<P...>{});
+      }
+      if (!objects.empty()) job->set_objects(std::move(objects));
       core->submit_dependent(job, std::move(payload));
     } catch (...) {  // the pool was terminated meanwhile, say: the task's future says so
       job->deliver({0, 1, {}, std::current_exception(), {}});
@@ -99,10 +104,24 @@ struct WaitingTask {
     core->hold_dependent(-1);
   }
 
+  // One argument, for the parameter of type A: its bytes, or the gap of a stored object.
+  template <class A, class X>
+  static void one(Writer& w, const X& x, std::vector<ObjectArg>& objects) {
+    if constexpr (is_future_v<X>) {
+      if constexpr (std::is_same_v<typename future_of<X>::type, A>) {
+        if (const auto& o = x.detail_job()->object()) {
+          objects.push_back({o, w.buffer().size()});
+          return;
+        }
+      }
+    }
+    SingleArg<A>::one(w, resolve(x));
+  }
+
   template <class X>
   void check(const X& x, std::size_t i, std::exception_ptr& failed) const {
     if constexpr (is_future_v<X>) {
-      if (failed) return;
+      if (failed || x.detail_job()->object()) return;  // a stored object (fibra::put) never failed
       std::string why;
       try {
         (void)x.get();

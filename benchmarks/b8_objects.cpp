@@ -1,0 +1,90 @@
+// B8 (issue 28, item 10): the object store. One large value (100 MB by default) read by 8 tasks,
+// passed by value (encoded and sent for each task, as before fibra::put) and by reference
+// (fibra::put once, the Future given to each task), on the same pool in the same run; with the
+// driver's peak resident memory during each. FIBRA_LANES=0 takes the agents' way (as to workers
+// on another host): then each agent is sent the object once.
+//
+//   b8_objects [--workers N] [--mb M] [--tasks T] [--repeats R]
+//
+// Prints one line per figure, as CSV: benchmark,metric,value,unit (medians of R runs).
+#include <fibra/fibra.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_common.hpp"
+
+double total(std::vector<double> v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s;
+}
+FIBRA_REMOTE(total);
+
+using bench::arg;
+using bench::Clock;
+using bench::median;
+using bench::seconds_since;
+
+namespace {
+// The driver's peak resident memory since the last reset, in MiB (VmHWM; reset by clear_refs 5).
+double peak_mib() {
+  std::ifstream st("/proc/self/status");
+  for (std::string line; std::getline(st, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024;
+  return 0;
+}
+void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
+}  // namespace
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);
+  const int workers = static_cast<int>(arg(argc, argv, "--workers", 2));
+  const long mb = arg(argc, argv, "--mb", 100);
+  const long tasks = arg(argc, argv, "--tasks", 8);
+  const int repeats = static_cast<int>(arg(argc, argv, "--repeats", 5));
+  const char* lanes = std::getenv("FIBRA_LANES");
+  std::printf("# fibra %s, %u hardware threads, %d workers, %ld MB read by %ld tasks, lanes %s, medians of %d runs\n",
+              fibra::version, std::thread::hardware_concurrency(), workers, mb, tasks,
+              lanes && std::string(lanes) == "0" ? "off" : "on", repeats);
+  std::printf("benchmark,metric,value,unit\n");
+  fibra::Pool pool(workers);
+  std::vector<double> v(std::size_t(mb) * 1'000'000 / sizeof(double));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = double(i % 1000);
+  const double want = total(v);
+
+  std::vector<double> by_value, by_ref, peak_value, peak_ref;
+  for (int r = 0; r < repeats; ++r) {
+    reset_peak();
+    auto t = Clock::now();
+    std::vector<fibra::Future<double>> fs;
+    for (long i = 0; i < tasks; ++i) fs.push_back(pool.submit(total, v));
+    for (auto& f : fs)
+      if (f.get() != want) return std::fprintf(stderr, "b8: a task by value returned a wrong sum\n"), 1;
+    by_value.push_back(seconds_since(t));
+    peak_value.push_back(peak_mib());
+    fs.clear();
+
+    reset_peak();
+    t = Clock::now();
+    {
+      auto ref = fibra::put(v);
+      for (long i = 0; i < tasks; ++i) fs.push_back(pool.submit(total, ref));
+    }
+    for (auto& f : fs)
+      if (f.get() != want) return std::fprintf(stderr, "b8: a task by reference returned a wrong sum\n"), 1;
+    by_ref.push_back(seconds_since(t));
+    peak_ref.push_back(peak_mib());
+    fs.clear();
+  }
+  std::printf("b8,by_value_s,%.3f,s\n", median(by_value));
+  std::printf("b8,by_reference_s,%.3f,s\n", median(by_ref));
+  std::printf("b8,speedup,%.2f,x\n", median(by_value) / median(by_ref));
+  std::printf("b8,driver_peak_by_value_mib,%.0f,MiB\n", median(peak_value));
+  std::printf("b8,driver_peak_by_reference_mib,%.0f,MiB\n", median(peak_ref));
+  std::printf("b8,objects_sent,%llu,copies\n", static_cast<unsigned long long>(pool.stats().objects_sent));
+  return 0;
+}

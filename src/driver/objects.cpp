@@ -1,0 +1,98 @@
+// src/driver/objects.cpp: fibra::put's store in the driver (docs/architecture.md, "The object store").
+#include "driver/objects.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "common/log.hpp"
+#include "executor/executor.hpp"
+#include "fibra/detail/codec.hpp"
+#include "fibra/detail/core.hpp"
+#include "fibra/error.hpp"
+#include "fibra/object.hpp"
+#include "transport/object_memory.hpp"
+
+namespace fibra::detail {
+
+namespace {
+
+// What one MPI message carries (an agent on another host is sent the object in one).
+constexpr std::size_t max_object_bytes = (std::size_t(1) << 31) - 4096;
+
+struct Listeners {
+  std::mutex mu;
+  std::uint64_t next = 1;
+  std::map<std::uint64_t, std::function<void(std::uint64_t)>> all;
+};
+Listeners& listeners() {
+  static auto* l = new Listeners;  // never destroyed: objects may be freed during static destruction
+  return *l;
+}
+
+void tell_freed(std::uint64_t id) noexcept {
+  Listeners& l = listeners();
+  std::lock_guard lk(l.mu);
+  for (auto& [token, f] : l.all) {
+    try {
+      f(id);
+    } catch (...) {  // a pool that cannot queue the message: its agents keep a copy until they end
+    }
+  }
+}
+
+class DriverObject final : public StoredObject {
+ public:
+  DriverObject(std::uint64_t id, std::unique_ptr<ObjectMemory> m) : memory_(std::move(m)) {
+    this->id = id;
+    pid = ::getpid();
+    fd = memory_->fd();
+    bytes = memory_->bytes();
+  }
+  ~DriverObject() override {
+    memory_.reset();
+    tell_freed(id);
+  }
+
+ private:
+  std::unique_ptr<ObjectMemory> memory_;
+};
+
+}  // namespace
+
+std::shared_ptr<const StoredObject> store_object(std::string& encoded) {
+  if (in_executor()) return nullptr;
+  if (encoded.size() > max_object_bytes)
+    throw ConfigError("fibra::put: the value encodes to " + std::to_string(encoded.size()) +
+                      " bytes, more than the 2 GiB one message carries; split it into parts and put each");
+  static std::atomic<std::uint64_t> next_id{1};
+  const std::uint64_t id = next_id.fetch_add(1);
+  auto memory = ObjectMemory::create(object_memfd_name(::getpid(), id), encoded, "fibra::put");
+  give_back_large(encoded);  // its memory serves the next large buffer
+  encoded.clear();
+  return std::make_shared<DriverObject>(id, std::move(memory));
+}
+
+std::uint64_t on_object_freed(std::function<void(std::uint64_t)> f) {
+  Listeners& l = listeners();
+  std::lock_guard lk(l.mu);
+  const std::uint64_t token = l.next++;
+  l.all.emplace(token, std::move(f));
+  return token;
+}
+
+void forget_object_frees(std::uint64_t token) noexcept {
+  Listeners& l = listeners();
+  std::lock_guard lk(l.mu);
+  l.all.erase(token);
+}
+
+const FunctionEntry& put_entry() {
+  static const FunctionEntry e{"fibra::put", 0, nullptr, {}, nullptr, nullptr, {}};
+  return e;
+}
+
+}  // namespace fibra::detail

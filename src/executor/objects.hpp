@@ -1,0 +1,24 @@
+// src/executor/objects.hpp: the stored objects (fibra::put) a chunk takes, as the executor reads
+// them: mapped from the memfd on its host (its agent's copy, or the driver's own), and put in
+// their places among the chunk's other arguments.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "transport/wire.hpp"
+
+namespace fibra::detail {
+
+/// The chunk's arguments whole: `t.payload` when it takes no stored object, the object's mapped
+/// bytes when that is all it takes, else both joined in `joined`. Throws Error when an object is
+/// on no memfd this executor can reach (naming it, its agent `agent` and the driver).
+std::string_view executor_arguments(const wire::TaskView& t, pid_t agent, std::string& joined);
+/// Unmaps the objects that none of `batch`'s chunks take (called as a batch starts: an executor
+/// keeps the mappings its last batch used, not more).
+void executor_keep_objects_of(const std::vector<wire::TaskView>& batch);
+
+}  // namespace fibra::detail

@@ -1,0 +1,186 @@
+// The object store (issue 28, item 10): fibra::put keeps a value once, in shared memory, and tasks
+// given its Future read it there instead of being sent it each. Expected values are computed here
+// in closed form; where the value was read (a mapping of the driver's or the agent's memfd, seen in
+// the task's /proc/self/maps) and how often it was sent (PoolStats::objects_sent) are checked, and
+// that the memory goes with the last reference. Every wait is bounded (tests/common/bounded.hpp).
+#include <dirent.h>
+#include <fibra/fibra.hpp>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../common/bounded.hpp"
+
+using namespace std::chrono_literals;
+using fibra_test::get_within;
+
+namespace {
+constexpr auto bound = 60s;
+
+// tasks.object_store.no_lanes runs this suite with FIBRA_LANES=0: every batch and object goes
+// through MPI and the agents, as to workers on another host (read once per process by the pool).
+bool lanes_off() {
+  const char* v = std::getenv("FIBRA_LANES");
+  return v && std::string(v) == "0";
+}
+
+// v[i] = i / 2, so that sums have a closed form: sum over i < n of i / 2 = n (n - 1) / 4.
+std::vector<double> halves(std::size_t n) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = double(i) / 2;
+  return v;
+}
+double halves_sum(std::size_t n) { return double(n) * double(n - 1) / 4; }
+
+// The memfds of stored objects that process `pid` has open ("/memfd:fibra-object-...").
+int object_fds(long pid) {
+  int n = 0;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      char buf[256];
+      const ssize_t k = ::readlink((dir + "/" + e->d_name).c_str(), buf, sizeof buf);
+      if (k > 0 && std::string(buf, std::size_t(k)).rfind("/memfd:fibra-object-", 0) == 0) ++n;
+    }
+    ::closedir(d);
+  }
+  return n;
+}
+
+// Waits up to 10 s for process `pid` to hold `n` stored objects; returns how many it holds.
+int object_fds_settle(long pid, int n) {
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  int now = object_fds(pid);
+  while (now != n && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+    now = object_fds(pid);
+  }
+  return now;
+}
+}  // namespace
+
+// A task's sum of every `stride`-th element from `from`, and whether its process maps a stored
+// object (the value was read where the driver or the agent keeps it, not from the batch).
+struct Probe {
+  double sum = 0;
+  bool mapped = false;
+};
+Probe strided_sum(std::vector<double> v, int from, int stride) {
+  Probe p;
+  for (std::size_t i = std::size_t(from); i < v.size(); i += std::size_t(stride)) p.sum += v[i];
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);)
+    if (line.find("/memfd:fibra-object-") != std::string::npos) p.mapped = true;
+  return p;
+}
+FIBRA_REMOTE(strided_sum);
+
+// Arguments on both sides of a stored one: joined around it in the executor.
+double scaled_sum(double factor, std::vector<double> v, std::string tag) {
+  double s = 0;
+  for (double x : v) s += x;
+  return factor * s + double(tag.size());
+}
+FIBRA_REMOTE(scaled_sum);
+
+long sum_longs(std::vector<long> v) {
+  long s = 0;
+  for (long x : v) s += x;
+  return s;
+}
+FIBRA_REMOTE(sum_longs);
+
+// Inside a task, put keeps the value in its Future (there is no store in an executor yet).
+long put_inside(int n) {
+  auto f = fibra::put(std::vector<long>(std::size_t(n), 3L));
+  return fibra::submit(sum_longs, f).get();
+}
+FIBRA_REMOTE(put_inside);
+
+TEST(ObjectStore, TasksOnTheDriversHostReadThePutValueWhereItLies) {
+  fibra::Pool pool(2);
+  constexpr std::size_t n = 1 << 20;  // 8 MiB of doubles
+  auto ref = fibra::put(halves(n));
+  EXPECT_EQ(object_fds(::getpid()), 1) << "the put value is one memfd of the driver's";
+  std::vector<fibra::Future<Probe>> parts;
+  for (int k = 0; k < 8; ++k) parts.push_back(pool.submit(strided_sum, ref, k, 8));
+  double total = 0;
+  for (int k = 0; k < 8; ++k) {
+    const Probe p = get_within(parts[std::size_t(k)], bound, "strided_sum(ref, k, 8)");
+    // sum over j of (k + 8 j) / 2, for k + 8 j < n
+    const double m = double((n - std::size_t(k) + 7) / 8);
+    EXPECT_DOUBLE_EQ(p.sum, (double(k) * m + 8 * m * (m - 1) / 2) / 2) << "part " << k;
+    EXPECT_TRUE(p.mapped) << "part " << k << " did not read the object from shared memory";
+    total += p.sum;
+  }
+  EXPECT_DOUBLE_EQ(total, halves_sum(n));
+  if (lanes_off())
+    EXPECT_EQ(pool.stats().objects_sent, 2u) << "8 tasks on 2 agents without shared memory: one copy each";
+  else
+    EXPECT_EQ(pool.stats().objects_sent, 0u) << "workers on the driver's host map its memory: nothing is sent";
+  EXPECT_EQ(ref.get(), halves(n)) << "get() in the driver reads the stored value";
+}
+
+TEST(ObjectStore, ArgumentsAroundAStoredOneAreJoinedInTheirPlaces) {
+  fibra::Pool pool(2);
+  auto ref = fibra::put(halves(1000));
+  auto f = pool.submit(scaled_sum, 2.0, ref, std::string("abc"));
+  EXPECT_DOUBLE_EQ(get_within(f, bound, "scaled_sum(2, ref, \"abc\")"), 2 * halves_sum(1000) + 3);
+  // A Future of another type converts: passed as a value, not a reference.
+  auto ints = fibra::put(std::vector<long>{1, 2, 3, 4});
+  EXPECT_EQ(get_within(pool.submit(sum_longs, ints), bound, "sum_longs(ints)"), 10);
+}
+
+TEST(ObjectStore, ThePutMemoryGoesWithTheLastReference) {
+  fibra::Pool pool(1);
+  const int before = object_fds(::getpid());
+  fibra::Future<long> sum;
+  {
+    auto ref = fibra::put(std::vector<long>(100000, 2L));
+    EXPECT_EQ(object_fds(::getpid()), before + 1);
+    sum = pool.submit(sum_longs, ref);
+  }  // the put's Future is gone; the task may still hold it
+  EXPECT_EQ(get_within(sum, bound, "sum_longs(ref)"), 200000);
+  EXPECT_EQ(object_fds_settle(::getpid(), before), before) << "freed once its task ran and its Future went";
+}
+
+TEST(ObjectStore, AnAgentWithoutSharedMemoryIsSentEachObjectOnce) {
+  if (!lanes_off()) GTEST_SKIP() << "the agents' way: tasks.object_store.no_lanes runs it (FIBRA_LANES=0)";
+  fibra::Pool pool(2, {.workers_per_agent = 1});
+  constexpr std::size_t n = 1 << 18;
+  std::vector<fibra::Future<Probe>> parts;
+  {
+    auto ref = fibra::put(halves(n));
+    for (int k = 0; k < 16; ++k) parts.push_back(pool.submit(strided_sum, ref, k, 16));
+  }
+  double total = 0;
+  for (auto& p : parts) {
+    const Probe r = get_within(p, bound, "strided_sum(ref, k, 16) through the agents");
+    EXPECT_TRUE(r.mapped);
+    total += r.sum;
+  }
+  EXPECT_DOUBLE_EQ(total, halves_sum(n));
+  const auto sent = pool.stats().objects_sent;
+  EXPECT_GE(sent, 1u);
+  EXPECT_LE(sent, 2u) << "16 tasks on 2 agents: at most one copy each";
+  parts.clear();
+  for (const auto& w : pool.workers())
+    EXPECT_EQ(object_fds_settle(w.pid, 0), 0) << "agent " << w.slot << " (pid " << w.pid << ") keeps a freed object";
+}
+
+TEST(ObjectStore, PutInsideATaskPassesTheValue) {
+  fibra::Pool& pool = fibra::default_pool(2);
+  EXPECT_EQ(get_within(pool.submit(put_inside, 1000), bound, "put_inside(1000)"), 3000);
+}
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
