@@ -2,7 +2,7 @@
 // driver thread, the round trip of one actor call beside the pool's apply_async round trip (same
 // pool, same run), and the time to resolve a chain of dependent tasks.
 //
-//   b7_tasks [--workers N] [--submits N] [--roundtrips N] [--chain N] [--repeats R]
+//   b7_tasks [--workers N] [--submits N] [--roundtrips N] [--chain N] [--payload-mb M] [--repeats R]
 //
 // Prints one line per figure, as CSV: benchmark,metric,value,unit (medians of R runs).
 #include <fibra/fibra.hpp>
@@ -18,11 +18,16 @@ FIBRA_REMOTE(noop);
 long inc(long x) { return x + 1; }
 FIBRA_REMOTE(inc);
 
+std::vector<double> echo_vec(std::vector<double> v) { return v; }
+FIBRA_REMOTE(echo_vec);
+
 struct Echo {
   int echo(int x) const { return x; }
+  std::vector<double> echo_vec(std::vector<double> v) const { return v; }
 };
 FIBRA_ACTOR(Echo);
 FIBRA_ACTOR_METHOD(Echo, echo);
+FIBRA_ACTOR_METHOD(Echo, echo_vec);
 
 using bench::arg;
 using bench::Clock;
@@ -36,6 +41,7 @@ int main(int argc, char** argv) {
   const long roundtrips = arg(argc, argv, "--roundtrips", 2'000);
   const long chain = arg(argc, argv, "--chain", 1'000);
   const int repeats = static_cast<int>(arg(argc, argv, "--repeats", 5));
+  const long payload_mb = arg(argc, argv, "--payload-mb", 100);  // a large argument and result
   std::printf("# fibra %s, %u hardware threads, %d workers, medians of %d runs\n", fibra::version,
               std::thread::hardware_concurrency(), workers, repeats);
   std::printf("benchmark,metric,value,unit\n");
@@ -43,7 +49,8 @@ int main(int argc, char** argv) {
   auto actor = fibra::Actor<Echo>::start();
   actor.call(&Echo::echo, 0).get();  // started
 
-  std::vector<double> rate, actor_rtt, async_rtt, chain_s;
+  std::vector<double> rate, actor_rtt, async_rtt, chain_s, actor_big, async_big;
+  const std::vector<double> big(std::size_t(payload_mb) * 1'000'000 / sizeof(double), 0.25);
   for (int r = 0; r < repeats; ++r) {
     auto t = Clock::now();
     std::vector<fibra::Future<int>> fs;
@@ -72,11 +79,26 @@ int main(int argc, char** argv) {
     for (long i = 1; i < chain; ++i) f = fibra::submit(inc, f);
     if (f.get() != chain) return std::fprintf(stderr, "b7: the chain returned a wrong result\n"), 1;
     chain_s.push_back(seconds_since(t));
+
+    if (payload_mb > 0) {  // the same large argument and result through an actor and apply_async
+      t = Clock::now();
+      if (actor.call(&Echo::echo_vec, big).get() != big)
+        return std::fprintf(stderr, "b7: the actor's echo differs\n"), 1;
+      actor_big.push_back(seconds_since(t));
+      t = Clock::now();
+      if (pool.apply_async(echo_vec, big).get() != big)
+        return std::fprintf(stderr, "b7: apply_async's echo differs\n"), 1;
+      async_big.push_back(seconds_since(t));
+    }
   }
   std::printf("b7,submit_noop_tasks_per_s,%.0f,tasks/s\n", median(rate));
   std::printf("b7,actor_call_roundtrip_us,%.1f,us\n", median(actor_rtt));
   std::printf("b7,apply_async_roundtrip_us,%.1f,us\n", median(async_rtt));
   std::printf("b7,chain_%ld_tasks_s,%.4f,s\n", chain, median(chain_s));
   std::printf("b7,chain_per_task_us,%.1f,us\n", median(chain_s) / double(chain) * 1e6);
+  if (payload_mb > 0) {
+    std::printf("b7,actor_call_%ldmb_roundtrip_s,%.3f,s\n", payload_mb, median(actor_big));
+    std::printf("b7,apply_async_%ldmb_roundtrip_s,%.3f,s\n", payload_mb, median(async_big));
+  }
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "fibra/detail/call_checks.hpp"
 #include "fibra/detail/codec.hpp"
 #include "fibra/detail/core.hpp"
+#include "fibra/detail/deps.hpp"
 #include "fibra/detail/registry.hpp"
 #include "fibra/error.hpp"
 #include "fibra/future.hpp"
@@ -261,12 +262,22 @@ class Actor {
                           ">::call was given a method that is not registered for remote calls: add "
                           "FIBRA_ACTOR_METHOD(" +
                           detail::demangle(typeid(T).name()) + ", <method name>); at namespace scope");
-      std::string payload;
-      detail::Writer w(payload);
-      if constexpr (std::tuple_size_v<Args_t> == sizeof...(Args))
-        detail::encode(w, Args_t(std::forward<Args>(args)...));
       auto job = std::make_shared<detail::JobState>(*e, detail::CallMode::tuple, h_->core->default_policy());
-      h_->core->call_actor(h_->id, job, std::move(payload));
+      if constexpr ((detail::is_future_v<Args> || ...)) {
+        // A Future argument is a dependency, as for tasks: the call keeps its place among the
+        // actor's calls and goes once the Futures have their outcomes, with their values.
+        [&]<class... P>(std::tuple<P...>*) {
+          static_assert((detail::check_arg<std::remove_cvref_t<Args>, P>() && ...));
+          detail::submit_after<P...>(h_->core, job, std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...),
+                                     h_->id);
+        }(static_cast<Args_t*>(nullptr));
+      } else {
+        std::string payload;
+        detail::Writer w(payload);
+        if constexpr (std::tuple_size_v<Args_t> == sizeof...(Args))
+          detail::encode(w, Args_t(std::forward<Args>(args)...));
+        h_->core->call_actor(h_->id, job, std::move(payload));
+      }
       return Future<Out>(std::move(job));
     }
   }

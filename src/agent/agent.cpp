@@ -198,7 +198,11 @@ class Agent {
     if (r.left() != h.size)
       throw wire::Malformed("fibra: a malformed stored object: " + std::to_string(r.left()) + " bytes for " +
                             std::to_string(h.size));
-    objects_[h.id] = ObjectMemory::create(object_memfd_name(h.driver_pid, h.id), r.take(h.size), "fibra agent");
+    try {
+      objects_[h.id] = ObjectMemory::create(object_memfd_name(h.driver_pid, h.id), r.take(h.size), "fibra agent");
+    } catch (const Error& e) {  // the tasks that take it fail, saying the object is not on this host
+      log::error("fibra agent pid {} on {}: {}", ::getpid(), host_name(), e.what());
+    }
   }
 
   // The answer to a request of one of its executors (gone by now, perhaps: then it is dropped).

@@ -572,10 +572,7 @@ void PoolImpl::send_objects(Worker& w, const std::vector<std::shared_ptr<const S
     mpi::Pieces m;
     m.heads = wire::encode(wire::ObjectHead{o->id, o->pid, o->bytes.size()});
     m.ends.push_back(m.heads.size());
-    // A copy for the send queue to hold (the object may be freed before the send completes).
-    std::string bytes;
-    append_large(bytes, o->bytes.data(), o->bytes.size());
-    m.bodies.push_back(std::make_shared<const std::string>(std::move(bytes)));
+    m.bodies.emplace_back(o->bytes, o);  // sent from the driver's mapping, which the send keeps
     send(w, wire::tag_object, std::move(m));
     std::lock_guard lk(mu_);
     ++stats_.objects_sent;
@@ -697,6 +694,7 @@ void PoolImpl::stop() {
     kick();
   }
   if (thread_.joinable()) thread_.join();
+  forget_object_frees(object_frees_token_);  // no thread left to tell the agents
   std::lock_guard lk(mu_);
   // Nothing answers once the communication thread is gone: what is left fails rather than waits.
   fail_actors(std::make_exception_ptr(PoolClosed("fibra: the pool " + closed_reason_ + " before this call finished")));

@@ -89,6 +89,57 @@ void PoolImpl::call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& 
   kick();
 }
 
+// A call with Future arguments takes its place now, with no payload yet: the calls behind it wait
+// for it (next_actor_batch stops there), as Ray runs an actor's calls in the order submitted.
+void PoolImpl::reserve_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job) {
+  std::lock_guard lk(mu_);
+  if (broken_) std::rethrow_exception(broken_);
+  if (closed_ && stopping_) throw PoolClosed("fibra: an actor was called on a pool that " + closed_reason_);
+  auto it = actors_.find(actor);
+  if (it == actors_.end()) throw ActorDied("fibra: " + job->name() + " was called on an actor that is gone");
+  ActorState& a = it->second;
+  if (a.state == ActorState::State::dead) return;  // fill_actor_call delivers its ActorDied
+  a.queue.push_back({actor_chunk_bit | next_actor_chunk_++, job, nullptr, false});
+  ++graph_.calls;
+}
+
+void PoolImpl::fill_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload,
+                               bool drop) {
+  std::lock_guard lk(mu_);
+  auto it = actors_.find(actor);
+  auto c = it == actors_.end() ? std::deque<ActorCall>::iterator{}
+                               : std::find_if(it->second.queue.begin(), it->second.queue.end(),
+                                              [&](const ActorCall& q) { return q.job == job; });
+  if (it == actors_.end() || c == it->second.queue.end()) {
+    // The actor died meanwhile and failed its calls, or was dead or gone already: said once.
+    if (!drop && job->delivered() == 0)
+      job->deliver({0,
+                    1,
+                    {},
+                    it == actors_.end() ? std::make_exception_ptr(ActorDied("fibra: " + job->name() +
+                                                                            " was called on an actor that is gone"))
+                                        : died(it->second.death),
+                    {}});
+    return;
+  }
+  ActorState& a = it->second;
+  if (drop) {
+    a.queue.erase(c);
+  } else if (payload.size() > max_chunk_bytes) {
+    a.queue.erase(c);
+    job->deliver({0,
+                  1,
+                  {},
+                  std::make_exception_ptr(ConfigError("fibra: the arguments of " + job->name() + " encode to " +
+                                                      std::to_string(payload.size()) +
+                                                      " bytes, over the 2 GiB one MPI message can carry")),
+                  {}});
+  } else {
+    c->payload = share_payload(std::move(payload));
+  }
+  kick();
+}
+
 bool PoolImpl::actors_idle() const {
   for (const auto& [id, a] : actors_)
     if (!a.queue.empty() || !a.in_flight.empty()) return false;
@@ -120,7 +171,12 @@ std::string PoolImpl::actor_name(const ActorState& a) const {
 // Places actors that wait for a process (on the ready agent hosting the fewest), sends each placed
 // actor its queued calls in order, and forgets actors whose handles are gone once their calls are done.
 bool PoolImpl::dispatch_actors() {
-  std::vector<std::pair<Worker*, mpi::Pieces>> batches;
+  struct Out {
+    Worker* w;
+    mpi::Pieces batch;
+    std::vector<std::shared_ptr<const StoredObject>> objects;  // stored objects its calls take
+  };
+  std::vector<Out> batches;
   std::vector<std::pair<Worker*, std::string>> ends;
   {
     std::lock_guard lk(mu_);
@@ -143,12 +199,19 @@ bool PoolImpl::dispatch_actors() {
       }
       if (a.state == ActorState::State::placing && !a.queue.empty()) place_actor(a, hosted);
       Worker* w = a.state == ActorState::State::placed ? worker_by_id(a.worker) : nullptr;
-      if (w && (w->state == Worker::State::ready || w->state == Worker::State::retiring) && !a.queue.empty())
-        batches.emplace_back(w, next_actor_batch(a));
+      if (w && (w->state == Worker::State::ready || w->state == Worker::State::retiring) && !a.queue.empty() &&
+          a.queue.front().payload) {
+        std::vector<std::shared_ptr<const StoredObject>> objects;
+        mpi::Pieces batch = next_actor_batch(a, objects);
+        batches.push_back({w, std::move(batch), std::move(objects)});
+      }
       ++it;
     }
   }
-  for (auto& [w, batch] : batches) send(*w, wire::tag_tasks, std::move(batch));
+  for (auto& [w, batch, objects] : batches) {
+    send_objects(*w, objects);  // before the batch, as for tasks
+    send(*w, wire::tag_tasks, std::move(batch));
+  }
   for (auto& [w, end] : ends) send(*w, wire::tag_actor_end, std::move(end));
   return !batches.empty() || !ends.empty();
 }
@@ -179,12 +242,13 @@ void PoolImpl::place_actor(ActorState& a, std::unordered_map<int, int>& hosted) 
 
 // The next calls of a placed actor, in order, as one batch (at most actor_batch_calls, and
 // actor_batch_bytes unless the first alone is larger); they are in flight from now (under mu_).
-mpi::Pieces PoolImpl::next_actor_batch(ActorState& a) {
+mpi::Pieces PoolImpl::next_actor_batch(ActorState& a, std::vector<std::shared_ptr<const StoredObject>>& objects) {
   mpi::Pieces batch;
   batch.heads = wire::begin_batch();
   std::uint32_t n = 0;
   std::size_t bytes = 0;
-  while (!a.queue.empty() && n < actor_batch_calls &&
+  // A call still waiting for its Future arguments (no payload) holds up the calls behind it.
+  while (!a.queue.empty() && a.queue.front().payload && n < actor_batch_calls &&
          (n == 0 || bytes + a.queue.front().payload->size() <= actor_batch_bytes)) {
     ActorCall c = std::move(a.queue.front());
     a.queue.pop_front();
@@ -196,6 +260,11 @@ mpi::Pieces PoolImpl::next_actor_batch(ActorState& a) {
     h.count = 1;
     h.timeout_s = c.job->policy().task_timeout_s;
     h.actor = a.key;
+    if (c.job->has_objects())
+      for (const ObjectArg& o : c.job->objects()) {
+        h.objects.push_back({o.object->id, o.at, o.object->bytes.size(), o.object->pid, o.object->fd});
+        objects.push_back(o.object);
+      }
     wire::append_task_head(batch.heads, h, c.payload->size(), bytes);
     batch.ends.push_back(batch.heads.size());
     batch.bodies.push_back(c.payload);

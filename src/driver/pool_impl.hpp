@@ -266,6 +266,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // pool_actors.cpp
   std::uint64_t start_actor(const FunctionEntry& ctor, std::string args, ActorSettings s) override;
   void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) override;
+  void reserve_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job) override;
+  void fill_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload,
+                       bool drop) override;
   void end_actor(std::uint64_t actor) noexcept override;
   std::uint64_t find_actor(const std::string& name, const std::string& class_name) override;
   ActorState* live_actor_named(const std::string& name);
@@ -380,7 +383,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   bool dispatch_actors();  // the communication thread, without mu_
   Worker* worker_by_id(int id) const;
   void place_actor(ActorState& a, std::unordered_map<int, int>& hosted);
-  mpi::Pieces next_actor_batch(ActorState& a);
+  mpi::Pieces next_actor_batch(ActorState& a, std::vector<std::shared_ptr<const StoredObject>>& objects);
   ActorState* take_actor_call(std::uint64_t chunk, ActorCall& call);
   void actor_gone_for_good(ActorState& a, const std::string& why);
   void on_actor_result(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid, std::string* whole);

@@ -289,6 +289,7 @@ void run_chunk(const wire::TaskView& t, Mailbox& box, std::string& results, Fram
     ran = false;
   }
   if (ran) ran = run(args, t.header.count, results, fail, box.item, ctl);
+  if (joined.capacity() >= large_buffer) give_back_large(joined);  // not kept past its task
   h.run_ns = static_cast<std::uint64_t>(now_ns() - began);
   if (!ran) {  // a failure replaces what the chunk wrote
     h.status = wire::Status::raised;
@@ -387,7 +388,14 @@ class Inbox {
   // the socket and every batch was taken. Between batches it watches its lane for a moment, then
   // sleeps on the lane's bell, which the driver rings for a batch and the agent for what it wrote.
   std::optional<Batch> next_batch() {
+    const auto idle_from = std::chrono::steady_clock::now();
+    bool dropped = false;
     for (;;) {
+      // Idle a second: stored objects mapped for the last batches go (the driver may have freed them).
+      if (!dropped && std::chrono::steady_clock::now() - idle_from > std::chrono::seconds(1)) {
+        executor_keep_objects_of({});
+        dropped = true;
+      }
       {
         std::lock_guard rl(read_mu_);
         // The socket first: at its end (the agent stops this executor) no more is taken from the lane.

@@ -31,10 +31,12 @@ std::string_view mapped(const wire::ObjectRef& ref, pid_t agent) {
     m = ObjectMemory::open(at_agent, name, ref.size);
   if (!m) m = ObjectMemory::open("/proc/" + std::to_string(ref.pid) + "/fd/" + std::to_string(ref.fd), name, ref.size);
   if (!m)
-    throw Error("fibra: the stored object " + std::to_string(ref.id) + " (fibra::put, " + std::to_string(ref.size) +
-                " bytes) that this task takes is not on this host: neither the driver (pid " + std::to_string(ref.pid) +
-                ") nor this worker's agent (pid " + std::to_string(agent) +
-                ") has it open; it was freed, or /proc does not let this process read theirs");
+    throw Error(
+        "fibra: the stored object " + std::to_string(ref.id) + " (fibra::put, " + std::to_string(ref.size) +
+        " bytes) that this task takes is not on this host: neither the driver (pid " + std::to_string(ref.pid) +
+        ") nor this worker's agent (pid " + std::to_string(agent) +
+        ") has it open; it was freed, its agent could not keep a copy (its log says why), or /proc does not let "
+        "this process read theirs");
   return g_mapped.emplace(ref.id, std::move(m)).first->second->bytes();
 }
 

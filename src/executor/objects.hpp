@@ -18,7 +18,7 @@ namespace fibra::detail {
 /// on no memfd this executor can reach (naming it, its agent `agent` and the driver).
 std::string_view executor_arguments(const wire::TaskView& t, pid_t agent, std::string& joined);
 /// Unmaps the objects that none of `batch`'s chunks take (called as a batch starts: an executor
-/// keeps the mappings its last batch used, not more).
+/// keeps the mappings its last batch used, not more; and with none when it has been idle a second).
 void executor_keep_objects_of(const std::vector<wire::TaskView>& batch);
 
 }  // namespace fibra::detail

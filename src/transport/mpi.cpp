@@ -66,7 +66,7 @@ constexpr std::size_t join_below = 1 << 20;  // smaller bodies are copied: one b
 
 std::size_t Pieces::size() const {
   std::size_t n = heads.size();
-  for (const auto& b : bodies) n += b->size();
+  for (const auto& b : bodies) n += b.bytes.size();
   return n;
 }
 
@@ -74,8 +74,8 @@ void Pieces::write_to(char* out) const {
   std::size_t at = 0;
   for (std::size_t i = 0; i < bodies.size(); ++i) {
     out = std::copy(heads.data() + at, heads.data() + ends[i], out);
-    detail::copy_large(out, bodies[i]->data(), bodies[i]->size());  // split across cores when large
-    out += bodies[i]->size();
+    detail::copy_large(out, bodies[i].bytes.data(), bodies[i].bytes.size());  // split across cores when large
+    out += bodies[i].bytes.size();
     at = ends[i];
   }
   std::copy(heads.data() + at, heads.data() + heads.size(), out);
@@ -118,7 +118,7 @@ void SendQueue::send(MPI_Comm comm, int dest, int tag, Pieces pieces) {
   std::size_t at = 0;
   for (std::size_t i = 0; i < q.bodies.size(); ++i) {
     add(q.heads.data() + at, q.ends[i] - at);
-    add(q.bodies[i]->data(), q.bodies[i]->size());
+    add(q.bodies[i].bytes.data(), q.bodies[i].bytes.size());
     at = q.ends[i];
   }
   add(q.heads.data() + at, q.heads.size() - at);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fibra::mpi {
@@ -51,9 +52,16 @@ bool try_recv(MPI_Comm comm, Message& m);
 /// heads[0, ends[0]) + *bodies[0] + heads[ends[0], ends[1]) + *bodies[1] + ... + heads[ends.back(), end).
 /// A large body is sent from where it is, not copied into the message.
 struct Pieces {
+  /// Bytes sent from where they are, kept alive by `keep` until the send is done.
+  struct Body {
+    std::string_view bytes;
+    std::shared_ptr<const void> keep;
+    Body(std::shared_ptr<const std::string> s) : bytes(*s), keep(std::move(s)) {}  // NOLINT: implicit on purpose
+    Body(std::string_view b, std::shared_ptr<const void> k) : bytes(b), keep(std::move(k)) {}
+  };
   std::string heads;
   std::vector<std::size_t> ends;  // one per body: where the heads before it end
-  std::vector<std::shared_ptr<const std::string>> bodies;
+  std::vector<Body> bodies;
   std::size_t size() const;
   /// Writes the message's size() bytes, in order, to `out`.
   void write_to(char* out) const;

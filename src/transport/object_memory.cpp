@@ -45,6 +45,11 @@ std::unique_ptr<ObjectMemory> ObjectMemory::create(const std::string& name, std:
   UniqueFd fd(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd) throw fail("memfd_create");
   if (::ftruncate(fd.get(), off_t(map_size(bytes.size()))) != 0) throw fail("ftruncate");
+  // Its pages now, or an error: a write into a full /dev/shm through the mapping is a SIGBUS.
+  if (const int e = ::posix_fallocate(fd.get(), 0, off_t(map_size(bytes.size()))); e != 0) {
+    errno = e;
+    throw fail("posix_fallocate");
+  }
   void* w = ::mmap(nullptr, map_size(bytes.size()), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (w == MAP_FAILED) throw fail("mmap");
   advise_large(w, bytes.size());

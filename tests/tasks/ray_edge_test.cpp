@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <numeric>
+#include <stdexcept>
 #include <thread>
 #include <future>
 #include <ctime>
@@ -390,6 +391,58 @@ class Tally {
 };
 FIBRA_ACTOR(Tally, long);
 FIBRA_ACTOR_METHOD(Tally, add);
+
+// A slow value, and one that fails, for actor calls given Futures.
+long later(long v, int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return v;
+}
+FIBRA_REMOTE(later);
+long refuse(long v) {
+  if (v >= 0) throw std::runtime_error("refused " + std::to_string(v));
+  return v;
+}
+FIBRA_REMOTE(refuse);
+long sum_of(std::vector<long> v) {
+  long s = 0;
+  for (long x : v) s += x;
+  return s;
+}
+FIBRA_REMOTE(sum_of);
+class Summer {
+ public:
+  long add_all(long base, std::vector<long> v) { return base + sum_of(std::move(v)); }
+};
+FIBRA_ACTOR(Summer);
+FIBRA_ACTOR_METHOD(Summer, add_all);
+
+// Future arguments to actor calls (issue 28, item 12): a call waits for its Futures and keeps its
+// place among the actor's calls, as Ray's do, so the plain call made after it runs after it; a
+// failed dependency fails the call with DependencyFailed and lets the calls behind it run; a value
+// stored with fibra::put reaches the actor by reference. Before: Future arguments did not compile.
+TEST(RayEdges, AnActorCallWaitsForItsFutureArgumentsInItsPlace) {
+  fibra::Pool pool(2);
+  auto tally = fibra::Actor<Tally>::start_on(pool, {}, 0L);
+  auto slow = pool.submit(later, 5L, 400);
+  auto first = tally.call(&Tally::add, slow);  // waits for 5
+  auto second = tally.call(&Tally::add, 1L);   // made after: runs after, on 5
+  auto bad = tally.call(&Tally::add, pool.submit(refuse, 7L));
+  auto third = tally.call(&Tally::add, 2L);
+  EXPECT_EQ(get_within(first, bound, "Tally::add(slow)"), 5);
+  EXPECT_EQ(get_within(second, bound, "Tally::add(1) behind it"), 6);
+  const std::string why = error_of([&] { get_within(bad, bound, "Tally::add(refuse(7))"); });
+  EXPECT_NE(why.find("did not run: its argument 1 is the result of refuse"), std::string::npos) << why;
+  EXPECT_THROW(bad.get(), fibra::DependencyFailed);
+  EXPECT_EQ(get_within(third, bound, "Tally::add(2) behind the failed call"), 8);
+
+  std::vector<long> big(1 << 20);
+  std::iota(big.begin(), big.end(), 1L);  // 1 + ... + n = n (n + 1) / 2
+  const long n = long(big.size());
+  auto summer = fibra::Actor<Summer>::start_on(pool, {});
+  auto stored = fibra::put(big);
+  auto r = summer.call(&Summer::add_all, pool.submit(later, 3L, 10), stored);
+  EXPECT_EQ(get_within(r, bound, "Summer::add_all(later(3), stored)"), 3 + n * (n + 1) / 2);
+}
 
 // Named actors (issue 28, item 12): found by name as Ray's get_actor finds them, the same object;
 // a name is unique among live actors; the handle from get keeps the actor alive too.

@@ -161,6 +161,7 @@ class JobState {
   bool has_objects() const { return has_objects_.load(std::memory_order_acquire); }
   void set_objects(std::vector<ObjectArg> objects) {
     std::lock_guard lk(mu_);
+    if (delivered_.load(std::memory_order_relaxed) > 0) return;  // cancelled meanwhile: held by nothing
     objects_ = std::move(objects);
     has_objects_.store(!objects_.empty(), std::memory_order_release);
   }
@@ -266,6 +267,20 @@ class PoolCore {
   /// Queues a method call (a one-item chunk of `job`) to the actor; calls run in the order queued.
   /// A call to an actor that is gone for good fails at once with ActorDied.
   virtual void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload);
+  /// A call with Future arguments: its place among the actor's calls is taken now (the calls
+  /// behind it wait for it, so they run in the order made), and fill_actor_call gives its encoded
+  /// arguments once the Futures have their outcomes. In an executor (the default) nothing is
+  /// reserved: the call is queued when filled.
+  virtual void reserve_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job) {
+    (void)actor;
+    (void)job;
+  }
+  /// The arguments of a reserved call; `drop`: it will not run (a dependency failed, it was
+  /// cancelled: its outcome is delivered by the caller), and its place is given up.
+  virtual void fill_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload,
+                               bool drop) {
+    if (!drop) call_actor(actor, job, std::move(payload));
+  }
   /// A handle to the live actor named `name` (ActorOptions::name), whose class is `class_name`:
   /// its id, counted as one more handle (end_actor once it is dropped). Throws ConfigError.
   virtual std::uint64_t find_actor(const std::string& name, const std::string& class_name);

@@ -59,10 +59,17 @@ struct WaitingTask {
   std::shared_ptr<JobState> job;
   Args args;
   std::atomic<std::size_t> left{0};
+  std::uint64_t actor = 0;  ///< an actor call (its place reserved: PoolCore::reserve_actor_call); 0: a task
+
+  // Gives up the reserved place of an actor call that will not run (its outcome is delivered).
+  void drop_actor_call() {
+    if (actor != 0) core->fill_actor_call(actor, job, {}, true);
+  }
 
   // On fibra's task thread, once every Future argument has its outcome.
   void run() {
     if (job->cancel_requested()) {  // fibra::cancel delivered its TaskCancelled (or this does, once)
+      drop_actor_call();
       if (job->claim_cancel_delivery())
         job->deliver({0,
                       1,
@@ -76,7 +83,10 @@ struct WaitingTask {
     std::exception_ptr failed;
     std::size_t i = 0;
     std::apply([&](const auto&... x) { (check(x, ++i, failed), ...); }, args);
-    if (failed) return job->deliver({0, 1, {}, failed, {}});  // the caller releases the hold
+    if (failed) {
+      drop_actor_call();
+      return job->deliver({0, 1, {}, failed, {}});  // the caller releases the hold
+    }
     try {
       std::string payload;
       Writer w(payload);
@@ -93,8 +103,15 @@ struct WaitingTask {
         (std::index_sequence_for<P...>{});
       }
       if (!objects.empty()) job->set_objects(std::move(objects));
-      core->submit_dependent(job, std::move(payload));
+      if (actor != 0)
+        core->fill_actor_call(actor, job, std::move(payload), false);
+      else
+        core->submit_dependent(job, std::move(payload));
     } catch (...) {  // the pool was terminated meanwhile, say: the task's future says so
+      try {
+        drop_actor_call();
+      } catch (...) {
+      }
       job->deliver({0, 1, {}, std::current_exception(), {}});
     }
   }
@@ -138,13 +155,16 @@ struct WaitingTask {
   }
 };
 
-/// Queues `job` on `core` once every Future among `args` has its outcome (at once if they all do).
+/// Queues `job` on `core` once every Future among `args` has its outcome (at once if they all do);
+/// with `actor`, as a call to that actor whose place among its calls is taken now.
 template <class... P, class Args>
-void submit_after(std::shared_ptr<PoolCore> core, std::shared_ptr<JobState> job, Args args) {
+void submit_after(std::shared_ptr<PoolCore> core, std::shared_ptr<JobState> job, Args args, std::uint64_t actor = 0) {
   auto t = std::make_shared<WaitingTask<Args, P...>>();
   t->core = std::move(core);
   t->job = std::move(job);
   t->args = std::move(args);
+  t->actor = actor;
+  if (actor != 0) t->core->reserve_actor_call(actor, t->job);
   std::vector<std::shared_ptr<JobState>> deps;
   std::apply(
       [&](const auto&... x) {
@@ -155,8 +175,8 @@ void submit_after(std::shared_ptr<PoolCore> core, std::shared_ptr<JobState> job,
       },
       t->args);
   t->left.store(deps.size());
-  t->job->set_pool_uid(waiting_for_arguments);  // fibra::cancel: not queued yet
-  t->core->hold_dependent(+1);                  // join() waits for it
+  if (actor == 0) t->job->set_pool_uid(waiting_for_arguments);  // fibra::cancel: not queued yet
+  t->core->hold_dependent(+1);                                  // join() waits for it
   for (auto& d : deps)
     d->on_delivered([t] {
       if (t->left.fetch_sub(1) == 1) run_later([t] { t->run_and_release(); });
