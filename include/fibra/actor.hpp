@@ -274,8 +274,17 @@ class Actor {
       } else {
         std::string payload;
         detail::Writer w(payload);
-        if constexpr (std::tuple_size_v<Args_t> == sizeof...(Args))
-          detail::encode(w, Args_t(std::forward<Args>(args)...));
+        if constexpr (std::tuple_size_v<Args_t> == sizeof...(Args)) {
+          if constexpr (detail::is_raw_v<Args_t>) {
+            detail::encode(w, Args_t(std::forward<Args>(args)...));
+          } else {
+            // Argument by argument, as Codec<std::tuple> writes them, without a copy of each into a
+            // tuple first (100 MB more to copy for a 100 MB argument).
+            [&]<class... P>(std::tuple<P...>*) {
+              (detail::SingleArg<P>::one(w, args), ...);
+            }(static_cast<Args_t*>(nullptr));
+          }
+        }
         h_->core->call_actor(h_->id, job, std::move(payload));
       }
       return Future<Out>(std::move(job));

@@ -23,7 +23,7 @@ struct PoolStats {
   std::uint64_t attempts_failed = 0;       ///< crashed, timed out, lost, or raised and retried
   std::uint64_t chunks_resubmitted = 0;    ///< failed attempts that were handed out again
   std::uint64_t late_results_dropped = 0;  ///< results of attempts already given up on
-  std::uint64_t batches_sent = 0;          ///< batches of chunks handed to workers
+  std::uint64_t batches_sent = 0;          ///< batches of chunks (and of actors' calls) handed to workers
   /// ... of which through shared memory, straight to a worker on the driver's host (the others
   /// went through MPI and the worker's agent: to workers on other hosts, and batches that found
   /// their worker's slots taken)

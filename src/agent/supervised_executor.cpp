@@ -181,7 +181,7 @@ void SupervisedExecutor::start() {
   pid_ = pid;
   // The driver may hand it batches from now on (it reads them once started); not before the spawn
   // succeeded: a lane open while no executor runs would take batches nobody reports.
-  if (!actor_) lane().reopen();
+  lane().reopen();      // an actor's too: a driver on this host hands it calls there (wire::ActorLane)
   lane_woken_ = false;  // a new executor reads the flag as it starts; it may be asleep before the driver sets it
   reaped_ = false;
   ready_ = false;

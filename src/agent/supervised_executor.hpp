@@ -88,6 +88,9 @@ class SupervisedExecutor {
   int lane_fd() const { return region_->fd(); }
   /// Running with chunks to do: results may come from it.
   bool holds_work() const { return running() && load() > 0; }
+  /// Running with chunks that the agent gave it (not only through its lane): their results come
+  /// through its socket, to the agent.
+  bool awaits_socket_results() const { return running() && !held_.empty(); }
   bool wants_to_write() const { return !out_.empty(); }
 
   /// Queues a batch as it came from the driver; it is written as the socket takes it.

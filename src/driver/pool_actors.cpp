@@ -6,6 +6,7 @@
 #include <string>
 
 #include "fibra/error.hpp"
+#include "common/log.hpp"
 #include "driver/pool_impl.hpp"
 
 namespace fibra::detail {
@@ -175,6 +176,9 @@ bool PoolImpl::dispatch_actors() {
     Worker* w;
     mpi::Pieces batch;
     std::vector<std::shared_ptr<const StoredObject>> objects;  // stored objects its calls take
+    std::shared_ptr<LaneRegion> lane;                          // where it goes, if not through MPI
+    std::uint32_t calls = 0;
+    std::uint64_t key = 0;  // of the actor's process
   };
   std::vector<Out> batches;
   std::vector<std::pair<Worker*, std::string>> ends;
@@ -193,6 +197,7 @@ bool PoolImpl::dispatch_actors() {
         a.end_sent = true;
       }
       if (idle && a.ended) {
+        if (Worker* w = worker_by_id(a.worker)) w->actor_lanes.erase(a.key);
         actor_by_key_.erase(a.key);
         it = actors_.erase(it);
         continue;
@@ -201,18 +206,41 @@ bool PoolImpl::dispatch_actors() {
       Worker* w = a.state == ActorState::State::placed ? worker_by_id(a.worker) : nullptr;
       if (w && (w->state == Worker::State::ready || w->state == Worker::State::retiring) && !a.queue.empty() &&
           a.queue.front().payload) {
-        std::vector<std::shared_ptr<const StoredObject>> objects;
-        mpi::Pieces batch = next_actor_batch(a, objects);
-        batches.push_back({w, std::move(batch), std::move(objects)});
+        // Its lane once the calls sent through MPI are back, one batch at a time (the executor
+        // reads its socket before its lane: a batch in each could run out of order).
+        if (a.lane && !a.lane_active && a.in_flight.empty()) a.lane_active = true;
+        if (!a.lane_active || a.lane->lane().chunks_held() == 0) {  // its small slots and its large one
+          std::vector<std::shared_ptr<const StoredObject>> objects;
+          const std::size_t before = a.in_flight.size();
+          mpi::Pieces batch = next_actor_batch(a, objects);
+          batches.push_back({w, std::move(batch), std::move(objects), a.lane_active ? a.lane : nullptr,
+                             static_cast<std::uint32_t>(a.in_flight.size() - before), a.key});
+        }
       }
       ++it;
     }
   }
-  for (auto& [w, batch, objects] : batches) {
+  std::uint64_t shared = 0;
+  for (auto& [w, batch, objects, lane, calls, key] : batches) {
+    if (lane) {
+      // Its only slot in use: the post fails only if the lane was closed (the process died), and
+      // then the death fails these calls.
+      const auto fill = [&](char* out) { batch.write_to(out); };
+      if (lane->lane().post(batch.size(), calls, fill)) {
+        ++shared;
+        w->actor_lanes_in_use.insert(key);  // drained until answered (drain_lanes)
+      }
+      continue;
+    }
     send_objects(*w, objects);  // before the batch, as for tasks
     send(*w, wire::tag_tasks, std::move(batch));
   }
   for (auto& [w, end] : ends) send(*w, wire::tag_actor_end, std::move(end));
+  if (!batches.empty()) {
+    std::lock_guard lk(mu_);
+    stats_.batches_sent += batches.size();
+    stats_.batches_shared_memory += shared;
+  }
   return !batches.empty() || !ends.empty();
 }
 
@@ -311,7 +339,8 @@ void PoolImpl::actor_gone_for_good(ActorState& a, const std::string& why) {
   state_cv_.notify_all();
 }
 
-void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid, std::string* whole) {
+void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid, std::string* whole,
+                               const std::shared_ptr<HeldFrame>& keep) {
   const auto& h = r.header;
   ActorCall call;
   ActorState* found = take_actor_call(h.chunk, call);
@@ -325,7 +354,11 @@ void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::
       if (call.ctor) return;
       call.job->note_run(1, h.run_ns);
       ChunkOutcome o{0, 1, {}, {}, {}};
-      if (whole) {
+      if (keep) {  // left in its lane's large slot: decoded there by a caller waiting for it
+        keep->job = call.job;
+        o.keep = keep;
+        o.shared = r.payload;
+      } else if (whole) {
         o.offset = static_cast<std::size_t>(r.payload.data() - whole->data());
         o.payload = std::move(*whole);
       } else {
@@ -366,6 +399,28 @@ void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::
   }
 }
 
+// The agent on this host started an actor's process: its lane is mapped, and the actor's calls go
+// there once those sent through MPI are back (dispatch_actors); its results are drained with the
+// worker's own lanes (receive).
+void PoolImpl::open_actor_lane(Worker& w, const wire::ActorLane& m) {
+  if (w.lanes.empty()) return;  // another host, or lanes off: through MPI as before
+  std::string why;
+  auto r = LaneRegion::open("/proc/" + std::to_string(w.pid) + "/fd/" + std::to_string(m.fd), lane_nonce_, w.pid, why);
+  if (!r) {
+    log::debug("fibra: an actor's process on worker {} is reached through its agent: {}", w.slot, why);
+    return;
+  }
+  r->lane().mark_in_use();
+  std::shared_ptr<LaneRegion> lane = std::move(r);
+  std::lock_guard lk(mu_);
+  auto k = actor_by_key_.find(m.actor);
+  if (k == actor_by_key_.end()) return;  // gone already
+  auto it = actors_.find(k->second);
+  if (it == actors_.end() || it->second.key != m.actor) return;
+  it->second.lane = lane;
+  w.actor_lanes[m.actor] = std::move(lane);
+}
+
 void PoolImpl::on_actor_death(const Worker& w, const wire::ActorDeath& d) {
   auto k = actor_by_key_.find(d.actor);
   if (k == actor_by_key_.end()) return;  // a process already given up on
@@ -401,6 +456,9 @@ void PoolImpl::actor_died(ActorState& a, const std::string& why, std::uint64_t r
     c.job->deliver({0, 1, {}, died("fibra: " + actor_name(a) + " died " + what + ": " + why + after), {}});
   }
   a.in_flight.clear();
+  if (Worker* w = worker_by_id(a.worker)) w->actor_lanes.erase(a.key);  // drained before the death was read
+  a.lane.reset();
+  a.lane_active = false;
   actor_by_key_.erase(a.key);
   a.key = 0;
   a.worker = -1;

@@ -128,6 +128,10 @@ struct Worker {
   // Stored objects (fibra::put) sent to it: its agent keeps a copy until told they are freed.
   // The communication thread's alone.
   std::unordered_set<std::uint64_t> objects;
+  // The lanes of the actors' processes it hosts, by key (ActorState::lane): drained with its own.
+  // The communication thread's alone.
+  std::map<std::uint64_t, std::shared_ptr<LaneRegion>> actor_lanes;
+  std::set<std::uint64_t> actor_lanes_in_use;  // keys of those given a batch not yet answered: drained
   double spawned_at = 0, last_heard = 0, last_sent = 0, lost_at = 0;
   bool holds_slot = true;       // counted in g_agents_in_slots until its process is surely gone
   bool read_after_loss = true;  // lost, but what it still sends is read (late results)
@@ -162,7 +166,12 @@ struct ActorState {
   bool end_sent = false;                         // ... and its agent was told
   std::deque<ActorCall> queue;                   // not sent yet, in order
   std::map<std::uint64_t, ActorCall> in_flight;  // sent to the current process, by chunk id (= order)
-  std::string death;                             // why it is gone for good
+  // The current process's lane, when its agent is on the driver's host (wire::ActorLane): once the
+  // calls sent through MPI are back (`lane_active`), every batch goes there, one at a time, so
+  // that none overtakes another.
+  std::shared_ptr<LaneRegion> lane;
+  bool lane_active = false;
+  std::string death;  // why it is gone for good
 };
 
 // How an attempt failed, for retry decisions and messages.
@@ -386,7 +395,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   mpi::Pieces next_actor_batch(ActorState& a, std::vector<std::shared_ptr<const StoredObject>>& objects);
   ActorState* take_actor_call(std::uint64_t chunk, ActorCall& call);
   void actor_gone_for_good(ActorState& a, const std::string& why);
-  void on_actor_result(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid, std::string* whole);
+  void on_actor_result(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid, std::string* whole,
+                       const std::shared_ptr<HeldFrame>& keep);
+  void open_actor_lane(Worker& w, const wire::ActorLane& m);
+  bool drain_lane(Worker& w, const std::shared_ptr<LaneRegion>& r);
   void on_actor_death(const Worker& w, const wire::ActorDeath& d);
   void actor_died(ActorState& a, const std::string& why, std::uint64_t running_chunk, bool counts);
   void actors_leave(const Worker& w, const std::string& why, bool counts);

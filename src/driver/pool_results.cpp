@@ -20,7 +20,7 @@ void PoolImpl::on_results(Worker& w, std::string_view message, std::string* owne
   for (const auto& r : b.results) {
     const auto& h = r.header;
     if (h.chunk & actor_chunk_bit) {
-      on_actor_result(w, r, b.executor_pid, whole);
+      on_actor_result(w, r, b.executor_pid, whole, held);
       continue;
     }
     w.batches.done(h.chunk);

@@ -296,6 +296,8 @@ void PoolImpl::check_slots() const {
 // A worker no longer holds its MPI slot: it said bye, or it was lost and its process is gone.
 void PoolImpl::free_slot(Worker& w) {
   w.lanes.clear();  // its processes are gone, or no longer heard: nothing more comes that way
+  w.actor_lanes.clear();
+  w.actor_lanes_in_use.clear();
   if (!w.holds_slot) return;
   w.holds_slot = false;
   g_agents_in_slots.fetch_sub(1);

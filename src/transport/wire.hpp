@@ -37,6 +37,7 @@ enum Tag : int {
   tag_cancel = 14,       ///< driver -> agent: Cancel, end the executor that runs (or comes to run) a chunk
   tag_object = 15,       ///< driver -> agent: ObjectHead and the bytes of a stored object (fibra::put)
   tag_object_free = 16,  ///< driver -> agent: ObjectFree, a stored object no task will read again
+  tag_actor_lane = 17,   ///< agent -> driver: ActorLane, the shared memory of an actor's process
 };
 
 /// Frames on an executor's socket start with a u64: the frame's length, and its kind in the top
@@ -242,6 +243,17 @@ struct ObjectHead {
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, ObjectHead>
 void fields(F&& f, M& m) { f(m.id, m.driver_pid, m.size); }
+
+/// agent -> driver (tag_actor_lane), when it starts an actor's process: the descriptor of that
+/// process's shared memory, which a driver on the same host maps to hand it calls and take its
+/// results without MPI and the agent (as executors' lanes, listed in Hello::lane_fds).
+struct ActorLane {
+  std::uint64_t actor = 0;  ///< TaskHeader::actor (the key of this start)
+  std::int64_t fd = -1;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, ActorLane>
+void fields(F&& f, M& m) { f(m.actor, m.fd); }
 
 /// driver -> agent (tag_object_free): the object's last reference in the driver is gone.
 struct ObjectFree {
