@@ -221,9 +221,10 @@ class Actor {
     a.h_ = std::make_shared<Handle>();
     a.h_->core = core;
     core->check_need(options.resources, "actor " + detail::demangle(typeid(T).name()));
+    a.h_->owner = core->owns_handles();  // inside a task: the actor outlives the task's handle
     a.h_->id = core->start_actor(*ctor, std::move(payload),
                                  detail::ActorSettings{detail::demangle(typeid(T).name()), options.max_restarts,
-                                                       options.resources, options.name});
+                                                       options.resources, options.name, a.h_->owner});
     return a;
   }
 
@@ -237,7 +238,8 @@ class Actor {
     Actor a;
     a.h_ = std::make_shared<Handle>();
     a.h_->core = core;
-    a.h_->id = core->find_actor(name, detail::demangle(typeid(T).name()));
+    a.h_->owner = core->owns_handles();
+    a.h_->id = core->find_actor(name, detail::demangle(typeid(T).name()), a.h_->owner);
     return a;
   }
 
@@ -371,9 +373,10 @@ struct Codec<Actor<T>> {
     const auto uid = r.pod<std::uint64_t>();
     const auto id = r.pod<std::uint64_t>();
     auto h = std::make_shared<typename Actor<T>::Handle>();
+    h->owner = false;  // until adopted: a throw below must not end an actor through no core
     h->core = core_for_actor_handle(uid);
     h->id = id;
-    h->owner = false;
+    h->owner = h->core->adopt_actor(id);  // in the driver, one more handle that owns it
     a.h_ = std::move(h);
   }
 };

@@ -18,7 +18,7 @@ std::uint64_t PoolCore::start_actor(const FunctionEntry&, std::string, ActorSett
   throw ConfigError("fibra: this pool cannot host actors (" + s.class_name + ")");
 }
 
-std::uint64_t PoolCore::find_actor(const std::string& name, const std::string&) {
+std::uint64_t PoolCore::find_actor(const std::string& name, const std::string&, bool) {
   throw ConfigError("fibra: this pool cannot find actors by name (\"" + name +
                     "\"): find named actors in the driver, and pass their handles to tasks");
 }

@@ -36,6 +36,7 @@ std::uint64_t PoolImpl::start_actor(const FunctionEntry& ctor, std::string args,
   a.id = next_actor_id_++;
   a.ctor = &ctor;
   a.ctor_args = std::make_shared<const std::string>(std::move(args));
+  a.handles = settings.owned ? 1 : 0;
   a.settings = std::move(settings);
   a.queue.push_back({actor_chunk_bit | next_actor_chunk_++,
                      std::make_shared<JobState>(ctor, CallMode::tuple, s_.policy), a.ctor_args, true});
@@ -52,7 +53,7 @@ ActorState* PoolImpl::live_actor_named(const std::string& name) {
   return nullptr;
 }
 
-std::uint64_t PoolImpl::find_actor(const std::string& name, const std::string& class_name) {
+std::uint64_t PoolImpl::find_actor(const std::string& name, const std::string& class_name, bool counted) {
   std::lock_guard lk(mu_);
   ActorState* a = name.empty() ? nullptr : live_actor_named(name);
   if (!a) {
@@ -67,8 +68,16 @@ std::uint64_t PoolImpl::find_actor(const std::string& name, const std::string& c
   if (a->settings.class_name != class_name)
     throw ConfigError("fibra: the actor named \"" + name + "\" is a " + a->settings.class_name + ", not a " +
                       class_name + ": get it as Actor<" + a->settings.class_name + ">");
-  ++a->handles;
+  if (counted) ++a->handles;
   return a->id;
+}
+
+bool PoolImpl::adopt_actor(std::uint64_t id) {
+  std::lock_guard lk(mu_);
+  auto it = actors_.find(id);
+  if (it == actors_.end() || it->second.ended || it->second.state == ActorState::State::dead) return false;
+  ++it->second.handles;
+  return true;
 }
 
 void PoolImpl::call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) {

@@ -279,7 +279,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void fill_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload,
                        bool drop) override;
   void end_actor(std::uint64_t actor) noexcept override;
-  std::uint64_t find_actor(const std::string& name, const std::string& class_name) override;
+  std::uint64_t find_actor(const std::string& name, const std::string& class_name, bool counted = true) override;
+  bool adopt_actor(std::uint64_t id) override;
+  void on_actor_request(Worker& w, std::uint64_t route, wire::Request& r);
   ActorState* live_actor_named(const std::string& name);
   void join() override;
   void terminate() override;

@@ -44,6 +44,7 @@ std::uint64_t PoolImpl::next_uid() {
 
 void PoolImpl::on_request(Worker& w, const std::string& data) {
   auto [route, r] = wire::parse_routed_request(data);
+  if (r.actor == wire::actor_start_request || r.actor == wire::actor_find_request) return on_actor_request(w, route, r);
   const FunctionEntry* fn = function_by_id(r.fn);
   if (!fn)
     throw wire::Malformed("fibra: a malformed message: a request for an unknown function (id " + std::to_string(r.fn) +
@@ -75,6 +76,46 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
     kick();
   } catch (...) {
     job->deliver({r.first, r.count, {}, std::current_exception(), {}});
+  }
+}
+
+// A task starts an actor (Actor<T>::start) or looks one up by name (Actor<T>::get): the reply's
+// payload is its id. An actor a task starts is not owned by the task's handle: it lives until the
+// pool ends, or until the driver's handles to it (one that reached the driver, adopt_actor) are gone.
+void PoolImpl::on_actor_request(Worker& w, std::uint64_t route, wire::Request& r) {
+  static const FunctionEntry find_entry{"Actor::get", 0, nullptr, {}, nullptr, nullptr, {}};
+  const bool start = r.actor == wire::actor_start_request;
+  const FunctionEntry* fn = start ? function_by_id(r.fn) : &find_entry;
+  if (!fn)
+    throw wire::Malformed("fibra: a malformed message: a task started an actor of an unknown constructor (id " +
+                          std::to_string(r.fn) + ")");
+  auto job = std::make_shared<JobState>(*fn, r.mode, r.policy);
+  std::weak_ptr<PoolImpl> self = shared_from_this();
+  job->on_delivered([self, wid = w.id, route, id = r.id, job] {
+    if (auto p = self.lock()) p->queue_reply({wid, route, id, job});
+  });
+  try {
+    auto core = r.pool == 0 || r.pool == uid_ ? std::shared_ptr<PoolCore>(shared_from_this()) : find_pool(r.pool);
+    if (!core) throw ConfigError("fibra: a task used an actor of a pool that is gone");
+    std::uint64_t id = 0;
+    if (start) {
+      auto a = wire::decode<wire::ActorStart>(r.payload);
+      core->check_need(a.need, "actor " + a.class_name);
+      id = core->start_actor(*fn, std::move(a.args),
+                             ActorSettings{a.class_name, a.max_restarts, a.need, std::move(a.name), false});
+    } else {
+      const auto f = wire::decode<wire::ActorFind>(r.payload);
+      id = core->find_actor(f.name, f.class_name, false);
+    }
+    ChunkOutcome o;  // the actor's id, and its pool's uid (handles name their pool by it)
+    o.count = 1;
+    const std::uint64_t reply[2] = {id, core->uid()};
+    o.payload.assign(reinterpret_cast<const char*>(reply), sizeof reply);
+    job->deliver(std::move(o));
+  } catch (const wire::Malformed&) {
+    throw;
+  } catch (...) {
+    job->deliver({0, 1, {}, std::current_exception(), {}});
   }
 }
 

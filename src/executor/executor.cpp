@@ -26,6 +26,7 @@
 
 #include "fibra/detail/checkpoint.hpp"
 #include "fibra/error.hpp"
+#include "fibra/future.hpp"
 
 #include "common/freed_memory.hpp"
 #include "executor/objects.hpp"
@@ -614,11 +615,23 @@ class ExecutorCore final : public PoolCore {
     r.actor = actor;
     g_executor.inbox->request(std::move(r), job);
   }
-  std::uint64_t start_actor(const FunctionEntry&, std::string, ActorSettings s) override {
-    throw ConfigError("fibra: actor " + s.class_name +
-                      " was started inside a task: start actors in the driver and "
-                      "pass their handles to tasks (not supported yet)");
+  // Starting an actor, or finding one by name, asks the driver and waits for its id (running the
+  // batches that come meanwhile, as any wait in a task does).
+  std::uint64_t start_actor(const FunctionEntry& ctor, std::string args, ActorSettings s) override {
+    auto job = std::make_shared<JobState>(ctor, CallMode::tuple, default_policy());
+    job->set_name("Actor<" + s.class_name + ">::start");
+    wire::Request r = request_for(
+        *job, wire::encode(wire::ActorStart{std::move(args), s.class_name, s.max_restarts, s.need, s.name}));
+    return ask_for_actor(std::move(r), wire::actor_start_request, job);
   }
+  std::uint64_t find_actor(const std::string& name, const std::string& class_name, bool) override {
+    static const FunctionEntry entry{"Actor::get", 0, nullptr, {}, nullptr, nullptr, {}};
+    auto job = std::make_shared<JobState>(entry, CallMode::tuple, default_policy());
+    job->set_name("Actor<" + class_name + ">::get(\"" + name + "\")");
+    return ask_for_actor(request_for(*job, wire::encode(wire::ActorFind{name, class_name})), wire::actor_find_request,
+                         job);
+  }
+  bool owns_handles() const override { return false; }
   // The pool's defaults (PoolOptions), which its agent gave this executor.
   RetryPolicy default_policy() const override {
     static const RetryPolicy pool = [] {  // read once: the variable is set when the executor starts
@@ -633,7 +646,9 @@ class ExecutorCore final : public PoolCore {
   void join() override {}
   void terminate() override {}
   bool closed() const override { return false; }
-  std::uint64_t uid() const override { return uid_; }
+  // uid 0 is the pool that runs this task; a handle of one of its actors that travels (to the
+  // driver, say) names it by its own uid, which the driver said when the actor was started or found.
+  std::uint64_t uid() const override { return uid_ != 0 ? uid_ : own_pool_uid().load(); }
 
  private:
   // A call of `job` as a request: its function, and the policy and resources it asks for.
@@ -645,6 +660,19 @@ class ExecutorCore final : public PoolCore {
     r.policy = job.policy();
     if (job.name() != job.fn().name) r.name = job.name();
     return r;
+  }
+  std::uint64_t ask_for_actor(wire::Request r, std::uint64_t what, const std::shared_ptr<JobState>& job) {
+    r.pool = uid_;
+    r.actor = what;
+    g_executor.inbox->request(std::move(r), job);
+    const auto [id, pool] = Future<std::pair<std::uint64_t, std::uint64_t>>(job).get();
+    if (uid_ == 0) own_pool_uid().store(pool);  // a handle sent on names the pool by it
+    return id;
+  }
+  // The uid of the pool that runs this executor's tasks, once a reply said it (0: not yet).
+  static std::atomic<std::uint64_t>& own_pool_uid() {
+    static std::atomic<std::uint64_t> u{0};
+    return u;
   }
   std::uint64_t uid_;
 };

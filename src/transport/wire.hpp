@@ -66,6 +66,28 @@ template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, detail::RetryPolicy>
 void fields(F&& f, M& m) { f(m.retries, m.retry_exceptions, m.task_timeout_s, m.keep_going, m.need); }
 
+/// Request::actor of a task's Actor<T>::start (its payload an ActorStart) and Actor<T>::get (an
+/// ActorFind); the reply's payload is the actor's id.
+inline constexpr std::uint64_t actor_start_request = ~std::uint64_t(0);
+inline constexpr std::uint64_t actor_find_request = ~std::uint64_t(0) - 1;
+struct ActorStart {
+  std::string args;  ///< the constructor's, encoded
+  std::string class_name;
+  int max_restarts = 0;
+  Resources need;
+  std::string name;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, ActorStart>
+void fields(F&& f, M& m) { f(m.args, m.class_name, m.max_restarts, m.need, m.name); }
+struct ActorFind {
+  std::string name;
+  std::string class_name;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, ActorFind>
+void fields(F&& f, M& m) { f(m.name, m.class_name); }
+
 /// A task's call into the pool that runs it (a nested submit or map, an actor's method), sent by
 /// its executor through the agent. The driver answers with a Reply of the same id.
 struct Request {

@@ -483,6 +483,39 @@ TEST(RayEdges, AnActorOnTheDriversHostTakesItsCallsThroughSharedMemory) {
   EXPECT_EQ(after.batches_shared_memory - before.batches_shared_memory, shared ? 23u : 0u);
 }
 
+// Actors started and found inside a task (issue 28, item 12). Before: ConfigError "start actors in
+// the driver"; get() had no way to the driver at all.
+long start_and_add(long base) {
+  auto t = fibra::Actor<Tally>::start(base);
+  t.call(&Tally::add, 1L).get();
+  return t.call(&Tally::add, 2L).get();  // base + 3
+}
+FIBRA_REMOTE(start_and_add);
+fibra::Actor<Tally> start_named(std::string name) {
+  return fibra::Actor<Tally>::start(fibra::ActorOptions{.name = name}, 100L);
+}
+FIBRA_REMOTE(start_named);
+long add_to_named(std::string name, long d) { return fibra::Actor<Tally>::get(name).call(&Tally::add, d).get(); }
+FIBRA_REMOTE(add_to_named);
+
+TEST(RayEdges, ATaskStartsAndFindsActors) {
+  fibra::Pool& pool = fibra::default_pool(2);
+  EXPECT_EQ(get_within(pool.submit(start_and_add, 10L), bound, "start_and_add(10)"), 13);
+  // Started in a task, it outlives the task; its handle, returned, reaches the driver and owns it.
+  auto handle = get_within(pool.submit(start_named, std::string("from-a-task")), bound, "start_named");
+  EXPECT_EQ(get_within(handle.call(&Tally::add, 1L), bound, "Tally::add(1) through the returned handle"), 101);
+  EXPECT_EQ(get_within(pool.submit(add_to_named, std::string("from-a-task"), 10L), bound, "add_to_named"), 111);
+  EXPECT_EQ(get_within(fibra::Actor<Tally>::get("from-a-task").call(&Tally::add, 100L), bound, "get in the driver"),
+            211);
+  // One the driver started, found by name in a task.
+  auto mine = fibra::Actor<Tally>::start(fibra::ActorOptions{.name = "from-the-driver"}, 0L);
+  EXPECT_EQ(get_within(pool.submit(add_to_named, std::string("from-the-driver"), 5L), bound, "add_to_named"), 5);
+  EXPECT_EQ(get_within(mine.call(&Tally::add, 1L), bound, "Tally::add(1)"), 6);
+  const std::string why =
+      error_of([&] { get_within(pool.submit(add_to_named, std::string("nobody"), 1L), bound, "x"); });
+  EXPECT_NE(why.find("no live actor is named \"nobody\""), std::string::npos) << why;
+}
+
 // Named actors (issue 28, item 12): found by name as Ray's get_actor finds them, the same object;
 // a name is unique among live actors; the handle from get keeps the actor alive too.
 TEST(RayEdges, ANamedActorIsFoundByItsName) {

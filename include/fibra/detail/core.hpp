@@ -217,6 +217,10 @@ struct ActorSettings {
   int max_restarts = 0;    ///< starts again from its constructor after a death, this many times
   Resources need;          ///< placed only on a worker that offers this much
   std::string name;        ///< ActorOptions::name: Actor<T>::get finds it by that ("": none)
+  /// The driver holds its first handle. False for an actor started inside a task: no handle owns
+  /// it until one reaches the driver (adopt_actor); it lives until the pool ends, or until the
+  /// driver's handles to it are gone.
+  bool owned = true;
 };
 
 /// Settings of a pool, fixed when it starts.
@@ -283,7 +287,16 @@ class PoolCore {
   }
   /// A handle to the live actor named `name` (ActorOptions::name), whose class is `class_name`:
   /// its id, counted as one more handle (end_actor once it is dropped). Throws ConfigError.
-  virtual std::uint64_t find_actor(const std::string& name, const std::string& class_name);
+  virtual std::uint64_t find_actor(const std::string& name, const std::string& class_name, bool counted = true);
+  /// Whether the handles made here own their actor (the driver's: the last one ends it). A task's
+  /// do not (executor_core).
+  virtual bool owns_handles() const { return true; }
+  /// A handle to actor `id` arrived here in a message (a task's result, say): true if it now owns
+  /// the actor as one more handle (the actor is alive and its pool is this driver's).
+  virtual bool adopt_actor(std::uint64_t id) {
+    (void)id;
+    return false;
+  }
   /// The last handle was dropped: the actor's process ends once the calls sent to it have run.
   virtual void end_actor(std::uint64_t actor) noexcept { (void)actor; }
   /// Names the pool among the driver's pools (an actor handle sent to a task carries it).
