@@ -158,11 +158,24 @@ bool PoolImpl::still_heard(const Worker& w, double now) const {
          now - w.lost_at < s_.driver_silence_s + 2 * s_.heartbeat_s && !process_gone_here(w);
 }
 
+// How long an idle worker's communicator may go unprobed, `quiet` seconds after it was last busy:
+// a 40th of that (a message waits at most 2.5% longer than the quiet before it), at most 10 ms.
+static double probe_gap(double quiet) { return std::clamp(quiet / 40, 0.0, 0.010); }
+
 bool PoolImpl::receive() {
   bool got = false;
   mpi::Message m;
   const double now = mpi::now_s();
-  for (auto& w : workers_) {
+  // Workers with batches out, or with tasks waiting in them, are probed at every pass: their
+  // results and requests come any time (Worker::batches is under mu_).
+  std::vector<char> at_work(workers_.size());
+  {
+    std::lock_guard lk(mu_);
+    for (std::size_t i = 0; i < workers_.size(); ++i)
+      at_work[i] = !workers_[i]->batches.empty() || workers_[i]->blocked > 0;
+  }
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    auto& w = workers_[i];
     if (!w->alive() && !still_heard(*w, now)) continue;
     const bool lost = !w->alive();
     try {
@@ -174,6 +187,10 @@ bool PoolImpl::receive() {
         declare_lost(*w, std::string("its executor wrote a result frame that does not decode (") + e.what() + ")");
       continue;
     }
+    // An idle ready worker (its actors' calls and heartbeats may still come) is probed once its gap
+    // is over; a starting, retiring or leaving one, and one lost but still heard, at every pass.
+    if (!lost && w->state == Worker::State::ready && !at_work[i] && now < w->next_probe) continue;
+    w->next_probe = now + probe_gap(now - w->last_busy);
     for (int k = 0; k < 64 && (lost || w->alive()); ++k) {
       bool have = false;
       try {
@@ -198,6 +215,10 @@ bool PoolImpl::receive() {
       }
       got |= m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
       w->last_heard = mpi::now_s();
+      if (m.tag != wire::tag_heartbeat) {
+        w->last_busy = w->last_heard;
+        w->next_probe = 0;
+      }
       try {
         handle(*w, m);
       } catch (const wire::Malformed& e) {  // that worker is not to be trusted; the pool goes on
@@ -701,6 +722,10 @@ void PoolImpl::send(Worker& w, int tag, mpi::Pieces data) {
     return;
   }
   w.last_sent = mpi::now_s();
+  if (tag != wire::tag_heartbeat) {  // an answer may come soon: probed at every pass for a while
+    w.last_busy = w.last_sent;
+    w.next_probe = 0;
+  }
 }
 
 // ---- stop: what is left fails, the workers are told goodbye (PoolImpl::stop) -------------------

@@ -133,6 +133,11 @@ struct Worker {
   std::map<std::uint64_t, std::shared_ptr<LaneRegion>> actor_lanes;
   std::set<std::uint64_t> actor_lanes_in_use;  // keys of those given a batch not yet answered: drained
   double spawned_at = 0, last_heard = 0, last_sent = 0, lost_at = 0;
+  // When something other than a heartbeat last went to or came from it, and when receive() next
+  // probes its communicator if it has no batch out: an idle worker is probed less often the
+  // longer it has been idle (up to every 10 ms), so that a pass of the communication thread costs
+  // the workers at work, not all of them (issue 29).
+  double last_busy = 0, next_probe = 0;
   bool holds_slot = true;       // counted in g_agents_in_slots until its process is surely gone
   bool read_after_loss = true;  // lost, but what it still sends is read (late results)
   bool alive() const { return state != State::gone && state != State::lost; }

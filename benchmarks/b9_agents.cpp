@@ -1,0 +1,90 @@
+// B5 with one agent per worker (issue 29): how the driver's costs grow with the number of agents
+// (on a cluster, one agent per node). For each n of --agents, one pool after another, each of n
+// agents of one worker (PoolOptions::workers_per_agent = 1): the time to ready, the median round
+// trip of apply_async(...).get(), a map of no-ops, and the CPU the driver process alone uses while
+// the pool is idle.
+//
+//   b9_agents [--agents 4,16,64] [--roundtrips N] [--map-items N] [--idle-seconds S]
+//
+// Prints CSV: benchmark,metric,value,unit.
+#include <fibra/fibra.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_common.hpp"
+
+int nop(int x) { return x; }
+FIBRA_REMOTE(nop);
+
+namespace {
+
+using bench::arg;
+using bench::Clock;
+using bench::median;
+using bench::seconds_since;
+
+// CPU seconds (user + system) this process has used so far, all threads.
+double own_cpu_seconds() {
+  std::ifstream f("/proc/self/stat");
+  std::string line;
+  std::getline(f, line);
+  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  std::string field;
+  unsigned long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoul(field);
+    if (i == 15) stime = std::stoul(field);
+  }
+  return double(utime + stime) / double(::sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);
+  std::vector<int> sizes;
+  for (const auto& n : bench::split_commas(bench::arg_str(argc, argv, "--agents", "4,16,64")))
+    sizes.push_back(std::atoi(n.c_str()));
+  const long roundtrips = arg(argc, argv, "--roundtrips", 500);
+  const long items = arg(argc, argv, "--map-items", 200'000);
+  const int idle = static_cast<int>(arg(argc, argv, "--idle-seconds", 3));
+  std::printf("# fibra %s, %u hardware threads, one worker per agent\n", fibra::version,
+              std::thread::hardware_concurrency());
+  std::printf("benchmark,metric,value,unit\n");
+  for (int n : sizes) {
+    auto t = Clock::now();
+    fibra::PoolOptions o;
+    o.workers_per_agent = 1;
+    o.start_timeout_s = 600;
+    fibra::Pool pool(n, o);
+    const double ready = seconds_since(t);
+    std::vector<double> rtt;
+    for (long i = 0; i < roundtrips; ++i) {
+      t = Clock::now();
+      if (pool.apply_async(nop, int(i)).get() != i) return std::fprintf(stderr, "b9: a wrong result\n"), 1;
+      rtt.push_back(seconds_since(t) * 1e6);
+    }
+    std::vector<int> in(static_cast<std::size_t>(items));
+    std::iota(in.begin(), in.end(), 0);
+    t = Clock::now();
+    const auto out = pool.map(nop, in);
+    const double map_s = seconds_since(t);
+    if (out != in) return std::fprintf(stderr, "b9: map returned wrong results\n"), 1;
+    const double cpu0 = own_cpu_seconds();
+    std::this_thread::sleep_for(std::chrono::seconds(idle));
+    const double idle_cpu = (own_cpu_seconds() - cpu0) / idle * 100;
+    std::printf("b9,agents_%d_ready_s,%.2f,s\n", n, ready);
+    std::printf("b9,agents_%d_roundtrip_us,%.1f,us\n", n, median(rtt));
+    std::printf("b9,agents_%d_map_items_per_s,%.0f,items/s\n", n, double(items) / map_s);
+    std::printf("b9,agents_%d_idle_driver_cpu_pct,%.2f,%%\n", n, idle_cpu);
+    std::fflush(stdout);
+  }
+  return 0;
+}
