@@ -41,17 +41,7 @@ double cpu_seconds(const std::string& exe, int& procs) {
   DIR* d = ::opendir("/proc");
   while (dirent* e = ::readdir(d)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9' || exe_of(e->d_name) != exe) continue;
-    std::ifstream f(std::string("/proc/") + e->d_name + "/stat");
-    std::string line;
-    std::getline(f, line);
-    std::istringstream rest(line.substr(line.rfind(')') + 2));
-    std::string field;
-    unsigned long utime = 0, stime = 0;
-    for (int i = 3; i <= 15 && rest >> field; ++i) {
-      if (i == 14) utime = std::stoul(field);
-      if (i == 15) stime = std::stoul(field);
-    }
-    total += double(utime + stime) / double(::sysconf(_SC_CLK_TCK));
+    total += bench::process_cpu_seconds(e->d_name);
     ++procs;
   }
   ::closedir(d);

@@ -11,9 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <numeric>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,29 +21,10 @@
 int nop(int x) { return x; }
 FIBRA_REMOTE(nop);
 
-namespace {
-
 using bench::arg;
 using bench::Clock;
 using bench::median;
 using bench::seconds_since;
-
-// CPU seconds (user + system) this process has used so far, all threads.
-double own_cpu_seconds() {
-  std::ifstream f("/proc/self/stat");
-  std::string line;
-  std::getline(f, line);
-  std::istringstream rest(line.substr(line.rfind(')') + 2));
-  std::string field;
-  unsigned long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::stoul(field);
-    if (i == 15) stime = std::stoul(field);
-  }
-  return double(utime + stime) / double(::sysconf(_SC_CLK_TCK));
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   fibra::Runtime rt(argc, argv);
@@ -77,9 +56,9 @@ int main(int argc, char** argv) {
     const auto out = pool.map(nop, in);
     const double map_s = seconds_since(t);
     if (out != in) return std::fprintf(stderr, "b9: map returned wrong results\n"), 1;
-    const double cpu0 = own_cpu_seconds();
+    const double cpu0 = bench::process_cpu_seconds("self");
     std::this_thread::sleep_for(std::chrono::seconds(idle));
-    const double idle_cpu = (own_cpu_seconds() - cpu0) / idle * 100;
+    const double idle_cpu = (bench::process_cpu_seconds("self") - cpu0) / idle * 100;
     std::printf("b9,agents_%d_ready_s,%.2f,s\n", n, ready);
     std::printf("b9,agents_%d_roundtrip_us,%.1f,us\n", n, median(rtt));
     std::printf("b9,agents_%d_map_items_per_s,%.0f,items/s\n", n, double(items) / map_s);

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -48,6 +50,22 @@ inline std::vector<std::string> split_commas(const std::string& s) {
     at = end + 1;
   }
   return out;
+}
+
+/// CPU seconds (user + system) that process `pid` ("self": this one) has used so far, all threads;
+/// 0 if it is gone.
+inline double process_cpu_seconds(const std::string& pid) {
+  std::ifstream f("/proc/" + pid + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return 0;
+  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  std::string field;
+  unsigned long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoul(field);
+    if (i == 15) stime = std::stoul(field);
+  }
+  return double(utime + stime) / double(::sysconf(_SC_CLK_TCK));
 }
 
 /// Physical memory of this machine in GiB (for the `#` line naming the machine).

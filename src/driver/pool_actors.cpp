@@ -84,6 +84,19 @@ void PoolImpl::call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& 
   if (payload.size() > max_chunk_bytes)
     throw ConfigError("fibra: the arguments of " + job->name() + " encode to " + std::to_string(payload.size()) +
                       " bytes, over the 2 GiB one MPI message can carry");
+  queue_actor_call(actor, job, share_payload(std::move(payload)));
+}
+
+// A call with Future arguments takes its place now, with no payload yet: the calls behind it wait
+// for it (next_actor_batch stops there), as Ray runs an actor's calls in the order submitted.
+void PoolImpl::reserve_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job) {
+  queue_actor_call(actor, job, nullptr);
+}
+
+// Queues a call behind the actor's others, with its payload or (reserved) none yet. A call to a
+// dead actor fails at once; a reserved one when fill_actor_call finds no place for it.
+void PoolImpl::queue_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job,
+                                std::shared_ptr<const std::string> payload) {
   std::lock_guard lk(mu_);
   if (broken_) std::rethrow_exception(broken_);
   if (closed_ && stopping_) throw PoolClosed("fibra: an actor was called on a pool that " + closed_reason_);
@@ -91,26 +104,12 @@ void PoolImpl::call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& 
   if (it == actors_.end()) throw ActorDied("fibra: " + job->name() + " was called on an actor that is gone");
   ActorState& a = it->second;
   if (a.state == ActorState::State::dead) {  // never queued, never a hang
-    job->deliver({0, 1, {}, died(a.death), {}});
+    if (payload) job->deliver({0, 1, {}, died(a.death), {}});
     return;
   }
-  a.queue.push_back({actor_chunk_bit | next_actor_chunk_++, job, share_payload(std::move(payload)), false});
+  a.queue.push_back({actor_chunk_bit | next_actor_chunk_++, job, std::move(payload), false});
   ++graph_.calls;
   kick();
-}
-
-// A call with Future arguments takes its place now, with no payload yet: the calls behind it wait
-// for it (next_actor_batch stops there), as Ray runs an actor's calls in the order submitted.
-void PoolImpl::reserve_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job) {
-  std::lock_guard lk(mu_);
-  if (broken_) std::rethrow_exception(broken_);
-  if (closed_ && stopping_) throw PoolClosed("fibra: an actor was called on a pool that " + closed_reason_);
-  auto it = actors_.find(actor);
-  if (it == actors_.end()) throw ActorDied("fibra: " + job->name() + " was called on an actor that is gone");
-  ActorState& a = it->second;
-  if (a.state == ActorState::State::dead) return;  // fill_actor_call delivers its ActorDied
-  a.queue.push_back({actor_chunk_bit | next_actor_chunk_++, job, nullptr, false});
-  ++graph_.calls;
 }
 
 void PoolImpl::fill_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload,

@@ -281,6 +281,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::uint64_t start_actor(const FunctionEntry& ctor, std::string args, ActorSettings s) override;
   void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) override;
   void reserve_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job) override;
+  void queue_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job,
+                        std::shared_ptr<const std::string> payload);
   void fill_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload,
                        bool drop) override;
   void end_actor(std::uint64_t actor) noexcept override;
