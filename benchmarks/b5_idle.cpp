@@ -28,26 +28,6 @@ namespace {
 
 using bench::arg;
 
-std::string exe_of(const std::string& pid) {
-  char buf[4096];
-  ssize_t n = ::readlink(("/proc/" + pid + "/exe").c_str(), buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, std::size_t(n)) : std::string();
-}
-
-// CPU seconds (user + system) used so far by all processes running `exe`; counts them in `procs`.
-double cpu_seconds(const std::string& exe, int& procs) {
-  double total = 0;
-  procs = 0;
-  DIR* d = ::opendir("/proc");
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9' || exe_of(e->d_name) != exe) continue;
-    total += bench::process_cpu_seconds(e->d_name);
-    ++procs;
-  }
-  ::closedir(d);
-  return total;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,7 +51,7 @@ int main(int argc, char** argv) {
               bench::arg_str(argc, argv, "--workers", "4").c_str(), idle);
   std::printf("benchmark,metric,value,unit\n");
   std::fflush(stdout);
-  const std::string exe = exe_of("self");
+  const std::string exe = bench::exe_of("self");
   for (int workers : sizes) {
     auto t = bench::Clock::now();
     fibra::Pool pool(workers, {.keep_freed_mib = std::size_t(keep)});
@@ -86,9 +66,9 @@ int main(int argc, char** argv) {
     if (idle <= 0) continue;
     std::this_thread::sleep_for(std::chrono::seconds(1));  // let the last activity die down
     int procs = 0;
-    const double before = cpu_seconds(exe, procs);
+    const double before = bench::exe_cpu_seconds(exe, procs);
     std::this_thread::sleep_for(std::chrono::seconds(idle));
-    const double after = cpu_seconds(exe, procs);
+    const double after = bench::exe_cpu_seconds(exe, procs);
     std::printf("# idle %d workers: %d processes over %d s\n", workers, procs, idle);
     std::printf("b5,idle_%d_workers_cpu_percent,%.2f,%%\n", workers, 100.0 * (after - before) / idle);
     std::fflush(stdout);

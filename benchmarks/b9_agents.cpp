@@ -1,8 +1,8 @@
 // B5 with one agent per worker (issue 29): how the driver's costs grow with the number of agents
 // (on a cluster, one agent per node). For each n of --agents, one pool after another, each of n
 // agents of one worker (PoolOptions::workers_per_agent = 1): the time to ready, the median round
-// trip of apply_async(...).get(), a map of no-ops, and the CPU the driver process alone uses while
-// the pool is idle.
+// trip of apply_async(...).get(), a map of no-ops, and the CPU the driver alone, and all of the
+// program's processes (driver, agents, executors), use while the pool is idle.
 //
 //   b9_agents [--agents 4,16,64] [--roundtrips N] [--map-items N] [--idle-seconds S]
 //
@@ -56,13 +56,18 @@ int main(int argc, char** argv) {
     const auto out = pool.map(nop, in);
     const double map_s = seconds_since(t);
     if (out != in) return std::fprintf(stderr, "b9: map returned wrong results\n"), 1;
-    const double cpu0 = bench::process_cpu_seconds("self");
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // let the last activity die down
+    int procs = 0;
+    const std::string exe = bench::exe_of("self");
+    const double cpu0 = bench::process_cpu_seconds("self"), all0 = bench::exe_cpu_seconds(exe, procs);
     std::this_thread::sleep_for(std::chrono::seconds(idle));
     const double idle_cpu = (bench::process_cpu_seconds("self") - cpu0) / idle * 100;
+    const double idle_all = (bench::exe_cpu_seconds(exe, procs) - all0) / idle * 100;
     std::printf("b9,agents_%d_ready_s,%.2f,s\n", n, ready);
     std::printf("b9,agents_%d_roundtrip_us,%.1f,us\n", n, median(rtt));
     std::printf("b9,agents_%d_map_items_per_s,%.0f,items/s\n", n, double(items) / map_s);
     std::printf("b9,agents_%d_idle_driver_cpu_pct,%.2f,%%\n", n, idle_cpu);
+    std::printf("b9,agents_%d_idle_all_cpu_pct,%.2f,%% (%d processes)\n", n, idle_all, procs);
     std::fflush(stdout);
   }
   return 0;

@@ -1,6 +1,8 @@
 // benchmarks/bench_common.hpp: small helpers the benchmark programs share.
 #pragma once
 
+#include <dirent.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -66,6 +68,29 @@ inline double process_cpu_seconds(const std::string& pid) {
     if (i == 15) stime = std::stoul(field);
   }
   return double(utime + stime) / double(::sysconf(_SC_CLK_TCK));
+}
+
+/// The executable process `pid` runs ("self": this one), or "" if it is gone.
+inline std::string exe_of(const std::string& pid) {
+  char buf[4096];
+  const ssize_t n = ::readlink(("/proc/" + pid + "/exe").c_str(), buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, std::size_t(n)) : std::string();
+}
+
+/// CPU seconds used so far by all processes running `exe` (a fibra program's driver, agents and
+/// executors run the same binary); counts them in `procs`.
+inline double exe_cpu_seconds(const std::string& exe, int& procs) {
+  double total = 0;
+  procs = 0;
+  DIR* d = ::opendir("/proc");
+  if (!d) return 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9' || exe_of(e->d_name) != exe) continue;
+    total += process_cpu_seconds(e->d_name);
+    ++procs;
+  }
+  ::closedir(d);
+  return total;
 }
 
 /// Physical memory of this machine in GiB (for the `#` line naming the machine).

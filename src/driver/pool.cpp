@@ -159,8 +159,9 @@ bool PoolImpl::still_heard(const Worker& w, double now) const {
 }
 
 // How long an idle worker's communicator may go unprobed, `quiet` seconds after it was last busy:
-// a 40th of that (a message waits at most 2.5% longer than the quiet before it), at most 10 ms.
-static double probe_gap(double quiet) { return std::clamp(quiet / 40, 0.0, 0.010); }
+// a 40th of that (a message waits at most 2.5% longer than the quiet before it), at most 100 ms
+// (after 4 s of quiet: its heartbeats, 1 a second, are read in time all the same).
+static double probe_gap(double quiet) { return std::clamp(quiet / 40, 0.0, 0.100); }
 
 bool PoolImpl::receive() {
   bool got = false;

@@ -116,7 +116,8 @@ class Napper {
  public:
   static constexpr double spin_s = 200e-6;
   static constexpr std::chrono::microseconds min_nap{10};
-  static constexpr std::chrono::microseconds idle_cap{10000};
+  /// `idle_cap`: the longest nap (an idle process wakes this often).
+  explicit Napper(std::chrono::microseconds idle_cap = std::chrono::microseconds(10000)) : idle_cap_(idle_cap) {}
 
   /// Something happened.
   void busy() { last_busy_ = now_s(); }
@@ -127,10 +128,11 @@ class Napper {
     const double quiet = now_s() - last_busy_;
     if (quiet < spin_s || sends_pending) return std::chrono::microseconds(0);
     auto nap = std::chrono::microseconds(static_cast<long>(quiet / 40 * 1e6));
-    return std::clamp(nap, min_nap, idle_cap);
+    return std::clamp(nap, min_nap, idle_cap_);
   }
 
  private:
+  std::chrono::microseconds idle_cap_;
   double last_busy_ = 0;
 };
 
