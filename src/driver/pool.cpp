@@ -572,12 +572,7 @@ mpi::Pieces PoolImpl::encode_batch(const std::vector<Chunk*>& chunks,
     h.timeout_s = policy.task_timeout_s;
     h.keep_going = policy.keep_going;
     h.skip = c->skip;
-    if (c->job->has_objects())
-      for (const ObjectArg& a : c->job->objects()) {
-        const StoredObject& o = *a.object;
-        h.objects.push_back({o.id, a.at, o.bytes.size(), o.pid, o.fd});
-        objects.push_back(a.object);
-      }
+    add_objects(*c->job, h, objects);
     wire::append_task_head(batch.heads, h, c->payload->size(), bodies);
     batch.ends.push_back(batch.heads.size());
     bodies += c->payload->size();
@@ -585,6 +580,18 @@ mpi::Pieces PoolImpl::encode_batch(const std::vector<Chunk*>& chunks,
   }
   wire::set_count(batch.heads, static_cast<std::uint32_t>(chunks.size()));
   return batch;
+}
+
+// The stored objects (fibra::put) `job` takes go in its chunk's header, and in `objects` (to send
+// to agents without shared memory first).
+void PoolImpl::add_objects(const JobState& job, wire::TaskHeader& h,
+                           std::vector<std::shared_ptr<const StoredObject>>& objects) {
+  if (!job.has_objects()) return;
+  for (const ObjectArg& a : job.objects()) {
+    const StoredObject& o = *a.object;
+    h.objects.push_back({o.id, a.at, o.bytes.size(), o.pid, o.fd});
+    objects.push_back(a.object);
+  }
 }
 
 // The stored objects (fibra::put) a batch's tasks take, to an agent whose executors cannot map

@@ -296,11 +296,7 @@ mpi::Pieces PoolImpl::next_actor_batch(ActorState& a, std::vector<std::shared_pt
     h.count = 1;
     h.timeout_s = c.job->policy().task_timeout_s;
     h.actor = a.key;
-    if (c.job->has_objects())
-      for (const ObjectArg& o : c.job->objects()) {
-        h.objects.push_back({o.object->id, o.at, o.object->bytes.size(), o.object->pid, o.object->fd});
-        objects.push_back(o.object);
-      }
+    add_objects(*c.job, h, objects);
     wire::append_task_head(batch.heads, h, c.payload->size(), bytes);
     batch.ends.push_back(batch.heads.size());
     batch.bodies.push_back(c.payload);

@@ -306,6 +306,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   bool steal_for_idle();
   static mpi::Pieces encode_batch(const std::vector<Chunk*>& chunks,
                                   std::vector<std::shared_ptr<const StoredObject>>& objects);
+  static void add_objects(const JobState& job, wire::TaskHeader& h,
+                          std::vector<std::shared_ptr<const StoredObject>>& objects);
   void send_objects(Worker& w, const std::vector<std::shared_ptr<const StoredObject>>& objects);
   void free_objects();
   bool post_to_lane(Worker& w, const mpi::Pieces& batch, std::uint32_t chunks);
