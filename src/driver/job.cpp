@@ -22,6 +22,11 @@ std::uint64_t PoolCore::find_actor(const std::string& name, const std::string&, 
   throw ConfigError("fibra: this pool cannot find actors by name (\"" + name +
                     "\"): find named actors in the driver, and pass their handles to tasks");
 }
+const FunctionEntry& actor_find_entry() {
+  static const FunctionEntry e{"Actor::get", 0, nullptr, {}, nullptr, nullptr, {}};
+  return e;
+}
+
 void PoolCore::call_actor(std::uint64_t, const std::shared_ptr<JobState>& job, std::string) {
   throw ConfigError("fibra: this pool cannot host actors (" + job->name() + ")");
 }

@@ -83,9 +83,8 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
 // payload is its id. An actor a task starts is not owned by the task's handle: it lives until the
 // pool ends, or until the driver's handles to it (one that reached the driver, adopt_actor) are gone.
 void PoolImpl::on_actor_request(Worker& w, std::uint64_t route, wire::Request& r) {
-  static const FunctionEntry find_entry{"Actor::get", 0, nullptr, {}, nullptr, nullptr, {}};
   const bool start = r.actor == wire::actor_start_request;
-  const FunctionEntry* fn = start ? function_by_id(r.fn) : &find_entry;
+  const FunctionEntry* fn = start ? function_by_id(r.fn) : &actor_find_entry();
   if (!fn)
     throw wire::Malformed("fibra: a malformed message: a task started an actor of an unknown constructor (id " +
                           std::to_string(r.fn) + ")");

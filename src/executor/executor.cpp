@@ -625,8 +625,7 @@ class ExecutorCore final : public PoolCore {
     return ask_for_actor(std::move(r), wire::actor_start_request, job);
   }
   std::uint64_t find_actor(const std::string& name, const std::string& class_name, bool) override {
-    static const FunctionEntry entry{"Actor::get", 0, nullptr, {}, nullptr, nullptr, {}};
-    auto job = std::make_shared<JobState>(entry, CallMode::tuple, default_policy());
+    auto job = std::make_shared<JobState>(actor_find_entry(), CallMode::tuple, default_policy());
     job->set_name("Actor<" + class_name + ">::get(\"" + name + "\")");
     return ask_for_actor(request_for(*job, wire::encode(wire::ActorFind{name, class_name})), wire::actor_find_request,
                          job);
