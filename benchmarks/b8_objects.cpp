@@ -56,29 +56,28 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = double(i % 1000);
   const double want = total(v);
 
+  // One round: `tasks` tasks given what `argument()` makes (the vector, or a put of it: timed too),
+  // each checked; its wall time and the driver's peak memory go to `secs` and `peaks`.
+  auto round = [&](auto argument, std::vector<double>& secs, std::vector<double>& peaks) {
+    reset_peak();
+    const auto t = Clock::now();
+    std::vector<fibra::Future<double>> fs;
+    {
+      const auto& arg = argument();  // a put's Future lives to this scope's end, then only its tasks hold it
+      for (long i = 0; i < tasks; ++i) fs.push_back(pool.submit(total, arg));
+    }
+    bool ok = true;
+    for (auto& f : fs) ok &= f.get() == want;
+    secs.push_back(seconds_since(t));
+    peaks.push_back(peak_mib());
+    return ok;
+  };
   std::vector<double> by_value, by_ref, peak_value, peak_ref;
   for (int r = 0; r < repeats; ++r) {
-    reset_peak();
-    auto t = Clock::now();
-    std::vector<fibra::Future<double>> fs;
-    for (long i = 0; i < tasks; ++i) fs.push_back(pool.submit(total, v));
-    for (auto& f : fs)
-      if (f.get() != want) return std::fprintf(stderr, "b8: a task by value returned a wrong sum\n"), 1;
-    by_value.push_back(seconds_since(t));
-    peak_value.push_back(peak_mib());
-    fs.clear();
-
-    reset_peak();
-    t = Clock::now();
-    {
-      auto ref = fibra::put(v);
-      for (long i = 0; i < tasks; ++i) fs.push_back(pool.submit(total, ref));
-    }
-    for (auto& f : fs)
-      if (f.get() != want) return std::fprintf(stderr, "b8: a task by reference returned a wrong sum\n"), 1;
-    by_ref.push_back(seconds_since(t));
-    peak_ref.push_back(peak_mib());
-    fs.clear();
+    if (!round([&]() -> const std::vector<double>& { return v; }, by_value, peak_value))
+      return std::fprintf(stderr, "b8: a task by value returned a wrong sum\n"), 1;
+    if (!round([&] { return fibra::put(v); }, by_ref, peak_ref))
+      return std::fprintf(stderr, "b8: a task by reference returned a wrong sum\n"), 1;
   }
   std::printf("b8,by_value_s,%.3f,s\n", median(by_value));
   std::printf("b8,by_reference_s,%.3f,s\n", median(by_ref));

@@ -8,7 +8,6 @@
 #include <mutex>
 #include <string>
 
-#include "common/log.hpp"
 #include "executor/executor.hpp"
 #include "fibra/detail/codec.hpp"
 #include "fibra/detail/core.hpp"

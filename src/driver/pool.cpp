@@ -169,7 +169,8 @@ bool PoolImpl::receive() {
   const double now = mpi::now_s();
   // Workers with batches out, or with tasks waiting in them, are probed at every pass: their
   // results and requests come any time (Worker::batches is under mu_).
-  std::vector<char> at_work(workers_.size());
+  std::vector<char>& at_work = at_work_;  // kept from pass to pass: no allocation on this hot path
+  at_work.assign(workers_.size(), 0);
   {
     std::lock_guard lk(mu_);
     for (std::size_t i = 0; i < workers_.size(); ++i)

@@ -80,10 +80,17 @@ bool PoolImpl::adopt_actor(std::uint64_t id) {
   return true;
 }
 
+// The errors of a call that cannot be queued: its actor is gone, or its arguments are too large.
+ActorDied PoolImpl::actor_gone(const JobState& job) {
+  return ActorDied("fibra: " + job.name() + " was called on an actor that is gone");
+}
+ConfigError PoolImpl::actor_args_too_big(const JobState& job, std::size_t bytes) {
+  return ConfigError("fibra: the arguments of " + job.name() + " encode to " + std::to_string(bytes) +
+                     " bytes, over the 2 GiB one MPI message can carry");
+}
+
 void PoolImpl::call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) {
-  if (payload.size() > max_chunk_bytes)
-    throw ConfigError("fibra: the arguments of " + job->name() + " encode to " + std::to_string(payload.size()) +
-                      " bytes, over the 2 GiB one MPI message can carry");
+  if (payload.size() > max_chunk_bytes) throw actor_args_too_big(*job, payload.size());
   queue_actor_call(actor, job, share_payload(std::move(payload)));
 }
 
@@ -101,7 +108,7 @@ void PoolImpl::queue_actor_call(std::uint64_t actor, const std::shared_ptr<JobSt
   if (broken_) std::rethrow_exception(broken_);
   if (closed_ && stopping_) throw PoolClosed("fibra: an actor was called on a pool that " + closed_reason_);
   auto it = actors_.find(actor);
-  if (it == actors_.end()) throw ActorDied("fibra: " + job->name() + " was called on an actor that is gone");
+  if (it == actors_.end()) throw actor_gone(*job);
   ActorState& a = it->second;
   if (a.state == ActorState::State::dead) {  // never queued, never a hang
     if (payload) job->deliver({0, 1, {}, died(a.death), {}});
@@ -114,39 +121,28 @@ void PoolImpl::queue_actor_call(std::uint64_t actor, const std::shared_ptr<JobSt
 
 void PoolImpl::fill_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload,
                                bool drop) {
-  std::lock_guard lk(mu_);
-  auto it = actors_.find(actor);
-  auto c = it == actors_.end() ? std::deque<ActorCall>::iterator{}
-                               : std::find_if(it->second.queue.begin(), it->second.queue.end(),
-                                              [&](const ActorCall& q) { return q.job == job; });
-  if (it == actors_.end() || c == it->second.queue.end()) {
-    // The actor died meanwhile and failed its calls, or was dead or gone already: said once.
-    if (!drop && job->delivered() == 0)
-      job->deliver({0,
-                    1,
-                    {},
-                    it == actors_.end() ? std::make_exception_ptr(ActorDied("fibra: " + job->name() +
-                                                                            " was called on an actor that is gone"))
-                                        : died(it->second.death),
-                    {}});
-    return;
+  std::exception_ptr refused;  // its outcome, when it is not queued after all
+  {
+    std::lock_guard lk(mu_);
+    auto it = actors_.find(actor);
+    if (it == actors_.end()) {
+      refused = std::make_exception_ptr(actor_gone(*job));
+    } else if (auto c = std::find_if(it->second.queue.begin(), it->second.queue.end(),
+                                     [&](const ActorCall& q) { return q.job == job; });
+               c == it->second.queue.end()) {
+      refused = died(it->second.death);  // it died meanwhile (its calls failed then) or was dead already
+    } else if (drop) {
+      it->second.queue.erase(c);
+    } else if (payload.size() > max_chunk_bytes) {
+      it->second.queue.erase(c);
+      refused = std::make_exception_ptr(actor_args_too_big(*job, payload.size()));
+    } else {
+      c->payload = share_payload(std::move(payload));
+    }
+    kick();
   }
-  ActorState& a = it->second;
-  if (drop) {
-    a.queue.erase(c);
-  } else if (payload.size() > max_chunk_bytes) {
-    a.queue.erase(c);
-    job->deliver({0,
-                  1,
-                  {},
-                  std::make_exception_ptr(ConfigError("fibra: the arguments of " + job->name() + " encode to " +
-                                                      std::to_string(payload.size()) +
-                                                      " bytes, over the 2 GiB one MPI message can carry")),
-                  {}});
-  } else {
-    c->payload = share_payload(std::move(payload));
-  }
-  kick();
+  // Said once: a call that failed with its actor, or was dropped by its caller, has its outcome.
+  if (refused && !drop && job->delivered() == 0) job->deliver({0, 1, {}, refused, {}});
 }
 
 bool PoolImpl::actors_idle() const {

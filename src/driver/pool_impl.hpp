@@ -283,6 +283,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void reserve_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job) override;
   void queue_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job,
                         std::shared_ptr<const std::string> payload);
+  static ActorDied actor_gone(const JobState& job);
+  static ConfigError actor_args_too_big(const JobState& job, std::size_t bytes);
   void fill_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload,
                        bool drop) override;
   void end_actor(std::uint64_t actor) noexcept override;
@@ -449,6 +451,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::thread thread_;
   int target_ = 0;
   int next_worker_id_ = 1;
+  std::vector<char> at_work_;   // receive(): which workers have work out (communication thread)
   double next_steal_look_ = 0;  // steal_for_idle looks at most once a millisecond (communication thread)
   // Under mu_: (worker id, chunk) to tell its agent (tag_cancel: fibra::cancel with force).
   std::vector<std::pair<int, std::uint64_t>> cancels_;
