@@ -36,6 +36,10 @@ struct ActorOptions {
   /// A name to find it by on its pool (Actor<T>::get, as Ray's get_actor), unique among the
   /// pool's live actors; "": none. Its process ends when the last handle, from start or get, goes.
   std::string name;
+  /// How many of its calls its process may run at once, each on a thread of its own (Ray's
+  /// threaded actors): its methods must then be safe to run together, and calls may end in any
+  /// order. 1 (the default): one at a time, in the order they were made.
+  int max_concurrency = 1;
 };
 
 namespace detail {
@@ -213,6 +217,10 @@ class Actor {
           ") at namespace scope, or pass arguments of exactly the registered types (3L for a long)");
     }
     if (options.max_restarts < 0) throw ConfigError("fibra: ActorOptions::max_restarts cannot be negative");
+    if (options.max_concurrency < 1 || options.max_concurrency > detail::max_actor_concurrency)
+      throw ConfigError("fibra: ActorOptions::max_concurrency is " + std::to_string(options.max_concurrency) +
+                        "; it is how many calls of the actor may run at once, from 1 to " +
+                        std::to_string(detail::max_actor_concurrency));
     std::string payload;
     detail::Writer w(payload);
     detail::encode(w, typename Ctor::Params(std::forward<Args>(args)...));
@@ -222,9 +230,10 @@ class Actor {
     a.h_->core = core;
     core->check_need(options.resources, "actor " + detail::demangle(typeid(T).name()));
     a.h_->owner = core->owns_handles();  // inside a task: the actor outlives the task's handle
-    a.h_->id = core->start_actor(*ctor, std::move(payload),
-                                 detail::ActorSettings{detail::demangle(typeid(T).name()), options.max_restarts,
-                                                       options.resources, options.name, a.h_->owner});
+    a.h_->id =
+        core->start_actor(*ctor, std::move(payload),
+                          detail::ActorSettings{detail::demangle(typeid(T).name()), options.max_restarts,
+                                                options.resources, options.name, a.h_->owner, options.max_concurrency});
     return a;
   }
 

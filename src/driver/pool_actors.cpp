@@ -211,8 +211,10 @@ bool PoolImpl::dispatch_actors() {
       if (w && (w->state == Worker::State::ready || w->state == Worker::State::retiring) && !a.queue.empty() &&
           a.queue.front().payload) {
         // Its lane once the calls sent through MPI are back, one batch at a time (the executor
-        // reads its socket before its lane: a batch in each could run out of order).
-        if (a.lane && !a.lane_active && a.in_flight.empty()) a.lane_active = true;
+        // reads its socket before its lane: a batch in each could run out of order). An actor
+        // that runs calls at once takes them through its agent, batch after batch, as they come:
+        // one batch at a time would keep all but its first call waiting.
+        if (a.lane && !a.lane_active && a.in_flight.empty() && a.settings.max_concurrency == 1) a.lane_active = true;
         if (!a.lane_active || a.lane->lane().chunks_held() == 0) {  // its small slots and its large one
           std::vector<std::shared_ptr<const StoredObject>> objects;
           const std::size_t before = a.in_flight.size();
@@ -274,6 +276,8 @@ void PoolImpl::place_actor(ActorState& a, std::unordered_map<int, int>& hosted) 
 
 // The next calls of a placed actor, in order, as one batch (at most actor_batch_calls, and
 // actor_batch_bytes unless the first alone is larger); they are in flight from now (under mu_).
+// The constructor of an actor that runs calls at once goes alone: its process runs that batch
+// itself, and gives the later ones to its threads.
 mpi::Pieces PoolImpl::next_actor_batch(ActorState& a, std::vector<std::shared_ptr<const StoredObject>>& objects) {
   mpi::Pieces batch;
   batch.heads = wire::begin_batch();
@@ -292,6 +296,7 @@ mpi::Pieces PoolImpl::next_actor_batch(ActorState& a, std::vector<std::shared_pt
     h.count = 1;
     h.timeout_s = c.job->policy().task_timeout_s;
     h.actor = a.key;
+    h.concurrency = static_cast<std::uint32_t>(a.settings.max_concurrency);
     add_objects(*c.job, h, objects);
     wire::append_task_head(batch.heads, h, c.payload->size(), bytes);
     batch.ends.push_back(batch.heads.size());
@@ -299,7 +304,9 @@ mpi::Pieces PoolImpl::next_actor_batch(ActorState& a, std::vector<std::shared_pt
     bytes += c.payload->size();
     ++n;
     actor_of_[c.chunk] = a.id;
+    const bool alone = c.ctor && a.settings.max_concurrency > 1;
     a.in_flight.emplace(c.chunk, std::move(c));
+    if (alone) break;
   }
   wire::set_count(batch.heads, n);
   return batch;
@@ -451,7 +458,10 @@ void PoolImpl::actor_died(ActorState& a, const std::string& why, std::uint64_t r
     const std::string& fn = c.job->name();
     const std::string what = c.ctor                   ? "while starting (in its constructor)"
                              : chunk == running_chunk ? "while running this call (" + fn + ")"
-                                                      : "before this call (" + fn + ") ran";
+                             : a.settings.max_concurrency == 1
+                                 ? "before this call (" + fn + ") ran"
+                                 : "while this call (" + fn + ") ran or waited to (it runs up to " +
+                                       std::to_string(a.settings.max_concurrency) + " calls at once)";
     actor_of_.erase(chunk);
     c.job->deliver({0, 1, {}, died("fibra: " + actor_name(a) + " died " + what + ": " + why + after), {}});
   }

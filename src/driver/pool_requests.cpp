@@ -100,8 +100,9 @@ void PoolImpl::on_actor_request(Worker& w, std::uint64_t route, wire::Request& r
     if (start) {
       auto a = wire::decode<wire::ActorStart>(r.payload);
       core->check_need(a.need, "actor " + a.class_name);
-      id = core->start_actor(*fn, std::move(a.args),
-                             ActorSettings{a.class_name, a.max_restarts, a.need, std::move(a.name), false});
+      id = core->start_actor(
+          *fn, std::move(a.args),
+          ActorSettings{a.class_name, a.max_restarts, a.need, std::move(a.name), false, a.max_concurrency});
     } else {
       const auto f = wire::decode<wire::ActorFind>(r.payload);
       id = core->find_actor(f.name, f.class_name, false);

@@ -44,6 +44,8 @@ constexpr std::size_t max_result_bytes = std::size_t(INT32_MAX) - 2 * flush_byte
 constexpr auto flush_every = std::chrono::milliseconds(2);
 
 class Inbox;
+// Unmaps the stored objects that no call of this process waits with or runs (CallThreads).
+void keep_objects_in_use();
 
 // The executor's process-wide state, one per process: set up once by executor_main, but for
 // `actor_process`, set by the first batch of an actor's call.
@@ -76,7 +78,8 @@ constexpr std::size_t stack_headroom = std::size_t(1) << 20;      // a task's ow
 constexpr std::size_t fresh_stack_bytes = std::size_t(64) << 20;  // reserved; pages count once touched
 
 struct TaskThread {
-  bool is = false;       // this thread runs batches (executor_main's, or one that took over its stack's load)
+  bool is = false;  // this thread runs batches (executor_main's, or one that took over its stack's load)
+  // Set for a thread that runs tasks (the task thread, an actor's call thread: watch_stack).
   char* low = nullptr;   // the lowest address of its stack (stacks grow down)
   char* high = nullptr;  // the end it grows from
 };
@@ -87,7 +90,7 @@ thread_local TaskThread t_task;
 void on_segv(int sig, siginfo_t* si, void*) {
   const char* at = static_cast<const char*>(si->si_addr);
   constexpr std::size_t window = std::size_t(1) << 20;  // the guard, and what a frame may skip past it
-  if (t_task.is && t_task.low && at + window >= t_task.low && at < t_task.low + 4 * 4096 && g_executor.box)
+  if (t_task.low && at + window >= t_task.low && at < t_task.low + 4 * 4096 && g_executor.box)
     g_executor.box->stack_overflow.store(1, std::memory_order_relaxed);
   // SA_RESETHAND made the action the default again. The signal is raised again, since it may have
   // come from raise() or kill() (a task that ends itself so), after which nothing faults again: it
@@ -95,9 +98,8 @@ void on_segv(int sig, siginfo_t* si, void*) {
   ::raise(sig);
 }
 
-// Makes the calling thread the task thread: its stack's bounds, and an alternate stack for on_segv.
-void become_task_thread() {
-  t_task.is = true;
+// Notes the calling thread's stack bounds, and gives it an alternate stack for on_segv.
+void watch_stack() {
   pthread_attr_t attr;
   if (::pthread_getattr_np(::pthread_self(), &attr) == 0) {
     void* addr = nullptr;
@@ -125,6 +127,12 @@ void become_task_thread() {
     sigemptyset(&sa.sa_mask);
     ::sigaction(SIGSEGV, &sa, nullptr);
   });
+}
+
+// Makes the calling thread the task thread.
+void become_task_thread() {
+  t_task.is = true;
+  watch_stack();
 }
 
 // Bytes of the calling thread's stack below this frame; the most a size_t holds if unknown.
@@ -394,7 +402,7 @@ class Inbox {
     for (;;) {
       // Idle a second: stored objects mapped for the last batches go (the driver may have freed them).
       if (!dropped && std::chrono::steady_clock::now() - idle_from > std::chrono::seconds(1)) {
-        executor_keep_objects_of({});
+        keep_objects_in_use();
         dropped = true;
       }
       {
@@ -597,6 +605,104 @@ void run(const Inbox::Batch& b, std::string& results) {
   if (b.slot >= 0) g_executor.lane->finish(b.slot);
 }
 
+// ---- An actor whose calls run at once (ActorOptions::max_concurrency > 1) ----
+// The task thread runs its constructor's batch itself (the driver sends it alone), then hands each
+// later call to one of the actor's call threads (as many as its concurrency, started as calls come)
+// and goes back to its socket; a call's result goes to the agent as soon as it is done. Such an
+// actor's calls come through the agent only (the driver does not use its lane), so that all of
+// them can be in the process at once. The mailbox shows the oldest call running: a time limit and
+// a crash are told against it. The stored objects of calls waiting or running stay mapped.
+class CallThreads {
+ public:
+  // Takes the batch if it holds calls of such an actor whose object is made (false: run it as any).
+  bool take(Inbox::Batch& b) {
+    if (b.slot >= 0 || !actor_slot().object) return false;
+    const std::vector<wire::TaskView> peek = wire::parse_tasks(b.bytes);
+    if (peek.empty() || peek[0].header.actor == 0 || peek[0].header.concurrency <= 1) return false;
+    const std::size_t most = std::min<std::size_t>(peek[0].header.concurrency, max_actor_concurrency);
+    auto bytes = std::make_shared<const std::string>(std::move(b.bytes));
+    std::lock_guard lk(mu_);
+    for (auto& t : wire::parse_tasks(*bytes)) waiting_.push_back({bytes, std::move(t)});
+    keep_objects();
+    while (threads_ < most && threads_ < waiting_.size() + running_.size()) {
+      std::thread([this] { serve(); }).detach();  // lives as long as the process
+      ++threads_;
+    }
+    cv_.notify_all();
+    return true;
+  }
+  // Unmaps the stored objects no call waiting or running takes (an idle task thread's sweep).
+  void keep_objects_in_use() {
+    std::lock_guard lk(mu_);
+    keep_objects();
+  }
+
+ private:
+  struct Call {
+    std::shared_ptr<const std::string> batch;  // holds the bytes `view` points into
+    wire::TaskView view;
+  };
+
+  void serve() {
+    watch_stack();  // a stack overflow in a call is reported as such
+    std::string results;
+    RunControl ctl;
+    std::vector<ItemFailure> failures;
+    Mailbox& box = *g_executor.box;
+    std::unique_lock lk(mu_);
+    for (;;) {
+      cv_.wait(lk, [&] { return !waiting_.empty(); });
+      running_.push_back(std::move(waiting_.front()));
+      waiting_.pop_front();
+      const wire::TaskView t = running_.back().view;
+      show_oldest(box);
+      lk.unlock();
+      results.assign(wire::begin_results(static_cast<std::int64_t>(::getpid())));
+      {
+        RunningBatch running;
+        FrameSpill spill(results, false);
+        run_chunk(t, box, results, spill, ctl, failures);
+      }
+      // What it printed goes to the agent before its result does.
+      std::fflush(stdout);
+      std::fflush(stderr);
+      send_frame(g_executor.sock, results);
+      lk.lock();
+      std::erase_if(running_, [&](const Call& c) { return c.view.header.chunk == t.header.chunk; });
+      show_oldest(box);
+      if (results.capacity() > lane::large_kept) std::string().swap(results);
+    }
+  }
+  // Under mu_.
+  void show_oldest(Mailbox& box) {
+    if (running_.empty()) {
+      box.chunk.store(0, std::memory_order_release);
+      return;
+    }
+    const wire::TaskHeader& h = running_.front().view.header;
+    if (box.chunk.load(std::memory_order_relaxed) == h.chunk) return;
+    box.item.store(0, std::memory_order_relaxed);
+    box.timeout_s.store(h.timeout_s, std::memory_order_relaxed);
+    box.chunk.store(h.chunk, std::memory_order_release);
+  }
+  // Under mu_.
+  void keep_objects() {
+    std::vector<wire::TaskView> in_use;
+    for (const auto& c : running_) in_use.push_back(c.view);
+    for (const auto& c : waiting_) in_use.push_back(c.view);
+    executor_keep_objects_of(in_use);
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Call> waiting_;  // in order
+  std::deque<Call> running_;  // in the order they began
+  std::size_t threads_ = 0;
+};
+CallThreads g_call_threads;
+
+void keep_objects_in_use() { g_call_threads.keep_objects_in_use(); }
+
 // The pool as a task sees it: what it submits (fibra::submit, a map) and the actors it calls go to
 // the driver as requests, through the agent; `uid` names the pool of the actors it calls.
 class ExecutorCore final : public PoolCore {
@@ -620,8 +726,8 @@ class ExecutorCore final : public PoolCore {
   std::uint64_t start_actor(const FunctionEntry& ctor, std::string args, ActorSettings s) override {
     auto job = std::make_shared<JobState>(ctor, CallMode::tuple, default_policy());
     job->set_name("Actor<" + s.class_name + ">::start");
-    wire::Request r = request_for(
-        *job, wire::encode(wire::ActorStart{std::move(args), s.class_name, s.max_restarts, s.need, s.name}));
+    wire::Request r = request_for(*job, wire::encode(wire::ActorStart{std::move(args), s.class_name, s.max_restarts,
+                                                                      s.need, s.name, s.max_concurrency}));
     return ask_for_actor(std::move(r), wire::actor_start_request, job);
   }
   std::uint64_t find_actor(const std::string& name, const std::string& class_name, bool) override {
@@ -806,7 +912,8 @@ std::shared_ptr<PoolCore> executor_core(std::uint64_t uid) {
   g_executor.inbox = &inbox;
   set_wait_hook(&help_while_waiting);
   std::string results;
-  while (auto batch = inbox.next_batch()) run(*batch, results);
+  while (auto batch = inbox.next_batch())
+    if (!g_call_threads.take(*batch)) run(*batch, results);
   wait_for_checkpoints();  // a checkpointed map a task ran is folded into its .h5 before the process ends
   std::fflush(stdout);
   std::fflush(stderr);

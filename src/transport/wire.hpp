@@ -76,10 +76,11 @@ struct ActorStart {
   int max_restarts = 0;
   Resources need;
   std::string name;
+  int max_concurrency = 1;
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, ActorStart>
-void fields(F&& f, M& m) { f(m.args, m.class_name, m.max_restarts, m.need, m.name); }
+void fields(F&& f, M& m) { f(m.args, m.class_name, m.max_restarts, m.need, m.name, m.max_concurrency); }
 struct ActorFind {
   std::string name;
   std::string class_name;
@@ -247,11 +248,14 @@ struct TaskHeader {
   /// it. A batch holds calls of one actor only.
   std::uint64_t actor = 0;
   std::vector<ObjectRef> objects;  ///< stored objects among its arguments (fibra::put), by `at`
+  /// An actor's call: how many of its process's calls may run at once (ActorOptions::max_concurrency).
+  std::uint32_t concurrency = 1;
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, TaskHeader>
 void fields(F&& f, M& h) {
-  f(h.chunk, h.attempt, h.fn, h.mode, h.first, h.count, h.timeout_s, h.keep_going, h.skip, h.actor, h.objects);
+  f(h.chunk, h.attempt, h.fn, h.mode, h.first, h.count, h.timeout_s, h.keep_going, h.skip, h.actor, h.objects,
+    h.concurrency);
 }
 
 /// driver -> agent (tag_object): a stored object, sent once to an agent whose executors cannot

@@ -6,6 +6,8 @@
 #include <fibra/fibra.hpp>
 
 #include <chrono>
+#include <mutex>
+#include <thread>
 #include <cstdio>
 #include <optional>
 #include <ranges>

@@ -221,7 +221,10 @@ struct ActorSettings {
   /// it until one reaches the driver (adopt_actor); it lives until the pool ends, or until the
   /// driver's handles to it are gone.
   bool owned = true;
+  int max_concurrency = 1;  ///< its calls that may run at once (ActorOptions::max_concurrency)
 };
+/// The most threads an actor's process runs calls on (ActorOptions::max_concurrency).
+inline constexpr int max_actor_concurrency = 1024;
 
 /// Settings of a pool, fixed when it starts.
 /// No defaults of its own: Pool() fills every field from PoolOptions, the one place they are set.
