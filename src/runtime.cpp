@@ -68,12 +68,18 @@ void apply_open_mpi_defaults() {
   }
   MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);  // a failed disconnect must not abort the job
-  int rc = detail::agent_main(parent);
+  bool retired = false;
+  int rc = detail::agent_main(parent, retired);
   if (rc == 0) {
     // Local: with Open MPI 4.1 neither side waits for the other (a disconnect, collective, could
     // wait for a driver that is gone), and MPI_Finalize ends this job alone.
     MPI_Comm_free(&parent);
-    MPI_Finalize();
+    // ... unless its job has other agents (spawned together): Open MPI 4.1's MPI_Finalize waits
+    // for every process of the job (measured: 4 s, until the others finalized), so one retired
+    // before them ends without it; with recovery on, the rest of its job runs on.
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (!(retired && world > 1)) MPI_Finalize();
   }
   std::fflush(nullptr);
   std::_Exit(rc);  // the agent never runs the user's main past this point

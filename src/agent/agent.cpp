@@ -86,6 +86,7 @@ class Agent {
     return env;
   }
 
+  bool retired() const { return retired_; }
   int run() {
     for (auto& e : executors_) e->start();
     // Idle, it naps up to 100 ms (a 40th of its quiet: after 4 s without a message): the driver
@@ -186,6 +187,7 @@ class Agent {
         objects_.erase(wire::decode<wire::ObjectFree>(m.data).id);
       } else if (m.tag == wire::tag_shutdown) {
         leaving_ = true;
+        retired_ = m.data == wire::shutdown_retire;
       }
     }
     return got;
@@ -428,12 +430,13 @@ class Agent {
   static constexpr double cancel_watch_s = 60;
   double last_heard_ = 0, last_sent_ = 0;
   bool leaving_ = false;
+  bool retired_ = false;  // told to leave before the pool's other agents (wire::shutdown_retire)
   bool said_hello_ = false;
 };
 
 }  // namespace
 
-int agent_main(MPI_Comm parent) {
+int agent_main(MPI_Comm parent, bool& retired) {
   ::signal(SIGPIPE, SIG_IGN);
   // mpirun forwards SIGUSR1/SIGUSR2 to every process it started; they are meant for the driver
   // (checkpoint and requeue), whose agents must not die of them.
@@ -447,7 +450,9 @@ int agent_main(MPI_Comm parent) {
       return 3;
     }
     Agent a(parent, *setup);
-    return a.run();
+    const int rc = a.run();
+    retired = a.retired();
+    return rc;
   } catch (const std::exception& e) {
     log::error("fibra agent pid {} on {}: {}", ::getpid(), host_name(), e.what());
     return 2;

@@ -8,6 +8,7 @@ namespace fibra::detail {
 
 /// Runs the worker agent until the driver says stop or goes silent; returns the exit status. Its
 /// settings come from the driver, as the first message (wire::AgentSetup).
-int agent_main(MPI_Comm parent);
+/// `retired`: it was told to leave before the pool's other agents (Pool::resize).
+int agent_main(MPI_Comm parent, bool& retired);
 
 }  // namespace fibra::detail

@@ -52,12 +52,19 @@ void PoolImpl::start() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(s_.start_timeout_s);
   std::exception_ptr spawn_failed;
   try {
-    // One agent at a time, reading hellos and sending heartbeats in between: with many workers the
-    // first would otherwise hear nothing for minutes and leave (PoolOptions::driver_silence_s). The
-    // MPI lock is taken per spawn, so that other pools keep their heartbeats too.
+    // The agents that fit in the slots in one spawn (spawn_agents), then the rest (none, unless
+    // the slots run out: the next spawn says so) one at a time, reading hellos and sending
+    // heartbeats in between. The MPI lock is taken per spawn, so that other pools keep their
+    // heartbeats too.
     while (live_count() < target_ && std::chrono::steady_clock::now() < deadline) {
       std::lock_guard ml(mpi::lock());
-      spawn(next_agent_size());
+      std::vector<int> sizes;
+      for (int planned = live_count(); planned < target_ && static_cast<int>(sizes.size()) < free_slots();) {
+        sizes.push_back(std::max(1, std::min(agent_size(target_), target_ - planned)));
+        planned += sizes.back();
+      }
+      if (sizes.empty()) sizes.push_back(next_agent_size());  // refused, with the message that says why
+      spawn_agents(sizes);
       receive();
       watch_workers();
       progress_sends();
@@ -178,7 +185,7 @@ bool PoolImpl::receive() {
   }
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     auto& w = workers_[i];
-    if (!w->alive() && !still_heard(*w, now)) continue;
+    if ((!w->alive() && !still_heard(*w, now)) || w->comm == MPI_COMM_NULL) continue;
     const bool lost = !w->alive();
     try {
       got |= drain_lanes(*w) && !lost;
@@ -191,12 +198,23 @@ bool PoolImpl::receive() {
     }
     // An idle ready worker (its actors' calls and heartbeats may still come) is probed once its gap
     // is over; a starting, retiring or leaving one, and one lost but still heard, at every pass.
-    if (!lost && w->state == Worker::State::ready && !at_work[i] && now < w->next_probe) continue;
+    const bool urgent = lost || w->state != Worker::State::ready || at_work[i];
+    // Agents spawned together are probed once for all, any source, below.
+    if (AgentGroup* g = w->group.get(); g && g->members.size() > 1 && !g->split) {
+      if (g->pass != receive_passes_ + 1) {
+        g->pass = receive_passes_ + 1;
+        g->urgent = false;
+        groups_to_probe_.push_back(g);
+      }
+      g->urgent |= urgent;
+      continue;
+    }
+    if (!urgent && now < w->next_probe) continue;
     w->next_probe = now + probe_gap(now - w->last_busy);
     for (int k = 0; k < 64 && (lost || w->alive()); ++k) {
       bool have = false;
       try {
-        have = mpi::try_recv(w->comm, m);
+        have = mpi::try_recv(w->comm, m, w->rank);
       } catch (const MpiError& e) {  // its connection broke: the worker is lost, not the pool
         if (lost)
           w->read_after_loss = false;
@@ -205,33 +223,74 @@ bool PoolImpl::receive() {
         break;
       }
       if (!have) break;
-      if (lost) {  // late results only; its hello, heartbeats and bye change nothing now
-        if (m.tag == wire::tag_results) {
-          try {
-            on_results(*w, m.data);
-          } catch (const wire::Malformed&) {
-            w->read_after_loss = false;
-          }
-        }
-        continue;
-      }
-      got |= m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
-      w->last_heard = mpi::now_s();
-      if (m.tag != wire::tag_heartbeat) {
-        w->last_busy = w->last_heard;
-        w->next_probe = 0;
-      }
-      try {
-        handle(*w, m);
-      } catch (const wire::Malformed& e) {  // that worker is not to be trusted; the pool goes on
-        declare_lost(*w, std::string("it sent a message that does not decode (") + e.what() +
-                             "); are driver and workers the same build?");
-        break;
-      }
+      got |= !lost && m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
+      if (take_message(*w, m, lost) == Taken::done) break;
     }
   }
+  ++receive_passes_;
+  for (AgentGroup* g : groups_to_probe_) got |= receive_group(*g, now);
+  groups_to_probe_.clear();
   last_receive_pass_ = mpi::now_s();
   return got;
+}
+
+// Probes a group's communicator for any of its members (up to 64 messages each); a message from
+// a member lost but still heard is read as late results, one from a member gone is dropped.
+bool PoolImpl::receive_group(AgentGroup& g, double now) {
+  if (!g.urgent && now < g.next_probe) return false;
+  g.next_probe = now + probe_gap(now - g.last_busy);
+  bool got = false;
+  mpi::Message m;
+  const int most = 64 * static_cast<int>(g.members.size());
+  for (int k = 0; k < most && g.comm != MPI_COMM_NULL; ++k) {
+    try {
+      if (!mpi::try_recv(g.comm, m)) break;
+    } catch (const MpiError& e) {  // whose connection broke is not known: each member is probed alone from now
+      log::debug("fibra: a probe of {} agents spawned together failed ({}); they are probed one by one",
+                 g.members.size(), e.what());
+      g.split = true;
+      break;
+    }
+    if (m.source < 0 || m.source >= static_cast<int>(g.members.size())) continue;
+    Worker& w = *g.members[static_cast<std::size_t>(m.source)];
+    const bool lost = !w.alive();
+    if (lost && !still_heard(w, now)) continue;
+    if (!lost && m.tag != wire::tag_heartbeat) {
+      got = true;
+      g.last_busy = now;
+      g.next_probe = 0;
+    }
+    take_message(w, m, lost);
+  }
+  return got;
+}
+
+// One message from a worker: handled; from one lost but still heard, its late results only (its
+// hello, heartbeats and bye change nothing now). `done`: nothing more is to be read from it.
+PoolImpl::Taken PoolImpl::take_message(Worker& w, mpi::Message& m, bool lost) {
+  if (lost) {
+    if (m.tag == wire::tag_results) {
+      try {
+        on_results(w, m.data);
+      } catch (const wire::Malformed&) {
+        w.read_after_loss = false;
+      }
+    }
+    return Taken::more;
+  }
+  w.last_heard = mpi::now_s();
+  if (m.tag != wire::tag_heartbeat) {
+    w.last_busy = w.last_heard;
+    w.next_probe = 0;
+  }
+  try {
+    handle(w, m);
+  } catch (const wire::Malformed& e) {  // that worker is not to be trusted; the pool goes on
+    declare_lost(w, std::string("it sent a message that does not decode (") + e.what() +
+                        "); are driver and workers the same build?");
+    return Taken::done;
+  }
+  return w.alive() ? Taken::more : Taken::done;
 }
 
 // Lines an agent's executors printed, written with one write (several while the destination takes
@@ -284,11 +343,12 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
         stopping = stopping_;
       }
       // A worker retired by resize() frees its side of the connection right after its bye and
-      // exits; the pool frees its side too, so that its slot is free now. MPI_Comm_free is local:
+      // exits; the pool frees its side too (with its group's last member), so that its slot is
+      // free now. MPI_Comm_free is local:
       // MPI_Comm_disconnect, a collective, would wait here for an agent that may never get there
       // (lost on another node), stopping every pool's traffic. At the pool's end say_goodbye()
       // frees the rest the same way.
-      if (!stopping && w.comm != MPI_COMM_NULL) MPI_Comm_free(&w.comm);
+      if (!stopping) release_comm(w);
       std::lock_guard lk(mu_);
       if (!stopping) free_slot(w);
       return;
@@ -706,11 +766,16 @@ bool PoolImpl::drain_lane(Worker& w, const std::shared_ptr<LaneRegion>& r) {
 // Moves queued sends on; returns whether some are still under way. A send that MPI reports failed
 // loses its worker, not the pool.
 bool PoolImpl::progress_sends() {
-  std::vector<std::pair<MPI_Comm, std::string>> failed;  // declared lost after the pass: that edits the queue
-  sends_.progress([&](MPI_Comm c, const std::string& why) { failed.emplace_back(c, why); });
-  for (const auto& [c, why] : failed)
+  struct Failed {
+    MPI_Comm comm;
+    int rank;
+    std::string why;
+  };
+  std::vector<Failed> failed;  // declared lost after the pass: that edits the queue
+  sends_.progress([&](MPI_Comm c, int rank, const std::string& why) { failed.push_back({c, rank, why}); });
+  for (const auto& [c, rank, why] : failed)
     for (auto& w : workers_)
-      if (w->comm == c && w->alive()) declare_lost(*w, "MPI failed on its connection (" + why + ")");
+      if (w->comm == c && w->rank == rank && w->alive()) declare_lost(*w, "MPI failed on its connection (" + why + ")");
   return sends_.pending() > 0;
 }
 
@@ -724,7 +789,7 @@ void PoolImpl::send(Worker& w, int tag, mpi::Pieces data) {
   if (!w.alive()) return;  // never to a worker that is gone or lost: a send to a dead peer can wedge MPI
   const bool too_big = data.size() > static_cast<std::size_t>(INT32_MAX);  // the caller's error, not the worker's
   try {
-    sends_.send(w.comm, 0, tag, std::move(data));
+    sends_.send(w.comm, w.rank, tag, std::move(data));
   } catch (const MpiError&) {
     if (too_big) throw;
     declare_lost(w, "MPI failed on its connection (" + error_text(std::current_exception()) + ")");

@@ -102,6 +102,21 @@ class BatchesInFlight {
   std::unordered_map<std::uint32_t, std::size_t> left_;
 };
 
+// Agents started by one MPI_Comm_spawn_multiple: one intercommunicator (each agent a rank of its
+// remote group) and one MPI job. The communication thread's alone.
+struct Worker;
+struct AgentGroup {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::vector<Worker*> members;  // by rank (workers are never erased from PoolImpl::workers_)
+  int open = 0;                  // members neither lost nor done with the communicator (release_comm)
+  // receive() probes the communicator once for all its members (any source), when one of them has
+  // work out or is starting or leaving, or once its gap is over (as an idle agent's, Worker).
+  double last_busy = 0, next_probe = 0;
+  std::uint64_t pass = 0;  // the receive() pass that last listed it
+  bool urgent = false;     // ... and whether a member asked for a probe in that pass
+  bool split = false;      // MPI failed on a probe of any source: its members are probed one by one
+};
+
 // One agent: an MPI process supervising `executors` executors (the pool's workers).
 struct Worker {
   // starting: spawned, no hello yet; ready: takes work; retiring: finishes its batches, then is
@@ -110,7 +125,9 @@ struct Worker {
   enum class State { starting, ready, retiring, leaving, gone, lost };
   int id = 0;    // unique for the pool's life: who holds which chunk
   int slot = 0;  // what messages call it ("worker 3 of 4"): a replacement takes the number of the lost one
-  MPI_Comm comm = MPI_COMM_NULL;  // an intercommunicator of its own
+  MPI_Comm comm = MPI_COMM_NULL;  // its group's intercommunicator (MPI_COMM_NULL once released)
+  int rank = 0;                   // its rank there
+  std::shared_ptr<AgentGroup> group;
   std::string host;
   std::string planned_host;  // where it was spawned (PoolOptions::placement), before its hello says
   long pid = 0;
@@ -327,6 +344,12 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
 
   // ---- pool_workers.cpp: spawning (for start() and later growth) and the lifecycle of workers --
   void spawn(int executors);
+  void spawn_agents(const std::vector<int>& executors);
+  void release_comm(Worker& w);
+  enum class Taken { more, done };
+  Taken take_message(Worker& w, mpi::Message& m, bool lost);
+  bool receive_group(AgentGroup& g, double now);
+  void group_member_lost(Worker& w);
   wire::AgentSetup agent_setup(int executors) const;
   struct AgentGpus {
     std::vector<std::string> ids;  // CUDA_VISIBLE_DEVICES of each executor
@@ -335,8 +358,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   };
   AgentGpus share_gpus(int executors) const;
   std::string place_agent(int executors, int slot, mpi::Info& info) const;
-  MPI_Comm spawn_agent(const mpi::Info& info);
-  void check_slots() const;
+  MPI_Comm spawn_processes(const std::vector<const mpi::Info*>& infos, int first);
+  void check_slots(int n, int first) const;
+  int free_slots() const;
   static void free_slot(Worker& w);
   int free_slot_number() const;
   void on_hello(Worker& w, const wire::Hello& h);
@@ -451,7 +475,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::thread thread_;
   int target_ = 0;
   int next_worker_id_ = 1;
-  std::vector<char> at_work_;   // receive(): which workers have work out (communication thread)
+  std::vector<char> at_work_;                 // receive(): which workers have work out (communication thread)
+  std::vector<AgentGroup*> groups_to_probe_;  // receive(): groups probed once for their members
+  std::uint64_t receive_passes_ = 0;
   double next_steal_look_ = 0;  // steal_for_idle looks at most once a millisecond (communication thread)
   // Under mu_: (worker id, chunk) to tell its agent (tag_cancel: fibra::cancel with force).
   std::vector<std::pair<int, std::uint64_t>> cancels_;

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <climits>
 #include <cstring>
 #include <mutex>
 #include <condition_variable>
@@ -142,48 +143,118 @@ bool PoolImpl::same_host(const std::string& a, const std::string& b) {
   return a.substr(0, a.find('.')) == b.substr(0, b.find('.'));
 }
 
-// Spawns one agent that runs `executors` workers: its first message (setup), the GPUs it gets,
-// where it goes, the spawn itself, and the worker that stands for it.
-void PoolImpl::spawn(int executors) {
+void PoolImpl::spawn(int executors) { spawn_agents({executors}); }
+
+// Spawns agents together, one running executors[i] workers each (the first of them at least, and
+// as many as fit one per host when the pool places them on hosts), in one MPI_Comm_spawn_multiple
+// (one Open MPI job: on a cluster their MPI_Init runs in parallel, where one spawn per agent took
+// about 0.29 s each, one after the other): for each, its first message (setup), the GPUs it gets
+// and where it goes, planned in turn (each sees the ones planned before it, as the workers that
+// stand for them are added first); then the spawn, and the setups.
+void PoolImpl::spawn_agents(const std::vector<int>& executors) {
   if (remote_host_lost())  // a new pool, or one still starting, after another pool lost a node
     throw MpiError("fibra: MPI_Comm_spawn not tried for worker " + std::to_string(live_count() + 1) + " of " +
                    std::to_string(target_now()) + ": agents on " + lost_remote_hosts() + " were lost, and " +
                    frozen_reason);
-  wire::AgentSetup setup = agent_setup(executors);
-  AgentGpus gpus = share_gpus(executors);
-  setup.gpus = std::move(gpus.ids);
-  mpi::Info info;
-  if (oversubscribe_allowed()) info.set("map_by", ":OVERSUBSCRIBE");
-  const std::string host = place_agent(executors, setup.slot, info);
-  // An agent is one MPI process but runs several executors: Open MPI's default binding (to one core
-  // when a job has at most 2 processes, and each spawn is a job) would pin them all to that core.
-  info.set("bind_to", "none");
-  MPI_Comm inter = MPI_COMM_NULL;
-  if (!host.empty() && !same_host(host, my_host_)) {  // only another host's daemon can fail to start so
-    SpawnWatch watch("MPI_Comm_spawn of worker " + std::to_string(live_count() + 1) + " on host " + host,
-                     s_.start_timeout_s + SpawnWatch::spawn_grace_s);
-    inter = spawn_agent(info);
-  } else {
-    inter = spawn_agent(info);
+  std::vector<wire::AgentSetup> setups;
+  std::vector<std::unique_ptr<mpi::Info>> infos;
+  std::vector<Worker*> added;
+  std::string remote;  // the other hosts it starts agents on
+  for (const int n : executors) {
+    wire::AgentSetup setup = agent_setup(n);
+    AgentGpus gpus = share_gpus(n);
+    setup.gpus = std::move(gpus.ids);
+    auto info = std::make_unique<mpi::Info>();
+    if (oversubscribe_allowed()) info->set("map_by", ":OVERSUBSCRIBE");
+    const std::string host = place_agent(n, setup.slot, *info);
+    // One agent per host in a group: Open MPI maps a job's processes on a host against the slots
+    // that host's info names ("host:n"), and refused a second agent of one job there ("All nodes
+    // which are allocated for this job are already filled", pack on virtual nodes). The next
+    // group takes it.
+    if (!host.empty() &&
+        std::any_of(added.begin(), added.end(), [&](const Worker* w) { return w->planned_host == host; }))
+      break;
+    // An agent is one MPI process but runs several executors: Open MPI's default binding (to one
+    // core when a job has at most 2 processes) would pin them all to that core.
+    info->set("bind_to", "none");
+    if (!host.empty() && !same_host(host, my_host_) && remote.find(host) == std::string::npos)
+      remote += (remote.empty() ? "" : ", ") + host;
+    auto w = std::make_unique<Worker>();
+    w->id = next_worker_id_++;
+    w->slot = setup.slot;
+    w->executors = n;
+    w->planned_host = host;
+    w->has = s_.resources;
+    w->has.gpus = gpus.each;
+    w->gpus = std::move(gpus.held);
+    // holds_slot (as Worker's default): the next agents' GPUs and places count it; counted in
+    // g_agents_in_slots once spawned, and erased if the spawn fails.
+    added.push_back(w.get());
+    setups.push_back(std::move(setup));
+    infos.push_back(std::move(info));
+    std::lock_guard lk(mu_);
+    workers_.push_back(std::move(w));
   }
-  auto w = std::make_unique<Worker>();
-  w->id = next_worker_id_++;
-  w->slot = setup.slot;
-  w->comm = inter;
-  w->executors = executors;
-  w->planned_host = host;
-  w->has = s_.resources;
-  w->has.gpus = gpus.each;
-  w->gpus = std::move(gpus.held);
-  w->spawned_at = w->last_heard = w->last_sent = mpi::now_s();
-  Worker& added = *w;
+  std::vector<const mpi::Info*> plan;
+  for (const auto& i : infos) plan.push_back(i.get());
+  int first = 1;  // the number of its first worker among the pool's ("worker 5 of 8")
+  for (const auto& w : workers_)
+    if (w->alive() && std::count(added.begin(), added.end(), w.get()) == 0) first += w->executors;
+  const std::string who =
+      executors.size() == 1 ? "worker " + std::to_string(added[0]->slot) : std::to_string(executors.size()) + " agents";
+  MPI_Comm inter = MPI_COMM_NULL;
+  try {
+    if (!remote.empty()) {  // only another host's daemon can fail to start so
+      const bool hosts = remote.find(',') != std::string::npos;
+      SpawnWatch watch("MPI_Comm_spawn of " + who + " on host" + (hosts ? "s " : " ") + remote,
+                       s_.start_timeout_s + SpawnWatch::spawn_grace_s);
+      inter = spawn_processes(plan, first);
+    } else {
+      inter = spawn_processes(plan, first);
+    }
+  } catch (...) {  // none of them exists: the workers planned for them go
+    std::lock_guard lk(mu_);
+    std::erase_if(workers_, [&](const auto& w) { return std::count(added.begin(), added.end(), w.get()) > 0; });
+    throw;
+  }
+  auto group = std::make_shared<AgentGroup>();
+  group->comm = inter;
+  group->open = static_cast<int>(added.size());
+  const double now = mpi::now_s();
   {
     std::lock_guard lk(mu_);
-    ++stats_.workers_started;
-    workers_.push_back(std::move(w));
+    for (std::size_t i = 0; i < added.size(); ++i) {
+      Worker& w = *added[i];
+      w.comm = inter;
+      w.rank = static_cast<int>(i);
+      w.group = group;
+      group->members.push_back(&w);
+      w.spawned_at = w.last_heard = w.last_sent = now;
+    }
+    stats_.workers_started += added.size();
     spawn_failures_ = 0;
   }
-  send(added, wire::tag_setup, wire::encode(setup));  // before anything else it hears
+  for (std::size_t i = 0; i < added.size(); ++i)
+    send(*added[i], wire::tag_setup, wire::encode(setups[i]));  // before anything else it hears
+}
+
+// A worker's side of its group's communicator is no longer used (it said bye; or the pool ends):
+// the communicator is freed with its group's last open member (MPI_Comm_free is local, never a
+// wait). Under the MPI lock.
+void PoolImpl::release_comm(Worker& w) {
+  if (w.comm == MPI_COMM_NULL || w.state == Worker::State::lost) return;
+  AgentGroup& g = *w.group;
+  w.comm = MPI_COMM_NULL;
+  if (--g.open > 0) return;
+  for (Worker* m : g.members) m->comm = MPI_COMM_NULL;  // lost ones too: nothing more is read from it
+  MPI_Comm_free(&g.comm);
+}
+
+// A member of a group was declared lost: it no longer counts among the open ones. Its
+// communicator stays, for what it may still send (still_heard); as today for an agent of its own,
+// a group whose members were all lost keeps its communicator.
+void PoolImpl::group_member_lost(Worker& w) {
+  if (w.group && w.comm != MPI_COMM_NULL) --w.group->open;
 }
 
 // What a new agent is told first: the pool's settings (PoolOptions, resolved), its number.
@@ -259,38 +330,60 @@ std::string PoolImpl::place_agent(int executors, int slot, mpi::Info& info) cons
   return s_.hosts[h];
 }
 
-// The MPI_Comm_spawn of one agent (this binary, with the agent flag; its settings come as its
-// first message); returns its intercommunicator.
-MPI_Comm PoolImpl::spawn_agent(const mpi::Info& info) {
-  check_slots();
+// One MPI_Comm_spawn_multiple of agents (this binary, with the agent flag; their settings come as
+// their first message), each placed by its own info; returns their intercommunicator, where agent
+// i is rank i.
+MPI_Comm PoolImpl::spawn_processes(const std::vector<const mpi::Info*>& infos, int first) {
+  const int n = static_cast<int>(infos.size());
+  check_slots(n, first);
   const std::string exe = self_exe();
   char* argv[] = {const_cast<char*>(agent_flag), nullptr};
+  std::vector<char*> commands(infos.size(), const_cast<char*>(exe.c_str()));
+  std::vector<char**> argvs(infos.size(), argv);
+  std::vector<int> one(infos.size(), 1);
+  std::vector<MPI_Info> info;
+  for (const auto* i : infos) info.push_back(i->get());
+  std::vector<int> errs(infos.size(), MPI_SUCCESS);
   MPI_Comm inter = MPI_COMM_NULL;
+  const int rc = MPI_Comm_spawn_multiple(n, commands.data(), argvs.data(), one.data(), info.data(), 0, MPI_COMM_SELF,
+                                         &inter, errs.data());
   int err = MPI_SUCCESS;
-  int rc = MPI_Comm_spawn(exe.c_str(), argv, 1, info.get(), 0, MPI_COMM_SELF, &inter, &err);
+  for (const int e : errs)
+    if (e != MPI_SUCCESS) err = e;
   if (rc != MPI_SUCCESS || err != MPI_SUCCESS) {
-    throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(live_count() + 1) + " of " +
-                   std::to_string(target_now()) + ": " + mpi::error_text(rc != MPI_SUCCESS ? rc : err) +
+    throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(first) +
+                   (n > 1 ? " and the agents after it" : std::string()) + " of " + std::to_string(target_now()) + ": " +
+                   mpi::error_text(rc != MPI_SUCCESS ? rc : err) +
                    ". If there are too few slots: ask the allocation for more, or set FIBRA_OVERSUBSCRIBE=1 "
                    "to run more processes than slots (the default outside batch jobs)");
   }
   mpi::check(MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  g_agents_in_slots.fetch_add(1);
+  g_agents_in_slots.fetch_add(n);
   return inter;
 }
 
 // Refuses a spawn that cannot fit in the allocation's slots when oversubscription is off. Open
 // MPI would refuse it too, but after a failed MPI_Comm_spawn mpirun never exits on its own.
-void PoolImpl::check_slots() const {
-  if (oversubscribe_allowed()) return;
+void PoolImpl::check_slots(int n, int first) const {
+  if (free_slots() >= n) return;
   const int slots = universe_size();
   const int used = 1 + g_agents_in_slots.load();
-  if (slots <= 0 || used < slots) return;
-  throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(live_count() + 1) + " of " +
-                 std::to_string(target_now()) + ": all " + std::to_string(slots) +
-                 " MPI slots are in use (the driver and " + std::to_string(used - 1) +
+  throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(first) + " of " +
+                 std::to_string(target_now()) + ": " +
+                 (n == 1 ? "all " + std::to_string(slots) + " MPI slots are in use"
+                         : std::to_string(slots) + " MPI slots, " + std::to_string(used) + " in use, and " +
+                               std::to_string(n) + " more asked for") +
+                 " (the driver and " + std::to_string(used - 1) +
                  " worker(s)). If there are too few slots: ask the allocation for more, or set FIBRA_OVERSUBSCRIBE=1 "
                  "to run more processes than slots (the default outside batch jobs)");
+}
+
+// How many more agents fit in the allocation's slots (INT_MAX when oversubscription is allowed,
+// or the slots are not known).
+int PoolImpl::free_slots() const {
+  const int slots = universe_size();
+  if (oversubscribe_allowed() || slots <= 0) return INT_MAX;
+  return std::max(0, slots - 1 - g_agents_in_slots.load());
 }
 
 // A worker no longer holds its MPI slot: it said bye, or it was lost and its process is gone.
@@ -413,7 +506,8 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
     // daemon (see frozen_reason). Placement "none" plans no host: the host its hello gave counts.
     const std::string& lost_host = w.planned_host.empty() ? w.host : w.planned_host;
     if (!lost_host.empty() && !same_host(lost_host, my_host_)) note_lost_remote_host(lost_host);
-    sends_.abandon(w.comm);
+    sends_.abandon(w.comm, w.rank);
+    group_member_lost(w);
     w.batches.clear();
     const auto held = sched_.owned_by(w.id);
     const std::string who =
@@ -511,7 +605,7 @@ bool PoolImpl::adjust_size() {
       w->state = Worker::State::leaving;
       actors_leave(*w, "its worker left the pool (Pool::resize)", false);
     }
-    send(*w, wire::tag_shutdown, std::string());
+    send(*w, wire::tag_shutdown, std::string(wire::shutdown_retire));  // it leaves before the others
     changed = true;
   }
   if (changed) {
@@ -582,7 +676,7 @@ void PoolImpl::say_goodbye() {
   std::lock_guard ml(mpi::lock());
   for (auto& w : workers_) {
     // Local, never a wait: an agent that said bye frees its side and exits (see handle(), bye).
-    if (w->state == Worker::State::gone && w->comm != MPI_COMM_NULL) MPI_Comm_free(&w->comm);
+    if (w->state == Worker::State::gone) release_comm(*w);
     free_slot(*w);  // best effort for the ones that did not say bye: they leave by the orphan guard
   }
   sends_.abandon();

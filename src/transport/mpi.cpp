@@ -36,13 +36,13 @@ std::recursive_mutex& lock() {
   return m;
 }
 
-bool try_recv(MPI_Comm comm, Message& m) {
+bool try_recv(MPI_Comm comm, Message& m, int source) {
   int flag = 0;
   MPI_Status st;
   // An Iprobe that finds nothing reads the socket only afterwards, while answering "no": probe
   // twice, or a message that arrived during a nap waits for the next wake-up.
-  check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, &st), "MPI_Iprobe");
-  if (!flag) check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, &st), "MPI_Iprobe");
+  check(MPI_Iprobe(source, MPI_ANY_TAG, comm, &flag, &st), "MPI_Iprobe");
+  if (!flag) check(MPI_Iprobe(source, MPI_ANY_TAG, comm, &flag, &st), "MPI_Iprobe");
   if (!flag) return false;
   int n = 0;
   check(MPI_Get_count(&st, MPI_BYTE, &n), "MPI_Get_count");
@@ -136,6 +136,7 @@ void SendQueue::send(MPI_Comm comm, int dest, int tag, Pieces pieces) {
 }
 
 void SendQueue::start(std::unique_ptr<Pending> p, int tag, int dest, MPI_Datatype type, const void* buf, int count) {
+  p->dest = dest;
   check(MPI_Isend(buf, count, type, dest, tag, p->comm, &p->request), "MPI_Isend");
   // Open MPI's TCP transport writes a queued message only while MPI makes progress: test once
   // now, or a small message waits for the sender's next MPI call.
@@ -148,16 +149,17 @@ void SendQueue::start(std::unique_ptr<Pending> p, int tag, int dest, MPI_Datatyp
   if (!done) pending_.push_back(std::move(p));
 }
 
-std::size_t SendQueue::progress(const std::function<void(MPI_Comm, const std::string&)>& on_error) {
+std::size_t SendQueue::progress(const std::function<void(MPI_Comm, int, const std::string&)>& on_error) {
   for (auto it = pending_.begin(); it != pending_.end();) {
     int done = 0;
     const int rc = MPI_Test(&(*it)->request, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
       if (!on_error) check(rc, "MPI_Test");
       const MPI_Comm comm = (*it)->comm;
+      const int dest = (*it)->dest;
       (void)it->release();  // MPI may still hold the buffer: leak it, as abandon() does
       it = pending_.erase(it);
-      on_error(comm, "MPI_Test failed: " + error_text(rc));
+      on_error(comm, dest, "MPI_Test failed: " + error_text(rc));
       continue;
     }
     it = done ? pending_.erase(it) : it + 1;
@@ -181,11 +183,11 @@ void SendQueue::abandon() noexcept {
   pending_.clear();
 }
 
-void SendQueue::abandon(MPI_Comm comm) noexcept {
+void SendQueue::abandon(MPI_Comm comm, int dest) noexcept {
   // The request is left to MPI (never tested again) and its buffer leaked: testing a send to a
   // dead peer drives the TCP transport at a dead socket.
   for (auto it = pending_.begin(); it != pending_.end();) {
-    if ((*it)->comm == comm) {
+    if ((*it)->comm == comm && (*it)->dest == dest) {
       (void)it->release();
       it = pending_.erase(it);
     } else {

@@ -46,7 +46,7 @@ struct Message {
 
 /// Receives one waiting message from any source on `comm`, if there is one. Never blocks on a
 /// message that has not arrived.
-bool try_recv(MPI_Comm comm, Message& m);
+bool try_recv(MPI_Comm comm, Message& m, int source = MPI_ANY_SOURCE);
 
 /// One message made of header bytes and shared bodies, in the order
 /// heads[0, ends[0]) + *bodies[0] + heads[ends[0], ends[1]) + *bodies[1] + ... + heads[ends.back(), end).
@@ -79,21 +79,23 @@ class SendQueue {
   /// Sends pieces as one message; bodies of 1 MiB or more in all are not copied.
   void send(MPI_Comm comm, int dest, int tag, Pieces pieces);
   /// Completes finished sends; returns how many are still going. A send that MPI reports failed
-  /// throws MpiError, or, given `on_error`, is dropped and reported there with its communicator.
-  std::size_t progress(const std::function<void(MPI_Comm, const std::string&)>& on_error = {});
+  /// throws MpiError, or, given `on_error`, is dropped and reported there with its communicator
+  /// and destination rank.
+  std::size_t progress(const std::function<void(MPI_Comm, int, const std::string&)>& on_error = {});
   /// Completes finished sends, waiting at most `seconds` for the rest; returns how many are left.
   std::size_t drain(double seconds);
   /// Sends still under way.
   std::size_t pending() const { return pending_.size(); }
   /// Cancels what is still going (for peers that are gone).
   void abandon() noexcept;
-  /// Cancels what is still going to the peer(s) of `comm` (declared dead).
-  void abandon(MPI_Comm comm) noexcept;
+  /// Cancels what is still going to rank `dest` of `comm` (declared dead).
+  void abandon(MPI_Comm comm, int dest) noexcept;
 
  private:
   struct Pending {
     MPI_Request request = MPI_REQUEST_NULL;
     MPI_Comm comm = MPI_COMM_NULL;
+    int dest = 0;
     std::string data;
     Pieces pieces;  // a message sent from its pieces
   };

@@ -40,6 +40,10 @@ enum Tag : int {
   tag_actor_lane = 17,   ///< agent -> driver: ActorLane, the shared memory of an actor's process
 };
 
+/// The body of a tag_shutdown that retires one agent (Pool::resize) while the others go on; empty
+/// at the pool's end.
+inline constexpr std::string_view shutdown_retire = "retire";
+
 /// Frames on an executor's socket start with a u64: the frame's length, and its kind in the top
 /// byte. Agent -> executor: a task batch, a Reply, or a wake-up (empty: the driver has started to
 /// use its lane, src/transport/lane.hpp). Executor -> agent: a result batch (an empty one says "started"), a

@@ -1,0 +1,111 @@
+// Agents spawned together (issue 29, item 1): a pool's first agents start in one
+// MPI_Comm_spawn_multiple, one Open MPI job, which each agent's environment names
+// (OMPI_COMM_WORLD_SIZE and _RANK, inherited by its executors). An agent of such a job killed mid-map
+// costs only its own chunks: the others go on, it is replaced, every result comes once and exact;
+// and 64 one-worker agents map exactly. Expected values are computed here (3 i + 1, the job's size).
+// Every wait is bounded and names what did not arrive (tests/common/bounded.hpp).
+#include <fibra/fibra.hpp>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../common/bounded.hpp"
+
+using fibra_test::call_within;
+
+namespace {
+constexpr std::chrono::seconds bound{120};
+
+// Where it ran: its agent's pid, and that agent's job (size * 1000 + rank); and 3 i + 1.
+struct Where {
+  long value = 0;
+  long agent = 0;
+  long job = 0;
+};
+long env_long(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::atol(v) : -1;
+}
+Where where(long i) {
+  return {3 * i + 1, static_cast<long>(::getppid()),
+          env_long("OMPI_COMM_WORLD_SIZE") * 1000 + env_long("OMPI_COMM_WORLD_RANK")};
+}
+FIBRA_REMOTE(where);
+
+std::vector<long> upto(long n) {
+  std::vector<long> v(static_cast<std::size_t>(n));
+  for (long i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = i;
+  return v;
+}
+}  // namespace
+
+TEST(AgentGroups, APoolsFirstAgentsAreOneJobAndALostOneCostsOnlyItsChunks) {
+  fibra::Pool pool(4, {.workers_per_agent = 1});
+  const auto before =
+      call_within(bound, "map of where over 400 items", [&] { return pool.map(where, upto(400), {.chunksize = 1}); });
+  std::set<long> jobs, agents;
+  for (const auto& w : before) {
+    jobs.insert(w.job);
+    agents.insert(w.agent);
+  }
+  // One job of 4, ranks 0..3 (spawned one by one, each agent was a job of 1, rank 0).
+  EXPECT_EQ(jobs, (std::set<long>{4000, 4001, 4002, 4003}));
+  ASSERT_EQ(agents.size(), 4u);
+
+  // One of them killed while a map runs: every result comes once, exact; the pool goes on with 4.
+  const long victim = *agents.begin();
+  std::vector<long> seen(4000, 0);
+  long n = 0;
+  call_within(bound, "imap_unordered of where over 4000 items, one agent killed at the 1000th", [&] {
+    for (auto&& [i, w] : pool.imap_unordered(where, upto(4000), {.chunksize = 20})) {
+      ++seen[i];
+      EXPECT_EQ(w.value, 3 * long(i) + 1) << i;
+      if (++n == 1000) ASSERT_EQ(::kill(static_cast<pid_t>(victim), SIGKILL), 0);
+    }
+  });
+  for (long i = 0; i < 4000; ++i) ASSERT_EQ(seen[static_cast<std::size_t>(i)], 1) << "index " << i;
+  EXPECT_EQ(pool.stats().workers_lost, 1u);
+  // Its replacement is ready within the bound (4 ready agents again), and takes part.
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  int ready = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    ready = 0;
+    for (const auto& w : pool.workers()) ready += w.state == "ready" && w.pid != victim;
+    if (ready == 4) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(ready, 4) << "no replacement of the lost agent was ready within " << bound.count() << " s";
+  const auto after =
+      call_within(bound, "map of where after the loss", [&] { return pool.map(where, upto(400), {.chunksize = 1}); });
+  std::set<long> now;
+  for (const auto& w : after) now.insert(w.agent);
+  EXPECT_EQ(now.count(victim), 0u);
+  EXPECT_EQ(now.size(), 4u) << "the lost agent was not replaced";
+}
+
+TEST(AgentGroups, SixtyFourOneWorkerAgentsMapExactly) {
+  fibra::Pool pool(64, {.workers_per_agent = 1});
+  const auto r = call_within(bound, "map of where over 6400 items on 64 agents",
+                             [&] { return pool.map(where, upto(6400), {.chunksize = 10}); });
+  std::set<long> agents;
+  for (long i = 0; i < 6400; ++i) {
+    ASSERT_EQ(r[static_cast<std::size_t>(i)].value, 3 * i + 1) << i;
+    EXPECT_EQ(r[static_cast<std::size_t>(i)].job / 1000, 64) << "item " << i << " ran in a job not of 64";
+    agents.insert(r[static_cast<std::size_t>(i)].agent);
+  }
+  EXPECT_GE(agents.size(), 2u);
+  EXPECT_EQ(pool.size(), 64);
+}
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
