@@ -12,6 +12,8 @@
 //                                   (2*bytes/time), median of --payload-repeats trips after a warm-up
 //   b5,spawn_call_<n>_workers_s     one MPI_Comm_spawn of n processes (each n of --spawn), until it returns
 //   b5,startup_<n>_workers_s        the same plus until all n children have answered a ping (0 skips)
+//   b9,agents_<n>_ready_s           with --b9: the start-up again, beside b9_agents' ready time of a
+//                                   pool of n one-worker agents (the suite's B5 with one agent per worker)
 //
 // Every figure is the median over --repeats. Prints CSV: benchmark,metric,value,unit.
 #include <mpi.h>
@@ -178,6 +180,8 @@ int main(int argc, char** argv) {
   const long bytes = arg(argc, argv, "--bytes", 64L * 1024 * 1024);
   const long payload_trips = arg(argc, argv, "--payload-repeats", 5);
   std::vector<int> spawn_ns;  // empty or "0": no spawn test
+  bool b9 = false;
+  for (int i = 1; i < argc; ++i) b9 |= std::strcmp(argv[i], "--b9") == 0;
   for (const auto& n : bench::split_commas(bench::arg_str(argc, argv, "--spawn", "16")))
     if (std::atoi(n.c_str()) > 0) spawn_ns.push_back(std::atoi(n.c_str()));
   if (bytes < 8 || bytes % 8 != 0 || bytes > 2147483640L || repeats < 1 || trips < 1 || payload_trips < 1) {
@@ -220,6 +224,7 @@ int main(int argc, char** argv) {
   for (std::size_t k = 0; k < spawn_ns.size(); ++k) {
     std::printf("b5,spawn_call_%d_workers_s,%.3f,s\n", spawn_ns[k], median(call[k]));
     std::printf("b5,startup_%d_workers_s,%.3f,s\n", spawn_ns[k], median(ready[k]));
+    if (b9) std::printf("b9,agents_%d_ready_s,%.3f,s\n", spawn_ns[k], median(ready[k]));
   }
   MPI_Finalize();
   return 0;

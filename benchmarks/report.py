@@ -16,6 +16,7 @@ COLOR = {"fibra": "#d62728", "raw_mpi": "#7f7f7f", "multiprocessing": "#1f77b4",
          "dask": "#ff7f0e", "ipyparallel": "#9467bd"}
 TITLES = {"b1": "B1 framework overhead (Fiber's test)", "b2": "B2 throughput of tiny tasks",
           "b3": "B3 recovery from failures", "b5": "B5 start-up and idle CPU", "b6": "B6 large payloads",
+          "b9": "B5 with one agent per worker (a pool over many nodes)",
           "es": "ES scaling (CartPole-v1)"}
 FAULTS = ["none", "executor_kill", "segfault_once", "agent_kill"]
 FAULT_LABEL = {"none": "no fault", "executor_kill": "executor SIGKILL at 30%",
@@ -83,6 +84,13 @@ def figures(summary, b):
             out.append((metric, f"start-up of {n} worker{'s' if n != '1' else ''}: s", "lower"))
         for metric, (n,) in _metrics(summary, b, r"idle_(\d+)_workers_cpu_percent"):
             out.append((metric, f"idle CPU of {n} worker{'s' if n != '1' else ''}: % of one core", "lower"))
+    elif b == "b9":
+        for metric, (n,) in _metrics(summary, b, r"agents_(\d+)_ready_s"):
+            out += [(metric, f"{n} one-worker agents: ready, s (raw MPI: one spawn of {n}, all answered)", "lower"),
+                    (f"agents_{n}_roundtrip_us", f"{n} agents: `apply_async` round trip, us", "lower"),
+                    (f"agents_{n}_map_items_per_s", f"{n} agents: `map` of no-ops, items/s", "higher"),
+                    (f"agents_{n}_idle_driver_cpu_pct", f"{n} agents idle: the driver's CPU, % of a core", "lower"),
+                    (f"agents_{n}_idle_all_cpu_pct", f"{n} agents idle: every process's CPU, % of a core", "lower")]
     elif b == "b6":
         for metric, (size,) in _metrics(summary, b, r"payload_(\w+?)_bandwidth"):
             out.append((metric, f"{size.replace('mib', ' MiB')} round trip: MiB/s", "higher"))
@@ -286,6 +294,24 @@ def plots(summary, samples, out_dir):
             axes[0].set_yscale("log")
             axes[0].set_title("time from creating the pool to all workers ready")
             axes[1].set_title("CPU of an idle pool, all its processes")
+            axes[0].legend(fontsize=8)
+        elif b == "b9":
+            fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+            for ax, pattern, ylabel in ((axes[0], r"agents_(\d+)_ready_s", "ready (s)"),
+                                        (axes[1], r"agents_(\d+)_roundtrip_us", "apply_async round trip (us)"),
+                                        (axes[2], r"agents_(\d+)_idle_driver_cpu_pct", "idle driver (% of a core)")):
+                for s in systems:
+                    pts = [(int(n), summary[(b, s, m)]["median"]) for m, (n,) in _metrics(summary, b, pattern)
+                           if (b, s, m) in summary and summary[(b, s, m)]["n"]]
+                    if pts:
+                        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABEL[s], color=COLOR[s])
+                ax.set_xscale("log", base=2)
+                ax.set_xlabel("agents, one worker each")
+                ax.set_ylabel(ylabel)
+                ax.grid(True, which="both", alpha=0.3)
+            axes[0].set_title("Pool() until every agent is ready")
+            axes[1].set_title("one call there and back")
+            axes[2].set_title("the driver's CPU while idle")
             axes[0].legend(fontsize=8)
         if fig is None:
             continue

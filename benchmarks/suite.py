@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Runs fibra's benchmarks and its peers' side by side, and writes CSVs, plots and a results table.
 
-    benchmarks/run.sh [--quick] [--benchmarks b1,b2,b3,b5,b6,es] [--systems fibra,raw_mpi,...]
+    benchmarks/run.sh [--quick] [--benchmarks b1,b2,b3,b5,b6,b9,es] [--systems fibra,raw_mpi,...]
                       [--repeats N] [--out DIR] [--docs] [--build DIR]
 
 run.sh installs and builds what is needed, then runs this with Debian's /usr/bin/python3. Every
@@ -41,12 +41,12 @@ from report import TITLES, machine_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
-BENCHES = ["b1", "b2", "b3", "b5", "b6", "es"]
+BENCHES = ["b1", "b2", "b3", "b5", "b6", "b9", "es"]
 SYSTEMS = report.SYSTEMS
 PEER_SCRIPT = {"multiprocessing": "mp_peer.py", "mpi4py_futures": "mpi4py_peer.py", "dask": "dask_peer.py",
                "ipyparallel": "ipyparallel_peer.py"}
 FIBRA_PROGRAM = {"b1": "b1_overhead", "b2": "b2_throughput", "b3": "b3_recovery", "b5": "b5_idle",
-                 "b6": "b6_payload"}
+                 "b6": "b6_payload", "b9": "b9_agents"}
 
 # The flags of each benchmark (benchmarks/README.md), full and quick. Every run makes one sample.
 FLAGS = {
@@ -56,6 +56,7 @@ FLAGS = {
         "b3": ["--repeats", "1"],
         "b5": ["--workers", "1,4,16,64", "--idle-seconds", "5"],
         "b6": ["--repeats", "5"],
+        "b9": ["--agents", "4,16,64,128", "--roundtrips", "2000", "--map-items", "2000000", "--idle-seconds", "3"],
         "es": ["--workers", "1,2,4,8", "--population", "1024", "--generations", "8", "--rounds", "1"],
     },
     "quick": {
@@ -64,6 +65,7 @@ FLAGS = {
         "b3": ["--repeats", "1", "--tasks", "400"],
         "b5": ["--workers", "1,4", "--idle-seconds", "1"],
         "b6": ["--repeats", "2", "--bytes", "8388608"],
+        "b9": ["--agents", "4,16", "--roundtrips", "200", "--map-items", "200000", "--idle-seconds", "1"],
         "es": ["--workers", "1,2", "--population", "64", "--generations", "3", "--rounds", "1"],
     },
 }
@@ -73,15 +75,17 @@ RAW_MPI_FLAGS = {
         "b2": ["--roundtrips", "2000", "--bytes", "8", "--payload-repeats", "1", "--spawn", "0"],
         "b5": ["--roundtrips", "10", "--bytes", "8", "--payload-repeats", "1", "--spawn", "1,4,16,64"],
         "b6": ["--roundtrips", "10", "--bytes", "67108864", "--payload-repeats", "5", "--spawn", "0"],
+        "b9": ["--roundtrips", "10", "--bytes", "8", "--payload-repeats", "1", "--spawn", "4,16,64,128", "--b9"],
     },
     "quick": {
         "b2": ["--roundtrips", "200", "--bytes", "8", "--payload-repeats", "1", "--spawn", "0"],
         "b5": ["--roundtrips", "10", "--bytes", "8", "--payload-repeats", "1", "--spawn", "1,4"],
         "b6": ["--roundtrips", "10", "--bytes", "8388608", "--payload-repeats", "2", "--spawn", "0"],
+        "b9": ["--roundtrips", "10", "--bytes", "8", "--payload-repeats", "1", "--spawn", "4,16", "--b9"],
     },
 }
-TIME_LIMIT_S = {"full": {"b1": 900, "b2": 600, "b3": 900, "b5": 900, "b6": 300, "es": 900},
-                "quick": {"b1": 240, "b2": 240, "b3": 300, "b5": 300, "b6": 180, "es": 180}}
+TIME_LIMIT_S = {"full": {"b1": 900, "b2": 600, "b3": 900, "b5": 900, "b6": 300, "b9": 900, "es": 900},
+                "quick": {"b1": 240, "b2": 240, "b3": 300, "b5": 300, "b6": 180, "b9": 240, "es": 180}}
 # ES scaling: one runner for both of its systems (fibra's job and the multiprocessing peer).
 ES_SYSTEMS = ["fibra", "multiprocessing"]
 
@@ -94,6 +98,8 @@ def command(bench, system, mode, build):
                 build] + FLAGS[mode][bench]
     if system == "fibra":
         return [os.path.join(build, "benchmarks", FIBRA_PROGRAM[bench])] + FLAGS[mode][bench]
+    if bench == "b9" and system != "raw_mpi":  # B5 with one agent per worker: fibra beside raw MPI's spawn
+        return None
     if system == "raw_mpi":
         if bench not in RAW_MPI_FLAGS[mode]:
             return None
