@@ -2,6 +2,7 @@
 // batches and reads what they send, and stopping. The lifecycle of workers is in pool_workers.cpp,
 // what comes back from them in pool_results.cpp; pool_impl.hpp says what is where.
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <cstdio>
 #include <exception>
@@ -53,18 +54,12 @@ void PoolImpl::start() {
   std::exception_ptr spawn_failed;
   try {
     // The agents that fit in the slots in one spawn (spawn_agents), then the rest (none, unless
-    // the slots run out: the next spawn says so) one at a time, reading hellos and sending
-    // heartbeats in between. The MPI lock is taken per spawn, so that other pools keep their
+    // the slots run out, or hosts take one agent each: the next spawn says so or places them),
+    // reading hellos and sending heartbeats in between. The MPI lock is taken per spawn, so that other pools keep their
     // heartbeats too.
     while (live_count() < target_ && std::chrono::steady_clock::now() < deadline) {
       std::lock_guard ml(mpi::lock());
-      std::vector<int> sizes;
-      for (int planned = live_count(); planned < target_ && static_cast<int>(sizes.size()) < free_slots();) {
-        sizes.push_back(std::max(1, std::min(agent_size(target_), target_ - planned)));
-        planned += sizes.back();
-      }
-      if (sizes.empty()) sizes.push_back(next_agent_size());  // refused, with the message that says why
-      spawn_agents(sizes);
+      spawn_agents(next_agent_sizes(INT_MAX));
       receive();
       watch_workers();
       progress_sends();

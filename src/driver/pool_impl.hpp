@@ -343,7 +343,6 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   }
 
   // ---- pool_workers.cpp: spawning (for start() and later growth) and the lifecycle of workers --
-  void spawn(int executors);
   void spawn_agents(const std::vector<int>& executors);
   void release_comm(Worker& w);
   enum class Taken { more, done };
@@ -386,6 +385,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     return n;
   }
   int next_agent_size() const;
+  std::vector<int> next_agent_sizes(int most) const;
+  static constexpr int grow_together = 16;  // agents spawned together at most when the pool grows
   int agent_size(int target) const;
   bool gpus_still_held() const;
   static bool same_host(const std::string& a, const std::string& b);

@@ -128,6 +128,20 @@ int PoolImpl::next_agent_size() const {
   return std::max(1, std::min(agent_size(target), target - live_count()));
 }
 
+// The sizes of the next agents to spawn together: what the pool lacks, at most `most` agents and
+// as many as the slots hold (at least one: a spawn that does not fit is refused, naming why).
+std::vector<int> PoolImpl::next_agent_sizes(int most) const {
+  const int target = target_now();
+  std::vector<int> sizes;
+  const int room = std::min(most, free_slots());
+  for (int planned = live_count(); planned < target && static_cast<int>(sizes.size()) < room;) {
+    sizes.push_back(std::max(1, std::min(agent_size(target), target - planned)));
+    planned += sizes.back();
+  }
+  if (sizes.empty()) sizes.push_back(next_agent_size());
+  return sizes;
+}
+
 // Executors per agent: PoolOptions::workers_per_agent, else spread over at most auto_agents
 // agents (or one per host the pool spreads over, if more); one each when GPUs are shared out, so
 // that each worker's GPUs are its agent's to match.
@@ -142,8 +156,6 @@ int PoolImpl::agent_size(int target) const {
 bool PoolImpl::same_host(const std::string& a, const std::string& b) {
   return a.substr(0, a.find('.')) == b.substr(0, b.find('.'));
 }
-
-void PoolImpl::spawn(int executors) { spawn_agents({executors}); }
 
 // Spawns agents together, one running executors[i] workers each (the first of them at least, and
 // as many as fit one per host when the pool places them on hosts), in one MPI_Comm_spawn_multiple
@@ -571,12 +583,14 @@ bool PoolImpl::adjust_size() {
   }
   if (stopping) return false;  // no new agent only to be told to leave
   if (live < target && !remote_host_lost() && mpi::now_s() >= next_spawn && !gpus_still_held()) {
-    // MPI_Comm_spawn blocks this thread for a few hundred ms: give the workers enough to do
-    // meanwhile (retries first: they are at the front of the queue).
+    // MPI_Comm_spawn blocks this thread (a few hundred ms for one agent, 1.5 s for 16 on 2 cores):
+    // give the workers enough to do meanwhile (retries first: they are at the front of the queue).
     dispatch(batches_per_worker + 2);
     progress_sends();
     try {
-      spawn(next_agent_size());  // one per pass: traffic with the other workers flows between spawns
+      // Up to grow_together agents in one spawn: traffic with the other workers flows between
+      // spawns, and none blocks this thread near PoolOptions::driver_silence_s.
+      spawn_agents(next_agent_sizes(grow_together));
     } catch (const Error& e) {
       on_spawn_failed(e);
     }

@@ -90,6 +90,23 @@ TEST(AgentGroups, APoolsFirstAgentsAreOneJobAndALostOneCostsOnlyItsChunks) {
   EXPECT_EQ(now.size(), 4u) << "the lost agent was not replaced";
 }
 
+// Growth spawns the agents it lacks together too: resize(4) from 1 adds one job of 3 (3 jobs of 1
+// before), and the pool maps exactly on all 4.
+TEST(AgentGroups, AGrowingPoolSpawnsItsNewAgentsTogether) {
+  fibra::Pool pool(1, {.workers_per_agent = 1});
+  pool.resize(4);
+  const auto r = call_within(bound, "map of where over 800 items after resize(4)",
+                             [&] { return pool.map(where, upto(800), {.chunksize = 1}); });
+  std::set<long> sizes, agents;
+  for (long i = 0; i < 800; ++i) {
+    ASSERT_EQ(r[static_cast<std::size_t>(i)].value, 3 * i + 1) << i;
+    sizes.insert(r[static_cast<std::size_t>(i)].job / 1000);
+    agents.insert(r[static_cast<std::size_t>(i)].agent);
+  }
+  EXPECT_EQ(agents.size(), 4u);
+  EXPECT_EQ(sizes, (std::set<long>{1, 3})) << "the first agent is a job of 1, the 3 added one job of 3";
+}
+
 TEST(AgentGroups, SixtyFourOneWorkerAgentsMapExactly) {
   fibra::Pool pool(64, {.workers_per_agent = 1});
   const auto r = call_within(bound, "map of where over 6400 items on 64 agents",
