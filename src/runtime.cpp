@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "fibra/detail/checkpoint.hpp"
 #include "fibra/detail/registry.hpp"
@@ -56,6 +58,10 @@ void apply_open_mpi_defaults() {
   }
 }
 
+// How long an agent spawned with others may wait in MPI_Finalize for them (become_agent): longer
+// than an agent takes to stop (its executors, its last sends: up to 5 s each).
+constexpr double finalize_bound_s = 15;
+
 [[noreturn]] void become_agent(int& argc, char**& argv) {
   default_env(noepoll, "1");  // its PMIx client's event loop too
   int provided = 0;
@@ -74,12 +80,25 @@ void apply_open_mpi_defaults() {
     // Local: with Open MPI 4.1 neither side waits for the other (a disconnect, collective, could
     // wait for a driver that is gone), and MPI_Finalize ends this job alone.
     MPI_Comm_free(&parent);
-    // ... unless its job has other agents (spawned together): Open MPI 4.1's MPI_Finalize waits
-    // for every process of the job (measured: 4 s, until the others finalized), so one retired
-    // before them ends without it; with recovery on, the rest of its job runs on.
+    // ... unless its job has other agents (spawned together, which the driver does only with
+    // Open MPI's recovery on: mpi::recovery_enabled): MPI_Finalize waits for every process of the
+    // job (measured: 4 s, until the others finalized), so one retired before them ends without
+    // it, and with recovery on the rest of its job runs on.
+    // And a job-mate that dies while the others are in MPI_Finalize can hold them there for good
+    // (seen under mpirun --enable-recovery: an agent SIGKILLed as its pool ended left two others
+    // polling in MPI_Finalize, and mpirun waiting for them): after finalize_bound_s it ends
+    // without it, as a retired one does.
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (!(retired && world > 1)) MPI_Finalize();
+    if (!(retired && world > 1)) {
+      if (world > 1)
+        std::thread([] {
+          std::this_thread::sleep_for(std::chrono::duration<double>(finalize_bound_s));
+          std::fflush(nullptr);
+          std::_Exit(0);
+        }).detach();
+      MPI_Finalize();
+    }
   }
   std::fflush(nullptr);
   std::_Exit(rc);  // the agent never runs the user's main past this point
@@ -115,6 +134,7 @@ Runtime::Runtime(int& argc, char**& argv) {
           "and PMIx 4, MPI_Comm_spawn then hangs now and then (a PMIx bug, see docs/architecture.md). "
           "Start it as `EVENT_NOEPOLL=1 mpirun ...` (fibra slurm scripts do)");
     }
+    mpi::note_recovery();  // before the defaults: under mpirun, only mpirun's own settings count
     apply_open_mpi_defaults();
     int provided = 0;
     mpi::check(MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");

@@ -130,10 +130,14 @@ int PoolImpl::next_agent_size() const {
 
 // The sizes of the next agents to spawn together: what the pool lacks, at most `most` agents and
 // as many as the slots hold (at least one: a spawn that does not fit is refused, naming why).
+// Without Open MPI's recovery (a plain `mpirun -n 1 ./app`), one at a time, each agent a job of its
+// own: an agent of a larger job that resize() retires could neither end without MPI_Finalize (Open
+// MPI would end the whole job, the driver too: seen under plain mpirun) nor in it (it waits there
+// for the rest of its job).
 std::vector<int> PoolImpl::next_agent_sizes(int most) const {
   const int target = target_now();
   std::vector<int> sizes;
-  const int room = std::min(most, free_slots());
+  const int room = std::min(mpi::recovery_enabled() ? most : 1, free_slots());
   for (int planned = live_count(); planned < target && static_cast<int>(sizes.size()) < room;) {
     sizes.push_back(std::max(1, std::min(agent_size(target), target - planned)));
     planned += sizes.back();

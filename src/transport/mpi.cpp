@@ -3,7 +3,10 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "fibra/detail/codec.hpp"
@@ -195,6 +198,17 @@ void SendQueue::abandon(MPI_Comm comm, int dest) noexcept {
     }
   }
 }
+
+namespace {
+std::atomic<bool> g_recovery{false};
+}  // namespace
+
+void note_recovery() noexcept {
+  const char* v = std::getenv("OMPI_MCA_orte_enable_recovery");
+  const bool set = v && (std::strcmp(v, "1") == 0 || std::strcmp(v, "true") == 0);
+  g_recovery = set || !std::getenv("OMPI_COMM_WORLD_SIZE");  // no launcher: ./app, set by fibra
+}
+bool recovery_enabled() noexcept { return g_recovery.load(); }
 
 void precise_sleeps() noexcept { ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); }
 

@@ -105,6 +105,14 @@ class SendQueue {
 
 double now_s();
 
+/// Whether Open MPI's recovery is on in this job (orte_enable_recovery), so that a process of a
+/// spawned job may end, even without MPI_Finalize, and the rest of the job runs on. Noted by the
+/// Runtime before it sets its defaults (note_recovery): on for ./app (fibra sets it before
+/// MPI_Init starts Open MPI's daemon), and under mpirun only if mpirun had it (--enable-recovery,
+/// passed on as OMPI_MCA_orte_enable_recovery): set later, it changes nothing.
+bool recovery_enabled() noexcept;
+void note_recovery() noexcept;
+
 }  // namespace fibra::mpi
 
 namespace fibra::mpi {
