@@ -1,12 +1,15 @@
 // B7 (issue 11): remote tasks and actors. The throughput of fibra::submit of no-op tasks from one
 // driver thread, the round trip of one actor call beside the pool's apply_async round trip (same
-// pool, same run), and the time to resolve a chain of dependent tasks.
+// pool, same run), and the time to resolve a chain of dependent tasks. Threaded actors
+// (ActorOptions::max_concurrency = 8): --naps calls that each sleep 20 ms, against one at a time,
+// and the round trip of one call (through its agent: such an actor does not use its lane).
 //
-//   b7_tasks [--workers N] [--submits N] [--roundtrips N] [--chain N] [--payload-mb M] [--repeats R]
+//   b7_tasks [--workers N] [--submits N] [--roundtrips N] [--chain N] [--payload-mb M] [--naps N] [--repeats R]
 //
 // Prints one line per figure, as CSV: benchmark,metric,value,unit (medians of R runs).
 #include <fibra/fibra.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <thread>
 #include <vector>
@@ -29,6 +32,17 @@ FIBRA_ACTOR(Echo);
 FIBRA_ACTOR_METHOD(Echo, echo);
 FIBRA_ACTOR_METHOD(Echo, echo_vec);
 
+struct Napper {
+  long nap(long ms) const {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return ms;
+  }
+  int echo(int x) const { return x; }
+};
+FIBRA_ACTOR(Napper);
+FIBRA_ACTOR_METHOD(Napper, nap);
+FIBRA_ACTOR_METHOD(Napper, echo);
+
 using bench::arg;
 using bench::Clock;
 using bench::median;
@@ -42,14 +56,27 @@ int main(int argc, char** argv) {
   const long chain = arg(argc, argv, "--chain", 1'000);
   const int repeats = static_cast<int>(arg(argc, argv, "--repeats", 5));
   const long payload_mb = arg(argc, argv, "--payload-mb", 100);  // a large argument and result
+  const long naps = arg(argc, argv, "--naps", 32);
   std::printf("# fibra %s, %u hardware threads, %d workers, medians of %d runs\n", fibra::version,
               std::thread::hardware_concurrency(), workers, repeats);
   std::printf("benchmark,metric,value,unit\n");
   fibra::Pool& pool = fibra::default_pool(workers);
   auto actor = fibra::Actor<Echo>::start();
   actor.call(&Echo::echo, 0).get();  // started
+  auto serial = fibra::Actor<Napper>::start();
+  auto threaded = fibra::Actor<Napper>::start(fibra::ActorOptions{.max_concurrency = 8});
+  serial.call(&Napper::echo, 0).get();
+  threaded.call(&Napper::echo, 0).get();
+  // `n` calls of nap(20) made at once, until the last is back: seconds.
+  auto nap_all = [&](fibra::Actor<Napper>& a, long n) {
+    const auto t = Clock::now();
+    std::vector<fibra::Future<long>> fs;
+    for (long i = 0; i < n; ++i) fs.push_back(a.call(&Napper::nap, 20L));
+    for (auto& f : fs) f.get();
+    return seconds_since(t);
+  };
 
-  std::vector<double> rate, actor_rtt, async_rtt, chain_s, actor_big, async_big;
+  std::vector<double> rate, actor_rtt, async_rtt, chain_s, actor_big, async_big, naps_1, naps_8, threaded_rtt;
   const std::vector<double> big(std::size_t(payload_mb) * 1'000'000 / sizeof(double), 0.25);
   for (int r = 0; r < repeats; ++r) {
     auto t = Clock::now();
@@ -73,6 +100,18 @@ int main(int argc, char** argv) {
     }
     actor_rtt.push_back(median(a));
     async_rtt.push_back(median(p));
+    std::vector<double> tr;
+    for (long i = 0; i < roundtrips; ++i) {
+      t = Clock::now();
+      if (threaded.call(&Napper::echo, static_cast<int>(i)).get() != i)
+        return std::fprintf(stderr, "b7: a threaded actor's round trip returned a wrong result\n"), 1;
+      tr.push_back(seconds_since(t) * 1e6);
+    }
+    threaded_rtt.push_back(median(tr));
+    if (naps > 0) {
+      naps_1.push_back(nap_all(serial, naps));
+      naps_8.push_back(nap_all(threaded, naps));
+    }
 
     t = Clock::now();
     auto f = fibra::submit(inc, 0L);
@@ -94,6 +133,11 @@ int main(int argc, char** argv) {
   std::printf("b7,submit_noop_tasks_per_s,%.0f,tasks/s\n", median(rate));
   std::printf("b7,actor_call_roundtrip_us,%.1f,us\n", median(actor_rtt));
   std::printf("b7,apply_async_roundtrip_us,%.1f,us\n", median(async_rtt));
+  std::printf("b7,threaded_actor_call_roundtrip_us,%.1f,us\n", median(threaded_rtt));
+  if (naps > 0) {
+    std::printf("b7,actor_%ld_naps_of_20ms_one_at_a_time_s,%.3f,s\n", naps, median(naps_1));
+    std::printf("b7,actor_%ld_naps_of_20ms_8_at_once_s,%.3f,s\n", naps, median(naps_8));
+  }
   std::printf("b7,chain_%ld_tasks_s,%.4f,s\n", chain, median(chain_s));
   std::printf("b7,chain_per_task_us,%.1f,us\n", median(chain_s) / double(chain) * 1e6);
   if (payload_mb > 0) {
