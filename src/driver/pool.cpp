@@ -794,6 +794,10 @@ void PoolImpl::send(Worker& w, int tag, mpi::Pieces data) {
   if (tag != wire::tag_heartbeat) {  // an answer may come soon: probed at every pass for a while
     w.last_busy = w.last_sent;
     w.next_probe = 0;
+    if (w.group) {  // (its group's probe, when it was spawned with others)
+      w.group->last_busy = w.last_sent;
+      w.group->next_probe = 0;
+    }
   }
 }
 

@@ -18,7 +18,8 @@
 // Who writes what:
 //  - workers_ and each Worker: the communication thread is the only writer, except that
 //    fail_all() (terminate(), on a user's thread) clears every Worker::batches. It appends to
-//    workers_ (never erases) and writes Worker::state, batches, host and pid under mu_, because
+//    workers_ (and erases only the workers it planned for a spawn that failed, before any other thread
+//    used them) and writes Worker::state, batches, host and pid under mu_, because
 //    user threads read them under mu_ (ready_count(), live_count()); it reads them without mu_.
 //    Worker::batches are read and written under mu_ only. The other fields of a Worker (comm,
 //    last_heard, last_sent, holds_slot, ...) are the communication thread's alone: no lock.
@@ -107,7 +108,7 @@ class BatchesInFlight {
 struct Worker;
 struct AgentGroup {
   MPI_Comm comm = MPI_COMM_NULL;
-  std::vector<Worker*> members;  // by rank (workers are never erased from PoolImpl::workers_)
+  std::vector<Worker*> members;  // by rank (a spawned worker is never erased from PoolImpl::workers_)
   int open = 0;                  // members neither lost nor done with the communicator (release_comm)
   // receive() probes the communicator once for all its members (any source), when one of them has
   // work out or is starting or leaving, or once its gap is over (as an idle agent's, Worker).

@@ -1,6 +1,6 @@
-// The lifecycle of a pool's workers on the driver: spawning (one MPI_Comm_spawn per agent, within
-// the allocation's slots), their hello, heartbeats and liveness, declaring one lost, growing and
-// shrinking the pool, and the goodbye at the end.
+// The lifecycle of a pool's workers on the driver: spawning (agents together in one
+// MPI_Comm_spawn_multiple, within the allocation's slots), their hello, heartbeats and liveness, declaring one lost,
+// growing and shrinking the pool, and the goodbye at the end.
 #include <signal.h>
 #include <unistd.h>
 
@@ -175,62 +175,70 @@ void PoolImpl::spawn_agents(const std::vector<int>& executors) {
   std::vector<wire::AgentSetup> setups;
   std::vector<std::unique_ptr<mpi::Info>> infos;
   std::vector<Worker*> added;
-  std::string remote;  // the other hosts it starts agents on
-  for (const int n : executors) {
-    wire::AgentSetup setup = agent_setup(n);
-    AgentGpus gpus = share_gpus(n);
-    setup.gpus = std::move(gpus.ids);
-    auto info = std::make_unique<mpi::Info>();
-    if (oversubscribe_allowed()) info->set("map_by", ":OVERSUBSCRIBE");
-    const std::string host = place_agent(n, setup.slot, *info);
-    // One agent per host in a group: Open MPI maps a job's processes on a host against the slots
-    // that host's info names ("host:n"), and refused a second agent of one job there ("All nodes
-    // which are allocated for this job are already filled", pack on virtual nodes). The next
-    // group takes it.
-    if (!host.empty() &&
-        std::any_of(added.begin(), added.end(), [&](const Worker* w) { return w->planned_host == host; }))
-      break;
-    // An agent is one MPI process but runs several executors: Open MPI's default binding (to one
-    // core when a job has at most 2 processes) would pin them all to that core.
-    info->set("bind_to", "none");
-    if (!host.empty() && !same_host(host, my_host_) && remote.find(host) == std::string::npos)
-      remote += (remote.empty() ? "" : ", ") + host;
-    auto w = std::make_unique<Worker>();
-    w->id = next_worker_id_++;
-    w->slot = setup.slot;
-    w->executors = n;
-    w->planned_host = host;
-    w->has = s_.resources;
-    w->has.gpus = gpus.each;
-    w->gpus = std::move(gpus.held);
-    // holds_slot (as Worker's default): the next agents' GPUs and places count it; counted in
-    // g_agents_in_slots once spawned, and erased if the spawn fails.
-    added.push_back(w.get());
-    setups.push_back(std::move(setup));
-    infos.push_back(std::move(info));
+  std::vector<std::string> remote;  // the other hosts it starts agents on
+  // If planning or the spawn fails, none of them exists: the workers planned for them go.
+  const auto unplan = [&] {
     std::lock_guard lk(mu_);
-    workers_.push_back(std::move(w));
-  }
-  std::vector<const mpi::Info*> plan;
-  for (const auto& i : infos) plan.push_back(i.get());
-  int first = 1;  // the number of its first worker among the pool's ("worker 5 of 8")
-  for (const auto& w : workers_)
-    if (w->alive() && std::count(added.begin(), added.end(), w.get()) == 0) first += w->executors;
-  const std::string who =
-      executors.size() == 1 ? "worker " + std::to_string(added[0]->slot) : std::to_string(executors.size()) + " agents";
+    std::erase_if(workers_, [&](const auto& w) { return std::count(added.begin(), added.end(), w.get()) > 0; });
+  };
   MPI_Comm inter = MPI_COMM_NULL;
   try {
+    for (const int n : executors) {
+      wire::AgentSetup setup = agent_setup(n);
+      AgentGpus gpus = share_gpus(n);
+      setup.gpus = std::move(gpus.ids);
+      auto info = std::make_unique<mpi::Info>();
+      if (oversubscribe_allowed()) info->set("map_by", ":OVERSUBSCRIBE");
+      const std::string host = place_agent(n, setup.slot, *info);
+      // One agent per host in a group: Open MPI maps a job's processes on a host against the slots
+      // that host's info names ("host:n"), and refused a second agent of one job there ("All nodes
+      // which are allocated for this job are already filled", pack on virtual nodes). The next
+      // group takes it.
+      if (!host.empty() &&
+          std::any_of(added.begin(), added.end(), [&](const Worker* w) { return w->planned_host == host; }))
+        break;
+      // Each agent with its workers' GPUs, or not in this group: the pool waits for the GPUs of the
+      // first one (gpus_still_held), not for the others'.
+      if (!added.empty() && !s_.gpu_ids.empty() && s_.resources.gpus > 0 && gpus.each < s_.resources.gpus) break;
+      // An agent is one MPI process but runs several executors: Open MPI's default binding (to one
+      // core when a job has at most 2 processes) would pin them all to that core.
+      info->set("bind_to", "none");
+      if (!host.empty() && !same_host(host, my_host_) && std::count(remote.begin(), remote.end(), host) == 0)
+        remote.push_back(host);
+      auto w = std::make_unique<Worker>();
+      w->id = next_worker_id_++;
+      w->slot = setup.slot;
+      w->executors = n;
+      w->planned_host = host;
+      w->has = s_.resources;
+      w->has.gpus = gpus.each;
+      w->gpus = std::move(gpus.held);
+      // holds_slot (as Worker's default): the next agents' GPUs and places count it; counted in
+      // g_agents_in_slots once spawned, and erased if the spawn fails.
+      added.push_back(w.get());
+      setups.push_back(std::move(setup));
+      infos.push_back(std::move(info));
+      std::lock_guard lk(mu_);
+      workers_.push_back(std::move(w));
+    }
+    std::vector<const mpi::Info*> plan;
+    for (const auto& i : infos) plan.push_back(i.get());
+    int first = 1;  // the number of its first worker among the pool's ("worker 5 of 8")
+    for (const auto& w : workers_)
+      if (w->alive() && std::count(added.begin(), added.end(), w.get()) == 0) first += w->executors;
+    const std::string who =
+        added.size() == 1 ? "worker " + std::to_string(added[0]->slot) : std::to_string(added.size()) + " agents";
     if (!remote.empty()) {  // only another host's daemon can fail to start so
-      const bool hosts = remote.find(',') != std::string::npos;
-      SpawnWatch watch("MPI_Comm_spawn of " + who + " on host" + (hosts ? "s " : " ") + remote,
+      std::string hosts;
+      for (const auto& h : remote) hosts += (hosts.empty() ? "" : ", ") + h;
+      SpawnWatch watch("MPI_Comm_spawn of " + who + " on host" + (remote.size() > 1 ? "s " : " ") + hosts,
                        s_.start_timeout_s + SpawnWatch::spawn_grace_s);
       inter = spawn_processes(plan, first);
     } else {
       inter = spawn_processes(plan, first);
     }
-  } catch (...) {  // none of them exists: the workers planned for them go
-    std::lock_guard lk(mu_);
-    std::erase_if(workers_, [&](const auto& w) { return std::count(added.begin(), added.end(), w.get()) > 0; });
+  } catch (...) {
+    unplan();
     throw;
   }
   auto group = std::make_shared<AgentGroup>();
@@ -367,14 +375,15 @@ MPI_Comm PoolImpl::spawn_processes(const std::vector<const mpi::Info*>& infos, i
   for (const int e : errs)
     if (e != MPI_SUCCESS) err = e;
   if (rc != MPI_SUCCESS || err != MPI_SUCCESS) {
+    if (inter != MPI_COMM_NULL) MPI_Comm_free(&inter);  // (some started: they leave by their orphan guard)
     throw MpiError("fibra: MPI_Comm_spawn could not start worker " + std::to_string(first) +
                    (n > 1 ? " and the agents after it" : std::string()) + " of " + std::to_string(target_now()) + ": " +
                    mpi::error_text(rc != MPI_SUCCESS ? rc : err) +
                    ". If there are too few slots: ask the allocation for more, or set FIBRA_OVERSUBSCRIBE=1 "
                    "to run more processes than slots (the default outside batch jobs)");
   }
+  g_agents_in_slots.fetch_add(n);  // they run from now, whatever follows
   mpi::check(MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  g_agents_in_slots.fetch_add(n);
   return inter;
 }
 

@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 
@@ -620,13 +621,12 @@ class CallThreads {
     const std::vector<wire::TaskView> peek = wire::parse_tasks(b.bytes);
     if (peek.empty() || peek[0].header.actor == 0 || peek[0].header.concurrency <= 1) return false;
     const std::size_t most = std::min<std::size_t>(peek[0].header.concurrency, max_actor_concurrency);
-    auto bytes = std::make_shared<const std::string>(std::move(b.bytes));
     std::lock_guard lk(mu_);
+    if (threads_ == 0 && !start_thread()) return false;  // no thread to be had: its calls run one by one
+    auto bytes = std::make_shared<const std::string>(std::move(b.bytes));
     for (auto& t : wire::parse_tasks(*bytes)) waiting_.push_back({bytes, std::move(t)});
     keep_objects();
-    while (threads_ < most && threads_ < waiting_.size() + running_.size()) {
-      std::thread([this] { serve(); }).detach();  // lives as long as the process
-      ++threads_;
+    while (threads_ < most && threads_ < waiting_.size() + running_.size() && start_thread()) {
     }
     cv_.notify_all();
     return true;
@@ -642,6 +642,20 @@ class CallThreads {
     std::shared_ptr<const std::string> batch;  // holds the bytes `view` points into
     wire::TaskView view;
   };
+
+  // One more call thread (under mu_); false if the system gives none now (a limit on threads or
+  // memory): the calls go to the threads there are.
+  bool start_thread() {
+    try {
+      std::thread([this] { serve(); }).detach();  // lives as long as the process
+    } catch (const std::system_error& e) {
+      std::fprintf(stderr, "fibra: an actor's process could not start a thread for its calls (%s); %zu run them\n",
+                   e.what(), threads_);
+      return false;
+    }
+    ++threads_;
+    return true;
+  }
 
   void serve() {
     watch_stack();  // a stack overflow in a call is reported as such

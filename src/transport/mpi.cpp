@@ -204,9 +204,12 @@ std::atomic<bool> g_recovery{false};
 }  // namespace
 
 void note_recovery() noexcept {
-  const char* v = std::getenv("OMPI_MCA_orte_enable_recovery");
-  const bool set = v && (std::strcmp(v, "1") == 0 || std::strcmp(v, "true") == 0);
-  g_recovery = set || !std::getenv("OMPI_COMM_WORLD_SIZE");  // no launcher: ./app, set by fibra
+  // Set by the user (or passed on by mpirun): as it says. Unset: on for ./app, where fibra sets it
+  // before MPI_Init; off under a launcher, which read its own settings already.
+  if (const char* v = std::getenv("OMPI_MCA_orte_enable_recovery"))
+    g_recovery = std::strcmp(v, "1") == 0 || std::strcmp(v, "true") == 0 || std::strcmp(v, "yes") == 0;
+  else
+    g_recovery = !std::getenv("OMPI_COMM_WORLD_SIZE");
 }
 bool recovery_enabled() noexcept { return g_recovery.load(); }
 
