@@ -32,6 +32,12 @@ namespace {
 std::mutex g_pools_mu;
 std::vector<std::weak_ptr<PoolImpl>> g_pools;
 
+// Another pool of this process runs: a spawn holds the MPI lock, which its heartbeats need too.
+bool other_pools_live() {
+  std::lock_guard lk(g_pools_mu);
+  return std::any_of(g_pools.begin(), g_pools.end(), [](const auto& w) { return !w.expired(); });
+}
+
 }  // namespace
 
 // ---- start: Pool() spawns the first workers (PoolImpl::start) ---------------------------------
@@ -59,7 +65,9 @@ void PoolImpl::start() {
     // heartbeats too.
     while (live_count() < target_ && std::chrono::steady_clock::now() < deadline) {
       std::lock_guard ml(mpi::lock());
-      spawn_agents(next_agent_sizes(INT_MAX));
+      // While another pool runs, at most grow_together agents a spawn: it holds the MPI lock,
+      // and that pool's agents must hear from it within driver_silence_s.
+      spawn_agents(next_agent_sizes(other_pools_live() ? grow_together : INT_MAX));
       receive();
       watch_workers();
       progress_sends();
