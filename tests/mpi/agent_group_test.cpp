@@ -107,6 +107,42 @@ TEST(AgentGroups, AGrowingPoolSpawnsItsNewAgentsTogether) {
   EXPECT_EQ(sizes, (std::set<long>{1, 3})) << "the first agent is a job of 1, the 3 added one job of 3";
 }
 
+// resize() retires agents of a job whose other agents go on: the retired ones' processes end (they
+// leave without MPI_Finalize, which would wait for the rest of their job), the others keep
+// working, and growing again starts new agents.
+TEST(AgentGroups, AgentsRetiredFromAJobEndWhileTheirJobMatesWorkOn) {
+  fibra::Pool pool(4, {.workers_per_agent = 1});
+  std::set<long> before;
+  for (const auto& w :
+       call_within(bound, "map of where on 4 agents", [&] { return pool.map(where, upto(400), {.chunksize = 1}); }))
+    before.insert(w.agent);
+  ASSERT_EQ(before.size(), 4u);
+  pool.resize(2);
+  std::set<long> kept;
+  for (const auto& w : call_within(bound, "map of where after resize(2)",
+                                   [&] { return pool.map(where, upto(400), {.chunksize = 1}); })) {
+    kept.insert(w.agent);
+    ASSERT_EQ(w.job / 1000, 4) << "a kept agent is one of the first job of 4";
+  }
+  ASSERT_EQ(kept.size(), 2u);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (long pid : before) {
+    if (kept.count(pid)) continue;
+    while (::kill(static_cast<pid_t>(pid), 0) == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_NE(::kill(static_cast<pid_t>(pid), 0), 0) << "retired agent " << pid << " is still running";
+  }
+  pool.resize(4);
+  const auto r =
+      call_within(bound, "map of where after resize(4)", [&] { return pool.map(where, upto(800), {.chunksize = 1}); });
+  std::set<long> now;
+  for (long i = 0; i < 800; ++i) {
+    ASSERT_EQ(r[static_cast<std::size_t>(i)].value, 3 * i + 1) << i;
+    now.insert(r[static_cast<std::size_t>(i)].agent);
+  }
+  EXPECT_EQ(now.size(), 4u);
+}
+
 TEST(AgentGroups, SixtyFourOneWorkerAgentsMapExactly) {
   fibra::Pool pool(64, {.workers_per_agent = 1});
   const auto r = call_within(bound, "map of where over 6400 items on 64 agents",
