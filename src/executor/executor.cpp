@@ -18,9 +18,11 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <system_error>
 #include <thread>
 #include <unordered_map>
@@ -624,7 +626,10 @@ class CallThreads {
     std::lock_guard lk(mu_);
     if (threads_ == 0 && !start_thread()) return false;  // no thread to be had: its calls run one by one
     auto bytes = std::make_shared<const std::string>(std::move(b.bytes));
-    for (auto& t : wire::parse_tasks(*bytes)) waiting_.push_back({bytes, std::move(t)});
+    for (auto& t : wire::parse_tasks(*bytes)) {
+      for (const auto& r : t.header.objects) ++objects_[r.id];
+      waiting_.push_back({bytes, std::move(t)});
+    }
     keep_objects();
     while (threads_ < most && threads_ < waiting_.size() + running_.size() && start_thread()) {
     }
@@ -683,6 +688,8 @@ class CallThreads {
       send_frame(g_executor.sock, results);
       lk.lock();
       std::erase_if(running_, [&](const Call& c) { return c.view.header.chunk == t.header.chunk; });
+      for (const auto& r : t.header.objects)
+        if (auto o = objects_.find(r.id); o != objects_.end() && --o->second <= 0) objects_.erase(o);
       show_oldest(box);
       if (results.capacity() > lane::large_kept) std::string().swap(results);
     }
@@ -701,16 +708,16 @@ class CallThreads {
   }
   // Under mu_.
   void keep_objects() {
-    std::vector<wire::TaskView> in_use;
-    for (const auto& c : running_) in_use.push_back(c.view);
-    for (const auto& c : waiting_) in_use.push_back(c.view);
-    executor_keep_objects_of(in_use);
+    std::set<std::uint64_t> ids;
+    for (const auto& [id, calls] : objects_) ids.insert(id);
+    executor_keep_objects(ids);
   }
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Call> waiting_;  // in order
-  std::deque<Call> running_;  // in the order they began
+  std::deque<Call> waiting_;              // in order
+  std::deque<Call> running_;              // in the order they began
+  std::map<std::uint64_t, int> objects_;  // stored objects the calls waiting or running take: how many
   std::size_t threads_ = 0;
 };
 CallThreads g_call_threads;

@@ -69,8 +69,12 @@ void executor_keep_objects_of(const std::vector<wire::TaskView>& batch) {
   std::set<std::uint64_t> used;
   for (const auto& t : batch)
     for (const auto& r : t.header.objects) used.insert(r.id);
+  executor_keep_objects(used);
+}
+
+void executor_keep_objects(const std::set<std::uint64_t>& ids) {
   std::lock_guard lk(g_mu);
-  std::erase_if(g_mapped, [&](const auto& e) { return !used.count(e.first); });
+  std::erase_if(g_mapped, [&](const auto& e) { return !ids.count(e.first); });
 }
 
 }  // namespace fibra::detail

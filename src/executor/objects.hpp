@@ -5,6 +5,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,5 +22,7 @@ std::string_view executor_arguments(const wire::TaskView& t, pid_t agent, std::s
 /// Unmaps the objects that none of `batch`'s chunks take (called as a batch starts: an executor
 /// keeps the mappings its last batch used, not more; and with none when it has been idle a second).
 void executor_keep_objects_of(const std::vector<wire::TaskView>& batch);
+/// Unmaps the objects whose ids are not in `ids`.
+void executor_keep_objects(const std::set<std::uint64_t>& ids);
 
 }  // namespace fibra::detail
