@@ -46,6 +46,22 @@ std::vector<long> upto(long n) {
 }
 }  // namespace
 
+// Under a plain `mpirun -n 1` (no recovery: ctest mpi.agent_groups.plain_mpirun sets
+// FIBRA_TEST_PLAIN_MPIRUN=1) each agent is a job of its own, since one retired without MPI_Finalize
+// would end the whole job there; elsewhere (./app) the 4 are one job.
+TEST(AgentGroupsAnyLaunch, FirstAgentsAreOneJobOnlyWhereOpenMpisRecoveryIsOn) {
+  const char* plain = std::getenv("FIBRA_TEST_PLAIN_MPIRUN");
+  const bool together = !(plain && std::string(plain) == "1");
+  fibra::Pool pool(4, {.workers_per_agent = 1});
+  std::set<long> jobs;
+  for (const auto& w :
+       call_within(bound, "map of where over 400 items", [&] { return pool.map(where, upto(400), {.chunksize = 1}); }))
+    jobs.insert(w.job);
+  EXPECT_EQ(jobs, together ? (std::set<long>{4000, 4001, 4002, 4003}) : (std::set<long>{1000}));
+  pool.resize(2);  // under plain mpirun this ended the whole program when the agents were one job
+  EXPECT_EQ(call_within(bound, "map after resize(2)", [&] { return pool.map(where, upto(40)); }).size(), 40u);
+}
+
 TEST(AgentGroups, APoolsFirstAgentsAreOneJobAndALostOneCostsOnlyItsChunks) {
   fibra::Pool pool(4, {.workers_per_agent = 1});
   const auto before =
