@@ -49,7 +49,7 @@ void JobState::unshare_held() {
   std::lock_guard lk(mu_);
   if (!unshare_pending_) return;
   unshare_pending_ = false;
-  for (auto& o : done_) o.unshare();
+  for (std::size_t i = done_head_; i < done_.size(); ++i) done_[i].unshare();
 }
 
 void JobState::deliver(ChunkOutcome o) {
@@ -134,8 +134,11 @@ bool JobState::wait_delivered(std::uint64_t n, std::optional<std::chrono::nanose
 bool JobState::wait_next(ChunkOutcome& out, std::optional<std::chrono::nanoseconds> timeout) {
   if (!wait_ready(timeout)) return false;
   std::lock_guard lk(mu_);
-  out = std::move(done_.front());
-  done_.pop_front();
+  out = std::move(done_[done_head_++]);
+  if (done_head_ == done_.size()) {  // all taken: the vector starts again (its memory kept)
+    done_.clear();
+    done_head_ = 0;
+  }
   taken_.fetch_add(1, std::memory_order_release);
   trace::mark(trace::taken, 0);
   return true;
