@@ -22,23 +22,16 @@
 #include <vector>
 
 #include "../common/bounded.hpp"
+#include "../common/errors.hpp"
 
 using namespace std::chrono_literals;
+using fibra_test::error_of;
 using fibra_test::get_within;
 using fibra_test::wait_within;
 
 namespace {
 constexpr auto bound = 60s;
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 }  // namespace
 
 class Loud {

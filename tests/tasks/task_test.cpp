@@ -22,9 +22,11 @@
 #include <vector>
 
 #include "../common/bounded.hpp"
+#include "../common/errors.hpp"
 
 using namespace std::chrono_literals;
 using fibra_test::call_within;
+using fibra_test::error_of;
 using fibra_test::get_within;
 
 // How long a test waits for a result (a loaded 2-core machine: tens of seconds, far below ctest's timeout).
@@ -303,16 +305,6 @@ bool appeared_within(const std::string& path, std::chrono::seconds limit) {
     std::this_thread::sleep_for(10ms);
   }
   return false;
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -17,22 +17,15 @@
 #include <vector>
 
 #include "../common/bounded.hpp"
+#include "../common/errors.hpp"
 
 using namespace std::chrono_literals;
+using fibra_test::error_of;
 using fibra_test::get_within;
 
 namespace {
 constexpr auto bound = 60s;
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 }  // namespace
 
 // meet(n, ms): waits until n calls are inside meet together, or ms pass, and returns the most it
