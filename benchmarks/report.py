@@ -187,6 +187,21 @@ def table(summary, machine, comments, failures, a, images="plots"):
 
 # ---- plots ----
 
+def _median_lines(axes, panels, summary, b, systems, xlabel):
+    """One panel per (metric pattern with the count as its group, y label): each system's medians
+    against that count, on a log2 x axis."""
+    for ax, (pattern, ylabel) in zip(axes, panels):
+        for s in systems:
+            pts = [(int(n), summary[(b, s, m)]["median"]) for m, (n,) in _metrics(summary, b, pattern)
+                   if (b, s, m) in summary and summary[(b, s, m)]["n"]]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABEL[s], color=COLOR[s])
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+
+
 def plots(summary, samples, out_dir):
     """Draws one PNG per benchmark present; returns their paths."""
     import matplotlib
@@ -280,35 +295,19 @@ def plots(summary, samples, out_dir):
             axes[0].legend(fontsize=8)
         elif b == "b5":
             fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-            for ax, pattern, ylabel in ((axes[0], r"startup_(\d+)_workers_s", "start-up (s)"),
-                                        (axes[1], r"idle_(\d+)_workers_cpu_percent", "idle CPU (% of one core)")):
-                for s in systems:
-                    pts = [(int(n), summary[(b, s, m)]["median"]) for m, (n,) in _metrics(summary, b, pattern)
-                           if (b, s, m) in summary and summary[(b, s, m)]["n"]]
-                    if pts:
-                        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABEL[s], color=COLOR[s])
-                ax.set_xscale("log", base=2)
-                ax.set_xlabel("workers")
-                ax.set_ylabel(ylabel)
-                ax.grid(True, which="both", alpha=0.3)
+            _median_lines(axes, ((r"startup_(\d+)_workers_s", "start-up (s)"),
+                                 (r"idle_(\d+)_workers_cpu_percent", "idle CPU (% of one core)")),
+                          summary, b, systems, "workers")
             axes[0].set_yscale("log")
             axes[0].set_title("time from creating the pool to all workers ready")
             axes[1].set_title("CPU of an idle pool, all its processes")
             axes[0].legend(fontsize=8)
         elif b == "b9":
             fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
-            for ax, pattern, ylabel in ((axes[0], r"agents_(\d+)_ready_s", "ready (s)"),
-                                        (axes[1], r"agents_(\d+)_roundtrip_us", "apply_async round trip (us)"),
-                                        (axes[2], r"agents_(\d+)_idle_driver_cpu_pct", "idle driver (% of a core)")):
-                for s in systems:
-                    pts = [(int(n), summary[(b, s, m)]["median"]) for m, (n,) in _metrics(summary, b, pattern)
-                           if (b, s, m) in summary and summary[(b, s, m)]["n"]]
-                    if pts:
-                        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABEL[s], color=COLOR[s])
-                ax.set_xscale("log", base=2)
-                ax.set_xlabel("agents, one worker each")
-                ax.set_ylabel(ylabel)
-                ax.grid(True, which="both", alpha=0.3)
+            _median_lines(axes, ((r"agents_(\d+)_ready_s", "ready (s)"),
+                                 (r"agents_(\d+)_roundtrip_us", "apply_async round trip (us)"),
+                                 (r"agents_(\d+)_idle_driver_cpu_pct", "idle driver (% of a core)")),
+                          summary, b, systems, "agents, one worker each")
             axes[0].set_title("Pool() until every agent is ready")
             axes[1].set_title("one call there and back")
             axes[2].set_title("the driver's CPU while idle")
