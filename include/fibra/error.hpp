@@ -131,6 +131,33 @@ class GetTimeout : public Error {
   using Error::Error;
 };
 
+/// @brief Queue::put with a timeout found the queue still full when it ran out (Python's queue.Full).
+class QueueFull : public Error {
+ public:
+  using Error::Error;
+};
+
+/// @brief Queue::get (or Connection::recv) with a timeout found nothing in time (Python's
+/// queue.Empty).
+class QueueEmpty : public Error {
+ public:
+  using Error::Error;
+};
+
+/// @brief The queue was closed (Queue::close) and every item in it was taken: the end of the
+/// stream. Also a put into a closed queue, and any use of a queue that is gone.
+class QueueClosed : public Error {
+ public:
+  using Error::Error;
+};
+
+/// @brief The other end of a Pipe was closed, or the process that held it died, and nothing it
+/// sent is left to receive (Python's EOFError); also a send on a closed end.
+class PipeClosed : public Error {
+ public:
+  using Error::Error;
+};
+
 /// @brief A checkpoint cannot be used (wrong run, damaged, not a fibra file).
 class CheckpointError : public Error {
  public:

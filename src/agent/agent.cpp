@@ -229,6 +229,10 @@ class Agent {
     blocked_delta_ += e.take_blocked_delta();
   }
 
+  // The process a route reached ended: the driver drops what it waited for on queues, and puts
+  // back the items it was sent and did not acknowledge (after its last requests, sent above).
+  void route_gone(std::uint64_t route) { send(wire::tag_route_gone, wire::encode(wire::RouteGone{route})); }
+
   void pass_on_blocked() {
     if (blocked_delta_ == 0) return;
     send(wire::tag_blocked, wire::encode(wire::WaitDelta{blocked_delta_}));
@@ -283,6 +287,7 @@ class Agent {
       pass_on_requests(e, it->first | wire::route_actor_bit);
       if (it->second.stop_by > 0 && (!alive || now > it->second.stop_by)) {
         e.stop(0.1);  // it exited (or it takes too long: SIGKILL)
+        route_gone(it->first | wire::route_actor_bit);
         it = actors_.erase(it);
         busy = true;
         continue;
@@ -299,6 +304,7 @@ class Agent {
       blocked_delta_ += e.take_blocked_delta();
       const auto& d = e.last_death();
       send(wire::tag_actor_died, wire::encode(wire::ActorDeath{it->first, d.chunk, d.pid, d.why}));
+      route_gone(it->first | wire::route_actor_bit);
       dead_actors_.insert(it->first);
       it = actors_.erase(it);
       busy = true;
@@ -345,12 +351,15 @@ class Agent {
       busy |= got;
       for (auto& f : frames) forward(std::move(f));
       frames.clear();
-      pass_on_requests(*e, static_cast<std::uint64_t>(&e - executors_.data()) + 1);
+      const std::uint64_t route = static_cast<std::uint64_t>(&e - executors_.data()) + 1;
+      pass_on_requests(*e, route);
       if (!alive) {
         report(e->report_death());
+        route_gone(route);
         busy = true;
       } else if (auto r = e->enforce_time_limit(now, executor_stuck_s)) {
         report(std::move(*r));
+        route_gone(route);
         busy = true;
       }
     }

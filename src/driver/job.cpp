@@ -27,6 +27,11 @@ const FunctionEntry& actor_find_entry() {
   return e;
 }
 
+const FunctionEntry& channel_entry() {
+  static const FunctionEntry e{"a queue's call", 0, nullptr, {}, nullptr, nullptr, {}};
+  return e;
+}
+
 void PoolCore::call_actor(std::uint64_t, const std::shared_ptr<JobState>& job, std::string) {
   throw ConfigError("fibra: this pool cannot host actors (" + job->name() + ")");
 }

@@ -21,6 +21,7 @@
 #include "common/freed_memory.hpp"
 #include "common/log.hpp"
 #include "common/process.hpp"
+#include "driver/channels.hpp"
 #include "driver/pool_impl.hpp"
 #include "driver/resources.hpp"
 #include "driver/driver.hpp"
@@ -158,6 +159,9 @@ void PoolImpl::loop() {
     kicked_ = false;
   }
   say_goodbye();
+  // What this pool's tasks waited for on queues is no longer wanted, and what they were sent and did not
+  // acknowledge goes back.
+  ChannelStore::instance().forget(uid_, 0, std::nullopt);
 }
 
 // A worker declared lost may still be alive (stopped, then continued; cut off, then back): what it
@@ -328,6 +332,9 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
       return;
     }
     case wire::tag_output: return write_output(wire::decode<wire::Output>(m.data));
+    case wire::tag_route_gone:
+      return ChannelStore::instance().forget(uid_, static_cast<std::uint64_t>(w.id),
+                                             wire::decode_whole<wire::RouteGone>(m.data).route);
     case wire::tag_actor_lane: return open_actor_lane(w, wire::decode<wire::ActorLane>(m.data));
     case wire::tag_actor_died: {
       const auto d = wire::decode<wire::ActorDeath>(m.data);

@@ -309,6 +309,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::uint64_t find_actor(const std::string& name, const std::string& class_name, bool counted = true) override;
   bool adopt_actor(std::uint64_t id) override;
   void on_actor_request(Worker& w, std::uint64_t route, wire::Request& r);
+  /// A task's call on a Queue, Pipe or Event (src/driver/channels.cpp).
+  void on_channel_request(Worker& w, std::uint64_t route, wire::Request& r);
   ActorState* live_actor_named(const std::string& name);
   void join() override;
   void terminate() override;

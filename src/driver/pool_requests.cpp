@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fibra/error.hpp"
+#include "driver/channels.hpp"
 #include "driver/pool_impl.hpp"
 #include "driver/driver.hpp"
 
@@ -45,6 +46,7 @@ std::uint64_t PoolImpl::next_uid() {
 void PoolImpl::on_request(Worker& w, const std::string& data) {
   auto [route, r] = wire::parse_routed_request(data);
   if (r.actor == wire::actor_start_request || r.actor == wire::actor_find_request) return on_actor_request(w, route, r);
+  if (r.actor == wire::channel_request) return on_channel_request(w, route, r);
   const FunctionEntry* fn = function_by_id(r.fn);
   if (!fn)
     throw wire::Malformed("fibra: a malformed message: a request for an unknown function (id " + std::to_string(r.fn) +
@@ -117,6 +119,28 @@ void PoolImpl::on_actor_request(Worker& w, std::uint64_t route, wire::Request& r
   } catch (...) {
     job->deliver({0, 1, {}, std::current_exception(), {}});
   }
+}
+
+// The reply goes as any request's, once the channel answers (at once, or when the wait ends); an
+// acknowledgement is not answered.
+void PoolImpl::on_channel_request(Worker& w, std::uint64_t route, wire::Request& r) {
+  auto call = wire::decode<wire::ChannelCall>(r.payload);
+  const ChannelHolder who{uid_, static_cast<std::uint64_t>(w.id), route};
+  if (call.op == ChannelOp::ack) return ChannelStore::instance().call(std::move(call), who, nullptr);
+  auto job = std::make_shared<JobState>(channel_entry(), r.mode, r.policy);
+  std::weak_ptr<PoolImpl> self = shared_from_this();
+  job->on_delivered([self, wid = w.id, route, id = r.id, job] {
+    if (auto p = self.lock()) p->queue_reply({wid, route, id, job});
+  });
+  ChannelStore::instance().call(std::move(call), who, [job](std::exception_ptr e, wire::ChannelReply rep) {
+    ChunkOutcome o;
+    o.count = 1;
+    if (e)
+      o.error = e;
+    else
+      o.payload = encode_value(wire::encode(rep));
+    job->deliver(std::move(o));
+  });
 }
 
 void PoolImpl::queue_reply(PendingReply r) {

@@ -17,6 +17,7 @@
 
 #include "fibra/error.hpp"
 #include "common/log.hpp"
+#include "driver/channels.hpp"
 #include "driver/pool_impl.hpp"
 #include "driver/resources.hpp"
 #include "common/process.hpp"
@@ -533,6 +534,7 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
     if (!lost_host.empty() && !same_host(lost_host, my_host_)) note_lost_remote_host(lost_host);
     sends_.abandon(w.comm, w.rank);
     group_member_lost(w);
+    ChannelStore::instance().forget(uid_, static_cast<std::uint64_t>(w.id), std::nullopt);
     w.batches.clear();
     const auto held = sched_.owned_by(w.id);
     const std::string who =

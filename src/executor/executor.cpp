@@ -494,6 +494,15 @@ class Inbox {
     });
   }
 
+  // A request that wants no reply (a queue's acknowledgement).
+  void tell(wire::Request r) {
+    {
+      std::lock_guard lk(mu_);
+      r.id = next_id_++;
+    }
+    send_frame(sock_, wire::encode(r), wire::frame_request);
+  }
+
   // A call into the pool: its request goes out, its outcome to `job` when the reply comes.
   void request(wire::Request r, std::shared_ptr<JobState> job) {
     {
@@ -585,6 +594,10 @@ class Inbox {
     if (t == "fibra::PoolClosed") return std::make_exception_ptr(PoolClosed(e.what));
     if (t == "fibra::ConfigError") return std::make_exception_ptr(ConfigError(e.what));
     if (t == "fibra::WorkerLost") return std::make_exception_ptr(WorkerLost(e.what));
+    if (t == "fibra::QueueFull") return std::make_exception_ptr(QueueFull(e.what));
+    if (t == "fibra::QueueEmpty") return std::make_exception_ptr(QueueEmpty(e.what));
+    if (t == "fibra::QueueClosed") return std::make_exception_ptr(QueueClosed(e.what));
+    if (t == "fibra::PipeClosed") return std::make_exception_ptr(PipeClosed(e.what));
     return std::make_exception_ptr(Error(e.what));
   }
 
@@ -878,6 +891,30 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
 }
 
 }  // namespace
+
+wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
+  if (!g_executor.inbox) throw Error("fibra: this worker is not yet ready for a queue's call");
+  RetryPolicy once;
+  once.retries = 0;
+  auto job = std::make_shared<JobState>(channel_entry(), CallMode::tuple, once);
+  wire::Request r;
+  r.actor = wire::channel_request;
+  r.mode = CallMode::tuple;
+  r.policy = once;
+  r.payload = wire::encode(call);
+  g_executor.inbox->request(std::move(r), job);
+  auto reply = wire::decode<wire::ChannelReply>(Future<std::string>(job).get());
+  if (reply.token != 0) {  // received: the driver no longer owes these items to this process
+    wire::ChannelCall ack;
+    ack.op = ChannelOp::ack;
+    ack.token = reply.token;
+    wire::Request a;
+    a.actor = wire::channel_request;
+    a.payload = wire::encode(ack);
+    g_executor.inbox->tell(std::move(a));
+  }
+  return reply;
+}
 
 bool in_executor() noexcept { return g_executor.in_executor; }
 

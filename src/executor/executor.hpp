@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "fibra/detail/core.hpp"
+#include "transport/wire.hpp"
 
 namespace fibra::detail {
 
@@ -17,6 +18,11 @@ bool in_executor() noexcept;
 /// In an executor: the core through which its tasks submit work and call actors (uid 0: the pool
 /// that runs it; else the pool of an actor).
 std::shared_ptr<PoolCore> executor_core(std::uint64_t uid);
+
+/// In an executor: a Queue's, Pipe's or Event's call, sent to the driver (whose channels hold
+/// them) and waited for as any call of a task. Items received are acknowledged before they are
+/// returned, so that the driver puts them back only if this process ended without them.
+wire::ChannelReply executor_channel_call(wire::ChannelCall call);
 
 /// Runs the executor on a socket and a mailbox (file descriptors) until the socket closes.
 [[noreturn]] void executor_main(int sock, int mailbox_fd, pid_t parent);

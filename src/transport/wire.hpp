@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fibra/detail/codec.hpp"
+#include "fibra/detail/channel.hpp"
 #include "fibra/detail/core.hpp"
 #include "fibra/detail/registry.hpp"
 #include "fibra/error.hpp"
@@ -38,6 +39,7 @@ enum Tag : int {
   tag_object = 15,       ///< driver -> agent: ObjectHead and the bytes of a stored object (fibra::put)
   tag_object_free = 16,  ///< driver -> agent: ObjectFree, a stored object no task will read again
   tag_actor_lane = 17,   ///< agent -> driver: ActorLane, the shared memory of an actor's process
+  tag_route_gone = 18,   ///< agent -> driver: RouteGone, an executor or actor process ended (its waits on queues too)
 };
 
 /// The body of a tag_shutdown that retires one agent (Pool::resize) while the others go on; empty
@@ -74,6 +76,41 @@ void fields(F&& f, M& m) { f(m.retries, m.retry_exceptions, m.task_timeout_s, m.
 /// ActorFind); the reply's payload is the actor's id.
 inline constexpr std::uint64_t actor_start_request = ~std::uint64_t(0);
 inline constexpr std::uint64_t actor_find_request = ~std::uint64_t(0) - 1;
+/// Request::actor of a task's use of a Queue, Pipe or Event (its payload a ChannelCall); the
+/// reply's payload is a ChannelReply, encoded as one std::string.
+inline constexpr std::uint64_t channel_request = ~std::uint64_t(0) - 2;
+struct ChannelCall {
+  detail::ChannelOp op = detail::ChannelOp::info;
+  detail::ChannelKind kind = detail::ChannelKind::queue;
+  std::uint64_t id = 0;
+  std::uint64_t n = 0;
+  double timeout_s = -1;    ///< < 0: no limit
+  std::uint64_t token = 0;  ///< ack: the delivery
+  std::vector<std::string> items;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, ChannelCall>
+void fields(F&& f, M& m) { f(m.op, m.kind, m.id, m.n, m.timeout_s, m.token, m.items); }
+struct ChannelReply {
+  std::vector<std::string> items;
+  std::uint64_t value = 0;
+  std::uint64_t maxsize = 0;
+  bool flag = false;
+  bool closed = false;
+  std::uint64_t token = 0;  ///< items delivered: the task acks this token once it has them
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, ChannelReply>
+void fields(F&& f, M& m) { f(m.items, m.value, m.maxsize, m.flag, m.closed, m.token); }
+/// agent -> driver (tag_route_gone): the executor or actor process at `route` ended; what it
+/// waited for on queues is no longer wanted, and items it was sent but did not acknowledge go back.
+struct RouteGone {
+  std::uint64_t route = 0;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, RouteGone>
+void fields(F&& f, M& m) { f(m.route); }
+
 struct ActorStart {
   std::string args;  ///< the constructor's, encoded
   std::string class_name;

@@ -330,6 +330,8 @@ class PoolCore {
 /// The FunctionEntry that a task's Actor<T>::get names (no function runs for it): its request and
 /// its reply in the driver (src/driver/job.cpp).
 const FunctionEntry& actor_find_entry();
+/// The FunctionEntry of a task's call on a Queue, Pipe or Event (fibra/queue.hpp).
+const FunctionEntry& channel_entry();
 
 /// The core behind an actor handle that arrived in a message: in the driver the pool named `uid`;
 /// in an executor, one that sends the calls to the driver. Throws Error if that pool is gone.

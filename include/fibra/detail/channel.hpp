@@ -1,0 +1,99 @@
+// fibra/detail/channel.hpp: what Queue, Pipe and Event (fibra/queue.hpp) call. Every channel lives
+// in the driver (src/driver/channels.cpp); in the driver these calls reach it directly, in a task
+// they travel to it as requests through the agent (src/executor/executor.cpp). Items travel
+// encoded; the templates of queue.hpp encode and decode them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fibra::detail {
+
+/// What a channel is: its errors and its operations differ.
+enum class ChannelKind : std::uint8_t {
+  queue = 0,  ///< Queue, SimpleQueue, JoinableQueue: QueueClosed at the end
+  pipe = 1,   ///< one direction of a Pipe: PipeClosed at the end, closed when its sender's process dies
+  event = 2,  ///< Event: a flag and its waiters
+};
+
+/// One operation on a channel (wire::ChannelCall carries it to the driver).
+enum class ChannelOp : std::uint8_t {
+  open = 0,       ///< makes a channel (kind, n: maxsize); the reply's value is its id
+  put = 1,        ///< all of `items`, or none (QueueFull when the time runs out)
+  get = 2,        ///< 1 to n items, waiting for the first (QueueEmpty when the time runs out)
+  info = 3,       ///< size, maxsize, closed, set
+  close = 4,      ///< no more puts; gets end with QueueClosed (PipeClosed) once it is empty
+  task_done = 5,  ///< JoinableQueue: n items handled
+  join = 6,       ///< JoinableQueue: waits until every item put was handled (flag: in time)
+  set = 7,        ///< Event: n = 1 sets, 0 clears
+  wait = 8,       ///< Event: waits until set (flag: in time)
+  ack = 9,        ///< a task received the items of delivery `token` (no reply)
+  hold = 10,      ///< a handle reached the driver: one more that keeps the channel (flag: it did)
+  release = 11,   ///< a driver's handle was dropped
+};
+
+/// What a channel operation returns.
+struct ChannelResult {
+  std::vector<std::string> items;  ///< get: the items, encoded
+  std::uint64_t value = 0;         ///< open: the id; info: the size
+  std::uint64_t maxsize = 0;       ///< info
+  bool flag = false;               ///< join, wait: in time; info: set (an Event); hold: kept
+  bool closed = false;             ///< info
+};
+
+/// Runs `op` on channel `id` where this process reaches it; `timeout_s` bounds a wait (none:
+/// waits as long as it takes; 0: does not wait). Throws QueueFull, QueueEmpty, QueueClosed,
+/// PipeClosed or ConfigError, as the operation says.
+ChannelResult channel_call(ChannelOp op, std::uint64_t id, ChannelKind kind, std::uint64_t n,
+                           std::optional<double> timeout_s, std::vector<std::string> items = {});
+
+/// A handle to a channel in the driver: the last one dropped there frees it (its items are
+/// discarded and its waiters told QueueClosed). Copies of it in tasks do not keep it.
+class ChannelRef {
+ public:
+  ChannelRef(std::uint64_t id, ChannelKind kind, bool owner) : id_(id), kind_(kind), owner_(owner) {}
+  ChannelRef(const ChannelRef&) = delete;
+  ChannelRef& operator=(const ChannelRef&) = delete;
+  ~ChannelRef();
+  std::uint64_t id() const noexcept { return id_; }
+  ChannelKind kind() const noexcept { return kind_; }
+
+ private:
+  std::uint64_t id_;
+  ChannelKind kind_;
+  bool owner_;
+};
+
+/// Opens a channel of `kind` (maxsize `n`; 0: unbounded), wherever this process is.
+std::shared_ptr<ChannelRef> open_channel(ChannelKind kind, std::uint64_t n);
+/// The handle of a channel whose id arrived in a message: in the driver one more that keeps it
+/// (if it is still there), in a task one that does not.
+std::shared_ptr<ChannelRef> adopt_channel(std::uint64_t id, ChannelKind kind);
+
+/// What copies of one Queue or Event share: the channel, opened at its first use (so that a
+/// handle made only to be decoded into opens none).
+class LazyChannel {
+ public:
+  LazyChannel(ChannelKind kind, std::uint64_t maxsize) : kind_(kind), maxsize_(maxsize) {}
+  explicit LazyChannel(std::shared_ptr<ChannelRef> ref) : kind_(ref->kind()), ref_(std::move(ref)) {
+    std::call_once(opened_, [] {});
+  }
+  const ChannelRef& get() {
+    std::call_once(opened_, [this] { ref_ = open_channel(kind_, maxsize_); });
+    return *ref_;
+  }
+  std::uint64_t id() { return get().id(); }
+  ChannelKind kind() const noexcept { return kind_; }
+
+ private:
+  ChannelKind kind_;
+  std::uint64_t maxsize_ = 0;
+  std::once_flag opened_;
+  std::shared_ptr<ChannelRef> ref_;
+};
+
+}  // namespace fibra::detail

@@ -1,0 +1,468 @@
+// The driver's channels (channels.hpp), and the calls of fibra/queue.hpp in whichever process
+// makes them.
+#include "driver/channels.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/log.hpp"
+#include "executor/executor.hpp"
+#include "fibra/error.hpp"
+
+namespace fibra::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Waiter {
+  using Deadlines = std::multimap<Clock::time_point, std::weak_ptr<Waiter>>;
+  ChannelOp op = ChannelOp::get;
+  std::uint64_t channel = 0;
+  std::uint64_t n = 0;
+  std::vector<std::string> items;  // a put's
+  ChannelHolder who;
+  ChannelStore::Done done;
+  bool timed = false;  // `at` is its entry in the store's deadlines
+  Deadlines::iterator at;
+};
+using WaiterPtr = std::shared_ptr<Waiter>;
+
+struct Channel {
+  ChannelKind kind = ChannelKind::queue;
+  std::uint64_t maxsize = 0;
+  std::deque<std::string> items;
+  bool closed = false;
+  bool set = false;                                 // an Event's flag
+  std::uint64_t unfinished = 0;                     // items put and not yet marked task_done (JoinableQueue)
+  std::uint64_t handles = 0;                        // the driver's handles that keep it
+  bool pinned = false;                              // made in a task: kept until the program ends
+  std::optional<ChannelHolder> sender;              // a pipe's: the process that sends on it
+  std::deque<WaiterPtr> getters, putters, waiters;  // waiters: join and wait
+};
+
+struct Delivery {  // items sent to a task, owed until it acknowledges them
+  ChannelHolder who;
+  std::uint64_t channel = 0;
+  std::vector<std::string> items;
+};
+
+const char* kind_name(ChannelKind k) {
+  return k == ChannelKind::pipe ? "pipe" : k == ChannelKind::event ? "event" : "queue";
+}
+std::string label(ChannelKind k, std::uint64_t id) { return std::string(kind_name(k)) + " #" + std::to_string(id); }
+
+bool matches(const ChannelHolder& h, std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route) {
+  return h.remote() && h.pool == pool && (worker == 0 || h.worker == worker) && (!route || h.route == *route);
+}
+
+}  // namespace
+
+struct ChannelStore::Impl {
+  using Completion = std::pair<ChannelStore::Done, std::pair<std::exception_ptr, wire::ChannelReply>>;
+
+  std::mutex mu;
+  std::condition_variable timer_cv;
+  bool timer_started = false;
+  std::map<std::uint64_t, Channel> channels;
+  std::uint64_t next_id = 1;
+  std::uint64_t next_token = 1;
+  std::map<std::uint64_t, Delivery> unacked;  // by token: in the order sent
+  Waiter::Deadlines deadlines;
+  std::vector<Completion> ready;  // under mu; run once it is released
+
+  void finish(const WaiterPtr& w, std::exception_ptr e, wire::ChannelReply r = {}) {
+    if (!w->done) return;
+    if (w->timed) deadlines.erase(w->at);
+    w->timed = false;
+    ready.push_back({std::move(w->done), {std::move(e), std::move(r)}});
+    w->done = nullptr;
+  }
+  void finish(ChannelStore::Done& done, std::exception_ptr e, wire::ChannelReply r = {}) {
+    ready.push_back({std::move(done), {std::move(e), std::move(r)}});
+  }
+  // Runs the completions gathered under `lk`, after releasing it.
+  void run_ready(std::unique_lock<std::mutex>& lk) {
+    std::vector<Completion> now;
+    now.swap(ready);
+    lk.unlock();
+    for (auto& [done, outcome] : now) {
+      try {
+        done(std::move(outcome.first), std::move(outcome.second));
+      } catch (const std::exception& e) {
+        log::error("fibra: answering a queue's caller: {}", e.what());
+      }
+    }
+  }
+
+  std::exception_ptr gone(std::uint64_t id, ChannelKind kind) {
+    return std::make_exception_ptr(QueueClosed(
+        "fibra: " + label(kind, id) +
+        " is gone: the last handle to it in the driver was dropped (keep a handle in the driver while tasks use it)"));
+  }
+  std::exception_ptr at_end(std::uint64_t id, const Channel& c) {
+    if (c.kind == ChannelKind::pipe)
+      return std::make_exception_ptr(PipeClosed("fibra: the other end of this pipe (" + label(c.kind, id) +
+                                                ") was closed, or the process that held it ended, and everything it "
+                                                "sent was received"));
+    return std::make_exception_ptr(
+        QueueClosed("fibra: " + label(c.kind, id) + " was closed (Queue::close()) and every item in it was taken"));
+  }
+  std::exception_ptr closed_for_put(std::uint64_t id, const Channel& c) {
+    if (c.kind == ChannelKind::pipe)
+      return std::make_exception_ptr(PipeClosed("fibra: send on a pipe (" + label(c.kind, id) +
+                                                ") whose end was closed, or whose receiver closed it"));
+    return std::make_exception_ptr(
+        QueueClosed("fibra: put into " + label(c.kind, id) + ", which was closed (Queue::close())"));
+  }
+
+  // Hands up to `n` items to `who`; a task owes an acknowledgement for them.
+  wire::ChannelReply take(std::uint64_t id, Channel& c, std::uint64_t n, const ChannelHolder& who) {
+    wire::ChannelReply r;
+    const std::size_t k = std::min<std::size_t>(std::max<std::uint64_t>(n, 1), c.items.size());
+    r.items.reserve(k);
+    for (std::size_t i = 0; i < k; ++i) {
+      r.items.push_back(std::move(c.items.front()));
+      c.items.pop_front();
+    }
+    if (who.remote()) {
+      r.token = next_token++;
+      unacked[r.token] = Delivery{who, id, r.items};
+    }
+    return r;
+  }
+
+  // Serves what waits on `c` now that it changed: puts in order while there is room, gets in
+  // order while there are items, and the ends of a closed channel.
+  void settle(std::uint64_t id, Channel& c) {
+    for (bool moved = true; moved;) {
+      moved = false;
+      while (!c.putters.empty()) {
+        WaiterPtr& p = c.putters.front();
+        if (c.maxsize != 0 && c.items.size() + p->items.size() > c.maxsize) break;
+        c.unfinished += p->items.size();
+        for (auto& s : p->items) c.items.push_back(std::move(s));
+        finish(p, nullptr);
+        c.putters.pop_front();
+        moved = true;
+      }
+      while (!c.getters.empty() && !c.items.empty()) {
+        WaiterPtr g = std::move(c.getters.front());
+        c.getters.pop_front();
+        finish(g, nullptr, take(id, c, g->n, g->who));
+        moved = true;
+      }
+    }
+    if (c.closed) {
+      for (auto& p : c.putters) finish(p, closed_for_put(id, c));
+      c.putters.clear();
+      if (c.items.empty()) {
+        for (auto& g : c.getters) finish(g, at_end(id, c));
+        c.getters.clear();
+      }
+    }
+    for (auto it = c.waiters.begin(); it != c.waiters.end();) {
+      const bool now = (*it)->op == ChannelOp::join   ? c.unfinished == 0
+                       : c.kind == ChannelKind::event ? c.set
+                                                      : (!c.items.empty() || c.closed);
+      if (!now) {
+        ++it;
+        continue;
+      }
+      wire::ChannelReply r;
+      r.flag = true;
+      finish(*it, nullptr, std::move(r));
+      it = c.waiters.erase(it);
+    }
+  }
+
+  // A call that cannot be answered now waits, until `timeout_s` if it has one.
+  void wait(std::deque<WaiterPtr>& q, wire::ChannelCall& call, const ChannelHolder& who, ChannelStore::Done& done) {
+    auto w = std::make_shared<Waiter>(Waiter{call.op, call.id, call.n, std::move(call.items), who, std::move(done)});
+    q.push_back(w);
+    if (call.timeout_s >= 0) {
+      const auto at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(std::min(call.timeout_s, 1e9)));
+      w->at = deadlines.emplace(at, w);
+      w->timed = true;
+      start_timer();
+      timer_cv.notify_one();
+    }
+  }
+
+  // Under mu: a waiter's time ran out.
+  void expire(const WaiterPtr& w) {
+    auto it = channels.find(w->channel);
+    if (it == channels.end() || !w->done) return;
+    Channel& c = it->second;
+    for (auto* q : {&c.getters, &c.putters, &c.waiters}) std::erase(*q, w);
+    switch (w->op) {
+      case ChannelOp::put:
+        finish(w, std::make_exception_ptr(QueueFull("fibra: " + label(c.kind, w->channel) + " stayed full (" +
+                                                    std::to_string(c.maxsize) +
+                                                    " items) until the put's timeout ran out")));
+        break;
+      case ChannelOp::get:
+        finish(w, std::make_exception_ptr(QueueEmpty("fibra: nothing arrived in " + label(c.kind, w->channel) +
+                                                     " before the timeout ran out")));
+        break;
+      default: finish(w, nullptr);  // join, wait: flag false
+    }
+    // A put that gave up may have held back the puts behind it.
+    settle(w->channel, c);
+  }
+
+  void start_timer() {
+    if (timer_started) return;
+    timer_started = true;
+    std::thread([this] {  // lives as long as the process, as the store does
+      std::unique_lock lk(mu);
+      for (;;) {
+        if (deadlines.empty()) {
+          timer_cv.wait(lk);
+          continue;
+        }
+        const auto first = deadlines.begin()->first;
+        if (Clock::now() < first) {
+          timer_cv.wait_until(lk, first);
+          continue;
+        }
+        while (!deadlines.empty() && deadlines.begin()->first <= Clock::now()) {
+          auto w = deadlines.begin()->second.lock();
+          deadlines.erase(deadlines.begin());
+          if (!w) continue;
+          w->timed = false;
+          expire(w);
+        }
+        run_ready(lk);
+        lk.lock();
+      }
+    })
+        .detach();
+  }
+
+  void release(std::uint64_t id) {
+    auto it = channels.find(id);
+    if (it == channels.end() || it->second.pinned) return;
+    if (it->second.handles > 0 && --it->second.handles > 0) return;
+    Channel& c = it->second;
+    for (auto* q : {&c.getters, &c.putters, &c.waiters})
+      for (auto& w : *q) finish(w, gone(id, c.kind));
+    std::erase_if(unacked, [&](const auto& d) { return d.second.channel == id; });
+    channels.erase(it);
+  }
+
+  void call(wire::ChannelCall& call, const ChannelHolder& who, ChannelStore::Done& done) {
+    if (call.op == ChannelOp::open) {
+      const std::uint64_t id = next_id++;
+      Channel& c = channels[id];
+      c.kind = call.kind;
+      c.maxsize = call.n;
+      c.pinned = who.remote();  // a task's: no handle in the driver keeps it
+      c.handles = who.remote() ? 0 : 1;
+      wire::ChannelReply r;
+      r.value = id;
+      return finish(done, nullptr, std::move(r));
+    }
+    if (call.op == ChannelOp::release) {
+      release(call.id);
+      return finish(done, nullptr);
+    }
+    auto it = channels.find(call.id);
+    if (call.op == ChannelOp::hold) {
+      wire::ChannelReply r;
+      if (it != channels.end() && !it->second.pinned) {
+        ++it->second.handles;
+        r.flag = true;
+      }
+      return finish(done, nullptr, std::move(r));
+    }
+    if (it == channels.end()) return finish(done, gone(call.id, call.kind));
+    Channel& c = it->second;
+    const std::uint64_t id = call.id;
+    switch (call.op) {
+      case ChannelOp::info: {
+        wire::ChannelReply r;
+        r.value = c.items.size();
+        r.maxsize = c.maxsize;
+        r.closed = c.closed;
+        r.flag = c.set;
+        return finish(done, nullptr, std::move(r));
+      }
+      case ChannelOp::put: {
+        if (c.kind == ChannelKind::pipe) c.sender = who;
+        if (c.closed) return finish(done, closed_for_put(id, c));
+        if (c.maxsize != 0 && call.items.size() > c.maxsize)
+          return finish(done, std::make_exception_ptr(ConfigError(
+                                  "fibra: put_many of " + std::to_string(call.items.size()) + " items into " +
+                                  label(c.kind, id) + ", which holds at most " + std::to_string(c.maxsize) +
+                                  ": they could never fit at once; put them in smaller batches")));
+        if (c.putters.empty() && (c.maxsize == 0 || c.items.size() + call.items.size() <= c.maxsize)) {
+          c.unfinished += call.items.size();
+          for (auto& s : call.items) c.items.push_back(std::move(s));
+          finish(done, nullptr);
+          return settle(id, c);
+        }
+        if (call.timeout_s == 0)
+          return finish(done, std::make_exception_ptr(QueueFull("fibra: " + label(c.kind, id) + " is full (" +
+                                                                std::to_string(c.maxsize) + " items)")));
+        return wait(c.putters, call, who, done);
+      }
+      case ChannelOp::get: {
+        if (c.getters.empty() && !c.items.empty()) {
+          finish(done, nullptr, take(id, c, call.n, who));
+          return settle(id, c);  // room for the puts that wait
+        }
+        if (c.closed && c.items.empty()) return finish(done, at_end(id, c));
+        if (call.timeout_s == 0)
+          return finish(done, std::make_exception_ptr(QueueEmpty("fibra: " + label(c.kind, id) + " is empty")));
+        return wait(c.getters, call, who, done);
+      }
+      case ChannelOp::close:
+        c.closed = true;
+        finish(done, nullptr);
+        return settle(id, c);
+      case ChannelOp::task_done:
+        if (call.n > c.unfinished)
+          return finish(done,
+                        std::make_exception_ptr(ConfigError("fibra: task_done() on " + label(c.kind, id) +
+                                                            " was called more times than items "
+                                                            "were put (" +
+                                                            std::to_string(c.unfinished) + " not yet marked done, " +
+                                                            std::to_string(call.n) + " marked now)")));
+        c.unfinished -= call.n;
+        finish(done, nullptr);
+        return settle(id, c);
+      case ChannelOp::set:
+        c.set = call.n != 0;
+        finish(done, nullptr);
+        return settle(id, c);
+      case ChannelOp::join:
+      case ChannelOp::wait: {
+        const bool now = call.op == ChannelOp::join     ? c.unfinished == 0
+                         : c.kind == ChannelKind::event ? c.set
+                                                        : (!c.items.empty() || c.closed);
+        if (now || call.timeout_s == 0) {
+          wire::ChannelReply r;
+          r.flag = now;
+          return finish(done, nullptr, std::move(r));
+        }
+        return wait(c.waiters, call, who, done);
+      }
+      default:
+        return finish(
+            done, std::make_exception_ptr(Error("fibra: an unknown queue operation (" + std::to_string(int(call.op)) +
+                                                "); are the driver and its workers the same build?")));
+    }
+  }
+
+  void forget(std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route) {
+    std::vector<std::uint64_t> touched;
+    for (auto& [id, c] : channels) {
+      bool changed = false;
+      for (auto* q : {&c.getters, &c.putters, &c.waiters})
+        changed |= std::erase_if(*q, [&](const WaiterPtr& w) { return matches(w->who, pool, worker, route); }) > 0;
+      if (c.kind == ChannelKind::pipe && c.sender && matches(*c.sender, pool, worker, route) && !c.closed) {
+        c.closed = true;  // its sender's process ended: the other end reads the rest, then PipeClosed
+        changed = true;
+      }
+      if (changed) touched.push_back(id);
+    }
+    // What was sent and not acknowledged goes back in front, the latest first so that the order holds.
+    for (auto it = unacked.rbegin(); it != unacked.rend();) {
+      if (!matches(it->second.who, pool, worker, route)) {
+        ++it;
+        continue;
+      }
+      if (auto c = channels.find(it->second.channel); c != channels.end()) {
+        auto& items = it->second.items;
+        for (auto s = items.rbegin(); s != items.rend(); ++s) c->second.items.push_front(std::move(*s));
+        touched.push_back(it->second.channel);
+      }
+      it = std::make_reverse_iterator(unacked.erase(std::next(it).base()));
+    }
+    for (auto id : touched)
+      if (auto c = channels.find(id); c != channels.end()) settle(id, c->second);
+  }
+};
+
+ChannelStore::ChannelStore() : impl_(std::make_unique<Impl>()) {}
+ChannelStore::~ChannelStore() = default;
+
+ChannelStore& ChannelStore::instance() {
+  static ChannelStore* store = new ChannelStore;  // never destroyed: its timer thread may outlive main
+  return *store;
+}
+
+void ChannelStore::call(wire::ChannelCall c, const ChannelHolder& who, Done done) {
+  std::unique_lock lk(impl_->mu);
+  if (c.op == ChannelOp::ack) {
+    impl_->unacked.erase(c.token);
+    return;
+  }
+  impl_->call(c, who, done);
+  impl_->run_ready(lk);
+}
+
+void ChannelStore::forget(std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route) {
+  std::unique_lock lk(impl_->mu);
+  impl_->forget(pool, worker, route);
+  impl_->run_ready(lk);
+}
+
+// ---- the calls of fibra/queue.hpp -----------------------------------------------------------
+
+ChannelResult channel_call(ChannelOp op, std::uint64_t id, ChannelKind kind, std::uint64_t n,
+                           std::optional<double> timeout_s, std::vector<std::string> items) {
+  wire::ChannelCall c;
+  c.op = op;
+  c.kind = kind;
+  c.id = id;
+  c.n = n;
+  c.timeout_s = timeout_s ? std::max(0.0, *timeout_s) : -1.0;
+  c.items = std::move(items);
+  wire::ChannelReply r;
+  if (in_executor()) {
+    r = executor_channel_call(std::move(c));
+  } else {
+    std::promise<wire::ChannelReply> p;
+    auto f = p.get_future();
+    ChannelStore::instance().call(std::move(c), ChannelHolder{}, [&p](std::exception_ptr e, wire::ChannelReply rep) {
+      if (e)
+        p.set_exception(e);
+      else
+        p.set_value(std::move(rep));
+    });
+    r = f.get();
+  }
+  return ChannelResult{std::move(r.items), r.value, r.maxsize, r.flag, r.closed};
+}
+
+ChannelRef::~ChannelRef() {
+  if (!owner_) return;
+  try {
+    channel_call(ChannelOp::release, id_, kind_, 0, std::nullopt);
+  } catch (...) {  // the driver is ending: nothing to free
+  }
+}
+
+std::shared_ptr<ChannelRef> open_channel(ChannelKind kind, std::uint64_t n) {
+  const std::uint64_t id = channel_call(ChannelOp::open, 0, kind, n, std::nullopt).value;
+  return std::make_shared<ChannelRef>(id, kind, !in_executor());
+}
+
+std::shared_ptr<ChannelRef> adopt_channel(std::uint64_t id, ChannelKind kind) {
+  if (in_executor()) return std::make_shared<ChannelRef>(id, kind, false);
+  return std::make_shared<ChannelRef>(id, kind, channel_call(ChannelOp::hold, id, kind, 0, std::nullopt).flag);
+}
+
+}  // namespace fibra::detail

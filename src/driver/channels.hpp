@@ -1,0 +1,55 @@
+// The driver's channels: every Queue, Pipe direction and Event of the program lives here
+// (fibra/queue.hpp). The driver's threads call it directly, tasks through requests (PoolImpl::
+// on_channel_request). Delivery is pulled: an item leaves a channel only for a get that asked for
+// it, and one sent to a task stays owed until the task acknowledges it; if the task's process ends
+// first, the item goes back to the front of its channel.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "transport/wire.hpp"
+
+namespace fibra::detail {
+
+/// Who calls: the driver's own threads (pool 0), or the executor or actor process that a pool's
+/// worker reaches by `route` (wire::RequestRoute).
+struct ChannelHolder {
+  std::uint64_t pool = 0;
+  std::uint64_t worker = 0;
+  std::uint64_t route = 0;
+  bool remote() const noexcept { return pool != 0; }
+};
+
+class ChannelStore {
+ public:
+  /// Called once per call: with an error, or with the reply.
+  using Done = std::function<void(std::exception_ptr, wire::ChannelReply)>;
+
+  /// The driver's one store (made at first use, kept until the process ends).
+  static ChannelStore& instance();
+
+  /// Runs `c` for `who`. `done` runs once, at once or when the wait ends (on the thread that ends
+  /// it, or the store's timer thread when its time runs out), never under the store's lock.
+  /// ChannelOp::ack is not answered.
+  void call(wire::ChannelCall c, const ChannelHolder& who, Done done);
+
+  /// The processes that `pool`, `worker` (0: all of the pool's) and `route` (none: all of the
+  /// worker's) name are gone: their waits are dropped, the items they were sent and did not
+  /// acknowledge go back to the front of their channels, and the pipes they sent on are closed.
+  void forget(std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route);
+
+  ChannelStore(const ChannelStore&) = delete;
+  ChannelStore& operator=(const ChannelStore&) = delete;
+
+ private:
+  ChannelStore();
+  ~ChannelStore();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fibra::detail

@@ -1,0 +1,384 @@
+// Queues, pipes and events shared by the driver and tasks (issue 25, fibra/queue.hpp): FIFO order
+// for each writer, every item delivered to exactly one get, maxsize and timeouts with their own
+// errors, close() as the end of a stream, pulled delivery (a reader killed while it waits strands
+// nothing), a pipe whose sender dies, and an event that stops tasks. Expected values come from the
+// test (the items it put, counts, closed forms). Every wait on another process is bounded.
+#include <fibra/fibra.hpp>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../common/bounded.hpp"
+#include "../common/errors.hpp"
+
+using namespace std::chrono_literals;
+using fibra_test::error_of;
+using fibra_test::get_within;
+
+namespace {
+constexpr auto bound = 60s;
+
+// Puts writer * 1'000'000 + k for k in [0, n): single puts, or put_many batches of 100.
+long produce(fibra::Queue<long> q, long writer, long n, bool batches) {
+  if (!batches) {
+    for (long k = 0; k < n; ++k) q.put(writer * 1'000'000 + k);
+    return n;
+  }
+  for (long k = 0; k < n; k += 100) {
+    std::vector<long> b;
+    for (long j = k; j < std::min(n, k + 100); ++j) b.push_back(writer * 1'000'000 + j);
+    q.put_many(b);
+  }
+  return n;
+}
+FIBRA_REMOTE(produce);
+
+// Takes items until the queue is closed and empty (QueueClosed), in batches or one by one.
+std::vector<long> consume(fibra::Queue<long> q, bool batches) {
+  std::vector<long> got;
+  try {
+    for (;;) {
+      if (batches) {
+        for (long v : q.get_many(7, std::chrono::seconds(30))) got.push_back(v);
+      } else {
+        got.push_back(q.get(std::chrono::seconds(30)));
+      }
+    }
+  } catch (const fibra::QueueClosed&) {
+  }
+  return got;
+}
+FIBRA_REMOTE(consume);
+
+// What a task's get finds on an empty queue within `ms`: the error's type, as the task saw it.
+std::string get_on_empty(fibra::Queue<long> q, long ms) {
+  try {
+    q.get(std::chrono::milliseconds(ms));
+    return "an item";
+  } catch (const fibra::QueueEmpty&) {
+    return "QueueEmpty";
+  } catch (const fibra::QueueClosed& e) {
+    return std::string("QueueClosed: ") + e.what();
+  } catch (const std::exception& e) {
+    return std::string("other: ") + e.what();
+  }
+}
+FIBRA_REMOTE(get_on_empty);
+
+// Says its pid on `pids`, then waits for an item of `q` (for ever): it is killed meanwhile.
+long reader_that_dies(fibra::Queue<long> q, fibra::Queue<long> pids) {
+  pids.put(static_cast<long>(::getpid()));
+  return q.get();
+}
+FIBRA_REMOTE(reader_that_dies);
+
+// Its pid and the item it gets.
+std::vector<long> reader(fibra::Queue<long> q) {
+  return {static_cast<long>(::getpid()), q.get(std::chrono::seconds(30))};
+}
+FIBRA_REMOTE(reader);
+
+// Answers each value with value + 1 until the other end is closed; returns how many it answered.
+long echo(fibra::Connection<long> end) {
+  long n = 0;
+  try {
+    for (;;) {
+      end.send(end.recv(std::chrono::seconds(30)) + 1);
+      ++n;
+    }
+  } catch (const fibra::PipeClosed&) {
+  }
+  return n;
+}
+FIBRA_REMOTE(echo);
+
+// Sends 1, 2, 3 and dies.
+long send_three_and_die(fibra::Connection<long> end) {
+  for (long v : {1L, 2L, 3L}) end.send(v);
+  std::abort();
+}
+FIBRA_REMOTE(send_three_and_die);
+
+// Puts 1 a millisecond until `stop` is set; returns how many it put.
+long until_stopped(fibra::Event stop, fibra::Queue<long> out) {
+  long n = 0;
+  while (!stop.wait(std::chrono::milliseconds(1))) {
+    out.put(1);
+    ++n;
+  }
+  return n;
+}
+FIBRA_REMOTE(until_stopped);
+
+// Makes a queue of its own, fills it and returns it.
+fibra::Queue<long> make_filled(long n) {
+  fibra::Queue<long> q;
+  for (long k = 0; k < n; ++k) q.put(k * k);
+  return q;
+}
+FIBRA_REMOTE(make_filled);
+
+// Waits, then uses a queue whose driver handle may be gone by then.
+std::string late_get(fibra::Queue<long> q, long ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return get_on_empty(q, 100);
+}
+FIBRA_REMOTE(late_get);
+
+// Takes `n` items and marks each done.
+long take_and_mark(fibra::JoinableQueue<long> q, long n) {
+  long sum = 0;
+  for (long k = 0; k < n; ++k) {
+    sum += q.get(std::chrono::seconds(30));
+    q.task_done();
+  }
+  return sum;
+}
+FIBRA_REMOTE(take_and_mark);
+
+}  // namespace
+
+// ---- in the driver alone --------------------------------------------------------------------
+
+TEST(Queues, FifoSizesAndTimeoutsInTheDriver) {
+  fibra::Queue<long> q;
+  EXPECT_TRUE(q.empty());
+  EXPECT_FALSE(q.try_get().has_value());
+  for (long k = 0; k < 1000; ++k) q.put(k);
+  EXPECT_EQ(q.qsize(), 1000u);
+  EXPECT_FALSE(q.full());  // no maxsize
+  for (long k = 0; k < 1000; ++k) ASSERT_EQ(q.get(), k);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(q.get(200ms), fibra::QueueEmpty);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 190ms);
+  q.put_many({1, 2, 3, 4, 5});
+  EXPECT_EQ(q.get_many(3), (std::vector<long>{1, 2, 3}));
+  EXPECT_EQ(q.get_many(10), (std::vector<long>{4, 5}));  // what there is, not 10
+  EXPECT_THROW(q.get_many(10, 50ms), fibra::QueueEmpty);
+}
+
+TEST(Queues, MaxsizeBlocksPutsAndRefusesWhatCanNeverFit) {
+  fibra::Queue<long> q(2);
+  q.put(1);
+  q.put(2);
+  EXPECT_TRUE(q.full());
+  EXPECT_THROW(q.put(3, 100ms), fibra::QueueFull);
+  const std::string why = error_of([&] { q.put_many({7, 8, 9}); });
+  EXPECT_NE(why.find("holds at most 2"), std::string::npos) << why;
+  // A put that waits for room goes in once a get makes it, after what was there.
+  std::thread writer([&] { q.put(3); });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(q.qsize(), 2u);
+  EXPECT_EQ(q.get(5s), 1);
+  writer.join();
+  EXPECT_EQ(q.get(5s), 2);
+  EXPECT_EQ(q.get(5s), 3);
+}
+
+TEST(Queues, CloseEndsTheStreamAfterTheItemsInIt) {
+  fibra::Queue<long> q;
+  q.put(1);
+  q.close();
+  EXPECT_TRUE(q.closed());
+  EXPECT_THROW(q.put(2), fibra::QueueClosed);
+  EXPECT_EQ(q.get(5s), 1);
+  EXPECT_THROW(q.get(5s), fibra::QueueClosed);
+  EXPECT_THROW(q.try_get(), fibra::QueueClosed);
+  // A get that waits is woken by close().
+  fibra::Queue<long> r;
+  std::string seen;
+  std::thread waiter([&] { seen = error_of([&] { r.get(30s); }); });
+  std::this_thread::sleep_for(100ms);
+  r.close();
+  waiter.join();
+  EXPECT_NE(seen.find("was closed"), std::string::npos) << seen;
+}
+
+TEST(Queues, JoinableQueueEventAndPipeInTheDriver) {
+  fibra::JoinableQueue<long> j;
+  j.put_many({1, 2});
+  EXPECT_FALSE(j.join(50ms));
+  (void)j.get(5s);
+  j.task_done();
+  EXPECT_FALSE(j.join(50ms));
+  (void)j.get(5s);
+  j.task_done();
+  EXPECT_TRUE(j.join(5s));
+  const std::string why = error_of([&] { j.task_done(); });
+  EXPECT_NE(why.find("more times than items were put"), std::string::npos) << why;
+
+  fibra::Event e;
+  EXPECT_FALSE(e.is_set());
+  EXPECT_FALSE(e.wait(50ms));
+  e.set();
+  EXPECT_TRUE(e.is_set());
+  EXPECT_TRUE(e.wait(5s));
+  e.clear();
+  EXPECT_FALSE(e.wait(10ms));
+
+  auto [a, b] = fibra::Pipe<std::string>();
+  a.send("ping");
+  EXPECT_TRUE(b.poll());
+  EXPECT_EQ(b.recv(5s), "ping");
+  EXPECT_FALSE(b.poll());
+  b.send("pong");
+  EXPECT_EQ(a.recv(5s), "pong");
+  a.send("last");
+  a.close();
+  EXPECT_EQ(b.recv(5s), "last");
+  EXPECT_THROW(b.recv(5s), fibra::PipeClosed);
+  EXPECT_THROW(b.send("x"), fibra::PipeClosed);  // its receiver closed that direction
+
+  auto [in, out] = fibra::Pipe<long>(false);
+  out.send(5);
+  EXPECT_EQ(in.recv(5s), 5);
+  const std::string wrong = error_of([&] { in.send(1); });
+  EXPECT_NE(wrong.find("one-way Pipe"), std::string::npos) << wrong;
+}
+
+// ---- shared with tasks ----------------------------------------------------------------------
+
+// Two writers, one with single puts and one with batches: the driver reads every item once, and
+// each writer's items in the order it put them.
+TEST(Queues, ItemsFromTasksArriveOnceAndInEachWritersOrder) {
+  fibra::Pool pool(2);
+  fibra::Queue<long> q(500);  // the writers wait for room now and then
+  const long n = 3000;
+  auto a = pool.submit(produce, q, 1L, n, false);
+  auto b = pool.submit(produce, q, 2L, n, true);
+  std::vector<long> last = {-1, -1, -1};
+  std::set<long> seen;
+  for (long i = 0; i < 2 * n; ++i) {
+    const long v = q.get(std::chrono::seconds(bound));
+    const long w = v / 1'000'000, k = v % 1'000'000;
+    ASSERT_TRUE(w == 1 || w == 2) << v;
+    ASSERT_EQ(k, last[w] + 1) << "writer " << w << " out of order";
+    last[w] = k;
+    seen.insert(v);
+  }
+  EXPECT_EQ(seen.size(), std::size_t(2 * n));
+  EXPECT_EQ(get_within(a, bound, "produce(1)"), n);
+  EXPECT_EQ(get_within(b, bound, "produce(2)"), n);
+  EXPECT_FALSE(q.try_get().has_value());
+}
+
+// The driver fills a queue and closes it; two readers, one by batches, take everything: each item
+// once, each reader's in queue order, both ended by QueueClosed.
+TEST(Queues, ReadersInTasksShareTheItemsAndStopAtClose) {
+  fibra::Pool pool(2);
+  fibra::Queue<long> q;
+  const long n = 5000;
+  auto a = pool.submit(consume, q, false);
+  auto b = pool.submit(consume, q, true);
+  for (long k = 0; k < n; k += 500) {
+    std::vector<long> batch(500);
+    std::iota(batch.begin(), batch.end(), k);
+    q.put_many(batch);
+  }
+  q.close();
+  std::vector<long> all;
+  for (auto* f : {&a, &b}) {
+    const std::vector<long> got = get_within(*f, bound, "consume");
+    EXPECT_TRUE(std::is_sorted(got.begin(), got.end()));
+    all.insert(all.end(), got.begin(), got.end());
+  }
+  std::sort(all.begin(), all.end());
+  std::vector<long> want(n);
+  std::iota(want.begin(), want.end(), 0L);
+  EXPECT_EQ(all, want);
+}
+
+TEST(Queues, ATasksTimeoutAndAGoneQueueHaveTheirOwnErrors) {
+  fibra::Pool pool(2);
+  fibra::Queue<long> q;
+  EXPECT_EQ(get_within(pool.submit(get_on_empty, q, 200L), bound, "get_on_empty"), "QueueEmpty");
+  fibra::Future<std::string> late;
+  {
+    fibra::Queue<long> dropped;
+    late = pool.submit(late_get, dropped, 500L);
+  }  // the driver's last handle goes: the queue with it
+  const std::string text = get_within(late, bound, "late_get");
+  EXPECT_NE(text.find("QueueClosed: fibra: queue #"), std::string::npos) << text;
+  EXPECT_NE(text.find("is gone"), std::string::npos) << text;
+  // A queue made in a task, returned to the driver, holds what the task put.
+  fibra::Queue<long> made = get_within(pool.submit(make_filled, 4L), bound, "make_filled");
+  EXPECT_EQ(made.get_many(10, 5s), (std::vector<long>{0, 1, 4, 9}));
+}
+
+// Pulled delivery: a reader killed while it waits takes nothing with it. Without it, the item put
+// after the kill went to the dead reader's wait and the next reader found nothing.
+TEST(Queues, AReaderKilledWhileItWaitsStrandsNothing) {
+  fibra::Pool pool(2);
+  fibra::Queue<long> q, pids;
+  auto doomed = pool.submit(fibra::TaskOptions{.retries = 0}, reader_that_dies, q, pids);
+  const long pid = pids.get(std::chrono::seconds(bound));
+  std::this_thread::sleep_for(300ms);  // its get has reached the driver
+  ASSERT_EQ(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
+  EXPECT_THROW(get_within(doomed, bound, "reader_that_dies"), fibra::Error);
+  q.put(42);
+  const std::vector<long> got = get_within(pool.submit(reader, q), bound, "reader");
+  EXPECT_NE(got[0], pid);
+  EXPECT_EQ(got[1], 42);
+}
+
+TEST(Queues, JoinableQueueJoinsWhenTasksMarkEveryItem) {
+  fibra::Pool pool(2);
+  fibra::JoinableQueue<long> q;
+  for (long k = 1; k <= 100; ++k) q.put(k);
+  auto a = pool.submit(take_and_mark, q, 60L);
+  auto b = pool.submit(take_and_mark, q, 40L);
+  EXPECT_TRUE(q.join(std::chrono::seconds(bound)));
+  EXPECT_EQ(get_within(a, bound, "take_and_mark") + get_within(b, bound, "take_and_mark"), 5050);
+}
+
+TEST(Pipes, PingPongWithATaskThenCloseEndsIt) {
+  fibra::Pool pool(2);
+  auto [mine, theirs] = fibra::Pipe<long>();
+  auto answered = pool.submit(echo, theirs);
+  for (long v = 0; v < 1000; ++v) {
+    mine.send(v);
+    ASSERT_EQ(mine.recv(std::chrono::seconds(bound)), v + 1);
+  }
+  mine.close();
+  EXPECT_EQ(get_within(answered, bound, "echo"), 1000);
+}
+
+// The sender's process dies: what it sent is received, then PipeClosed (not a wait for ever).
+TEST(Pipes, ASendersDeathClosesThePipeAfterWhatItSent) {
+  fibra::Pool pool(2);
+  auto [mine, theirs] = fibra::Pipe<long>();
+  auto dead = pool.submit(fibra::TaskOptions{.retries = 0}, send_three_and_die, theirs);
+  for (long v : {1L, 2L, 3L}) EXPECT_EQ(mine.recv(std::chrono::seconds(bound)), v);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(mine.recv(std::chrono::seconds(bound)), fibra::PipeClosed);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s);
+  EXPECT_THROW(get_within(dead, bound, "send_three_and_die"), fibra::Error);
+}
+
+TEST(Events, AnEventStopsTasks) {
+  fibra::Pool pool(2);
+  fibra::Event stop;
+  fibra::Queue<long> out;
+  auto a = pool.submit(until_stopped, stop, out);
+  auto b = pool.submit(until_stopped, stop, out);
+  long got = 0;
+  while (got < 100) got += out.get(std::chrono::seconds(bound));
+  stop.set();
+  const long put = get_within(a, bound, "until_stopped") + get_within(b, bound, "until_stopped");
+  while (auto v = out.try_get()) got += *v;
+  EXPECT_EQ(got, put);
+}
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
