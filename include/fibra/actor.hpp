@@ -66,7 +66,7 @@ struct ActorClass {
 
   static std::string name() {
     std::string n = demangle(typeid(T).name()) + "(";
-    const char* sep = "";
+    [[maybe_unused]] const char* sep = "";
     ((n += sep, n += demangle(typeid(stored_t<P>).name()), sep = ", "), ...);
     return n + ")";
   }
@@ -308,6 +308,7 @@ class Actor {
  private:
   friend struct detail::Codec<Actor<T>>;
   friend class Manager;
+  friend class Process;
   // The driver's handles own the actor (the last one ends it); a copy sent to a task does not.
   struct Handle {
     std::shared_ptr<detail::PoolCore> core;

@@ -27,6 +27,7 @@
 #include "fibra/object.hpp"
 #include "fibra/options.hpp"
 #include "fibra/pool.hpp"
+#include "fibra/process.hpp"
 #include "fibra/queue.hpp"
 #include "fibra/remote.hpp"
 #include "fibra/resources.hpp"

@@ -63,7 +63,7 @@ class Pool {
   /// @brief Applies `fn` to every item of `inputs`; returns the results in input order.
   /// @throws RemoteError for the first item whose task threw (the pool keeps working).
   template <class R, class A, std::ranges::input_range Range>
-  std::vector<std::remove_cvref_t<R>> map(R (*fn)(A), Range&& inputs, const MapOptions& o = {}) {
+  std::vector<detail::mapped_t<R>> map(R (*fn)(A), Range&& inputs, const MapOptions& o = {}) {
     static_assert(detail::check_signature<R, A>() && detail::check_item<std::ranges::range_reference_t<Range>, A>());
     using Enc = detail::SingleArg<std::remove_cvref_t<A>>;
     return collect<std::remove_cvref_t<R>, Enc>(fn, detail::CallMode::single, std::forward<Range>(inputs), o, "map");
@@ -71,7 +71,7 @@ class Pool {
 
   /// @brief Like map for a function of several parameters: each item is a tuple (or pair) of them.
   template <class R, class... P, std::ranges::input_range Range>
-  std::vector<std::remove_cvref_t<R>> starmap(R (*fn)(P...), Range&& inputs, const MapOptions& o = {}) {
+  std::vector<detail::mapped_t<R>> starmap(R (*fn)(P...), Range&& inputs, const MapOptions& o = {}) {
     static_assert(detail::check_signature<R, P...>() &&
                   detail::check_tuple_item<std::ranges::range_value_t<Range>, P...>());
     using Enc = detail::TupleArgs<std::tuple<std::remove_cvref_t<P>...>>;
@@ -84,15 +84,15 @@ class Pool {
   template <class R, class A, std::ranges::input_range Range>
   auto imap(R (*fn)(A), Range&& inputs, const MapOptions& o = {}) {
     static_assert(detail::check_signature<R, A>() && detail::check_item<std::ranges::range_reference_t<Range>, A>());
-    return stream<std::remove_cvref_t<R>, detail::SingleArg<std::remove_cvref_t<A>>, true>(
-        fn, std::forward<Range>(inputs), o, "imap");
+    return stream<detail::mapped_t<R>, detail::SingleArg<std::remove_cvref_t<A>>, true>(fn, std::forward<Range>(inputs),
+                                                                                        o, "imap");
   }
 
   /// @brief Like imap, but yields `{index, result}` pairs in the order they finish.
   template <class R, class A, std::ranges::input_range Range>
   auto imap_unordered(R (*fn)(A), Range&& inputs, const MapOptions& o = {}) {
     static_assert(detail::check_signature<R, A>() && detail::check_item<std::ranges::range_reference_t<Range>, A>());
-    return stream<std::remove_cvref_t<R>, detail::SingleArg<std::remove_cvref_t<A>>, false>(
+    return stream<detail::mapped_t<R>, detail::SingleArg<std::remove_cvref_t<A>>, false>(
         fn, std::forward<Range>(inputs), o, "imap_unordered");
   }
 

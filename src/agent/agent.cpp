@@ -175,8 +175,15 @@ class Agent {
         else
           least_busy().give(std::move(m.data));
       } else if (m.tag == wire::tag_actor_end) {
-        if (auto it = actors_.find(wire::decode<wire::ActorEnd>(m.data).actor); it != actors_.end())
-          it->second.ending = true;
+        const auto end = wire::decode<wire::ActorEnd>(m.data);
+        if (auto it = actors_.find(end.actor); it != actors_.end()) {
+          if (end.signal == 0) {
+            it->second.ending = true;
+          } else if (const pid_t pid = it->second.process->pid(); pid > 0) {
+            ::kill(pid, end.signal);  // its death is reported as any other
+            if (end.signal == SIGTERM) it->second.kill_at = mpi::now_s() + 2.0;
+          }
+        }
       } else if (m.tag == wire::tag_reply) {
         give_reply(std::move(m.data));
       } else if (m.tag == wire::tag_cancel) {
@@ -291,6 +298,10 @@ class Agent {
         it = actors_.erase(it);
         busy = true;
         continue;
+      }
+      if (alive && it->second.kill_at > 0 && now > it->second.kill_at && e.pid() > 0) {
+        ::kill(e.pid(), SIGKILL);
+        it->second.kill_at = 0;
       }
       if (alive && !e.enforce_time_limit(now, executor_stuck_s)) {
         if (it->second.ending && it->second.stop_by == 0 && e.load() == 0 && !e.wants_to_write()) {
@@ -430,6 +441,7 @@ class Agent {
     double stop_by = 0;      // told to stop: reaped once it exits, killed after this time
     int batches = 0;         // given so far (until lane_told)
     bool lane_told = false;  // the driver was sent its lane (wire::ActorLane)
+    double kill_at = 0;      // sent SIGTERM (Process::terminate): SIGKILL if it still runs then
   };
   std::map<std::uint64_t, ActorProcess> actors_;  // by TaskHeader::actor
   std::set<std::uint64_t> dead_actors_;

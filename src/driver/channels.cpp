@@ -44,6 +44,7 @@ struct Channel {
   bool closed = false;
   bool set = false;                                 // an Event's flag
   std::uint64_t unfinished = 0;                     // items put and not yet marked task_done (JoinableQueue)
+  std::uint64_t owed = 0;                           // items sent to tasks and not yet acknowledged: they may come back
   std::uint64_t handles = 0;                        // the driver's handles that keep it
   bool pinned = false;                              // made in a task: kept until the program ends
   std::optional<ChannelHolder> sender;              // a pipe's: the process that sends on it
@@ -105,6 +106,9 @@ struct ChannelStore::Impl {
   }
 
   std::exception_ptr gone(std::uint64_t id, ChannelKind kind) {
+    if (kind == ChannelKind::pipe)
+      return std::make_exception_ptr(
+          PipeClosed("fibra: " + label(kind, id) + " is gone: the last handle to its ends in the driver was dropped"));
     return std::make_exception_ptr(QueueClosed(
         "fibra: " + label(kind, id) +
         " is gone: the last handle to it in the driver was dropped (keep a handle in the driver while tasks use it)"));
@@ -125,6 +129,22 @@ struct ChannelStore::Impl {
         QueueClosed("fibra: put into " + label(c.kind, id) + ", which was closed (Queue::close())"));
   }
 
+  // Closed, empty, and no item sent out may come back: its readers are told the stream ended.
+  static bool at_its_end(const Channel& c) { return c.closed && c.items.empty() && c.owed == 0; }
+
+  // A task received the items of `token`.
+  void ack(std::uint64_t token) {
+    auto d = unacked.find(token);
+    if (d == unacked.end()) return;
+    const std::uint64_t id = d->second.channel;
+    const std::size_t n = d->second.items.size();
+    unacked.erase(d);
+    if (auto c = channels.find(id); c != channels.end()) {
+      c->second.owed -= std::min<std::uint64_t>(c->second.owed, n);
+      settle(id, c->second);
+    }
+  }
+
   // Hands up to `n` items to `who`; a task owes an acknowledgement for them.
   wire::ChannelReply take(std::uint64_t id, Channel& c, std::uint64_t n, const ChannelHolder& who) {
     wire::ChannelReply r;
@@ -137,6 +157,7 @@ struct ChannelStore::Impl {
     if (who.remote()) {
       r.token = next_token++;
       unacked[r.token] = Delivery{who, id, r.items};
+      c.owed += k;
     }
     return r;
   }
@@ -165,7 +186,7 @@ struct ChannelStore::Impl {
     if (c.closed) {
       for (auto& p : c.putters) finish(p, closed_for_put(id, c));
       c.putters.clear();
-      if (c.items.empty()) {
+      if (at_its_end(c)) {
         for (auto& g : c.getters) finish(g, at_end(id, c));
         c.getters.clear();
       }
@@ -173,7 +194,7 @@ struct ChannelStore::Impl {
     for (auto it = c.waiters.begin(); it != c.waiters.end();) {
       const bool now = (*it)->op == ChannelOp::join   ? c.unfinished == 0
                        : c.kind == ChannelKind::event ? c.set
-                                                      : (!c.items.empty() || c.closed);
+                                                      : (!c.items.empty() || at_its_end(c));
       if (!now) {
         ++it;
         continue;
@@ -299,8 +320,8 @@ struct ChannelStore::Impl {
         return finish(done, nullptr, std::move(r));
       }
       case ChannelOp::put: {
-        if (c.kind == ChannelKind::pipe) c.sender = who;
         if (c.closed) return finish(done, closed_for_put(id, c));
+        if (c.kind == ChannelKind::pipe) c.sender = who;  // the pipe closes if its process ends
         if (c.maxsize != 0 && call.items.size() > c.maxsize)
           return finish(done, std::make_exception_ptr(ConfigError(
                                   "fibra: put_many of " + std::to_string(call.items.size()) + " items into " +
@@ -322,7 +343,7 @@ struct ChannelStore::Impl {
           finish(done, nullptr, take(id, c, call.n, who));
           return settle(id, c);  // room for the puts that wait
         }
-        if (c.closed && c.items.empty()) return finish(done, at_end(id, c));
+        if (at_its_end(c)) return finish(done, at_end(id, c));
         if (call.timeout_s == 0)
           return finish(done, std::make_exception_ptr(QueueEmpty("fibra: " + label(c.kind, id) + " is empty")));
         return wait(c.getters, call, who, done);
@@ -350,7 +371,7 @@ struct ChannelStore::Impl {
       case ChannelOp::wait: {
         const bool now = call.op == ChannelOp::join     ? c.unfinished == 0
                          : c.kind == ChannelKind::event ? c.set
-                                                        : (!c.items.empty() || c.closed);
+                                                        : (!c.items.empty() || at_its_end(c));
         if (now || call.timeout_s == 0) {
           wire::ChannelReply r;
           r.flag = now;
@@ -385,6 +406,7 @@ struct ChannelStore::Impl {
       }
       if (auto c = channels.find(it->second.channel); c != channels.end()) {
         auto& items = it->second.items;
+        c->second.owed -= std::min<std::uint64_t>(c->second.owed, items.size());
         for (auto s = items.rbegin(); s != items.rend(); ++s) c->second.items.push_front(std::move(*s));
         touched.push_back(it->second.channel);
       }
@@ -405,11 +427,10 @@ ChannelStore& ChannelStore::instance() {
 
 void ChannelStore::call(wire::ChannelCall c, const ChannelHolder& who, Done done) {
   std::unique_lock lk(impl_->mu);
-  if (c.op == ChannelOp::ack) {
-    impl_->unacked.erase(c.token);
-    return;
-  }
-  impl_->call(c, who, done);
+  if (c.op == ChannelOp::ack)
+    impl_->ack(c.token);
+  else
+    impl_->call(c, who, done);
   impl_->run_ready(lk);
 }
 

@@ -346,6 +346,7 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
     }
     case wire::tag_bye: {
       drain_lanes(w);  // before its lanes are let go with its slot
+      ChannelStore::instance().forget(uid_, static_cast<std::uint64_t>(w.id), std::nullopt);  // its processes end
       bool stopping;
       {
         std::lock_guard lk(mu_);

@@ -163,6 +163,12 @@ void PoolImpl::submit_dependent(const std::shared_ptr<JobState>& job, std::strin
   kick();
 }
 
+void PoolImpl::signal_actor(std::uint64_t actor, int sig) {
+  std::lock_guard lk(mu_);
+  actor_signals_.emplace_back(actor, sig);
+  kick();
+}
+
 void PoolImpl::end_actor(std::uint64_t actor) noexcept {
   std::lock_guard lk(mu_);
   if (auto it = actors_.find(actor); it != actors_.end() && --it->second.handles <= 0) it->second.ended = true;
@@ -188,7 +194,10 @@ bool PoolImpl::dispatch_actors() {
   std::vector<std::pair<Worker*, std::string>> ends;
   {
     std::lock_guard lk(mu_);
-    if (actors_.empty()) return false;
+    if (actors_.empty()) {
+      actor_signals_.clear();
+      return false;
+    }
     std::unordered_map<int, int> hosted;  // worker id -> actors placed there
     for (auto& [id, a] : actors_)
       if (a.state == ActorState::State::placed) ++hosted[a.worker];
@@ -225,6 +234,17 @@ bool PoolImpl::dispatch_actors() {
       }
       ++it;
     }
+    // Signals go once the actor's process has its first batch (sent above, or before): after it,
+    // as MPI keeps the order. One still being placed keeps its signal; one that is gone drops it.
+    std::erase_if(actor_signals_, [&](const std::pair<std::uint64_t, int>& s) {
+      auto a = actors_.find(s.first);
+      if (a == actors_.end() || a->second.state == ActorState::State::dead) return true;
+      if (a->second.state != ActorState::State::placed || a->second.key == 0) return false;
+      if (a->second.in_flight.empty() && !a->second.queue.empty()) return false;  // its first batch waits
+      if (Worker* w = worker_by_id(a->second.worker); w && w->alive())
+        ends.emplace_back(w, wire::encode(wire::ActorEnd{a->second.key, s.second}));
+      return true;
+    });
   }
   std::uint64_t shared = 0;
   for (auto& [w, batch, objects, lane, calls, key] : batches) {

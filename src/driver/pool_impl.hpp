@@ -308,6 +308,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void end_actor(std::uint64_t actor) noexcept override;
   std::uint64_t find_actor(const std::string& name, const std::string& class_name, bool counted = true) override;
   bool adopt_actor(std::uint64_t id) override;
+  void signal_actor(std::uint64_t actor, int sig) override;
   void on_actor_request(Worker& w, std::uint64_t route, wire::Request& r);
   /// A task's call on a Queue, Pipe or Event (src/driver/channels.cpp).
   void on_channel_request(Worker& w, std::uint64_t route, wire::Request& r);
@@ -448,6 +449,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   bool actors_idle() const;                                    // no actor call queued or in flight
   int dependents_ = 0;                                         // tasks waiting for their Future arguments (under mu_)
   std::map<std::uint64_t, ActorState> actors_;                 // by id; under mu_
+  std::vector<std::pair<std::uint64_t, int>> actor_signals_;   // signal_actor's, until sent; under mu_
   std::unordered_map<std::uint64_t, std::uint64_t> actor_of_;  // call chunk -> actor id, while in flight
   std::unordered_map<std::uint64_t, std::uint64_t> actor_by_key_;  // key of a start -> actor id
   std::uint64_t next_actor_id_ = 1, next_actor_key_ = 1, next_actor_chunk_ = 1;

@@ -129,8 +129,10 @@ void PoolImpl::on_channel_request(Worker& w, std::uint64_t route, wire::Request&
   if (call.op == ChannelOp::ack) return ChannelStore::instance().call(std::move(call), who, nullptr);
   auto job = std::make_shared<JobState>(channel_entry(), r.mode, r.policy);
   std::weak_ptr<PoolImpl> self = shared_from_this();
-  job->on_delivered([self, wid = w.id, route, id = r.id, job] {
-    if (auto p = self.lock()) p->queue_reply({wid, route, id, job});
+  // Only the store's answer holds the job: a wait the store drops (its process ended) frees it.
+  job->on_delivered([self, wid = w.id, route, id = r.id, weak = std::weak_ptr<JobState>(job)] {
+    if (auto p = self.lock())
+      if (auto j = weak.lock()) p->queue_reply({wid, route, id, std::move(j)});
   });
   ChannelStore::instance().call(std::move(call), who, [job](std::exception_ptr e, wire::ChannelReply rep) {
     ChunkOutcome o;

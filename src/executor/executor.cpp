@@ -848,11 +848,15 @@ void run_nested(const Inbox::Batch& b, std::string& results) {
   ::pthread_join(thread, nullptr);
 }
 
+// A wait on a queue, pipe or event runs no other task meanwhile (as a Python process would not):
+// a task run on top of the waiting one would hold it (and its acknowledgement) until it ended.
+thread_local bool t_queue_wait = false;
+
 // A wait in the task's thread runs the batches that arrive meanwhile (the tasks it waits for may be
 // among them), and tells the agent it waits, so that the driver sends this worker more work.
 int help_while_waiting(const std::function<bool()>& ready, std::optional<std::chrono::nanoseconds> timeout) {
   if (!g_executor.inbox) return -1;
-  if (!t_task.is) {  // a thread a task started: someone must read for it
+  if (!t_task.is || t_queue_wait) {  // a thread a task started, or a queue's wait: someone must read for it
     g_executor.inbox->need_reader();
     return -1;
   }
@@ -903,7 +907,15 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
   r.policy = once;
   r.payload = wire::encode(call);
   g_executor.inbox->request(std::move(r), job);
-  auto reply = wire::decode<wire::ChannelReply>(Future<std::string>(job).get());
+  std::string bytes;
+  {
+    t_queue_wait = true;
+    struct Reset {
+      ~Reset() { t_queue_wait = false; }
+    } reset;
+    bytes = Future<std::string>(job).get();
+  }
+  auto reply = wire::decode<wire::ChannelReply>(bytes);
   if (reply.token != 0) {  // received: the driver no longer owes these items to this process
     wire::ChannelCall ack;
     ack.op = ChannelOp::ack;

@@ -333,10 +333,13 @@ void fields(F&& f, M& m) { f(m.id); }
 /// driver -> agent: the actor's last handle is gone; its process ends once its calls have run.
 struct ActorEnd {
   std::uint64_t actor = 0;  ///< TaskHeader::actor
+  /// 0: its last handle is gone (it ends once its calls are done); else a signal to send its
+  /// process now (Process::terminate, kill), SIGTERM followed by SIGKILL 2 s later.
+  std::int32_t signal = 0;
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, ActorEnd>
-void fields(F&& f, M& m) { f(m.actor); }
+void fields(F&& f, M& m) { f(m.actor, m.signal); }
 
 /// agent -> driver: the process of an actor ended (crash, time limit, kill). Sent instead of a
 /// report of its calls: the driver fails every call it had sent to that process.

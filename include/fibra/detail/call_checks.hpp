@@ -41,7 +41,6 @@ constexpr bool check_parameter() {
 /// A function `R(Args...)` that runs on workers (FIBRA_REMOTE and every Pool call check it).
 template <class R, class... Args>
 constexpr bool check_signature() {
-  static_assert(!std::is_void_v<R>, "fibra: a remote function must return a value (return an int, say)");
   static_assert(!std::is_pointer_v<std::remove_cvref_t<R>>,
                 "fibra: a remote function cannot return a pointer: it would point into the worker's memory; "
                 "return the value itself (or a std::vector of values)");
@@ -49,6 +48,18 @@ constexpr bool check_signature() {
     check_sendable<std::remove_cvref_t<R>>();
   return (check_parameter<Args>() && ...);
 }
+
+/// The element type of what map, starmap and imap return: a function that returns void has none
+/// (submit it, or run it as a fibra::Process).
+template <class R>
+struct map_result {
+  static_assert(!std::is_void_v<R>,
+                "fibra: map, starmap and imap need a function that returns a value (a void function can be "
+                "submitted, or run as a fibra::Process)");
+  using type = std::remove_cvref_t<R>;
+};
+template <class R>
+using mapped_t = typename map_result<R>::type;
 
 // ---- compile-time checks of Pool calls, each with fibra's own sentence ------------------------
 

@@ -304,6 +304,12 @@ class PoolCore {
   }
   /// The last handle was dropped: the actor's process ends once the calls sent to it have run.
   virtual void end_actor(std::uint64_t actor) noexcept { (void)actor; }
+  /// Sends signal `sig` to the actor's process (Process::terminate and kill), once it has one;
+  /// a SIGTERM is followed by SIGKILL if it still runs 2 s later. Nothing for an actor that is gone.
+  virtual void signal_actor(std::uint64_t actor, int sig) {
+    (void)actor;
+    (void)sig;
+  }
   /// Names the pool among the driver's pools (an actor handle sent to a task carries it).
   virtual std::uint64_t uid() const { return 0; }
   /// A task waiting for its Future arguments (+1), or queued or failed once they came (-1): join()

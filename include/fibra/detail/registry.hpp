@@ -234,7 +234,7 @@ struct Items {
 
 template <class R, class... Args, R (*F)(Args...)>
 struct Remote<F> {
-  using Result = stored_t<R>;
+  using Result = std::conditional_t<std::is_void_v<R>, Unit, stored_t<R>>;  // a void function sends Unit
   using Tuple = std::tuple<stored_t<Args>...>;
   static_assert(check_signature<R, Args...>());
 
@@ -242,8 +242,14 @@ struct Remote<F> {
 
   static bool run_tuple(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail, Cursor& cursor,
                         const RunControl& ctl) {
-    return I::template run_encoded<Tuple>(in, count, out, fail, cursor, ctl,
-                                          [](Tuple&& args) -> Result { return std::apply(F, std::move(args)); });
+    return I::template run_encoded<Tuple>(in, count, out, fail, cursor, ctl, [](Tuple&& args) -> Result {
+      if constexpr (std::is_void_v<R>) {
+        std::apply(F, std::move(args));
+        return Unit{};
+      } else {
+        return std::apply(F, std::move(args));
+      }
+    });
   }
 
   static bool run_single(std::string_view in, std::uint32_t count, std::string& out, ItemFailure& fail, Cursor& cursor,
@@ -251,7 +257,7 @@ struct Remote<F> {
     if constexpr (sizeof...(Args) == 1) {
       using A = std::tuple_element_t<0, Tuple>;
       Reader r(in);
-      if constexpr (is_raw_v<A> && is_raw_v<Result>) {
+      if constexpr (is_raw_v<A> && is_raw_v<Result> && !std::is_void_v<R>) {
         // Fast path: items and results are plain bytes; no per-item codec calls.
         std::size_t at = out.size();
         out.resize(at + std::size_t(count) * sizeof(Result));
@@ -287,8 +293,14 @@ struct Remote<F> {
         }
         return true;
       } else {
-        return I::template run_encoded<A>(in, count, out, fail, cursor, ctl,
-                                          [](A&& a) -> Result { return F(std::move(a)); });
+        return I::template run_encoded<A>(in, count, out, fail, cursor, ctl, [](A&& a) -> Result {
+          if constexpr (std::is_void_v<R>) {
+            F(std::move(a));
+            return Unit{};
+          } else {
+            return F(std::move(a));
+          }
+        });
       }
     } else {
       return false;

@@ -1,0 +1,184 @@
+// fibra::Process (issue 25, fibra/process.hpp): a registered function (void ones too) in a process
+// of its own on a pool's worker, with multiprocessing's exit codes (0 returned, 1 threw, -N killed
+// by signal N, N exited with status N), terminate and kill, and the producer/consumer of Fiber's
+// docs: one writer and two readers, every item read exactly once. Expected values come from the
+// test (the items it asked for, closed-form sums, signal numbers). Every wait is bounded.
+#include <fibra/fibra.hpp>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../common/bounded.hpp"
+#include "../common/errors.hpp"
+
+using namespace std::chrono_literals;
+using fibra_test::error_of;
+using fibra_test::get_within;
+
+namespace {
+constexpr auto bound = 60s;
+
+void write_range(fibra::Queue<long> q, long n) {
+  for (long k = 0; k < n; k += 1000) {
+    std::vector<long> b;
+    for (long j = k; j < std::min(n, k + 1000); ++j) b.push_back(j);
+    q.put_many(b);
+  }
+  q.close();  // the end of the stream: the readers stop
+}
+FIBRA_REMOTE(write_range);
+
+// Reads until the stream ends; reports how many items, their sum, and whether they came in order.
+void read_all(fibra::Queue<long> q, fibra::Queue<std::vector<long>> report) {
+  long count = 0, sum = 0, last = -1, ordered = 1;
+  try {
+    for (;;)
+      for (long v : q.get_many(100)) {
+        ++count;
+        sum += v;
+        ordered &= v > last;
+        last = v;
+      }
+  } catch (const fibra::QueueClosed&) {
+  }
+  report.put({count, sum, ordered, static_cast<long>(::getpid())});
+}
+FIBRA_REMOTE(read_all);
+
+void fail_loudly(std::string why) { throw std::invalid_argument(why); }
+FIBRA_REMOTE(fail_loudly);
+
+void exit_with(int status) { std::exit(status); }
+FIBRA_REMOTE(exit_with);
+
+void wait_for(fibra::Event e) { e.wait(); }
+FIBRA_REMOTE(wait_for);
+
+void ignore_term_and_wait(fibra::Event e) {
+  ::signal(SIGTERM, SIG_IGN);
+  e.wait();
+}
+FIBRA_REMOTE(ignore_term_and_wait);
+
+long twice(long x) { return 2 * x; }
+FIBRA_REMOTE(twice);
+
+void nothing() {}
+FIBRA_REMOTE(nothing);
+
+}  // namespace
+
+TEST(Processes, OneWriterTwoReadersEveryItemOnce) {
+  fibra::Pool pool(2);
+  const long n = 100'000;
+  fibra::Queue<long> q(10'000);
+  fibra::Queue<std::vector<long>> reports;
+  fibra::Process writer({.pool = &pool}, write_range, q, n);
+  fibra::Process a({.pool = &pool}, read_all, q, reports);
+  fibra::Process b({.pool = &pool}, read_all, q, reports);
+  for (auto* p : {&a, &b, &writer}) p->start();
+  for (auto* p : {&writer, &a, &b}) {
+    ASSERT_TRUE(p->join(bound)) << p->name();
+    EXPECT_EQ(p->exitcode(), 0) << p->name();
+  }
+  long count = 0, sum = 0;
+  std::vector<long> pids;
+  for (int r = 0; r < 2; ++r) {
+    const auto rep = reports.get(bound);
+    count += rep[0];
+    sum += rep[1];
+    EXPECT_EQ(rep[2], 1) << "a reader's items came out of order";
+    pids.push_back(rep[3]);
+  }
+  EXPECT_EQ(count, n);
+  EXPECT_EQ(sum, n * (n - 1) / 2);
+  EXPECT_NE(pids[0], pids[1]);  // each Process a process of its own
+  EXPECT_NE(pids[0], static_cast<long>(::getpid()));
+}
+
+TEST(Processes, ExitCodesAndErrorsAsInPython) {
+  fibra::Pool pool(2);
+  fibra::Process ok({.pool = &pool}, nothing);
+  EXPECT_FALSE(ok.exitcode().has_value());
+  EXPECT_FALSE(ok.is_alive());
+  ok.start();
+  ASSERT_TRUE(ok.join(bound));
+  EXPECT_EQ(ok.exitcode(), 0);
+  EXPECT_FALSE(ok.error().has_value());
+  EXPECT_FALSE(ok.is_alive());
+  EXPECT_NE(error_of([&] { ok.start(); }).find("started already"), std::string::npos);
+
+  fibra::Process threw({.pool = &pool}, fail_loudly, std::string("bad seed"));
+  threw.start();
+  ASSERT_TRUE(threw.join(bound));
+  EXPECT_EQ(threw.exitcode(), 1);
+  ASSERT_TRUE(threw.error().has_value());
+  EXPECT_EQ(threw.error()->type_name(), "std::invalid_argument");
+  EXPECT_EQ(threw.error()->remote_message(), "bad seed");
+
+  fibra::Process exited({.pool = &pool}, exit_with, 3);
+  exited.start();
+  ASSERT_TRUE(exited.join(bound));
+  EXPECT_EQ(exited.exitcode(), 3);
+}
+
+TEST(Processes, KilledFromOutsideTerminatedOrKilled) {
+  fibra::Pool pool(2);
+  fibra::Event never;
+  fibra::Process outside({.pool = &pool}, wait_for, never);
+  outside.start();
+  const long pid = outside.pid();
+  EXPECT_NE(pid, static_cast<long>(::getpid()));
+  EXPECT_FALSE(outside.host().empty());
+  EXPECT_TRUE(outside.is_alive());
+  EXPECT_FALSE(outside.join(200ms));
+  ASSERT_EQ(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
+  ASSERT_TRUE(outside.join(bound));
+  EXPECT_EQ(outside.exitcode(), -9);
+
+  fibra::Process term({.pool = &pool}, wait_for, never);
+  term.start();
+  (void)term.pid();  // running
+  term.terminate();
+  ASSERT_TRUE(term.join(bound));
+  EXPECT_EQ(term.exitcode(), -15);
+
+  // One that ignores SIGTERM is killed 2 s later.
+  fibra::Process stubborn({.pool = &pool}, ignore_term_and_wait, never);
+  stubborn.start();
+  (void)stubborn.pid();
+  std::this_thread::sleep_for(200ms);  // its handler is set
+  const auto t0 = std::chrono::steady_clock::now();
+  stubborn.terminate();
+  ASSERT_TRUE(stubborn.join(bound));
+  EXPECT_EQ(stubborn.exitcode(), -9);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 1500ms);
+
+  fibra::Process killed({.pool = &pool}, wait_for, never);
+  killed.start();
+  killed.kill();  // before it runs, perhaps: the signal waits for its process
+  ASSERT_TRUE(killed.join(bound));
+  EXPECT_EQ(killed.exitcode(), -9);
+}
+
+// FIBRA_REMOTE takes void functions: submit gives a Future<void>.
+TEST(Processes, VoidFunctionsAreSubmittedToo) {
+  fibra::Pool pool(1);
+  fibra::Future<void> f = pool.submit(nothing);
+  get_within(f, bound, "nothing()");
+  const std::string why = error_of([&] { get_within(pool.submit(fail_loudly, std::string("no")), bound, "fail"); });
+  EXPECT_NE(why.find("no"), std::string::npos) << why;
+  EXPECT_EQ(get_within(pool.submit(twice, 21L), bound, "twice"), 42);
+}
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
