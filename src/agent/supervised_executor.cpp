@@ -148,6 +148,7 @@ void SupervisedExecutor::start() {
   b.chunk = 0;
   b.item = 0;
   b.stack_overflow = 0;
+  awaiting_replies_ = 0;  // a new process: the old one's requests are answered to nobody
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, out_w.get(), 1);
@@ -226,6 +227,7 @@ void SupervisedExecutor::wake_for_lane() {
 }
 
 void SupervisedExecutor::give_reply(std::string reply) {
+  awaiting_replies_ = std::max(0, awaiting_replies_ - 1);
   out_.push_back({wire::frame_prefix(wire::frame_reply, reply.size()), std::move(reply)});
 }
 
@@ -282,7 +284,8 @@ bool SupervisedExecutor::read(std::vector<std::string>& frames, bool& got) {
 bool SupervisedExecutor::take_frame(FrameReader::Frame f, std::vector<std::string>& frames) {
   std::string& frame = f.body;
   const std::uint64_t kind = f.kind;
-  if (kind == wire::frame_request) {
+  if (kind == wire::frame_request || kind == wire::frame_tell) {
+    if (kind == wire::frame_request) ++awaiting_replies_;
     requests_.push_back(std::move(frame));
     return true;
   }

@@ -102,6 +102,8 @@ class SupervisedExecutor {
   void wake_for_lane();
   /// Requests its tasks made (wire::Request, encoded) since the last call.
   std::vector<std::string> take_requests() { return std::exchange(requests_, {}); }
+  /// Its requests whose replies have not come yet: the agent then watches the driver closely.
+  bool awaits_replies() const { return running() && awaiting_replies_ > 0; }
   /// How many more of its tasks wait (in a wait for what they requested) than at the last call.
   int take_blocked_delta() { return std::exchange(blocked_delta_, 0); }
   /// Writes queued batches, framed by their length; true if it wrote anything.
@@ -157,6 +159,7 @@ class SupervisedExecutor {
   bool actor_ = false;
   std::vector<std::pair<std::string, std::string>> env_;
   std::vector<std::string> requests_;
+  int awaiting_replies_ = 0;  // requests (not tells) passed on, minus replies given
   int blocked_delta_ = 0;
   int blocked_ = 0;  // its tasks waiting now (undone at its death)
   Death death_;
@@ -170,7 +173,7 @@ class SupervisedExecutor {
   std::deque<Held> held_;  // chunks given, in order, without a result yet
   std::deque<Outgoing> out_;
   // What it writes on its socket: frames of the kinds an executor sends, none over MPI's 2 GiB.
-  FrameReader in_{wire::frame_blocked, std::uint64_t(INT32_MAX)};
+  FrameReader in_{wire::frame_tell, std::uint64_t(INT32_MAX)};
   bool ready_ = false;
   bool reaped_ = false;  // exited() or reap() reaped it; its wait status:
   int reaped_status_ = 0;

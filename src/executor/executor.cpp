@@ -500,7 +500,7 @@ class Inbox {
       std::lock_guard lk(mu_);
       r.id = next_id_++;
     }
-    send_frame(sock_, wire::encode(r), wire::frame_request);
+    send_frame(sock_, wire::encode(r), wire::frame_tell);
   }
 
   // A call into the pool: its request goes out, its outcome to `job` when the reply comes.

@@ -57,6 +57,7 @@ enum FrameKind : std::uint64_t {
   frame_results = 0,  ///< executor -> agent
   frame_request = 1,  ///< executor -> agent
   frame_blocked = 2,  ///< executor -> agent
+  frame_tell = 3,     ///< executor -> agent: a Request that wants no Reply (a queue's acknowledgement)
 };
 inline constexpr std::uint64_t frame_kind(std::uint64_t prefix) { return prefix >> 56; }
 inline constexpr std::uint64_t frame_length(std::uint64_t prefix) { return prefix & ((std::uint64_t(1) << 56) - 1); }

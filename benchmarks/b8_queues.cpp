@@ -1,0 +1,161 @@
+// B8 (issue 25): queues, pipes and processes. One writer Process to one reader Process through a
+// Queue (8-byte items, single puts and gets, then put_many/get_many batches), a Pipe round trip
+// between the driver and a Process, a Process's start to its end (a no-op), and the pool's
+// apply_async round trip beside them (same pool, same run). Every item is checked (count and sum).
+//
+//   b8_queues [--workers N] [--items N] [--batch N] [--roundtrips N] [--starts N] [--repeats R]
+//
+// Prints the rows of benchmarks/README.md (benchmark,metric,value,unit; medians of R runs).
+#include <fibra/fibra.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "bench_common.hpp"
+
+namespace {
+
+void write_items(fibra::Queue<long> q, long n, long batch) {
+  if (batch <= 1) {
+    for (long k = 0; k < n; ++k) q.put(k);
+    return;
+  }
+  std::vector<long> b;
+  for (long k = 0; k < n; k += batch) {
+    b.clear();
+    for (long j = k; j < std::min(n, k + batch); ++j) b.push_back(j);
+    q.put_many(b);
+  }
+}
+FIBRA_REMOTE(write_items);
+
+void read_items(fibra::Queue<long> q, long n, long batch, fibra::Queue<std::vector<long>> report) {
+  long count = 0, sum = 0;
+  while (count < n) {
+    if (batch <= 1) {
+      sum += q.get();
+      ++count;
+    } else {
+      for (long v : q.get_many(static_cast<std::size_t>(batch))) {
+        sum += v;
+        ++count;
+      }
+    }
+  }
+  report.put({count, sum});
+}
+FIBRA_REMOTE(read_items);
+
+void echo_until_closed(fibra::Connection<long> end) {
+  try {
+    for (;;) end.send(end.recv() + 1);
+  } catch (const fibra::PipeClosed&) {
+  }
+}
+FIBRA_REMOTE(echo_until_closed);
+
+void nothing() {}
+FIBRA_REMOTE(nothing);
+
+int noop(int x) { return x; }
+FIBRA_REMOTE(noop);
+
+using bench::arg;
+using bench::Clock;
+using bench::median;
+using bench::seconds_since;
+
+// Items per second from a writer Process to a reader Process.
+double stream_rate(fibra::Pool& pool, long n, long batch) {
+  fibra::Queue<long> q(static_cast<std::size_t>(std::max(10'000L, 10 * batch)));
+  fibra::Queue<std::vector<long>> report;
+  fibra::Process reader({.pool = &pool}, read_items, q, n, batch, report);
+  fibra::Process writer({.pool = &pool}, write_items, q, n, batch);
+  const auto t0 = Clock::now();
+  reader.start();
+  writer.start();
+  const std::vector<long> r = report.get(std::chrono::seconds(600));
+  const double s = seconds_since(t0);
+  writer.join();
+  reader.join();
+  if (r.size() != 2 || r[0] != n || r[1] != n * (n - 1) / 2 || writer.exitcode() != 0 || reader.exitcode() != 0) {
+    std::fprintf(stderr, "b8_queues: the reader got %ld items summing to %ld, expected %ld and %ld\n",
+                 r.empty() ? -1 : r[0], r.size() < 2 ? -1 : r[1], n, n * (n - 1) / 2);
+    std::exit(1);
+  }
+  return n / s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);
+  const int workers = static_cast<int>(arg(argc, argv, "--workers", 2));
+  const long items = arg(argc, argv, "--items", 200'000);
+  const long batch = arg(argc, argv, "--batch", 1'000);
+  const long roundtrips = arg(argc, argv, "--roundtrips", 2'000);
+  const long starts = arg(argc, argv, "--starts", 20);
+  const int repeats = static_cast<int>(arg(argc, argv, "--repeats", 1));
+  std::printf(
+      "# fibra %s, %d workers, %ld items (batches of %ld), %ld pipe round trips, %ld process starts, "
+      "medians of %d runs\n",
+      fibra::version, workers, items, batch, roundtrips, starts, repeats);
+  fibra::Pool pool(workers);
+  (void)pool.map(noop, std::vector<int>(64, 1));  // every worker up
+
+  std::vector<double> single, batched, pipe_us, start_ms, async_us;
+  for (int r = 0; r < repeats; ++r) {
+    single.push_back(stream_rate(pool, items, 1));
+    batched.push_back(stream_rate(pool, items * 10, batch));
+
+    auto [mine, theirs] = fibra::Pipe<long>();
+    fibra::Process echo({.pool = &pool}, echo_until_closed, theirs);
+    echo.start();
+    mine.send(0);
+    (void)mine.recv();  // warm
+    std::vector<double> trips;
+    for (long i = 0; i < roundtrips; ++i) {
+      const auto t = Clock::now();
+      mine.send(i);
+      if (mine.recv() != i + 1) {
+        std::fprintf(stderr, "b8_queues: the pipe's echo of %ld was wrong\n", i);
+        return 1;
+      }
+      trips.push_back(seconds_since(t) * 1e6);
+    }
+    mine.close();
+    echo.join();
+    pipe_us.push_back(median(trips));
+
+    std::vector<double> s;
+    for (long i = 0; i < starts; ++i) {
+      const auto t = Clock::now();
+      fibra::Process p({.pool = &pool}, nothing);
+      p.start();
+      p.join();
+      s.push_back(seconds_since(t) * 1e3);
+      if (p.exitcode() != 0) {
+        std::fprintf(stderr, "b8_queues: a no-op Process ended with %d\n", p.exitcode().value_or(-999));
+        return 1;
+      }
+    }
+    start_ms.push_back(median(s));
+
+    std::vector<double> a;
+    for (long i = 0; i < roundtrips; ++i) {
+      const auto t = Clock::now();
+      if (pool.apply_async(noop, 7).get() != 7) return 1;
+      a.push_back(seconds_since(t) * 1e6);
+    }
+    async_us.push_back(median(a));
+  }
+  std::printf("benchmark,metric,value,unit\n");
+  std::printf("b8,queue_single_items_per_s,%.0f,items/s\n", median(single));
+  std::printf("b8,queue_batch_items_per_s,%.0f,items/s\n", median(batched));
+  std::printf("b8,pipe_roundtrip_us,%.1f,us\n", median(pipe_us));
+  std::printf("b8,process_start_join_ms,%.2f,ms\n", median(start_ms));
+  std::printf("b8,apply_async_roundtrip_us,%.1f,us\n", median(async_us));
+  return 0;
+}
