@@ -16,9 +16,21 @@ COLOR = {"fibra": "#d62728", "raw_mpi": "#7f7f7f", "multiprocessing": "#1f77b4",
          "dask": "#ff7f0e", "ipyparallel": "#9467bd"}
 TITLES = {"b1": "B1 framework overhead (Fiber's test)", "b2": "B2 throughput of tiny tasks",
           "b3": "B3 recovery from failures", "b5": "B5 start-up and idle CPU", "b6": "B6 large payloads",
+          "b8": "B8 queues, pipes and processes",
           "b9": "B5 with one agent per worker (a pool over many nodes)",
           "es": "ES scaling (CartPole-v1)"}
 FAULTS = ["none", "executor_kill", "segfault_once", "agent_kill"]
+# B8's figures: (metric, table label, better, plot title)
+B8_FIGURES = [("queue_single_items_per_s", "`Queue`, writer to reader Process, one item at a time: items/s", "higher",
+               "Queue, single items (items/s)"),
+              ("queue_batch_items_per_s", "`Queue`, writer to reader Process, in batches: items/s", "higher",
+               "Queue, batches (items/s)"),
+              ("pipe_roundtrip_us", "`Pipe` round trip, driver to a Process and back: us", "lower",
+               "Pipe round trip (us)"),
+              ("process_start_join_ms", "a no-op `Process` started and joined: ms", "lower",
+               "Process start + join (ms)"),
+              ("apply_async_roundtrip_us", "`apply_async` round trip, same run: us", "lower",
+               "apply_async round trip (us)")]
 FAULT_LABEL = {"none": "no fault", "executor_kill": "executor SIGKILL at 30%",
                "segfault_once": "a task segfaults once", "agent_kill": "supervisor SIGKILL at 60%"}
 
@@ -91,6 +103,11 @@ def figures(summary, b):
                     (f"agents_{n}_map_items_per_s", f"{n} agents: `map` of no-ops, items/s", "higher"),
                     (f"agents_{n}_idle_driver_cpu_pct", f"{n} agents idle: the driver's CPU, % of a core", "lower"),
                     (f"agents_{n}_idle_all_cpu_pct", f"{n} agents idle: every process's CPU, % of a core", "lower")]
+    elif b == "b8":
+        out += [(m, label, better) for m, label, better, _title in B8_FIGURES]
+        # multiprocessing's alone (fibra has no SimpleQueue row, no other start method): no ratio
+        out += [("simplequeue_single_items_per_s", "multiprocessing.SimpleQueue, one item at a time: items/s", None),
+                ("process_start_join_spawn_ms", "a no-op Process started and joined, 'spawn': ms", None)]
     elif b == "b6":
         for metric, (size,) in _metrics(summary, b, r"payload_(\w+?)_bandwidth"):
             out.append((metric, f"{size.replace('mib', ' MiB')} round trip: MiB/s", "higher"))
@@ -240,7 +257,7 @@ def plots(summary, samples, out_dir):
                 ax.grid(True, which="both", alpha=0.3)
             axes[0].set_ylabel("wall time (s)")
             axes[1].legend(fontsize=8)
-        elif b in ("b2", "b6", "b3"):
+        elif b in ("b2", "b6", "b3", "b8"):
             panels = {"b2": [("map_noop_tasks_per_s", "map, default chunk (tasks/s)"),
                              ("map_noop_best_tasks_per_s", "map, best chunk (tasks/s)"),
                              ("apply_async_noop_tasks_per_s", "apply_async (tasks/s)"),
@@ -248,7 +265,8 @@ def plots(summary, samples, out_dir):
                       "b6": [(m, m.replace("payload_", "").replace("_bandwidth", "").replace("mib", " MiB")
                               + " round trip (MiB/s)") for m, _ in _metrics(summary, b, r"payload_(\w+?)_bandwidth")],
                       "b3": [(f + "_wall_s", FAULT_LABEL[f] + " (wall s)") for f in FAULTS
-                             if any(k[0] == b and k[2] == f + "_wall_s" for k in summary)]}[b]
+                             if any(k[0] == b and k[2] == f + "_wall_s" for k in summary)],
+                      "b8": [(m, title) for m, _label, _better, title in B8_FIGURES]}[b]
             if not panels:
                 continue
             fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.8), squeeze=False)
@@ -269,7 +287,7 @@ def plots(summary, samples, out_dir):
                 ax.bar(xs, ys, yerr=[lo, hi], color=colors, capsize=3)
                 ax.set_xticks(range(len(names)))
                 ax.set_xticklabels(names, rotation=40, ha="right", fontsize=8)
-                if b == "b2":
+                if b in ("b2", "b8"):
                     ax.set_yscale("log")
                 ax.set_title(title, fontsize=9)
                 ax.grid(True, axis="y", alpha=0.3)

@@ -60,7 +60,10 @@ DEFAULTS = {
     "b3": dict(workers=4, tasks=4000, task_ms=5, repeats=1, faults="none,executor_kill,segfault_once,agent_kill"),
     "b5": dict(workers="1,4,16,64", idle_seconds=10),
     "b6": dict(bytes=64 * 1024 * 1024, repeats=5, workers=1),
+    "b8": dict(workers=2, items=200_000, batch=1000, roundtrips=2000, starts=20, repeats=1),
 }
+# The benches every peer has; b8 (queues, pipes, processes) is multiprocessing's only (mp_peer.py).
+EVERY_PEER = ["b1", "b2", "b3", "b5", "b6"]
 
 
 def fail(what):
@@ -69,11 +72,13 @@ def fail(what):
     sys.exit(1)
 
 
-def parse(argv, extra=None):
+def parse(argv, extra=None, benches=None):
     """Parses `<bench> [flags]` with the flags of benchmarks/README.md; returns the namespace with
-    `bench` set and comma lists split. `extra` is {bench: {flag: default}} a peer adds."""
-    if not argv or argv[0] not in DEFAULTS:
-        fail(f"usage: {os.path.basename(sys.argv[0])} {{{'|'.join(DEFAULTS)}}} [flags] (see benchmarks/README.md)")
+    `bench` set and comma lists split. `extra` is {bench: {flag: default}} a peer adds; `benches` the
+    benches the peer has (default EVERY_PEER)."""
+    benches = benches or EVERY_PEER
+    if not argv or argv[0] not in benches:
+        fail(f"usage: {os.path.basename(sys.argv[0])} {{{'|'.join(benches)}}} [flags] (see benchmarks/README.md)")
     bench = argv[0]
     p = argparse.ArgumentParser(prog=f"{os.path.basename(sys.argv[0])} {bench}")
     for k, v in {**DEFAULTS[bench], **(extra or {}).get(bench, {})}.items():
@@ -95,6 +100,8 @@ def parse(argv, extra=None):
         a.workers = [int(n) for n in a.workers.split(",") if n]
     if bench == "b6" and (a.bytes <= 0 or a.bytes % 8):
         fail("--bytes must be a positive multiple of 8")
+    if bench == "b8" and min(a.workers, a.items, a.batch, a.roundtrips, a.starts) < 1:
+        fail("--workers, --items, --batch, --roundtrips and --starts must be positive")
     if getattr(a, "repeats", 1) < 1:
         fail("--repeats must be at least 1")
     return a

@@ -2,21 +2,25 @@
 """The multiprocessing peer: Python's multiprocessing.Pool doing the work of fibra's benchmark
 programs, with the flags and rows of benchmarks/README.md.
 
-    /usr/bin/python3 benchmarks/peers/mp_peer.py {b1|b2|b3|b5|b6} [flags]
+    /usr/bin/python3 benchmarks/peers/mp_peer.py {b1|b2|b3|b5|b6|b8} [flags]
 
-Standard library only (and NumPy for b6); run with Debian's /usr/bin/python3.
+Standard library only (and NumPy for b6); run with Debian's /usr/bin/python3. b8 (queues, pipes,
+processes) is this peer's alone: multiprocessing.Queue, SimpleQueue, Pipe and Process beside fibra's.
 
 The pool's workers are this process's children (start method fork). Every pool is ended with a
 bounded wait, and on SIGTERM, SIGINT or SIGHUP every descendant of this process is SIGKILLed by pid
 before it exits (128 + the signal).
 """
+import contextlib
 import functools
 import math
 import multiprocessing
 import multiprocessing.pool
 import os
+import queue
 import shutil
 import signal
+import statistics
 import sys
 import tempfile
 import threading
@@ -251,9 +255,188 @@ def run_b5(a):
             stop_pool(pool)
 
 
+# ---- b8 ----
+
+B8_LIMIT = 300  # seconds: the longest any one measurement may wait (a stream, a loop of round trips)
+
+
+def _b8_write(q, n, batch):
+    """The writer Process: 0..n-1, one put each (batch 1) or in lists of `batch`."""
+    signal.alarm(B8_LIMIT)  # every wait of a child bounded: SIGALRM ends it
+    if batch <= 1:
+        put = q.put
+        for k in range(n):
+            put(k)
+    else:
+        for k in range(0, n, batch):
+            q.put(list(range(k, min(n, k + batch))))
+
+
+def _b8_read(q, n, batched, report):
+    """The reader Process: gets until n items are in, then reports (count, sum)."""
+    signal.alarm(B8_LIMIT)
+    get, count, total = q.get, 0, 0
+    if batched:
+        while count < n:
+            items = get()
+            count += len(items)
+            total += sum(items)
+    else:
+        while count < n:
+            total += get()
+            count += 1
+    report.put((count, total))
+
+
+def _b8_echo(end, other):
+    """The Pipe's echo: value + 1 until the driver closes its end."""
+    signal.alarm(B8_LIMIT)
+    other.close()  # the driver's end, inherited by fork: closed here so that its close ends the loop
+    try:
+        while True:
+            end.send(end.recv() + 1)
+    except EOFError:
+        pass
+
+
+def _b8_nothing():
+    pass
+
+
+@contextlib.contextmanager
+def b8_bounded(what):
+    """A watchdog over one measurement: past B8_LIMIT s, every process of ours killed, exit 1."""
+    timer = common.watchdog(B8_LIMIT, f"b8 {what}", kill_descendants)
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def b8_stream(n, batch, simple=False):
+    """Items per second from a writer Process to a reader Process through a multiprocessing.Queue
+    (or SimpleQueue): from starting both to the reader's report, checked (count and sum)."""
+    what = f"{'SimpleQueue' if simple else 'Queue'} of {n} items" + (f" in lists of {batch}" if batch > 1 else "")
+    q = multiprocessing.SimpleQueue() if simple else multiprocessing.Queue(max(10_000, 10 * batch) // batch)
+    report = multiprocessing.Queue()
+    reader = multiprocessing.Process(target=_b8_read, args=(q, n, batch > 1, report))
+    writer = multiprocessing.Process(target=_b8_write, args=(q, n, batch))
+    deadline = time.monotonic() + B8_LIMIT
+    t0 = time.perf_counter()
+    reader.start()
+    writer.start()
+    while True:
+        try:
+            count, total = report.get(timeout=0.2)
+            break
+        except queue.Empty:
+            if writer.exitcode not in (None, 0):
+                common.fail(f"b8 {what}: the writer ended with exit code {writer.exitcode}")
+            if reader.exitcode is not None or time.monotonic() > deadline:
+                try:
+                    count, total = report.get(timeout=1)
+                    break
+                except queue.Empty:
+                    common.fail(f"b8 {what}: no report from the reader (exit code {reader.exitcode}) "
+                                f"after {time.monotonic() - deadline + B8_LIMIT:.3g} s")
+    s = time.perf_counter() - t0
+    for p in (writer, reader):
+        p.join(30)
+        if p.exitcode != 0:
+            common.fail(f"b8 {what}: a {'writer' if p is writer else 'reader'} ended with exit code {p.exitcode}")
+    if count != n or total != n * (n - 1) // 2:
+        common.fail(f"b8 {what}: the reader got {count} items summing to {total}, expected {n} and "
+                    f"{n * (n - 1) // 2}")
+    q.close()
+    report.close()
+    return n / s
+
+
+def b8_pipe(roundtrips):
+    """The median round trip in us: the driver sends i, a Process echoes i + 1 (one warm-up trip)."""
+    mine, theirs = multiprocessing.Pipe()
+    echo = multiprocessing.Process(target=_b8_echo, args=(theirs, mine))
+    echo.start()
+    theirs.close()
+    trips = []
+    with b8_bounded("pipe round trips"):
+        mine.send(-1)
+        if mine.recv() != 0:
+            common.fail("b8: the pipe's warm-up echo was wrong")
+        for i in range(roundtrips):
+            t = time.perf_counter()
+            mine.send(i)
+            v = mine.recv()
+            trips.append(time.perf_counter() - t)
+            if v != i + 1:
+                common.fail(f"b8: the pipe's echo of {i} was {v}")
+    mine.close()
+    echo.join(30)
+    if echo.exitcode != 0:
+        common.fail(f"b8: the pipe's echo Process ended with exit code {echo.exitcode}")
+    return statistics.median(trips) * 1e6
+
+
+def b8_starts(ctx, n):
+    """The median ms from creating a Process of context `ctx` running a no-op to its join."""
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        p = ctx.Process(target=_b8_nothing)
+        p.start()
+        p.join(B8_LIMIT)
+        times.append(time.perf_counter() - t)
+        if p.exitcode != 0:
+            common.fail(f"b8: a no-op Process ({ctx.get_start_method()}) ended with exit code {p.exitcode}")
+    return statistics.median(times) * 1e3
+
+
+def b8_async(pool, roundtrips):
+    trips = []
+    with b8_bounded("apply_async round trips"):
+        for i in range(roundtrips):
+            t = time.perf_counter()
+            v = pool.apply_async(common.noop, (i,)).get()
+            trips.append(time.perf_counter() - t)
+            if v != i:
+                common.fail(f"b8: apply_async(noop, {i}) returned {v}")
+    return statistics.median(trips) * 1e6
+
+
+def run_b8(a):
+    common.header(f"multiprocessing ({multiprocessing.get_start_method()})",
+                  f"{a.workers} workers, {a.items} items (lists of {a.batch}), {a.roundtrips} pipe round trips, "
+                  f"{a.starts} process starts, medians of {a.repeats} runs")
+    common.note(f"queues: multiprocessing.Queue of ints (maxsize {max(10_000, 10 * a.batch)} items; in lists: "
+                f"{max(10_000, 10 * a.batch) // a.batch} lists), one writer "
+                f"and one reader Process; batches: {10 * a.items} items as lists of {a.batch}; extra rows of this "
+                f"peer alone: the same with SimpleQueue, and process starts with the 'spawn' context")
+    spawn = multiprocessing.get_context("spawn")
+    fork = multiprocessing.get_context("fork")
+    pool = new_pool(a.workers)
+    try:
+        if pool.map(common.noop, range(4 * a.workers)) != list(range(4 * a.workers)):  # every worker up
+            common.fail("b8: the warm-up map returned wrong results")
+        got = {}
+        for _ in range(a.repeats):
+            figures = [("queue_single_items_per_s", lambda: b8_stream(a.items, 1), "items/s"),
+                       ("queue_batch_items_per_s", lambda: b8_stream(10 * a.items, a.batch), "items/s"),
+                       ("pipe_roundtrip_us", lambda: b8_pipe(a.roundtrips), "us"),
+                       ("process_start_join_ms", lambda: b8_starts(fork, a.starts), "ms"),
+                       ("apply_async_roundtrip_us", lambda: b8_async(pool, a.roundtrips), "us"),
+                       ("simplequeue_single_items_per_s", lambda: b8_stream(a.items, 1, simple=True), "items/s"),
+                       ("process_start_join_spawn_ms", lambda: b8_starts(spawn, a.starts), "ms")]
+            for metric, measure, unit in figures:
+                got.setdefault(metric, ([], unit))[0].append(measure())
+        for metric, (values, unit) in got.items():
+            common.row("b8", metric, statistics.median(values), unit)
+    finally:
+        stop_pool(pool)  # and every other process of ours (the spawn context's resource tracker)
+
+
 def main():
     install_handlers()
-    a = common.parse(sys.argv[1:])
+    a = common.parse(sys.argv[1:], benches=list(common.DEFAULTS))
     system = f"multiprocessing.Pool ({multiprocessing.get_start_method()})"
     if a.bench == "b1":
         common.header(system, f"{a.workers} workers, scale {a.scale:g} (tasks: {common.b1_counts(a)}), "
@@ -269,6 +452,8 @@ def main():
     elif a.bench == "b6":
         common.header(system, f"{a.workers} workers, {a.bytes} bytes, medians of {a.repeats} trips")
         with_pool(a, common.b6)
+    elif a.bench == "b8":
+        run_b8(a)
 
 
 if __name__ == "__main__":

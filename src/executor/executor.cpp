@@ -323,6 +323,102 @@ void run_chunk(const wire::TaskView& t, Mailbox& box, std::string& results, Fram
 // `sent` (a batch from the lane): where the agent reads how many of its chunks have their results
 // out, so that a death after them does not report them again. Frames go out every flush_bytes or
 // flush_every, and at the end.
+// A wait on a queue, pipe or event runs no other task meanwhile (as a Python process would not):
+// a task run on top of the waiting one would hold it (and its acknowledgement) until it ended.
+thread_local bool t_queue_wait = false;
+
+// A queue's put without a timeout goes out without waiting for its answer, up to `most` at a
+// time (the driver answers a put once the queue took it, so a full queue still holds its writer
+// back): single puts from a task then cost no round trip each. A failed put (a closed queue) is
+// thrown by the task's next call on a queue, and any call but a put first waits for the puts
+// before it; a task's puts are all answered before its result is sent, so that the driver sees
+// its items in the queue once it sees its result.
+class PutsInFlight {
+ public:
+  static constexpr std::size_t most = 256;
+  void add(std::shared_ptr<JobState> job) {
+    std::lock_guard lk(mu_);
+    jobs_.push_back(std::move(job));
+  }
+  bool full() {
+    std::lock_guard lk(mu_);
+    return jobs_.size() >= most;
+  }
+  // Takes the answers that came; throws the first failure among them.
+  void reap() {
+    if (empty_.load(std::memory_order_acquire)) return;
+    std::exception_ptr failed;
+    {
+      std::lock_guard lk(mu_);
+      while (!jobs_.empty() && jobs_.front()->ready()) {
+        take(*jobs_.front(), failed);
+        jobs_.pop_front();
+      }
+      empty_.store(jobs_.empty(), std::memory_order_release);
+    }
+    if (failed) std::rethrow_exception(failed);
+  }
+  // Waits for the oldest answer (the window is full); throws its failure.
+  void wait_oldest() {
+    std::shared_ptr<JobState> job;
+    {
+      std::lock_guard lk(mu_);
+      if (jobs_.empty()) return;
+      job = jobs_.front();
+    }
+    std::exception_ptr failed;
+    job->wait_ready(std::nullopt);
+    {
+      std::lock_guard lk(mu_);
+      if (!jobs_.empty() && jobs_.front() == job) {
+        take(*job, failed);
+        jobs_.pop_front();
+      }
+      empty_.store(jobs_.empty(), std::memory_order_release);
+    }
+    if (failed) std::rethrow_exception(failed);
+  }
+  void mark_busy() { empty_.store(false, std::memory_order_release); }
+  // Waits for every answer; throws the first failure (after all came).
+  void drain() {
+    std::exception_ptr failed;
+    while (!empty_.load(std::memory_order_acquire)) {
+      try {
+        wait_oldest();
+      } catch (...) {
+        if (!failed) failed = std::current_exception();
+      }
+    }
+    if (failed) std::rethrow_exception(failed);
+  }
+  // Waits for every answer (a task returned); a failure is told on stderr, as its task is over.
+  void settle() noexcept {
+    if (empty_.load(std::memory_order_acquire)) return;
+    t_queue_wait = true;  // no task runs on top of this wait
+    struct Reset {
+      ~Reset() { t_queue_wait = false; }
+    } reset;
+    while (!empty_.load(std::memory_order_acquire)) {
+      try {
+        wait_oldest();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "fibra: a queue's put made by a task that has returned failed: %s\n", e.what());
+      }
+    }
+  }
+
+ private:
+  static void take(JobState& job, std::exception_ptr& failed) {
+    ChunkOutcome o;
+    job.wait_next(o);
+    if (o.error && !failed) failed = o.error;
+  }
+  std::mutex mu_;
+  std::deque<std::shared_ptr<JobState>> jobs_;
+  std::atomic<bool> empty_{true};
+};
+PutsInFlight g_puts;
+
 void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& results,
                std::atomic<std::uint32_t>* sent = nullptr) {
   const bool via_lane = sent != nullptr;
@@ -352,6 +448,7 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
     box.timeout_s.store(t.header.timeout_s, std::memory_order_relaxed);
     box.chunk.store(t.header.chunk, std::memory_order_release);
     run_chunk(t, box, results, spill, ctl, failures);
+    g_puts.settle();
     box.chunk.store(0, std::memory_order_release);
     ++ran;
     trace::mark(trace::executor_ran, t.header.chunk);
@@ -694,6 +791,7 @@ class CallThreads {
         RunningBatch running;
         FrameSpill spill(results, false);
         run_chunk(t, box, results, spill, ctl, failures);
+        g_puts.settle();
       }
       // What it printed goes to the agent before its result does.
       std::fflush(stdout);
@@ -848,10 +946,6 @@ void run_nested(const Inbox::Batch& b, std::string& results) {
   ::pthread_join(thread, nullptr);
 }
 
-// A wait on a queue, pipe or event runs no other task meanwhile (as a Python process would not):
-// a task run on top of the waiting one would hold it (and its acknowledgement) until it ended.
-thread_local bool t_queue_wait = false;
-
 // A wait in the task's thread runs the batches that arrive meanwhile (the tasks it waits for may be
 // among them), and tells the agent it waits, so that the driver sends this worker more work.
 int help_while_waiting(const std::function<bool()>& ready, std::optional<std::chrono::nanoseconds> timeout) {
@@ -901,11 +995,34 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
   RetryPolicy once;
   once.retries = 0;
   auto job = std::make_shared<JobState>(channel_entry(), CallMode::tuple, once);
+  const bool behind = call.op == ChannelOp::put && call.timeout_s < 0;
+  // Any other call waits until this process's puts were taken (a close() must not overtake the
+  // puts before it, which may wait for room); an earlier put that failed is told now.
+  if (behind) {
+    g_puts.reap();
+  } else {
+    t_queue_wait = true;
+    struct Reset {
+      ~Reset() { t_queue_wait = false; }
+    } reset;
+    g_puts.drain();
+  }
   wire::Request r;
   r.actor = wire::channel_request;
   r.mode = CallMode::tuple;
   r.policy = once;
   r.payload = wire::encode(call);
+  if (behind) {
+    t_queue_wait = true;
+    struct Reset {
+      ~Reset() { t_queue_wait = false; }
+    } reset;
+    while (g_puts.full()) g_puts.wait_oldest();
+    g_puts.mark_busy();
+    g_puts.add(job);
+    g_executor.inbox->request(std::move(r), job);
+    return {};
+  }
   g_executor.inbox->request(std::move(r), job);
   std::string bytes;
   {

@@ -133,6 +133,19 @@ std::string late_get(fibra::Queue<long> q, long ms) {
 }
 FIBRA_REMOTE(late_get);
 
+// Puts into a queue that was closed: the put goes out without waiting, and its failure is thrown
+// by the next call on a queue at the latest.
+std::string put_after_close(fibra::Queue<long> q) {
+  try {
+    q.put(1);
+    (void)q.qsize();
+    return "no error";
+  } catch (const fibra::QueueClosed&) {
+    return "QueueClosed";
+  }
+}
+FIBRA_REMOTE(put_after_close);
+
 // Takes `n` items and marks each done.
 long take_and_mark(fibra::JoinableQueue<long> q, long n) {
   long sum = 0;
@@ -308,6 +321,9 @@ TEST(Queues, ATasksTimeoutAndAGoneQueueHaveTheirOwnErrors) {
   const std::string text = get_within(late, bound, "late_get");
   EXPECT_NE(text.find("QueueClosed: fibra: queue #"), std::string::npos) << text;
   EXPECT_NE(text.find("is gone"), std::string::npos) << text;
+  fibra::Queue<long> shut;
+  shut.close();
+  EXPECT_EQ(get_within(pool.submit(put_after_close, shut), bound, "put_after_close"), "QueueClosed");
   // A queue made in a task, returned to the driver, holds what the task put.
   fibra::Queue<long> made = get_within(pool.submit(make_filled, 4L), bound, "make_filled");
   EXPECT_EQ(made.get_many(10, 5s), (std::vector<long>{0, 1, 4, 9}));
