@@ -950,12 +950,13 @@ void run_nested(const Inbox::Batch& b, std::string& results) {
 // among them), and tells the agent it waits, so that the driver sends this worker more work.
 int help_while_waiting(const std::function<bool()>& ready, std::optional<std::chrono::nanoseconds> timeout) {
   if (!g_executor.inbox) return -1;
-  if (!t_task.is || t_queue_wait) {  // a thread a task started, or a queue's wait: someone must read for it
+  if (!t_task.is) {  // a thread a task started: someone must read for it
     g_executor.inbox->need_reader();
     return -1;
   }
   if (ready()) return 1;
-  const bool help = !g_executor.actor_process;
+  // An actor's process, and a queue's wait, read the socket without running what arrives.
+  const bool help = !g_executor.actor_process && !t_queue_wait;
   const auto deadline =
       timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point::max();
   auto blocked = [](std::int32_t delta) {

@@ -233,6 +233,12 @@ TEST_F(Faults, AnAgentKilledMidMapIsReplacedAndItsChunksRunElsewhere) {
     victim = o.ppid;
     ASSERT_EQ(::kill(victim, SIGKILL), 0);
   });
+  // The loss is declared before the next map: until the killed agent has exited (it needs the CPU
+  // to, and the suite loads both cores), its executors still take batches from their lanes and
+  // answer with its pid (seen in a full run: 4 agents answered, the victim among them).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (pool.stats().workers_lost == 0 && std::chrono::steady_clock::now() < deadline) busy_ms(20);
+  ASSERT_EQ(pool.stats().workers_lost, 1u) << "the killed agent was not declared lost within 30 s";
   std::set<int> agents;
   for (auto& o : map_within(pool, "work", work, items(600), {.chunksize = 1})) agents.insert(o.ppid);
   EXPECT_EQ(agents.count(victim), 0u);

@@ -72,6 +72,21 @@ FIBRA_REMOTE(twice);
 void nothing() {}
 FIBRA_REMOTE(nothing);
 
+// An actor made with a queue, which its method puts into: handles travel to constructors too.
+class Sink {
+ public:
+  explicit Sink(fibra::Queue<long> q) : q_(std::move(q)) {}
+  long push(long v) {
+    q_.put(v);
+    return v;
+  }
+
+ private:
+  fibra::Queue<long> q_;
+};
+FIBRA_ACTOR(Sink, fibra::Queue<long>);
+FIBRA_ACTOR_METHOD(Sink, push);
+
 }  // namespace
 
 TEST(Processes, OneWriterTwoReadersEveryItemOnce) {
@@ -165,6 +180,30 @@ TEST(Processes, KilledFromOutsideTerminatedOrKilled) {
   killed.kill();  // before it runs, perhaps: the signal waits for its process
   ASSERT_TRUE(killed.join(bound));
   EXPECT_EQ(killed.exitcode(), -9);
+}
+
+// The worker under a Process is lost (its agent killed): the process shows -9, as Python's does
+// for a process killed by SIGKILL.
+TEST(Processes, AProcessWhoseWorkerIsLostShowsMinusNine) {
+  fibra::Pool pool(1, {.heartbeat_s = 0.5, .worker_silence_s = 3});
+  fibra::Event never;
+  fibra::Process p({.pool = &pool}, wait_for, never);
+  p.start();
+  (void)p.pid();  // running
+  const auto agents = pool.workers();
+  ASSERT_FALSE(agents.empty());
+  ASSERT_EQ(::kill(static_cast<pid_t>(agents[0].pid), SIGKILL), 0);
+  ASSERT_TRUE(p.join(bound));
+  EXPECT_EQ(p.exitcode(), -9);
+  ASSERT_TRUE(p.error().has_value());
+}
+
+TEST(Processes, AnActorConstructedWithAQueuePutsIntoIt) {
+  fibra::Pool pool(1);
+  fibra::Queue<long> q;
+  auto sink = fibra::Actor<Sink>::start_on(pool, {}, q);
+  for (long v = 1; v <= 3; ++v) EXPECT_EQ(get_within(sink.call(&Sink::push, v), bound, "Sink::push"), v);
+  EXPECT_EQ(q.get_many(10, 5s), (std::vector<long>{1, 2, 3}));
 }
 
 // FIBRA_REMOTE takes void functions: submit gives a Future<void>.
