@@ -89,7 +89,8 @@ class Process {
   Process& operator=(Process&&) noexcept = default;
 
   /// @brief Starts it: its process is made on a worker, and runs the function.
-  /// @throws ConfigError if it was started before, or no worker can offer its resources.
+  /// @throws ConfigError if it was started before, inside a task (Processes are the driver's), or
+  /// no worker can offer its resources.
   void start();
   /// @brief Waits until it ends.
   void join();
@@ -110,12 +111,13 @@ class Process {
   void terminate();
   /// @brief Ends it at once with SIGKILL (exit code -9).
   void kill();
-  /// @brief Its process's pid, once it runs (waits for its start). @throws ConfigError before start().
+  /// @brief Its process's pid, once it runs (waits for its start; 0 if it ended before that).
+  /// @throws ConfigError before start().
   long pid() const;
-  /// @brief The host it runs on, once it runs (waits for its start).
+  /// @brief The host it runs on, once it runs (waits for its start; "" if it ended before that).
   std::string host() const;
   /// @brief What messages call it: its ProcessOptions::name, or its function's name.
-  const std::string& name() const { return s_->name; }
+  const std::string& name() const { return state().name; }
 
  private:
   bool join_for(double seconds);
@@ -134,6 +136,7 @@ class Process {
     std::uint64_t actor = 0;
     bool started = false;
   };
+  State& state() const;  // throws ConfigError for a moved-from Process
   std::shared_ptr<State> s_;
 };
 

@@ -120,6 +120,8 @@ class Agent {
         // beside them; what the driver sends meanwhile is only the next batch, read within 1 ms.
         wait_a_little(std::chrono::milliseconds(1));
       } else if (auto nap = napper.next(sending); nap.count() > 0) {
+        // A task waits for an answer from the driver: the naps of a busy agent, never over 1 ms.
+        if (awaiting_replies()) nap = std::min<std::chrono::microseconds>(nap, std::chrono::milliseconds(1));
         wait_a_little(nap);
       } else {
         std::this_thread::yield();  // spinning for the driver: give a core to whoever needs one
@@ -181,7 +183,7 @@ class Agent {
             it->second.ending = true;
           } else if (const pid_t pid = it->second.process->pid(); pid > 0) {
             ::kill(pid, end.signal);  // its death is reported as any other
-            if (end.signal == SIGTERM) it->second.kill_at = mpi::now_s() + 2.0;
+            if (end.signal == SIGTERM && it->second.kill_at == 0) it->second.kill_at = mpi::now_s() + 2.0;
           }
         }
       } else if (m.tag == wire::tag_reply) {

@@ -3,6 +3,7 @@
 // the function does.
 #include "fibra/process.hpp"
 
+#include "executor/executor.hpp"
 #include "fibra/tasks.hpp"
 
 #include <csignal>
@@ -25,7 +26,17 @@ int exit_code_of_death(const std::string& why) noexcept {
 
 }  // namespace detail
 
+Process::State& Process::state() const {
+  if (!s_) throw ConfigError("fibra: this Process was moved from; use the Process it was moved to");
+  return *s_;
+}
+
 void Process::start() {
+  state();
+  if (detail::in_executor())
+    throw ConfigError("fibra: Process " + s_->name +
+                      " was started inside a task; start Processes from the driver (a task can start an actor, "
+                      "or put work in a Queue that a Process started by the driver reads)");
   if (s_->started)
     throw ConfigError("fibra: Process " + s_->name + " was started already (a Process starts once, as in Python)");
   ActorOptions options;
@@ -40,19 +51,19 @@ void Process::start() {
 }
 
 void Process::join() {
-  if (!s_->started) throw ConfigError("fibra: Process " + s_->name + " was joined before start()");
+  if (!state().started) throw ConfigError("fibra: Process " + s_->name + " was joined before start()");
   s_->outcome.wait();
 }
 
 bool Process::join_for(double seconds) {
-  if (!s_->started) throw ConfigError("fibra: Process " + s_->name + " was joined before start()");
+  if (!state().started) throw ConfigError("fibra: Process " + s_->name + " was joined before start()");
   return s_->outcome.wait_for(std::chrono::duration<double>(std::max(0.0, seconds)));
 }
 
-bool Process::is_alive() const { return s_->started && !s_->outcome.ready(); }
+bool Process::is_alive() const { return state().started && !s_->outcome.ready(); }
 
 std::optional<int> Process::exitcode() const {
-  if (!s_->started || !s_->outcome.ready()) return std::nullopt;
+  if (!state().started || !s_->outcome.ready()) return std::nullopt;
   try {
     return static_cast<int>(std::get<0>(s_->outcome.get()));
   } catch (const ActorDied& e) {
@@ -63,7 +74,7 @@ std::optional<int> Process::exitcode() const {
 }
 
 std::optional<RemoteError> Process::error() const {
-  if (!s_->started || !s_->outcome.ready()) return std::nullopt;
+  if (!state().started || !s_->outcome.ready() || exitcode() == 0) return std::nullopt;
   RemoteSite site;
   site.function = s_->name;
   try {
@@ -78,7 +89,7 @@ std::optional<RemoteError> Process::error() const {
 }
 
 void Process::signal(int sig) {
-  if (!s_->started) throw ConfigError("fibra: Process " + s_->name + " was ended before start()");
+  if (!state().started) throw ConfigError("fibra: Process " + s_->name + " was ended before start()");
   if (s_->outcome.ready()) return;
   s_->core->signal_actor(s_->actor, sig);
 }
@@ -87,8 +98,12 @@ void Process::terminate() { signal(SIGTERM); }
 void Process::kill() { signal(SIGKILL); }
 
 std::pair<long, std::string> Process::where() const {
-  if (!s_->started) throw ConfigError("fibra: Process " + s_->name + " has no process before start()");
-  return s_->where.get();
+  if (!state().started) throw ConfigError("fibra: Process " + s_->name + " has no process before start()");
+  try {
+    return s_->where.get();
+  } catch (const ActorDied&) {  // it ended before it could say where it ran
+    return {0, ""};
+  }
 }
 
 long Process::pid() const { return where().first; }

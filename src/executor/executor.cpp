@@ -339,6 +339,7 @@ class PutsInFlight {
   void add(std::shared_ptr<JobState> job) {
     std::lock_guard lk(mu_);
     jobs_.push_back(std::move(job));
+    empty_.store(false, std::memory_order_release);
   }
   bool full() {
     std::lock_guard lk(mu_);
@@ -378,7 +379,6 @@ class PutsInFlight {
     }
     if (failed) std::rethrow_exception(failed);
   }
-  void mark_busy() { empty_.store(false, std::memory_order_release); }
   // Waits for every answer; throws the first failure (after all came).
   void drain() {
     std::exception_ptr failed;
@@ -408,16 +408,42 @@ class PutsInFlight {
   }
 
  private:
+  // A put's failure, told later: as an Error of its own, which a `catch (QueueClosed&)` that reads
+  // the end of a stream does not take for one.
   static void take(JobState& job, std::exception_ptr& failed) {
     ChunkOutcome o;
     job.wait_next(o);
-    if (o.error && !failed) failed = o.error;
+    if (!o.error || failed) return;
+    std::string why = "an error that is not a std::exception";
+    try {
+      std::rethrow_exception(o.error);
+    } catch (const std::exception& e) {
+      why = e.what();
+    } catch (...) {
+    }
+    failed = std::make_exception_ptr(Error("fibra: an earlier put of this task (sent without waiting) failed: " + why));
   }
   std::mutex mu_;
   std::deque<std::shared_ptr<JobState>> jobs_;
   std::atomic<bool> empty_{true};
 };
-PutsInFlight g_puts;
+// Each task has its own (a task run on top of a waiting one, or on a thread of a threaded actor,
+// must not wait for another's puts, which may wait for it); a thread a task started has its
+// thread's.
+thread_local PutsInFlight t_thread_puts;
+thread_local PutsInFlight* t_puts = &t_thread_puts;
+// Runs `f` (a chunk) with a list of puts of its own, and waits for them before the chunk's result goes.
+template <class F>
+void with_own_puts(F&& f) {
+  PutsInFlight mine;
+  PutsInFlight* const saved = std::exchange(t_puts, &mine);
+  struct Restore {
+    PutsInFlight* saved;
+    ~Restore() { t_puts = saved; }
+  } restore{saved};
+  f();
+  mine.settle();
+}
 
 void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& results,
                std::atomic<std::uint32_t>* sent = nullptr) {
@@ -447,8 +473,7 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
     box.item.store(0, std::memory_order_relaxed);
     box.timeout_s.store(t.header.timeout_s, std::memory_order_relaxed);
     box.chunk.store(t.header.chunk, std::memory_order_release);
-    run_chunk(t, box, results, spill, ctl, failures);
-    g_puts.settle();
+    with_own_puts([&] { run_chunk(t, box, results, spill, ctl, failures); });
     box.chunk.store(0, std::memory_order_release);
     ++ran;
     trace::mark(trace::executor_ran, t.header.chunk);
@@ -790,8 +815,7 @@ class CallThreads {
       {
         RunningBatch running;
         FrameSpill spill(results, false);
-        run_chunk(t, box, results, spill, ctl, failures);
-        g_puts.settle();
+        with_own_puts([&] { run_chunk(t, box, results, spill, ctl, failures); });
       }
       // What it printed goes to the agent before its result does.
       std::fflush(stdout);
@@ -983,7 +1007,8 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
       continue;
     }
     if (g_executor.inbox->closed()) break;
-    g_executor.inbox->read_a_little(std::chrono::milliseconds(2), true);
+    // (One that does not run batches does not watch its lane: a batch waiting there would wake it at once, for ever.)
+    g_executor.inbox->read_a_little(std::chrono::milliseconds(2), help);
   }
   if (help) blocked(-1);
   return ok ? 1 : 0;
@@ -1000,13 +1025,13 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
   // Any other call waits until this process's puts were taken (a close() must not overtake the
   // puts before it, which may wait for room); an earlier put that failed is told now.
   if (behind) {
-    g_puts.reap();
+    t_puts->reap();
   } else {
     t_queue_wait = true;
     struct Reset {
       ~Reset() { t_queue_wait = false; }
     } reset;
-    g_puts.drain();
+    t_puts->drain();
   }
   wire::Request r;
   r.actor = wire::channel_request;
@@ -1018,9 +1043,8 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
     struct Reset {
       ~Reset() { t_queue_wait = false; }
     } reset;
-    while (g_puts.full()) g_puts.wait_oldest();
-    g_puts.mark_busy();
-    g_puts.add(job);
+    while (t_puts->full()) t_puts->wait_oldest();
+    t_puts->add(job);
     g_executor.inbox->request(std::move(r), job);
     return {};
   }

@@ -72,6 +72,18 @@ FIBRA_REMOTE(twice);
 void nothing() {}
 FIBRA_REMOTE(nothing);
 
+// A task may not start a Process (they are the driver's): it gets a ConfigError saying so.
+std::string start_inside() {
+  fibra::Process p(nothing);
+  try {
+    p.start();
+    return "started";
+  } catch (const fibra::ConfigError& e) {
+    return e.what();
+  }
+}
+FIBRA_REMOTE(start_inside);
+
 // An actor made with a queue, which its method puts into: handles travel to constructors too.
 class Sink {
  public:
@@ -204,6 +216,18 @@ TEST(Processes, AnActorConstructedWithAQueuePutsIntoIt) {
   auto sink = fibra::Actor<Sink>::start_on(pool, {}, q);
   for (long v = 1; v <= 3; ++v) EXPECT_EQ(get_within(sink.call(&Sink::push, v), bound, "Sink::push"), v);
   EXPECT_EQ(q.get_many(10, 5s), (std::vector<long>{1, 2, 3}));
+}
+
+TEST(Processes, OnlyTheDriverStartsThem) {
+  fibra::Pool pool(1);
+  const std::string why = get_within(pool.submit(start_inside), bound, "start_inside");
+  EXPECT_NE(why.find("was started inside a task"), std::string::npos) << why;
+  fibra::Process a({.pool = &pool}, nothing);
+  fibra::Process b(std::move(a));
+  EXPECT_NE(error_of([&] { a.start(); }).find("moved from"), std::string::npos);
+  b.start();
+  ASSERT_TRUE(b.join(bound));
+  EXPECT_EQ(b.exitcode(), 0);
 }
 
 // FIBRA_REMOTE takes void functions: submit gives a Future<void>.
