@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Many-node tests on a virtual Slurm cluster of 3 nodes (slurm/virtual-cluster.sh) on this machine.
-#   run.sh spread|pack|silence|relaunch <program> <work dir> [<fibra command>]
+#   run.sh spread|pack|silence|relaunch|queue_readers <program> <work dir> [<fibra command>]
 # spread takes FIBRA_MN_NODES (3) and FIBRA_MN_WORKERS (6) from the environment: with 4 and 64 it
 # is the many-node scale figure of docs/benchmarks.md.
 # Starts the cluster (its own folder and ports), runs the program in a 3-node job with
@@ -82,6 +82,43 @@ JOB
     echo "job $job ended as ${state:-unknown}"
     if grep -q '^PASS$' "$out" 2>/dev/null; then echo "PASS: silence on other nodes"; exit 0; fi
     echo "FAIL: silence (see $out)"
+    exit 1
+    ;;
+  queue_readers)
+    # Two reader Processes on two nodes; the program asks (through a file holding the node's number)
+    # for the node of one of them to be cut off mid-stream (its link down, as in `silence`). A node
+    # killed outright ends the whole job with Open MPI 4.1 (mpirun aborts when one of its daemons
+    # dies; see docs/architecture.md, "Placement"), so the loss fibra must survive is this one.
+    out="$work/queue_readers.out"
+    rm -rf "$work/queue_readers" && mkdir -p "$work/queue_readers"
+    rm -f "$out"
+    cat >"$work/queue_readers.sbatch" <<JOB
+#!/bin/bash
+#SBATCH -N 3 --ntasks-per-node=2 --time=5 --no-kill -o $out
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 EVENT_NOEPOLL=1 FIBRA_PROGRESS=0
+export OMPI_MCA_btl_tcp_if_include=10.213.77.0/24 OMPI_MCA_oob_tcp_if_include=10.213.77.0/24
+mpirun --enable-recovery --mca orte_abort_on_non_zero_status 0 -n 1 $program $work/queue_readers
+JOB
+    job="$(sbatch --parsable "$work/queue_readers.sbatch")" || { echo "FAIL: sbatch"; exit 1; }
+    cd "$work/queue_readers"
+    cut=""
+    for _ in $(seq 1 960); do
+      if [ -e cut-now ] && [ ! -e cut-done ]; then
+        cut="$(cat cut-now)"
+        ip link set "fibravc$cut" down && touch cut-done
+      fi
+      state="$(job_state "$job")"
+      case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) break ;; esac
+      # Its verdict is in: MPI_Finalize after a node was cut off may hang (see docs/slurm.md).
+      grep -qE '^(PASS|FAIL)' "$out" 2>/dev/null && { sleep 1; scancel "$job" 2>/dev/null; break; }
+      sleep 0.25
+    done
+    [ -n "$cut" ] && ip link set "fibravc$cut" up 2>/dev/null
+    [ -n "$state" ] && ! [[ "$state" =~ ^(PENDING|RUNNING|CONFIGURING|COMPLETING)$ ]] || scancel "$job" 2>/dev/null
+    grep -v '^\[vnode' "$out" 2>/dev/null
+    echo "job $job ended as ${state:-unknown}"
+    if grep -q '^PASS$' "$out" 2>/dev/null; then echo "PASS: a reader's node cut off mid-stream"; exit 0; fi
+    echo "FAIL: queue_readers (see $out)"
     exit 1
     ;;
   relaunch)
