@@ -221,12 +221,9 @@ class Connection {
   bool poll() { return poll(std::chrono::seconds(0)); }
   template <class Rep, class Period>
   bool poll(std::chrono::duration<Rep, Period> timeout) {
-    const detail::ChannelRef& in = need(in_, "poll on");
-    if (!detail::channel_call(detail::ChannelOp::wait, in.id(), detail::ChannelKind::pipe, 0,
-                              detail::seconds_of(timeout))
-             .flag)
-      return false;
-    return true;
+    return detail::channel_call(detail::ChannelOp::wait, need(in_, "poll on").id(), detail::ChannelKind::pipe, 0,
+                                detail::seconds_of(timeout))
+        .flag;
   }
   /// @brief Closes this end: the other end receives what was sent, then PipeClosed; this end
   /// neither sends nor receives again.

@@ -132,6 +132,13 @@ struct ChannelStore::Impl {
   // Closed, empty, and no item sent out may come back: its readers are told the stream ended.
   static bool at_its_end(const Channel& c) { return c.closed && c.items.empty() && c.owed == 0; }
 
+  // Whether a join or a wait on `c` has what it waits for: every item marked done (join), the flag
+  // (an Event), an item or the end of the stream (a pipe's poll).
+  static bool over(ChannelOp op, const Channel& c) {
+    if (op == ChannelOp::join) return c.unfinished == 0;
+    return c.kind == ChannelKind::event ? c.set : !c.items.empty() || at_its_end(c);
+  }
+
   // A task received the items of `token`.
   void ack(std::uint64_t token) {
     auto d = unacked.find(token);
@@ -192,9 +199,7 @@ struct ChannelStore::Impl {
       }
     }
     for (auto it = c.waiters.begin(); it != c.waiters.end();) {
-      const bool now = (*it)->op == ChannelOp::join   ? c.unfinished == 0
-                       : c.kind == ChannelKind::event ? c.set
-                                                      : (!c.items.empty() || at_its_end(c));
+      const bool now = over((*it)->op, c);
       if (!now) {
         ++it;
         continue;
@@ -369,9 +374,7 @@ struct ChannelStore::Impl {
         return settle(id, c);
       case ChannelOp::join:
       case ChannelOp::wait: {
-        const bool now = call.op == ChannelOp::join     ? c.unfinished == 0
-                         : c.kind == ChannelKind::event ? c.set
-                                                        : (!c.items.empty() || at_its_end(c));
+        const bool now = over(call.op, c);
         if (now || call.timeout_s == 0) {
           wire::ChannelReply r;
           r.flag = now;

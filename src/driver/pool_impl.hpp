@@ -312,6 +312,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void on_actor_request(Worker& w, std::uint64_t route, wire::Request& r);
   /// A task's call on a Queue, Pipe or Event (src/driver/channels.cpp).
   void on_channel_request(Worker& w, std::uint64_t route, wire::Request& r);
+  /// The JobState of a request, answered to its executor once delivered (pool_requests.cpp).
+  std::shared_ptr<JobState> answered_job(const FunctionEntry& fn, const Worker& w, std::uint64_t route,
+                                         const wire::Request& r);
   ActorState* live_actor_named(const std::string& name);
   void join() override;
   void terminate() override;

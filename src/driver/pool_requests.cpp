@@ -43,6 +43,20 @@ std::uint64_t PoolImpl::next_uid() {
   return n.fetch_add(1);
 }
 
+// The JobState of a task's request, whose outcome goes back as a Reply to the executor it came
+// from. Only what delivers to it holds it (its callback does not): a request that is never answered
+// (a queue's wait dropped when its process ended) is freed.
+std::shared_ptr<JobState> PoolImpl::answered_job(const FunctionEntry& fn, const Worker& w, std::uint64_t route,
+                                                 const wire::Request& r) {
+  auto job = std::make_shared<JobState>(fn, r.mode, r.policy);
+  std::weak_ptr<PoolImpl> self = shared_from_this();
+  job->on_delivered([self, wid = w.id, route, id = r.id, weak = std::weak_ptr<JobState>(job)] {
+    if (auto p = self.lock())
+      if (auto j = weak.lock()) p->queue_reply({wid, route, id, std::move(j)});
+  });
+  return job;
+}
+
 void PoolImpl::on_request(Worker& w, const std::string& data) {
   auto [route, r] = wire::parse_routed_request(data);
   if (r.actor == wire::actor_start_request || r.actor == wire::actor_find_request) return on_actor_request(w, route, r);
@@ -52,12 +66,8 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
     throw wire::Malformed("fibra: a malformed message: a request for an unknown function (id " + std::to_string(r.fn) +
                           ")");
   // The task's own call: its MapOptions, or the pool's defaults it saw.
-  auto job = std::make_shared<JobState>(*fn, r.mode, r.policy);
+  auto job = answered_job(*fn, w, route, r);
   if (!r.name.empty()) job->set_name(r.name);
-  std::weak_ptr<PoolImpl> self = shared_from_this();
-  job->on_delivered([self, wid = w.id, route, id = r.id, job] {
-    if (auto p = self.lock()) p->queue_reply({wid, route, id, job});
-  });
   try {
     if (r.actor != 0) {
       auto core = r.pool == 0 || r.pool == uid_ ? std::shared_ptr<PoolCore>(shared_from_this()) : find_pool(r.pool);
@@ -90,11 +100,7 @@ void PoolImpl::on_actor_request(Worker& w, std::uint64_t route, wire::Request& r
   if (!fn)
     throw wire::Malformed("fibra: a malformed message: a task started an actor of an unknown constructor (id " +
                           std::to_string(r.fn) + ")");
-  auto job = std::make_shared<JobState>(*fn, r.mode, r.policy);
-  std::weak_ptr<PoolImpl> self = shared_from_this();
-  job->on_delivered([self, wid = w.id, route, id = r.id, job] {
-    if (auto p = self.lock()) p->queue_reply({wid, route, id, job});
-  });
+  auto job = answered_job(*fn, w, route, r);
   try {
     auto core = r.pool == 0 || r.pool == uid_ ? std::shared_ptr<PoolCore>(shared_from_this()) : find_pool(r.pool);
     if (!core) throw ConfigError("fibra: a task used an actor of a pool that is gone");
@@ -127,13 +133,7 @@ void PoolImpl::on_channel_request(Worker& w, std::uint64_t route, wire::Request&
   auto call = wire::decode<wire::ChannelCall>(r.payload);
   const ChannelHolder who{uid_, static_cast<std::uint64_t>(w.id), route};
   if (call.op == ChannelOp::ack) return ChannelStore::instance().call(std::move(call), who, nullptr);
-  auto job = std::make_shared<JobState>(channel_entry(), r.mode, r.policy);
-  std::weak_ptr<PoolImpl> self = shared_from_this();
-  // Only the store's answer holds the job: a wait the store drops (its process ended) frees it.
-  job->on_delivered([self, wid = w.id, route, id = r.id, weak = std::weak_ptr<JobState>(job)] {
-    if (auto p = self.lock())
-      if (auto j = weak.lock()) p->queue_reply({wid, route, id, std::move(j)});
-  });
+  auto job = answered_job(channel_entry(), w, route, r);  // only the store's answer holds it
   ChannelStore::instance().call(std::move(call), who, [job](std::exception_ptr e, wire::ChannelReply rep) {
     ChunkOutcome o;
     o.count = 1;

@@ -319,13 +319,20 @@ void run_chunk(const wire::TaskView& t, Mailbox& box, std::string& results, Fram
   if (results.size() - at > max_result_bytes) refuse_oversized(results, at, h, t.header, spill);
 }
 
-// `results` is the frame buffer, kept from batch to batch so that its memory stays warm.
-// `sent` (a batch from the lane): where the agent reads how many of its chunks have their results
-// out, so that a death after them does not report them again. Frames go out every flush_bytes or
-// flush_every, and at the end.
 // A wait on a queue, pipe or event runs no other task meanwhile (as a Python process would not):
 // a task run on top of the waiting one would hold it (and its acknowledgement) until it ended.
 thread_local bool t_queue_wait = false;
+// Makes this thread's waits a queue's while it lives.
+class QueueWait {
+ public:
+  QueueWait() : was_(std::exchange(t_queue_wait, true)) {}
+  ~QueueWait() { t_queue_wait = was_; }
+  QueueWait(const QueueWait&) = delete;
+  QueueWait& operator=(const QueueWait&) = delete;
+
+ private:
+  bool was_;
+};
 
 // A queue's put without a timeout goes out without waiting for its answer, up to `most` at a
 // time (the driver answers a put once the queue took it, so a full queue still holds its writer
@@ -394,10 +401,7 @@ class PutsInFlight {
   // Waits for every answer (a task returned); a failure is told on stderr, as its task is over.
   void settle() noexcept {
     if (empty_.load(std::memory_order_acquire)) return;
-    t_queue_wait = true;  // no task runs on top of this wait
-    struct Reset {
-      ~Reset() { t_queue_wait = false; }
-    } reset;
+    const QueueWait no_task_on_top;
     while (!empty_.load(std::memory_order_acquire)) {
       try {
         wait_oldest();
@@ -445,6 +449,10 @@ void with_own_puts(F&& f) {
   mine.settle();
 }
 
+// `results` is the frame buffer, kept from batch to batch so that its memory stays warm.
+// `sent` (a batch from the lane): where the agent reads how many of its chunks have their results
+// out, so that a death after them does not report them again. Frames go out every flush_bytes or
+// flush_every, and at the end.
 void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& results,
                std::atomic<std::uint32_t>* sent = nullptr) {
   const bool via_lane = sent != nullptr;
@@ -1022,42 +1030,26 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
   once.retries = 0;
   auto job = std::make_shared<JobState>(channel_entry(), CallMode::tuple, once);
   const bool behind = call.op == ChannelOp::put && call.timeout_s < 0;
+  const QueueWait no_task_on_top;  // every wait below
   // Any other call waits until this process's puts were taken (a close() must not overtake the
   // puts before it, which may wait for room); an earlier put that failed is told now.
-  if (behind) {
+  if (behind)
     t_puts->reap();
-  } else {
-    t_queue_wait = true;
-    struct Reset {
-      ~Reset() { t_queue_wait = false; }
-    } reset;
+  else
     t_puts->drain();
-  }
   wire::Request r;
   r.actor = wire::channel_request;
   r.mode = CallMode::tuple;
   r.policy = once;
   r.payload = wire::encode(call);
   if (behind) {
-    t_queue_wait = true;
-    struct Reset {
-      ~Reset() { t_queue_wait = false; }
-    } reset;
     while (t_puts->full()) t_puts->wait_oldest();
     t_puts->add(job);
     g_executor.inbox->request(std::move(r), job);
     return {};
   }
   g_executor.inbox->request(std::move(r), job);
-  std::string bytes;
-  {
-    t_queue_wait = true;
-    struct Reset {
-      ~Reset() { t_queue_wait = false; }
-    } reset;
-    bytes = Future<std::string>(job).get();
-  }
-  auto reply = wire::decode<wire::ChannelReply>(bytes);
+  auto reply = wire::decode<wire::ChannelReply>(Future<std::string>(job).get());
   if (reply.token != 0) {  // received: the driver no longer owes these items to this process
     wire::ChannelCall ack;
     ack.op = ChannelOp::ack;

@@ -77,6 +77,25 @@ void fields(F&& f, M& m) { f(m.retries, m.retry_exceptions, m.task_timeout_s, m.
 /// ActorFind); the reply's payload is the actor's id.
 inline constexpr std::uint64_t actor_start_request = ~std::uint64_t(0);
 inline constexpr std::uint64_t actor_find_request = ~std::uint64_t(0) - 1;
+struct ActorStart {
+  std::string args;  ///< the constructor's, encoded
+  std::string class_name;
+  int max_restarts = 0;
+  Resources need;
+  std::string name;
+  int max_concurrency = 1;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, ActorStart>
+void fields(F&& f, M& m) { f(m.args, m.class_name, m.max_restarts, m.need, m.name, m.max_concurrency); }
+struct ActorFind {
+  std::string name;
+  std::string class_name;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, ActorFind>
+void fields(F&& f, M& m) { f(m.name, m.class_name); }
+
 /// Request::actor of a task's use of a Queue, Pipe or Event (its payload a ChannelCall); the
 /// reply's payload is a ChannelReply, encoded as one std::string.
 inline constexpr std::uint64_t channel_request = ~std::uint64_t(0) - 2;
@@ -111,25 +130,6 @@ struct RouteGone {
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, RouteGone>
 void fields(F&& f, M& m) { f(m.route); }
-
-struct ActorStart {
-  std::string args;  ///< the constructor's, encoded
-  std::string class_name;
-  int max_restarts = 0;
-  Resources need;
-  std::string name;
-  int max_concurrency = 1;
-};
-template <class F, class M>
-requires std::is_same_v<std::remove_const_t<M>, ActorStart>
-void fields(F&& f, M& m) { f(m.args, m.class_name, m.max_restarts, m.need, m.name, m.max_concurrency); }
-struct ActorFind {
-  std::string name;
-  std::string class_name;
-};
-template <class F, class M>
-requires std::is_same_v<std::remove_const_t<M>, ActorFind>
-void fields(F&& f, M& m) { f(m.name, m.class_name); }
 
 /// A task's call into the pool that runs it (a nested submit or map, an actor's method), sent by
 /// its executor through the agent. The driver answers with a Reply of the same id.
