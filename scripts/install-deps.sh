@@ -11,6 +11,8 @@ packages=(
   openmpi-bin libopenmpi-dev libboost-mpi-dev libboost-serialization-dev
   # checkpoints
   libhdf5-dev hdf5-tools python3-h5py python3-numpy
+  # fibra::tune: its results read with pandas in the tests, Optuna as the peer of its benchmark
+  python3-pandas python3-optuna
   # command line, config, formatting, logging
   libcli11-dev libtomlplusplus-dev libfmt-dev libspdlog-dev
   # tests and benchmarks

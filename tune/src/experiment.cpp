@@ -1,0 +1,503 @@
+// tune/src/experiment.cpp: an experiment's trials and rows, the scheduler's rule, and its file.
+#include "experiment.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <set>
+
+#include "fibra/error.hpp"
+
+namespace fibra::tune::detail {
+
+namespace {
+
+constexpr const char* file_format = "fibra-tune";
+constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+
+std::string exact(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+std::string describe(const Domain& d) {
+  static const char* kinds[] = {"constant", "grid", "choice", "uniform", "loguniform", "randint"};
+  std::string s = kinds[int(d.kind)];
+  for (const auto& v : d.values) s += " " + (v.is_double() ? exact(v.number()) : v.str());
+  if (d.kind == Domain::Kind::uniform || d.kind == Domain::Kind::loguniform || d.kind == Domain::Kind::randint)
+    s += " [" + exact(d.low) + ", " + exact(d.high) + ")";
+  return s;
+}
+
+std::string describe(const Scheduler& s) {
+  if (const auto* a = std::get_if<Asha>(&s))
+    return "asha " + a->time_attr + " " + exact(a->max_t) + " " + exact(a->grace_period) + " " +
+           exact(a->reduction_factor) + " " + std::to_string(a->brackets);
+  if (const auto* p = std::get_if<Pbt>(&s))
+    return "pbt " + p->time_attr + " " + exact(p->perturbation_interval) + " " + exact(p->quantile_fraction) + " " +
+           exact(p->resample_probability);
+  return "fifo";
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+template <class T>
+const std::vector<T>* column_of(const hdf5_io::Table& t, const std::string& name) {
+  const auto* c = t.find(name);
+  return c ? std::get_if<std::vector<T>>(&c->values) : nullptr;
+}
+
+}  // namespace
+
+Experiment::Experiment(std::string trainable, const Space& space, const RunOptions& options)
+    : trainable_(std::move(trainable)), space_(space), options_(options) {
+  if (options_.num_samples == 0) throw ConfigError("fibra::tune: RunOptions::num_samples must be at least 1");
+  if (options_.metric.empty() && !std::holds_alternative<Fifo>(options_.scheduler))
+    throw ConfigError(
+        "fibra::tune: the scheduler compares trials by RunOptions::metric; set it (e.g. .metric = \"score\")");
+  if (options_.max_failures < 0) throw ConfigError("fibra::tune: RunOptions::max_failures cannot be negative");
+  scheduler_ = make_scheduler(options_.scheduler, options_.seed);
+  const std::size_t n = options_.num_samples * space_.grid_size();
+  trials_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    trials_[i].r.id = i;
+    trials_[i].r.config = space_.sample(options_.seed, i);
+    pending_.push_back(i);
+  }
+}
+
+std::string Experiment::fingerprint() const {
+  std::string d = trainable_ + "|" + std::to_string(options_.num_samples) + "|" + std::to_string(options_.seed) + "|" +
+                  options_.metric + "|" + (options_.mode == Mode::max ? "max" : "min") + "|" +
+                  describe(options_.scheduler);
+  for (const auto& [k, dom] : space_.entries()) d += "|" + k + ":" + describe(dom);
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(d)));
+  return buf;
+}
+
+double Experiment::score_of(const Metrics& m) const {
+  auto it = m.find(options_.metric);
+  if (it == m.end()) return nan;
+  return options_.mode == Mode::max ? it->second : -it->second;
+}
+
+std::optional<Experiment::Start> Experiment::start_next() {
+  if (pending_.empty()) return std::nullopt;
+  Trial& t = trials_[pending_.front()];
+  pending_.pop_front();
+  t.r.status = TrialStatus::running;
+  return Start{t.r.id, t.r.config, t.checkpoint, false};
+}
+
+void Experiment::end_trial(Trial& t, TrialStatus s) {
+  t.r.status = s;
+  ++ended_;
+  scheduler_->on_end(t.r.id);
+  t.checkpoint.clear();  // an ended trial's checkpoint is no longer needed: disk holds live trials' only
+  t.checkpoint.shrink_to_fit();
+}
+
+Experiment::Next Experiment::on_result(std::size_t trial, const Metrics& metrics, double wall) {
+  Trial& t = trials_.at(trial);
+  Next next;
+  const auto done_it = metrics.find("done");
+  const bool said_done = done_it != metrics.end() && done_it->second != 0;
+  if (said_done && metrics.size() == 1) {  // a function trainable returned: no iteration to record
+    end_trial(t, TrialStatus::done);
+    next.end = true;
+    return next;
+  }
+  const std::int64_t it = ++t.r.iterations;
+  rows_.push_back(ResultRow{trial, it, wall + elapsed_before_, metrics});
+  t.r.last = metrics;
+  const double score = score_of(metrics);
+  if (!std::isnan(score)) {
+    const double value = options_.mode == Mode::max ? score : -score;
+    t.r.last_metric = value;
+    if (std::isnan(t.r.best_metric) || better(value, t.r.best_metric)) t.r.best_metric = value;
+  }
+  bool reached = said_done;
+  for (const auto& [key, limit] : options_.stop) {
+    if (key == "training_iteration") {
+      reached = reached || double(it) >= limit;
+    } else if (auto m = metrics.find(key); m != metrics.end()) {
+      reached = reached || m->second >= limit;
+    }
+  }
+  if (reached) {
+    end_trial(t, TrialStatus::done);
+    next.end = true;
+    return next;
+  }
+  const std::string& attr =
+      std::holds_alternative<Asha>(options_.scheduler)  ? std::get<Asha>(options_.scheduler).time_attr
+      : std::holds_alternative<Pbt>(options_.scheduler) ? std::get<Pbt>(options_.scheduler).time_attr
+                                                        : std::string();
+  double time = double(it);
+  if (!attr.empty() && attr != "training_iteration") {
+    auto m = metrics.find(attr);
+    time = m == metrics.end() ? nan : m->second;
+  }
+  Decision d = scheduler_->on_result(trial, time, score, t.r.config);
+  switch (d.kind) {
+    case Decision::Kind::stop:
+      end_trial(t, TrialStatus::stopped);
+      next.end = true;
+      return next;
+    case Decision::Kind::done:
+      end_trial(t, TrialStatus::done);
+      next.end = true;
+      return next;
+    case Decision::Kind::save: next.save_first = true; break;
+    case Decision::Kind::exploit:
+      if (!trials_[d.donor].checkpoint.empty()) {
+        t.r.config = d.config;
+        t.checkpoint = trials_[d.donor].checkpoint;
+        t.checkpoint_iteration = it;
+        next.restart = true;
+        next.config = d.config;
+        next.checkpoint = t.checkpoint;
+      }
+      break;
+    case Decision::Kind::go_on: break;
+  }
+  if (options_.checkpoint_every > 0 && it % options_.checkpoint_every == 0) next.save_first = true;
+  return next;
+}
+
+void Experiment::on_checkpoint(std::size_t trial, std::string bytes) {
+  Trial& t = trials_.at(trial);
+  t.checkpoint = std::move(bytes);
+  t.checkpoint_iteration = t.r.iterations;
+}
+
+void Experiment::drop_rows_after(std::size_t trial, std::int64_t iteration) {
+  std::erase_if(rows_, [&](const ResultRow& r) { return r.trial == trial && r.iteration > iteration; });
+  Trial& t = trials_[trial];
+  t.r.iterations = 0;
+  t.r.last.clear();
+  t.r.last_metric = t.r.best_metric = nan;
+  for (const auto& r : rows_) {
+    if (r.trial != trial) continue;
+    t.r.iterations = std::max(t.r.iterations, r.iteration);
+    t.r.last = r.metrics;
+    const double s = score_of(r.metrics);
+    if (std::isnan(s)) continue;
+    const double v = options_.mode == Mode::max ? s : -s;
+    t.r.last_metric = v;
+    if (std::isnan(t.r.best_metric) || better(v, t.r.best_metric)) t.r.best_metric = v;
+  }
+}
+
+void Experiment::on_failure(std::size_t trial, const std::string& error) {
+  Trial& t = trials_.at(trial);
+  ++t.r.failures;
+  t.r.error = error;
+  if (t.r.failures > options_.max_failures) {
+    end_trial(t, TrialStatus::error);
+    return;
+  }
+  // Again from its checkpoint: the rows after it will be reported again, once.
+  drop_rows_after(trial, t.checkpoint.empty() ? 0 : t.checkpoint_iteration);
+  if (t.checkpoint.empty()) t.checkpoint_iteration = 0;
+  t.r.status = TrialStatus::pending;
+  pending_.push_front(trial);
+}
+
+hdf5_io::TableFile Experiment::to_file(bool complete, double elapsed) const {
+  hdf5_io::TableFile f;
+  f.attributes = {{"format", file_format},
+                  {"trainable", trainable_},
+                  {"fingerprint", fingerprint()},
+                  {"metric", options_.metric},
+                  {"mode", options_.mode == Mode::max ? "max" : "min"},
+                  {"scheduler", describe(options_.scheduler)},
+                  {"seed", std::to_string(options_.seed)},
+                  {"num_samples", std::to_string(options_.num_samples)},
+                  {"state", complete ? "complete" : "running"},
+                  {"elapsed_s", exact(elapsed_before_ + elapsed)}};
+  const std::size_t n = trials_.size();
+  std::vector<std::int64_t> id(n), iterations(n), failures(n), ckpt_it(n);
+  std::vector<std::string> status(n), error(n);
+  std::vector<double> last(n), best(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& t = trials_[i];
+    id[i] = std::int64_t(i);
+    iterations[i] = t.r.iterations;
+    failures[i] = t.r.failures;
+    ckpt_it[i] = t.checkpoint.empty() ? 0 : t.checkpoint_iteration;
+    status[i] = to_string(t.r.status);
+    error[i] = t.r.error;
+    last[i] = t.r.last_metric;
+    best[i] = t.r.best_metric;
+  }
+  hdf5_io::Table trials{"trials",
+                        {{"id", id},
+                         {"status", status},
+                         {"iterations", iterations},
+                         {"last_metric", last},
+                         {"best_metric", best},
+                         {"failures", failures},
+                         {"error", error},
+                         {"checkpoint_iteration", ckpt_it}}};
+  std::set<std::string> keys;
+  for (const auto& t : trials_)
+    for (const auto& [k, v] : t.r.config.values()) keys.insert(k);
+  for (const auto& k : keys) {
+    bool ints = true, numbers = true;
+    for (const auto& t : trials_) {
+      if (!t.r.config.contains(k)) continue;
+      const Value& v = t.r.config.at(k);
+      ints = ints && v.is_integer();
+      numbers = numbers && !v.is_text();
+    }
+    hdf5_io::Column c{"config." + k, {}};
+    if (ints) {
+      std::vector<std::int64_t> v(n);
+      for (std::size_t i = 0; i < n; ++i) v[i] = trials_[i].r.config.contains(k) ? trials_[i].r.config.integer(k) : 0;
+      c.values = std::move(v);
+    } else if (numbers) {
+      std::vector<double> v(n);
+      for (std::size_t i = 0; i < n; ++i) v[i] = trials_[i].r.config.contains(k) ? trials_[i].r.config.number(k) : nan;
+      c.values = std::move(v);
+    } else {
+      std::vector<std::string> v(n);
+      for (std::size_t i = 0; i < n; ++i) v[i] = trials_[i].r.config.contains(k) ? trials_[i].r.config.at(k).str() : "";
+      c.values = std::move(v);
+    }
+    trials.columns.push_back(std::move(c));
+  }
+  f.tables.push_back(std::move(trials));
+
+  std::set<std::string> metric_names;
+  for (const auto& r : rows_)
+    for (const auto& [k, v] : r.metrics) metric_names.insert(k);
+  const std::size_t m = rows_.size();
+  std::vector<std::int64_t> trial(m), iteration(m);
+  std::vector<double> wall(m);
+  for (std::size_t i = 0; i < m; ++i) {
+    trial[i] = std::int64_t(rows_[i].trial);
+    iteration[i] = rows_[i].iteration;
+    wall[i] = rows_[i].wall_time;
+  }
+  hdf5_io::Table results{"results", {{"trial", trial}, {"iteration", iteration}, {"wall_time", wall}}};
+  for (const auto& k : metric_names) {
+    if (k == "trial" || k == "iteration" || k == "wall_time") continue;
+    std::vector<double> v(m, nan);
+    for (std::size_t i = 0; i < m; ++i)
+      if (auto it = rows_[i].metrics.find(k); it != rows_[i].metrics.end()) v[i] = it->second;
+    results.columns.push_back({k, std::move(v)});
+  }
+  f.tables.push_back(std::move(results));
+  auto& blobs = f.blobs["checkpoints"];
+  for (const auto& t : trials_)
+    if (!t.checkpoint.empty()) blobs["trial_" + std::to_string(t.r.id)] = t.checkpoint;
+  return f;
+}
+
+void Experiment::resume(const hdf5_io::TableFile& f, const std::string& path) {
+  auto attr = [&](const char* k) -> std::string {
+    auto it = f.attributes.find(k);
+    return it == f.attributes.end() ? std::string() : it->second;
+  };
+  if (attr("format") != file_format)
+    throw ConfigError("fibra::tune: cannot resume from '" + path +
+                      "': it is not a fibra::tune experiment file; pass another RunOptions::storage");
+  if (attr("fingerprint") != fingerprint())
+    throw ConfigError("fibra::tune: cannot resume from '" + path + "': it holds an experiment over '" +
+                      attr("trainable") + "' (scheduler " + attr("scheduler") + ", " + attr("num_samples") +
+                      " samples, seed " + attr("seed") + ") and this run is over '" + trainable_ + "' (scheduler " +
+                      describe(options_.scheduler) + ", " + std::to_string(options_.num_samples) + " samples, seed " +
+                      std::to_string(options_.seed) +
+                      ") or another search space; pass another RunOptions::storage, or remove that one to start "
+                      "again");
+  const auto* trials = f.find("trials");
+  const auto* results = f.find("results");
+  if (!trials || !results) throw ConfigError("fibra::tune: cannot resume from '" + path + "': its tables are missing");
+  const auto* status = column_of<std::string>(*trials, "status");
+  const auto* ids = column_of<std::int64_t>(*trials, "id");
+  if (!status || !ids || ids->size() != trials_.size())
+    throw ConfigError("fibra::tune: cannot resume from '" + path + "': its trials table does not fit this experiment");
+  elapsed_before_ = std::strtod(attr("elapsed_s").c_str(), nullptr);
+  const auto checkpoints =
+      f.blobs.count("checkpoints") ? f.blobs.at("checkpoints") : std::map<std::string, std::string>{};
+  const auto* failures = column_of<std::int64_t>(*trials, "failures");
+  const auto* errors = column_of<std::string>(*trials, "error");
+  const auto* ckpt_it = column_of<std::int64_t>(*trials, "checkpoint_iteration");
+  for (std::size_t i = 0; i < trials_.size(); ++i) {
+    Trial& t = trials_[i];
+    for (const auto& c : trials->columns) {
+      if (c.name.rfind("config.", 0) != 0) continue;
+      const std::string key = c.name.substr(7);
+      if (const auto* d = std::get_if<std::vector<double>>(&c.values))
+        t.r.config.set(key, (*d)[i]);
+      else if (const auto* n = std::get_if<std::vector<std::int64_t>>(&c.values))
+        t.r.config.set(key, (*n)[i]);
+      else
+        t.r.config.set(key, std::get<std::vector<std::string>>(c.values)[i]);
+    }
+    if (failures) t.r.failures = int((*failures)[i]);
+    if (errors) t.r.error = (*errors)[i];
+    if (auto it = checkpoints.find("trial_" + std::to_string(i)); it != checkpoints.end()) {
+      t.checkpoint = it->second;
+      t.checkpoint_iteration = ckpt_it ? (*ckpt_it)[i] : 0;
+    }
+  }
+  // Rows, then each trial's state from its rows; the scheduler sees them again in their order.
+  rows_.clear();
+  const auto* rt = column_of<std::int64_t>(*results, "trial");
+  const auto* ri = column_of<std::int64_t>(*results, "iteration");
+  const auto* rw = column_of<double>(*results, "wall_time");
+  if (!rt || !ri || !rw)
+    throw ConfigError("fibra::tune: cannot resume from '" + path + "': its results table is damaged");
+  rows_.resize(rt->size());
+  for (std::size_t i = 0; i < rows_.size(); ++i) rows_[i] = ResultRow{std::size_t((*rt)[i]), (*ri)[i], (*rw)[i], {}};
+  for (const auto& c : results->columns) {
+    if (c.name == "trial" || c.name == "iteration" || c.name == "wall_time") continue;
+    const auto* v = std::get_if<std::vector<double>>(&c.values);
+    if (!v) continue;
+    for (std::size_t i = 0; i < rows_.size(); ++i)
+      if (!std::isnan((*v)[i])) rows_[i].metrics[c.name] = (*v)[i];
+  }
+  pending_.clear();
+  ended_ = 0;
+  for (std::size_t i = 0; i < trials_.size(); ++i) {
+    Trial& t = trials_[i];
+    const std::string& s = (*status)[i];
+    const bool ended = s == "done" || s == "stopped" || s == "error";
+    if (ended) {
+      t.r.status = s == "done" ? TrialStatus::done : s == "stopped" ? TrialStatus::stopped : TrialStatus::error;
+      t.checkpoint.clear();
+      ++ended_;
+    } else {  // pending or running when the file was written: again from its checkpoint
+      t.r.status = TrialStatus::pending;
+      if (t.checkpoint.empty()) t.checkpoint_iteration = 0;
+      pending_.push_back(i);
+    }
+  }
+  for (std::size_t i = 0; i < trials_.size(); ++i) {
+    Trial& t = trials_[i];
+    drop_rows_after(
+        i, t.r.status == TrialStatus::pending ? t.checkpoint_iteration : std::numeric_limits<std::int64_t>::max());
+  }
+  scheduler_ = make_scheduler(options_.scheduler, options_.seed);
+  for (const auto& r : rows_)
+    (void)scheduler_->on_result(r.trial, double(r.iteration), score_of(r.metrics), trials_[r.trial].r.config);
+  for (const auto& t : trials_)
+    if (t.r.status != TrialStatus::pending) scheduler_->on_end(t.r.id);
+}
+
+void Experiment::write_csv(const std::string& path) const {
+  std::set<std::string> metric_names, keys;
+  for (const auto& r : rows_)
+    for (const auto& [k, v] : r.metrics) metric_names.insert(k);
+  for (const auto& t : trials_)
+    for (const auto& [k, v] : t.r.config.values()) keys.insert(k);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw Error("fibra::tune: cannot write '" + tmp + "'");
+    out << "trial,iteration,wall_time";
+    for (const auto& k : metric_names) out << "," << csv_field(k);
+    for (const auto& k : keys) out << "," << csv_field("config." + k);
+    out << "\n";
+    char buf[40];
+    for (const auto& r : rows_) {
+      std::snprintf(buf, sizeof buf, "%.6f", r.wall_time);
+      out << r.trial << "," << r.iteration << "," << buf;
+      for (const auto& k : metric_names) {
+        out << ",";
+        if (auto it = r.metrics.find(k); it != r.metrics.end()) out << exact(it->second);
+      }
+      const Config& c = trials_[r.trial].r.config;
+      for (const auto& k : keys)
+        out << "," << (c.contains(k) ? csv_field(c.at(k).is_double() ? exact(c.number(k)) : c.at(k).str()) : "");
+      out << "\n";
+    }
+    if (!out.flush()) throw Error("fibra::tune: cannot write '" + tmp + "'");
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+ResultGrid Experiment::grid(const std::string& path) const {
+  std::vector<TrialResult> trials;
+  trials.reserve(trials_.size());
+  for (const auto& t : trials_) trials.push_back(t.r);
+  return ResultGrid(std::move(trials), rows_, options_.metric, options_.mode, path);
+}
+
+std::string Experiment::summary() const {
+  std::size_t count[5] = {};
+  const TrialResult* best = nullptr;
+  for (const auto& t : trials_) {
+    ++count[int(t.r.status)];
+    if (!std::isnan(t.r.best_metric) && (!best || better(t.r.best_metric, best->best_metric))) best = &t.r;
+  }
+  std::string s = std::to_string(count[int(TrialStatus::running)]) + " running, " +
+                  std::to_string(count[int(TrialStatus::pending)]) + " pending, " +
+                  std::to_string(count[int(TrialStatus::done)]) + " done, " +
+                  std::to_string(count[int(TrialStatus::stopped)]) + " stopped, " +
+                  std::to_string(count[int(TrialStatus::error)]) + " errors";
+  if (best) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.6g", best->best_metric);
+    s += " | best " + options_.metric + " " + buf + " (trial " + std::to_string(best->id) + ": " + best->config.str() +
+         ")";
+  }
+  return s;
+}
+
+}  // namespace fibra::tune::detail
+
+namespace fibra::tune {
+
+ResultGrid::ResultGrid(std::vector<TrialResult> trials, std::vector<ResultRow> rows, std::string metric, Mode mode,
+                       std::string path)
+    : trials_(std::move(trials)),
+      rows_(std::move(rows)),
+      metric_(std::move(metric)),
+      mode_(mode),
+      path_(std::move(path)) {}
+
+const TrialResult& ResultGrid::best(const std::string& metric, std::optional<Mode> mode) const {
+  const std::string& m = metric.empty() ? metric_ : metric;
+  const Mode md = mode.value_or(mode_);
+  const TrialResult* best = nullptr;
+  double best_value = 0;
+  for (const auto& t : trials_) {
+    auto it = t.last.find(m);
+    if (it == t.last.end() || std::isnan(it->second)) continue;
+    if (!best || (md == Mode::max ? it->second > best_value : it->second < best_value)) {
+      best = &t;
+      best_value = it->second;
+    }
+  }
+  if (!best)
+    throw Error("fibra::tune: no trial reported the metric '" + m + "'" +
+                (m.empty() ? std::string(": pass one to best(), or set RunOptions::metric") : std::string()));
+  return *best;
+}
+
+std::vector<const TrialResult*> ResultGrid::errors() const {
+  std::vector<const TrialResult*> out;
+  for (const auto& t : trials_)
+    if (t.status == TrialStatus::error) out.push_back(&t);
+  return out;
+}
+
+}  // namespace fibra::tune

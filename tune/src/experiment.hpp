@@ -1,0 +1,88 @@
+// tune/src/experiment.hpp: an experiment's state in the driver: its trials, the rows they
+// reported, the scheduler's rule applied to each row, and the file it lives in. No MPI and no
+// pool here: the runner (run.cpp) feeds it, and unit tests and the benchmark drive it directly.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fibra/hdf5_io/tables.hpp"
+#include "fibra/tune.hpp"
+#include "internal.hpp"
+
+namespace fibra::tune::detail {
+
+class Experiment {
+ public:
+  Experiment(std::string trainable, const Space& space, const RunOptions& options);
+
+  /// What the next call to the trial's process is.
+  struct Next {
+    bool end = false;         ///< the trial is over (done, stopped or an error)
+    bool save_first = false;  ///< take a checkpoint now, before the next iteration
+    bool restart = false;     ///< start it again: `config` and `checkpoint` (PBT's exploit)
+    Config config;
+    std::string checkpoint;
+  };
+  /// Where a trial (re)starts: its configuration and the checkpoint it continues from.
+  struct Start {
+    std::size_t trial = 0;
+    Config config;
+    std::string checkpoint;
+    bool save_first = false;
+  };
+
+  /// The next trial to start, marked running; nullopt when none waits.
+  std::optional<Start> start_next();
+  /// One iteration's metrics from `trial`, at `wall` seconds; applies the stop conditions and the
+  /// scheduler's rule.
+  Next on_result(std::size_t trial, const Metrics& metrics, double wall);
+  /// A checkpoint of the trial after its latest iteration (asked by Next::save_first).
+  void on_checkpoint(std::size_t trial, std::string bytes);
+  /// The trial threw or its process died: retried from its checkpoint, or an error past the budget.
+  void on_failure(std::size_t trial, const std::string& error);
+
+  /// Resumes from a file this experiment wrote. @throws ConfigError if another experiment wrote it.
+  void resume(const hdf5_io::TableFile& file, const std::string& path);
+  /// The state as a file (`complete`: every trial ended; `elapsed`: seconds of this run so far).
+  hdf5_io::TableFile to_file(bool complete, double elapsed) const;
+  /// results.csv: one line per row, with the trial's configuration.
+  void write_csv(const std::string& path) const;
+
+  ResultGrid grid(const std::string& path) const;
+  bool finished() const { return ended_ == trials_.size(); }
+  std::size_t size() const { return trials_.size(); }
+  std::size_t rows() const { return rows_.size(); }
+  double elapsed_before() const { return elapsed_before_; }
+  /// "12 running, 30 pending, 8 done, 44 stopped, 2 errors | best score 195 (trial 17: lr=0.01)".
+  std::string summary() const;
+
+ private:
+  struct Trial {
+    TrialResult r;
+    std::string checkpoint;  // the latest: restarts and PBT's donors use it
+    std::int64_t checkpoint_iteration = 0;
+    std::size_t rows_from = 0;  // rows before this index are not its (a hint for dropping)
+  };
+  double score_of(const Metrics& m) const;
+  bool better(double a, double b) const { return options_.mode == Mode::max ? a > b : a < b; }
+  void end_trial(Trial& t, TrialStatus s);
+  void drop_rows_after(std::size_t trial, std::int64_t iteration);
+  std::string fingerprint() const;
+
+  std::string trainable_;
+  Space space_;
+  RunOptions options_;
+  std::vector<Trial> trials_;
+  std::deque<std::size_t> pending_;
+  std::vector<ResultRow> rows_;
+  std::unique_ptr<SchedulerLogic> scheduler_;
+  std::size_t ended_ = 0;
+  double elapsed_before_ = 0;
+};
+
+}  // namespace fibra::tune::detail

@@ -1,0 +1,226 @@
+// tune/src/run.cpp: fibra::tune::run, the driver's loop. A fixed set of trial hosts (actors, one
+// per concurrent trial) each holds one trial at a time; every step is one actor call, whose
+// completion wakes this loop, which asks the experiment what that trial does next.
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+
+#include "experiment.hpp"
+#include "fibra/actor.hpp"
+#include "fibra/detail/checkpoint.hpp"
+#include "fibra/detail/core.hpp"
+#include "fibra/error.hpp"
+#include "fibra/hdf5_io/tables.hpp"
+#include "fibra/pool.hpp"
+#include "trial_host.hpp"
+
+namespace fibra::tune {
+
+namespace detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Hosts whose call has its outcome, in the order they came; filled on fibra's task thread.
+struct Completions {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::size_t> hosts;
+  void push(std::size_t h) {
+    {
+      std::lock_guard lk(mu);
+      hosts.push_back(h);
+    }
+    cv.notify_one();
+  }
+};
+
+struct Host {
+  Actor<TrialHost> actor;
+  std::optional<std::size_t> trial;
+  std::optional<Future<bool>> started;  // the start call before the step, if one was made
+  Future<WireMetrics> step;
+};
+
+class Runner {
+ public:
+  Runner(std::string trainable, const Space& space, const RunOptions& options)
+      : trainable_(std::move(trainable)), options_(options), experiment_(trainable_, space, options) {}
+
+  ResultGrid run() {
+    open_storage();
+    if (experiment_.finished()) return experiment_.grid(path_);
+    Pool& pool = options_.pool ? *options_.pool : default_pool();
+    std::size_t n = options_.max_concurrent ? options_.max_concurrent : std::size_t(std::max(1, pool.size()));
+    n = std::min(n, experiment_.size());
+    ActorOptions ao;
+    ao.max_restarts = 1 << 30;  // a trial's own retries are counted by the experiment
+    ao.resources = options_.resources_per_trial;
+    hosts_.resize(n);
+    for (auto& h : hosts_) h.actor = Actor<TrialHost>::start_on(pool, ao);
+    for (std::size_t i = 0; i < n; ++i) begin_next(i);
+    loop();
+    flush(true);
+    progress_line(true);
+    return experiment_.grid(path_);
+  }
+
+ private:
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+
+  void open_storage() {
+    if (options_.storage.empty()) return;
+    std::error_code ec;
+    std::filesystem::create_directories(options_.storage, ec);
+    if (ec)
+      throw ConfigError("fibra::tune: cannot create the storage directory '" + options_.storage + "': " + ec.message());
+    path_ = (std::filesystem::path(options_.storage) / "experiment.h5").string();
+    if (std::filesystem::exists(path_)) {
+      experiment_.resume(hdf5_io::read_table_file(path_), path_);
+      std::fprintf(stderr, "fibra::tune: resuming '%s': %s\n", path_.c_str(), experiment_.summary().c_str());
+    }
+    fibra::detail::checkpoint_opened();  // SIGTERM/SIGUSR1: the file is written, then status 75
+    active_.emplace();
+  }
+
+  void begin_next(std::size_t h) {
+    Host& host = hosts_[h];
+    auto s = experiment_.start_next();
+    host.trial.reset();
+    if (!s) return;
+    host.trial = s->trial;
+    start(h, s->config, s->checkpoint);
+  }
+
+  void start(std::size_t h, const Config& config, const std::string& checkpoint) {
+    Host& host = hosts_[h];
+    host.started = host.actor.call(&TrialHost::start, trainable_, encode_config(config), checkpoint);
+    step(h);
+  }
+
+  void step(std::size_t h) {
+    Host& host = hosts_[h];
+    host.step = host.actor.call(&TrialHost::step);
+    ++in_flight_;
+    host.step.then([c = completions_, h](const Future<WireMetrics>&) { c->push(h); });
+  }
+
+  void on_done(std::size_t h) {
+    --in_flight_;
+    Host& host = hosts_[h];
+    const std::size_t trial = *host.trial;
+    Experiment::Next next;
+    try {
+      if (host.started) {
+        auto started = std::exchange(host.started, std::nullopt);
+        started->get();
+      }
+      const WireMetrics wire = host.step.get();
+      next = experiment_.on_result(trial, Metrics(wire.begin(), wire.end()), elapsed());
+      // A checkpoint is taken at once, before any other result is handled: PBT hands it to the
+      // next bottom trial, which may be the very next result.
+      if (next.save_first && !next.end) {
+        auto [can, bytes] = host.actor.call(&TrialHost::save).get();
+        if (can) experiment_.on_checkpoint(trial, std::move(bytes));
+      }
+    } catch (const std::exception& e) {
+      experiment_.on_failure(trial, e.what());
+      begin_next(h);
+      return;
+    }
+    if (next.end)
+      begin_next(h);
+    else if (next.restart)
+      start(h, next.config, next.checkpoint);
+    else
+      step(h);
+  }
+
+  void loop() {
+    auto next_flush = Clock::now() + seconds(options_.flush_interval_s);
+    auto next_progress = Clock::now() + seconds(options_.progress_interval_s);
+    std::deque<std::size_t> ready;
+    while (!experiment_.finished()) {
+      {
+        std::unique_lock lk(completions_->mu);
+        completions_->cv.wait_until(lk, std::min(next_flush, next_progress),
+                                    [&] { return !completions_->hosts.empty(); });
+        ready.swap(completions_->hosts);
+      }
+      for (std::size_t h : ready) on_done(h);
+      ready.clear();
+      // A trial retried after the others ended waits for a host that went idle.
+      for (std::size_t h = 0; h < hosts_.size(); ++h)
+        if (!hosts_[h].trial) begin_next(h);
+      if (in_flight_ == 0 && !experiment_.finished())
+        throw Error("fibra::tune: internal error: trials wait but no host runs one");  // never: begin_next above
+      if (fibra::detail::stop_signal()) {
+        flush(false);
+        fibra::detail::exit_for_stop("the experiment's file '" + path_ + "' holds every result so far", true);
+      }
+      const auto now = Clock::now();
+      if (now >= next_flush) {
+        flush(false);
+        next_flush = now + seconds(options_.flush_interval_s);
+      }
+      if (now >= next_progress) {
+        progress_line(false);
+        next_progress = now + seconds(options_.progress_interval_s);
+      }
+    }
+  }
+
+  static Clock::duration seconds(double s) {
+    if (!(s > 0)) return std::chrono::hours(24 * 365);
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  }
+
+  void flush(bool complete) {
+    if (path_.empty()) return;
+    hdf5_io::write_table_file(path_, experiment_.to_file(complete && experiment_.finished(), elapsed()));
+    experiment_.write_csv((std::filesystem::path(options_.storage) / "results.csv").string());
+  }
+
+  void progress_line(bool last) {
+    if (!(options_.progress_interval_s > 0) || !fibra::detail::progress_wanted()) return;
+    std::fprintf(stderr, "fibra::tune [%.1f s%s]: %s | %zu results\n", elapsed(), last ? ", finished" : "",
+                 experiment_.summary().c_str(), experiment_.rows());
+  }
+
+  std::string trainable_;
+  RunOptions options_;
+  Experiment experiment_;
+  std::string path_;
+  std::vector<Host> hosts_;
+  std::shared_ptr<Completions> completions_ = std::make_shared<Completions>();
+  std::size_t in_flight_ = 0;
+  std::optional<fibra::detail::ActiveCheckpoint> active_;
+  Clock::time_point t0_ = Clock::now();
+};
+
+}  // namespace
+
+ResultGrid run_named(const std::string& trainable, const Space& space, const RunOptions& options) {
+  if (!is_registered(trainable))
+    throw ConfigError("fibra::tune::run: '" + trainable + "' is not a registered trainable: add FIBRA_TRAINABLE(" +
+                      trainable + ") at namespace scope");
+  Runner r(trainable, space, options);
+  return r.run();
+}
+
+}  // namespace detail
+
+ResultGrid run(void (*fn)(const Config&, Reporter&), const Space& space, const RunOptions& options) {
+  const std::string name = detail::function_name(fn);
+  if (name.empty())
+    throw ConfigError(
+        "fibra::tune::run: this function is not a registered trainable: add FIBRA_TRAINABLE_FUNCTION(<its name>) at "
+        "namespace scope");
+  return detail::run_named(name, space, options);
+}
+
+}  // namespace fibra::tune

@@ -1,0 +1,178 @@
+// tune/src/schedulers.cpp: FIFO, asynchronous successive halving and population-based training.
+// docs/tune.md gives each rule in a paragraph; these follow Ray Tune's, so results compare.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "fibra/error.hpp"
+#include "internal.hpp"
+
+namespace fibra::tune::detail {
+
+double percentile(std::vector<double> v, double q) {
+  std::erase_if(v, [](double x) { return std::isnan(x); });
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(v.begin(), v.end());
+  const double pos = q / 100.0 * double(v.size() - 1);
+  const std::size_t lo = std::size_t(std::floor(pos)), hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
+}
+
+namespace {
+
+class FifoLogic final : public SchedulerLogic {
+ public:
+  Decision on_result(std::size_t, double, double, const Config&) override { return {}; }
+};
+
+// One bracket of ASHA: rungs from the highest milestone down, each the scores recorded there.
+class AshaBracket {
+ public:
+  AshaBracket(double grace, double max_t, double rf, int s) : rf_(rf) {
+    const int n = int(std::log(max_t / grace) / std::log(rf) + 1) - s;
+    for (int k = n - 1; k >= 0; --k) rungs_.push_back({grace * std::pow(rf, k + s), {}});
+  }
+  Decision::Kind on_result(std::size_t trial, double t, double score) {
+    for (auto& [milestone, recorded] : rungs_) {
+      if (t >= milestone && recorded.count(trial)) break;  // decided at this rung already
+      if (t < milestone || recorded.count(trial)) continue;
+      std::vector<double> values;
+      values.reserve(recorded.size());
+      for (const auto& [id, v] : recorded) values.push_back(v);
+      const double cutoff = percentile(std::move(values), (1 - 1 / rf_) * 100);
+      const bool stop = !std::isnan(cutoff) && score < cutoff;
+      recorded[trial] = score;
+      return stop ? Decision::Kind::stop : Decision::Kind::go_on;
+    }
+    return Decision::Kind::go_on;
+  }
+
+ private:
+  double rf_;
+  std::vector<std::pair<double, std::map<std::size_t, double>>> rungs_;
+};
+
+class AshaLogic final : public SchedulerLogic {
+ public:
+  explicit AshaLogic(const Asha& a) : a_(a) {
+    if (!(a.grace_period > 0) || !(a.max_t > a.grace_period))
+      throw ConfigError("fibra::tune: Asha needs 0 < grace_period < max_t");
+    if (!(a.reduction_factor > 1)) throw ConfigError("fibra::tune: Asha needs reduction_factor > 1");
+    if (a.brackets < 1) throw ConfigError("fibra::tune: Asha needs at least one bracket");
+    for (int s = 0; s < a.brackets; ++s) brackets_.emplace_back(a.grace_period, a.max_t, a.reduction_factor, s);
+  }
+  Decision on_result(std::size_t trial, double t, double score, const Config&) override {
+    Decision d;
+    if (t >= a_.max_t) {
+      d.kind = Decision::Kind::done;
+    } else if (!std::isnan(score)) {
+      d.kind = brackets_[trial % brackets_.size()].on_result(trial, t, score);
+    }
+    return d;
+  }
+
+ private:
+  Asha a_;
+  std::vector<AshaBracket> brackets_;
+};
+
+class PbtLogic final : public SchedulerLogic {
+ public:
+  PbtLogic(const Pbt& p, std::uint64_t seed) : p_(p), rng_(seed ^ 0x9b7e1a2f3c4d5e6fULL) {
+    if (!(p.perturbation_interval > 0)) throw ConfigError("fibra::tune: Pbt needs perturbation_interval > 0");
+    if (!(p.quantile_fraction >= 0 && p.quantile_fraction <= 0.5))
+      throw ConfigError("fibra::tune: Pbt needs quantile_fraction in [0, 0.5]");
+    if (p.hyperparam_mutations.entries().empty() && !p.explore)
+      throw ConfigError("fibra::tune: Pbt needs hyperparam_mutations or an explore function: it has nothing to change");
+  }
+
+  Decision on_result(std::size_t trial, double t, double score, const Config& config) override {
+    auto& st = trials_[trial];
+    st.config = config;
+    if (!std::isnan(score)) st.score = score;
+    Decision d;
+    if (t - st.last_perturbation < p_.perturbation_interval) return d;
+    st.last_perturbation = t;
+    const auto [lower, upper] = quantiles();
+    if (std::find(upper.begin(), upper.end(), trial) != upper.end()) {
+      st.saved = true;
+      d.kind = Decision::Kind::save;
+    } else if (std::find(lower.begin(), lower.end(), trial) != lower.end()) {
+      std::vector<std::size_t> donors;
+      for (auto id : upper)
+        if (trials_[id].saved) donors.push_back(id);
+      if (donors.empty()) return d;
+      d.kind = Decision::Kind::exploit;
+      d.donor = donors[splitmix(rng_) % donors.size()];
+      d.config = explore(trials_[d.donor].config);
+      st.config = d.config;
+      st.saved = false;
+    }
+    return d;
+  }
+
+  void on_end(std::size_t trial) override { trials_.erase(trial); }
+
+ private:
+  struct State {
+    Config config;
+    double score = std::numeric_limits<double>::quiet_NaN();
+    double last_perturbation = 0;
+    bool saved = false;
+  };
+
+  std::pair<std::vector<std::size_t>, std::vector<std::size_t>> quantiles() const {
+    std::vector<std::pair<double, std::size_t>> ranked;
+    for (const auto& [id, st] : trials_)
+      if (!std::isnan(st.score)) ranked.emplace_back(st.score, id);
+    if (ranked.size() <= 1) return {};
+    std::sort(ranked.begin(), ranked.end());
+    std::size_t n = std::size_t(std::ceil(double(ranked.size()) * p_.quantile_fraction));
+    n = std::min(n, ranked.size() / 2);
+    std::vector<std::size_t> lower, upper;
+    for (std::size_t i = 0; i < n; ++i) {
+      lower.push_back(ranked[i].second);
+      upper.push_back(ranked[ranked.size() - 1 - i].second);
+    }
+    return {lower, upper};
+  }
+
+  Config explore(Config c) {
+    for (const auto& [key, domain] : p_.hyperparam_mutations.entries()) {
+      const bool listed = domain.kind == Domain::Kind::grid || domain.kind == Domain::Kind::choice;
+      const auto& values = domain.values;
+      const auto at = c.contains(key) ? std::find(values.begin(), values.end(), c.at(key)) : values.end();
+      if (unit(rng_) < p_.resample_probability || !c.contains(key) || (listed && at == values.end())) {
+        Domain drawn = domain;
+        if (drawn.kind == Domain::Kind::grid) drawn.kind = Domain::Kind::choice;
+        c.set(key, draw(drawn, rng_));
+      } else if (listed) {  // a neighbour in the list
+        const std::size_t i = std::size_t(at - values.begin());
+        const std::size_t j = splitmix(rng_) % 2 ? std::min(i + 1, values.size() - 1) : (i == 0 ? 0 : i - 1);
+        c.set(key, values[j]);
+      } else if (!p_.perturbation_factors.empty()) {
+        const double f = p_.perturbation_factors[splitmix(rng_) % p_.perturbation_factors.size()];
+        const Value& v = c.at(key);
+        if (v.is_integer())
+          c.set(key, std::int64_t(std::llround(double(v.integer()) * f)));
+        else
+          c.set(key, v.number() * f);
+      }
+    }
+    return p_.explore ? p_.explore(std::move(c)) : c;
+  }
+
+  Pbt p_;
+  std::uint64_t rng_;
+  std::map<std::size_t, State> trials_;
+};
+
+}  // namespace
+
+std::unique_ptr<SchedulerLogic> make_scheduler(const Scheduler& s, std::uint64_t seed) {
+  if (std::holds_alternative<Asha>(s)) return std::make_unique<AshaLogic>(std::get<Asha>(s));
+  if (std::holds_alternative<Pbt>(s)) return std::make_unique<PbtLogic>(std::get<Pbt>(s), seed);
+  return std::make_unique<FifoLogic>();
+}
+
+}  // namespace fibra::tune::detail

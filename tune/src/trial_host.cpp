@@ -1,0 +1,186 @@
+// tune/src/trial_host.cpp: the trainables' registry, the adapter of function trainables, and the
+// actor trials run in. This code runs in the trials' processes.
+#include "trial_host.hpp"
+
+#include <condition_variable>
+#include <cxxabi.h>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "fibra/actor.hpp"
+#include "fibra/error.hpp"
+#include "internal.hpp"
+
+namespace fibra::tune::detail {
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, TrainableFactory> classes;
+  std::map<std::string, TrainableFunction> functions;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+/// Thrown inside a function trainable's report() when the trial is to end; caught by its thread.
+struct EndOfTrial {};
+
+/// A function trainable on a thread of its own: step() lets it run to its next report().
+class FunctionTrainable final : public Trainable, Reporter {
+ public:
+  FunctionTrainable(TrainableFunction fn, const Config& config) : fn_(fn), config_(config) {}
+  ~FunctionTrainable() override {
+    {
+      std::lock_guard lk(mu_);
+      end_ = true;
+      turn_ = Turn::function;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  Metrics step() override {
+    std::unique_lock lk(mu_);
+    if (finished_) return {{"done", 1}};
+    if (!thread_.joinable()) thread_ = std::thread([this] { body(); });
+    turn_ = Turn::function;
+    cv_.notify_all();
+    cv_.wait(lk, [&] { return turn_ == Turn::step; });
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    if (finished_ && !have_metrics_) return {{"done", 1}};
+    have_metrics_ = false;
+    return std::move(metrics_);
+  }
+
+  bool report(const Metrics& m) override {
+    std::unique_lock lk(mu_);
+    if (end_) throw EndOfTrial{};
+    metrics_ = m;
+    have_metrics_ = true;
+    turn_ = Turn::step;
+    cv_.notify_all();
+    cv_.wait(lk, [&] { return turn_ == Turn::function; });
+    if (end_) throw EndOfTrial{};
+    return true;
+  }
+
+ private:
+  enum class Turn { step, function };
+  void body() {
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return turn_ == Turn::function; });
+      if (end_) return;
+    }
+    std::exception_ptr error;
+    try {
+      fn_(config_, *this);
+    } catch (const EndOfTrial&) {
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard lk(mu_);
+    finished_ = true;
+    error_ = error;
+    turn_ = Turn::step;
+    cv_.notify_all();
+  }
+
+  TrainableFunction fn_;
+  Config config_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Turn turn_ = Turn::step;
+  bool end_ = false, finished_ = false, have_metrics_ = false;
+  Metrics metrics_;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+std::string demangle_name(const char* mangled) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string out = status == 0 && d ? d : mangled;
+  std::free(d);
+  return out;
+}
+
+bool register_trainable(const std::string& name, TrainableFactory make) {
+  auto& r = registry();
+  std::lock_guard lk(r.mu);
+  r.classes[name] = make;
+  return true;
+}
+
+bool register_function(const std::string& name, TrainableFunction fn) {
+  auto& r = registry();
+  std::lock_guard lk(r.mu);
+  r.functions[name] = fn;
+  return true;
+}
+
+std::string function_name(TrainableFunction fn) {
+  auto& r = registry();
+  std::lock_guard lk(r.mu);
+  for (const auto& [name, f] : r.functions)
+    if (f == fn) return name;
+  return {};
+}
+
+bool is_registered(const std::string& name) {
+  auto& r = registry();
+  std::lock_guard lk(r.mu);
+  return r.classes.count(name) || r.functions.count(name);
+}
+
+std::unique_ptr<Trainable> make_trainable(const std::string& name, const Config& config) {
+  TrainableFactory make = nullptr;
+  TrainableFunction fn = nullptr;
+  {
+    auto& r = registry();
+    std::lock_guard lk(r.mu);
+    if (auto it = r.classes.find(name); it != r.classes.end()) make = it->second;
+    if (auto it = r.functions.find(name); it != r.functions.end()) fn = it->second;
+  }
+  if (make) return make(config);
+  if (fn) return std::make_unique<FunctionTrainable>(fn, config);
+  throw ConfigError("fibra::tune: no trainable '" + name + "' is registered in this process: add FIBRA_TRAINABLE(" +
+                    name + ") at namespace scope (the driver and workers must run the same binary)");
+}
+
+bool TrialHost::start(std::string name, std::string config, std::string checkpoint) {
+  trainable_.reset();  // the last trial's goes first (a function trainable's thread ends)
+  trainable_ = make_trainable(name, decode_config(config));
+  name_ = std::move(name);
+  if (!checkpoint.empty() && !trainable_->restore(checkpoint))
+    throw ConfigError("fibra::tune: trainable '" + name_ +
+                      "' has no restore(const std::string&), and this trial must continue from a checkpoint");
+  return true;
+}
+
+WireMetrics TrialHost::step() {
+  if (!trainable_) throw Error("fibra::tune: a step was asked of a trial host holding no trial");
+  const Metrics m = trainable_->step();
+  return WireMetrics(m.begin(), m.end());
+}
+
+Saved TrialHost::save() {
+  if (!trainable_) throw Error("fibra::tune: a checkpoint was asked of a trial host holding no trial");
+  auto bytes = trainable_->save();
+  return {bytes ? 1 : 0, bytes ? std::move(*bytes) : std::string()};
+}
+
+}  // namespace fibra::tune::detail
+
+FIBRA_ACTOR(fibra::tune::detail::TrialHost);
+FIBRA_ACTOR_METHOD(fibra::tune::detail::TrialHost, start);
+FIBRA_ACTOR_METHOD(fibra::tune::detail::TrialHost, step);
+FIBRA_ACTOR_METHOD(fibra::tune::detail::TrialHost, save);

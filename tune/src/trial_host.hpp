@@ -1,0 +1,38 @@
+// tune/src/trial_host.hpp: the actor a trial runs in. One per concurrent trial; it holds one
+// trainable at a time and takes the next trial when the runner starts one in it, so a trial costs
+// a call, not a process.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "fibra/tune.hpp"
+
+namespace fibra::tune::detail {
+
+/// Metrics as they travel: (name, value) pairs.
+using WireMetrics = std::vector<std::pair<std::string, double>>;
+/// What save returns: whether the trainable can save (1) and the bytes.
+using Saved = std::pair<std::int32_t, std::string>;
+
+class TrialHost {
+ public:
+  TrialHost() = default;
+  /// Makes the trainable `name` from `config` (bytes of encode_config); restores `checkpoint`
+  /// when it is not empty. Returns true.
+  bool start(std::string name, std::string config, std::string checkpoint);
+  /// One iteration.
+  WireMetrics step();
+  /// A checkpoint of the trial's state now.
+  Saved save();
+
+ private:
+  std::unique_ptr<Trainable> trainable_;
+  std::string name_;
+};
+
+}  // namespace fibra::tune::detail

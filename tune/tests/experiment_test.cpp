@@ -1,0 +1,189 @@
+// tune/tests/experiment_test.cpp: an experiment's state without a pool: ASHA's stops through the
+// whole path (stop conditions, statuses), the failure budget, and the file: written, read by
+// h5py and pandas, and resumed with every trial once.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "experiment.hpp"
+#include "fibra/error.hpp"
+#include "fibra/hdf5_io/tables.hpp"
+
+namespace fibra::tune::detail {
+namespace {
+
+class ExperimentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = "/tmp/fibra-tune-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+// Trials 0..3 each report score = their fixed value at every iteration; ASHA (rf 2, grace 1,
+// max_t 4) on four trials started together, fed in trial order: at rung 1, trial 1 (2 < median{4}
+// = 4) and trial 3 (1 < median{4, 2, 3} = 3) stop; at rung 2, trial 2 (3 < 4) stops; trial 0 runs
+// to max_t = 4 and is done.
+TEST_F(ExperimentTest, AshaEndsEachTrialAsItsRuleSays) {
+  Space space{{"v", grid({4, 2, 3, 1})}};
+  Experiment ex("T", space,
+                RunOptions{.metric = "score", .scheduler = Asha{.max_t = 4, .grace_period = 1, .reduction_factor = 2}});
+  std::vector<std::size_t> live;
+  while (auto s = ex.start_next()) live.push_back(s->trial);
+  ASSERT_EQ(live.size(), 4u);
+  std::map<std::size_t, std::int64_t> steps;
+  for (int round = 0; round < 4 && !live.empty(); ++round) {
+    std::vector<std::size_t> next;
+    for (auto t : live) {
+      const double v = double(ex.grid("").trials()[t].config.integer("v"));
+      ++steps[t];
+      if (!ex.on_result(t, {{"score", v}}, 0.1).end) next.push_back(t);
+    }
+    live = next;
+  }
+  const auto g = ex.grid("");
+  EXPECT_EQ(g.trials()[0].status, TrialStatus::done);
+  EXPECT_EQ(g.trials()[1].status, TrialStatus::stopped);
+  EXPECT_EQ(g.trials()[2].status, TrialStatus::stopped);
+  EXPECT_EQ(g.trials()[3].status, TrialStatus::stopped);
+  EXPECT_EQ(steps, (std::map<std::size_t, std::int64_t>{{0, 4}, {1, 1}, {2, 2}, {3, 1}}));
+  EXPECT_EQ(g.rows().size(), 8u);
+  EXPECT_EQ(g.best().id, 0u);
+  EXPECT_TRUE(ex.finished());
+}
+
+TEST_F(ExperimentTest, StopConditionsAndDone) {
+  Experiment ex("T", Space{{"v", grid({1, 2})}},
+                RunOptions{.metric = "score", .stop = {{"training_iteration", 3}, {"score", 100}}});
+  ex.start_next();
+  ex.start_next();
+  EXPECT_FALSE(ex.on_result(0, {{"score", 1}}, 0).end);
+  EXPECT_TRUE(ex.on_result(0, {{"score", 100}}, 0).end);  // a metric reached its value
+  EXPECT_FALSE(ex.on_result(1, {{"score", 1}}, 0).end);
+  EXPECT_FALSE(ex.on_result(1, {{"score", 1}}, 0).end);
+  EXPECT_TRUE(ex.on_result(1, {{"score", 1}}, 0).end);  // three iterations
+  EXPECT_EQ(ex.grid("").trials()[1].iterations, 3);
+  EXPECT_EQ(ex.grid("").trials()[0].status, TrialStatus::done);
+}
+
+TEST_F(ExperimentTest, AFailedTrialRestartsFromItsCheckpointThenIsAnError) {
+  Experiment ex("T", Space{{"v", 1}}, RunOptions{.metric = "score", .max_failures = 2, .checkpoint_every = 2});
+  auto s = ex.start_next();
+  ASSERT_TRUE(s);
+  EXPECT_FALSE(ex.on_result(0, {{"score", 1}}, 0).end);
+  const auto n2 = ex.on_result(0, {{"score", 2}}, 0);
+  EXPECT_TRUE(n2.save_first);         // every 2 iterations
+  ex.on_checkpoint(0, "state-at-2");  // came with the third step's outcome
+  EXPECT_FALSE(ex.on_result(0, {{"score", 3}}, 0).end);
+  ex.on_failure(0, "boom 1");  // died in its fourth iteration
+  auto again = ex.start_next();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->checkpoint, "state-at-2");
+  EXPECT_EQ(ex.grid("").trials()[0].iterations, 2);  // the row of iteration 3 is dropped
+  EXPECT_EQ(ex.rows(), 2u);
+  ex.on_failure(0, "boom 2");
+  ASSERT_TRUE(ex.start_next());
+  ex.on_failure(0, "boom 3");  // past max_failures = 2
+  EXPECT_FALSE(ex.start_next());
+  EXPECT_TRUE(ex.finished());
+  const auto& t = ex.grid("").trials()[0];
+  EXPECT_EQ(t.status, TrialStatus::error);
+  EXPECT_EQ(t.failures, 3);
+  EXPECT_EQ(t.error, "boom 3");
+  EXPECT_EQ(ex.grid("").errors().size(), 1u);
+}
+
+TEST_F(ExperimentTest, TheFileResumesEveryTrialOnceAndRefusesAnotherExperiment) {
+  const Space space{{"lr", loguniform(1e-3, 1)}, {"layers", grid({1, 2})}};
+  const RunOptions o{.num_samples = 3, .metric = "score", .checkpoint_every = 1};
+  const std::string path = (dir_ / "experiment.h5").string();
+  Experiment ex("T", space, o);
+  ASSERT_EQ(ex.size(), 6u);
+  // Trials 0 and 1 end; trial 2 has run 2 iterations with a checkpoint after 1; 3..5 wait.
+  for (std::size_t t = 0; t < 3; ++t) ex.start_next();
+  ex.on_result(0, {{"score", 1}, {"done", 1}}, 0.5);
+  ex.on_result(1, {{"score", 2}, {"done", 1}}, 0.6);
+  ex.on_result(2, {{"score", 3}}, 0.7);
+  ex.on_checkpoint(2, "after-1");
+  ex.on_result(2, {{"score", 4}}, 0.8);
+  hdf5_io::write_table_file(path, ex.to_file(false, 1.0));
+
+  Experiment again("T", space, o);
+  again.resume(hdf5_io::read_table_file(path), path);
+  EXPECT_EQ(again.rows(), 3u);  // trial 2's second iteration comes again from its checkpoint
+  std::vector<std::size_t> order;
+  std::string ckpt;
+  while (auto s = again.start_next()) {
+    order.push_back(s->trial);
+    if (s->trial == 2) ckpt = s->checkpoint;
+    EXPECT_EQ(s->config, ex.grid("").trials()[s->trial].config);
+  }
+  EXPECT_EQ(order, (std::vector<std::size_t>{2, 3, 4, 5}));  // 0 and 1 are not run again
+  EXPECT_EQ(ckpt, "after-1");
+  EXPECT_EQ(again.grid("").trials()[0].status, TrialStatus::done);
+  EXPECT_EQ(again.grid("").trials()[0].iterations, 1);
+  EXPECT_EQ(again.grid("").trials()[2].iterations, 1);  // from its checkpoint after iteration 1
+
+  try {
+    Experiment other("T", space, RunOptions{.num_samples = 4, .metric = "score"});
+    other.resume(hdf5_io::read_table_file(path), path);
+    FAIL() << "resumed another experiment's file";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot resume from '" + path + "': it holds an experiment over 'T'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(ExperimentTest, H5pyAndPandasReadBothTables) {
+  std::string status_text;
+  {
+    FILE* p = ::popen((std::string(FIBRA_TEST_PYTHON) + " -c 'import h5py, pandas' 2>&1").c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    if (::pclose(p) != 0) GTEST_SKIP() << "python3-h5py or python3-pandas is not installed";
+  }
+  Experiment ex("T", Space{{"lr", grid({0.5, 0.25})}, {"opt", "adam"}},
+                RunOptions{.metric = "loss", .mode = Mode::min});
+  ex.start_next();
+  ex.start_next();
+  ex.on_result(0, {{"loss", 3.0}, {"acc", 0.5}}, 1.0);
+  ex.on_result(0, {{"loss", 2.0}, {"acc", 0.75}, {"done", 1}}, 2.0);
+  ex.on_result(1, {{"loss", 9.0}}, 1.5);
+  const std::string path = (dir_ / "experiment.h5").string();
+  hdf5_io::write_table_file(path, ex.to_file(false, 2.0));
+  ex.write_csv((dir_ / "results.csv").string());
+  const std::string script =
+      "import sys, h5py, pandas as pd\n"
+      "f = h5py.File(sys.argv[1], \"r\")\n"
+      "def table(g): return pd.DataFrame({c: g[c][()] for c in g.attrs[\"columns\"].split(\",\")})\n"
+      "t, r = table(f[\"trials\"]), table(f[\"results\"])\n"
+      "print(f.attrs[\"format\"], f.attrs[\"state\"], f.attrs[\"metric\"], f.attrs[\"mode\"])\n"
+      "print(t[\"id\"].tolist(), [s.decode() for s in t[\"status\"]], t[\"iterations\"].tolist(), "
+      "t[\"best_metric\"].tolist(), t[\"config.lr\"].tolist(), [s.decode() for s in t[\"config.opt\"]])\n"
+      "print(r[\"trial\"].tolist(), r[\"iteration\"].tolist(), r[\"loss\"].tolist(), r[\"acc\"].fillna(-1).tolist())\n"
+      "c = pd.read_csv(sys.argv[2])\n"
+      "print(len(c), list(c.columns))\n";
+  FILE* p = ::popen((std::string(FIBRA_TEST_PYTHON) + " -c '" + script + "' " + path + " " +
+                     (dir_ / "results.csv").string() + " 2>&1")
+                        .c_str(),
+                    "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  EXPECT_EQ(::pclose(p), 0) << out;
+  EXPECT_EQ(out,
+            "fibra-tune running loss min\n"
+            "[0, 1] ['done', 'running'] [2, 1] [2.0, 9.0] [0.5, 0.25] ['adam', 'adam']\n"
+            "[0, 0, 1] [1, 2, 1] [3.0, 2.0, 9.0] [0.5, 0.75, -1.0]\n"
+            "3 ['trial', 'iteration', 'wall_time', 'acc', 'done', 'loss', 'config.lr', 'config.opt']\n");
+}
+
+}  // namespace
+}  // namespace fibra::tune::detail

@@ -1,0 +1,220 @@
+// tune/tests/run_test.cpp: experiments on a real pool of 2 workers. Trials run as actors; every
+// trial ends and reports each iteration once; a trial that throws or whose process aborts is
+// retried, and one that always throws is recorded as an error; PBT's exploit hands the bottom
+// trial the top trial's saved state (seen in the value it reports next); a function trainable
+// reports through its Reporter. Expected values come from the trainables' closed forms.
+#include <fibra/fibra.hpp>
+#include <fibra/tune.hpp>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+namespace tune = fibra::tune;
+
+namespace {
+
+// score = v * t at iteration t.
+class Line {
+ public:
+  explicit Line(const tune::Config& c) : v_(c.number("v")) {}
+  tune::Metrics step() { return {{"score", v_ * double(++t_)}}; }
+
+ private:
+  double v_;
+  int t_ = 0;
+};
+FIBRA_TRAINABLE(Line);
+
+// Fails once per trial at iteration 2 (throws, or aborts its process for "abort" = 1), the first
+// time only (a marker file per trial says it did); "always" = 1 throws at every first step.
+class Flaky {
+ public:
+  explicit Flaky(const tune::Config& c)
+      : v_(c.integer("v")), abort_(c.integer("abort")), always_(c.integer("always")), dir_(c.text("dir")) {}
+  tune::Metrics step() {
+    ++t_;
+    if (always_) throw std::runtime_error("always fails, v=" + std::to_string(v_));
+    const std::string marker = dir_ + "/failed_" + std::to_string(v_);
+    if (t_ == 2 && !std::filesystem::exists(marker)) {
+      std::ofstream(marker) << "1";
+      if (abort_) std::abort();
+      throw std::runtime_error("flaky at 2, v=" + std::to_string(v_));
+    }
+    return {{"score", double(v_ * 10 + t_)}};
+  }
+
+ private:
+  std::int64_t v_, abort_, always_;
+  std::string dir_;
+  int t_ = 0;
+};
+FIBRA_TRAINABLE(Flaky);
+
+// value starts at "start" and grows by 1 a step (of 20 ms, so that both trials run side by side
+// once their processes have started); save/restore carry it.
+class Counter {
+ public:
+  explicit Counter(const tune::Config& c) : value_(c.integer("start")) {}
+  tune::Metrics step() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return {{"score", double(++value_)}};
+  }
+  std::string save() const { return std::to_string(value_); }
+  void restore(const std::string& s) { value_ = std::stoll(s); }
+
+ private:
+  std::int64_t value_;
+};
+FIBRA_TRAINABLE(Counter);
+
+void five_reports(const tune::Config& c, tune::Reporter& r) {
+  for (int i = 1; i <= 5; ++i)
+    if (!r.report({{"score", c.number("v") * i}})) return;
+}
+FIBRA_TRAINABLE_FUNCTION(five_reports);
+
+fibra::Pool& pool() {
+  static fibra::Pool p(2);
+  return p;
+}
+
+std::string scratch() {
+  std::string pattern = "/tmp/fibra-tune-run-XXXXXX";
+  if (!::mkdtemp(pattern.data())) std::abort();
+  return pattern;
+}
+
+// Every trial's rows are iterations 1..iterations, each once.
+void expect_rows_once(const tune::ResultGrid& g) {
+  std::map<std::size_t, std::vector<std::int64_t>> its;
+  for (const auto& r : g.rows()) its[r.trial].push_back(r.iteration);
+  for (const auto& t : g.trials()) {
+    std::vector<std::int64_t> want(t.iterations);
+    for (std::int64_t i = 0; i < t.iterations; ++i) want[i] = i + 1;
+    EXPECT_EQ(its[t.id], want) << "trial " << t.id;
+  }
+}
+
+TEST(TuneRun, AshaEndsEveryTrialAndTheBestSurvives) {
+  std::vector<tune::Value> vs;  // the best first: each later trial is below the median at rung 1
+  for (int v = 16; v >= 1; --v) vs.push_back(v);
+  const auto g = tune::run<Line>({{"v", tune::grid(vs)}},
+                                 {.metric = "score",
+                                  .scheduler = tune::Asha{.max_t = 8, .grace_period = 1, .reduction_factor = 2},
+                                  .pool = &pool()});
+  ASSERT_EQ(g.trials().size(), 16u);
+  std::size_t stopped = 0;
+  for (const auto& t : g.trials()) {
+    EXPECT_TRUE(t.status == tune::TrialStatus::done || t.status == tune::TrialStatus::stopped)
+        << tune::to_string(t.status);
+    stopped += t.status == tune::TrialStatus::stopped;
+    EXPECT_EQ(t.last.at("score"), t.config.number("v") * double(t.iterations));
+  }
+  EXPECT_GE(stopped, 8u);  // at rung 1 alone, about half of those after the first are below the median
+  const auto& best = g.best();
+  EXPECT_EQ(best.config.integer("v"), 16);  // the best can never be below a cutoff
+  EXPECT_EQ(best.status, tune::TrialStatus::done);
+  EXPECT_EQ(best.iterations, 8);
+  expect_rows_once(g);
+}
+
+TEST(TuneRun, FailedTrialsAreRetriedThenRecorded) {
+  const std::string dir = scratch();
+  const auto g =
+      tune::run<Flaky>({{"v", tune::grid({0, 1, 2, 3})}, {"abort", tune::grid({0, 1})}, {"always", 0}, {"dir", dir}},
+                       {.metric = "score", .stop = {{"training_iteration", 4}}, .pool = &pool()});
+  ASSERT_EQ(g.trials().size(), 8u);
+  for (const auto& t : g.trials()) {
+    EXPECT_EQ(t.status, tune::TrialStatus::done) << t.config.str() << ": " << t.error;
+    EXPECT_EQ(t.iterations, 4);
+    // Markers are per v, so of the two trials with one v the first to reach iteration 2 fails.
+    EXPECT_LE(t.failures, 1);
+    EXPECT_EQ(t.last.at("score"), double(t.config.integer("v") * 10 + 4));
+  }
+  int failures = 0;
+  for (const auto& t : g.trials()) failures += t.failures;
+  EXPECT_EQ(failures, 4);  // one per v
+  expect_rows_once(g);
+
+  const auto bad = tune::run<Flaky>({{"v", 7}, {"abort", 0}, {"always", 1}, {"dir", dir}},
+                                    {.metric = "score", .max_failures = 2, .pool = &pool()});
+  ASSERT_EQ(bad.errors().size(), 1u);
+  EXPECT_EQ(bad.trials()[0].failures, 3);
+  EXPECT_NE(bad.trials()[0].error.find("always fails, v=7"), std::string::npos) << bad.trials()[0].error;
+  EXPECT_EQ(bad.rows().size(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TuneRun, PbtExploitCopiesTheTopTrialsState) {
+  tune::Pbt pbt;
+  pbt.perturbation_interval = 2;
+  pbt.quantile_fraction = 0.5;
+  pbt.resample_probability = 0;
+  pbt.hyperparam_mutations.add("unused", tune::uniform(1, 2));
+  const auto g =
+      tune::run<Counter>({{"start", tune::grid({0, 1000})}, {"unused", 1.5}},
+                         {.metric = "score", .scheduler = pbt, .stop = {{"training_iteration", 40}}, .pool = &pool()});
+  // Trial 0 counts from 0, trial 1 from 1000. Trial 1 saves at each perturbation (value 1000 + t,
+  // t even, at least 2); trial 0 takes that state at one of its own and steps once: its first
+  // score above 1000 is an even saved value plus one, so odd and at least 1003. (Made afresh from
+  // trial 1's configuration without the restore, it would report 1001.)
+  double first_high = -1;
+  for (const auto& r : g.rows())
+    if (r.trial == 0 && r.metrics.at("score") > 1000) {
+      first_high = r.metrics.at("score");
+      break;
+    }
+  std::string seen;
+  for (const auto& r : g.rows()) seen += " " + std::to_string(r.trial) + ":" + std::to_string(r.metrics.at("score"));
+  ASSERT_GT(first_high, 1000) << "trial 0 never took trial 1's state; rows:" << seen;
+  EXPECT_EQ(std::int64_t(first_high) % 2, 1) << first_high;
+  EXPECT_GE(first_high, 1003) << seen;
+  EXPECT_LE(first_high, 1040 + 1);
+  // The exploited configuration is perturbed (by 1.2 or 0.8, perhaps more than once).
+  EXPECT_NE(g.trials()[0].config.number("unused"), 1.5);
+}
+
+TEST(TuneRun, AFunctionTrainableReportsUntilItReturnsOrIsStopped) {
+  const auto all = tune::run(five_reports, {{"v", tune::grid({1, 2})}}, {.metric = "score", .pool = &pool()});
+  for (const auto& t : all.trials()) {
+    EXPECT_EQ(t.status, tune::TrialStatus::done);
+    EXPECT_EQ(t.iterations, 5);
+    EXPECT_EQ(t.last.at("score"), t.config.number("v") * 5);
+  }
+  const auto cut =
+      tune::run(five_reports, {{"v", tune::grid({1, 2, 3})}},
+                {.metric = "score", .max_concurrent = 1, .stop = {{"training_iteration", 3}}, .pool = &pool()});
+  for (const auto& t : cut.trials()) {
+    EXPECT_EQ(t.status, tune::TrialStatus::done);
+    EXPECT_EQ(t.iterations, 3);
+  }
+  expect_rows_once(cut);
+}
+
+TEST(TuneRun, AnUnregisteredTrainableIsRefused) {
+  struct NotRegistered {
+    explicit NotRegistered(const tune::Config&) {}
+    tune::Metrics step() { return {}; }
+  };
+  try {
+    tune::run<NotRegistered>({}, {.pool = &pool()});
+    FAIL();
+  } catch (const fibra::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a registered trainable: add FIBRA_TRAINABLE("), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
