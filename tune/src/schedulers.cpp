@@ -1,8 +1,12 @@
 // tune/src/schedulers.cpp: FIFO, asynchronous successive halving and population-based training.
 // docs/tune.md gives each rule in a paragraph; these follow Ray Tune's, so results compare.
+#include <ext/pb_ds/assoc_container.hpp>
+#include <ext/pb_ds/tree_policy.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <unordered_set>
 
 #include "fibra/error.hpp"
 #include "internal.hpp"
@@ -25,23 +29,47 @@ class FifoLogic final : public SchedulerLogic {
   Decision on_result(std::size_t, double, double, const Config&) override { return {}; }
 };
 
-// One bracket of ASHA: rungs from the highest milestone down, each the scores recorded there.
+// The scores recorded at one rung, ordered, with numpy.percentile's interpolation in O(log n): a
+// rung of 10,000 trials would otherwise be copied and sorted at each trial's arrival there.
+class Rung {
+ public:
+  explicit Rung(double milestone) : milestone_(milestone) {}
+  double milestone() const { return milestone_; }
+  bool has(std::size_t trial) const { return trials_.count(trial) != 0; }
+  void add(std::size_t trial, double score) {
+    trials_.insert(trial);
+    scores_.insert({score, trial});
+  }
+  double percentile(double q) const {
+    if (scores_.empty()) return std::numeric_limits<double>::quiet_NaN();
+    const double pos = q / 100.0 * double(scores_.size() - 1);
+    const std::size_t lo = std::size_t(std::floor(pos)), hi = std::min(lo + 1, scores_.size() - 1);
+    const double a = scores_.find_by_order(lo)->first, b = scores_.find_by_order(hi)->first;
+    return a + (b - a) * (pos - double(lo));
+  }
+
+ private:
+  double milestone_;
+  std::unordered_set<std::size_t> trials_;
+  __gnu_pbds::tree<std::pair<double, std::size_t>, __gnu_pbds::null_type, std::less<>, __gnu_pbds::rb_tree_tag,
+                   __gnu_pbds::tree_order_statistics_node_update>
+      scores_;
+};
+
+// One bracket of ASHA: rungs from the highest milestone down.
 class AshaBracket {
  public:
   AshaBracket(double grace, double max_t, double rf, int s) : rf_(rf) {
     const int n = int(std::log(max_t / grace) / std::log(rf) + 1) - s;
-    for (int k = n - 1; k >= 0; --k) rungs_.push_back({grace * std::pow(rf, k + s), {}});
+    for (int k = n - 1; k >= 0; --k) rungs_.emplace_back(grace * std::pow(rf, k + s));
   }
   Decision::Kind on_result(std::size_t trial, double t, double score) {
-    for (auto& [milestone, recorded] : rungs_) {
-      if (t >= milestone && recorded.count(trial)) break;  // decided at this rung already
-      if (t < milestone || recorded.count(trial)) continue;
-      std::vector<double> values;
-      values.reserve(recorded.size());
-      for (const auto& [id, v] : recorded) values.push_back(v);
-      const double cutoff = percentile(std::move(values), (1 - 1 / rf_) * 100);
+    for (auto& rung : rungs_) {
+      if (t >= rung.milestone() && rung.has(trial)) break;  // decided at this rung already
+      if (t < rung.milestone() || rung.has(trial)) continue;
+      const double cutoff = rung.percentile((1 - 1 / rf_) * 100);
       const bool stop = !std::isnan(cutoff) && score < cutoff;
-      recorded[trial] = score;
+      rung.add(trial, score);
       return stop ? Decision::Kind::stop : Decision::Kind::go_on;
     }
     return Decision::Kind::go_on;
@@ -49,7 +77,7 @@ class AshaBracket {
 
  private:
   double rf_;
-  std::vector<std::pair<double, std::map<std::size_t, double>>> rungs_;
+  std::vector<Rung> rungs_;
 };
 
 class AshaLogic final : public SchedulerLogic {
