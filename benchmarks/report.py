@@ -8,16 +8,18 @@ import os
 import re
 import shutil
 
-SYSTEMS = ["fibra", "raw_mpi", "multiprocessing", "mpi4py_futures", "dask", "ipyparallel"]
-PEERS = ["multiprocessing", "mpi4py_futures", "dask", "ipyparallel"]
+SYSTEMS = ["fibra", "raw_mpi", "multiprocessing", "mpi4py_futures", "dask", "ipyparallel", "optuna"]
+PEERS = ["multiprocessing", "mpi4py_futures", "dask", "ipyparallel", "optuna"]
 LABEL = {"fibra": "fibra", "raw_mpi": "raw MPI", "multiprocessing": "multiprocessing",
-         "mpi4py_futures": "mpi4py.futures", "dask": "Dask", "ipyparallel": "IPyParallel"}
+         "mpi4py_futures": "mpi4py.futures", "dask": "Dask", "ipyparallel": "IPyParallel",
+         "optuna": "Optuna"}
 COLOR = {"fibra": "#d62728", "raw_mpi": "#7f7f7f", "multiprocessing": "#1f77b4", "mpi4py_futures": "#2ca02c",
-         "dask": "#ff7f0e", "ipyparallel": "#9467bd"}
+         "dask": "#ff7f0e", "ipyparallel": "#9467bd", "optuna": "#8c564b"}
 TITLES = {"b1": "B1 framework overhead (Fiber's test)", "b2": "B2 throughput of tiny tasks",
           "b3": "B3 recovery from failures", "b5": "B5 start-up and idle CPU", "b6": "B6 large payloads",
           "b8": "B8 queues, pipes and processes",
           "b9": "B5 with one agent per worker (a pool over many nodes)",
+          "tune": "B9 hyper-parameter search overhead (10,000 trials, ASHA)",
           "es": "ES scaling (CartPole-v1)"}
 FAULTS = ["none", "executor_kill", "segfault_once", "agent_kill"]
 # B8's figures: (metric, table label, better, plot title)
@@ -31,6 +33,10 @@ B8_FIGURES = [("queue_single_items_per_s", "`Queue`, writer to reader Process, o
                "Process start + join (ms)"),
               ("apply_async_roundtrip_us", "`apply_async` round trip, same run: us", "lower",
                "apply_async round trip (us)")]
+# fibra::tune's figures beside Optuna's: (metric, table label, better, plot title)
+TUNE_FIGURES = [("wall_s", "10,000 trials of 20 x 1 ms steps, ASHA (rf 4), 2 workers: wall s", "lower", "wall (s)"),
+                ("overhead_pct", "overhead over the sleeping time per worker: %", "lower", "overhead (%)"),
+                ("results_per_s", "results handled per second, end to end", "higher", "results/s")]
 FAULT_LABEL = {"none": "no fault", "executor_kill": "executor SIGKILL at 30%",
                "segfault_once": "a task segfaults once", "agent_kill": "supervisor SIGKILL at 60%"}
 
@@ -108,6 +114,11 @@ def figures(summary, b):
         # multiprocessing's alone (fibra has no SimpleQueue row, no other start method): no ratio
         out += [("simplequeue_single_items_per_s", "multiprocessing.SimpleQueue, one item at a time: items/s", None),
                 ("process_start_join_spawn_ms", "a no-op Process started and joined, 'spawn': ms", None)]
+    elif b == "tune":
+        out += [(m, label, better) for m, label, better, _title in TUNE_FIGURES]
+        out += [("steps", "steps run (ASHA stops most trials early)", None),
+                ("ingest_per_s", "the driver's ingestion alone (rows, stop rules, ASHA): results/s", None),
+                ("sleep_overshoot_pct", "the floor: a 1 ms sleep's own overshoot here, %", None)]
     elif b == "b6":
         for metric, (size,) in _metrics(summary, b, r"payload_(\w+?)_bandwidth"):
             out.append((metric, f"{size.replace('mib', ' MiB')} round trip: MiB/s", "higher"))
@@ -257,7 +268,7 @@ def plots(summary, samples, out_dir):
                 ax.grid(True, which="both", alpha=0.3)
             axes[0].set_ylabel("wall time (s)")
             axes[1].legend(fontsize=8)
-        elif b in ("b2", "b6", "b3", "b8"):
+        elif b in ("b2", "b6", "b3", "b8", "tune"):
             panels = {"b2": [("map_noop_tasks_per_s", "map, default chunk (tasks/s)"),
                              ("map_noop_best_tasks_per_s", "map, best chunk (tasks/s)"),
                              ("apply_async_noop_tasks_per_s", "apply_async (tasks/s)"),
@@ -266,7 +277,8 @@ def plots(summary, samples, out_dir):
                               + " round trip (MiB/s)") for m, _ in _metrics(summary, b, r"payload_(\w+?)_bandwidth")],
                       "b3": [(f + "_wall_s", FAULT_LABEL[f] + " (wall s)") for f in FAULTS
                              if any(k[0] == b and k[2] == f + "_wall_s" for k in summary)],
-                      "b8": [(m, title) for m, _label, _better, title in B8_FIGURES]}[b]
+                      "b8": [(m, title) for m, _label, _better, title in B8_FIGURES],
+                      "tune": [(m, title) for m, _label, _better, title in TUNE_FIGURES]}[b]
             if not panels:
                 continue
             fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.8), squeeze=False)
