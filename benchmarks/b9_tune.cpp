@@ -102,9 +102,10 @@ int main(int argc, char** argv) {
     }
     ingest_rate.push_back(double(fed) / bench::seconds_since(t0));
   }
-  std::printf("# %ld trials of %ld steps of %.3g ms, ASHA (grace 1, rf 4, max_t %ld), %ld workers; %ld results "
-              "ingested in one process\n",
-              trials, steps, double(g_step_us) / 1000, steps, workers, ingest);
+  std::printf(
+      "# %ld trials of %ld steps of %.3g ms, ASHA (grace 1, rf 4, max_t %ld), %ld workers; %ld results "
+      "ingested in one process\n",
+      trials, steps, double(g_step_us) / 1000, steps, workers, ingest);
   row("wall_s", bench::median(wall), "s");
   row("steps", total_steps, "steps");
   row("trials_pruned", pruned, "trials");
