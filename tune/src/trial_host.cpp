@@ -156,14 +156,14 @@ std::unique_ptr<Trainable> make_trainable(const std::string& name, const Config&
                     name + ") at namespace scope (the driver and workers must run the same binary)");
 }
 
-bool TrialHost::start(std::string name, std::string config, std::string checkpoint) {
+WireMetrics TrialHost::begin(std::string name, std::string config, std::string checkpoint) {
   trainable_.reset();  // the last trial's goes first (a function trainable's thread ends)
   trainable_ = make_trainable(name, decode_config(config));
   name_ = std::move(name);
   if (!checkpoint.empty() && !trainable_->restore(checkpoint))
     throw ConfigError("fibra::tune: trainable '" + name_ +
                       "' has no restore(const std::string&), and this trial must continue from a checkpoint");
-  return true;
+  return step();
 }
 
 WireMetrics TrialHost::step() {
@@ -181,6 +181,6 @@ Saved TrialHost::save() {
 }  // namespace fibra::tune::detail
 
 FIBRA_ACTOR(fibra::tune::detail::TrialHost);
-FIBRA_ACTOR_METHOD(fibra::tune::detail::TrialHost, start);
+FIBRA_ACTOR_METHOD(fibra::tune::detail::TrialHost, begin);
 FIBRA_ACTOR_METHOD(fibra::tune::detail::TrialHost, step);
 FIBRA_ACTOR_METHOD(fibra::tune::detail::TrialHost, save);

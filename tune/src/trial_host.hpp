@@ -22,9 +22,10 @@ using Saved = std::pair<std::int32_t, std::string>;
 class TrialHost {
  public:
   TrialHost() = default;
-  /// Makes the trainable `name` from `config` (bytes of encode_config); restores `checkpoint`
-  /// when it is not empty. Returns true.
-  bool start(std::string name, std::string config, std::string checkpoint);
+  /// Makes the trainable `name` from `config` (bytes of encode_config), restores `checkpoint`
+  /// when it is not empty, and runs its first iteration: one call, not two (an actor's calls go
+  /// one batch at a time, so a start and a step were two round trips per trial).
+  WireMetrics begin(std::string name, std::string config, std::string checkpoint);
   /// One iteration.
   WireMetrics step();
   /// A checkpoint of the trial's state now.
