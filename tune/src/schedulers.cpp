@@ -84,7 +84,8 @@ class AshaLogic final : public SchedulerLogic {
  public:
   explicit AshaLogic(const Asha& a) : a_(a) {
     if (!(a.grace_period > 0) || !(a.max_t > a.grace_period))
-      throw ConfigError("fibra::tune: Asha needs 0 < grace_period < max_t");
+      throw ConfigError("fibra::tune: Asha needs 0 < grace_period < max_t; it has grace_period " +
+                        std::to_string(a.grace_period) + " and max_t " + std::to_string(a.max_t));
     if (!(a.reduction_factor > 1)) throw ConfigError("fibra::tune: Asha needs reduction_factor > 1");
     if (a.brackets < 1) throw ConfigError("fibra::tune: Asha needs at least one bracket");
     for (int s = 0; s < a.brackets; ++s) brackets_.emplace_back(a.grace_period, a.max_t, a.reduction_factor, s);
