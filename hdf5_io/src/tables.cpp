@@ -56,19 +56,54 @@ void check_name(const std::string& name, const char* what) {
                       "' to an HDF5 table file: a name must be non-empty and hold no ',' or '/'");
 }
 
+// A column's dataset name: its name with '%', '/' and ',' written as %25, %2F and %2C (HDF5 names
+// cannot hold '/', and ',' separates the `columns` attribute), so any metric name can be a column
+// ("train/loss" is the dataset "train%2Floss"); read_table_file decodes it.
+std::string encode_name(const std::string& name) {
+  std::string out;
+  for (char ch : name) {
+    if (ch == '%')
+      out += "%25";
+    else if (ch == '/')
+      out += "%2F";
+    else if (ch == ',')
+      out += "%2C";
+    else
+      out += ch;
+  }
+  return out;
+}
+
+std::string decode_name(const std::string& name) {
+  std::string out;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (name[i] == '%' && i + 2 < name.size()) {
+      const std::string code = name.substr(i + 1, 2);
+      if (code == "25" || code == "2F" || code == "2C") {
+        out += code == "25" ? '%' : code == "2F" ? '/' : ',';
+        i += 2;
+        continue;
+      }
+    }
+    out += name[i];
+  }
+  return out;
+}
+
 void write_column(hid_t group, const Column& c) {
   const hsize_t n = c.rows();
+  const std::string dataset = encode_name(c.name);
   Handle space = h5::dataspace({n});
   if (const auto* d = std::get_if<std::vector<double>>(&c.values)) {
-    Handle ds = h5::dataset_create(group, c.name.c_str(), H5T_IEEE_F64LE, space.get());
+    Handle ds = h5::dataset_create(group, dataset.c_str(), H5T_IEEE_F64LE, space.get());
     if (n) h5::write_all(ds.get(), H5T_NATIVE_DOUBLE, d->data());
   } else if (const auto* i = std::get_if<std::vector<std::int64_t>>(&c.values)) {
-    Handle ds = h5::dataset_create(group, c.name.c_str(), H5T_STD_I64LE, space.get());
+    Handle ds = h5::dataset_create(group, dataset.c_str(), H5T_STD_I64LE, space.get());
     if (n) h5::write_all(ds.get(), H5T_NATIVE_INT64, i->data());
   } else {
     const auto& s = std::get<std::vector<std::string>>(c.values);
     Handle type = string_type();
-    Handle ds = h5::dataset_create(group, c.name.c_str(), type.get(), space.get());
+    Handle ds = h5::dataset_create(group, dataset.c_str(), type.get(), space.get());
     std::vector<const char*> p(n);
     for (hsize_t k = 0; k < n; ++k) p[k] = s[k].c_str();
     if (n) h5::write_all(ds.get(), type.get(), p.data());
@@ -80,13 +115,13 @@ void write_table(hid_t file, const Table& t) {
   Handle g = group_create(file, t.name);
   std::string names;
   for (const auto& c : t.columns) {
-    check_name(c.name, "column");
+    if (c.name.empty()) throw ConfigError("fibra: table '" + t.name + "' has a column without a name");
     if (c.rows() != t.columns.front().rows())
       throw ConfigError("fibra: table '" + t.name + "': column '" + c.name + "' has " + std::to_string(c.rows()) +
                         " rows, column '" + t.columns.front().name + "' " + std::to_string(t.columns.front().rows()) +
                         "; every column needs as many");
     write_column(g.get(), c);
-    names += (names.empty() ? "" : ",") + c.name;
+    names += (names.empty() ? "" : ",") + encode_name(c.name);
   }
   h5::write_attribute(g.get(), "columns", names);
 }
@@ -211,7 +246,7 @@ TableFile read_table_file(const std::string& path) {
     if (h5::has_attribute(g.get(), "columns")) {
       Table t{name, {}};
       for (const auto& c : split_names(h5::read_string_attribute(g.get(), "columns")))
-        t.columns.push_back(read_column(g.get(), c));
+        t.columns.push_back(read_column(g.get(), c)), t.columns.back().name = decode_name(c);
       out.tables.push_back(std::move(t));
     } else if (h5::has_attribute(g.get(), "blobs")) {
       auto& blobs = out.blobs[name];

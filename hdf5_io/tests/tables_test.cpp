@@ -75,8 +75,25 @@ TEST_F(TablesTest, RefusesColumnsOfUnequalLengthAndBadNames) {
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(), "fibra: table 't': column 'b' has 1 rows, column 'a' 2; every column needs as many");
   }
-  f.tables[0].columns = {Column{"a,b", std::vector<double>{1}}};
+  f.tables[0].name = "a/b";
+  f.tables[0].columns = {Column{"a", std::vector<double>{1}}};
   EXPECT_THROW(write_table_file(file("bad.h5").string(), f), ConfigError);
+}
+
+TEST_F(TablesTest, AnyColumnNameRoundTrips) {
+  // A metric named as TensorBoard names them: '/' cannot be in an HDF5 name and ',' separates the
+  // columns attribute; both are written %2F and %2C (and '%' as %25), and read back as they were.
+  TableFile f;
+  f.tables.push_back(Table{"t",
+                           {Column{"train/loss", std::vector<double>{1}}, Column{"a,b", std::vector<double>{2}},
+                            Column{"100%2F", std::vector<double>{3}}}});
+  write_table_file(file("names.h5").string(), f);
+  const TableFile r = read_table_file(file("names.h5").string());
+  ASSERT_EQ(r.tables.at(0).columns.size(), 3u);
+  EXPECT_EQ(r.tables[0].columns[0].name, "train/loss");
+  EXPECT_EQ(r.tables[0].columns[1].name, "a,b");
+  EXPECT_EQ(r.tables[0].columns[2].name, "100%2F");
+  EXPECT_EQ(std::get<std::vector<double>>(r.tables[0].columns[2].values), std::vector<double>{3});
 }
 
 TEST_F(TablesTest, PandasReadsATableWithoutFibra) {

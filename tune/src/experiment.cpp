@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -55,6 +57,90 @@ std::string csv_field(const std::string& s) {
   return q + "\"";
 }
 
+// A configuration as one line of JSON that keeps its types: {"batch": 32, "lr": 0.1, "opt": "adam"}
+// (a double always shows a '.', an exponent, or is nan/inf), for resume.
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\')
+      out += '\\', out += ch;
+    else if (ch == '\n')
+      out += "\\n";
+    else
+      out += ch;
+  }
+  return out + "\"";
+}
+
+std::string config_text(const Config& c) {
+  std::string out = "{";
+  for (const auto& [k, v] : c.values()) {
+    if (out.size() > 1) out += ", ";
+    out += json_string(k) + ": ";
+    if (v.is_text()) {
+      out += json_string(v.text());
+    } else if (v.is_integer()) {
+      out += std::to_string(v.integer());
+    } else {
+      std::string d = exact(v.number());
+      if (d.find_first_of(".eni") == std::string::npos) d += ".0";  // "3" would read back as an integer
+      out += d;
+    }
+  }
+  return out + "}";
+}
+
+Config parse_config_text(const std::string& text, const std::string& path) {
+  auto bad = [&] {
+    return ConfigError("fibra::tune: cannot resume from '" + path + "': a trial's configuration is damaged: " + text);
+  };
+  Config c;
+  std::size_t at = 1;
+  auto skip = [&] {
+    while (at < text.size() && (text[at] == ' ' || text[at] == ',')) ++at;
+  };
+  auto string_at = [&] {
+    if (at >= text.size() || text[at] != '"') throw bad();
+    std::string out;
+    for (++at; at < text.size() && text[at] != '"'; ++at) {
+      if (text[at] == '\\' && at + 1 < text.size()) {
+        ++at;
+        out += text[at] == 'n' ? '\n' : text[at];
+      } else {
+        out += text[at];
+      }
+    }
+    if (at >= text.size()) throw bad();
+    ++at;
+    return out;
+  };
+  if (text.empty() || text[0] != '{') throw bad();
+  for (skip(); at < text.size() && text[at] != '}'; skip()) {
+    const std::string key = string_at();
+    if (text.compare(at, 2, ": ") != 0) throw bad();
+    at += 2;
+    if (at < text.size() && text[at] == '"') {
+      c.set(key, string_at());
+      continue;
+    }
+    const std::size_t end = text.find_first_of(",}", at);
+    if (end == std::string::npos) throw bad();
+    const std::string num = text.substr(at, end - at);
+    at = end;
+    char* stop = nullptr;
+    if (num.find_first_of(".eniE") == std::string::npos) {
+      const long long v = std::strtoll(num.c_str(), &stop, 10);
+      if (stop == num.c_str()) throw bad();
+      c.set(key, std::int64_t(v));
+    } else {
+      const double v = std::strtod(num.c_str(), &stop);
+      if (stop == num.c_str()) throw bad();
+      c.set(key, v);
+    }
+  }
+  return c;
+}
+
 template <class T>
 const std::vector<T>* column_of(const hdf5_io::Table& t, const std::string& name) {
   const auto* c = t.find(name);
@@ -88,6 +174,16 @@ std::string Experiment::fingerprint() const {
   char buf[20];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(d)));
   return buf;
+}
+
+double Experiment::time_of(std::int64_t iteration, const Metrics& m) const {
+  const std::string* attr =
+      std::holds_alternative<Asha>(options_.scheduler)  ? &std::get<Asha>(options_.scheduler).time_attr
+      : std::holds_alternative<Pbt>(options_.scheduler) ? &std::get<Pbt>(options_.scheduler).time_attr
+                                                        : nullptr;
+  if (!attr || attr->empty() || *attr == "training_iteration") return double(iteration);
+  auto it = m.find(*attr);
+  return it == m.end() ? nan : it->second;
 }
 
 double Experiment::score_of(const Metrics& m) const {
@@ -144,16 +240,7 @@ Experiment::Next Experiment::on_result(std::size_t trial, const Metrics& metrics
     next.end = true;
     return next;
   }
-  const std::string& attr =
-      std::holds_alternative<Asha>(options_.scheduler)  ? std::get<Asha>(options_.scheduler).time_attr
-      : std::holds_alternative<Pbt>(options_.scheduler) ? std::get<Pbt>(options_.scheduler).time_attr
-                                                        : std::string();
-  double time = double(it);
-  if (!attr.empty() && attr != "training_iteration") {
-    auto m = metrics.find(attr);
-    time = m == metrics.end() ? nan : m->second;
-  }
-  Decision d = scheduler_->on_result(trial, time, score, t.r.config);
+  Decision d = scheduler_->on_result(trial, time_of(it, metrics), score, t.r.config);
   switch (d.kind) {
     case Decision::Kind::stop:
       end_trial(t, TrialStatus::stopped);
@@ -176,7 +263,9 @@ Experiment::Next Experiment::on_result(std::size_t trial, const Metrics& metrics
       break;
     case Decision::Kind::go_on: break;
   }
-  if (options_.checkpoint_every > 0 && it % options_.checkpoint_every == 0) next.save_first = true;
+  // Not right after an exploit: the trial's checkpoint is the donor's now, and a save of its own
+  // state before the restart would overwrite it.
+  if (options_.checkpoint_every > 0 && it % options_.checkpoint_every == 0 && !next.restart) next.save_first = true;
   return next;
 }
 
@@ -282,6 +371,11 @@ hdf5_io::TableFile Experiment::to_file(bool complete, double elapsed) const {
     }
     trials.columns.push_back(std::move(c));
   }
+  // Each trial's whole configuration, typed and exact, for resume (the config.* columns are for
+  // readers: a key of mixed types is a string column there).
+  std::vector<std::string> exact_configs(n);
+  for (std::size_t i = 0; i < n; ++i) exact_configs[i] = config_text(trials_[i].r.config);
+  trials.columns.push_back({"config", std::move(exact_configs)});
   f.tables.push_back(std::move(trials));
 
   std::set<std::string> metric_names;
@@ -339,10 +433,12 @@ void Experiment::resume(const hdf5_io::TableFile& f, const std::string& path) {
   const auto* failures = column_of<std::int64_t>(*trials, "failures");
   const auto* errors = column_of<std::string>(*trials, "error");
   const auto* ckpt_it = column_of<std::int64_t>(*trials, "checkpoint_iteration");
+  const auto* exact_configs = column_of<std::string>(*trials, "config");
   for (std::size_t i = 0; i < trials_.size(); ++i) {
     Trial& t = trials_[i];
+    if (exact_configs) t.r.config = parse_config_text((*exact_configs)[i], path);
     for (const auto& c : trials->columns) {
-      if (c.name.rfind("config.", 0) != 0) continue;
+      if (exact_configs || c.name.rfind("config.", 0) != 0) continue;
       const std::string key = c.name.substr(7);
       if (const auto* d = std::get_if<std::vector<double>>(&c.values))
         t.r.config.set(key, (*d)[i]);
@@ -366,7 +462,12 @@ void Experiment::resume(const hdf5_io::TableFile& f, const std::string& path) {
   if (!rt || !ri || !rw)
     throw ConfigError("fibra::tune: cannot resume from '" + path + "': its results table is damaged");
   rows_.resize(rt->size());
-  for (std::size_t i = 0; i < rows_.size(); ++i) rows_[i] = ResultRow{std::size_t((*rt)[i]), (*ri)[i], (*rw)[i], {}};
+  for (std::size_t i = 0; i < rows_.size(); ++i) {
+    if ((*rt)[i] < 0 || std::size_t((*rt)[i]) >= trials_.size())
+      throw ConfigError("fibra::tune: cannot resume from '" + path + "': a row names trial " +
+                        std::to_string((*rt)[i]) + ", and the experiment has " + std::to_string(trials_.size()));
+    rows_[i] = ResultRow{std::size_t((*rt)[i]), (*ri)[i], (*rw)[i], {}};
+  }
   for (const auto& c : results->columns) {
     if (c.name == "trial" || c.name == "iteration" || c.name == "wall_time") continue;
     const auto* v = std::get_if<std::vector<double>>(&c.values);
@@ -397,7 +498,8 @@ void Experiment::resume(const hdf5_io::TableFile& f, const std::string& path) {
   }
   scheduler_ = make_scheduler(options_.scheduler, options_.seed);
   for (const auto& r : rows_)
-    (void)scheduler_->on_result(r.trial, double(r.iteration), score_of(r.metrics), trials_[r.trial].r.config);
+    (void)scheduler_->on_result(r.trial, time_of(r.iteration, r.metrics), score_of(r.metrics),
+                                trials_[r.trial].r.config);
   for (const auto& t : trials_)
     if (t.r.status != TrialStatus::pending) scheduler_->on_end(t.r.id);
 }
@@ -431,7 +533,8 @@ void Experiment::write_csv(const std::string& path) const {
     }
     if (!out.flush()) throw Error("fibra::tune: cannot write '" + tmp + "'");
   }
-  std::rename(tmp.c_str(), path.c_str());
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error("fibra::tune: cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
 }
 
 ResultGrid Experiment::grid(const std::string& path) const {

@@ -69,6 +69,8 @@ class Experiment {
     std::size_t rows_from = 0;  // rows before this index are not its (a hint for dropping)
   };
   double score_of(const Metrics& m) const;
+  /// The scheduler's time of a row: its iteration, or the metric named by the scheduler's time_attr.
+  double time_of(std::int64_t iteration, const Metrics& m) const;
   bool better(double a, double b) const { return options_.mode == Mode::max ? a > b : a < b; }
   void end_trial(Trial& t, TrialStatus s);
   void drop_rows_after(std::size_t trial, std::int64_t iteration);

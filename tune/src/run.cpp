@@ -61,8 +61,18 @@ class Runner {
     ao.resources = options_.resources_per_trial;
     hosts_.resize(n);
     for (auto& h : hosts_) h.actor = Actor<TrialHost>::start_on(pool, ao);
-    for (std::size_t i = 0; i < n; ++i) begin_next(i);
-    loop();
+    try {
+      for (std::size_t i = 0; i < n; ++i) begin_next(i);
+      loop();
+    } catch (...) {
+      // The pool broke (or the file cannot be written): what was reported is kept if it can be.
+      try {
+        flush(false);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "fibra::tune: could not write the experiment's file after an error: %s\n", e.what());
+      }
+      throw;
+    }
     flush(true);
     progress_line(true);
     return experiment_.grid(path_);
@@ -145,8 +155,9 @@ class Runner {
     while (!experiment_.finished()) {
       {
         std::unique_lock lk(completions_->mu);
-        completions_->cv.wait_until(lk, std::min(next_flush, next_progress),
-                                    [&] { return !completions_->hosts.empty(); });
+        // At most 200 ms at a time: a stop signal is seen soon even while every step is long.
+        const auto until = std::min({next_flush, next_progress, Clock::now() + std::chrono::milliseconds(200)});
+        completions_->cv.wait_until(lk, until, [&] { return !completions_->hosts.empty(); });
         ready.swap(completions_->hosts);
       }
       for (std::size_t h : ready) on_done(h);
@@ -158,7 +169,10 @@ class Runner {
         throw Error("fibra::tune: internal error: trials wait but no host runs one");  // never: begin_next above
       if (fibra::detail::stop_signal()) {
         flush(false);
-        fibra::detail::exit_for_stop("the experiment's file '" + path_ + "' holds every result so far", true);
+        fibra::detail::exit_for_stop(path_.empty() ? std::string("this experiment has no file (RunOptions::storage is "
+                                                                 "empty): a rerun starts it again")
+                                                   : "the experiment's file '" + path_ + "' holds every result so far",
+                                     true);
       }
       const auto now = Clock::now();
       if (now >= next_flush) {

@@ -92,6 +92,7 @@ class AshaLogic final : public SchedulerLogic {
   }
   Decision on_result(std::size_t trial, double t, double score, const Config&) override {
     Decision d;
+    if (std::isnan(t)) return d;  // no time in this row (time_attr not reported): nothing to decide
     if (t >= a_.max_t) {
       d.kind = Decision::Kind::done;
     } else if (!std::isnan(score)) {
@@ -118,13 +119,15 @@ class PbtLogic final : public SchedulerLogic {
   Decision on_result(std::size_t trial, double t, double score, const Config& config) override {
     auto& st = trials_[trial];
     st.config = config;
-    if (!std::isnan(score)) st.score = score;
     Decision d;
-    if (t - st.last_perturbation < p_.perturbation_interval) return d;
+    // As Ray's PBT: a trial's score and standing change only at its perturbations.
+    if (std::isnan(t) || t - st.last_perturbation < p_.perturbation_interval) return d;
     st.last_perturbation = t;
+    if (!std::isnan(score)) st.score = score;
     const auto [lower, upper] = quantiles();
-    if (std::find(upper.begin(), upper.end(), trial) != upper.end()) {
-      st.saved = true;
+    const bool top = std::find(upper.begin(), upper.end(), trial) != upper.end();
+    st.saved = top;  // a checkpoint from when it was top is not handed out once it is not
+    if (top) {
       d.kind = Decision::Kind::save;
     } else if (std::find(lower.begin(), lower.end(), trial) != lower.end()) {
       std::vector<std::size_t> donors;

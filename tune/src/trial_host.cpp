@@ -58,20 +58,27 @@ class FunctionTrainable final : public Trainable, Reporter {
     return std::move(metrics_);
   }
 
+  // false once the trial is over (the scheduler stopped it, or its host moves on): the function
+  // returns then; a report after that one throws, to unwind a function that ignores it.
   bool report(const Metrics& m) override {
     std::unique_lock lk(mu_);
-    if (end_) throw EndOfTrial{};
+    if (end_) return told_end();
     metrics_ = m;
     have_metrics_ = true;
     turn_ = Turn::step;
     cv_.notify_all();
     cv_.wait(lk, [&] { return turn_ == Turn::function; });
-    if (end_) throw EndOfTrial{};
+    if (end_) return told_end();
     return true;
   }
 
  private:
   enum class Turn { step, function };
+  bool told_end() {
+    if (told_end_) throw EndOfTrial{};
+    told_end_ = true;
+    return false;
+  }
   void body() {
     {
       std::unique_lock lk(mu_);
@@ -98,7 +105,7 @@ class FunctionTrainable final : public Trainable, Reporter {
   std::mutex mu_;
   std::condition_variable cv_;
   Turn turn_ = Turn::step;
-  bool end_ = false, finished_ = false, have_metrics_ = false;
+  bool end_ = false, finished_ = false, have_metrics_ = false, told_end_ = false;
   Metrics metrics_;
   std::exception_ptr error_;
 };

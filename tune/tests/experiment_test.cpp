@@ -141,6 +141,19 @@ TEST_F(ExperimentTest, TheFileResumesEveryTrialOnceAndRefusesAnotherExperiment) 
   }
 }
 
+TEST_F(ExperimentTest, ValuesKeepTheirTypesThroughTheFile) {
+  // A key of mixed types is a string column for readers; resume reads the typed config column.
+  const Space space{{"depth", grid({3, 6.5, "none"})}, {"lr", 0.1}, {"note", "a \"quoted\", {x}: y"}};
+  const std::string path = (dir_ / "experiment.h5").string();
+  Experiment ex("T", space, RunOptions{.metric = "score"});
+  hdf5_io::write_table_file(path, ex.to_file(false, 0));
+  Experiment again("T", space, RunOptions{.metric = "score"});
+  again.resume(hdf5_io::read_table_file(path), path);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(again.grid("").trials()[i].config, ex.grid("").trials()[i].config) << i;
+  EXPECT_TRUE(again.grid("").trials()[0].config.at("depth").is_integer());
+  EXPECT_TRUE(again.grid("").trials()[1].config.at("depth").is_double());
+}
+
 TEST_F(ExperimentTest, H5pyAndPandasReadBothTables) {
   std::string status_text;
   {

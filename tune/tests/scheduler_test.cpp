@@ -50,7 +50,9 @@ TEST(Asha, AMetricNotReportedDecidesNothing) {
   auto s = make_scheduler(Asha{.max_t = 4, .grace_period = 1, .reduction_factor = 2}, 0);
   EXPECT_EQ(s->on_result(0, 1, 10, {}).kind, Kind::go_on);
   EXPECT_EQ(s->on_result(1, 1, std::nan(""), {}).kind, Kind::go_on);
-  EXPECT_EQ(s->on_result(2, 1, 1, {}).kind, Kind::stop);  // only 10 was recorded
+  EXPECT_EQ(s->on_result(2, 1, 1, {}).kind, Kind::stop);               // only 10 was recorded
+  EXPECT_EQ(s->on_result(3, std::nan(""), -5, {}).kind, Kind::go_on);  // no time: not recorded at a rung
+  EXPECT_EQ(s->on_result(4, 1, 5, {}).kind, Kind::stop);               // median of {10, 1}: 5.5
 }
 
 TEST(Asha, RefusesRungsThatCannotBe) {
@@ -67,20 +69,28 @@ TEST(Pbt, TheBottomTakesATopTrialsCheckpointWithAPerturbedConfig) {
   p.hyperparam_mutations.add("lr", uniform(0.001, 1));
   auto s = make_scheduler(p, 3);
   auto cfg = [](double lr) { return Config{{"lr", lr}, {"fixed", 1}}; };
-  for (std::size_t t = 0; t < 4; ++t)
-    EXPECT_EQ(s->on_result(t, 1, double(t + 1), cfg(0.1 * double(t + 1))).kind, Kind::go_on);
-  // t = 2: four scored trials, one in each quantile (ceil(4 * 0.25) = 1). Trial 0 now scores 10:
-  // the top one, it saves. Trial 1 scores 0: the bottom one, it exploits trial 0 (the only top
-  // trial with a checkpoint) with lr 0.1 * 2. Trial 2 (5) is in between: on.
-  EXPECT_EQ(s->on_result(0, 2, 10, cfg(0.1)).kind, Kind::save);
-  const Decision d = s->on_result(1, 2, 0, cfg(0.2));
+  // Between perturbations nothing is decided, and scores count only as of a perturbation (Ray's).
+  for (std::size_t t = 0; t < 4; ++t) EXPECT_EQ(s->on_result(t, 1, 100, cfg(0.1)).kind, Kind::go_on);
+  // t = 2, in this order: trial 0 (10) is the only one scored: no quantiles. Trial 1 (0): two
+  // scored, one in each quantile (ceil(2 * 0.25) = 1), trial 1 the bottom, but the top (trial 0)
+  // saved nothing: on. Trials 2 (5) and 3 (4) fall in between.
+  EXPECT_EQ(s->on_result(0, 2, 10, cfg(0.1)).kind, Kind::go_on);
+  EXPECT_EQ(s->on_result(1, 2, 0, cfg(0.2)).kind, Kind::go_on);
+  EXPECT_EQ(s->on_result(2, 2, 5, cfg(0.3)).kind, Kind::go_on);
+  EXPECT_EQ(s->on_result(3, 2, 4, cfg(0.4)).kind, Kind::go_on);
+  // t = 4: trial 0 (12) is the top one and saves; trial 1 (1) the bottom one exploits trial 0 with
+  // lr 0.1 * 2.
+  EXPECT_EQ(s->on_result(0, 4, 12, cfg(0.1)).kind, Kind::save);
+  const Decision d = s->on_result(1, 4, 1, cfg(0.2));
   ASSERT_EQ(d.kind, Kind::exploit);
   EXPECT_EQ(d.donor, 0u);
   EXPECT_DOUBLE_EQ(d.config.number("lr"), 0.2);
   EXPECT_EQ(d.config.integer("fixed"), 1);
-  EXPECT_EQ(s->on_result(2, 2, 5, cfg(0.3)).kind, Kind::go_on);
+  EXPECT_EQ(s->on_result(2, 4, 5, cfg(0.3)).kind, Kind::go_on);
   // Not again before another interval.
-  EXPECT_EQ(s->on_result(1, 3, -5, cfg(0.2)).kind, Kind::go_on);
+  EXPECT_EQ(s->on_result(1, 5, -5, cfg(0.2)).kind, Kind::go_on);
+  // A row without the time (time_attr not reported) decides nothing.
+  EXPECT_EQ(s->on_result(3, std::nan(""), -100, cfg(0.4)).kind, Kind::go_on);
 }
 
 TEST(Pbt, NoDonorWithoutACheckpointAndNoneAlone) {

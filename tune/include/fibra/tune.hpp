@@ -46,12 +46,16 @@ namespace fibra::tune {
 /// @brief One value of a configuration: a floating-point number, an integer or a string.
 class Value {
  public:
-  Value(double v) : v_(v) {}                    // NOLINT: implicit on purpose ({"lr", 0.1})
-  Value(int v) : v_(std::int64_t(v)) {}         // NOLINT
-  Value(long v) : v_(std::int64_t(v)) {}        // NOLINT
-  Value(long long v) : v_(std::int64_t(v)) {}   // NOLINT
-  Value(const char* v) : v_(std::string(v)) {}  // NOLINT
-  Value(std::string v) : v_(std::move(v)) {}    // NOLINT
+  Value(double v) : v_(v) {}                            // NOLINT: implicit on purpose ({"lr", 0.1})
+  Value(int v) : v_(std::int64_t(v)) {}                 // NOLINT
+  Value(long v) : v_(std::int64_t(v)) {}                // NOLINT
+  Value(long long v) : v_(std::int64_t(v)) {}           // NOLINT
+  Value(unsigned v) : v_(std::int64_t(v)) {}            // NOLINT
+  Value(unsigned long v) : v_(std::int64_t(v)) {}       // NOLINT (a size_t)
+  Value(unsigned long long v) : v_(std::int64_t(v)) {}  // NOLINT
+  Value(float v) : v_(double(v)) {}                     // NOLINT
+  Value(const char* v) : v_(std::string(v)) {}          // NOLINT
+  Value(std::string v) : v_(std::move(v)) {}            // NOLINT
   bool is_double() const noexcept { return v_.index() == 0; }
   bool is_integer() const noexcept { return v_.index() == 1; }
   bool is_text() const noexcept { return v_.index() == 2; }
@@ -199,7 +203,7 @@ struct RunOptions {
   std::uint64_t seed = 0;
   int max_failures = 3;             ///< retries of a trial that throws or dies, then it is an error
   int checkpoint_every = 0;         ///< save() every this many iterations (0: only as PBT needs)
-  double flush_interval_s = 5;      ///< the file is rewritten at most this often (and at the end)
+  double flush_interval_s = 5;      ///< the file is rewritten at most this often (and at the end); 0: at the end only
   double progress_interval_s = 10;  ///< the table on stderr; 0: none (FIBRA_PROGRESS=0 also)
   Pool* pool = nullptr;             ///< nullptr: fibra::default_pool()
 };
@@ -255,8 +259,9 @@ class ResultGrid {
 class Reporter {
  public:
   virtual ~Reporter() = default;
-  /// @brief Reports one iteration. Returns false when the trial is to end: return from the
-  ///        function then (a later report throws).
+  /// @brief Reports one iteration; returns when the next one is wanted. Returns false when the
+  ///        trial is over (stopped by the scheduler, or done): return from the function then (a
+  ///        report after that throws, to unwind it).
   virtual bool report(const Metrics& metrics) = 0;
 };
 

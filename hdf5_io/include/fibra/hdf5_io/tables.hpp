@@ -21,7 +21,7 @@ namespace fibra::hdf5_io {
 
 /// @brief One column of a table: numbers or text, one value per row.
 struct Column {
-  std::string name;  ///< the dataset's name; no ',' or '/'
+  std::string name;  ///< any non-empty name ('%', '/' and ',' are written %25, %2F and %2C in the file)
   std::variant<std::vector<double>, std::vector<std::int64_t>, std::vector<std::string>> values;
   /// @brief How many rows it holds.
   std::size_t rows() const;
