@@ -52,6 +52,8 @@ std::unique_ptr<SchedulerLogic> make_scheduler(const Scheduler& s, std::uint64_t
 
 /// Where a trainable registered under a name comes from (trainables.cpp).
 std::unique_ptr<Trainable> make_trainable(const std::string& name, const Config& config);
+/// Whether the class trainable `name` has save() and restore() (a function trainable has not).
+bool can_save(const std::string& name);
 /// Whether a trainable (class or function) is registered under `name` in this process.
 bool is_registered(const std::string& name);
 /// The name a function trainable was registered under, or "".

@@ -177,7 +177,10 @@ class Runner {
       const auto now = Clock::now();
       if (now >= next_flush) {
         flush(false);
-        next_flush = now + seconds(options_.flush_interval_s);
+        // A write costs O(rows) (10,000 trials, 26,000 rows: about 50 ms): the next waits at least
+        // 20 times as long as this one took, so writing never takes over 5% of the loop's time.
+        const auto took = Clock::now() - now;
+        next_flush = Clock::now() + std::max(seconds(options_.flush_interval_s), took * 20);
       }
       if (now >= next_progress) {
         progress_line(false);
@@ -220,6 +223,10 @@ ResultGrid run_named(const std::string& trainable, const Space& space, const Run
   if (!is_registered(trainable))
     throw ConfigError("fibra::tune::run: '" + trainable + "' is not a registered trainable: add FIBRA_TRAINABLE(" +
                       trainable + ") at namespace scope");
+  if (std::holds_alternative<Pbt>(options.scheduler) && !can_save(trainable))
+    throw ConfigError("fibra::tune::run: PBT hands one trial's checkpoint to another, and '" + trainable +
+                      "' cannot make one: give the class `std::string save()` and `void restore(const std::string&)` "
+                      "(a function trainable cannot be used with PBT)");
   Runner r(trainable, space, options);
   return r.run();
 }

@@ -20,6 +20,7 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::map<std::string, TrainableFactory> classes;
+  std::map<std::string, bool> can_save;  // classes with save() and restore()
   std::map<std::string, TrainableFunction> functions;
 };
 
@@ -120,11 +121,19 @@ std::string demangle_name(const char* mangled) {
   return out;
 }
 
-bool register_trainable(const std::string& name, TrainableFactory make) {
+bool register_trainable(const std::string& name, TrainableFactory make, bool can_save) {
   auto& r = registry();
   std::lock_guard lk(r.mu);
   r.classes[name] = make;
+  r.can_save[name] = can_save;
   return true;
+}
+
+bool can_save(const std::string& name) {
+  auto& r = registry();
+  std::lock_guard lk(r.mu);
+  auto it = r.can_save.find(name);
+  return it != r.can_save.end() && it->second;
 }
 
 bool register_function(const std::string& name, TrainableFunction fn) {

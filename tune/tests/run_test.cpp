@@ -197,6 +197,23 @@ TEST(TuneRun, AFunctionTrainableReportsUntilItReturnsOrIsStopped) {
   expect_rows_once(cut);
 }
 
+TEST(TuneRun, PbtRefusesATrainableWithoutCheckpoints) {
+  tune::Pbt pbt;
+  pbt.hyperparam_mutations.add("v", tune::uniform(1, 2));
+  for (int which = 0; which < 2; ++which) {
+    try {
+      if (which == 0)
+        tune::run<Line>({{"v", 1.5}}, {.metric = "score", .scheduler = pbt, .pool = &pool()});
+      else
+        tune::run(five_reports, {{"v", 1.5}}, {.metric = "score", .scheduler = pbt, .pool = &pool()});
+      FAIL() << "PBT ran a trainable that cannot save";
+    } catch (const fibra::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("PBT hands one trial's checkpoint to another, and '"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(TuneRun, AnUnregisteredTrainableIsRefused) {
   struct NotRegistered {
     explicit NotRegistered(const tune::Config&) {}

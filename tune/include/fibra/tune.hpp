@@ -276,7 +276,7 @@ class Trainable {
   virtual bool restore(const std::string&) { return false; }
 };
 using TrainableFactory = std::unique_ptr<Trainable> (*)(const Config&);
-bool register_trainable(const std::string& name, TrainableFactory make);
+bool register_trainable(const std::string& name, TrainableFactory make, bool can_save);
 using TrainableFunction = void (*)(const Config&, Reporter&);
 /// Registers a function trainable (it runs on a thread of its own in the trial's process).
 bool register_function(const std::string& name, TrainableFunction fn);
@@ -317,9 +317,20 @@ bool register_class() {
         { t.step() } -> std::convertible_to<Metrics>;
       },
       "fibra: FIBRA_TRAINABLE(T) needs a method `fibra::tune::Metrics step()`");
-  return register_trainable(demangle_name(typeid(T).name()), [](const Config& c) -> std::unique_ptr<Trainable> {
-    return std::make_unique<ClassTrainable<T>>(c);
-  });
+  constexpr bool saves = requires(T & t) { t.save(); };
+  constexpr bool restores = requires(T & t, const std::string& b) { t.restore(b); };
+  static_assert(saves == restores,
+                "fibra: FIBRA_TRAINABLE(T) has save() without restore(const std::string&) or the other way round: "
+                "a checkpoint needs both");
+  if constexpr (saves)
+    static_assert(
+        requires(T & t) {
+          { t.save() } -> std::convertible_to<std::string>;
+        },
+        "fibra: FIBRA_TRAINABLE(T)'s save() must return the checkpoint's bytes as a std::string");
+  return register_trainable(
+      demangle_name(typeid(T).name()),
+      [](const Config& c) -> std::unique_ptr<Trainable> { return std::make_unique<ClassTrainable<T>>(c); }, saves);
 }
 
 ResultGrid run_named(const std::string& trainable, const Space& space, const RunOptions& options);
