@@ -38,8 +38,11 @@ constexpr double solved = envs::CartPole::solved;
 class EsTrial {
  public:
   explicit EsTrial(const tune::Config& c)
-      : sigma_(c.number("sigma")), lr_(c.number("lr")), pairs_(std::size_t(c.integer("population") / 2)),
-        seed_(std::uint64_t(c.integer("seed"))), shape_{envs::CartPole::obs_size, 16, envs::CartPole::actions} {
+      : sigma_(c.number("sigma")),
+        lr_(c.number("lr")),
+        pairs_(std::size_t(c.integer("population") / 2)),
+        seed_(std::uint64_t(c.integer("seed"))),
+        shape_{envs::CartPole::obs_size, 16, envs::CartPole::actions} {
     es::Random r(seed_);
     theta_.resize(shape_.parameters());
     for (auto& t : theta_) t = 0.1 * r.normal();
@@ -80,7 +83,8 @@ class EsTrial {
     const std::vector<double> m2 = mean_of(), s2 = sd_of(m2);
     const es::PolicyView q{shape_, theta_.data(), m2.data(), s2.data()};
     double eval = 0;
-    for (std::uint64_t e = 0; e < 5; ++e) eval += es::episode<envs::CartPole>(q, 1000 + e, nullptr, 0, nullptr).first / 5;
+    for (std::uint64_t e = 0; e < 5; ++e)
+      eval += es::episode<envs::CartPole>(q, 1000 + e, nullptr, 0, nullptr).first / 5;
     return {{"eval", eval}, {"episodes", double(2 * pairs_ * generation_)}, {"done", eval >= solved ? 1.0 : 0.0}};
   }
 
@@ -236,9 +240,10 @@ int run_searches(int argc, char** argv) {
   bool all = true;
   for (const auto& [name, ts] : solve_times)
     for (double x : ts) all = all && x < 1e9;
-  std::printf("%s: every search %s a configuration that solves CartPole-v1; curves in %s/curves.csv "
-              "(plot: jobs/tune_es/plot.py %s)\n",
-              all ? "PASS" : "FAIL", all ? "found" : "did not find", out.c_str(), out.c_str());
+  std::printf(
+      "%s: every search %s a configuration that solves CartPole-v1; curves in %s/curves.csv "
+      "(plot: jobs/tune_es/plot.py %s)\n",
+      all ? "PASS" : "FAIL", all ? "found" : "did not find", out.c_str(), out.c_str());
   if (seeds > 1) {
     for (auto& [name, ts] : solve_times) {
       std::sort(ts.begin(), ts.end());
