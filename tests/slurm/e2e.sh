@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end Slurm tests on the local cluster the ctest fixture started (SLURM_CONF points at it).
 #   e2e.sh CASE FIBRA SWEEP WORK
-# CASE: map | requeue | requeue-pool | early-signal | relaunch | array | errors | es
+# CASE: map | requeue | requeue-pool | early-signal | relaunch | array | errors | es | tune
 # FIBRA: the `fibra` command; SWEEP: tests/slurm/fibra_slurm_sweep; WORK: a scratch folder.
 # Each case writes a job spec, submits it with `fibra slurm submit`, and checks the results exactly.
 set -euo pipefail
@@ -95,6 +95,42 @@ case_requeue() {
     "$fibra" slurm status "$id" | grep -Eq "^checkpoint: .*run\.ckpt: 200/200 items of [a-z_]+ done \(100\.0%\), complete, updated " ||
       fail "status: $("$fibra" slurm status "$id")"
   fi
+}
+
+# fibra::tune's experiment through `fibra slurm submit`: USR1 mid-search (2 trials done in its
+# file), the driver writes experiment.h5 and exits 75, the script requeues, the second run resumes
+# from the file and ends with every trial done once (10 trials x 8 rows, each once; h5py checks).
+case_tune() {
+  local job="${FIBRA_E2E_TUNE:?FIBRA_E2E_TUNE, the path of fibra_tune_resume_job, is not set}"
+  printf '[job]\nname = "tune"\nprogram = "%s"\nargs = ["%s/store", "%s/trials.log"]\nworkers = 2\nenv = { FIBRA_PROGRESS = "0" }\n[resources]\ntime = "5:00"\n[checkpoint]\npath = "%s/unused.ckpt"\ngrace = 30\nrequeue = true\n' \
+    "$job" "$work" "$work" "$work" >tune.toml
+  local id out i
+  id="$("$fibra" slurm submit tune.toml)" || fail "submit"
+  requeueable "$id"
+  for i in $(seq 1 300); do  # until the file shows 2 trials done
+    /usr/bin/python3 -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r'); sys.exit(0 if sum(s == b'done' for s in f['trials']['status'][()]) >= 2 else 1)" \
+      "$work/store/experiment.h5" 2>/dev/null && break
+    sleep 0.2
+  done
+  scancel --batch --signal=USR1 "$id"
+  timeout 120 bash -c 'until scontrol -o show job "$0" | grep -Eq "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT)"; do sleep 0.5; done' "$id" ||
+    { scancel "$id"; fail "job $id did not finish within 120 s"; }
+  out="$(cat "tune-$id.out")"
+  grep -q "^fibra: stopped by SIGUSR1: the experiment's file '[^']*experiment.h5' holds every result so far; exiting with status 75" <<<"$out" ||
+    fail "the driver did not stop and write the experiment's file"
+  grep -qx "fibra: the driver stopped for a checkpoint; requeueing job $id" <<<"$out" || fail "no requeue"
+  grep -q "^fibra::tune: resuming '[^']*experiment.h5'" <<<"$out" || fail "the second run did not resume"
+  grep -qx "finished: 10 trials, 80 rows, best v=9" <<<"$out" || fail "the second run did not end with every trial"
+  /usr/bin/python3 - "$work/store/experiment.h5" <<'PY' || fail "the experiment's file is not every trial once"
+import sys, collections, h5py
+f = h5py.File(sys.argv[1], "r")
+assert f.attrs["state"] == "complete", f.attrs["state"]
+r = f["results"]
+rows = collections.Counter(zip(r["trial"][()].tolist(), r["iteration"][()].tolist()))
+assert set(rows) == {(t, i) for t in range(10) for i in range(1, 9)} and max(rows.values()) == 1, rows
+PY
+  "$fibra" slurm status "$id" | grep -q "^job $id 'tune': COMPLETED, exit code 0, restarts 1" ||
+    fail "status: $("$fibra" slurm status "$id")"
 }
 
 # The warning comes while the driver of the first run has not started fibra::Runtime (so has no
@@ -204,6 +240,7 @@ case "$case_name" in
   array) case_array ;;
   errors) case_errors ;;
   es) case_es ;;
+  tune) case_tune ;;
   *) echo "e2e.sh: unknown case '$case_name'" >&2; exit 2 ;;
 esac
 echo "PASS: $case_name"

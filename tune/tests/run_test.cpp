@@ -32,7 +32,8 @@ class Line {
 FIBRA_TRAINABLE(Line);
 
 // Fails once per trial at iteration 2 (throws, or aborts its process for "abort" = 1), the first
-// time only (a marker file per trial says it did); "always" = 1 throws at every first step.
+// time only (a marker file per trial, named by v and abort, says it did); "always" = 1 throws at
+// every first step.
 class Flaky {
  public:
   explicit Flaky(const tune::Config& c)
@@ -40,7 +41,7 @@ class Flaky {
   tune::Metrics step() {
     ++t_;
     if (always_) throw std::runtime_error("always fails, v=" + std::to_string(v_));
-    const std::string marker = dir_ + "/failed_" + std::to_string(v_);
+    const std::string marker = dir_ + "/failed_" + std::to_string(v_) + "_" + std::to_string(abort_);
     if (t_ == 2 && !std::filesystem::exists(marker)) {
       std::ofstream(marker) << "1";
       if (abort_) std::abort();
@@ -78,6 +79,14 @@ void five_reports(const tune::Config& c, tune::Reporter& r) {
     if (!r.report({{"score", c.number("v") * i}})) return;
 }
 FIBRA_TRAINABLE_FUNCTION(five_reports);
+
+// Reports until told the trial is over, then leaves a marker (code after a false report runs).
+void marks_its_end(const tune::Config& c, tune::Reporter& r) {
+  for (int i = 1;; ++i)
+    if (!r.report({{"score", double(i)}})) break;
+  std::ofstream(c.text("dir") + "/ended_" + std::to_string(c.integer("v"))) << "1";
+}
+FIBRA_TRAINABLE_FUNCTION(marks_its_end);
 
 fibra::Pool& pool() {
   static fibra::Pool p(2);
@@ -133,13 +142,12 @@ TEST(TuneRun, FailedTrialsAreRetriedThenRecorded) {
   for (const auto& t : g.trials()) {
     EXPECT_EQ(t.status, tune::TrialStatus::done) << t.config.str() << ": " << t.error;
     EXPECT_EQ(t.iterations, 4);
-    // Markers are per v, so of the two trials with one v the first to reach iteration 2 fails.
-    EXPECT_LE(t.failures, 1);
+    EXPECT_EQ(t.failures, 1);  // once each, then from the start again
     EXPECT_EQ(t.last.at("score"), double(t.config.integer("v") * 10 + 4));
   }
   int failures = 0;
   for (const auto& t : g.trials()) failures += t.failures;
-  EXPECT_EQ(failures, 4);  // one per v
+  EXPECT_EQ(failures, 8);
   expect_rows_once(g);
 
   const auto bad = tune::run<Flaky>({{"v", 7}, {"abort", 0}, {"always", 1}, {"dir", dir}},
@@ -195,6 +203,19 @@ TEST(TuneRun, AFunctionTrainableReportsUntilItReturnsOrIsStopped) {
     EXPECT_EQ(t.iterations, 3);
   }
   expect_rows_once(cut);
+}
+
+TEST(TuneRun, AFunctionTrainableHearsItsTrialIsOver) {
+  // One host: each trial is stopped after 3 reports, and the next trial's start on that host ends
+  // the last one's function: its report returns false and it returns.
+  const std::string dir = scratch();
+  const auto g =
+      tune::run(marks_its_end, {{"v", tune::grid({0, 1, 2})}, {"dir", dir}},
+                {.metric = "score", .max_concurrent = 1, .stop = {{"training_iteration", 3}}, .pool = &pool()});
+  for (const auto& t : g.trials()) EXPECT_EQ(t.iterations, 3);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ended_0"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ended_1"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TuneRun, PbtRefusesATrainableWithoutCheckpoints) {
