@@ -6,6 +6,7 @@
 #include <cxxabi.h>
 #include <exception>
 #include <map>
+#include <set>
 #include <mutex>
 #include <thread>
 
@@ -20,13 +21,18 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::map<std::string, TrainableFactory> classes;
-  std::map<std::string, bool> can_save;  // classes with save() and restore()
-  std::map<std::string, TrainableFunction> functions;
+  std::map<std::string, bool> can_save;                          // classes with save() and restore()
+  std::map<std::string, std::set<TrainableFunction>> functions;  // two under one name: ns1::train and ns2::train
 };
 
 Registry& registry() {
   static Registry r;
   return r;
+}
+
+ConfigError ambiguous(const std::string& name) {
+  return ConfigError("fibra::tune: two different functions are registered as trainables under the name '" + name +
+                     "': register each with its qualified name (FIBRA_TRAINABLE_FUNCTION(ns::" + name + "))");
 }
 
 /// Thrown inside a function trainable's report() when the trial is to end; caught by its thread.
@@ -139,15 +145,18 @@ bool can_save(const std::string& name) {
 bool register_function(const std::string& name, TrainableFunction fn) {
   auto& r = registry();
   std::lock_guard lk(r.mu);
-  r.functions[name] = fn;
+  r.functions[name].insert(fn);
   return true;
 }
 
 std::string function_name(TrainableFunction fn) {
   auto& r = registry();
   std::lock_guard lk(r.mu);
-  for (const auto& [name, f] : r.functions)
-    if (f == fn) return name;
+  for (const auto& [name, fns] : r.functions)
+    if (fns.count(fn)) {
+      if (fns.size() > 1) throw ambiguous(name);
+      return name;
+    }
   return {};
 }
 
@@ -164,7 +173,10 @@ std::unique_ptr<Trainable> make_trainable(const std::string& name, const Config&
     auto& r = registry();
     std::lock_guard lk(r.mu);
     if (auto it = r.classes.find(name); it != r.classes.end()) make = it->second;
-    if (auto it = r.functions.find(name); it != r.functions.end()) fn = it->second;
+    if (auto it = r.functions.find(name); it != r.functions.end()) {
+      if (it->second.size() > 1) throw ambiguous(name);
+      fn = *it->second.begin();
+    }
   }
   if (make) return make(config);
   if (fn) return std::make_unique<FunctionTrainable>(fn, config);

@@ -88,6 +88,16 @@ void marks_its_end(const tune::Config& c, tune::Reporter& r) {
 }
 FIBRA_TRAINABLE_FUNCTION(marks_its_end);
 
+// Two functions registered under one name (each in its namespace, without the qualifier).
+namespace one {
+void same_name(const tune::Config&, tune::Reporter& r) { r.report({{"score", 1}}); }
+FIBRA_TRAINABLE_FUNCTION(same_name);
+}  // namespace one
+namespace two {
+void same_name(const tune::Config&, tune::Reporter& r) { r.report({{"score", 2}}); }
+FIBRA_TRAINABLE_FUNCTION(same_name);
+}  // namespace two
+
 fibra::Pool& pool() {
   static fibra::Pool p(2);
   return p;
@@ -232,6 +242,17 @@ TEST(TuneRun, PbtRefusesATrainableWithoutCheckpoints) {
       EXPECT_NE(std::string(e.what()).find("PBT hands one trial's checkpoint to another, and '"), std::string::npos)
           << e.what();
     }
+  }
+}
+
+TEST(TuneRun, TwoFunctionsUnderOneNameAreRefused) {
+  try {
+    tune::run(one::same_name, {}, {.pool = &pool()});
+    FAIL() << "ran one of two functions registered as 'same_name'";
+  } catch (const fibra::ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "fibra::tune: two different functions are registered as trainables under the name 'same_name': "
+                 "register each with its qualified name (FIBRA_TRAINABLE_FUNCTION(ns::same_name))");
   }
 }
 
