@@ -60,6 +60,8 @@ void check_name(const std::string& name, const char* what) {
 // cannot hold '/', and ',' separates the `columns` attribute), so any metric name can be a column
 // ("train/loss" is the dataset "train%2Floss"); read_table_file decodes it.
 std::string encode_name(const std::string& name) {
+  if (name.empty()) return "%00";  // HDF5 refuses an empty name, and "." names the group itself
+  if (name == ".") return "%2E";
   std::string out;
   for (char ch : name) {
     if (ch == '%')
@@ -75,6 +77,8 @@ std::string encode_name(const std::string& name) {
 }
 
 std::string decode_name(const std::string& name) {
+  if (name == "%00") return "";
+  if (name == "%2E") return ".";
   std::string out;
   for (std::size_t i = 0; i < name.size(); ++i) {
     if (name[i] == '%' && i + 2 < name.size()) {
@@ -115,7 +119,6 @@ void write_table(hid_t file, const Table& t) {
   Handle g = group_create(file, t.name);
   std::string names;
   for (const auto& c : t.columns) {
-    if (c.name.empty()) throw ConfigError("fibra: table '" + t.name + "' has a column without a name");
     if (c.rows() != t.columns.front().rows())
       throw ConfigError("fibra: table '" + t.name + "': column '" + c.name + "' has " + std::to_string(c.rows()) +
                         " rows, column '" + t.columns.front().name + "' " + std::to_string(t.columns.front().rows()) +

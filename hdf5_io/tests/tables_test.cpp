@@ -86,10 +86,13 @@ TEST_F(TablesTest, AnyColumnNameRoundTrips) {
   TableFile f;
   f.tables.push_back(Table{"t",
                            {Column{"train/loss", std::vector<double>{1}}, Column{"a,b", std::vector<double>{2}},
-                            Column{"100%2F", std::vector<double>{3}}}});
+                            Column{"100%2F", std::vector<double>{3}}, Column{".", std::vector<double>{4}},
+                            Column{"", std::vector<double>{5}}}});
   write_table_file(file("names.h5").string(), f);
   const TableFile r = read_table_file(file("names.h5").string());
-  ASSERT_EQ(r.tables.at(0).columns.size(), 3u);
+  ASSERT_EQ(r.tables.at(0).columns.size(), 5u);
+  EXPECT_EQ(r.tables[0].columns[3].name, ".");
+  EXPECT_EQ(r.tables[0].columns[4].name, "");
   EXPECT_EQ(r.tables[0].columns[0].name, "train/loss");
   EXPECT_EQ(r.tables[0].columns[1].name, "a,b");
   EXPECT_EQ(r.tables[0].columns[2].name, "100%2F");

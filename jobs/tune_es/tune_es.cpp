@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -93,7 +94,7 @@ class EsTrial {
     auto put = [&](const std::vector<double>& v) {
       const std::uint64_t k = v.size();
       out.append(reinterpret_cast<const char*>(&k), 8);
-      out.append(reinterpret_cast<const char*>(v.data()), v.size() * 8);
+      if (!v.empty()) out.append(reinterpret_cast<const char*>(v.data()), v.size() * 8);
     };
     put(theta_), put(adam_.m), put(adam_.v), put(sum_), put(sumsq_);
     put({adam_.t, count_, double(generation_)});
@@ -104,14 +105,19 @@ class EsTrial {
     std::size_t at = 0;
     auto get = [&] {
       std::uint64_t k = 0;
+      if (bytes.size() - at < 8) throw std::runtime_error("tune_es: a checkpoint cut short");
       std::memcpy(&k, bytes.data() + at, 8);
+      at += 8;
+      if (k > (bytes.size() - at) / 8) throw std::runtime_error("tune_es: a checkpoint cut short");
       std::vector<double> v(k);
-      std::memcpy(v.data(), bytes.data() + at + 8, k * 8);
-      at += 8 + k * 8;
+      if (k) std::memcpy(v.data(), bytes.data() + at, k * 8);
+      at += k * 8;
       return v;
     };
     theta_ = get(), adam_.m = get(), adam_.v = get(), sum_ = get(), sumsq_ = get();
     const auto rest = get();
+    if (rest.size() != 3 || theta_.size() != shape_.parameters() || sum_.size() != std::size_t(shape_.obs))
+      throw std::runtime_error("tune_es: a checkpoint of another policy shape");
     adam_.t = rest[0], count_ = rest[1], generation_ = std::uint64_t(rest[2]);
   }
 

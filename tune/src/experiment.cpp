@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <charconv>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -19,10 +20,12 @@ namespace {
 constexpr const char* file_format = "fibra-tune";
 constexpr double nan = std::numeric_limits<double>::quiet_NaN();
 
+// The shortest text that reads back as the same double, whatever the C locale says a decimal
+// point is.
 std::string exact(double v) {
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 std::uint64_t fnv1a(const std::string& s) {
@@ -133,13 +136,31 @@ Config parse_config_text(const std::string& text, const std::string& path) {
       if (stop == num.c_str()) throw bad();
       c.set(key, std::int64_t(v));
     } else {
-      const double v = std::strtod(num.c_str(), &stop);
-      if (stop == num.c_str()) throw bad();
+      double v = 0;
+      const auto r = std::from_chars(num.data(), num.data() + num.size(), v);
+      if (r.ec != std::errc()) {
+        if (num == "nan" || num == "-nan")
+          v = std::numeric_limits<double>::quiet_NaN();
+        else if (num == "inf")
+          v = std::numeric_limits<double>::infinity();
+        else if (num == "-inf")
+          v = -std::numeric_limits<double>::infinity();
+        else
+          throw bad();
+      }
       c.set(key, v);
     }
   }
   return c;
 }
+
+// A metric's column in the results table: its name, unless that is one of the table's own
+// columns (a metric "iteration"): then "metric.iteration" (and so for a metric already named so).
+bool reserved(const std::string& k) {
+  return k == "trial" || k == "iteration" || k == "wall_time" || k.rfind("metric.", 0) == 0;
+}
+std::string metric_column(const std::string& k) { return reserved(k) ? "metric." + k : k; }
+std::string metric_of_column(const std::string& c) { return c.rfind("metric.", 0) == 0 ? c.substr(7) : c; }
 
 template <class T>
 const std::vector<T>* column_of(const hdf5_io::Table& t, const std::string& name) {
@@ -183,7 +204,13 @@ double Experiment::time_of(std::int64_t iteration, const Metrics& m) const {
                                                         : nullptr;
   if (!attr || attr->empty() || *attr == "training_iteration") return double(iteration);
   auto it = m.find(*attr);
-  return it == m.end() ? nan : it->second;
+  if (it != m.end()) return it->second;
+  std::string names;
+  for (const auto& [k, v] : m) names += (names.empty() ? "" : ", ") + k;
+  throw ConfigError("fibra::tune: the scheduler's time_attr is '" + *attr +
+                    "', and a trial reported no such metric (it " +
+                    "reported: " + (names.empty() ? std::string("nothing") : names) +
+                    "); report it at every step, or use \"training_iteration\"");
 }
 
 double Experiment::score_of(const Metrics& m) const {
@@ -391,11 +418,10 @@ hdf5_io::TableFile Experiment::to_file(bool complete, double elapsed) const {
   }
   hdf5_io::Table results{"results", {{"trial", trial}, {"iteration", iteration}, {"wall_time", wall}}};
   for (const auto& k : metric_names) {
-    if (k == "trial" || k == "iteration" || k == "wall_time") continue;
     std::vector<double> v(m, nan);
     for (std::size_t i = 0; i < m; ++i)
       if (auto it = rows_[i].metrics.find(k); it != rows_[i].metrics.end()) v[i] = it->second;
-    results.columns.push_back({k, std::move(v)});
+    results.columns.push_back({metric_column(k), std::move(v)});
   }
   f.tables.push_back(std::move(results));
   auto& blobs = f.blobs["checkpoints"];
@@ -427,7 +453,11 @@ void Experiment::resume(const hdf5_io::TableFile& f, const std::string& path) {
   const auto* ids = column_of<std::int64_t>(*trials, "id");
   if (!status || !ids || ids->size() != trials_.size())
     throw ConfigError("fibra::tune: cannot resume from '" + path + "': its trials table does not fit this experiment");
-  elapsed_before_ = std::strtod(attr("elapsed_s").c_str(), nullptr);
+  {
+    const std::string e = attr("elapsed_s");
+    elapsed_before_ = 0;
+    std::from_chars(e.data(), e.data() + e.size(), elapsed_before_);
+  }
   const auto checkpoints =
       f.blobs.count("checkpoints") ? f.blobs.at("checkpoints") : std::map<std::string, std::string>{};
   const auto* failures = column_of<std::int64_t>(*trials, "failures");
@@ -472,8 +502,9 @@ void Experiment::resume(const hdf5_io::TableFile& f, const std::string& path) {
     if (c.name == "trial" || c.name == "iteration" || c.name == "wall_time") continue;
     const auto* v = std::get_if<std::vector<double>>(&c.values);
     if (!v) continue;
+    const std::string name = metric_of_column(c.name);
     for (std::size_t i = 0; i < rows_.size(); ++i)
-      if (!std::isnan((*v)[i])) rows_[i].metrics[c.name] = (*v)[i];
+      if (!std::isnan((*v)[i])) rows_[i].metrics[name] = (*v)[i];
   }
   pending_.clear();
   ended_ = 0;
@@ -497,11 +528,17 @@ void Experiment::resume(const hdf5_io::TableFile& f, const std::string& path) {
         i, t.r.status == TrialStatus::pending ? t.checkpoint_iteration : std::numeric_limits<std::int64_t>::max());
   }
   scheduler_ = make_scheduler(options_.scheduler, options_.seed);
-  for (const auto& r : rows_)
+  // Each ended trial leaves right after its last row, as it did in the run (PBT ranks live trials).
+  std::vector<std::size_t> last_row(trials_.size(), rows_.size());
+  for (std::size_t i = 0; i < rows_.size(); ++i) last_row[rows_[i].trial] = i;
+  for (std::size_t i = 0; i < rows_.size(); ++i) {
+    const auto& r = rows_[i];
     (void)scheduler_->on_result(r.trial, time_of(r.iteration, r.metrics), score_of(r.metrics),
                                 trials_[r.trial].r.config);
+    if (last_row[r.trial] == i && trials_[r.trial].r.status != TrialStatus::pending) scheduler_->on_end(r.trial);
+  }
   for (const auto& t : trials_)
-    if (t.r.status != TrialStatus::pending) scheduler_->on_end(t.r.id);
+    if (t.r.status != TrialStatus::pending && last_row[t.r.id] == rows_.size()) scheduler_->on_end(t.r.id);
 }
 
 void Experiment::write_csv(const std::string& path) const {
@@ -515,7 +552,7 @@ void Experiment::write_csv(const std::string& path) const {
     std::ofstream out(tmp);
     if (!out) throw Error("fibra::tune: cannot write '" + tmp + "'");
     out << "trial,iteration,wall_time";
-    for (const auto& k : metric_names) out << "," << csv_field(k);
+    for (const auto& k : metric_names) out << "," << csv_field(metric_column(k));
     for (const auto& k : keys) out << "," << csv_field("config." + k);
     out << "\n";
     char buf[40];

@@ -73,12 +73,28 @@ class Runner {
       }
       throw;
     }
+    end_hosts();
     flush(true);
     progress_line(true);
     return experiment_.grid(path_);
   }
 
  private:
+  // Each host lets go of its last trial, so a function trainable's last report returns false and
+  // its code after it runs (an actor's process may end without running destructors). Bounded: a
+  // function that ignores the false answer does not hold the experiment up past 30 s.
+  void end_hosts() {
+    std::vector<Future<bool>> ends;
+    for (auto& h : hosts_) ends.push_back(h.actor.call(&TrialHost::end));
+    for (auto& f : ends) {
+      try {
+        f.get(std::chrono::seconds(30));
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "fibra::tune: a trial host did not let go of its last trial: %s\n", e.what());
+      }
+    }
+  }
+
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
 
   void open_storage() {
@@ -125,20 +141,28 @@ class Runner {
     --in_flight_;
     Host& host = hosts_[h];
     const std::size_t trial = *host.trial;
-    Experiment::Next next;
-    try {
-      const WireMetrics wire = host.step.get();
-      next = experiment_.on_result(trial, Metrics(wire.begin(), wire.end()), elapsed());
-      // A checkpoint is taken at once, before any other result is handled: PBT hands it to the
-      // next bottom trial, which may be the very next result.
-      if (next.save_first && !next.end) {
-        auto [can, bytes] = host.actor.call(&TrialHost::save).get();
-        if (can) experiment_.on_checkpoint(trial, std::move(bytes));
-      }
-    } catch (const std::exception& e) {
+    // The trial's failures (it threw, its process died) are retried; an error of the experiment's
+    // own (a ConfigError from on_result: no time_attr in the metrics) ends the run.
+    auto failed = [&](const std::exception& e) {
       experiment_.on_failure(trial, e.what());
       begin_next(h);
-      return;
+    };
+    WireMetrics wire;
+    try {
+      wire = host.step.get();
+    } catch (const std::exception& e) {
+      return failed(e);
+    }
+    const Experiment::Next next = experiment_.on_result(trial, Metrics(wire.begin(), wire.end()), elapsed());
+    // A checkpoint is taken at once, before any other result is handled: PBT hands it to the next
+    // bottom trial, which may be the very next result.
+    if (next.save_first && !next.end) {
+      try {
+        auto [can, bytes] = host.actor.call(&TrialHost::save).get();
+        if (can) experiment_.on_checkpoint(trial, std::move(bytes));
+      } catch (const std::exception& e) {
+        return failed(e);
+      }
     }
     if (next.end)
       begin_next(h);

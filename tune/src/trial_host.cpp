@@ -200,6 +200,11 @@ WireMetrics TrialHost::step() {
   return WireMetrics(m.begin(), m.end());
 }
 
+bool TrialHost::end() {
+  trainable_.reset();
+  return true;
+}
+
 Saved TrialHost::save() {
   if (!trainable_) throw Error("fibra::tune: a checkpoint was asked of a trial host holding no trial");
   auto bytes = trainable_->save();
@@ -212,3 +217,4 @@ FIBRA_ACTOR(fibra::tune::detail::TrialHost);
 FIBRA_ACTOR_METHOD(fibra::tune::detail::TrialHost, begin);
 FIBRA_ACTOR_METHOD(fibra::tune::detail::TrialHost, step);
 FIBRA_ACTOR_METHOD(fibra::tune::detail::TrialHost, save);
+FIBRA_ACTOR_METHOD(fibra::tune::detail::TrialHost, end);

@@ -30,6 +30,9 @@ class TrialHost {
   WireMetrics step();
   /// A checkpoint of the trial's state now.
   Saved save();
+  /// Lets go of the trial it holds (a function trainable's report returns false, and the function
+  /// returns), at the end of the experiment: the process itself may end without destructors.
+  bool end();
 
  private:
   std::unique_ptr<Trainable> trainable_;

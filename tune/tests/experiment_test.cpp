@@ -154,6 +154,34 @@ TEST_F(ExperimentTest, ValuesKeepTheirTypesThroughTheFile) {
   EXPECT_TRUE(again.grid("").trials()[1].config.at("depth").is_double());
 }
 
+TEST_F(ExperimentTest, ATimeAttrNeverReportedIsAnErrorAndMetricsMayHaveAnyName) {
+  Experiment ex("T", Space{{"v", 1}},
+                RunOptions{.metric = "score", .scheduler = Asha{.time_attr = "seconds", .max_t = 100}});
+  ex.start_next();
+  try {
+    ex.on_result(0, {{"score", 1}}, 0);
+    FAIL() << "a row without the scheduler's time was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(
+        e.what(),
+        "fibra::tune: the scheduler's time_attr is 'seconds', and a trial reported no such metric (it reported: "
+        "score); report it at every step, or use \"training_iteration\"");
+  }
+  // Metrics named as the results table's own columns, or with '/', survive the file.
+  const std::string path = (dir_ / "experiment.h5").string();
+  Experiment ex2("T", Space{{"v", 1}}, RunOptions{.metric = "score", .checkpoint_every = 1});
+  ex2.start_next();
+  ex2.on_result(0, {{"score", 1}, {"iteration", 7}, {"train/loss", 0.5}, {"metric.x", 2}}, 0);
+  ex2.on_checkpoint(0, "c");
+  hdf5_io::write_table_file(path, ex2.to_file(false, 0));
+  Experiment again("T", Space{{"v", 1}}, RunOptions{.metric = "score", .checkpoint_every = 1});
+  again.resume(hdf5_io::read_table_file(path), path);
+  const auto rows = again.grid("").rows();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].metrics, (Metrics{{"score", 1}, {"iteration", 7}, {"train/loss", 0.5}, {"metric.x", 2}}));
+  EXPECT_EQ(rows[0].iteration, 1);
+}
+
 TEST_F(ExperimentTest, H5pyAndPandasReadBothTables) {
   std::string status_text;
   {

@@ -216,8 +216,8 @@ TEST(TuneRun, AFunctionTrainableReportsUntilItReturnsOrIsStopped) {
 }
 
 TEST(TuneRun, AFunctionTrainableHearsItsTrialIsOver) {
-  // One host: each trial is stopped after 3 reports, and the next trial's start on that host ends
-  // the last one's function: its report returns false and it returns.
+  // One host: each trial is stopped after 3 reports, and the next trial's start on that host (or,
+  // for the last, the experiment's end) ends its function: its report returns false and it returns.
   const std::string dir = scratch();
   const auto g =
       tune::run(marks_its_end, {{"v", tune::grid({0, 1, 2})}, {"dir", dir}},
@@ -225,6 +225,7 @@ TEST(TuneRun, AFunctionTrainableHearsItsTrialIsOver) {
   for (const auto& t : g.trials()) EXPECT_EQ(t.iterations, 3);
   EXPECT_TRUE(std::filesystem::exists(dir + "/ended_0"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/ended_1"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ended_2"));  // the last one too, at the experiment's end
   std::filesystem::remove_all(dir);
 }
 
