@@ -2,11 +2,13 @@
 #include "inspect.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
 #include "fibra/error.hpp"
 #include "fibra/hdf5_io/store.hpp"
+#include "fibra/hdf5_io/tables.hpp"
 
 namespace fibra::cli {
 
@@ -41,18 +43,69 @@ void print_info(const hdf5_io::Info& info) {
   std::printf("updated      %s\n", info.updated_at.c_str());
 }
 
+// A fibra::tune experiment's file (docs/tune.md): its trials by status, the best one, its rows.
+bool print_experiment(const std::string& path) {
+  hdf5_io::TableFile f;
+  try {
+    f = hdf5_io::read_table_file(path);
+  } catch (const fibra::Error&) {
+    return false;
+  }
+  auto attr = [&](const char* k) {
+    auto it = f.attributes.find(k);
+    return it == f.attributes.end() ? std::string() : it->second;
+  };
+  if (attr("format") != "fibra-tune") return false;
+  const auto* trials = f.find("trials");
+  const auto* results = f.find("results");
+  if (!trials || !results) return false;
+  const auto* status = trials->find("status");
+  const auto* best = trials->find("best_metric");
+  const auto* config = trials->find("config");
+  if (!status || !best || !config) return false;
+  const auto& st = std::get<std::vector<std::string>>(status->values);
+  const auto& bm = std::get<std::vector<double>>(best->values);
+  const auto& cf = std::get<std::vector<std::string>>(config->values);
+  std::size_t done = 0, stopped = 0, errors = 0;
+  for (const auto& s : st) done += s == "done", stopped += s == "stopped", errors += s == "error";
+  const bool max = attr("mode") != "min";
+  std::size_t at = st.size();
+  for (std::size_t i = 0; i < bm.size(); ++i)
+    if (bm[i] == bm[i] && (at == st.size() || (max ? bm[i] > bm[at] : bm[i] < bm[at]))) at = i;
+  std::string metrics;
+  for (const auto& c : results->columns)
+    if (c.name != "trial" && c.name != "iteration" && c.name != "wall_time")
+      metrics += (metrics.empty() ? "" : ", ") + c.name;
+  std::printf("experiment   %s (fibra-tune)\n", path.c_str());
+  std::printf("trainable    %s\n", attr("trainable").c_str());
+  std::printf("search       %s samples, seed %s, scheduler %s, metric %s (%s)\n", attr("num_samples").c_str(),
+              attr("seed").c_str(), attr("scheduler").c_str(), attr("metric").c_str(), max ? "max" : "min");
+  std::printf("trials       %zu: %zu done, %zu stopped early, %zu errors, %zu running or waiting\n", st.size(), done,
+              stopped, errors, st.size() - done - stopped - errors);
+  if (at < st.size())
+    std::printf("best         trial %zu: %s %.6g, %s\n", at, attr("metric").c_str(), bm[at], cf[at].c_str());
+  std::printf("results      %zu rows; metrics: %s\n", results->columns.empty() ? 0 : results->columns[0].rows(),
+              metrics.empty() ? "none" : metrics.c_str());
+  std::printf("state        %s, %.1f s of wall time\n", attr("state").c_str(),
+              std::strtod(attr("elapsed_s").c_str(), nullptr));
+  return true;
+}
+
 }  // namespace
 
 void add_inspect_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   CLI::App* cmd =
-      app.add_subcommand("inspect", "print what a checkpoint holds: the run, progress, when it was written");
+      app.add_subcommand("inspect",
+                         "print what a checkpoint (or a fibra::tune experiment's file) holds: the run, progress, when "
+                         "it was written");
   cmd->add_option("file", *path, "the checkpoint (.h5) file")->required();
   cmd->callback([path] {
     try {
       auto store = hdf5_io::Store::open(*path, hdf5_io::Access::read_only);
       print_info(store.info());
     } catch (const fibra::Error& e) {
+      if (print_experiment(*path)) return;
       std::fprintf(stderr, "%s\n", e.what());
       throw CLI::RuntimeError(1);
     }
