@@ -296,6 +296,20 @@ Experiment::Next Experiment::on_result(std::size_t trial, const Metrics& metrics
   return next;
 }
 
+bool Experiment::can_run_ahead(std::size_t trial) const {
+  const Trial& t = trials_.at(trial);
+  const std::int64_t next = t.r.iterations + 1;
+  for (const auto& [key, limit] : options_.stop)
+    if (key != "training_iteration" || double(next) >= limit) return false;  // a metric's value is not known before
+  if (options_.checkpoint_every > 0 && next % options_.checkpoint_every == 0) return false;
+  const std::string* attr =
+      std::holds_alternative<Asha>(options_.scheduler)  ? &std::get<Asha>(options_.scheduler).time_attr
+      : std::holds_alternative<Pbt>(options_.scheduler) ? &std::get<Pbt>(options_.scheduler).time_attr
+                                                        : nullptr;
+  if (attr && !attr->empty() && *attr != "training_iteration") return false;  // a reported time is not known before
+  return !scheduler_->may_decide(trial, double(next));
+}
+
 void Experiment::on_checkpoint(std::size_t trial, std::string bytes) {
   Trial& t = trials_.at(trial);
   t.checkpoint = std::move(bytes);

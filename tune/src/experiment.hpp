@@ -41,6 +41,10 @@ class Experiment {
   /// One iteration's metrics from `trial`, at `wall` seconds; applies the stop conditions and the
   /// scheduler's rule.
   Next on_result(std::size_t trial, const Metrics& metrics, double wall);
+  /// Whether the outcome of the trial's next iteration cannot end it, restart it or need a
+  /// checkpoint (so the one after may be run before it is known). A trial saying "done" there
+  /// still ends: the step run ahead is then dropped.
+  bool can_run_ahead(std::size_t trial) const;
   /// A checkpoint of the trial after its latest iteration (asked by Next::save_first).
   void on_checkpoint(std::size_t trial, std::string bytes);
   /// The trial threw or its process died: retried from its checkpoint, or an error past the budget.

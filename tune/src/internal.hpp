@@ -44,6 +44,8 @@ class SchedulerLogic {
  public:
   virtual ~SchedulerLogic() = default;
   virtual Decision on_result(std::size_t trial, double time, double score, const Config& config) = 0;
+  /// Whether a result at `time` may decide anything for the trial (a rung, max_t, a perturbation).
+  virtual bool may_decide(std::size_t /*trial*/, double /*time*/) const { return true; }
   /// The trial ended (any way): it no longer counts among the live ones.
   virtual void on_end(std::size_t /*trial*/) {}
 };

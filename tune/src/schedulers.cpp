@@ -27,6 +27,7 @@ namespace {
 class FifoLogic final : public SchedulerLogic {
  public:
   Decision on_result(std::size_t, double, double, const Config&) override { return {}; }
+  bool may_decide(std::size_t, double) const override { return false; }
 };
 
 // The scores recorded at one rung, ordered, with numpy.percentile's interpolation in O(log n): a
@@ -63,6 +64,11 @@ class AshaBracket {
     const int n = int(std::log(max_t / grace) / std::log(rf) + 1) - s;
     for (int k = n - 1; k >= 0; --k) rungs_.emplace_back(grace * std::pow(rf, k + s));
   }
+  bool may_decide(std::size_t trial, double t) const {
+    for (const auto& rung : rungs_)
+      if (t >= rung.milestone() && !rung.has(trial)) return true;
+    return false;
+  }
   Decision::Kind on_result(std::size_t trial, double t, double score) {
     for (auto& rung : rungs_) {
       if (t >= rung.milestone() && rung.has(trial)) break;  // decided at this rung already
@@ -89,6 +95,9 @@ class AshaLogic final : public SchedulerLogic {
     if (!(a.reduction_factor > 1)) throw ConfigError("fibra::tune: Asha needs reduction_factor > 1");
     if (a.brackets < 1) throw ConfigError("fibra::tune: Asha needs at least one bracket");
     for (int s = 0; s < a.brackets; ++s) brackets_.emplace_back(a.grace_period, a.max_t, a.reduction_factor, s);
+  }
+  bool may_decide(std::size_t trial, double t) const override {
+    return !(t < a_.max_t) || brackets_[trial % brackets_.size()].may_decide(trial, t);
   }
   Decision on_result(std::size_t trial, double t, double score, const Config&) override {
     Decision d;
@@ -144,6 +153,10 @@ class PbtLogic final : public SchedulerLogic {
   }
 
   void on_end(std::size_t trial) override { trials_.erase(trial); }
+  bool may_decide(std::size_t trial, double t) const override {
+    auto it = trials_.find(trial);
+    return !(t - (it == trials_.end() ? 0.0 : it->second.last_perturbation) < p_.perturbation_interval);
+  }
 
  private:
   struct State {

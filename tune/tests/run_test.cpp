@@ -74,6 +74,21 @@ class Counter {
 };
 FIBRA_TRAINABLE(Counter);
 
+// Says it is done at its third iteration (FIFO sends steps ahead: the fourth may run, and is dropped).
+class DoneAtThree {
+ public:
+  explicit DoneAtThree(const tune::Config& c) : v_(c.number("v")) {}
+  tune::Metrics step() {
+    ++t_;
+    return {{"score", v_ * t_}, {"done", t_ >= 3 ? 1.0 : 0.0}};
+  }
+
+ private:
+  double v_;
+  int t_ = 0;
+};
+FIBRA_TRAINABLE(DoneAtThree);
+
 void five_reports(const tune::Config& c, tune::Reporter& r) {
   for (int i = 1; i <= 5; ++i)
     if (!r.report({{"score", c.number("v") * i}})) return;
@@ -227,6 +242,19 @@ TEST(TuneRun, AFunctionTrainableHearsItsTrialIsOver) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/ended_1"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/ended_2"));  // the last one too, at the experiment's end
   std::filesystem::remove_all(dir);
+}
+
+TEST(TuneRun, AStepSentAheadOfATrialThatEndedIsDropped) {
+  std::vector<tune::Value> vs;
+  for (int v = 1; v <= 12; ++v) vs.push_back(v);
+  const auto g = tune::run<DoneAtThree>({{"v", tune::grid(vs)}}, {.metric = "score", .pool = &pool()});
+  for (const auto& t : g.trials()) {
+    EXPECT_EQ(t.status, tune::TrialStatus::done);
+    EXPECT_EQ(t.iterations, 3);
+    EXPECT_EQ(t.last.at("score"), t.config.number("v") * 3);
+  }
+  EXPECT_EQ(g.rows().size(), 36u);
+  expect_rows_once(g);
 }
 
 TEST(TuneRun, PbtRefusesATrainableWithoutCheckpoints) {
