@@ -6,6 +6,7 @@
 // process, no pool, per second.
 //
 //   b9_tune [--workers N] [--trials N] [--steps S] [--step-ms MS] [--ingest N] [--repeats R]
+//           [--storage DIR]   (the experiment's file written as it goes, as a user's would be)
 //
 // Prints the rows of benchmarks/README.md (benchmark,metric,value,unit; medians of R runs).
 #include <fibra/fibra.hpp>
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
   g_step_us = long(bench::arg_double(argc, argv, "--step-ms", 1.0) * 1000);
   const long ingest = bench::arg(argc, argv, "--ingest", 1000000);
   const long repeats = bench::arg(argc, argv, "--repeats", 1);
+  const std::string storage = bench::arg_str(argc, argv, "--storage", "");
   namespace tune = fibra::tune;
   const tune::Space space{{"x", tune::uniform(0, 1)}, {"step_us", std::int64_t(g_step_us)}};
   const tune::Asha asha{.max_t = double(steps), .grace_period = 1, .reduction_factor = 4};
@@ -62,13 +64,15 @@ int main(int argc, char** argv) {
   fibra::Pool pool(static_cast<int>(workers));
   for (long r = 0; r < repeats; ++r) {
     const auto t0 = bench::Clock::now();
-    const auto g = tune::run<Synthetic>(space, {.num_samples = std::size_t(trials),
-                                                .metric = "score",
-                                                .scheduler = asha,
-                                                .max_concurrent = std::size_t(workers),
-                                                .seed = std::uint64_t(r),
-                                                .progress_interval_s = 0,
-                                                .pool = &pool});
+    const auto g =
+        tune::run<Synthetic>(space, {.num_samples = std::size_t(trials),
+                                     .metric = "score",
+                                     .scheduler = asha,
+                                     .max_concurrent = std::size_t(workers),
+                                     .storage = storage.empty() ? std::string() : storage + "/run" + std::to_string(r),
+                                     .seed = std::uint64_t(r),
+                                     .progress_interval_s = 0,
+                                     .pool = &pool});
     const double s = bench::seconds_since(t0);
     total_steps = double(g.rows().size());
     pruned = 0;
@@ -104,8 +108,9 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "# %ld trials of %ld steps of %.3g ms, ASHA (grace 1, rf 4, max_t %ld), %ld workers; %ld results "
-      "ingested in one process\n",
-      trials, steps, double(g_step_us) / 1000, steps, workers, ingest);
+      "ingested in one process%s\n",
+      trials, steps, double(g_step_us) / 1000, steps, workers, ingest,
+      storage.empty() ? "" : "; the experiment's file written as it goes");
   row("wall_s", bench::median(wall), "s");
   row("steps", total_steps, "steps");
   row("trials_pruned", pruned, "trials");
