@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
   double total_steps = 0, pruned = 0;
   fibra::Pool pool(static_cast<int>(workers));
   for (long r = 0; r < repeats; ++r) {
+    if (!storage.empty()) std::filesystem::remove_all(storage + "/run" + std::to_string(r));  // not a resume
     const auto t0 = bench::Clock::now();
     const auto g =
         tune::run<Synthetic>(space, {.num_samples = std::size_t(trials),
