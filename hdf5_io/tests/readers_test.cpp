@@ -12,16 +12,7 @@
 namespace fibra::hdf5_io {
 namespace {
 
-/// Runs `command` through the shell; returns its stdout, and its exit status in `status`.
-std::string run(const std::string& command, int& status) {
-  std::string out;
-  FILE* p = ::popen(command.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  status = ::pclose(p);
-  return out;
-}
+using test::run;
 
 bool python_has_h5py() {
   int status = -1;

@@ -197,12 +197,17 @@ std::string Experiment::fingerprint() const {
   return buf;
 }
 
-double Experiment::time_of(std::int64_t iteration, const Metrics& m) const {
+const std::string* Experiment::reported_time() const {
   const std::string* attr =
       std::holds_alternative<Asha>(options_.scheduler)  ? &std::get<Asha>(options_.scheduler).time_attr
       : std::holds_alternative<Pbt>(options_.scheduler) ? &std::get<Pbt>(options_.scheduler).time_attr
                                                         : nullptr;
-  if (!attr || attr->empty() || *attr == "training_iteration") return double(iteration);
+  return attr && !attr->empty() && *attr != "training_iteration" ? attr : nullptr;
+}
+
+double Experiment::time_of(std::int64_t iteration, const Metrics& m) const {
+  const std::string* attr = reported_time();
+  if (!attr) return double(iteration);
   auto it = m.find(*attr);
   if (it != m.end()) return it->second;
   std::string names;
@@ -224,7 +229,7 @@ std::optional<Experiment::Start> Experiment::start_next() {
   Trial& t = trials_[pending_.front()];
   pending_.pop_front();
   t.r.status = TrialStatus::running;
-  return Start{t.r.id, t.r.config, t.checkpoint, false};
+  return Start{t.r.id, t.r.config, t.checkpoint};
 }
 
 void Experiment::end_trial(Trial& t, TrialStatus s) {
@@ -302,11 +307,7 @@ bool Experiment::can_run_ahead(std::size_t trial) const {
   for (const auto& [key, limit] : options_.stop)
     if (key != "training_iteration" || double(next) >= limit) return false;  // a metric's value is not known before
   if (options_.checkpoint_every > 0 && next % options_.checkpoint_every == 0) return false;
-  const std::string* attr =
-      std::holds_alternative<Asha>(options_.scheduler)  ? &std::get<Asha>(options_.scheduler).time_attr
-      : std::holds_alternative<Pbt>(options_.scheduler) ? &std::get<Pbt>(options_.scheduler).time_attr
-                                                        : nullptr;
-  if (attr && !attr->empty() && *attr != "training_iteration") return false;  // a reported time is not known before
+  if (reported_time()) return false;  // a reported time is not known before
   return !scheduler_->may_decide(trial, double(next));
 }
 

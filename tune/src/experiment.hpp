@@ -33,7 +33,6 @@ class Experiment {
     std::size_t trial = 0;
     Config config;
     std::string checkpoint;
-    bool save_first = false;
   };
 
   /// The next trial to start, marked running; nullopt when none waits.
@@ -70,11 +69,12 @@ class Experiment {
     TrialResult r;
     std::string checkpoint;  // the latest: restarts and PBT's donors use it
     std::int64_t checkpoint_iteration = 0;
-    std::size_t rows_from = 0;  // rows before this index are not its (a hint for dropping)
   };
   double score_of(const Metrics& m) const;
   /// The scheduler's time of a row: its iteration, or the metric named by the scheduler's time_attr.
   double time_of(std::int64_t iteration, const Metrics& m) const;
+  /// The metric the scheduler's time is, or nullptr when it is the iteration count.
+  const std::string* reported_time() const;
   bool better(double a, double b) const { return options_.mode == Mode::max ? a > b : a < b; }
   void end_trial(Trial& t, TrialStatus s);
   void drop_rows_after(std::size_t trial, std::int64_t iteration);

@@ -65,27 +65,24 @@ void need(bool ok, const std::string& what) {
 }
 }  // namespace
 
-Domain grid(std::vector<Value> values) {
-  need(!values.empty(), "grid() needs at least one value");
+namespace {
+Domain listed(Domain::Kind kind, std::vector<Value> values, const char* name) {
+  need(!values.empty(), std::string(name) + "() needs at least one value");
   Domain d;
-  d.kind = Domain::Kind::grid;
+  d.kind = kind;
   d.values = std::move(values);
   return d;
 }
+}  // namespace
 
-Domain choice(std::vector<Value> values) {
-  need(!values.empty(), "choice() needs at least one value");
-  Domain d;
-  d.kind = Domain::Kind::choice;
-  d.values = std::move(values);
-  return d;
-}
+Domain grid(std::vector<Value> values) { return listed(Domain::Kind::grid, std::move(values), "grid"); }
+
+Domain choice(std::vector<Value> values) { return listed(Domain::Kind::choice, std::move(values), "choice"); }
 
 Domain uniform(double low, double high) {
   need(low < high, "uniform(low, high) needs low < high");
   Domain d;
   d.kind = Domain::Kind::uniform;
-  d.values.clear();
   d.low = low;
   d.high = high;
   return d;

@@ -3,7 +3,6 @@
 #include "trial_host.hpp"
 
 #include <condition_variable>
-#include <cxxabi.h>
 #include <exception>
 #include <map>
 #include <set>
@@ -118,14 +117,6 @@ class FunctionTrainable final : public Trainable, Reporter {
 };
 
 }  // namespace
-
-std::string demangle_name(const char* mangled) {
-  int status = 0;
-  char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
-  std::string out = status == 0 && d ? d : mangled;
-  std::free(d);
-  return out;
-}
 
 bool register_trainable(const std::string& name, TrainableFactory make, bool can_save) {
   auto& r = registry();

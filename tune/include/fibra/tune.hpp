@@ -35,6 +35,7 @@
 #include <variant>
 #include <vector>
 
+#include "fibra/detail/registry.hpp"
 #include "fibra/resources.hpp"
 
 namespace fibra {
@@ -280,7 +281,6 @@ bool register_trainable(const std::string& name, TrainableFactory make, bool can
 using TrainableFunction = void (*)(const Config&, Reporter&);
 /// Registers a function trainable (it runs on a thread of its own in the trial's process).
 bool register_function(const std::string& name, TrainableFunction fn);
-std::string demangle_name(const char* mangled);
 
 template <class T>
 class ClassTrainable final : public Trainable {
@@ -329,7 +329,7 @@ bool register_class() {
         },
         "fibra: FIBRA_TRAINABLE(T)'s save() must return the checkpoint's bytes as a std::string");
   return register_trainable(
-      demangle_name(typeid(T).name()),
+      ::fibra::detail::demangle(typeid(T).name()),
       [](const Config& c) -> std::unique_ptr<Trainable> { return std::make_unique<ClassTrainable<T>>(c); }, saves);
 }
 
@@ -343,7 +343,7 @@ ResultGrid run_named(const std::string& trainable, const Space& space, const Run
 ///         experiment; the trials' own failures are recorded, not thrown.
 template <class T>
 ResultGrid run(const Space& space, const RunOptions& options) {
-  return detail::run_named(detail::demangle_name(typeid(T).name()), space, options);
+  return detail::run_named(::fibra::detail::demangle(typeid(T).name()), space, options);
 }
 
 /// @brief Runs an experiment over a function trainable (FIBRA_TRAINABLE_FUNCTION).
