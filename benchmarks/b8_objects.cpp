@@ -3,6 +3,9 @@
 // (fibra::put once, the Future given to each task), on the same pool in the same run; with the
 // driver's peak resident memory during each. FIBRA_LANES=0 takes the agents' way (as to workers
 // on another host): then each agent is sent the object once.
+// Then a task's result of that size given to 8 tasks, and the same result fetched by the driver,
+// with results kept where they were made (the default, PoolOptions::keep_results_from) and on a
+// pool that keeps none (through the driver, as before), in turn in the same run.
 //
 //   b8_objects [--workers N] [--mb M] [--tasks T] [--repeats R]
 //
@@ -23,6 +26,13 @@ double total(std::vector<double> v) {
   return s;
 }
 FIBRA_REMOTE(total);
+
+std::vector<double> make_values(long n) {
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = double(i % 1000);
+  return v;
+}
+FIBRA_REMOTE(make_values);
 
 using bench::arg;
 using bench::Clock;
@@ -85,5 +95,36 @@ int main(int argc, char** argv) {
   std::printf("b8,driver_peak_by_value_mib,%.0f,MiB\n", median(peak_value));
   std::printf("b8,driver_peak_by_reference_mib,%.0f,MiB\n", median(peak_ref));
   std::printf("b8,objects_sent,%llu,copies\n", static_cast<unsigned long long>(pool.stats().objects_sent));
+
+  // A task's result given to `tasks` tasks (`chain`), or fetched by the driver (`fetch`), on
+  // `p`: each checked; wall times to `chain` and `fetch`.
+  const long n = static_cast<long>(v.size());
+  auto result_rounds = [&](fibra::Pool& p, std::vector<double>& chain, std::vector<double>& fetch) {
+    auto t = Clock::now();
+    std::vector<fibra::Future<double>> fs;
+    {
+      auto made = p.submit(make_values, n);
+      for (long i = 0; i < tasks; ++i) fs.push_back(p.submit(total, made));
+    }
+    bool ok = true;
+    for (auto& f : fs) ok &= f.get() == want;
+    chain.push_back(seconds_since(t));
+    t = Clock::now();
+    ok &= total(p.submit(make_values, n).get()) == want;
+    fetch.push_back(seconds_since(t));
+    return ok;
+  };
+  std::vector<double> chain_kept, chain_through, fetch_kept, fetch_through;
+  fibra::Pool through(workers, {.keep_results_from = 0});
+  for (int r = 0; r < repeats; ++r) {
+    if (!result_rounds(pool, chain_kept, fetch_kept) || !result_rounds(through, chain_through, fetch_through))
+      return std::fprintf(stderr, "b8: a task given a task's result returned a wrong sum\n"), 1;
+  }
+  std::printf("b8,result_to_tasks_kept_s,%.3f,s\n", median(chain_kept));
+  std::printf("b8,result_to_tasks_through_driver_s,%.3f,s\n", median(chain_through));
+  std::printf("b8,result_to_tasks_speedup,%.2f,x\n", median(chain_through) / median(chain_kept));
+  std::printf("b8,result_to_driver_kept_s,%.3f,s\n", median(fetch_kept));
+  std::printf("b8,result_to_driver_through_s,%.3f,s\n", median(fetch_through));
+  std::printf("b8,results_kept,%llu,results\n", static_cast<unsigned long long>(pool.stats().results_kept));
   return 0;
 }

@@ -40,6 +40,12 @@ struct PoolOptions {
   /// with a value above 0 turns it on for the process; later pools change nothing. Large results
   /// come back faster with it (64 MiB: docs/benchmarks.md). At most 1048576.
   std::size_t driver_keep_freed_mib = 0;
+  /// A task's result (submit, apply_async) that encodes to at least this many bytes, made by a
+  /// worker on the driver's host, stays in shared memory there: a task given its Future reads it
+  /// where it lies, and `get()` maps it, instead of its bytes passing through the driver and being
+  /// encoded again for each task that takes it. 0: never. docs/tasks.md, "Results kept where they
+  /// were made".
+  std::size_t keep_results_from = std::size_t(1) << 20;
   /// What each worker offers; a field left at 0 comes from the allocation (SLURM_CPUS_PER_TASK,
   /// SLURM_GPUS_PER_TASK, SLURM_MEM_PER_CPU or SLURM_MEM_PER_NODE), else 1 CPU, the visible GPUs
   /// shared out (at least 1 each while they last), and memory not counted. docs/resources.md.

@@ -34,6 +34,9 @@ struct PoolStats {
   /// Stored objects (fibra::put) sent to an agent whose executors cannot read the driver's memory
   /// (another host, or no shared memory): once per object and agent, however many tasks take it
   std::uint64_t objects_sent = 0;
+  /// Task results kept in shared memory on the worker's host (PoolOptions::keep_results_from),
+  /// not sent through the driver.
+  std::uint64_t results_kept = 0;
   /// Messages of results (one or more chunks' each) that came back through shared memory. A large
   /// one is decoded where it lies by a call waiting for it; one that arrives before anybody waits
   /// is copied out, so that the worker's next large result finds the way free.

@@ -213,7 +213,7 @@ class Agent {
       throw wire::Malformed("fibra: a malformed stored object: " + std::to_string(r.left()) + " bytes for " +
                             std::to_string(h.size));
     try {
-      objects_[h.id] = ObjectMemory::create(object_memfd_name(h.driver_pid, h.id), r.take(h.size), "fibra agent");
+      objects_[h.id] = ObjectMemory::create(object_memfd_name(h.origin, h.id), r.take(h.size), "fibra agent");
     } catch (const Error& e) {  // the tasks that take it fail, saying the object is not on this host
       log::error("fibra agent pid {} on {}: {}", ::getpid(), host_name(), e.what());
     }
@@ -362,6 +362,7 @@ class Agent {
       bool got = false;
       const bool alive = e->read(frames, got);
       busy |= got;
+      for (auto& [id, m] : e->take_kept()) objects_[id] = std::move(m);  // before the driver looks for it
       for (auto& f : frames) forward(std::move(f));
       frames.clear();
       const std::uint64_t route = static_cast<std::uint64_t>(&e - executors_.data()) + 1;
@@ -456,7 +457,8 @@ class Agent {
   std::set<std::uint64_t> dead_actors_;
   int blocked_delta_ = 0;                       // change in its executors' waiting tasks, not yet told to the driver
   std::map<std::uint64_t, double> cancelling_;  // chunks to stop (tag_cancel), watched until then
-  std::map<std::uint64_t, std::unique_ptr<ObjectMemory>> objects_;  // stored objects, by id (tag_object)
+  // Stored objects by id: copies the driver sent (tag_object), and results its executors kept.
+  std::map<std::uint64_t, std::unique_ptr<ObjectMemory>> objects_;
   static constexpr double cancel_watch_s = 60;
   double last_heard_ = 0, last_sent_ = 0;
   bool leaving_ = false;

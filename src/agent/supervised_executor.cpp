@@ -310,9 +310,21 @@ bool SupervisedExecutor::take_frame(FrameReader::Frame f, std::vector<std::strin
   } catch (const wire::Malformed& e) {
     return stop_for_junk(e.what());
   }
+  std::size_t fd = 0;
   for (const auto& r : batch.results) {
     forget(r.header.chunk);
     trace::mark(trace::agent_read, r.header.chunk);
+    if (r.header.status != wire::Status::kept) continue;
+    // Its memfd came with the frame; held here, the driver finds it by name (a malformed one, or
+    // one missing, is not taken, and the driver fails that attempt saying so).
+    try {
+      const auto k = wire::decode_whole<wire::Kept>(r.payload);
+      if (fd < f.fds.size())
+        if (auto m = ObjectMemory::adopt(std::move(f.fds[fd++]), object_memfd_name(pid_, k.id), k.size))
+          kept_.emplace_back(k.id, std::move(m));
+    } catch (const wire::Malformed& e) {
+      return stop_for_junk(e.what());
+    }
   }
   idle_deaths_ = 0;
   frames.push_back(std::move(frame));  // on to the driver as it is

@@ -17,6 +17,7 @@
 #include "common/unique_fd.hpp"
 #include "transport/frame_reader.hpp"
 #include "transport/lane.hpp"
+#include "transport/object_memory.hpp"
 #include "transport/wire.hpp"
 
 namespace fibra::detail {
@@ -102,6 +103,9 @@ class SupervisedExecutor {
   void wake_for_lane();
   /// Requests its tasks made (wire::Request, encoded) since the last call.
   std::vector<std::string> take_requests() { return std::exchange(requests_, {}); }
+  /// The results it kept on this host (wire::Status::kept) since the last call: their memfds, by
+  /// object id, which the agent holds until the driver frees them.
+  std::vector<std::pair<std::uint64_t, std::unique_ptr<ObjectMemory>>> take_kept() { return std::exchange(kept_, {}); }
   /// Its requests whose replies have not come yet: the agent then watches the driver closely.
   bool awaits_replies() const { return running() && awaiting_replies_ > 0; }
   /// How many more of its tasks wait (in a wait for what they requested) than at the last call.
@@ -159,6 +163,7 @@ class SupervisedExecutor {
   bool actor_ = false;
   std::vector<std::pair<std::string, std::string>> env_;
   std::vector<std::string> requests_;
+  std::vector<std::pair<std::uint64_t, std::unique_ptr<ObjectMemory>>> kept_;
   int awaiting_replies_ = 0;  // requests (not tells) passed on, minus replies given
   int blocked_delta_ = 0;
   int blocked_ = 0;  // its tasks waiting now (undone at its death)

@@ -65,7 +65,8 @@ void JobState::deliver(ChunkOutcome o) {
     done_with.swap(objects_);
     has_objects_.store(false, std::memory_order_release);
     // Nobody waits to take it: the deliverer copies it out of shared memory next (unshare_held).
-    if (o.keep && waiters_.load(std::memory_order_acquire) == 0) unshare_pending_ = true;
+    // A stored object (a kept result) is not a lane's slot: it stays where it is.
+    if (o.keep && !object_ && waiters_.load(std::memory_order_acquire) == 0) unshare_pending_ = true;
     done_.push_back(std::move(o));
     if (delivered_.fetch_add(1, std::memory_order_release) == 0) callbacks.swap(on_delivered_);
   }

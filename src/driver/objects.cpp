@@ -45,8 +45,9 @@ void tell_freed(std::uint64_t id) noexcept {
 
 class DriverObject final : public StoredObject {
  public:
-  DriverObject(std::uint64_t id, std::unique_ptr<ObjectMemory> m) : memory_(std::move(m)) {
+  DriverObject(std::uint64_t id, std::int64_t origin, std::unique_ptr<ObjectMemory> m) : memory_(std::move(m)) {
     this->id = id;
+    this->origin = origin;
     pid = ::getpid();
     fd = memory_->fd();
     bytes = memory_->bytes();
@@ -62,17 +63,36 @@ class DriverObject final : public StoredObject {
 
 }  // namespace
 
+std::shared_ptr<const StoredObject> store_bytes(std::string_view bytes, const char* who) {
+  static std::atomic<std::uint64_t> next_id{1};
+  const std::uint64_t id = next_id.fetch_add(1);
+  auto memory = ObjectMemory::create(object_memfd_name(::getpid(), id), bytes, who);
+  return std::make_shared<DriverObject>(id, ::getpid(), std::move(memory));
+}
+
 std::shared_ptr<const StoredObject> store_object(std::string& encoded) {
   if (in_executor()) return nullptr;
   if (encoded.size() > max_object_bytes)
     throw ConfigError("fibra::put: the value encodes to " + std::to_string(encoded.size()) +
                       " bytes, more than the 2 GiB one message carries; split it into parts and put each");
-  static std::atomic<std::uint64_t> next_id{1};
-  const std::uint64_t id = next_id.fetch_add(1);
-  auto memory = ObjectMemory::create(object_memfd_name(::getpid(), id), encoded, "fibra::put");
+  auto object = store_bytes(encoded, "fibra::put");
   give_back_large(encoded);  // its memory serves the next large buffer
   encoded.clear();
-  return std::make_shared<DriverObject>(id, std::move(memory));
+  return object;
+}
+
+std::shared_ptr<const StoredObject> take_kept_result(std::int64_t holder, std::int64_t origin, std::uint64_t id,
+                                                     std::uint64_t size, std::string& why) {
+  const std::string name = object_memfd_name(origin, id);
+  const std::string path = ObjectMemory::find(holder, name);
+  std::unique_ptr<ObjectMemory> m;
+  if (!path.empty()) m = ObjectMemory::open(path, name, size, true);
+  if (!m) {
+    why = "its result (" + std::to_string(size) + " bytes, kept in shared memory as " + name +
+          ") was not to be found in its agent (pid " + std::to_string(holder) + ")";
+    return nullptr;
+  }
+  return std::make_shared<DriverObject>(id, origin, std::move(m));
 }
 
 std::uint64_t on_object_freed(std::function<void(std::uint64_t)> f) {

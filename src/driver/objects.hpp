@@ -1,9 +1,15 @@
-// src/driver/objects.hpp: the driver's side of the object store (fibra::put): who is told when a
-// stored object is freed. Pools listen, and tell the agents they sent it to (tag_object_free).
+// src/driver/objects.hpp: the driver's side of the object store (fibra::put, and tasks' results
+// kept on the driver's host): who is told when a stored object is freed. Pools listen, and tell
+// the agents that hold it (tag_object_free).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "fibra/detail/core.hpp"
 
 namespace fibra::detail {
 
@@ -12,5 +18,15 @@ namespace fibra::detail {
 /// `mu_`: `f` must take no pool's lock but one of its own). Returns a token for forget_object_frees.
 std::uint64_t on_object_freed(std::function<void(std::uint64_t)> f);
 void forget_object_frees(std::uint64_t token) noexcept;
+
+/// A copy of `bytes` stored as fibra::put stores a value (a task's result that tasks wait for,
+/// which came through the driver after all). Throws Error naming `who` without shared memory.
+std::shared_ptr<const StoredObject> store_bytes(std::string_view bytes, const char* who);
+
+/// A task's result that executor `origin` kept in a memfd (wire::Kept), which its agent `holder`
+/// holds: opened here through /proc, so that the driver holds it too. nullptr, with `why` set, if
+/// the agent has no such memfd open (it died, or is on another host).
+std::shared_ptr<const StoredObject> take_kept_result(std::int64_t holder, std::int64_t origin, std::uint64_t id,
+                                                     std::uint64_t size, std::string& why);
 
 }  // namespace fibra::detail

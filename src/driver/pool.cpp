@@ -536,7 +536,9 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
             stats_.last_retry_sent = std::chrono::steady_clock::now();
           }
           std::vector<std::shared_ptr<const StoredObject>> objects;
-          mpi::Pieces pieces = encode_batch(batch, objects);
+          // A worker on this host keeps large results of tasks there (wire::Kept).
+          const std::uint64_t keep_from = w->shared_memory || w->host == my_host_ ? s_.keep_results_from : 0;
+          mpi::Pieces pieces = encode_batch(batch, objects, keep_from);
           out.push_back({w.get(), std::move(pieces), static_cast<std::uint32_t>(batch.size()), std::move(objects)});
           if (trace::detail::on)
             for (const Chunk* c : batch) traced.push_back(c->id);
@@ -627,7 +629,7 @@ bool PoolImpl::prefetch_pays() const {
 
 // The batch's headers, with each chunk's payload sent from the chunk (mpi::Pieces), not copied.
 mpi::Pieces PoolImpl::encode_batch(const std::vector<Chunk*>& chunks,
-                                   std::vector<std::shared_ptr<const StoredObject>>& objects) {
+                                   std::vector<std::shared_ptr<const StoredObject>>& objects, std::uint64_t keep_from) {
   mpi::Pieces batch;
   batch.heads = wire::begin_batch();
   batch.heads.reserve(sizeof(std::uint32_t) + chunks.size() * 80);
@@ -644,6 +646,7 @@ mpi::Pieces PoolImpl::encode_batch(const std::vector<Chunk*>& chunks,
     h.timeout_s = policy.task_timeout_s;
     h.keep_going = policy.keep_going;
     h.skip = c->skip;
+    if (c->job->is_task() && c->count == 1 && c->job->has_dependents()) h.keep_from = keep_from;
     add_objects(*c->job, h, objects);
     wire::append_task_head(batch.heads, h, c->payload->size(), bodies);
     batch.ends.push_back(batch.heads.size());
@@ -661,7 +664,7 @@ void PoolImpl::add_objects(const JobState& job, wire::TaskHeader& h,
   if (!job.has_objects()) return;
   for (const ObjectArg& a : job.objects()) {
     const StoredObject& o = *a.object;
-    h.objects.push_back({o.id, a.at, o.bytes.size(), o.pid, o.fd});
+    h.objects.push_back({o.id, a.at, o.bytes.size(), o.pid, o.fd, o.origin});
     objects.push_back(a.object);
   }
 }
@@ -675,7 +678,7 @@ void PoolImpl::send_objects(Worker& w, const std::vector<std::shared_ptr<const S
   for (const auto& o : objects) {
     if (!w.objects.insert(o->id).second) continue;
     mpi::Pieces m;
-    m.heads = wire::encode(wire::ObjectHead{o->id, o->pid, o->bytes.size()});
+    m.heads = wire::encode(wire::ObjectHead{o->id, o->origin, o->bytes.size()});
     m.ends.push_back(m.heads.size());
     m.bodies.emplace_back(o->bytes, o);  // sent from the driver's mapping, which the send keeps
     send(w, wire::tag_object, std::move(m));
@@ -939,6 +942,7 @@ Pool::Pool(int workers, PoolOptions options) {
                         std::to_string(mib));
   s.keep_freed_bytes = std::uint64_t(options.keep_freed_mib) << 20;
   s.driver_keep_freed_bytes = std::uint64_t(options.driver_keep_freed_mib) << 20;
+  s.keep_results_from = options.keep_results_from;
   s.policy = detail::make_policy({}, options.retries, options.retry_exceptions, options.task_timeout_s);
   const auto r = detail::resolve_resources(options, s.workers);
   s.resources = r.each;

@@ -331,7 +331,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   bool prefetch_pays() const;
   bool steal_for_idle();
   static mpi::Pieces encode_batch(const std::vector<Chunk*>& chunks,
-                                  std::vector<std::shared_ptr<const StoredObject>>& objects);
+                                  std::vector<std::shared_ptr<const StoredObject>>& objects, std::uint64_t keep_from);
   static void add_objects(const JobState& job, wire::TaskHeader& h,
                           std::vector<std::shared_ptr<const StoredObject>>& objects);
   void send_objects(Worker& w, const std::vector<std::shared_ptr<const StoredObject>>& objects);
@@ -463,7 +463,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   /// holds the lane slot it lies in, shared with a lone result) or neither (results are copied).
   void on_results(Worker& w, std::string_view message, std::string* owned, const std::shared_ptr<HeldFrame>& keep);
   void accept_result(const wire::ResultHeader& h, std::string_view payload, std::vector<ItemOutcomeError> errors,
-                     std::string* message = nullptr, const std::shared_ptr<HeldFrame>& keep = nullptr);
+                     std::string* message = nullptr, const std::shared_ptr<HeldFrame>& keep = nullptr,
+                     std::shared_ptr<const StoredObject> object = nullptr);
+  void on_kept(Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid);
+  bool late_keep(const Chunk& c, std::string_view payload) const;
   void on_partial(const Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid);
   void on_failed_attempt(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid);
   std::exception_ptr raised_error(const Worker& w, const Chunk& c, const ItemFailure& f, std::int64_t exec_pid);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "fibra/error.hpp"
+#include "common/log.hpp"
 #include "driver/pool_impl.hpp"
 
 namespace fibra::detail {
@@ -28,6 +29,7 @@ void PoolImpl::on_results(Worker& w, std::string_view message, std::string* owne
     switch (h.status) {
       case wire::Status::not_run: requeue_or_cancel(h.chunk, h.attempt); break;
       case wire::Status::ok: accept_result(h, r.payload, {}, whole, held); break;
+      case wire::Status::kept: on_kept(w, h, r.payload, b.executor_pid); break;
       case wire::Status::partial: on_partial(w, h, r.payload, b.executor_pid); break;
       default: on_failed_attempt(w, r, b.executor_pid); break;
     }
@@ -38,7 +40,7 @@ void PoolImpl::on_results(Worker& w, std::string_view message, std::string* owne
 // A result for the attempt in flight is delivered; any other is a late duplicate and dropped.
 void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view payload,
                              std::vector<ItemOutcomeError> errors, std::string* message,
-                             const std::shared_ptr<HeldFrame>& keep) {
+                             const std::shared_ptr<HeldFrame>& keep, std::shared_ptr<const StoredObject> object) {
   auto c = sched_.accept(h.chunk, h.attempt);
   if (!c) {
     ++stats_.late_results_dropped;
@@ -53,7 +55,18 @@ void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view paylo
   for (auto& e : c->item_errors) errors.push_back(std::move(e));
   std::sort(errors.begin(), errors.end(), [](auto& x, auto& y) { return x.offset < y.offset; });
   ChunkOutcome o{c->first, c->count, {}, {}, std::move(errors)};
-  if (keep) {
+  if (!object && late_keep(*c, payload)) {  // tasks wait for it: stored once here, read there
+    try {
+      object = store_bytes(payload, "fibra: a result that tasks take");
+      ++stats_.results_kept;
+    } catch (const Error&) {  // no shared memory to be had: passed on by value, as before
+    }
+  }
+  if (object) {  // a kept result: get() decodes it where it lies, and tasks given the Future read it there
+    o.keep = object;
+    o.shared = object->bytes;
+    c->job->set_object(std::move(object));
+  } else if (keep) {
     keep->job = c->job;
     o.keep = keep;
     o.shared = payload;
@@ -65,6 +78,43 @@ void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view paylo
   }
   trace::mark(trace::delivered, h.chunk);
   c->job->deliver(std::move(o));
+}
+
+// A task's result kept in shared memory on this host (wire::Kept): the driver opens the memfd its
+// agent holds, and the Future views it (docs/architecture.md, "The object store"). If the agent
+// has no such memfd (it died meanwhile), the attempt failed as a crash would, and runs again.
+void PoolImpl::on_kept(Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid) {
+  std::shared_ptr<const StoredObject> object;
+  std::string why = "its kept result came malformed";
+  try {
+    const auto k = wire::decode_whole<wire::Kept>(payload);
+    if (k.id == wire::kept_result_id(h.chunk, h.attempt)) {
+      w.objects.insert(k.id);  // its agent holds the memfd until told it is freed (free_objects)
+      object = take_kept_result(w.pid, exec_pid, k.id, k.size, why);
+    }
+  } catch (const wire::Malformed&) {
+  }
+  if (object) {
+    ++stats_.results_kept;
+    return accept_result(h, {}, {}, nullptr, nullptr, std::move(object));
+  }
+  const Chunk* c = sched_.find(h.chunk, h.attempt);
+  if (!c) return;  // an attempt given up on meanwhile
+  const std::string& fn = c->job->name();
+  log::warning("fibra: {} ran on {}, but {}; it runs again", fn, where(w, exec_pid), why);
+  RemoteSite site{fn, c->first, w.slot, w.host, static_cast<long>(exec_pid)};
+  attempt_failed(h.chunk, h.attempt, FailKind::crashed,
+                 std::make_exception_ptr(ExecutorCrashed(
+                     "fibra: " + fn + " ran, but " + why + " (" + where(w, exec_pid) + ")", "lost result", why, site)),
+                 std::nullopt);
+}
+
+// A large result of a task that tasks were given after it was sent to its worker (so it was not
+// kept there, TaskHeader::keep_from): stored in the driver's shared memory, one copy, rather than
+// decoded and encoded again for each task that takes it.
+bool PoolImpl::late_keep(const Chunk& c, std::string_view payload) const {
+  return s_.keep_results_from > 0 && payload.size() >= s_.keep_results_from && c.job->is_task() && c.count == 1 &&
+         c.job->has_dependents() && c.item_errors.empty();
 }
 
 // A keep_going chunk came back with some items failed or skipped.

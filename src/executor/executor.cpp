@@ -33,7 +33,9 @@
 
 #include "common/freed_memory.hpp"
 #include "executor/objects.hpp"
+#include "transport/frame_reader.hpp"
 #include "transport/lane.hpp"
+#include "transport/object_memory.hpp"
 #include "common/trace.hpp"
 #include "transport/wire.hpp"
 #include "executor/executor.hpp"
@@ -168,11 +170,34 @@ void write_all(int fd, const void* p, std::size_t n) {
   }
 }
 
-void send_frame(int fd, const std::string& body, std::uint64_t kind = wire::frame_results) {
+// A frame to the agent; `fds` go with its first bytes (SCM_RIGHTS: FrameReader gives them with it).
+void send_frame(int fd, const std::string& body, std::uint64_t kind = wire::frame_results,
+                const std::vector<int>& fds = {}) {
   std::lock_guard lk(g_executor.write_mu);
   const std::uint64_t n = wire::frame_prefix(kind, body.size());
-  write_all(fd, &n, sizeof n);
-  write_all(fd, body.data(), body.size());
+  std::size_t done = 0;  // bytes of prefix and body sent with the descriptors
+  if (!fds.empty()) {
+    iovec iov[2] = {{const_cast<std::uint64_t*>(&n), sizeof n}, {const_cast<char*>(body.data()), body.size()}};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * FrameReader::max_fds)] = {};
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = 2;
+    mh.msg_control = control;
+    mh.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+    ssize_t k;
+    do k = ::sendmsg(fd, &mh, MSG_NOSIGNAL);
+    while (k < 0 && errno == EINTR);
+    if (k <= 0) _exit(0);  // the agent is gone: nothing to report to
+    done = static_cast<std::size_t>(k);
+  }
+  if (done < sizeof n) write_all(fd, reinterpret_cast<const char*>(&n) + done, sizeof n - done);
+  const std::size_t from = done > sizeof n ? done - sizeof n : 0;
+  write_all(fd, body.data() + from, body.size() - from);
 }
 
 std::int64_t now_ns() {
@@ -243,9 +268,112 @@ struct FrameSpill {
 };
 thread_local FrameSpill* FrameSpill::current = nullptr;
 
+// A task's result that may be kept on this host (TaskHeader::keep_from), whose large blocks are
+// written straight into a memfd at the offsets they have in the result, rather than into the
+// frame and again from there: the frame grows past each block without writing it, as FrameSpill's
+// does. keep() writes the rest and seals it; undo() reads the blocks back into the frame when the
+// result is sent after all (too small, or failed items).
+class KeepSpill {
+ public:
+  KeepSpill(std::string* frame, std::size_t body, std::uint64_t id)
+      : frame_(frame), body_(body), id_(id), outer_(current) {
+    if (frame_) current = this;
+  }
+  ~KeepSpill() { stop(); }
+  KeepSpill(const KeepSpill&) = delete;
+  KeepSpill& operator=(const KeepSpill&) = delete;
+
+  // The encoding is over: blocks go into the frame from now on.
+  void stop() {
+    if (frame_ && current == this) current = outer_;
+  }
+  // spill_large for this frame: true if the block went into the memfd.
+  bool spill(std::string& out, const void* p, std::size_t n) {
+    if (&out != frame_) return false;
+    if (!fd_) open();
+    const std::size_t at = out.size();
+    if (!fd_ || !write_at(static_cast<const char*>(p), n, at - body_)) return false;  // (/dev/shm full)
+    extend_unwritten(out, at + n, [this](char* to, const char* from, std::size_t size) {
+      Lane::copy_around(to, from, size, blocks_);
+    });
+    blocks_.push_back({at, n});
+    return true;
+  }
+  // The result (the frame from `body` on) whole in a sealed memfd; nullptr if it cannot be (the
+  // frame is whole again then).
+  std::unique_ptr<ObjectMemory> keep() {
+    const std::string_view f(*frame_);
+    const std::size_t size = f.size() - body_;
+    if (!fd_) open();
+    bool ok = !!fd_ && ::ftruncate(fd_.get(), off_t(std::max<std::size_t>(size, 1))) == 0;
+    std::size_t at = body_;
+    for (const auto& b : blocks_) {
+      ok = ok && write_at(f.data() + at, b.at - at, at - body_);
+      at = b.at + b.n;
+    }
+    ok = ok && write_at(f.data() + at, f.size() - at, at - body_);
+    if (!ok) {
+      undo();
+      return nullptr;
+    }
+    (void)::fcntl(fd_.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+    blocks_.clear();
+    return ObjectMemory::adopt(std::move(fd_), object_memfd_name(::getpid(), id_), size);
+  }
+  // The blocks read back into the frame, where they were skipped.
+  void undo() {
+    for (const auto& b : blocks_) {
+      if (b.at + b.n > frame_->size()) break;
+      for (std::size_t done = 0; done < b.n;) {
+        const ssize_t k = ::pread(fd_.get(), frame_->data() + b.at + done, b.n - done, off_t(b.at + done - body_));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0)
+          throw std::system_error(errno ? errno : EIO, std::generic_category(), "fibra: reading a result back");
+        done += std::size_t(k);
+      }
+    }
+    blocks_.clear();
+  }
+
+  static thread_local KeepSpill* current;
+
+ private:
+  void open() {
+    fd_ = UniqueFd(::memfd_create(object_memfd_name(::getpid(), id_).c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  }
+  bool write_at(const char* p, std::size_t n, std::size_t off) {
+    for (std::size_t done = 0; done < n;) {
+      const ssize_t k = ::pwrite(fd_.get(), p + done, n - done, off_t(off + done));
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) return false;
+      done += std::size_t(k);
+    }
+    return true;
+  }
+  std::string* frame_;
+  std::size_t body_;
+  std::uint64_t id_;  // wire::kept_result_id
+  KeepSpill* outer_;
+  UniqueFd fd_;
+  std::vector<Lane::Range> blocks_;  // in the frame, in order
+};
+thread_local KeepSpill* KeepSpill::current = nullptr;
+
 // A batch's result frame: into the lane if the batch came that way and the frame fits, else to the
 // agent (whose count of what this executor holds needs the results of what it gave).
-void send_results(int sock, const std::string& frame, bool via_lane, FrameSpill& spill) {
+// Results kept on this host (TaskHeader::keep_from): their memfds, until the frame that names them
+// has gone to the agent with them.
+using KeptResults = std::vector<std::unique_ptr<ObjectMemory>>;
+
+void send_results(int sock, const std::string& frame, bool via_lane, FrameSpill& spill, KeptResults& kept) {
+  if (!kept.empty()) {  // to the agent with their memfds, which it holds from then on
+    spill.give_back();
+    std::vector<int> fds;
+    for (const auto& m : kept) fds.push_back(m->fd());
+    send_frame(sock, frame, wire::frame_results, fds);
+    kept.clear();
+    return;
+  }
   if (via_lane && (spill.post() || g_executor.lane->post_result(frame))) {
     Mailbox& box = g_executor.lane->mailbox();
     box.results.fetch_add(1, std::memory_order_relaxed);
@@ -268,11 +396,25 @@ void refuse_oversized(std::string& results, std::size_t at, wire::ResultHeader h
   wire::append_result(results, h, wire::encode(ItemFailure{0, "fibra::ConfigError", why}));
 }
 
+// A task's result, from `body` on in the frame, goes into a memfd of this process's (`spill` holds
+// its large blocks already), which goes to the agent with the frame; a wire::Kept takes its place
+// (docs/architecture.md, "The object store"). Without shared memory to be had it stays in the frame.
+void keep_result(const wire::TaskHeader& t, std::string& results, std::size_t body, wire::ResultHeader& h,
+                 KeepSpill& spill, KeptResults& kept) {
+  std::unique_ptr<ObjectMemory> m = spill.keep();
+  if (!m) return;  // /dev/shm full, say: sent as any result is
+  const wire::Kept k{wire::kept_result_id(t.chunk, t.attempt), results.size() - body};
+  results.resize(body);
+  results += wire::encode(k);
+  h.status = wire::Status::kept;
+  kept.push_back(std::move(m));
+}
+
 // Runs one chunk and appends its result to the frame: its results, encoded straight into the
 // frame, or what replaced them (the failure of an item, the failed items of a keep_going call, a
 // function this binary does not have).
 void run_chunk(const wire::TaskView& t, Mailbox& box, std::string& results, FrameSpill& spill, RunControl& ctl,
-               std::vector<ItemFailure>& failures) {
+               std::vector<ItemFailure>& failures, KeptResults* kept = nullptr) {
   const FunctionEntry* fn = function_by_id(t.header.fn);
   ChunkRunner run = !fn ? nullptr : t.header.mode == CallMode::single ? fn->run_single : fn->run_tuple;
   wire::ResultHeader h{t.header.chunk, t.header.attempt, wire::Status::ok};
@@ -300,7 +442,15 @@ void run_chunk(const wire::TaskView& t, Mailbox& box, std::string& results, Fram
     fail = Items<Unit>::failure_at(0);
     ran = false;
   }
+  // A result that may be kept has its large blocks written into a memfd, not the lane's slot.
+  const bool may_keep = kept && t.header.keep_from > 0;
+  KeepSpill keeping(may_keep ? &results : nullptr, body, wire::kept_result_id(t.header.chunk, t.header.attempt));
+  FrameSpill* const spilling = may_keep ? std::exchange(FrameSpill::current, nullptr) : FrameSpill::current;
   if (ran) ran = run(args, t.header.count, results, fail, box.item, ctl);
+  FrameSpill::current = spilling;
+  keeping.stop();
+  const bool keep = may_keep && ran && failures.empty() && results.size() - body >= t.header.keep_from;
+  if (may_keep && ran && !keep) keeping.undo();
   if (joined.capacity() >= large_buffer) give_back_large(joined);  // not kept past its task
   h.run_ns = static_cast<std::uint64_t>(now_ns() - began);
   if (!ran) {  // a failure replaces what the chunk wrote
@@ -315,6 +465,7 @@ void run_chunk(const wire::TaskView& t, Mailbox& box, std::string& results, Fram
     results.resize(body);
     results += partial;
   }
+  if (keep) keep_result(t.header, results, body, h, keeping, *kept);
   wire::close_result(results, at, h);
   if (results.size() - at > max_result_bytes) refuse_oversized(results, at, h, t.header, spill);
 }
@@ -464,11 +615,12 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
   RunControl ctl;
   std::vector<ItemFailure> failures;
   std::vector<std::uint64_t> traced;  // chunks in the frame being built, for FIBRA_TRACE
+  KeptResults kept;
   auto flush = [&] {
     // What the tasks printed goes to the agent before their results do.
     std::fflush(stdout);
     std::fflush(stderr);
-    send_results(sock, results, via_lane, spill);
+    send_results(sock, results, via_lane, spill, kept);
     if (sent) sent->store(ran, std::memory_order_release);
     for (auto id : traced) trace::mark(trace::executor_sent, id);
     traced.clear();
@@ -481,7 +633,7 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
     box.item.store(0, std::memory_order_relaxed);
     box.timeout_s.store(t.header.timeout_s, std::memory_order_relaxed);
     box.chunk.store(t.header.chunk, std::memory_order_release);
-    with_own_puts([&] { run_chunk(t, box, results, spill, ctl, failures); });
+    with_own_puts([&] { run_chunk(t, box, results, spill, ctl, failures, &kept); });
     box.chunk.store(0, std::memory_order_release);
     ++ran;
     trace::mark(trace::executor_ran, t.header.chunk);
@@ -489,7 +641,8 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
     const auto now = std::chrono::steady_clock::now();
     // An actor's call goes out as soon as it is done: the next call of its batch may end the
     // process (abort(), a crash), and a call that finished must not be lost with it.
-    if (results.size() >= flush_bytes || now - last_flush >= flush_every || t.header.actor != 0) {
+    // A kept result goes at once: its memfd is held until then.
+    if (results.size() >= flush_bytes || now - last_flush >= flush_every || t.header.actor != 0 || !kept.empty()) {
       flush();
       results.assign(frame_head);  // keeps its memory: the next frame finds it warm
       last_flush = now;
@@ -1065,6 +1218,7 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
 bool in_executor() noexcept { return g_executor.in_executor; }
 
 bool spill_large(std::string& out, const void* p, std::size_t n) {
+  if (KeepSpill* k = KeepSpill::current; k && k->spill(out, p, n)) return true;
   FrameSpill* s = FrameSpill::current;
   if (!s || &out != s->frame) return false;  // not the frame of a batch from the lane
   const std::size_t at = out.size();

@@ -23,7 +23,7 @@ std::string_view mapped(const wire::ObjectRef& ref, pid_t agent) {
   std::lock_guard lk(g_mu);
   auto it = g_mapped.find(ref.id);
   if (it != g_mapped.end()) return it->second->bytes();
-  const std::string name = object_memfd_name(ref.pid, ref.id);
+  const std::string name = object_memfd_name(ref.origin, ref.id);
   // The agent's copy first (the driver sent it one: another host, or no shared memory with the
   // driver), then the driver's own memfd (this host's, when its name matches there).
   std::unique_ptr<ObjectMemory> m;

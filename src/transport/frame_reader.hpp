@@ -6,6 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "common/unique_fd.hpp"
+
+struct msghdr;
 
 namespace fibra::detail {
 
@@ -21,11 +26,12 @@ class FrameReader {
     junk,    ///< a prefix that is no frame's (what_junk() says which)
   };
   /// Reads from `fd` until a frame is whole or no byte is left to read; `got` is set once any
-  /// byte was read.
+  /// byte was read. Descriptors sent with the frame (SCM_RIGHTS, on a Unix socket) come with it.
   Status read(int fd, bool& got);
   struct Frame {
     std::uint64_t kind = 0;  ///< wire::FrameKind
     std::string body;
+    std::vector<UniqueFd> fds;  ///< descriptors that came with it, in the order sent
   };
   /// The frame read() said is whole, moved out; the reader starts on the next.
   Frame take();
@@ -33,6 +39,8 @@ class FrameReader {
   std::string what_junk() const;
   /// Drops a frame half read (its sender died).
   void reset();
+  /// Descriptors one frame may carry (what one sendmsg can: SCM_MAX_FD is 253).
+  static constexpr std::size_t max_fds = 250;
 
  private:
   std::uint64_t max_kind_, max_length_;
@@ -40,6 +48,8 @@ class FrameReader {
   std::size_t prefix_done_ = 0;  // bytes of the prefix read so far
   std::string body_;             // sized once the prefix is in
   std::size_t body_done_ = 0;
+  std::vector<UniqueFd> fds_;  // received with the frame being read
+  void take_fds(msghdr& mh);
 };
 
 }  // namespace fibra::detail

@@ -32,8 +32,8 @@ std::string read_link(const std::string& path) {
 
 }  // namespace
 
-std::string object_memfd_name(std::int64_t driver_pid, std::uint64_t id) {
-  return "fibra-object-" + std::to_string(driver_pid) + "-" + std::to_string(id);
+std::string object_memfd_name(std::int64_t origin, std::uint64_t id) {
+  return "fibra-object-" + std::to_string(origin) + "-" + std::to_string(id);
 }
 
 std::unique_ptr<ObjectMemory> ObjectMemory::create(const std::string& name, std::string_view bytes, const char* who) {
@@ -45,16 +45,14 @@ std::unique_ptr<ObjectMemory> ObjectMemory::create(const std::string& name, std:
   UniqueFd fd(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd) throw fail("memfd_create");
   if (::ftruncate(fd.get(), off_t(map_size(bytes.size()))) != 0) throw fail("ftruncate");
-  // Its pages now, or an error: a write into a full /dev/shm through the mapping is a SIGBUS.
-  if (const int e = ::posix_fallocate(fd.get(), 0, off_t(map_size(bytes.size()))); e != 0) {
-    errno = e;
-    throw fail("posix_fallocate");
+  // Written, not copied through a mapping: a full /dev/shm is then an error (ENOSPC) rather than
+  // a SIGBUS, and the kernel fills each page as it allocates it (no zeroing first, no page faults).
+  for (std::size_t done = 0; done < bytes.size();) {
+    const ssize_t k = ::pwrite(fd.get(), bytes.data() + done, bytes.size() - done, off_t(done));
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) throw fail("write");
+    done += std::size_t(k);
   }
-  void* w = ::mmap(nullptr, map_size(bytes.size()), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (w == MAP_FAILED) throw fail("mmap");
-  advise_large(w, bytes.size());
-  if (!bytes.empty()) copy_large(w, bytes.data(), bytes.size());
-  ::munmap(w, map_size(bytes.size()));
   // Nobody changes it from now on: executors read it as it is.
   (void)::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
   void* r = ::mmap(nullptr, map_size(bytes.size()), PROT_READ, MAP_SHARED, fd.get(), 0);
@@ -62,14 +60,26 @@ std::unique_ptr<ObjectMemory> ObjectMemory::create(const std::string& name, std:
   return std::unique_ptr<ObjectMemory>(new ObjectMemory(std::move(fd), r, bytes.size()));
 }
 
-std::unique_ptr<ObjectMemory> ObjectMemory::open(const std::string& path, const std::string& name, std::uint64_t size) {
+std::unique_ptr<ObjectMemory> ObjectMemory::open(const std::string& path, const std::string& name, std::uint64_t size,
+                                                 bool keep_fd) {
   if (read_link(path) != proc_link(name)) return nullptr;  // a descriptor number reused for something else
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
   if (!fd || ::fstat(fd.get(), &st) != 0 || std::uint64_t(st.st_size) != map_size(size)) return nullptr;
-  void* r = ::mmap(nullptr, map_size(size), PROT_READ, MAP_SHARED, fd.get(), 0);
+  // Populated at once: whoever opens it reads it all, and one pass in the kernel costs less than a
+  // page fault for each page (100 MB: 25,600 of them).
+  void* r = ::mmap(nullptr, map_size(size), PROT_READ, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
   if (r == MAP_FAILED) return nullptr;
-  return std::unique_ptr<ObjectMemory>(new ObjectMemory(UniqueFd(), r, size));  // the mapping is enough
+  // Without keep_fd the mapping is enough.
+  return std::unique_ptr<ObjectMemory>(new ObjectMemory(keep_fd ? std::move(fd) : UniqueFd(), r, size));
+}
+
+std::unique_ptr<ObjectMemory> ObjectMemory::adopt(UniqueFd fd, const std::string& name, std::uint64_t size) {
+  struct stat st {};
+  if (!fd || read_link("/proc/self/fd/" + std::to_string(fd.get())) != proc_link(name) || ::fstat(fd.get(), &st) != 0 ||
+      std::uint64_t(st.st_size) != map_size(size))
+    return nullptr;
+  return std::unique_ptr<ObjectMemory>(new ObjectMemory(std::move(fd), nullptr, size));
 }
 
 std::string ObjectMemory::find(std::int64_t pid, const std::string& name) {
@@ -90,6 +100,8 @@ std::string ObjectMemory::find(std::int64_t pid, const std::string& name) {
   return found;
 }
 
-ObjectMemory::~ObjectMemory() { ::munmap(base_, map_size(size_)); }
+ObjectMemory::~ObjectMemory() {
+  if (base_) ::munmap(base_, map_size(size_));
+}
 
 }  // namespace fibra::detail

@@ -263,16 +263,17 @@ requires std::is_same_v<std::remove_const_t<M>, Hello>
 void fields(F&& f, M& m) { f(m.fingerprint, m.functions, m.pid, m.host, m.lane_fds); }
 
 /// One chunk of a task batch (its payload follows it).
-/// A stored object (fibra::put) that a chunk takes as an argument: its bytes belong at `at` in the
-/// chunk's payload (which holds the other arguments around that gap). The executor finds them in
-/// the memfd named detail::object_memfd_name(pid, id): its agent's copy, or the driver's own (fd
-/// `fd` of process `pid`) on the driver's host.
+/// A stored object (fibra::put, or a task's result kept on its host) that a chunk takes as an
+/// argument: its bytes belong at `at` in the chunk's payload (which holds the other arguments
+/// around that gap). The executor finds them in the memfd named detail::object_memfd_name(origin,
+/// id): its agent's copy, or the driver's own (fd `fd` of process `pid`) on the driver's host.
 struct ObjectRef {
   std::uint64_t id = 0;
   std::uint64_t at = 0;
   std::uint64_t size = 0;
-  std::int64_t pid = 0;  ///< the driver's
-  std::int64_t fd = -1;  ///< in the driver
+  std::int64_t pid = 0;     ///< the driver's
+  std::int64_t fd = -1;     ///< in the driver
+  std::int64_t origin = 0;  ///< the process that made the memfd (its name's): the driver, or an executor
 };
 static_assert(std::has_unique_object_representations_v<ObjectRef>, "ObjectRef travels as raw bytes");
 
@@ -292,12 +293,15 @@ struct TaskHeader {
   std::vector<ObjectRef> objects;  ///< stored objects among its arguments (fibra::put), by `at`
   /// An actor's call: how many of its process's calls may run at once (ActorOptions::max_concurrency).
   std::uint32_t concurrency = 1;
+  /// A task on the driver's host: a result that encodes to at least this many bytes is kept in a
+  /// memfd on this host (Status::kept) rather than sent (PoolOptions::keep_results_from); 0: never.
+  std::uint64_t keep_from = 0;
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, TaskHeader>
 void fields(F&& f, M& h) {
   f(h.chunk, h.attempt, h.fn, h.mode, h.first, h.count, h.timeout_s, h.keep_going, h.skip, h.actor, h.objects,
-    h.concurrency);
+    h.concurrency, h.keep_from);
 }
 
 /// driver -> agent (tag_object): a stored object, sent once to an agent whose executors cannot
@@ -305,12 +309,29 @@ void fields(F&& f, M& h) {
 /// agent keeps them in a memfd of its own until ObjectFree.
 struct ObjectHead {
   std::uint64_t id = 0;
-  std::int64_t driver_pid = 0;
+  std::int64_t origin = 0;  ///< ObjectRef::origin: the memfd's name has it
   std::uint64_t size = 0;
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, ObjectHead>
-void fields(F&& f, M& m) { f(m.id, m.driver_pid, m.size); }
+void fields(F&& f, M& m) { f(m.id, m.origin, m.size); }
+
+/// Payload of a `kept` result: a task's result left in a memfd of its executor's, named
+/// detail::object_memfd_name(executor pid, id), whose descriptor went to the agent with the frame
+/// (SCM_RIGHTS). The agent keeps it until ObjectFree; the driver opens it through /proc.
+struct Kept {
+  std::uint64_t id = 0;  ///< kept_result_id(chunk, attempt)
+  std::uint64_t size = 0;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, Kept>
+void fields(F&& f, M& m) { f(m.id, m.size); }
+
+/// The object id of a chunk's result kept on its host: unique in the driver's run (ids of
+/// fibra::put count up from 1; actor chunks are never kept).
+inline constexpr std::uint64_t kept_result_id(std::uint64_t chunk, std::uint32_t attempt) {
+  return (std::uint64_t(1) << 62) | (chunk << 8) | (attempt & 0xffu);
+}
 
 /// agent -> driver (tag_actor_lane), when it starts an actor's process: the descriptor of that
 /// process's shared memory, which a driver on the same host maps to hand it calls and take its
@@ -362,6 +383,7 @@ enum class Status : std::uint8_t {
   unknown_fn = 4,  ///< payload: message (the function is not registered in this worker)
   timed_out = 5,   ///< payload: like crashed; an item ran past the chunk's time limit and was killed
   partial = 6,     ///< payload: a Partial (keep_going chunks whose items failed or were skipped)
+  kept = 7,        ///< payload: a Kept (the result stays in shared memory on the worker's host)
 };
 
 /// One chunk of a result batch (its payload follows it).

@@ -103,6 +103,94 @@ long put_inside(int n) {
 }
 FIBRA_REMOTE(put_inside);
 
+// A task's large result, which PoolOptions::keep_results_from keeps where it was made when tasks
+// take it. make_halves_after, given a Future of nap, waits for it, so that the tasks given its
+// result are all submitted before it is sent to a worker; it then naps as long again.
+std::vector<double> make_halves(std::size_t n) { return halves(n); }
+FIBRA_REMOTE(make_halves);
+int nap(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
+FIBRA_REMOTE(nap);
+std::vector<double> make_halves_after(int ms, std::size_t n) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return halves(n);
+}
+FIBRA_REMOTE(make_halves_after);
+
+TEST(ObjectStore, ATasksResultGivenToOtherTasksStaysWhereItWasMade) {
+  fibra::Pool pool(2, {.workers_per_agent = 1});
+  const int before = object_fds(::getpid());
+  constexpr std::size_t n = 1 << 20;  // 8 MiB of doubles, over the 1 MiB default
+  std::vector<fibra::Future<Probe>> parts;
+  {
+    auto made = pool.submit(make_halves_after, pool.submit(nap, 100), n);
+    for (int k = 0; k < 8; ++k) parts.push_back(pool.submit(strided_sum, made, k, 8));
+    EXPECT_EQ(get_within(made, bound, "make_halves(n)"), halves(n)) << "get() reads the kept result";
+    EXPECT_EQ(object_fds(::getpid()), before + 1) << "the driver holds the kept result's memfd, not its bytes";
+  }
+  double total = 0;
+  for (int k = 0; k < 8; ++k) {
+    const Probe p = get_within(parts[std::size_t(k)], bound, "strided_sum(made, k, 8)");
+    const double m = double((n - std::size_t(k) + 7) / 8);
+    EXPECT_DOUBLE_EQ(p.sum, (double(k) * m + 8 * m * (m - 1) / 2) / 2) << "part " << k;
+    EXPECT_TRUE(p.mapped) << "part " << k << " was sent the result instead of reading it where it lies";
+    total += p.sum;
+  }
+  EXPECT_DOUBLE_EQ(total, halves_sum(n));
+  EXPECT_EQ(pool.stats().results_kept, 1u);
+  if (lanes_off())
+    EXPECT_LE(pool.stats().objects_sent, 1u) << "only the agent that did not make it is sent a copy";
+  else
+    EXPECT_EQ(pool.stats().objects_sent, 0u) << "workers on the driver's host read it where it lies";
+  parts.clear();
+  EXPECT_EQ(object_fds_settle(::getpid(), before), before) << "freed with its Future and its last task";
+  for (const auto& w : pool.workers())
+    EXPECT_EQ(object_fds_settle(w.pid, 0), 0) << "agent " << w.slot << " (pid " << w.pid << ") keeps a freed result";
+}
+
+// Tasks given the result only once its task runs: the driver stores it once, on arrival.
+TEST(ObjectStore, AResultTasksAreGivenAfterItsTaskStartedIsStoredOnceInTheDriver) {
+  fibra::Pool pool(2, {.workers_per_agent = 1});
+  const int before = object_fds(::getpid());
+  constexpr std::size_t n = 1 << 19;
+  std::vector<fibra::Future<Probe>> parts;
+  {
+    auto made = pool.submit(make_halves_after, 300, n);  // (runs at once: 300 is not a Future)
+    std::this_thread::sleep_for(100ms);                  // sent to a worker by now, without keep_from
+    for (int k = 0; k < 4; ++k) parts.push_back(pool.submit(strided_sum, made, k, 4));
+    EXPECT_EQ(get_within(made, bound, "make_halves_after(300, n)"), halves(n));
+    EXPECT_EQ(object_fds(::getpid()), before + 1) << "stored in the driver's shared memory on arrival";
+  }
+  double total = 0;
+  for (auto& p : parts) {
+    const Probe r = get_within(p, bound, "strided_sum(made, k, 4)");
+    EXPECT_TRUE(r.mapped) << "a task was sent the result by value";
+    total += r.sum;
+  }
+  EXPECT_DOUBLE_EQ(total, halves_sum(n));
+  EXPECT_EQ(pool.stats().results_kept, 1u);
+  parts.clear();
+  EXPECT_EQ(object_fds_settle(::getpid(), before), before) << "freed with its Future and its last task";
+}
+
+TEST(ObjectStore, ResultsNoTaskTakesSmallOnesAndAPoolThatKeepsNoneAreSentAsBefore) {
+  fibra::Pool keeps(1);
+  EXPECT_EQ(get_within(keeps.submit(make_halves, std::size_t(1) << 18), bound, "make_halves(2^18)"),
+            halves(std::size_t(1) << 18));
+  EXPECT_EQ(keeps.stats().results_kept, 0u) << "2 MiB for the driver alone comes back the fastest way";
+  auto small = keeps.submit(make_halves_after, keeps.submit(nap, 50), std::size_t(1000));
+  EXPECT_DOUBLE_EQ(get_within(keeps.submit(strided_sum, small, 0, 1), bound, "strided_sum(small, 0, 1)").sum,
+                   halves_sum(1000));
+  EXPECT_EQ(keeps.stats().results_kept, 0u) << "8 KB is under the 1 MiB threshold";
+  fibra::Pool none(1, {.keep_results_from = 0});
+  auto made = none.submit(make_halves_after, none.submit(nap, 50), std::size_t(1) << 18);
+  EXPECT_DOUBLE_EQ(get_within(none.submit(strided_sum, made, 0, 1), bound, "strided_sum(made, 0, 1)").sum,
+                   halves_sum(std::size_t(1) << 18));
+  EXPECT_EQ(none.stats().results_kept, 0u) << "keep_results_from = 0 keeps none";
+}
+
 TEST(ObjectStore, TasksOnTheDriversHostReadThePutValueWhereItLies) {
   fibra::Pool pool(2);
   constexpr std::size_t n = 1 << 20;  // 8 MiB of doubles

@@ -64,15 +64,17 @@ struct ChunkOutcome {
   void unshare();
 };
 
-/// A value fibra::put stored in the driver (src/driver/objects.cpp): its encoded bytes in shared
-/// memory (a memfd), which executors on the driver's host map, and which an agent on another host
-/// is sent once and keeps in a memfd of its own. Freed (and the agents told) when the last
-/// shared_ptr to it goes: the put's Future and every task that takes it hold one.
+/// A value fibra::put stored in the driver, or a task's result kept on the driver's host
+/// (src/driver/objects.cpp): its encoded bytes in shared memory (a memfd), which executors on the
+/// driver's host map, and which an agent on another host is sent once and keeps in a memfd of its
+/// own. Freed (and the agents told) when the last shared_ptr to it goes: the Future and every task
+/// that takes it hold one.
 struct StoredObject {
-  std::uint64_t id = 0;    ///< unique in the driver's run, never reused
-  std::int64_t pid = 0;    ///< the driver's pid: executors open /proc/<pid>/fd/<fd>
-  int fd = -1;             ///< the memfd, named object_memfd_name(id)
-  std::string_view bytes;  ///< the driver's read-only mapping of it
+  std::uint64_t id = 0;     ///< unique in the driver's run, never reused
+  std::int64_t pid = 0;     ///< the driver's pid: executors open /proc/<pid>/fd/<fd>
+  int fd = -1;              ///< the memfd, named object_memfd_name(origin, id)
+  std::int64_t origin = 0;  ///< the process that made it: the driver (put) or an executor (a kept result)
+  std::string_view bytes;   ///< the driver's read-only mapping of it
   virtual ~StoredObject() = default;
 };
 /// Where a stored object goes in a task's encoded arguments: its bytes belong at `at`.
@@ -98,6 +100,10 @@ class JobState {
   /// A task (submit, apply_async), not a map's call: the progress of task graphs counts it.
   bool is_task() const { return is_task_; }
   void set_task() { is_task_ = true; }
+  /// A task was given this call's Future as an argument (submit_after): its result, if large, is
+  /// then kept where it is made (PoolOptions::keep_results_from) rather than sent to the driver.
+  void note_dependent() { has_dependents_.store(true, std::memory_order_relaxed); }
+  bool has_dependents() const { return has_dependents_.load(std::memory_order_relaxed); }
   CallMode mode() const { return mode_; }
   const RetryPolicy& policy() const { return policy_; }
 
@@ -173,6 +179,7 @@ class JobState {
   const FunctionEntry& fn_;
   std::string name_;
   bool is_task_ = false;
+  std::atomic<bool> has_dependents_{false};
   CallMode mode_;
   RetryPolicy policy_;
   mutable std::mutex mu_;
@@ -240,6 +247,7 @@ struct PoolSettings {
   std::uint64_t keep_freed_bytes =
       0;  ///< memory an executor keeps after its tasks free it (PoolOptions::keep_freed_mib)
   std::uint64_t driver_keep_freed_bytes = 0;  ///< the same for the driver (PoolOptions::driver_keep_freed_mib)
+  std::uint64_t keep_results_from = 0;        ///< PoolOptions::keep_results_from
   RetryPolicy policy;                         ///< the default for calls that do not set their own
   Resources resources;                        ///< what each worker offers, resolved (resolve_resources)
   std::vector<std::string> gpu_ids;           ///< shared out among workers, `resources.gpus` each

@@ -177,10 +177,12 @@ void submit_after(std::shared_ptr<PoolCore> core, std::shared_ptr<JobState> job,
   t->left.store(deps.size());
   if (actor == 0) t->job->set_pool_uid(waiting_for_arguments);  // fibra::cancel: not queued yet
   t->core->hold_dependent(+1);                                  // join() waits for it
-  for (auto& d : deps)
+  for (auto& d : deps) {
+    d->note_dependent();  // a large result of it stays where it is made (PoolOptions::keep_results_from)
     d->on_delivered([t] {
       if (t->left.fetch_sub(1) == 1) run_later([t] { t->run_and_release(); });
     });
+  }
 }
 
 }  // namespace fibra::detail
