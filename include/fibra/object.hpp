@@ -28,8 +28,9 @@ const FunctionEntry& put_entry();
 ///   fibra::Future<std::vector<double>> w = fibra::put(weights);        // 100 MB, encoded once
 ///   for (int s = 0; s < 8; ++s) scores.push_back(fibra::submit(evaluate, w, s));
 /// @endcode
-/// Inside a task it returns a ready Future that holds the value itself (no store there yet): a
-/// task submitted with it gets the value by copy.
+/// Inside a task on the driver's host, the value is stored in the task's process: the tasks and
+/// actor calls it makes with the Future read it there (the driver maps it, and holds it until the
+/// last of them has run). On another host the Future holds the value, and they get it by copy.
 /// @throws ConfigError if the encoded value passes 2 GiB (what one MPI message carries).
 template <class T>
 Future<std::remove_cvref_t<T>> put(T&& value) {

@@ -81,6 +81,8 @@ class Agent {
       env.emplace_back("CUDA_VISIBLE_DEVICES", cfg_.gpus[std::min<std::size_t>(i, cfg_.gpus.size() - 1)]);
     env.emplace_back("FIBRA_POOL_POLICY", wire::policy_text(cfg_.policy));
     env.emplace_back("FIBRA_KEEP_FREED", std::to_string(cfg_.keep_freed_bytes));
+    // On the driver's host, what a task stores (fibra::put) stays in its memory: the driver maps it.
+    if (!cfg_.driver_host.empty() && cfg_.driver_host == host_name()) env.emplace_back("FIBRA_DRIVER_HOST", "1");
     if (!std::getenv("OMP_NUM_THREADS"))
       env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1L, std::lround(cfg_.cpus))));
     return env;
@@ -291,6 +293,7 @@ class Agent {
       bool got = false;
       const bool alive = e.read(frames, got);
       busy |= got;
+      for (auto& [id, m] : e.take_kept()) objects_[id] = std::move(m);  // before the driver looks for it
       for (auto& f : frames) forward(std::move(f));
       frames.clear();
       pass_on_requests(e, it->first | wire::route_actor_bit);

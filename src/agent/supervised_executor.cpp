@@ -285,6 +285,7 @@ bool SupervisedExecutor::take_frame(FrameReader::Frame f, std::vector<std::strin
   std::string& frame = f.body;
   const std::uint64_t kind = f.kind;
   if (kind == wire::frame_request || kind == wire::frame_tell) {
+    if (!f.fds.empty() && !adopt_objects(frame, f.fds)) return false;
     if (kind == wire::frame_request) ++awaiting_replies_;
     requests_.push_back(std::move(frame));
     return true;
@@ -328,6 +329,23 @@ bool SupervisedExecutor::take_frame(FrameReader::Frame f, std::vector<std::strin
   }
   idle_deaths_ = 0;
   frames.push_back(std::move(frame));  // on to the driver as it is
+  return true;
+}
+
+// The memfds of values a task stored (fibra::put in a task) that came with its request: held here
+// until the driver frees them, so that the driver finds them by name. False if the request is junk.
+bool SupervisedExecutor::adopt_objects(const std::string& request, std::vector<UniqueFd>& fds) {
+  wire::Request r;
+  try {
+    r = wire::decode<wire::Request>(request);
+  } catch (const wire::Malformed& e) {
+    return stop_for_junk(e.what());
+  }
+  for (std::size_t i = 0; i < r.objects.size() && i < fds.size(); ++i) {
+    const auto& o = r.objects[i];
+    if (auto m = ObjectMemory::adopt(std::move(fds[i]), object_memfd_name(o.origin, o.id), o.size))
+      kept_.emplace_back(o.id, std::move(m));
+  }
   return true;
 }
 

@@ -103,8 +103,9 @@ class SupervisedExecutor {
   void wake_for_lane();
   /// Requests its tasks made (wire::Request, encoded) since the last call.
   std::vector<std::string> take_requests() { return std::exchange(requests_, {}); }
-  /// The results it kept on this host (wire::Status::kept) since the last call: their memfds, by
-  /// object id, which the agent holds until the driver frees them.
+  /// The results it kept on this host (wire::Status::kept) and the values its tasks stored
+  /// (fibra::put, with a request) since the last call: their memfds, by object id, which the agent
+  /// holds until the driver frees them.
   std::vector<std::pair<std::uint64_t, std::unique_ptr<ObjectMemory>>> take_kept() { return std::exchange(kept_, {}); }
   /// Its requests whose replies have not come yet: the agent then watches the driver closely.
   bool awaits_replies() const { return running() && awaiting_replies_ > 0; }
@@ -153,6 +154,7 @@ class SupervisedExecutor {
   bool exited();
   bool stop_for_junk(const std::string& what);
   bool take_frame(FrameReader::Frame f, std::vector<std::string>& frames);
+  bool adopt_objects(const std::string& request, std::vector<UniqueFd>& fds);
   void forget(std::uint64_t chunk);
   Lane& lane() const { return region_->lane(); }
   std::string report(std::uint64_t guilty_chunk, bool blame_first, wire::Status guilty_status, ItemFailure f);

@@ -7,8 +7,10 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "executor/executor.hpp"
+#include "executor/objects.hpp"
 #include "fibra/detail/codec.hpp"
 #include "fibra/detail/core.hpp"
 #include "fibra/error.hpp"
@@ -71,7 +73,7 @@ std::shared_ptr<const StoredObject> store_bytes(std::string_view bytes, const ch
 }
 
 std::shared_ptr<const StoredObject> store_object(std::string& encoded) {
-  if (in_executor()) return nullptr;
+  if (in_executor()) return executor_store_object(encoded);
   if (encoded.size() > max_object_bytes)
     throw ConfigError("fibra::put: the value encodes to " + std::to_string(encoded.size()) +
                       " bytes, more than the 2 GiB one message carries; split it into parts and put each");
@@ -83,16 +85,26 @@ std::shared_ptr<const StoredObject> store_object(std::string& encoded) {
 
 std::shared_ptr<const StoredObject> take_kept_result(std::int64_t holder, std::int64_t origin, std::uint64_t id,
                                                      std::uint64_t size, std::string& why) {
+  // One StoredObject per id while it lives: a value a task stored comes with each call given it.
+  static std::mutex mu;
+  static auto* taken = new std::unordered_map<std::uint64_t, std::weak_ptr<const StoredObject>>;  // never destroyed
+  std::lock_guard lk(mu);
+  if (auto it = taken->find(id); it != taken->end()) {
+    if (auto o = it->second.lock()) return o;
+  }
+  if (taken->size() > 64) std::erase_if(*taken, [](const auto& e) { return e.second.expired(); });
   const std::string name = object_memfd_name(origin, id);
   const std::string path = ObjectMemory::find(holder, name);
   std::unique_ptr<ObjectMemory> m;
   if (!path.empty()) m = ObjectMemory::open(path, name, size, true);
   if (!m) {
-    why = "its result (" + std::to_string(size) + " bytes, kept in shared memory as " + name +
-          ") was not to be found in its agent (pid " + std::to_string(holder) + ")";
+    why = "the shared memory it was kept in (" + name + ", " + std::to_string(size) +
+          " bytes) was not open in its agent (pid " + std::to_string(holder) + ")";
     return nullptr;
   }
-  return std::make_shared<DriverObject>(id, origin, std::move(m));
+  auto o = std::make_shared<DriverObject>(id, origin, std::move(m));
+  (*taken)[id] = o;
+  return o;
 }
 
 std::uint64_t on_object_freed(std::function<void(std::uint64_t)> f) {

@@ -310,6 +310,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   bool adopt_actor(std::uint64_t id) override;
   void signal_actor(std::uint64_t actor, int sig) override;
   void on_actor_request(Worker& w, std::uint64_t route, wire::Request& r);
+  void take_task_objects(Worker& w, const FunctionEntry& fn, const wire::Request& r, JobState& job);
   /// A task's call on a Queue, Pipe or Event (src/driver/channels.cpp).
   void on_channel_request(Worker& w, std::uint64_t route, wire::Request& r);
   /// The JobState of a request, answered to its executor once delivered (pool_requests.cpp).

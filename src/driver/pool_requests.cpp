@@ -69,6 +69,7 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
   auto job = answered_job(*fn, w, route, r);
   if (!r.name.empty()) job->set_name(r.name);
   try {
+    if (!r.objects.empty()) take_task_objects(w, *fn, r, *job);
     if (r.actor != 0) {
       auto core = r.pool == 0 || r.pool == uid_ ? std::shared_ptr<PoolCore>(shared_from_this()) : find_pool(r.pool);
       if (!core) throw ActorDied("fibra: " + fn->name + " was called on an actor whose pool is gone");
@@ -89,6 +90,23 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
   } catch (...) {
     job->deliver({r.first, r.count, {}, std::current_exception(), {}});
   }
+}
+
+// Values the task stored (fibra::put in a task) among the call's arguments: its agent holds their
+// memfds (they came with the request), which the driver maps, so that the call takes them as it
+// takes values put in the driver. Throws Error if one is not to be found.
+void PoolImpl::take_task_objects(Worker& w, const FunctionEntry& fn, const wire::Request& r, JobState& job) {
+  std::vector<ObjectArg> args;
+  for (const auto& o : r.objects) {
+    w.objects.insert(o.id);  // its agent holds it until told it is freed
+    std::string why;
+    auto object = take_kept_result(w.pid, o.origin, o.id, o.size, why);
+    if (!object)
+      throw Error("fibra: a task called " + fn.name + " with a value it stored (fibra::put), but " + why + " (" +
+                  name(w) + ")");
+    args.push_back({std::move(object), o.at});
+  }
+  job.set_objects(std::move(args));
 }
 
 // A task starts an actor (Actor<T>::start) or looks one up by name (Actor<T>::get): the reply's

@@ -85,7 +85,7 @@ void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view paylo
 // has no such memfd (it died meanwhile), the attempt failed as a crash would, and runs again.
 void PoolImpl::on_kept(Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid) {
   std::shared_ptr<const StoredObject> object;
-  std::string why = "its kept result came malformed";
+  std::string why = "the note of where it was kept came malformed";
   try {
     const auto k = wire::decode_whole<wire::Kept>(payload);
     if (k.id == wire::kept_result_id(h.chunk, h.attempt)) {
@@ -101,11 +101,12 @@ void PoolImpl::on_kept(Worker& w, const wire::ResultHeader& h, std::string_view 
   const Chunk* c = sched_.find(h.chunk, h.attempt);
   if (!c) return;  // an attempt given up on meanwhile
   const std::string& fn = c->job->name();
-  log::warning("fibra: {} ran on {}, but {}; it runs again", fn, where(w, exec_pid), why);
+  log::warning("fibra: {} ran on {}, but its result is lost: {}; it runs again", fn, where(w, exec_pid), why);
   RemoteSite site{fn, c->first, w.slot, w.host, static_cast<long>(exec_pid)};
   attempt_failed(h.chunk, h.attempt, FailKind::crashed,
                  std::make_exception_ptr(ExecutorCrashed(
-                     "fibra: " + fn + " ran, but " + why + " (" + where(w, exec_pid) + ")", "lost result", why, site)),
+                     "fibra: " + fn + " ran, but its result is lost: " + why + " (" + where(w, exec_pid) + ")",
+                     "lost result", why, site)),
                  std::nullopt);
 }
 

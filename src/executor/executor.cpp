@@ -787,13 +787,13 @@ class Inbox {
   }
 
   // A call into the pool: its request goes out, its outcome to `job` when the reply comes.
-  void request(wire::Request r, std::shared_ptr<JobState> job) {
+  void request(wire::Request r, std::shared_ptr<JobState> job, const std::vector<int>& fds = {}) {
     {
       std::lock_guard lk(mu_);
       r.id = next_id_++;
       waiting_[r.id] = {std::move(job), r.first, r.count};
     }
-    send_frame(sock_, wire::encode(r), wire::frame_request);
+    send_frame(sock_, wire::encode(r), wire::frame_request, fds);
   }
 
  private:
@@ -1030,13 +1030,15 @@ class ExecutorCore final : public PoolCore {
     wire::Request r = request_for(*job, std::move(payload));
     r.first = first;
     r.count = count;
-    g_executor.inbox->request(std::move(r), job);
+    const std::vector<int> fds = add_objects(*job, r);
+    g_executor.inbox->request(std::move(r), job, fds);
   }
   void call_actor(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload) override {
     wire::Request r = request_for(*job, std::move(payload));
     r.pool = uid_;
     r.actor = actor;
-    g_executor.inbox->request(std::move(r), job);
+    const std::vector<int> fds = add_objects(*job, r);
+    g_executor.inbox->request(std::move(r), job, fds);
   }
   // Starting an actor, or finding one by name, asks the driver and waits for its id (running the
   // batches that come meanwhile, as any wait in a task does).
@@ -1082,6 +1084,18 @@ class ExecutorCore final : public PoolCore {
     r.policy = job.policy();
     if (job.name() != job.fn().name) r.name = job.name();
     return r;
+  }
+  // The values the task stored (fibra::put) among the call's arguments: gaps in its payload, whose
+  // memfds go with the request (the agent holds them, and the driver maps them from there).
+  static std::vector<int> add_objects(const JobState& job, wire::Request& r) {
+    std::vector<int> fds;
+    for (const ObjectArg& a : job.objects()) {
+      const StoredObject& o = *a.object;
+      if (fds.size() == FrameReader::max_fds) break;  // (the driver then says it could not find the rest)
+      r.objects.push_back({o.id, a.at, o.bytes.size(), o.pid, o.fd, o.origin});
+      fds.push_back(o.fd);
+    }
+    return fds;
   }
   std::uint64_t ask_for_actor(wire::Request r, std::uint64_t what, const std::shared_ptr<JobState>& job) {
     r.pool = uid_;

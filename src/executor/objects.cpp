@@ -1,6 +1,10 @@
 // src/executor/objects.cpp: see objects.hpp, and docs/architecture.md, "The object store".
 #include "executor/objects.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -75,6 +79,42 @@ void executor_keep_objects_of(const std::vector<wire::TaskView>& batch) {
 void executor_keep_objects(const std::set<std::uint64_t>& ids) {
   std::lock_guard lk(g_mu);
   std::erase_if(g_mapped, [&](const auto& e) { return !ids.count(e.first); });
+}
+
+namespace {
+class TaskObject final : public StoredObject {
+ public:
+  TaskObject(std::uint64_t id, std::unique_ptr<ObjectMemory> m) : memory_(std::move(m)) {
+    this->id = id;
+    pid = origin = ::getpid();
+    fd = memory_->fd();
+    bytes = memory_->bytes();
+  }
+
+ private:
+  std::unique_ptr<ObjectMemory> memory_;
+};
+}  // namespace
+
+std::shared_ptr<const StoredObject> executor_store_object(std::string& encoded) {
+  static const bool on_driver_host = [] {
+    const char* v = std::getenv("FIBRA_DRIVER_HOST");
+    return v && std::string(v) == "1";
+  }();
+  if (!on_driver_host) return nullptr;
+  // Unique in the driver's run: fibra::put's ids count up from 1, kept results have bit 62 set.
+  static std::atomic<std::uint32_t> next{1};
+  const std::uint64_t id =
+      (std::uint64_t(1) << 61) | (std::uint64_t(::getpid()) << 24) | (next.fetch_add(1) & 0xffffffu);
+  std::unique_ptr<ObjectMemory> m;
+  try {
+    m = ObjectMemory::create(object_memfd_name(::getpid(), id), encoded, "fibra::put in a task");
+  } catch (const Error&) {
+    return nullptr;  // /dev/shm full, say: the Future holds the value
+  }
+  give_back_large(encoded);
+  encoded.clear();
+  return std::make_shared<TaskObject>(id, std::move(m));
 }
 
 }  // namespace fibra::detail

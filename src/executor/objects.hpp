@@ -6,11 +6,13 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "fibra/detail/core.hpp"
 #include "transport/wire.hpp"
 
 namespace fibra::detail {
@@ -24,5 +26,11 @@ std::string_view executor_arguments(const wire::TaskView& t, pid_t agent, std::s
 void executor_keep_objects_of(const std::vector<wire::TaskView>& batch);
 /// Unmaps the objects whose ids are not in `ids`.
 void executor_keep_objects(const std::set<std::uint64_t>& ids);
+
+/// fibra::put in a task: on the driver's host (FIBRA_DRIVER_HOST, set by the agent), `encoded` goes
+/// into a memfd of this process's (left empty), which travels with the requests of the tasks
+/// given its Future, and which the driver then maps. nullptr elsewhere, or without shared memory to
+/// be had: the Future holds the value, and tasks get it by copy.
+std::shared_ptr<const StoredObject> executor_store_object(std::string& encoded);
 
 }  // namespace fibra::detail

@@ -131,6 +131,20 @@ template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, RouteGone>
 void fields(F&& f, M& m) { f(m.route); }
 
+/// A stored object (fibra::put, or a task's result kept on its host) that a chunk takes as an
+/// argument: its bytes belong at `at` in the chunk's payload (which holds the other arguments
+/// around that gap). The executor finds them in the memfd named detail::object_memfd_name(origin,
+/// id): its agent's copy, or the driver's own (fd `fd` of process `pid`) on the driver's host.
+struct ObjectRef {
+  std::uint64_t id = 0;
+  std::uint64_t at = 0;
+  std::uint64_t size = 0;
+  std::int64_t pid = 0;     ///< the driver's
+  std::int64_t fd = -1;     ///< in the driver
+  std::int64_t origin = 0;  ///< the process that made the memfd (its name's): the driver, or an executor
+};
+static_assert(std::has_unique_object_representations_v<ObjectRef>, "ObjectRef travels as raw bytes");
+
 /// A task's call into the pool that runs it (a nested submit or map, an actor's method), sent by
 /// its executor through the agent. The driver answers with a Reply of the same id.
 struct Request {
@@ -144,10 +158,15 @@ struct Request {
   std::string payload;         ///< encoded arguments (items)
   detail::RetryPolicy policy;  ///< the call's own (its MapOptions in the task), with what it needs of a worker
   std::string name;            ///< TaskOptions::name ("": its function's)
+  /// Values the task stored (fibra::put in a task) among the arguments: gaps in `payload`, as in
+  /// TaskHeader::objects, with `pid` and `fd` the executor's; their memfds go with the frame.
+  std::vector<ObjectRef> objects;
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, Request>
-void fields(F&& f, M& m) { f(m.id, m.fn, m.mode, m.first, m.count, m.pool, m.actor, m.payload, m.policy, m.name); }
+void fields(F&& f, M& m) {
+  f(m.id, m.fn, m.mode, m.first, m.count, m.pool, m.actor, m.payload, m.policy, m.name, m.objects);
+}
 
 /// agent -> driver, before the bytes of a Request it passes on (tag_request): the way back to the
 /// executor it came from (Reply::route). The agent passes the Request's bytes on as they came.
@@ -236,13 +255,14 @@ struct AgentSetup {
   std::uint64_t lane_nonce =
       0;  ///< written in its executors' lanes: the driver maps only its own (src/transport/lane.hpp)
   std::uint64_t keep_freed_bytes =
-      0;  ///< freed memory each executor keeps (FIBRA_KEEP_FREED, src/common/freed_memory.hpp)
+      0;                    ///< freed memory each executor keeps (FIBRA_KEEP_FREED, src/common/freed_memory.hpp)
+  std::string driver_host;  ///< the driver's host: executors on it store what tasks put (FIBRA_DRIVER_HOST)
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, AgentSetup>
 void fields(F&& f, M& m) {
   f(m.heartbeat_s, m.driver_silence_s, m.executors, m.slot, m.prefix_output, m.gpus, m.cpus, m.policy, m.lane_nonce,
-    m.keep_freed_bytes);
+    m.keep_freed_bytes, m.driver_host);
 }
 
 /// A RetryPolicy as text for an environment variable: its encoding (the list above), in hex. An
@@ -263,19 +283,6 @@ requires std::is_same_v<std::remove_const_t<M>, Hello>
 void fields(F&& f, M& m) { f(m.fingerprint, m.functions, m.pid, m.host, m.lane_fds); }
 
 /// One chunk of a task batch (its payload follows it).
-/// A stored object (fibra::put, or a task's result kept on its host) that a chunk takes as an
-/// argument: its bytes belong at `at` in the chunk's payload (which holds the other arguments
-/// around that gap). The executor finds them in the memfd named detail::object_memfd_name(origin,
-/// id): its agent's copy, or the driver's own (fd `fd` of process `pid`) on the driver's host.
-struct ObjectRef {
-  std::uint64_t id = 0;
-  std::uint64_t at = 0;
-  std::uint64_t size = 0;
-  std::int64_t pid = 0;     ///< the driver's
-  std::int64_t fd = -1;     ///< in the driver
-  std::int64_t origin = 0;  ///< the process that made the memfd (its name's): the driver, or an executor
-};
-static_assert(std::has_unique_object_representations_v<ObjectRef>, "ObjectRef travels as raw bytes");
 
 struct TaskHeader {
   std::uint64_t chunk = 0;    ///< driver-wide chunk id

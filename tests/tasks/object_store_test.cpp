@@ -96,10 +96,22 @@ long sum_longs(std::vector<long> v) {
 }
 FIBRA_REMOTE(sum_longs);
 
-// Inside a task, put keeps the value in its Future (there is no store in an executor yet).
-long put_inside(int n) {
-  auto f = fibra::put(std::vector<long>(std::size_t(n), 3L));
-  return fibra::submit(sum_longs, f).get();
+// Inside a task, put stores the value in the task's process: the tasks given its Future read it
+// there (on the driver's host). The sum of 4 strided parts, and how many of them mapped it.
+Probe put_inside(int n) {
+  Probe total;
+  std::vector<fibra::Future<Probe>> parts;
+  {
+    auto f = fibra::put(halves(std::size_t(n)));
+    for (int k = 0; k < 4; ++k) parts.push_back(fibra::submit(strided_sum, f, k, 4));
+  }  // the put's Future is gone: the calls hold the value
+  total.mapped = true;
+  for (auto& p : parts) {
+    const Probe r = p.get();
+    total.sum += r.sum;
+    total.mapped = total.mapped && r.mapped;
+  }
+  return total;
 }
 FIBRA_REMOTE(put_inside);
 
@@ -262,9 +274,13 @@ TEST(ObjectStore, AnAgentWithoutSharedMemoryIsSentEachObjectOnce) {
     EXPECT_EQ(object_fds_settle(w.pid, 0), 0) << "agent " << w.slot << " (pid " << w.pid << ") keeps a freed object";
 }
 
-TEST(ObjectStore, PutInsideATaskPassesTheValue) {
+TEST(ObjectStore, PutInsideATaskStoresTheValueWhereTheTaskRuns) {
   fibra::Pool& pool = fibra::default_pool(2);
-  EXPECT_EQ(get_within(pool.submit(put_inside, 1000), bound, "put_inside(1000)"), 3000);
+  const Probe p = get_within(pool.submit(put_inside, 1 << 20), bound, "put_inside(2^20)");
+  EXPECT_DOUBLE_EQ(p.sum, halves_sum(std::size_t(1) << 20));
+  EXPECT_TRUE(p.mapped) << "a task given the Future of a put in a task was sent the value by copy";
+  for (const auto& w : pool.workers())
+    EXPECT_EQ(object_fds_settle(w.pid, 0), 0) << "agent " << w.slot << " (pid " << w.pid << ") keeps a freed value";
 }
 
 int main(int argc, char** argv) {
