@@ -126,5 +126,7 @@ int main(int argc, char** argv) {
   std::printf("b8,result_to_driver_kept_s,%.3f,s\n", median(fetch_kept));
   std::printf("b8,result_to_driver_through_s,%.3f,s\n", median(fetch_through));
   std::printf("b8,results_kept,%llu,results\n", static_cast<unsigned long long>(pool.stats().results_kept));
+  std::printf("b8,results_stored_on_arrival,%llu,results\n",
+              static_cast<unsigned long long>(pool.stats().results_stored_on_arrival));
   return 0;
 }

@@ -34,9 +34,15 @@ struct PoolStats {
   /// Stored objects (fibra::put) sent to an agent whose executors cannot read the driver's memory
   /// (another host, or no shared memory): once per object and agent, however many tasks take it
   std::uint64_t objects_sent = 0;
-  /// Task results kept in shared memory on the worker's host (PoolOptions::keep_results_from),
-  /// not sent through the driver.
+  /// Task results kept in shared memory on the worker's host, where the tasks given them read them
+  /// (PoolOptions::keep_results_from): not sent through the driver.
   std::uint64_t results_kept = 0;
+  /// Task results that tasks were given only after they were sent to a worker: stored once in the
+  /// driver's shared memory when they came, where the tasks given them read them.
+  std::uint64_t results_stored_on_arrival = 0;
+  /// Kept results that the driver could not open (their agent had died, say): their tasks ran
+  /// again, sending their results as any other, at no cost of an attempt.
+  std::uint64_t kept_results_lost = 0;
   /// Messages of results (one or more chunks' each) that came back through shared memory. A large
   /// one is decoded where it lies by a call waiting for it; one that arrives before anybody waits
   /// is copied out, so that the worker's next large result finds the way free.

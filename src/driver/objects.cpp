@@ -7,7 +7,7 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <unordered_map>
+#include <utility>
 
 #include "executor/executor.hpp"
 #include "executor/objects.hpp"
@@ -65,9 +65,13 @@ class DriverObject final : public StoredObject {
 
 }  // namespace
 
-std::shared_ptr<const StoredObject> store_bytes(std::string_view bytes, const char* who) {
+std::uint64_t next_object_id() {
   static std::atomic<std::uint64_t> next_id{1};
-  const std::uint64_t id = next_id.fetch_add(1);
+  return next_id.fetch_add(1);
+}
+
+std::shared_ptr<const StoredObject> store_bytes(std::string_view bytes, const char* who) {
+  const std::uint64_t id = next_object_id();
   auto memory = ObjectMemory::create(object_memfd_name(::getpid(), id), bytes, who);
   return std::make_shared<DriverObject>(id, ::getpid(), std::move(memory));
 }
@@ -87,9 +91,10 @@ std::shared_ptr<const StoredObject> take_kept_result(std::int64_t holder, std::i
                                                      std::uint64_t size, std::string& why) {
   // One StoredObject per id while it lives: a value a task stored comes with each call given it.
   static std::mutex mu;
-  static auto* taken = new std::unordered_map<std::uint64_t, std::weak_ptr<const StoredObject>>;  // never destroyed
+  using Key = std::pair<std::int64_t, std::uint64_t>;                         // (origin, id)
+  static auto* taken = new std::map<Key, std::weak_ptr<const StoredObject>>;  // never destroyed
   std::lock_guard lk(mu);
-  if (auto it = taken->find(id); it != taken->end()) {
+  if (auto it = taken->find({origin, id}); it != taken->end()) {
     if (auto o = it->second.lock()) return o;
   }
   if (taken->size() > 64) std::erase_if(*taken, [](const auto& e) { return e.second.expired(); });
@@ -103,7 +108,7 @@ std::shared_ptr<const StoredObject> take_kept_result(std::int64_t holder, std::i
     return nullptr;
   }
   auto o = std::make_shared<DriverObject>(id, origin, std::move(m));
-  (*taken)[id] = o;
+  (*taken)[{origin, id}] = o;
   return o;
 }
 

@@ -19,13 +19,17 @@ namespace fibra::detail {
 std::uint64_t on_object_freed(std::function<void(std::uint64_t)> f);
 void forget_object_frees(std::uint64_t token) noexcept;
 
+/// A new object id, unique in the driver's run (fibra::put's, results kept on their host).
+std::uint64_t next_object_id();
+
 /// A copy of `bytes` stored as fibra::put stores a value (a task's result that tasks wait for,
 /// which came through the driver after all). Throws Error naming `who` without shared memory.
 std::shared_ptr<const StoredObject> store_bytes(std::string_view bytes, const char* who);
 
-/// A task's result that executor `origin` kept in a memfd (wire::Kept), which its agent `holder`
-/// holds: opened here through /proc, so that the driver holds it too. nullptr, with `why` set, if
-/// the agent has no such memfd open (it died, or is on another host).
+/// A task's result that executor `origin` kept in a memfd (wire::Kept), or a value a task stored
+/// (fibra::put in a task), which its agent `holder` holds: opened here through /proc, so that the
+/// driver holds it too; one StoredObject per (origin, id) while it lives. nullptr, with `why` set,
+/// if the agent has no such memfd open (it died, or /proc does not let the driver read it).
 std::shared_ptr<const StoredObject> take_kept_result(std::int64_t holder, std::int64_t origin, std::uint64_t id,
                                                      std::uint64_t size, std::string& why);
 

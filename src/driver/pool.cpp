@@ -537,7 +537,7 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
           }
           std::vector<std::shared_ptr<const StoredObject>> objects;
           // A worker on this host keeps large results of tasks there (wire::Kept).
-          const std::uint64_t keep_from = w->shared_memory || w->host == my_host_ ? s_.keep_results_from : 0;
+          const std::uint64_t keep_from = w->keeps_results ? s_.keep_results_from : 0;
           mpi::Pieces pieces = encode_batch(batch, objects, keep_from);
           out.push_back({w.get(), std::move(pieces), static_cast<std::uint32_t>(batch.size()), std::move(objects)});
           if (trace::detail::on)
@@ -634,7 +634,7 @@ mpi::Pieces PoolImpl::encode_batch(const std::vector<Chunk*>& chunks,
   batch.heads = wire::begin_batch();
   batch.heads.reserve(sizeof(std::uint32_t) + chunks.size() * 80);
   std::size_t bodies = 0;
-  for (const Chunk* c : chunks) {
+  for (Chunk* c : chunks) {
     const RetryPolicy& policy = c->job->policy();
     wire::TaskHeader h;
     h.chunk = c->id;
@@ -646,7 +646,13 @@ mpi::Pieces PoolImpl::encode_batch(const std::vector<Chunk*>& chunks,
     h.timeout_s = policy.task_timeout_s;
     h.keep_going = policy.keep_going;
     h.skip = c->skip;
-    if (c->job->is_task() && c->count == 1 && c->job->has_dependents()) h.keep_from = keep_from;
+    // A task that tasks take: its large result stays where it is made (Status::kept).
+    c->keep_id = 0;
+    if (keep_from > 0 && c->job->is_task() && c->count == 1 && c->job->has_dependents() && !c->no_keep) {
+      c->keep_id = next_object_id();
+      h.keep_from = keep_from;
+      h.keep_id = c->keep_id;
+    }
     add_objects(*c->job, h, objects);
     wire::append_task_head(batch.heads, h, c->payload->size(), bodies);
     batch.ends.push_back(batch.heads.size());

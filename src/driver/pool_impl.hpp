@@ -143,6 +143,9 @@ struct Worker {
   // The communication thread's alone (no lock); `shared_memory` says the same to user threads (mu_).
   std::vector<std::shared_ptr<LaneRegion>> lanes;  // shared: a result left in one holds it (drain_lanes)
   bool shared_memory = false;
+  // On this host, with its lanes (or with lanes turned off): its tasks' large results that other
+  // tasks take stay there (TaskHeader::keep_from), since the driver can open its memfds.
+  bool keeps_results = false;
   // Stored objects (fibra::put) sent to it: its agent keeps a copy until told they are freed.
   // The communication thread's alone.
   std::unordered_set<std::uint64_t> objects;
@@ -340,6 +343,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   bool post_to_lane(Worker& w, const mpi::Pieces& batch, std::uint32_t chunks);
   bool drain_lanes(Worker& w);
   std::vector<std::shared_ptr<LaneRegion>> open_lanes(const Worker& w, const wire::Hello& h);
+  static bool lanes_on();  // FIBRA_LANES is not "0"
   void send(Worker& w, int tag, std::string data);
   void send(Worker& w, int tag, mpi::Pieces data);
   bool progress_sends();
@@ -529,10 +533,12 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // hold copies are told. Under freed_mu_.
   std::mutex freed_mu_;
   std::vector<std::uint64_t> freed_objects_;
-  std::uint64_t object_frees_token_ = on_object_freed([this](std::uint64_t id) {
+  std::uint64_t object_frees_token_ = on_object_freed([this](std::uint64_t id) { queue_object_free(id); });
+  // The agents that hold object `id` (Worker::objects) are told to drop it at the next dispatch.
+  void queue_object_free(std::uint64_t id) {
     std::lock_guard lk(freed_mu_);
     freed_objects_.push_back(id);
-  });
+  }
 };
 
 }  // namespace fibra::detail

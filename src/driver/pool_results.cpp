@@ -5,7 +5,6 @@
 #include <string>
 
 #include "fibra/error.hpp"
-#include "common/log.hpp"
 #include "driver/pool_impl.hpp"
 
 namespace fibra::detail {
@@ -58,7 +57,7 @@ void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view paylo
   if (!object && late_keep(*c, payload)) {  // tasks wait for it: stored once here, read there
     try {
       object = store_bytes(payload, "fibra: a result that tasks take");
-      ++stats_.results_kept;
+      ++stats_.results_stored_on_arrival;
     } catch (const Error&) {  // no shared memory to be had: passed on by value, as before
     }
   }
@@ -81,33 +80,42 @@ void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view paylo
 }
 
 // A task's result kept in shared memory on this host (wire::Kept): the driver opens the memfd its
-// agent holds, and the Future views it (docs/architecture.md, "The object store"). If the agent
-// has no such memfd (it died meanwhile), the attempt failed as a crash would, and runs again.
+// agent holds, and the Future views it (docs/architecture.md, "The object store"). A late one is
+// not opened; one the agent does not have (or the driver cannot open) costs no attempt: the chunk
+// runs again, sending its result as any other. Either way the agent is told to let it go.
 void PoolImpl::on_kept(Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid) {
-  std::shared_ptr<const StoredObject> object;
-  std::string why = "the note of where it was kept came malformed";
+  wire::Kept k;
   try {
-    const auto k = wire::decode_whole<wire::Kept>(payload);
-    if (k.id == wire::kept_result_id(h.chunk, h.attempt)) {
-      w.objects.insert(k.id);  // its agent holds the memfd until told it is freed (free_objects)
-      object = take_kept_result(w.pid, exec_pid, k.id, k.size, why);
-    }
+    k = wire::decode_whole<wire::Kept>(payload);
   } catch (const wire::Malformed&) {
   }
-  if (object) {
-    ++stats_.results_kept;
-    return accept_result(h, {}, {}, nullptr, nullptr, std::move(object));
+  if (k.id != 0) w.objects.insert(k.id);  // its agent holds the memfd until told it is freed (free_objects)
+  Chunk* c = sched_.find(h.chunk, h.attempt);
+  if (!c || k.id == 0 || k.id != c->keep_id) {  // late (or not what it was asked to keep): dropped
+    if (k.id != 0) queue_object_free(k.id);
+    if (!c) {
+      ++stats_.late_results_dropped;
+      return;
+    }
+    RemoteSite site{c->job->name(), c->first, w.slot, w.host, static_cast<long>(exec_pid)};
+    const std::string why = "it named a kept result that is not its own";
+    return attempt_failed(
+        h.chunk, h.attempt, FailKind::crashed,
+        std::make_exception_ptr(ExecutorCrashed(
+            "fibra: " + c->job->name() + ": " + why + " (" + where(w, exec_pid) + ")", "malformed result", why, site)),
+        std::nullopt);
   }
-  const Chunk* c = sched_.find(h.chunk, h.attempt);
-  if (!c) return;  // an attempt given up on meanwhile
-  const std::string& fn = c->job->name();
-  log::warning("fibra: {} ran on {}, but its result is lost: {}; it runs again", fn, where(w, exec_pid), why);
-  RemoteSite site{fn, c->first, w.slot, w.host, static_cast<long>(exec_pid)};
-  attempt_failed(h.chunk, h.attempt, FailKind::crashed,
-                 std::make_exception_ptr(ExecutorCrashed(
-                     "fibra: " + fn + " ran, but its result is lost: " + why + " (" + where(w, exec_pid) + ")",
-                     "lost result", why, site)),
-                 std::nullopt);
+  std::string why;
+  auto object = take_kept_result(w.pid, exec_pid, k.id, k.size, why);
+  if (!object) {
+    queue_object_free(k.id);
+    c->no_keep = true;
+    ++stats_.kept_results_lost;
+    requeue_or_cancel(h.chunk, h.attempt);
+    return;
+  }
+  ++stats_.results_kept;
+  accept_result(h, {}, {}, nullptr, nullptr, std::move(object));
 }
 
 // A large result of a task that tasks were given after it was sent to its worker (so it was not

@@ -445,18 +445,23 @@ void PoolImpl::on_hello(Worker& w, const wire::Hello& h) {
                       " or others: driver and workers must run the same build of the program");
   }
   w.shared_memory = !lanes.empty();
+  w.keeps_results = w.shared_memory || (!lanes_on() && same_host(h.host, my_host_));
   w.lanes = std::move(lanes);
   if (w.state == Worker::State::starting) w.state = Worker::State::ready;
   state_cv_.notify_all();
 }
 
 // An agent on this host: its executors' lanes are mapped, all or none (FIBRA_LANES=0: none).
-std::vector<std::shared_ptr<LaneRegion>> PoolImpl::open_lanes(const Worker& w, const wire::Hello& h) {
+bool PoolImpl::lanes_on() {
   static const bool enabled = [] {
     const char* v = std::getenv("FIBRA_LANES");
     return !v || std::string_view(v) != "0";
   }();
-  if (!enabled || h.lane_fds.size() != std::size_t(w.executors) || !same_host(h.host, my_host_)) return {};
+  return enabled;
+}
+
+std::vector<std::shared_ptr<LaneRegion>> PoolImpl::open_lanes(const Worker& w, const wire::Hello& h) {
+  if (!lanes_on() || h.lane_fds.size() != std::size_t(w.executors) || !same_host(h.host, my_host_)) return {};
   std::vector<std::shared_ptr<LaneRegion>> lanes;
   for (const auto fd : h.lane_fds) {
     std::string why;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "fibra/detail/core.hpp"
@@ -30,6 +31,8 @@ struct Chunk {
   std::vector<std::uint32_t> skip;            // poison items (offsets) not to run again (keep_going calls)
   std::vector<ItemOutcomeError> item_errors;  // their errors, delivered with the chunk
   bool cancelled = false;                     // fibra::cancel with force, in flight: its outcome is TaskCancelled
+  std::uint64_t keep_id = 0;  // its attempt in flight keeps a large result on its host under this id (0: not)
+  bool no_keep = false;       // a result of it kept there was lost: later attempts send theirs
 };
 
 /// What became of a failed attempt.
@@ -81,6 +84,9 @@ class Scheduler {
 
   /// The chunk if `attempt` of it is in flight, else nullptr.
   const Chunk* find(std::uint64_t chunk, std::uint32_t attempt) const;
+  Chunk* find(std::uint64_t chunk, std::uint32_t attempt) {
+    return const_cast<Chunk*>(std::as_const(*this).find(chunk, attempt));
+  }
 
   /// (chunk, attempt) of every chunk in flight at `worker`.
   std::vector<std::pair<std::uint64_t, std::uint32_t>> owned_by(int worker) const;

@@ -304,6 +304,10 @@ class KeepSpill {
   std::unique_ptr<ObjectMemory> keep() {
     const std::string_view f(*frame_);
     const std::size_t size = f.size() - body_;
+    if (size > max_result_bytes) {  // sent, and refused as too large for one message, as before
+      undo();
+      return nullptr;
+    }
     if (!fd_) open();
     bool ok = !!fd_ && ::ftruncate(fd_.get(), off_t(std::max<std::size_t>(size, 1))) == 0;
     std::size_t at = body_;
@@ -352,7 +356,7 @@ class KeepSpill {
   }
   std::string* frame_;
   std::size_t body_;
-  std::uint64_t id_;  // wire::kept_result_id
+  std::uint64_t id_;  // TaskHeader::keep_id
   KeepSpill* outer_;
   UniqueFd fd_;
   std::vector<Lane::Range> blocks_;  // in the frame, in order
@@ -403,7 +407,7 @@ void keep_result(const wire::TaskHeader& t, std::string& results, std::size_t bo
                  KeepSpill& spill, KeptResults& kept) {
   std::unique_ptr<ObjectMemory> m = spill.keep();
   if (!m) return;  // /dev/shm full, say: sent as any result is
-  const wire::Kept k{wire::kept_result_id(t.chunk, t.attempt), results.size() - body};
+  const wire::Kept k{t.keep_id, results.size() - body};
   results.resize(body);
   results += wire::encode(k);
   h.status = wire::Status::kept;
@@ -444,7 +448,7 @@ void run_chunk(const wire::TaskView& t, Mailbox& box, std::string& results, Fram
   }
   // A result that may be kept has its large blocks written into a memfd, not the lane's slot.
   const bool may_keep = kept && t.header.keep_from > 0;
-  KeepSpill keeping(may_keep ? &results : nullptr, body, wire::kept_result_id(t.header.chunk, t.header.attempt));
+  KeepSpill keeping(may_keep ? &results : nullptr, body, t.header.keep_id);
   FrameSpill* const spilling = may_keep ? std::exchange(FrameSpill::current, nullptr) : FrameSpill::current;
   if (ran) ran = run(args, t.header.count, results, fail, box.item, ctl);
   FrameSpill::current = spilling;

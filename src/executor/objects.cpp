@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 
 #include "fibra/detail/codec.hpp"
@@ -102,10 +103,12 @@ std::shared_ptr<const StoredObject> executor_store_object(std::string& encoded) 
     return v && std::string(v) == "1";
   }();
   if (!on_driver_host) return nullptr;
-  // Unique in the driver's run: fibra::put's ids count up from 1, kept results have bit 62 set.
+  // Unique in the driver's run, as far as chance goes: the driver's ids count up from 1; these have
+  // bit 61 set, 36 random bits drawn once per process (pids are reused), and a count.
+  static const std::uint64_t nonce = std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32);
   static std::atomic<std::uint32_t> next{1};
   const std::uint64_t id =
-      (std::uint64_t(1) << 61) | (std::uint64_t(::getpid()) << 24) | (next.fetch_add(1) & 0xffffffu);
+      (std::uint64_t(1) << 61) | ((nonce & 0xfffffffffULL) << 24) | (next.fetch_add(1) & 0xffffffu);
   std::unique_ptr<ObjectMemory> m;
   try {
     m = ObjectMemory::create(object_memfd_name(::getpid(), id), encoded, "fibra::put in a task");

@@ -18,9 +18,10 @@ FrameReader::Status FrameReader::read(int fd, bool& got) {
     if (!in_prefix && body_done_ == body_.size()) return Status::frame;
     char* dst = in_prefix ? reinterpret_cast<char*>(&prefix_) + prefix_done_ : body_.data() + body_done_;
     const std::size_t want = in_prefix ? sizeof prefix_ - prefix_done_ : body_.size() - body_done_;
-    // recvmsg, not read: a descriptor sent with the frame would be closed by a plain read. The
-    // kernel ends a read before bytes that carry descriptors, so those start this frame's prefix
-    // (the sender attaches them to its first bytes).
+    // recvmsg, not read: a descriptor sent with the frame would be closed by a plain read. A read
+    // never goes past the frame (or prefix) it is in, and the sender attaches descriptors to a
+    // frame's first bytes, in a sendmsg of that frame alone: so descriptors that come belong to the
+    // frame being read.
     iovec iov{dst, want};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * max_fds)];
     msghdr mh{};

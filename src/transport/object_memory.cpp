@@ -66,9 +66,10 @@ std::unique_ptr<ObjectMemory> ObjectMemory::open(const std::string& path, const 
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
   if (!fd || ::fstat(fd.get(), &st) != 0 || std::uint64_t(st.st_size) != map_size(size)) return nullptr;
-  // Populated at once: whoever opens it reads it all, and one pass in the kernel costs less than a
-  // page fault for each page (100 MB: 25,600 of them).
-  void* r = ::mmap(nullptr, map_size(size), PROT_READ, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
+  // An executor's populated at once: its task reads it all, and one pass in the kernel costs less
+  // than a page fault for each page (100 MB: 25,600 of them). The driver's (keep_fd) may never be
+  // read there: tasks given it read it.
+  void* r = ::mmap(nullptr, map_size(size), PROT_READ, MAP_SHARED | (keep_fd ? 0 : MAP_POPULATE), fd.get(), 0);
   if (r == MAP_FAILED) return nullptr;
   // Without keep_fd the mapping is enough.
   return std::unique_ptr<ObjectMemory>(new ObjectMemory(keep_fd ? std::move(fd) : UniqueFd(), r, size));

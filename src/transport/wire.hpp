@@ -303,12 +303,13 @@ struct TaskHeader {
   /// A task on the driver's host: a result that encodes to at least this many bytes is kept in a
   /// memfd on this host (Status::kept) rather than sent (PoolOptions::keep_results_from); 0: never.
   std::uint64_t keep_from = 0;
+  std::uint64_t keep_id = 0;  ///< ... under this object id (the driver's, unique in its run)
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, TaskHeader>
 void fields(F&& f, M& h) {
   f(h.chunk, h.attempt, h.fn, h.mode, h.first, h.count, h.timeout_s, h.keep_going, h.skip, h.actor, h.objects,
-    h.concurrency, h.keep_from);
+    h.concurrency, h.keep_from, h.keep_id);
 }
 
 /// driver -> agent (tag_object): a stored object, sent once to an agent whose executors cannot
@@ -327,18 +328,12 @@ void fields(F&& f, M& m) { f(m.id, m.origin, m.size); }
 /// detail::object_memfd_name(executor pid, id), whose descriptor went to the agent with the frame
 /// (SCM_RIGHTS). The agent keeps it until ObjectFree; the driver opens it through /proc.
 struct Kept {
-  std::uint64_t id = 0;  ///< kept_result_id(chunk, attempt)
+  std::uint64_t id = 0;  ///< TaskHeader::keep_id
   std::uint64_t size = 0;
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, Kept>
 void fields(F&& f, M& m) { f(m.id, m.size); }
-
-/// The object id of a chunk's result kept on its host: unique in the driver's run (ids of
-/// fibra::put count up from 1; actor chunks are never kept).
-inline constexpr std::uint64_t kept_result_id(std::uint64_t chunk, std::uint32_t attempt) {
-  return (std::uint64_t(1) << 62) | (chunk << 8) | (attempt & 0xffu);
-}
 
 /// agent -> driver (tag_actor_lane), when it starts an actor's process: the descriptor of that
 /// process's shared memory, which a driver on the same host maps to hand it calls and take its

@@ -135,7 +135,8 @@ TEST(Wire, AResultOpenedBeforeItsPayloadIsClosedWithItsLengthStatusAndTime) {
 
 TEST(Wire, AgentSetupRoundTrips) {
   detail::RetryPolicy policy{5, true, 1.5, true, {2.0, 1, 512}};
-  wire::AgentSetup s{0.25, 7.5, 4, 3, true, {"0,1", ""}, 2.5, policy, 0x1234567890abcdefULL, std::uint64_t(300) << 20};
+  wire::AgentSetup s{0.25,   7.5, 4, 3, true, {"0,1", ""}, 2.5, policy, 0x1234567890abcdefULL, std::uint64_t(300) << 20,
+                     "node7"};
   auto g = wire::decode<wire::AgentSetup>(wire::encode(s));
   EXPECT_EQ(g.heartbeat_s, 0.25);
   EXPECT_EQ(g.driver_silence_s, 7.5);
@@ -149,13 +150,14 @@ TEST(Wire, AgentSetupRoundTrips) {
   EXPECT_EQ(g.policy.need.memory_mb, 512);
   EXPECT_EQ(g.lane_nonce, 0x1234567890abcdefULL);
   EXPECT_EQ(g.keep_freed_bytes, std::uint64_t(300) << 20);
+  EXPECT_EQ(g.driver_host, "node7");
   // the layout both sides read: doubles, ints, a bool, then a count and sized strings, a double, a
   // policy (u32, bool, double, bool, then its needs: double, i32, i64), the lanes' nonce, the freed
-  // memory its executors keep
+  // memory its executors keep, the driver's host (a sized string)
   constexpr std::size_t policy_bytes = 4u + 1u + 8u + 1u + (8u + 4u + 8u);
   EXPECT_EQ(wire::encode(policy).size(), policy_bytes);
   EXPECT_EQ(wire::encode(s).size(),
-            8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u + policy_bytes + 8u + 8u);
+            8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u + policy_bytes + 8u + 8u + (8u + 5u));
 }
 
 // The pool's default policy reaches executors as text in their environment, every field of it

@@ -153,7 +153,7 @@ class JobState {
   /// delivers the TaskCancelled of a task that had not been queued.
   bool claim_cancel_delivery() { return !cancel_delivered_.exchange(true); }
 
-  /// fibra::put's Future: the value stored in the driver (nullptr for every other call).
+  /// The value in shared memory: fibra::put's, or a task's result kept there (nullptr otherwise).
   const std::shared_ptr<const StoredObject>& object() const { return object_; }
   void set_object(std::shared_ptr<const StoredObject> o) { object_ = std::move(o); }
   /// The stored objects a task takes as arguments, set before it is queued; they are held until
@@ -188,8 +188,10 @@ class JobState {
   // deque allocates 576 bytes as it is made, once per call (a tenth of apply_async's cost).
   std::vector<ChunkOutcome> done_;
   std::size_t done_head_ = 0;
-  std::shared_ptr<const StoredObject> object_;  // set once, before the Future is handed out
-  std::vector<ObjectArg> objects_;              // under mu_; cleared at the delivery
+  // Set once: by fibra::put before the Future is handed out, or at the delivery of a result kept in
+  // shared memory (before deliver(), so every reader, which reads after the delivery, sees it).
+  std::shared_ptr<const StoredObject> object_;
+  std::vector<ObjectArg> objects_;  // under mu_; cleared at the delivery
   std::atomic<bool> has_objects_{false};
   std::atomic<std::uint64_t> delivered_{0};
   std::atomic<std::uint64_t> taken_{0};  // written under mu_
