@@ -99,7 +99,9 @@ int main(int argc, char** argv) {
   // A task's result given to `tasks` tasks (`chain`), or fetched by the driver (`fetch`), on
   // `p`: each checked; wall times to `chain` and `fetch`.
   const long n = static_cast<long>(v.size());
-  auto result_rounds = [&](fibra::Pool& p, std::vector<double>& chain, std::vector<double>& fetch) {
+  auto result_rounds = [&](fibra::Pool& p, std::vector<double>& chain, std::vector<double>& peaks,
+                           std::vector<double>& fetch) {
+    reset_peak();
     auto t = Clock::now();
     std::vector<fibra::Future<double>> fs;
     {
@@ -109,20 +111,24 @@ int main(int argc, char** argv) {
     bool ok = true;
     for (auto& f : fs) ok &= f.get() == want;
     chain.push_back(seconds_since(t));
+    peaks.push_back(peak_mib());
     t = Clock::now();
     ok &= total(p.submit(make_values, n).get()) == want;
     fetch.push_back(seconds_since(t));
     return ok;
   };
-  std::vector<double> chain_kept, chain_through, fetch_kept, fetch_through;
+  std::vector<double> chain_kept, chain_through, fetch_kept, fetch_through, peak_kept, peak_through;
   fibra::Pool through(workers, {.keep_results_from = 0});
   for (int r = 0; r < repeats; ++r) {
-    if (!result_rounds(pool, chain_kept, fetch_kept) || !result_rounds(through, chain_through, fetch_through))
+    if (!result_rounds(pool, chain_kept, peak_kept, fetch_kept) ||
+        !result_rounds(through, chain_through, peak_through, fetch_through))
       return std::fprintf(stderr, "b8: a task given a task's result returned a wrong sum\n"), 1;
   }
   std::printf("b8,result_to_tasks_kept_s,%.3f,s\n", median(chain_kept));
   std::printf("b8,result_to_tasks_through_driver_s,%.3f,s\n", median(chain_through));
   std::printf("b8,result_to_tasks_speedup,%.2f,x\n", median(chain_through) / median(chain_kept));
+  std::printf("b8,driver_peak_result_kept_mib,%.0f,MiB\n", median(peak_kept));
+  std::printf("b8,driver_peak_result_through_mib,%.0f,MiB\n", median(peak_through));
   std::printf("b8,result_to_driver_kept_s,%.3f,s\n", median(fetch_kept));
   std::printf("b8,result_to_driver_through_s,%.3f,s\n", median(fetch_through));
   std::printf("b8,results_kept,%llu,results\n", static_cast<unsigned long long>(pool.stats().results_kept));

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fibra/fibra.hpp>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -161,6 +162,32 @@ TEST(ObjectStore, ATasksResultGivenToOtherTasksStaysWhereItWasMade) {
   EXPECT_EQ(object_fds_settle(::getpid(), before), before) << "freed with its Future and its last task";
   for (const auto& w : pool.workers())
     EXPECT_EQ(object_fds_settle(w.pid, 0), 0) << "agent " << w.slot << " (pid " << w.pid << ") keeps a freed result";
+}
+
+// A kept result the driver has opened outlives the worker that made it: its agent is SIGKILLed
+// (a process this test's pool started), and tasks given the result afterwards read it exactly.
+TEST(ObjectStore, AKeptResultOutlivesTheAgentThatMadeIt) {
+  fibra::Pool pool(2, {.workers_per_agent = 1});
+  constexpr std::size_t n = 1 << 19;
+  auto made = pool.submit(make_halves_after, pool.submit(nap, 100), n);
+  auto first = pool.submit(strided_sum, made, 0, 1);  // a task takes it: it is kept
+  EXPECT_DOUBLE_EQ(get_within(first, bound, "strided_sum(made, 0, 1)").sum, halves_sum(n));
+  ASSERT_EQ(pool.stats().results_kept, 1u);
+  long holder = 0;
+  for (const auto& w : pool.workers())
+    if (object_fds(w.pid) > 0) holder = w.pid;
+  ASSERT_NE(holder, 0) << "no agent holds the kept result's memfd";
+  ASSERT_EQ(::kill(pid_t(holder), SIGKILL), 0);
+  std::vector<fibra::Future<Probe>> parts;
+  for (int k = 0; k < 4; ++k) parts.push_back(pool.submit(strided_sum, made, k, 4));
+  double total = 0;
+  for (auto& p : parts) {
+    const Probe r = get_within(p, bound, "strided_sum(made, k, 4) after its maker's agent died");
+    EXPECT_TRUE(r.mapped);
+    total += r.sum;
+  }
+  EXPECT_DOUBLE_EQ(total, halves_sum(n)) << "read from the driver's copy of the memfd";
+  EXPECT_EQ(get_within(made, bound, "made after its maker's agent died"), halves(n));
 }
 
 // Tasks given the result only once its task runs: the driver stores it once, on arrival.
