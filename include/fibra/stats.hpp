@@ -43,6 +43,9 @@ struct PoolStats {
   /// Kept results that the driver could not open (their agent had died, say): their tasks ran
   /// again, sending their results as any other, at no cost of an attempt.
   std::uint64_t kept_results_lost = 0;
+  /// Values tasks stored (fibra::put in a task) that calls they made took from where they lie:
+  /// one per call and value.
+  std::uint64_t objects_from_tasks = 0;
   /// Messages of results (one or more chunks' each) that came back through shared memory. A large
   /// one is decoded where it lies by a call waiting for it; one that arrives before anybody waits
   /// is copied out, so that the worker's next large result finds the way free.

@@ -82,10 +82,17 @@ class Agent {
     env.emplace_back("FIBRA_POOL_POLICY", wire::policy_text(cfg_.policy));
     env.emplace_back("FIBRA_KEEP_FREED", std::to_string(cfg_.keep_freed_bytes));
     // On the driver's host, what a task stores (fibra::put) stays in its memory: the driver maps it.
-    if (!cfg_.driver_host.empty() && cfg_.driver_host == host_name()) env.emplace_back("FIBRA_DRIVER_HOST", "1");
+    if (shares_driver_host()) env.emplace_back("FIBRA_DRIVER_HOST", "1");
     if (!std::getenv("OMP_NUM_THREADS"))
       env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1L, std::lround(cfg_.cpus))));
     return env;
+  }
+
+  // Same host as the driver, and its processes visible here (same pid namespace, /proc readable):
+  // the driver can then map what its executors store.
+  bool shares_driver_host() const {
+    if (cfg_.driver_host.empty() || cfg_.driver_host != host_name() || cfg_.driver_pid <= 0) return false;
+    return ::access(("/proc/" + std::to_string(cfg_.driver_pid) + "/fd").c_str(), R_OK | X_OK) == 0;
   }
 
   bool retired() const { return retired_; }
@@ -195,7 +202,15 @@ class Agent {
       } else if (m.tag == wire::tag_object) {
         keep_object(m.data);
       } else if (m.tag == wire::tag_object_free) {
-        objects_.erase(wire::decode<wire::ObjectFree>(m.data).id);
+        const auto f = wire::decode<wire::ObjectFree>(m.data);
+        // Handed over again since the driver let it go (a task sent it once more): kept.
+        auto h = handed_.find(f.id);
+        if (h != handed_.end() && f.handed > 0 && h->second > f.handed) {
+          h->second -= f.handed;
+        } else {
+          objects_.erase(f.id);
+          if (h != handed_.end()) handed_.erase(h);
+        }
       } else if (m.tag == wire::tag_shutdown) {
         leaving_ = true;
         retired_ = m.data == wire::shutdown_retire;
@@ -219,6 +234,13 @@ class Agent {
     } catch (const Error& e) {  // the tasks that take it fail, saying the object is not on this host
       log::error("fibra agent pid {} on {}: {}", ::getpid(), host_name(), e.what());
     }
+  }
+
+  // A memfd an executor handed over (a kept result, a value a task stored), held before the driver
+  // looks for it, and counted (ObjectFree::handed).
+  void hold_handed(std::uint64_t id, std::unique_ptr<ObjectMemory> m) {
+    objects_[id] = std::move(m);
+    ++handed_[id];
   }
 
   // The answer to a request of one of its executors (gone by now, perhaps: then it is dropped).
@@ -293,7 +315,7 @@ class Agent {
       bool got = false;
       const bool alive = e.read(frames, got);
       busy |= got;
-      for (auto& [id, m] : e.take_kept()) objects_[id] = std::move(m);  // before the driver looks for it
+      for (auto& [id, m] : e.take_kept()) hold_handed(id, std::move(m));
       for (auto& f : frames) forward(std::move(f));
       frames.clear();
       pass_on_requests(e, it->first | wire::route_actor_bit);
@@ -365,7 +387,7 @@ class Agent {
       bool got = false;
       const bool alive = e->read(frames, got);
       busy |= got;
-      for (auto& [id, m] : e->take_kept()) objects_[id] = std::move(m);  // before the driver looks for it
+      for (auto& [id, m] : e->take_kept()) hold_handed(id, std::move(m));
       for (auto& f : frames) forward(std::move(f));
       frames.clear();
       const std::uint64_t route = static_cast<std::uint64_t>(&e - executors_.data()) + 1;
@@ -462,6 +484,7 @@ class Agent {
   std::map<std::uint64_t, double> cancelling_;  // chunks to stop (tag_cancel), watched until then
   // Stored objects by id: copies the driver sent (tag_object), and results its executors kept.
   std::map<std::uint64_t, std::unique_ptr<ObjectMemory>> objects_;
+  std::map<std::uint64_t, std::uint64_t> handed_;  // times handed over since the driver last freed it
   static constexpr double cancel_watch_s = 60;
   double last_heard_ = 0, last_sent_ = 0;
   bool leaving_ = false;

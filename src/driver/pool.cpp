@@ -701,8 +701,15 @@ void PoolImpl::free_objects() {
     freed.swap(freed_objects_);
   }
   for (std::uint64_t id : freed)
-    for (auto& w : workers_)
-      if (w->objects.erase(id) && w->alive()) send(*w, wire::tag_object_free, wire::encode(wire::ObjectFree{id}));
+    for (auto& w : workers_) {
+      if (!w->objects.erase(id)) continue;
+      std::uint64_t handed = 0;
+      if (auto h = w->handed.find(id); h != w->handed.end()) {
+        handed = h->second;
+        w->handed.erase(h);
+      }
+      if (w->alive()) send(*w, wire::tag_object_free, wire::encode(wire::ObjectFree{id, handed}));
+    }
 }
 
 // A batch for an agent on this host goes into the lane of its least busy executor, if one has a

@@ -149,6 +149,9 @@ struct Worker {
   // Stored objects (fibra::put) sent to it: its agent keeps a copy until told they are freed.
   // The communication thread's alone.
   std::unordered_set<std::uint64_t> objects;
+  // Of those, the ones its executors handed it (kept results, values tasks stored): how many times
+  // since the last ObjectFree of each (wire::ObjectFree::handed).
+  std::unordered_map<std::uint64_t, std::uint64_t> handed;
   // The lanes of the actors' processes it hosts, by key (ActorState::lane): drained with its own.
   // The communication thread's alone.
   std::map<std::uint64_t, std::shared_ptr<LaneRegion>> actor_lanes;

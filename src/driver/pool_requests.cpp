@@ -96,15 +96,24 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
 // memfds (they came with the request), which the driver maps, so that the call takes them as it
 // takes values put in the driver. Throws Error if one is not to be found.
 void PoolImpl::take_task_objects(Worker& w, const FunctionEntry& fn, const wire::Request& r, JobState& job) {
+  for (const auto& o : r.objects) {  // its agent holds each until told it is freed (free_objects)
+    w.objects.insert(o.id);
+    ++w.handed[o.id];
+  }
   std::vector<ObjectArg> args;
   for (const auto& o : r.objects) {
-    w.objects.insert(o.id);  // its agent holds it until told it is freed
     std::string why;
     auto object = take_kept_result(w.pid, o.origin, o.id, o.size, why);
-    if (!object)
+    if (!object) {
+      for (const auto& x : r.objects) queue_object_free(x.id);  // (those taken are held here meanwhile)
       throw Error("fibra: a task called " + fn.name + " with a value it stored (fibra::put), but " + why + " (" +
                   name(w) + ")");
+    }
     args.push_back({std::move(object), o.at});
+  }
+  {
+    std::lock_guard lk(mu_);
+    stats_.objects_from_tasks += args.size();
   }
   job.set_objects(std::move(args));
 }

@@ -1095,7 +1095,9 @@ class ExecutorCore final : public PoolCore {
     std::vector<int> fds;
     for (const ObjectArg& a : job.objects()) {
       const StoredObject& o = *a.object;
-      if (fds.size() == FrameReader::max_fds) break;  // (the driver then says it could not find the rest)
+      if (fds.size() == FrameReader::max_fds)
+        throw ConfigError("fibra: a call takes more than " + std::to_string(FrameReader::max_fds) +
+                          " values the task stored (fibra::put); pass fewer, or put them together in one");
       r.objects.push_back({o.id, a.at, o.bytes.size(), o.pid, o.fd, o.origin});
       fds.push_back(o.fd);
     }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -105,7 +106,15 @@ std::shared_ptr<const StoredObject> executor_store_object(std::string& encoded) 
   if (!on_driver_host) return nullptr;
   // Unique in the driver's run, as far as chance goes: the driver's ids count up from 1; these have
   // bit 61 set, 36 random bits drawn once per process (pids are reused), and a count.
-  static const std::uint64_t nonce = std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32);
+  static const std::uint64_t nonce = [] {
+    try {
+      std::random_device r;
+      return r() ^ (std::uint64_t(r()) << 32);
+    } catch (const std::exception&) {  // no source of randomness: the time and the pid
+      return std::uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+             (std::uint64_t(::getpid()) << 40);
+    }
+  }();
   static std::atomic<std::uint32_t> next{1};
   const std::uint64_t id =
       (std::uint64_t(1) << 61) | ((nonce & 0xfffffffffULL) << 24) | (next.fetch_add(1) & 0xffffffu);

@@ -255,14 +255,15 @@ struct AgentSetup {
   std::uint64_t lane_nonce =
       0;  ///< written in its executors' lanes: the driver maps only its own (src/transport/lane.hpp)
   std::uint64_t keep_freed_bytes =
-      0;                    ///< freed memory each executor keeps (FIBRA_KEEP_FREED, src/common/freed_memory.hpp)
-  std::string driver_host;  ///< the driver's host: executors on it store what tasks put (FIBRA_DRIVER_HOST)
+      0;                        ///< freed memory each executor keeps (FIBRA_KEEP_FREED, src/common/freed_memory.hpp)
+  std::string driver_host;      ///< the driver's host: executors on it store what tasks put (FIBRA_DRIVER_HOST)
+  std::int64_t driver_pid = 0;  ///< ... if its /proc entry can be read there (same pid namespace)
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, AgentSetup>
 void fields(F&& f, M& m) {
   f(m.heartbeat_s, m.driver_silence_s, m.executors, m.slot, m.prefix_output, m.gpus, m.cpus, m.policy, m.lane_nonce,
-    m.keep_freed_bytes, m.driver_host);
+    m.keep_freed_bytes, m.driver_host, m.driver_pid);
 }
 
 /// A RetryPolicy as text for an environment variable: its encoding (the list above), in hex. An
@@ -346,13 +347,18 @@ template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, ActorLane>
 void fields(F&& f, M& m) { f(m.actor, m.fd); }
 
-/// driver -> agent (tag_object_free): the object's last reference in the driver is gone.
+/// driver -> agent (tag_object_free): the object's last reference in the driver is gone. For an
+/// object its executors handed it (a kept result, a value a task stored), `handed` is how many
+/// times the driver saw it handed over since its last free (Worker::handed): an agent that was
+/// handed it more often (a task sent it again meanwhile) keeps it, since the driver will map it
+/// again and free it again.
 struct ObjectFree {
   std::uint64_t id = 0;
+  std::uint64_t handed = 0;
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, ObjectFree>
-void fields(F&& f, M& m) { f(m.id); }
+void fields(F&& f, M& m) { f(m.id, m.handed); }
 
 /// driver -> agent: the actor's last handle is gone; its process ends once its calls have run.
 struct ActorEnd {

@@ -9,7 +9,11 @@ using namespace fibra;
 TEST(Wire, TaskBatchRoundTrips) {
   std::string b = wire::begin_batch();
   wire::append_task(b, {7, 1, 99, detail::CallMode::single, 100, 3}, "abc");
-  wire::append_task(b, {8, 2, 98, detail::CallMode::tuple, 103, 0, 2.5, true, {1, 4}}, "");
+  wire::TaskHeader h2{8, 2, 98, detail::CallMode::tuple, 103, 0, 2.5, true, {1, 4}};
+  h2.objects = {{11, 3, 4096, 1234, 7, 5678}};
+  h2.keep_from = std::uint64_t(1) << 20;
+  h2.keep_id = 99;
+  wire::append_task(b, h2, "");
   wire::set_count(b, 2);
   auto t = wire::parse_tasks(b);
   ASSERT_EQ(t.size(), 2u);
@@ -27,6 +31,17 @@ TEST(Wire, TaskBatchRoundTrips) {
   EXPECT_TRUE(t[1].header.keep_going);
   EXPECT_EQ(t[1].header.skip, (std::vector<std::uint32_t>{1, 4}));
   EXPECT_EQ(t[1].payload, "");
+  ASSERT_EQ(t[1].header.objects.size(), 1u);
+  const wire::ObjectRef& o = t[1].header.objects[0];
+  EXPECT_EQ(o.id, 11u);
+  EXPECT_EQ(o.at, 3u);
+  EXPECT_EQ(o.size, 4096u);
+  EXPECT_EQ(o.pid, 1234);
+  EXPECT_EQ(o.fd, 7);
+  EXPECT_EQ(o.origin, 5678);
+  EXPECT_EQ(t[1].header.keep_from, std::uint64_t(1) << 20);
+  EXPECT_EQ(t[1].header.keep_id, 99u);
+  EXPECT_EQ(t[0].header.keep_from, 0u);
 }
 
 // Payloads start at multiples of 16 bytes from the message's start (a vector's doubles can then be
@@ -135,8 +150,8 @@ TEST(Wire, AResultOpenedBeforeItsPayloadIsClosedWithItsLengthStatusAndTime) {
 
 TEST(Wire, AgentSetupRoundTrips) {
   detail::RetryPolicy policy{5, true, 1.5, true, {2.0, 1, 512}};
-  wire::AgentSetup s{0.25,   7.5, 4, 3, true, {"0,1", ""}, 2.5, policy, 0x1234567890abcdefULL, std::uint64_t(300) << 20,
-                     "node7"};
+  wire::AgentSetup s{
+      0.25, 7.5, 4, 3, true, {"0,1", ""}, 2.5, policy, 0x1234567890abcdefULL, std::uint64_t(300) << 20, "node7", 4321};
   auto g = wire::decode<wire::AgentSetup>(wire::encode(s));
   EXPECT_EQ(g.heartbeat_s, 0.25);
   EXPECT_EQ(g.driver_silence_s, 7.5);
@@ -151,13 +166,14 @@ TEST(Wire, AgentSetupRoundTrips) {
   EXPECT_EQ(g.lane_nonce, 0x1234567890abcdefULL);
   EXPECT_EQ(g.keep_freed_bytes, std::uint64_t(300) << 20);
   EXPECT_EQ(g.driver_host, "node7");
+  EXPECT_EQ(g.driver_pid, 4321);
   // the layout both sides read: doubles, ints, a bool, then a count and sized strings, a double, a
   // policy (u32, bool, double, bool, then its needs: double, i32, i64), the lanes' nonce, the freed
-  // memory its executors keep, the driver's host (a sized string)
+  // memory its executors keep, the driver's host (a sized string) and pid
   constexpr std::size_t policy_bytes = 4u + 1u + 8u + 1u + (8u + 4u + 8u);
   EXPECT_EQ(wire::encode(policy).size(), policy_bytes);
   EXPECT_EQ(wire::encode(s).size(),
-            8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u + policy_bytes + 8u + 8u + (8u + 5u));
+            8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u + policy_bytes + 8u + 8u + (8u + 5u) + 8u);
 }
 
 // The pool's default policy reaches executors as text in their environment, every field of it
@@ -182,7 +198,12 @@ TEST(Wire, APoolsDefaultPolicyTravelsWholeAsText) {
 
 TEST(Wire, RequestsAndRepliesRoundTrip) {
   wire::Request r{7, 42, detail::CallMode::single, 10, 3, 5, 9, "args", {4, true, 0.5, true, {1.5, 2, 300}}};
+  r.objects = {{21, 2, 100, 11, 12, 13}};
   const auto g = wire::decode<wire::Request>(wire::encode(r));
+  ASSERT_EQ(g.objects.size(), 1u);
+  EXPECT_EQ(g.objects[0].id, 21u);
+  EXPECT_EQ(g.objects[0].at, 2u);
+  EXPECT_EQ(g.objects[0].origin, 13);
   EXPECT_EQ(g.id, 7u);
   EXPECT_EQ(g.fn, 42u);
   EXPECT_EQ(g.mode, detail::CallMode::single);
