@@ -363,12 +363,13 @@ class KeepSpill {
 };
 thread_local KeepSpill* KeepSpill::current = nullptr;
 
-// A batch's result frame: into the lane if the batch came that way and the frame fits, else to the
-// agent (whose count of what this executor holds needs the results of what it gave).
 // Results kept on this host (TaskHeader::keep_from): their memfds, until the frame that names them
 // has gone to the agent with them.
 using KeptResults = std::vector<std::unique_ptr<ObjectMemory>>;
 
+// A batch's result frame: into the lane if the batch came that way and the frame fits, else to the
+// agent (whose count of what this executor holds needs the results of what it gave). A frame that
+// names kept results goes to the agent, with their memfds.
 void send_results(int sock, const std::string& frame, bool via_lane, FrameSpill& spill, KeptResults& kept) {
   if (!kept.empty()) {  // to the agent with their memfds, which it holds from then on
     spill.give_back();
