@@ -475,6 +475,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
                      std::shared_ptr<const StoredObject> object = nullptr);
   void on_kept(Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid);
   bool late_keep(const Chunk& c, std::string_view payload) const;
+  void store_late();
+  // Outcomes late_keep chose, stored and delivered once on_results lets go of mu_ (store_late).
+  // The communication thread's.
+  std::vector<std::pair<std::shared_ptr<JobState>, ChunkOutcome>> to_store_;
   void on_partial(const Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid);
   void on_failed_attempt(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid);
   std::exception_ptr raised_error(const Worker& w, const Chunk& c, const ItemFailure& f, std::int64_t exec_pid);

@@ -16,7 +16,7 @@ void PoolImpl::on_results(Worker& w, std::string_view message, std::string* owne
   const bool lone = b.results.size() == 1;
   std::string* whole = lone ? owned : nullptr;
   const std::shared_ptr<HeldFrame> held = lone ? keep : nullptr;
-  std::lock_guard lk(mu_);
+  std::unique_lock lk(mu_);
   for (const auto& r : b.results) {
     const auto& h = r.header;
     if (h.chunk & actor_chunk_bit) {
@@ -34,6 +34,8 @@ void PoolImpl::on_results(Worker& w, std::string_view message, std::string* owne
     }
   }
   if (sched_.idle()) state_cv_.notify_all();
+  lk.unlock();
+  if (!to_store_.empty()) store_late();
 }
 
 // A result for the attempt in flight is delivered; any other is a late duplicate and dropped.
@@ -54,13 +56,7 @@ void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view paylo
   for (auto& e : c->item_errors) errors.push_back(std::move(e));
   std::sort(errors.begin(), errors.end(), [](auto& x, auto& y) { return x.offset < y.offset; });
   ChunkOutcome o{c->first, c->count, {}, {}, std::move(errors)};
-  if (!object && late_keep(*c, payload)) {  // tasks wait for it: stored once here, read there
-    try {
-      object = store_bytes(payload, "fibra: a result that tasks take");
-      ++stats_.results_stored_on_arrival;
-    } catch (const Error&) {  // no shared memory to be had: passed on by value, as before
-    }
-  }
+  const bool store = !object && late_keep(*c, payload);
   if (object) {  // a kept result: get() decodes it where it lies, and tasks given the Future read it there
     o.keep = object;
     o.shared = object->bytes;
@@ -76,7 +72,31 @@ void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view paylo
     o.payload.assign(payload);
   }
   trace::mark(trace::delivered, h.chunk);
+  if (store) {  // tasks wait for it: stored once in shared memory, outside the lock (store_late)
+    to_store_.push_back({c->job, std::move(o)});
+    return;
+  }
   c->job->deliver(std::move(o));
+}
+
+// The results late_keep chose, stored once in the driver's shared memory and delivered viewing
+// it. After on_results lets go of mu_: a copy of 100 MB takes some 30 ms, which no caller of the
+// pool should wait for. The communication thread's.
+void PoolImpl::store_late() {
+  for (auto& [job, o] : std::exchange(to_store_, {})) {
+    try {
+      auto object = store_bytes(o.bytes(), "fibra: a result that tasks take");
+      std::string().swap(o.payload);
+      o.offset = 0;
+      o.keep = object;  // (a lane's slot the result lay in is let go here)
+      o.shared = object->bytes;
+      job->set_object(std::move(object));
+      std::lock_guard lk(mu_);
+      ++stats_.results_stored_on_arrival;
+    } catch (const Error&) {  // no shared memory to be had: passed on by value, as before
+    }
+    job->deliver(std::move(o));
+  }
 }
 
 // A task's result kept in shared memory on this host (wire::Kept): the driver opens the memfd its
@@ -123,7 +143,7 @@ void PoolImpl::on_kept(Worker& w, const wire::ResultHeader& h, std::string_view 
 
 // A large result of a task that tasks were given after it was sent to its worker (so it was not
 // kept there, TaskHeader::keep_from): stored in the driver's shared memory, one copy, rather than
-// decoded and encoded again for each task that takes it.
+// decoded and encoded again for each task that takes it (store_late). Under mu_.
 bool PoolImpl::late_keep(const Chunk& c, std::string_view payload) const {
   return s_.keep_results_from > 0 && payload.size() >= s_.keep_results_from && c.job->is_task() && c.count == 1 &&
          c.job->has_dependents() && c.item_errors.empty();
