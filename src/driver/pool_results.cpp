@@ -93,7 +93,7 @@ void PoolImpl::store_late() {
       job->set_object(std::move(object));
       std::lock_guard lk(mu_);
       ++stats_.results_stored_on_arrival;
-    } catch (const Error&) {  // no shared memory to be had: passed on by value, as before
+    } catch (...) {  // no shared memory (or memory) to be had: delivered by value, as before, never lost
     }
     job->deliver(std::move(o));
   }
