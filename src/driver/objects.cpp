@@ -89,7 +89,7 @@ std::shared_ptr<const StoredObject> store_object(std::string& encoded) {
 
 std::shared_ptr<const StoredObject> take_kept_result(std::int64_t holder, std::int64_t origin, std::uint64_t id,
                                                      std::uint64_t size, std::string& why) {
-  // One StoredObject per id while it lives: a value a task stored comes with each call given it.
+  // One StoredObject per (origin, id) while it lives: a value a task stored comes with each call given it.
   static std::mutex mu;
   using Key = std::pair<std::int64_t, std::uint64_t>;                         // (origin, id)
   static auto* taken = new std::map<Key, std::weak_ptr<const StoredObject>>;  // never destroyed
