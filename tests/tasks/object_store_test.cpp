@@ -181,7 +181,7 @@ TEST(ObjectStore, AKeptResultOutlivesTheAgentThatMadeIt) {
   if (lanes_off()) GTEST_SKIP() << "tasks.object_store runs it";
   fibra::Pool pool(2, {.workers_per_agent = 1});
   constexpr std::size_t n = 1 << 19;
-  auto made = pool.submit(make_halves_after, pool.submit(nap, 100), n);
+  auto made = pool.submit(make_halves_after, pool.submit(nap, 300), n);
   auto first = pool.submit(strided_sum, made, 0, 1);  // a task takes it: it is kept
   EXPECT_DOUBLE_EQ(get_within(first, bound, "strided_sum(made, 0, 1)").sum, halves_sum(n));
   ASSERT_EQ(pool.stats().results_kept, 1u);
@@ -209,8 +209,13 @@ TEST(ObjectStore, AResultTasksAreGivenAfterItsTaskStartedIsStoredOnceInTheDriver
   constexpr std::size_t n = 1 << 19;
   std::vector<fibra::Future<Probe>> parts;
   {
+    const auto sent = pool.stats().batches_sent;
     auto made = pool.submit(make_halves_after, 300, n);  // (runs at once: 300 is not a Future)
-    std::this_thread::sleep_for(100ms);                  // sent to a worker by now, without keep_from
+    // Sent to a worker (without keep_from: no task takes it yet) before the tasks are given it.
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (pool.stats().batches_sent == sent && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(1ms);
+    ASSERT_GT(pool.stats().batches_sent, sent) << "make_halves_after was not sent to a worker within 10 s";
     for (int k = 0; k < 4; ++k) parts.push_back(pool.submit(strided_sum, made, k, 4));
     EXPECT_EQ(get_within(made, bound, "make_halves_after(300, n)"), halves(n));
     EXPECT_EQ(object_fds(::getpid()), before + 1) << "stored in the driver's shared memory on arrival";
