@@ -669,8 +669,7 @@ void PoolImpl::add_objects(const JobState& job, wire::TaskHeader& h,
                            std::vector<std::shared_ptr<const StoredObject>>& objects) {
   if (!job.has_objects()) return;
   for (const ObjectArg& a : job.objects()) {
-    const StoredObject& o = *a.object;
-    h.objects.push_back({o.id, a.at, o.bytes.size(), o.pid, o.fd, o.origin});
+    h.objects.push_back(wire::object_ref(a));
     objects.push_back(a.object);
   }
 }

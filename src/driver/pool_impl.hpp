@@ -152,6 +152,11 @@ struct Worker {
   // Of those, the ones its executors handed it (kept results, values tasks stored): how many times
   // since the last ObjectFree of each (wire::ObjectFree::handed).
   std::unordered_map<std::uint64_t, std::uint64_t> handed;
+  // Its agent holds object `id`, handed over by one of its executors, until told it is freed.
+  void hold_handed(std::uint64_t id) {
+    objects.insert(id);
+    ++handed[id];
+  }
   // The lanes of the actors' processes it hosts, by key (ActorState::lane): drained with its own.
   // The communication thread's alone.
   std::map<std::uint64_t, std::shared_ptr<LaneRegion>> actor_lanes;

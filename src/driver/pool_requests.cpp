@@ -96,10 +96,7 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
 // memfds (they came with the request), which the driver maps, so that the call takes them as it
 // takes values put in the driver. Throws Error if one is not to be found.
 void PoolImpl::take_task_objects(Worker& w, const FunctionEntry& fn, const wire::Request& r, JobState& job) {
-  for (const auto& o : r.objects) {  // its agent holds each until told it is freed (free_objects)
-    w.objects.insert(o.id);
-    ++w.handed[o.id];
-  }
+  for (const auto& o : r.objects) w.hold_handed(o.id);  // until told it is freed (free_objects)
   std::vector<ObjectArg> args;
   for (const auto& o : r.objects) {
     std::string why;

@@ -109,10 +109,7 @@ void PoolImpl::on_kept(Worker& w, const wire::ResultHeader& h, std::string_view 
     k = wire::decode_whole<wire::Kept>(payload);
   } catch (const wire::Malformed&) {
   }
-  if (k.id != 0) {  // its agent holds the memfd until told it is freed (free_objects)
-    w.objects.insert(k.id);
-    ++w.handed[k.id];
-  }
+  if (k.id != 0) w.hold_handed(k.id);  // until told it is freed (free_objects)
   Chunk* c = sched_.find(h.chunk, h.attempt);
   if (!c || k.id == 0 || k.id != c->keep_id) {  // late (or not what it was asked to keep): dropped
     if (k.id != 0) queue_object_free(k.id);

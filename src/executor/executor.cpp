@@ -292,7 +292,8 @@ class KeepSpill {
     if (&out != frame_) return false;
     if (!fd_) open();
     const std::size_t at = out.size();
-    if (!fd_ || !write_at(static_cast<const char*>(p), n, at - body_)) return false;  // (/dev/shm full)
+    if (!fd_ || !ObjectMemory::write_at(fd_.get(), {static_cast<const char*>(p), n}, at - body_))
+      return false;  // (/dev/shm full)
     extend_unwritten(out, at + n, [this](char* to, const char* from, std::size_t size) {
       Lane::copy_around(to, from, size, blocks_);
     });
@@ -311,16 +312,16 @@ class KeepSpill {
     if (!fd_) open();
     bool ok = !!fd_ && ::ftruncate(fd_.get(), off_t(std::max<std::size_t>(size, 1))) == 0;
     std::size_t at = body_;
-    for (const auto& b : blocks_) {
-      ok = ok && write_at(f.data() + at, b.at - at, at - body_);
+    for (const auto& b : blocks_) {  // the bytes around the blocks written as they were encoded
+      ok = ok && ObjectMemory::write_at(fd_.get(), f.substr(at, b.at - at), at - body_);
       at = b.at + b.n;
     }
-    ok = ok && write_at(f.data() + at, f.size() - at, at - body_);
+    ok = ok && ObjectMemory::write_at(fd_.get(), f.substr(at), at - body_);
     if (!ok) {
       undo();
       return nullptr;
     }
-    (void)::fcntl(fd_.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+    ObjectMemory::seal(fd_.get());
     blocks_.clear();
     return ObjectMemory::adopt(std::move(fd_), object_memfd_name(::getpid(), id_), size);
   }
@@ -342,18 +343,7 @@ class KeepSpill {
   static thread_local KeepSpill* current;
 
  private:
-  void open() {
-    fd_ = UniqueFd(::memfd_create(object_memfd_name(::getpid(), id_).c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  }
-  bool write_at(const char* p, std::size_t n, std::size_t off) {
-    for (std::size_t done = 0; done < n;) {
-      const ssize_t k = ::pwrite(fd_.get(), p + done, n - done, off_t(off + done));
-      if (k < 0 && errno == EINTR) continue;
-      if (k <= 0) return false;
-      done += std::size_t(k);
-    }
-    return true;
-  }
+  void open() { fd_ = ObjectMemory::new_memfd(object_memfd_name(::getpid(), id_)); }
   std::string* frame_;
   std::size_t body_;
   std::uint64_t id_;  // TaskHeader::keep_id
@@ -1095,12 +1085,11 @@ class ExecutorCore final : public PoolCore {
   static std::vector<int> add_objects(const JobState& job, wire::Request& r) {
     std::vector<int> fds;
     for (const ObjectArg& a : job.objects()) {
-      const StoredObject& o = *a.object;
       if (fds.size() == FrameReader::max_fds)
         throw ConfigError("fibra: a call takes more than " + std::to_string(FrameReader::max_fds) +
                           " values the task stored (fibra::put); pass fewer, or put them together in one");
-      r.objects.push_back({o.id, a.at, o.bytes.size(), o.pid, o.fd, o.origin});
-      fds.push_back(o.fd);
+      r.objects.push_back(wire::object_ref(a));
+      fds.push_back(a.object->fd);
     }
     return fds;
   }

@@ -42,22 +42,34 @@ std::unique_ptr<ObjectMemory> ObjectMemory::create(const std::string& name, std:
                  " bytes in shared memory (" + what + ": " + std::strerror(errno) +
                  "); /dev/shm or memory may be full");
   };
-  UniqueFd fd(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  UniqueFd fd = new_memfd(name);
   if (!fd) throw fail("memfd_create");
   if (::ftruncate(fd.get(), off_t(map_size(bytes.size()))) != 0) throw fail("ftruncate");
-  // Written, not copied through a mapping: a full /dev/shm is then an error (ENOSPC) rather than
-  // a SIGBUS, and the kernel fills each page as it allocates it (no zeroing first, no page faults).
-  for (std::size_t done = 0; done < bytes.size();) {
-    const ssize_t k = ::pwrite(fd.get(), bytes.data() + done, bytes.size() - done, off_t(done));
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) throw fail("write");
-    done += std::size_t(k);
-  }
-  // Nobody changes it from now on: executors read it as it is.
-  (void)::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+  if (!write_at(fd.get(), bytes, 0)) throw fail("write");
+  seal(fd.get());  // executors read it as it is
   void* r = ::mmap(nullptr, map_size(bytes.size()), PROT_READ, MAP_SHARED, fd.get(), 0);
   if (r == MAP_FAILED) throw fail("mmap");
   return std::unique_ptr<ObjectMemory>(new ObjectMemory(std::move(fd), r, bytes.size()));
+}
+
+UniqueFd ObjectMemory::new_memfd(const std::string& name) {
+  return UniqueFd(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
+}
+
+// Written, not copied through a mapping: a full /dev/shm is then an error (ENOSPC) rather than a
+// SIGBUS, and the kernel fills each page as it allocates it (no zeroing first, no page faults).
+bool ObjectMemory::write_at(int fd, std::string_view bytes, std::size_t offset) {
+  for (std::size_t done = 0; done < bytes.size();) {
+    const ssize_t k = ::pwrite(fd, bytes.data() + done, bytes.size() - done, off_t(offset + done));
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    done += std::size_t(k);
+  }
+  return true;
+}
+
+void ObjectMemory::seal(int fd) {
+  (void)::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
 }
 
 std::unique_ptr<ObjectMemory> ObjectMemory::open(const std::string& path, const std::string& name, std::uint64_t size,

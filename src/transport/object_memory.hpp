@@ -31,6 +31,13 @@ class ObjectMemory {
   /// Takes `fd` (a memfd received from an executor) if it is the one named `name` of `size` bytes;
   /// nullptr otherwise. Holds the descriptor without mapping it (agent).
   static std::unique_ptr<ObjectMemory> adopt(UniqueFd fd, const std::string& name, std::uint64_t size);
+  /// The pieces of create(), for a memfd written as it is made (an executor's kept result): a new
+  /// memfd named `name`, sealable (invalid on failure, errno set); `bytes` written at `offset`
+  /// (false on failure, errno set: a full /dev/shm is ENOSPC here, not a SIGBUS later); and its
+  /// seals, after which nobody changes it.
+  static UniqueFd new_memfd(const std::string& name);
+  static bool write_at(int fd, std::string_view bytes, std::size_t offset);
+  static void seal(int fd);
   /// Looks for the memfd named `name` among the open descriptors of process `pid`; "" if none.
   static std::string find(std::int64_t pid, const std::string& name);
   ~ObjectMemory();

@@ -144,6 +144,11 @@ struct ObjectRef {
   std::int64_t origin = 0;  ///< the process that made the memfd (its name's): the driver, or an executor
 };
 static_assert(std::has_unique_object_representations_v<ObjectRef>, "ObjectRef travels as raw bytes");
+/// The reference to a stored object among a call's arguments (ObjectArg: the object, its gap).
+inline ObjectRef object_ref(const detail::ObjectArg& a) {
+  const detail::StoredObject& o = *a.object;
+  return {o.id, a.at, o.bytes.size(), o.pid, o.fd, o.origin};
+}
 
 /// A task's call into the pool that runs it (a nested submit or map, an actor's method), sent by
 /// its executor through the agent. The driver answers with a Reply of the same id.

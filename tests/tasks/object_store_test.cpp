@@ -64,6 +64,12 @@ int object_fds_settle(long pid, int n) {
   }
   return now;
 }
+
+// Every agent of `pool` lets its stored objects go (within object_fds_settle's 10 s each).
+void expect_agents_hold_none(const fibra::Pool& pool, const char* what) {
+  for (const auto& w : pool.workers())
+    EXPECT_EQ(object_fds_settle(w.pid, 0), 0) << "agent " << w.slot << " (pid " << w.pid << ") keeps a freed " << what;
+}
 }  // namespace
 
 // A task's sum of every `stride`-th element from `from`, and whether its process maps a stored
@@ -81,6 +87,22 @@ Probe strided_sum(std::vector<double> v, int from, int stride) {
   return p;
 }
 FIBRA_REMOTE(strided_sum);
+
+// The parts of halves(n) that `parts` (strided_sum(value, k, parts.size()) for each k) summed:
+// each checked in closed form and read from shared memory; returns their total.
+double expect_parts(std::vector<fibra::Future<Probe>>& parts, std::size_t n, const char* what) {
+  const std::size_t stride = parts.size();
+  double total = 0;
+  for (std::size_t k = 0; k < stride; ++k) {
+    const Probe p = get_within(parts[k], bound, what);
+    // sum over j of (k + stride j) / 2, for k + stride j < n
+    const double m = double((n - k + stride - 1) / stride);
+    EXPECT_DOUBLE_EQ(p.sum, (double(k) * m + double(stride) * m * (m - 1) / 2) / 2) << "part " << k;
+    EXPECT_TRUE(p.mapped) << "part " << k << " was sent the value instead of reading it from shared memory";
+    total += p.sum;
+  }
+  return total;
+}
 
 // Arguments on both sides of a stored one: joined around it in the executor.
 double scaled_sum(double factor, std::vector<double> v, std::string tag) {
@@ -153,15 +175,7 @@ TEST(ObjectStore, ATasksResultGivenToOtherTasksStaysWhereItWasMade) {
     EXPECT_EQ(get_within(made, bound, "make_halves(n)"), halves(n)) << "get() reads the kept result";
     EXPECT_EQ(object_fds(::getpid()), before + 1) << "the driver holds the kept result's memfd, not its bytes";
   }
-  double total = 0;
-  for (int k = 0; k < 8; ++k) {
-    const Probe p = get_within(parts[std::size_t(k)], bound, "strided_sum(made, k, 8)");
-    const double m = double((n - std::size_t(k) + 7) / 8);
-    EXPECT_DOUBLE_EQ(p.sum, (double(k) * m + 8 * m * (m - 1) / 2) / 2) << "part " << k;
-    EXPECT_TRUE(p.mapped) << "part " << k << " was sent the result instead of reading it where it lies";
-    total += p.sum;
-  }
-  EXPECT_DOUBLE_EQ(total, halves_sum(n));
+  EXPECT_DOUBLE_EQ(expect_parts(parts, n, "strided_sum(made, k, 8)"), halves_sum(n));
   EXPECT_EQ(pool.stats().results_kept, 1u) << "kept by the worker that made it";
   EXPECT_EQ(pool.stats().results_stored_on_arrival, 0u) << "not copied into the driver's memory";
   if (lanes_off())
@@ -170,8 +184,7 @@ TEST(ObjectStore, ATasksResultGivenToOtherTasksStaysWhereItWasMade) {
     EXPECT_EQ(pool.stats().objects_sent, 0u) << "workers on the driver's host read it where it lies";
   parts.clear();
   EXPECT_EQ(object_fds_settle(::getpid(), before), before) << "freed with its Future and its last task";
-  for (const auto& w : pool.workers())
-    EXPECT_EQ(object_fds_settle(w.pid, 0), 0) << "agent " << w.slot << " (pid " << w.pid << ") keeps a freed result";
+  expect_agents_hold_none(pool, "result");
 }
 
 // A kept result the driver has opened outlives the worker that made it: its agent is SIGKILLed
@@ -192,13 +205,8 @@ TEST(ObjectStore, AKeptResultOutlivesTheAgentThatMadeIt) {
   ASSERT_EQ(::kill(pid_t(holder), SIGKILL), 0);
   std::vector<fibra::Future<Probe>> parts;
   for (int k = 0; k < 4; ++k) parts.push_back(pool.submit(strided_sum, made, k, 4));
-  double total = 0;
-  for (auto& p : parts) {
-    const Probe r = get_within(p, bound, "strided_sum(made, k, 4) after its maker's agent died");
-    EXPECT_TRUE(r.mapped);
-    total += r.sum;
-  }
-  EXPECT_DOUBLE_EQ(total, halves_sum(n)) << "read from the driver's copy of the memfd";
+  EXPECT_DOUBLE_EQ(expect_parts(parts, n, "strided_sum(made, k, 4) after its maker's agent died"), halves_sum(n))
+      << "read from the driver's copy of the memfd";
   EXPECT_EQ(get_within(made, bound, "made after its maker's agent died"), halves(n));
 }
 
@@ -220,13 +228,7 @@ TEST(ObjectStore, AResultTasksAreGivenAfterItsTaskStartedIsStoredOnceInTheDriver
     EXPECT_EQ(get_within(made, bound, "make_halves_after(300, n)"), halves(n));
     EXPECT_EQ(object_fds(::getpid()), before + 1) << "stored in the driver's shared memory on arrival";
   }
-  double total = 0;
-  for (auto& p : parts) {
-    const Probe r = get_within(p, bound, "strided_sum(made, k, 4)");
-    EXPECT_TRUE(r.mapped) << "a task was sent the result by value";
-    total += r.sum;
-  }
-  EXPECT_DOUBLE_EQ(total, halves_sum(n));
+  EXPECT_DOUBLE_EQ(expect_parts(parts, n, "strided_sum(made, k, 4)"), halves_sum(n));
   EXPECT_EQ(pool.stats().results_stored_on_arrival, 1u);
   EXPECT_EQ(pool.stats().results_kept, 0u) << "it was sent before any task took it";
   parts.clear();
@@ -257,16 +259,7 @@ TEST(ObjectStore, TasksOnTheDriversHostReadThePutValueWhereItLies) {
   EXPECT_EQ(object_fds(::getpid()), 1) << "the put value is one memfd of the driver's";
   std::vector<fibra::Future<Probe>> parts;
   for (int k = 0; k < 8; ++k) parts.push_back(pool.submit(strided_sum, ref, k, 8));
-  double total = 0;
-  for (int k = 0; k < 8; ++k) {
-    const Probe p = get_within(parts[std::size_t(k)], bound, "strided_sum(ref, k, 8)");
-    // sum over j of (k + 8 j) / 2, for k + 8 j < n
-    const double m = double((n - std::size_t(k) + 7) / 8);
-    EXPECT_DOUBLE_EQ(p.sum, (double(k) * m + 8 * m * (m - 1) / 2) / 2) << "part " << k;
-    EXPECT_TRUE(p.mapped) << "part " << k << " did not read the object from shared memory";
-    total += p.sum;
-  }
-  EXPECT_DOUBLE_EQ(total, halves_sum(n));
+  EXPECT_DOUBLE_EQ(expect_parts(parts, n, "strided_sum(ref, k, 8)"), halves_sum(n));
   if (lanes_off())
     EXPECT_EQ(pool.stats().objects_sent, 2u) << "8 tasks on 2 agents without shared memory: one copy each";
   else
@@ -306,19 +299,12 @@ TEST(ObjectStore, AnAgentWithoutSharedMemoryIsSentEachObjectOnce) {
     auto ref = fibra::put(halves(n));
     for (int k = 0; k < 16; ++k) parts.push_back(pool.submit(strided_sum, ref, k, 16));
   }
-  double total = 0;
-  for (auto& p : parts) {
-    const Probe r = get_within(p, bound, "strided_sum(ref, k, 16) through the agents");
-    EXPECT_TRUE(r.mapped);
-    total += r.sum;
-  }
-  EXPECT_DOUBLE_EQ(total, halves_sum(n));
+  EXPECT_DOUBLE_EQ(expect_parts(parts, n, "strided_sum(ref, k, 16) through the agents"), halves_sum(n));
   const auto sent = pool.stats().objects_sent;
   EXPECT_GE(sent, 1u);
   EXPECT_LE(sent, 2u) << "16 tasks on 2 agents: at most one copy each";
   parts.clear();
-  for (const auto& w : pool.workers())
-    EXPECT_EQ(object_fds_settle(w.pid, 0), 0) << "agent " << w.slot << " (pid " << w.pid << ") keeps a freed object";
+  expect_agents_hold_none(pool, "object");
 }
 
 TEST(ObjectStore, AValueATaskStoredCanBeHandedOverAgainAfterTheDriverLetItGo) {
@@ -327,8 +313,7 @@ TEST(ObjectStore, AValueATaskStoredCanBeHandedOverAgainAfterTheDriverLetItGo) {
   // the parts of each round of 4 add up to the whole sum: 15 rounds
   EXPECT_DOUBLE_EQ(get_within(pool.submit(put_then_call_again, n, times), bound, "put_then_call_again"),
                    double(times / 4) * halves_sum(std::size_t(n)));
-  for (const auto& w : pool.workers())
-    EXPECT_EQ(object_fds_settle(w.pid, 0), 0) << "agent " << w.slot << " (pid " << w.pid << ") keeps a freed value";
+  expect_agents_hold_none(pool, "value");
 }
 
 TEST(ObjectStore, PutInsideATaskStoresTheValueWhereTheTaskRuns) {
@@ -338,8 +323,7 @@ TEST(ObjectStore, PutInsideATaskStoresTheValueWhereTheTaskRuns) {
   EXPECT_DOUBLE_EQ(p.sum, halves_sum(std::size_t(1) << 20));
   EXPECT_TRUE(p.mapped) << "a task given the Future of a put in a task was sent the value by copy";
   EXPECT_EQ(pool.stats().objects_from_tasks - before, 4u) << "4 calls, each taking the stored value";
-  for (const auto& w : pool.workers())
-    EXPECT_EQ(object_fds_settle(w.pid, 0), 0) << "agent " << w.slot << " (pid " << w.pid << ") keeps a freed value";
+  expect_agents_hold_none(pool, "value");
 }
 
 int main(int argc, char** argv) {
