@@ -46,6 +46,10 @@ struct PoolStats {
   /// Values tasks stored (fibra::put in a task) that calls they made took from where they lie:
   /// one per call and value.
   std::uint64_t objects_from_tasks = 0;
+  /// Stored objects an agent on another host copied from a peer agent that held them (a result
+  /// kept where it was made, a value another agent had been sent), not from the driver: once per
+  /// object and agent. A copy that failed is sent by the driver after all (objects_sent).
+  std::uint64_t objects_fetched_from_peers = 0;
   /// Messages of results (one or more chunks' each) that came back through shared memory. A large
   /// one is decoded where it lies by a call waiting for it; one that arrives before anybody waits
   /// is copied out, so that the worker's next large result finds the way free.

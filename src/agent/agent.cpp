@@ -13,8 +13,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <set>
+#include <sys/mman.h>
 #include <utility>
 #include <chrono>
 #include <cstdio>
@@ -29,6 +32,7 @@
 #include "transport/mpi.hpp"
 #include "common/trace.hpp"
 #include "transport/object_memory.hpp"
+#include "transport/object_server.hpp"
 #include "transport/wire.hpp"
 #include "agent/agent.hpp"
 #include "common/process.hpp"
@@ -38,6 +42,10 @@ namespace {
 
 // An executor that holds work but is in no task for this long is stuck (in start-up, say).
 constexpr double executor_stuck_s = 60;
+
+// How long an agent waiting to copy a stored object waits for its peer to hold it (the peer may
+// be copying it itself) before it asks the driver for it.
+constexpr double peer_wait_s = 10;
 
 // How long an agent waits for its setup (the driver's first message) before it gives up.
 constexpr double setup_wait_s = 120;
@@ -71,6 +79,16 @@ class Agent {
       }
       executors_.push_back(std::make_unique<SupervisedExecutor>(i + 1, std::move(prefix), false, cfg.lane_nonce));
       executors_.back()->set_env(env_for(i));
+    }
+    // It serves the objects it holds to its peers (agents on other hosts copy them from it). Where
+    // the driver cannot open them (another host), the results it keeps are copied to the driver too.
+    const char* as_remote = std::getenv("FIBRA_OBJECTS_AS_REMOTE");  // "1": on the driver's host too (tests)
+    copies_to_driver_ = !shares_driver_host() || (as_remote && std::string_view(as_remote) == "1");
+    try {
+      server_ = std::make_unique<ObjectServer>(cfg.lane_nonce);
+    } catch (const Error& e) {
+      log::warning("fibra agent pid {} on {}: {}; stored objects reach it through the driver", ::getpid(), host_name(),
+                   e.what());
     }
   }
 
@@ -106,6 +124,7 @@ class Agent {
     last_heard_ = mpi::now_s();
     while (!leaving_) {
       bool busy = receive_from_driver();
+      busy |= collect_fetches();
       busy |= tend_executors();
       if (!said_hello_ &&
           std::all_of(executors_.begin(), executors_.end(), [](auto& e) { return e->started_or_failed(); })) {
@@ -130,7 +149,8 @@ class Agent {
         wait_a_little(std::chrono::milliseconds(1));
       } else if (auto nap = napper.next(sending); nap.count() > 0) {
         // A task waits for an answer from the driver: the naps of a busy agent, never over 1 ms.
-        if (awaiting_replies()) nap = std::min<std::chrono::microseconds>(nap, std::chrono::milliseconds(1));
+        if (awaiting_replies() || !pending_.empty())
+          nap = std::min<std::chrono::microseconds>(nap, std::chrono::milliseconds(1));
         wait_a_little(nap);
       } else {
         std::this_thread::yield();  // spinning for the driver: give a core to whoever needs one
@@ -138,7 +158,7 @@ class Agent {
     }
     stop_executors();
     send_output();  // what they printed last
-    send(wire::tag_bye, {});
+    send(wire::tag_bye, std::string());
     sends_.drain(5.0);
     return 0;
   }
@@ -148,10 +168,14 @@ class Agent {
   // work too (starting thousands of actor processes took longer than worker_silence_s, and every
   // worker was declared lost), so that nothing the agent does starves it.
   void keep_alive() {
-    if (mpi::now_s() - last_sent_ > cfg_.heartbeat_s) send(wire::tag_heartbeat, {});
+    if (mpi::now_s() - last_sent_ > cfg_.heartbeat_s) send(wire::tag_heartbeat, std::string());
   }
 
   void send(int tag, std::string data) {
+    sends_.send(parent_, 0, tag, std::move(data));
+    last_sent_ = mpi::now_s();
+  }
+  void send(int tag, mpi::Pieces data) {
     sends_.send(parent_, 0, tag, std::move(data));
     last_sent_ = mpi::now_s();
   }
@@ -170,6 +194,7 @@ class Agent {
     h.pid = ::getpid();
     h.host = host_name();
     for (auto& e : executors_) h.lane_fds.push_back(e->lane_fd());
+    h.object_port = server_ ? server_->port() : 0;
     send(wire::tag_hello, wire::encode(h));
   }
 
@@ -181,10 +206,10 @@ class Agent {
       got |= m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
       last_heard_ = mpi::now_s();
       if (m.tag == wire::tag_tasks) {
-        if (const auto key = wire::batch_actor(m.data))
-          give_actor(key, std::move(m.data));
+        if (pending_.empty())
+          take_batch(std::move(m.data));
         else
-          least_busy().give(std::move(m.data));
+          held_.push_back(std::move(m.data));  // after the objects it takes, being copied
       } else if (m.tag == wire::tag_actor_end) {
         const auto end = wire::decode<wire::ActorEnd>(m.data);
         if (auto it = actors_.find(end.actor); it != actors_.end()) {
@@ -201,8 +226,11 @@ class Agent {
         cancelling_[wire::decode<wire::Cancel>(m.data).chunk] = mpi::now_s() + cancel_watch_s;
       } else if (m.tag == wire::tag_object) {
         keep_object(m.data);
+      } else if (m.tag == wire::tag_object_fetch) {
+        start_fetch(wire::decode<wire::ObjectFetch>(m.data));
       } else if (m.tag == wire::tag_object_free) {
         const auto f = wire::decode<wire::ObjectFree>(m.data);
+        if (pending_.erase(f.id)) release_held();  // no task will take it after all
         // Handed over again since the driver let it go (a task sent it once more): kept.
         auto h = handed_.find(f.id);
         if (h != handed_.end() && f.handed > 0 && h->second > f.handed) {
@@ -210,6 +238,10 @@ class Agent {
         } else {
           objects_.erase(f.id);
           if (h != handed_.end()) handed_.erase(h);
+          if (auto o = offered_.find(f.id); o != offered_.end()) {
+            server_->withdraw(o->second);
+            offered_.erase(o);
+          }
         }
       } else if (m.tag == wire::tag_shutdown) {
         leaving_ = true;
@@ -230,17 +262,99 @@ class Agent {
       throw wire::Malformed("fibra: a malformed stored object: " + std::to_string(r.left()) + " bytes for " +
                             std::to_string(h.size));
     try {
-      objects_[h.id] = ObjectMemory::create(object_memfd_name(h.origin, h.id), r.take(h.size), "fibra agent");
+      hold(h.id, h.origin, h.size,
+           ObjectMemory::create(object_memfd_name(h.origin, h.id), r.take(h.size), "fibra agent"));
     } catch (const Error& e) {  // the tasks that take it fail, saying the object is not on this host
       log::error("fibra agent pid {} on {}: {}", ::getpid(), host_name(), e.what());
     }
+    if (pending_.erase(h.id)) release_held();
+  }
+
+  // Holds a stored object's memfd, served to peers if it serves any.
+  void hold(std::uint64_t id, std::int64_t origin, std::uint64_t size, std::unique_ptr<ObjectMemory> m) {
+    if (server_) {
+      const std::string name = object_memfd_name(origin, id);
+      server_->offer(name, m->fd(), size);
+      offered_[id] = name;
+    }
+    objects_[id] = std::move(m);
   }
 
   // A memfd an executor handed over (a kept result, a value a task stored), held before the driver
-  // looks for it, and counted (ObjectFree::handed).
-  void hold_handed(std::uint64_t id, std::unique_ptr<ObjectMemory> m) {
-    objects_[id] = std::move(m);
-    ++handed_[id];
+  // looks for it, and counted (ObjectFree::handed). On another host the driver cannot open a kept
+  // result: it is sent a copy (tag_kept_copy) before the result's frame, which MPI keeps in order,
+  // while tasks on other hosts copy it from here (ObjectServer), not from the driver.
+  void hold_handed(SupervisedExecutor::Handed h) {
+    if (h.result && copies_to_driver_) send_kept_copy(h);
+    hold(h.id, h.origin, h.size, std::move(h.memory));
+    ++handed_[h.id];
+  }
+
+  void send_kept_copy(const SupervisedExecutor::Handed& h) {
+    const std::size_t n = h.size == 0 ? 1 : h.size;
+    void* base = ::mmap(nullptr, n, PROT_READ, MAP_SHARED, h.memory->fd(), 0);
+    if (base == MAP_FAILED) return;  // the driver finds no copy: the task runs again, sending its result
+    std::shared_ptr<const void> mapping(base, [n](const void* p) { ::munmap(const_cast<void*>(p), n); });
+    mpi::Pieces m;
+    m.heads = wire::encode(wire::ObjectHead{h.id, h.origin, h.size});
+    m.ends.push_back(m.heads.size());
+    m.bodies.emplace_back(std::string_view(static_cast<const char*>(base), h.size), std::move(mapping));
+    send(wire::tag_kept_copy, std::move(m));
+  }
+
+  // A task batch, to the actor it is for or to its least busy executor.
+  void take_batch(std::string batch) {
+    if (const auto key = wire::batch_actor(batch))
+      give_actor(key, std::move(batch));
+    else
+      least_busy().give(std::move(batch));
+  }
+
+  // Batches that came while objects they may take were being copied go on once none is.
+  void release_held() {
+    if (!pending_.empty()) return;
+    while (!held_.empty()) {
+      take_batch(std::move(held_.front()));
+      held_.pop_front();
+    }
+  }
+
+  // A stored object copied from a peer's ObjectServer, on a thread of its own (so that nothing
+  // here waits: heartbeats go on); the batches that come meanwhile wait for it (held_).
+  void start_fetch(const wire::ObjectFetch& f) {
+    if (objects_.count(f.head.id)) return;
+    pending_.insert(f.head.id);
+    std::thread([box = fetched_, f, key = cfg_.lane_nonce] {
+      Fetched done{f.head.id, f.head.origin, f.head.size, nullptr, {}};
+      done.memory = fetch_object(f.host, std::uint16_t(f.port), key, object_memfd_name(f.head.origin, f.head.id),
+                                 f.head.size, peer_wait_s, done.why);
+      std::lock_guard lk(box->mu);
+      box->done.push_back(std::move(done));
+    }).detach();
+  }
+
+  // Copies made since the last turn are held; one that failed is asked of the driver
+  // (tag_object_missing), which sends the bytes.
+  bool collect_fetches() {
+    if (pending_.empty()) return false;
+    std::vector<Fetched> done;
+    {
+      std::lock_guard lk(fetched_->mu);
+      done.swap(fetched_->done);
+    }
+    for (auto& d : done) {
+      if (!pending_.count(d.id)) continue;  // freed meanwhile, or the driver's copy came first
+      if (!d.memory) {
+        log::info("fibra agent pid {} on {}: could not copy stored object {} from a peer ({}); asking the driver",
+                  ::getpid(), host_name(), d.id, d.why);
+        send(wire::tag_object_missing, wire::encode(wire::ObjectFree{d.id, 0}));
+        continue;
+      }
+      hold(d.id, d.origin, d.size, std::move(d.memory));  // and served on from here
+      pending_.erase(d.id);
+    }
+    release_held();
+    return !done.empty();
   }
 
   // The answer to a request of one of its executors (gone by now, perhaps: then it is dropped).
@@ -315,7 +429,7 @@ class Agent {
       bool got = false;
       const bool alive = e.read(frames, got);
       busy |= got;
-      for (auto& [id, m] : e.take_kept()) hold_handed(id, std::move(m));
+      for (auto& h : e.take_kept()) hold_handed(std::move(h));
       for (auto& f : frames) forward(std::move(f));
       frames.clear();
       pass_on_requests(e, it->first | wire::route_actor_bit);
@@ -387,7 +501,7 @@ class Agent {
       bool got = false;
       const bool alive = e->read(frames, got);
       busy |= got;
-      for (auto& [id, m] : e->take_kept()) hold_handed(id, std::move(m));
+      for (auto& h : e->take_kept()) hold_handed(std::move(h));
       for (auto& f : frames) forward(std::move(f));
       frames.clear();
       const std::uint64_t route = static_cast<std::uint64_t>(&e - executors_.data()) + 1;
@@ -485,6 +599,25 @@ class Agent {
   // Stored objects by id: copies the driver sent (tag_object), and results its executors kept.
   std::map<std::uint64_t, std::unique_ptr<ObjectMemory>> objects_;
   std::map<std::uint64_t, std::uint64_t> handed_;  // times handed over since the driver last freed it
+  // Serves the objects it holds to peer agents (on another host than the driver's); their names by id.
+  std::unique_ptr<ObjectServer> server_;
+  bool copies_to_driver_ = false;  // its executors' kept results, since the driver cannot open them here
+  std::map<std::uint64_t, std::string> offered_;
+  // Objects being copied from peers (tag_object_fetch), and the batches that came meanwhile.
+  struct Fetched {
+    std::uint64_t id = 0;
+    std::int64_t origin = 0;
+    std::uint64_t size = 0;
+    std::unique_ptr<ObjectMemory> memory;
+    std::string why;
+  };
+  struct FetchBox {
+    std::mutex mu;
+    std::vector<Fetched> done;
+  };
+  std::shared_ptr<FetchBox> fetched_ = std::make_shared<FetchBox>();  // shared with the fetching threads
+  std::set<std::uint64_t> pending_;
+  std::deque<std::string> held_;
   static constexpr double cancel_watch_s = 60;
   double last_heard_ = 0, last_sent_ = 0;
   bool leaving_ = false;

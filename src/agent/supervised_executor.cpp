@@ -322,7 +322,7 @@ bool SupervisedExecutor::take_frame(FrameReader::Frame f, std::vector<std::strin
       const auto k = wire::decode_whole<wire::Kept>(r.payload);
       if (fd < f.fds.size())
         if (auto m = ObjectMemory::adopt(std::move(f.fds[fd++]), object_memfd_name(pid_, k.id), k.size))
-          kept_.emplace_back(k.id, std::move(m));
+          kept_.push_back({k.id, pid_, k.size, true, std::move(m)});
     } catch (const wire::Malformed& e) {
       return stop_for_junk(e.what());
     }
@@ -344,7 +344,7 @@ bool SupervisedExecutor::adopt_objects(const std::string& request, std::vector<U
   for (std::size_t i = 0; i < r.objects.size() && i < fds.size(); ++i) {
     const auto& o = r.objects[i];
     if (auto m = ObjectMemory::adopt(std::move(fds[i]), object_memfd_name(o.origin, o.id), o.size))
-      kept_.emplace_back(o.id, std::move(m));
+      kept_.push_back({o.id, o.origin, o.size, false, std::move(m)});
   }
   return true;
 }

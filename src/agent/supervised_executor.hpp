@@ -103,10 +103,17 @@ class SupervisedExecutor {
   void wake_for_lane();
   /// Requests its tasks made (wire::Request, encoded) since the last call.
   std::vector<std::string> take_requests() { return std::exchange(requests_, {}); }
-  /// The results it kept on this host (wire::Status::kept) and the values its tasks stored
-  /// (fibra::put, with a request) since the last call: their memfds, by object id, which the agent
-  /// holds until the driver frees them.
-  std::vector<std::pair<std::uint64_t, std::unique_ptr<ObjectMemory>>> take_kept() { return std::exchange(kept_, {}); }
+  /// A memfd it handed over: a result it kept (wire::Status::kept), or a value one of its tasks
+  /// stored (fibra::put, with a request).
+  struct Handed {
+    std::uint64_t id = 0;
+    std::int64_t origin = 0;  ///< whose pid the memfd's name has (object_memfd_name)
+    std::uint64_t size = 0;
+    bool result = false;  ///< a kept result (not a stored value)
+    std::unique_ptr<ObjectMemory> memory;
+  };
+  /// What it handed over since the last call, which the agent holds until the driver frees it.
+  std::vector<Handed> take_kept() { return std::exchange(kept_, {}); }
   /// Its requests whose replies have not come yet: the agent then watches the driver closely.
   bool awaits_replies() const { return running() && awaiting_replies_ > 0; }
   /// How many more of its tasks wait (in a wait for what they requested) than at the last call.
@@ -165,7 +172,7 @@ class SupervisedExecutor {
   bool actor_ = false;
   std::vector<std::pair<std::string, std::string>> env_;
   std::vector<std::string> requests_;
-  std::vector<std::pair<std::uint64_t, std::unique_ptr<ObjectMemory>>> kept_;
+  std::vector<Handed> kept_;
   int awaiting_replies_ = 0;  // requests (not tells) passed on, minus replies given
   int blocked_delta_ = 0;
   int blocked_ = 0;  // its tasks waiting now (undone at its death)

@@ -87,13 +87,34 @@ std::shared_ptr<const StoredObject> store_object(std::string& encoded) {
   return object;
 }
 
+namespace {
+
+// One StoredObject per (origin, id) while it lives: a value a task stored comes with each call given it.
+struct Taken {
+  std::mutex mu;
+  std::map<std::pair<std::int64_t, std::uint64_t>, std::weak_ptr<const StoredObject>> all;  // by (origin, id)
+};
+Taken& taken_objects() {
+  static auto* t = new Taken;  // never destroyed
+  return *t;
+}
+
+}  // namespace
+
+std::shared_ptr<const StoredObject> store_kept_copy(std::int64_t origin, std::uint64_t id, std::string_view bytes) {
+  auto o = std::make_shared<DriverObject>(
+      id, origin, ObjectMemory::create(object_memfd_name(origin, id), bytes, "fibra: a result kept on another host"));
+  Taken& t = taken_objects();
+  std::lock_guard lk(t.mu);
+  t.all[{origin, id}] = o;
+  return o;
+}
+
 std::shared_ptr<const StoredObject> take_kept_result(std::int64_t holder, std::int64_t origin, std::uint64_t id,
                                                      std::uint64_t size, std::string& why) {
-  // One StoredObject per (origin, id) while it lives: a value a task stored comes with each call given it.
-  static std::mutex mu;
-  using Key = std::pair<std::int64_t, std::uint64_t>;                         // (origin, id)
-  static auto* taken = new std::map<Key, std::weak_ptr<const StoredObject>>;  // never destroyed
-  std::lock_guard lk(mu);
+  Taken& t = taken_objects();
+  std::lock_guard lk(t.mu);
+  auto* taken = &t.all;
   if (auto it = taken->find({origin, id}); it != taken->end()) {
     if (auto o = it->second.lock()) return o;
   }

@@ -33,4 +33,8 @@ std::shared_ptr<const StoredObject> store_bytes(std::string_view bytes, const ch
 std::shared_ptr<const StoredObject> take_kept_result(std::int64_t holder, std::int64_t origin, std::uint64_t id,
                                                      std::uint64_t size, std::string& why);
 
+/// A copy of a task's result that an agent on another host keeps (wire::tag_kept_copy), stored
+/// here under the same name as there, so that take_kept_result finds it while it lives.
+std::shared_ptr<const StoredObject> store_kept_copy(std::int64_t origin, std::uint64_t id, std::string_view bytes);
+
 }  // namespace fibra::detail

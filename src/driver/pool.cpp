@@ -336,6 +336,8 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
       return ChannelStore::instance().forget(uid_, static_cast<std::uint64_t>(w.id),
                                              wire::decode_whole<wire::RouteGone>(m.data).route);
     case wire::tag_actor_lane: return open_actor_lane(w, wire::decode<wire::ActorLane>(m.data));
+    case wire::tag_kept_copy: return on_kept_copy(w, m.data);
+    case wire::tag_object_missing: return on_object_missing(w, wire::decode<wire::ObjectFree>(m.data).id);
     case wire::tag_actor_died: {
       const auto d = wire::decode<wire::ActorDeath>(m.data);
       // What it put in its lane before it died comes first: a finished call is delivered.
@@ -678,18 +680,57 @@ void PoolImpl::add_objects(const JobState& job, wire::TaskHeader& h,
 // the driver's memory (it has no lanes: another host, or lanes off), once each: the agent keeps a
 // copy in a memfd of its own, which its executors map (docs/architecture.md, "The object store").
 // Executors of an agent on this host map the driver's own memfd, even for a batch sent through MPI.
+// An agent with an object server copies an object from a peer that holds it (one on its own
+// host first) rather than from the driver: a result kept where it was made goes from host to host,
+// and a value put here leaves the driver once (docs/architecture.md, "The object store").
 void PoolImpl::send_objects(Worker& w, const std::vector<std::shared_ptr<const StoredObject>>& objects) {
   if (!w.lanes.empty()) return;
   for (const auto& o : objects) {
     if (!w.objects.insert(o->id).second) continue;
-    mpi::Pieces m;
-    m.heads = wire::encode(wire::ObjectHead{o->id, o->origin, o->bytes.size()});
-    m.ends.push_back(m.heads.size());
-    m.bodies.emplace_back(o->bytes, o);  // sent from the driver's mapping, which the send keeps
-    send(w, wire::tag_object, std::move(m));
-    std::lock_guard lk(mu_);
-    ++stats_.objects_sent;
+    if (const Worker* peer = w.object_port != 0 ? object_peer(w, o->id) : nullptr) {
+      send(w, wire::tag_object_fetch,
+           wire::encode(wire::ObjectFetch{{o->id, o->origin, o->bytes.size()}, peer->host, peer->object_port}));
+      w.fetching[o->id] = o;
+      std::lock_guard lk(mu_);
+      ++stats_.objects_fetched_from_peers;
+      continue;
+    }
+    send_object_bytes(w, o);
   }
+}
+
+void PoolImpl::send_object_bytes(Worker& w, const std::shared_ptr<const StoredObject>& o) {
+  mpi::Pieces m;
+  m.heads = wire::encode(wire::ObjectHead{o->id, o->origin, o->bytes.size()});
+  m.ends.push_back(m.heads.size());
+  m.bodies.emplace_back(o->bytes, o);  // sent from the driver's mapping, which the send keeps
+  send(w, wire::tag_object, std::move(m));
+  std::lock_guard lk(mu_);
+  ++stats_.objects_sent;
+}
+
+// A live agent with an object server, other than `w`, that holds object `id` (or is copying it:
+// its server waits for it), on w's host if one is; nullptr if none.
+const Worker* PoolImpl::object_peer(const Worker& w, std::uint64_t id) const {
+  const Worker* found = nullptr;
+  for (const auto& p : workers_) {
+    if (p.get() == &w || p->object_port == 0 || !p->objects.count(id)) continue;
+    if (p->state != Worker::State::ready && p->state != Worker::State::retiring) continue;
+    if (p->host == w.host) return p.get();
+    if (!found) found = p.get();
+  }
+  return found;
+}
+
+// An agent could not copy an object from its peer (lost, say): the driver sends it, or, if no
+// task holds it any more, tells the agent to stop waiting for it.
+void PoolImpl::on_object_missing(Worker& w, std::uint64_t id) {
+  auto it = w.fetching.find(id);
+  std::shared_ptr<const StoredObject> o = it != w.fetching.end() ? it->second.lock() : nullptr;
+  if (it != w.fetching.end()) w.fetching.erase(it);
+  if (o) return send_object_bytes(w, o);
+  w.objects.erase(id);
+  send(w, wire::tag_object_free, wire::encode(wire::ObjectFree{id, 0}));
 }
 
 // Agents that keep a copy of an object freed since the last look are told to drop it.
@@ -701,6 +742,7 @@ void PoolImpl::free_objects() {
   }
   for (std::uint64_t id : freed)
     for (auto& w : workers_) {
+      w->fetching.erase(id);
       if (!w->objects.erase(id)) continue;
       std::uint64_t handed = 0;
       if (auto h = w->handed.find(id); h != w->handed.end()) {

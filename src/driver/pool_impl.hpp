@@ -146,6 +146,12 @@ struct Worker {
   // On this host, with its lanes (or with lanes turned off): its tasks' large results that other
   // tasks take stay there (TaskHeader::keep_from), since the driver can open its memfds.
   bool keeps_results = false;
+  // Its agent's ObjectServer (Hello::object_port; 0: none, it shares this host): peers copy the
+  // objects it holds from there, and it copies from them (send_objects).
+  std::uint32_t object_port = 0;
+  // Objects it was told to copy from a peer (tag_object_fetch), in case the copy fails
+  // (tag_object_missing): then the driver sends them. The communication thread's alone.
+  std::unordered_map<std::uint64_t, std::weak_ptr<const StoredObject>> fetching;
   // Stored objects (fibra::put) sent to it: its agent keeps a copy until told they are freed.
   // The communication thread's alone.
   std::unordered_set<std::uint64_t> objects;
@@ -479,6 +485,13 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
                      std::string* message = nullptr, const std::shared_ptr<HeldFrame>& keep = nullptr,
                      std::shared_ptr<const StoredObject> object = nullptr);
   void on_kept(Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid);
+  void on_kept_copy(Worker& w, std::string_view message);
+  void on_object_missing(Worker& w, std::uint64_t id);
+  void send_object_bytes(Worker& w, const std::shared_ptr<const StoredObject>& o);
+  const Worker* object_peer(const Worker& w, std::uint64_t id) const;
+  // Copies of results kept on other hosts (tag_kept_copy), by (executor pid, id), until their
+  // kept result comes (on_kept). The communication thread's.
+  std::map<std::pair<std::int64_t, std::uint64_t>, std::shared_ptr<const StoredObject>> kept_copies_;
   bool late_keep(const Chunk& c, std::string_view payload) const;
   void store_late();
   // Outcomes late_keep chose, stored and delivered once on_results lets go of mu_ (store_late).

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <string>
 
+#include "common/log.hpp"
+#include "fibra/detail/codec.hpp"
 #include "fibra/error.hpp"
 #include "driver/pool_impl.hpp"
 
@@ -110,6 +112,12 @@ void PoolImpl::on_kept(Worker& w, const wire::ResultHeader& h, std::string_view 
   } catch (const wire::Malformed&) {
   }
   if (k.id != 0) w.hold_handed(k.id);  // until told it is freed (free_objects)
+  // Kept on another host: the copy its agent sent first.
+  std::shared_ptr<const StoredObject> copy;
+  if (auto it = kept_copies_.find({exec_pid, k.id}); it != kept_copies_.end()) {
+    copy = std::move(it->second);
+    kept_copies_.erase(it);
+  }
   Chunk* c = sched_.find(h.chunk, h.attempt);
   if (!c || k.id == 0 || k.id != c->keep_id) {  // late (or not what it was asked to keep): dropped
     if (k.id != 0) queue_object_free(k.id);
@@ -126,8 +134,8 @@ void PoolImpl::on_kept(Worker& w, const wire::ResultHeader& h, std::string_view 
         std::nullopt);
   }
   std::string why;
-  auto object = take_kept_result(w.pid, exec_pid, k.id, k.size, why);
-  if (!object) {
+  auto object = copy ? std::move(copy) : take_kept_result(w.pid, exec_pid, k.id, k.size, why);
+  if (!object || object->bytes.size() != k.size) {
     queue_object_free(k.id);
     c->no_keep = true;
     ++stats_.kept_results_lost;
@@ -136,6 +144,23 @@ void PoolImpl::on_kept(Worker& w, const wire::ResultHeader& h, std::string_view 
   }
   ++stats_.results_kept;
   accept_result(h, {}, {}, nullptr, nullptr, std::move(object));
+}
+
+// An agent on another host keeps a task's result (its peers copy it from there) and sends the
+// driver a copy first, which the result's Kept (next from it: MPI keeps them in order) takes. Its
+// bytes are stored here as they lie in the message.
+void PoolImpl::on_kept_copy(Worker& w, std::string_view message) {
+  detail::Reader r(message);
+  wire::ObjectHead h;
+  wire::get(r, h);
+  if (r.left() != h.size)
+    throw wire::Malformed("a kept result's copy of " + std::to_string(r.left()) + " bytes for " +
+                          std::to_string(h.size));
+  try {
+    kept_copies_[{h.origin, h.id}] = store_kept_copy(h.origin, h.id, r.take(h.size));
+  } catch (const Error& e) {  // no shared memory here: the task runs again, sending its result
+    log::warning("fibra: worker {}'s kept result {} could not be stored here: {}", w.slot, h.id, e.what());
+  }
 }
 
 // A large result of a task that tasks were given after it was sent to its worker (so it was not

@@ -446,7 +446,9 @@ void PoolImpl::on_hello(Worker& w, const wire::Hello& h) {
                       " or others: driver and workers must run the same build of the program");
   }
   w.shared_memory = !lanes.empty();
-  w.keeps_results = w.shared_memory || (!lanes_on() && same_host(h.host, my_host_));
+  w.object_port = h.object_port;
+  // Elsewhere (an object server): it sends the driver a copy, and serves its peers.
+  w.keeps_results = w.shared_memory || (!lanes_on() && same_host(h.host, my_host_)) || w.object_port != 0;
   w.lanes = std::move(lanes);
   if (w.state == Worker::State::starting) w.state = Worker::State::ready;
   state_cv_.notify_all();

@@ -22,24 +22,27 @@ namespace fibra::wire {
 
 /// MPI tags between driver and agent.
 enum Tag : int {
-  tag_hello = 1,         ///< agent -> driver: Hello
-  tag_tasks = 2,         ///< driver -> agent: a task batch
-  tag_results = 3,       ///< agent -> driver: a result batch
-  tag_heartbeat = 4,     ///< both ways, when nothing else was sent for a while
-  tag_shutdown = 5,      ///< driver -> agent: stop (executors too), say bye, leave
-  tag_bye = 6,           ///< agent -> driver: about to leave
-  tag_setup = 7,         ///< driver -> agent, its first message: AgentSetup
-  tag_actor_end = 8,     ///< driver -> agent: ActorEnd, the actor's last handle is gone
-  tag_actor_died = 9,    ///< agent -> driver: ActorDeath, an actor's process ended
-  tag_request = 10,      ///< agent -> driver: a RequestRoute, then a Request from one of its executors
-  tag_reply = 11,        ///< driver -> agent: Reply, the outcome of a Request
-  tag_blocked = 12,      ///< agent -> driver: WaitDelta, executors that began (+) or ended (-) a wait in a task
-  tag_output = 13,       ///< agent -> driver: Output, whole lines its executors printed
-  tag_cancel = 14,       ///< driver -> agent: Cancel, end the executor that runs (or comes to run) a chunk
-  tag_object = 15,       ///< driver -> agent: ObjectHead and the bytes of a stored object (fibra::put)
-  tag_object_free = 16,  ///< driver -> agent: ObjectFree, a stored object no task will read again
-  tag_actor_lane = 17,   ///< agent -> driver: ActorLane, the shared memory of an actor's process
-  tag_route_gone = 18,   ///< agent -> driver: RouteGone, an executor or actor process ended (its waits on queues too)
+  tag_hello = 1,          ///< agent -> driver: Hello
+  tag_tasks = 2,          ///< driver -> agent: a task batch
+  tag_results = 3,        ///< agent -> driver: a result batch
+  tag_heartbeat = 4,      ///< both ways, when nothing else was sent for a while
+  tag_shutdown = 5,       ///< driver -> agent: stop (executors too), say bye, leave
+  tag_bye = 6,            ///< agent -> driver: about to leave
+  tag_setup = 7,          ///< driver -> agent, its first message: AgentSetup
+  tag_actor_end = 8,      ///< driver -> agent: ActorEnd, the actor's last handle is gone
+  tag_actor_died = 9,     ///< agent -> driver: ActorDeath, an actor's process ended
+  tag_request = 10,       ///< agent -> driver: a RequestRoute, then a Request from one of its executors
+  tag_reply = 11,         ///< driver -> agent: Reply, the outcome of a Request
+  tag_blocked = 12,       ///< agent -> driver: WaitDelta, executors that began (+) or ended (-) a wait in a task
+  tag_output = 13,        ///< agent -> driver: Output, whole lines its executors printed
+  tag_cancel = 14,        ///< driver -> agent: Cancel, end the executor that runs (or comes to run) a chunk
+  tag_object = 15,        ///< driver -> agent: ObjectHead and the bytes of a stored object (fibra::put)
+  tag_object_free = 16,   ///< driver -> agent: ObjectFree, a stored object no task will read again
+  tag_actor_lane = 17,    ///< agent -> driver: ActorLane, the shared memory of an actor's process
+  tag_route_gone = 18,    ///< agent -> driver: RouteGone, an executor or actor process ended (its waits on queues too)
+  tag_kept_copy = 19,     ///< agent -> driver: ObjectHead and the bytes of a result it keeps (another host)
+  tag_object_fetch = 20,  ///< driver -> agent: ObjectFetch, copy a stored object from a peer agent
+  tag_object_missing = 21,  ///< agent -> driver: ObjectFree{id}, a fetch failed: send the bytes
 };
 
 /// The body of a tag_shutdown that retires one agent (Pool::resize) while the others go on; empty
@@ -283,10 +286,13 @@ struct Hello {
   std::int64_t pid = 0;
   std::string host;
   std::vector<std::int32_t> lane_fds;  ///< its executors' shared memory, in order: /proc/<pid>/fd/<fd> on its host
+  /// Its ObjectServer's TCP port (transport/object_server.hpp): peers fetch the objects it holds
+  /// from it. 0: none (it shares the driver's host, whose memory its executors map).
+  std::uint32_t object_port = 0;
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, Hello>
-void fields(F&& f, M& m) { f(m.fingerprint, m.functions, m.pid, m.host, m.lane_fds); }
+void fields(F&& f, M& m) { f(m.fingerprint, m.functions, m.pid, m.host, m.lane_fds, m.object_port); }
 
 /// One chunk of a task batch (its payload follows it).
 
@@ -329,6 +335,19 @@ struct ObjectHead {
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, ObjectHead>
 void fields(F&& f, M& m) { f(m.id, m.origin, m.size); }
+
+/// driver -> agent (tag_object_fetch): instead of a stored object's bytes, where to copy it from:
+/// the ObjectServer of a peer agent that holds it (Hello::object_port). Sent before the first
+/// batch that takes it; the agent holds its batches until the copy is made, and if it cannot be,
+/// says so (tag_object_missing) and is sent the bytes (tag_object).
+struct ObjectFetch {
+  ObjectHead head;
+  std::string host;
+  std::uint32_t port = 0;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, ObjectFetch>
+void fields(F&& f, M& m) { f(m.head.id, m.head.origin, m.head.size, m.host, m.port); }
 
 /// Payload of a `kept` result: a task's result left in a memfd of its executor's, named
 /// detail::object_memfd_name(executor pid, id), whose descriptor went to the agent with the frame

@@ -14,6 +14,8 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 std::string where(int i) {
@@ -24,6 +26,46 @@ std::string where(int i) {
 FIBRA_REMOTE(where);
 long square(int i) { return long(i) * i; }
 FIBRA_REMOTE(square);
+
+// The object store across nodes: a task's 8 MB result, kept on the node that made it, and a value
+// put in the driver, each read by 24 tasks on every node. v[i] = i, so a part's sum has a closed form.
+std::vector<double> make_counts(int wait_ms, int n) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+  std::vector<double> v(std::size_t(n), 0.0);
+  for (int i = 0; i < n; ++i) v[std::size_t(i)] = i;
+  return v;
+}
+FIBRA_REMOTE(make_counts);
+int wait_ms(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
+FIBRA_REMOTE(wait_ms);
+// Every `stride`-th element from `from`, summed, after 50 ms (so that the parts spread over every
+// worker); with the host it ran on.
+std::pair<double, std::string> part_sum(std::vector<double> v, int from, int stride) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  double s = 0;
+  for (std::size_t i = std::size_t(from); i < v.size(); i += std::size_t(stride)) s += v[i];
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return {s, host};
+}
+FIBRA_REMOTE(part_sum);
+
+// Checks 24 parts of counts(n) in closed form; returns the number of wrong ones, and the hosts.
+long check_parts(std::vector<fibra::Future<std::pair<double, std::string>>>& parts, long n,
+                 std::set<std::string>& hosts) {
+  long wrong = 0;
+  const long stride = long(parts.size());
+  for (long k = 0; k < stride; ++k) {
+    const auto [sum, host] = parts[std::size_t(k)].get();
+    const long m = (n - k + stride - 1) / stride;  // sum over j < m of (k + stride j)
+    wrong += sum != double(k * m + stride * m * (m - 1) / 2);
+    hosts.insert(host);
+  }
+  return wrong;
+}
 
 int main(int argc, char** argv) {
   fibra::Runtime rt(argc, argv);
@@ -64,6 +106,41 @@ int main(int argc, char** argv) {
   std::printf("tasks ran on %zu host(s):", task_hosts.size());
   for (auto& h : task_hosts) std::printf(" %s", h.c_str());
   std::printf("; %ld wrong result(s)\n", wrong);
+  // The object store across nodes: neither value leaves the driver more than once (without copies
+  // between agents, each agent on another node would be sent its own).
+  bool objects_ok = true;
+  if (placement == "spread") {
+    constexpr long n = 1 << 20;
+    std::set<std::string> kept_hosts, put_hosts;
+    std::vector<fibra::Future<std::pair<double, std::string>>> parts;
+    auto made = pool.submit(make_counts, pool.submit(wait_ms, 200), int(n));
+    for (int k = 0; k < 24; ++k) parts.push_back(pool.submit(part_sum, made, k, 24));
+    const long kept_wrong = check_parts(parts, n, kept_hosts);
+    const auto after_kept = pool.stats();
+    parts.clear();
+    {
+      std::vector<double> v(static_cast<std::size_t>(n));
+      for (long i = 0; i < n; ++i) v[std::size_t(i)] = double(i);
+      auto ref = fibra::put(std::move(v));
+      for (int k = 0; k < 24; ++k) parts.push_back(pool.submit(part_sum, ref, k, 24));
+    }
+    const long put_wrong = check_parts(parts, n, put_hosts);
+    const auto s = pool.stats();
+    std::printf(
+        "object store: a kept result read on %zu node(s), %ld wrong: results_kept %llu, sent %llu, "
+        "copied between agents %llu; a put value read on %zu node(s), %ld wrong: sent %llu, copied %llu\n",
+        kept_hosts.size(), kept_wrong, (unsigned long long)after_kept.results_kept,
+        (unsigned long long)after_kept.objects_sent, (unsigned long long)after_kept.objects_fetched_from_peers,
+        put_hosts.size(), put_wrong, (unsigned long long)(s.objects_sent - after_kept.objects_sent),
+        (unsigned long long)(s.objects_fetched_from_peers - after_kept.objects_fetched_from_peers));
+    objects_ok = kept_wrong == 0 && put_wrong == 0 && kept_hosts.size() == nodes && put_hosts.size() == nodes &&
+                 after_kept.results_kept == 1 && after_kept.objects_sent <= 1 &&
+                 s.objects_sent - after_kept.objects_sent == 1 &&
+                 after_kept.objects_fetched_from_peers +
+                         (s.objects_fetched_from_peers - after_kept.objects_fetched_from_peers) >=
+                     nodes - 2;
+    if (!objects_ok) std::printf("FAIL: the object store across nodes\n");
+  }
   // "spread" places agent k on host k mod n: the hosts' counts of agents differ by at most one.
   bool balanced = true;
   if (placement == "spread" && !agents_on.empty()) {
@@ -74,7 +151,8 @@ int main(int argc, char** argv) {
       std::printf("FAIL: spread is not even: %d agent(s) on %s, %d on %s\n", many->second, many->first.c_str(),
                   few->second, few->first.c_str());
   }
-  const bool ok = wrong == 0 && bad == 0 && balanced && task_hosts.size() == nodes && agent_hosts.size() == nodes;
+  const bool ok =
+      wrong == 0 && bad == 0 && balanced && objects_ok && task_hosts.size() == nodes && agent_hosts.size() == nodes;
   std::printf(ok ? "PASS\n" : "FAIL: expected workers on %zu nodes\n", nodes);
   return ok ? 0 : 1;
 }

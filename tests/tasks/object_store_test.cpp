@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +30,12 @@ constexpr auto bound = 60s;
 bool lanes_off() {
   const char* v = std::getenv("FIBRA_LANES");
   return v && std::string(v) == "0";
+}
+// tasks.object_store.peers runs the ObjectStorePeers tests with FIBRA_LANES=0 and
+// FIBRA_OBJECTS_AS_REMOTE=1: agents serve their objects to each other over TCP, as on other hosts.
+bool peers_on() {
+  const char* v = std::getenv("FIBRA_OBJECTS_AS_REMOTE");
+  return lanes_off() && v && std::string(v) == "1";
 }
 
 // v[i] = i / 2, so that sums have a closed form: sum over i < n of i / 2 = n (n - 1) / 4.
@@ -77,9 +84,11 @@ void expect_agents_hold_none(const fibra::Pool& pool, const char* what) {
 struct Probe {
   double sum = 0;
   bool mapped = false;
+  int pid = 0;  // the executor's
 };
 Probe strided_sum(std::vector<double> v, int from, int stride) {
   Probe p;
+  p.pid = ::getpid();
   for (std::size_t i = std::size_t(from); i < v.size(); i += std::size_t(stride)) p.sum += v[i];
   std::ifstream maps("/proc/self/maps");
   for (std::string line; std::getline(maps, line);)
@@ -260,9 +269,10 @@ TEST(ObjectStore, TasksOnTheDriversHostReadThePutValueWhereItLies) {
   std::vector<fibra::Future<Probe>> parts;
   for (int k = 0; k < 8; ++k) parts.push_back(pool.submit(strided_sum, ref, k, 8));
   EXPECT_DOUBLE_EQ(expect_parts(parts, n, "strided_sum(ref, k, 8)"), halves_sum(n));
-  if (lanes_off())
-    EXPECT_EQ(pool.stats().objects_sent, 2u) << "8 tasks on 2 agents without shared memory: one copy each";
-  else
+  if (lanes_off()) {
+    EXPECT_EQ(pool.stats().objects_sent, 1u) << "8 tasks on 2 agents without shared memory: one copy leaves the driver";
+    EXPECT_EQ(pool.stats().objects_fetched_from_peers, 1u) << "... and the other agent copies it from the first";
+  } else
     EXPECT_EQ(pool.stats().objects_sent, 0u) << "workers on the driver's host map its memory: nothing is sent";
   EXPECT_EQ(ref.get(), halves(n)) << "get() in the driver reads the stored value";
 }
@@ -330,4 +340,73 @@ int main(int argc, char** argv) {
   fibra::Runtime rt(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
+}
+
+// Agents that serve their objects to each other (FIBRA_OBJECTS_AS_REMOTE=1, the way of agents on
+// other hosts than the driver's): a result kept by one is copied by the other from it, and the
+// driver sends neither a copy.
+TEST(ObjectStorePeers, AResultKeptByOneAgentIsCopiedByTheOtherFromIt) {
+  if (!peers_on()) GTEST_SKIP() << "tasks.object_store.peers runs it";
+  fibra::Pool pool(2, {.workers_per_agent = 1});
+  constexpr std::size_t n = 1 << 20;
+  std::vector<fibra::Future<Probe>> parts;
+  {
+    auto made = pool.submit(make_halves_after, pool.submit(nap, 300), n);
+    for (int k = 0; k < 8; ++k) parts.push_back(pool.submit(strided_sum, made, k, 8));
+    EXPECT_EQ(get_within(made, bound, "make_halves(n)"), halves(n)) << "get() reads the driver's copy";
+  }
+  EXPECT_DOUBLE_EQ(expect_parts(parts, n, "strided_sum(made, k, 8) between peers"), halves_sum(n));
+  std::set<int> executors;
+  for (auto& p : parts) executors.insert(p.get().pid);
+  const auto s = pool.stats();
+  EXPECT_EQ(s.results_kept, 1u);
+  EXPECT_EQ(s.objects_sent, 0u) << "the driver sent no agent the result";
+  EXPECT_LE(s.objects_fetched_from_peers, 1u);
+  if (executors.size() == 2)  // one of them did not make it: it copied it from the one that did
+    EXPECT_EQ(s.objects_fetched_from_peers, 1u) << "tasks ran in both agents' executors";
+  parts.clear();
+  expect_agents_hold_none(pool, "result");
+}
+
+TEST(ObjectStorePeers, APutValueLeavesTheDriverOnce) {
+  if (!peers_on()) GTEST_SKIP() << "tasks.object_store.peers runs it";
+  fibra::Pool pool(2, {.workers_per_agent = 1});
+  constexpr std::size_t n = 1 << 19;
+  std::vector<fibra::Future<Probe>> parts;
+  {
+    auto ref = fibra::put(halves(n));
+    for (int k = 0; k < 16; ++k) parts.push_back(pool.submit(strided_sum, ref, k, 16));
+  }
+  EXPECT_DOUBLE_EQ(expect_parts(parts, n, "strided_sum(ref, k, 16) between peers"), halves_sum(n));
+  std::set<int> executors;
+  for (auto& p : parts) executors.insert(p.get().pid);
+  const auto s = pool.stats();
+  EXPECT_EQ(s.objects_sent, 1u) << "one copy leaves the driver";
+  EXPECT_EQ(s.objects_fetched_from_peers, executors.size() - 1) << "the other agent copies it from the first";
+  parts.clear();
+  expect_agents_hold_none(pool, "object");
+}
+
+// The agent that kept a result is SIGKILLed (a process this test's pool started): the tasks given
+// the result afterwards still read it exactly, copied from the driver's copy (or from the peer, if
+// it was asked before its death was seen, and then from the driver when the copy failed).
+TEST(ObjectStorePeers, AnAgentWhosePeerDiedGetsTheObjectFromTheDriver) {
+  if (!peers_on()) GTEST_SKIP() << "tasks.object_store.peers runs it";
+  fibra::Pool pool(2, {.workers_per_agent = 1});
+  constexpr std::size_t n = 1 << 19;
+  auto made = pool.submit(make_halves_after, pool.submit(nap, 300), n);
+  auto first = pool.submit(strided_sum, made, 0, 1);
+  const Probe p = get_within(first, bound, "strided_sum(made, 0, 1)");
+  EXPECT_DOUBLE_EQ(p.sum, halves_sum(n));
+  ASSERT_EQ(pool.stats().results_kept, 1u);
+  long holder = 0;
+  for (const auto& w : pool.workers())
+    if (object_fds(w.pid) > 0) holder = w.pid;
+  ASSERT_NE(holder, 0) << "no agent holds the kept result's memfd";
+  ASSERT_EQ(::kill(pid_t(holder), SIGKILL), 0);
+  std::vector<fibra::Future<Probe>> parts;
+  for (int k = 0; k < 4; ++k) parts.push_back(pool.submit(strided_sum, made, k, 4));
+  EXPECT_DOUBLE_EQ(expect_parts(parts, n, "strided_sum(made, k, 4) after its maker's agent died"), halves_sum(n));
+  EXPECT_EQ(get_within(made, bound, "made after its maker's agent died"), halves(n));
+  EXPECT_GE(pool.stats().objects_sent, 1u) << "the driver sent its copy to the agent left";
 }

@@ -127,12 +127,25 @@ TEST(Wire, TruncatedBatchIsAnError) {
 }
 
 TEST(Wire, HelloRoundTrips) {
-  wire::Hello h{123, 4, 999, "node7"};
+  wire::Hello h{123, 4, 999, "node7", {5, 6}, 40123};
   auto g = wire::decode<wire::Hello>(wire::encode(h));
   EXPECT_EQ(g.fingerprint, 123u);
   EXPECT_EQ(g.functions, 4u);
   EXPECT_EQ(g.pid, 999);
   EXPECT_EQ(g.host, "node7");
+  EXPECT_EQ(g.lane_fds, (std::vector<std::int32_t>{5, 6}));
+  EXPECT_EQ(g.object_port, 40123u);
+}
+
+TEST(Wire, ObjectFetchRoundTrips) {
+  const wire::ObjectFetch f{{77, -5, std::uint64_t(1) << 33}, "vnode2", 45000};
+  auto g = wire::decode<wire::ObjectFetch>(wire::encode(f));
+  EXPECT_EQ(g.head.id, 77u);
+  EXPECT_EQ(g.head.origin, -5);
+  EXPECT_EQ(g.head.size, std::uint64_t(1) << 33);
+  EXPECT_EQ(g.host, "vnode2");
+  EXPECT_EQ(g.port, 45000u);
+  EXPECT_THROW(wire::decode<wire::ObjectFetch>(wire::encode(f).substr(0, 20)), wire::Malformed);
 }
 
 TEST(Wire, AResultOpenedBeforeItsPayloadIsClosedWithItsLengthStatusAndTime) {

@@ -1,0 +1,46 @@
+// src/transport/object_server.hpp: stored objects served from one agent to another over TCP, so
+// that an object (a task's result kept where it was made, a fibra::put value an agent holds) goes
+// from host to host directly, not through the driver (docs/architecture.md, "The object store").
+// An agent that does not share the driver's host serves the memfds it holds; an agent told to
+// fetch one from it (wire::ObjectFetch) copies it into a memfd of its own.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "transport/object_memory.hpp"
+
+namespace fibra::detail {
+
+class ObjectServer {
+ public:
+  /// Listens on an ephemeral TCP port of every interface, serving on a thread of its own, to
+  /// fetchers that name `key` (the pool's AgentSetup::lane_nonce: its agents' alone). Throws Error
+  /// with the system's reason if it cannot.
+  explicit ObjectServer(std::uint64_t key);
+  ~ObjectServer();  // stops serving; a fetch under way gets a short read
+  ObjectServer(const ObjectServer&) = delete;
+  ObjectServer& operator=(const ObjectServer&) = delete;
+
+  std::uint16_t port() const;
+  /// Serves the memfd `fd` (duplicated here) under its name, from now until withdraw(name).
+  void offer(const std::string& name, int fd, std::uint64_t size);
+  void withdraw(const std::string& name);
+  /// Objects fetched from it so far (its peers' copies).
+  std::uint64_t served() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Copies object `name` (`size` bytes) from the ObjectServer at `host`:`port` into a new sealed
+/// memfd of that name, held (ObjectMemory::adopt: not mapped; executors map it). A server that does not hold it yet is waited for up to
+/// `wait_s` (it may be on its way to the peer). nullptr with `why` set when it cannot (no such
+/// host, refused, not held, cut short): the caller gets it another way.
+std::unique_ptr<ObjectMemory> fetch_object(const std::string& host, std::uint16_t port, std::uint64_t key,
+                                           const std::string& name, std::uint64_t size, double wait_s,
+                                           std::string& why);
+
+}  // namespace fibra::detail
