@@ -95,6 +95,8 @@ int main(int argc, char** argv) {
   std::printf("b8,driver_peak_by_value_mib,%.0f,MiB\n", median(peak_value));
   std::printf("b8,driver_peak_by_reference_mib,%.0f,MiB\n", median(peak_ref));
   std::printf("b8,objects_sent,%llu,copies\n", static_cast<unsigned long long>(pool.stats().objects_sent));
+  std::printf("b8,objects_fetched_from_peers,%llu,copies\n",
+              static_cast<unsigned long long>(pool.stats().objects_fetched_from_peers));
 
   // A task's result given to `tasks` tasks (`chain`), or fetched by the driver (`fetch`), on
   // `p`: each checked; wall times to `chain` and `fetch`.

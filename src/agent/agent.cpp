@@ -17,6 +17,8 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
+#include <system_error>
 #include <sys/mman.h>
 #include <utility>
 #include <chrono>
@@ -195,6 +197,7 @@ class Agent {
     h.host = host_name();
     for (auto& e : executors_) h.lane_fds.push_back(e->lane_fd());
     h.object_port = server_ ? server_->port() : 0;
+    h.copies_kept = copies_to_driver_;
     send(wire::tag_hello, wire::encode(h));
   }
 
@@ -205,25 +208,15 @@ class Agent {
       keep_alive();
       got |= m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
       last_heard_ = mpi::now_s();
-      if (m.tag == wire::tag_tasks) {
+      if (m.tag == wire::tag_tasks || m.tag == wire::tag_actor_end || m.tag == wire::tag_cancel) {
+        // While objects are copied from peers, batches wait, and so do the messages about what
+        // batches start (an actor's end or signal, a cancel), to keep their order.
         if (pending_.empty())
-          take_batch(std::move(m.data));
+          take_in_order(m.tag, std::move(m.data));
         else
-          held_.push_back(std::move(m.data));  // after the objects it takes, being copied
-      } else if (m.tag == wire::tag_actor_end) {
-        const auto end = wire::decode<wire::ActorEnd>(m.data);
-        if (auto it = actors_.find(end.actor); it != actors_.end()) {
-          if (end.signal == 0) {
-            it->second.ending = true;
-          } else if (const pid_t pid = it->second.process->pid(); pid > 0) {
-            ::kill(pid, end.signal);  // its death is reported as any other
-            if (end.signal == SIGTERM && it->second.kill_at == 0) it->second.kill_at = mpi::now_s() + 2.0;
-          }
-        }
+          held_.emplace_back(m.tag, std::move(m.data));
       } else if (m.tag == wire::tag_reply) {
         give_reply(std::move(m.data));
-      } else if (m.tag == wire::tag_cancel) {
-        cancelling_[wire::decode<wire::Cancel>(m.data).chunk] = mpi::now_s() + cancel_watch_s;
       } else if (m.tag == wire::tag_object) {
         keep_object(m.data);
       } else if (m.tag == wire::tag_object_fetch) {
@@ -271,10 +264,10 @@ class Agent {
   }
 
   // Holds a stored object's memfd, served to peers if it serves any.
-  void hold(std::uint64_t id, std::int64_t origin, std::uint64_t size, std::unique_ptr<ObjectMemory> m) {
+  void hold(std::uint64_t id, std::int64_t origin, std::uint64_t size, std::shared_ptr<const ObjectMemory> m) {
     if (server_) {
       const std::string name = object_memfd_name(origin, id);
-      server_->offer(name, m->fd(), size);
+      server_->offer(name, m, size);
       offered_[id] = name;
     }
     objects_[id] = std::move(m);
@@ -302,20 +295,36 @@ class Agent {
     send(wire::tag_kept_copy, std::move(m));
   }
 
-  // A task batch, to the actor it is for or to its least busy executor.
-  void take_batch(std::string batch) {
-    if (const auto key = wire::batch_actor(batch))
-      give_actor(key, std::move(batch));
-    else
-      least_busy().give(std::move(batch));
+  // A task batch (to the actor it is for or to its least busy executor), an actor's end or
+  // signal, or a cancel.
+  void take_in_order(int tag, std::string data) {
+    if (tag == wire::tag_tasks) {
+      if (const auto key = wire::batch_actor(data))
+        give_actor(key, std::move(data));
+      else
+        least_busy().give(std::move(data));
+    } else if (tag == wire::tag_actor_end) {
+      const auto end = wire::decode<wire::ActorEnd>(data);
+      if (auto it = actors_.find(end.actor); it != actors_.end()) {
+        if (end.signal == 0) {
+          it->second.ending = true;
+        } else if (const pid_t pid = it->second.process->pid(); pid > 0) {
+          ::kill(pid, end.signal);  // its death is reported as any other
+          if (end.signal == SIGTERM && it->second.kill_at == 0) it->second.kill_at = mpi::now_s() + 2.0;
+        }
+      }
+    } else if (tag == wire::tag_cancel) {
+      cancelling_[wire::decode<wire::Cancel>(data).chunk] = mpi::now_s() + cancel_watch_s;
+    }
   }
 
-  // Batches that came while objects they may take were being copied go on once none is.
+  // What came while objects were being copied goes on, in order, once none is.
   void release_held() {
     if (!pending_.empty()) return;
     while (!held_.empty()) {
-      take_batch(std::move(held_.front()));
+      auto [tag, data] = std::move(held_.front());
       held_.pop_front();
+      take_in_order(tag, std::move(data));
     }
   }
 
@@ -324,24 +333,31 @@ class Agent {
   void start_fetch(const wire::ObjectFetch& f) {
     if (objects_.count(f.head.id)) return;
     pending_.insert(f.head.id);
-    std::thread([box = fetched_, f, key = cfg_.lane_nonce] {
-      Fetched done{f.head.id, f.head.origin, f.head.size, nullptr, {}};
-      done.memory = fetch_object(f.host, std::uint16_t(f.port), key, object_memfd_name(f.head.origin, f.head.id),
-                                 f.head.size, peer_wait_s, done.why);
-      std::lock_guard lk(box->mu);
-      box->done.push_back(std::move(done));
-    }).detach();
+    ++fetching_;
+    try {
+      std::thread([box = fetched_, f, key = cfg_.lane_nonce] {
+        Fetched done{f.head.id, f.head.origin, f.head.size, nullptr, {}};
+        done.memory = fetch_object(f.host, std::uint16_t(f.port), key, object_memfd_name(f.head.origin, f.head.id),
+                                   f.head.size, peer_wait_s, done.why);
+        std::lock_guard lk(box->mu);
+        box->done.push_back(std::move(done));
+      }).detach();
+    } catch (const std::system_error& e) {  // no thread to be had: the driver sends it
+      std::lock_guard lk(fetched_->mu);
+      fetched_->done.push_back({f.head.id, f.head.origin, f.head.size, nullptr, e.what()});
+    }
   }
 
   // Copies made since the last turn are held; one that failed is asked of the driver
   // (tag_object_missing), which sends the bytes.
   bool collect_fetches() {
-    if (pending_.empty()) return false;
+    if (fetching_ == 0) return false;
     std::vector<Fetched> done;
     {
       std::lock_guard lk(fetched_->mu);
       done.swap(fetched_->done);
     }
+    fetching_ -= int(done.size());
     for (auto& d : done) {
       if (!pending_.count(d.id)) continue;  // freed meanwhile, or the driver's copy came first
       if (!d.memory) {
@@ -597,7 +613,7 @@ class Agent {
   int blocked_delta_ = 0;                       // change in its executors' waiting tasks, not yet told to the driver
   std::map<std::uint64_t, double> cancelling_;  // chunks to stop (tag_cancel), watched until then
   // Stored objects by id: copies the driver sent (tag_object), and results its executors kept.
-  std::map<std::uint64_t, std::unique_ptr<ObjectMemory>> objects_;
+  std::map<std::uint64_t, std::shared_ptr<const ObjectMemory>> objects_;  // (its server's copies under way too)
   std::map<std::uint64_t, std::uint64_t> handed_;  // times handed over since the driver last freed it
   // Serves the objects it holds to peer agents (on another host than the driver's); their names by id.
   std::unique_ptr<ObjectServer> server_;
@@ -617,7 +633,8 @@ class Agent {
   };
   std::shared_ptr<FetchBox> fetched_ = std::make_shared<FetchBox>();  // shared with the fetching threads
   std::set<std::uint64_t> pending_;
-  std::deque<std::string> held_;
+  int fetching_ = 0;  // copies under way, or done and not collected yet
+  std::deque<std::pair<int, std::string>> held_;
   static constexpr double cancel_watch_s = 60;
   double last_heard_ = 0, last_sent_ = 0;
   bool leaving_ = false;

@@ -106,6 +106,7 @@ std::shared_ptr<const StoredObject> store_kept_copy(std::int64_t origin, std::ui
       id, origin, ObjectMemory::create(object_memfd_name(origin, id), bytes, "fibra: a result kept on another host"));
   Taken& t = taken_objects();
   std::lock_guard lk(t.mu);
+  if (t.all.size() > 64) std::erase_if(t.all, [](const auto& e) { return e.second.expired(); });
   t.all[{origin, id}] = o;
   return o;
 }

@@ -680,6 +680,10 @@ void PoolImpl::add_objects(const JobState& job, wire::TaskHeader& h,
 // the driver's memory (it has no lanes: another host, or lanes off), once each: the agent keeps a
 // copy in a memfd of its own, which its executors map (docs/architecture.md, "The object store").
 // Executors of an agent on this host map the driver's own memfd, even for a batch sent through MPI.
+namespace {
+const std::string loopback = "localhost";
+}  // namespace
+
 // An agent with an object server copies an object from a peer that holds it (one on its own
 // host first) rather than from the driver: a result kept where it was made goes from host to host,
 // and a value put here leaves the driver once (docs/architecture.md, "The object store").
@@ -688,9 +692,11 @@ void PoolImpl::send_objects(Worker& w, const std::vector<std::shared_ptr<const S
   for (const auto& o : objects) {
     if (!w.objects.insert(o->id).second) continue;
     if (const Worker* peer = w.object_port != 0 ? object_peer(w, o->id) : nullptr) {
+      // A peer on its own host is reached through the loopback (its host name may not resolve).
+      const std::string& host = peer->host == w.host ? loopback : peer->host;
       send(w, wire::tag_object_fetch,
-           wire::encode(wire::ObjectFetch{{o->id, o->origin, o->bytes.size()}, peer->host, peer->object_port}));
-      w.fetching[o->id] = o;
+           wire::encode(wire::ObjectFetch{{o->id, o->origin, o->bytes.size()}, host, peer->object_port}));
+      w.fetching[o->id] = {o, peer->id};
       std::lock_guard lk(mu_);
       ++stats_.objects_fetched_from_peers;
       continue;
@@ -714,7 +720,7 @@ void PoolImpl::send_object_bytes(Worker& w, const std::shared_ptr<const StoredOb
 const Worker* PoolImpl::object_peer(const Worker& w, std::uint64_t id) const {
   const Worker* found = nullptr;
   for (const auto& p : workers_) {
-    if (p.get() == &w || p->object_port == 0 || !p->objects.count(id)) continue;
+    if (p.get() == &w || p->object_port == 0 || !p->objects.count(id) || w.unreachable_peers.count(p->id)) continue;
     if (p->state != Worker::State::ready && p->state != Worker::State::retiring) continue;
     if (p->host == w.host) return p.get();
     if (!found) found = p.get();
@@ -722,12 +728,19 @@ const Worker* PoolImpl::object_peer(const Worker& w, std::uint64_t id) const {
   return found;
 }
 
-// An agent could not copy an object from its peer (lost, say): the driver sends it, or, if no
-// task holds it any more, tells the agent to stop waiting for it.
+// An agent could not copy an object from its peer (lost, a firewall): the driver sends it, or, if
+// no task holds it any more, tells the agent to stop waiting for it. That peer is not asked of
+// this agent again.
 void PoolImpl::on_object_missing(Worker& w, std::uint64_t id) {
   auto it = w.fetching.find(id);
-  std::shared_ptr<const StoredObject> o = it != w.fetching.end() ? it->second.lock() : nullptr;
-  if (it != w.fetching.end()) w.fetching.erase(it);
+  std::shared_ptr<const StoredObject> o;
+  if (it != w.fetching.end()) {
+    o = it->second.first.lock();
+    w.unreachable_peers.insert(it->second.second);
+    w.fetching.erase(it);
+    std::lock_guard lk(mu_);
+    --stats_.objects_fetched_from_peers;  // counted when asked: it was not
+  }
   if (o) return send_object_bytes(w, o);
   w.objects.erase(id);
   send(w, wire::tag_object_free, wire::encode(wire::ObjectFree{id, 0}));

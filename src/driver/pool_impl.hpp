@@ -149,9 +149,11 @@ struct Worker {
   // Its agent's ObjectServer (Hello::object_port; 0: none, it shares this host): peers copy the
   // objects it holds from there, and it copies from them (send_objects).
   std::uint32_t object_port = 0;
-  // Objects it was told to copy from a peer (tag_object_fetch), in case the copy fails
-  // (tag_object_missing): then the driver sends them. The communication thread's alone.
-  std::unordered_map<std::uint64_t, std::weak_ptr<const StoredObject>> fetching;
+  // Objects it was told to copy from a peer (tag_object_fetch), and from which (Worker::id), in
+  // case the copy fails (tag_object_missing): then the driver sends them, and that peer is not
+  // asked of this worker again (a firewall, say). The communication thread's alone.
+  std::unordered_map<std::uint64_t, std::pair<std::weak_ptr<const StoredObject>, int>> fetching;
+  std::unordered_set<int> unreachable_peers;
   // Stored objects (fibra::put) sent to it: its agent keeps a copy until told they are freed.
   // The communication thread's alone.
   std::unordered_set<std::uint64_t> objects;
@@ -357,7 +359,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   bool post_to_lane(Worker& w, const mpi::Pieces& batch, std::uint32_t chunks);
   bool drain_lanes(Worker& w);
   std::vector<std::shared_ptr<LaneRegion>> open_lanes(const Worker& w, const wire::Hello& h);
-  static bool lanes_on();  // FIBRA_LANES is not "0"
+  static bool lanes_on();         // FIBRA_LANES is not "0"
+  static bool peer_objects_on();  // FIBRA_PEER_OBJECTS is not "0"
   void send(Worker& w, int tag, std::string data);
   void send(Worker& w, int tag, mpi::Pieces data);
   bool progress_sends();
@@ -489,9 +492,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void on_object_missing(Worker& w, std::uint64_t id);
   void send_object_bytes(Worker& w, const std::shared_ptr<const StoredObject>& o);
   const Worker* object_peer(const Worker& w, std::uint64_t id) const;
-  // Copies of results kept on other hosts (tag_kept_copy), by (executor pid, id), until their
-  // kept result comes (on_kept). The communication thread's.
-  std::map<std::pair<std::int64_t, std::uint64_t>, std::shared_ptr<const StoredObject>> kept_copies_;
+  // Copies of results kept on other hosts (tag_kept_copy), by (executor pid, id), with the
+  // Worker::id that sent them, until their kept result comes (on_kept) or that worker is lost.
+  // The communication thread's.
+  std::map<std::pair<std::int64_t, std::uint64_t>, std::pair<std::shared_ptr<const StoredObject>, int>> kept_copies_;
   bool late_keep(const Chunk& c, std::string_view payload) const;
   void store_late();
   // Outcomes late_keep chose, stored and delivered once on_results lets go of mu_ (store_late).

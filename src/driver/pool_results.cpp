@@ -115,7 +115,7 @@ void PoolImpl::on_kept(Worker& w, const wire::ResultHeader& h, std::string_view 
   // Kept on another host: the copy its agent sent first.
   std::shared_ptr<const StoredObject> copy;
   if (auto it = kept_copies_.find({exec_pid, k.id}); it != kept_copies_.end()) {
-    copy = std::move(it->second);
+    copy = std::move(it->second.first);
     kept_copies_.erase(it);
   }
   Chunk* c = sched_.find(h.chunk, h.attempt);
@@ -157,7 +157,7 @@ void PoolImpl::on_kept_copy(Worker& w, std::string_view message) {
     throw wire::Malformed("a kept result's copy of " + std::to_string(r.left()) + " bytes for " +
                           std::to_string(h.size));
   try {
-    kept_copies_[{h.origin, h.id}] = store_kept_copy(h.origin, h.id, r.take(h.size));
+    kept_copies_[{h.origin, h.id}] = {store_kept_copy(h.origin, h.id, r.take(h.size)), w.id};
   } catch (const Error& e) {  // no shared memory here: the task runs again, sending its result
     log::warning("fibra: worker {}'s kept result {} could not be stored here: {}", w.slot, h.id, e.what());
   }

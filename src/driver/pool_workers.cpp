@@ -446,15 +446,27 @@ void PoolImpl::on_hello(Worker& w, const wire::Hello& h) {
                       " or others: driver and workers must run the same build of the program");
   }
   w.shared_memory = !lanes.empty();
-  w.object_port = h.object_port;
-  // Elsewhere (an object server): it sends the driver a copy, and serves its peers.
-  w.keeps_results = w.shared_memory || (!lanes_on() && same_host(h.host, my_host_)) || w.object_port != 0;
+  w.object_port = peer_objects_on() ? h.object_port : 0;
+  // Its tasks' large results that tasks take stay where they are made: on this host the driver
+  // opens its memfds; on another, its agent (which serves its objects to peers) sends a copy.
+  w.keeps_results =
+      w.shared_memory || (!lanes_on() && same_host(h.host, my_host_)) || (w.object_port != 0 && h.copies_kept);
   w.lanes = std::move(lanes);
   if (w.state == Worker::State::starting) w.state = Worker::State::ready;
   state_cv_.notify_all();
 }
 
 // An agent on this host: its executors' lanes are mapped, all or none (FIBRA_LANES=0: none).
+// FIBRA_PEER_OBJECTS=0: agents do not copy objects from each other (a cluster whose firewall lets
+// only MPI through); every copy comes from the driver, and results made on other hosts come back.
+bool PoolImpl::peer_objects_on() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("FIBRA_PEER_OBJECTS");
+    return !v || std::string_view(v) != "0";
+  }();
+  return enabled;
+}
+
 bool PoolImpl::lanes_on() {
   static const bool enabled = [] {
     const char* v = std::getenv("FIBRA_LANES");
@@ -532,6 +544,8 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
     const bool was_leaving = w.state == Worker::State::leaving;
     w.state = Worker::State::lost;
     w.lost_at = mpi::now_s();
+    // Copies of results it kept whose Kept will not come now (late ones are not taken).
+    std::erase_if(kept_copies_, [&](const auto& e) { return e.second.second == w.id; });
     // A lost agent on this host that holds GPUs is ended, so that its replacement gets them soon
     // (stopped, it would keep them until its orphan guard ends it).
     if (!w.gpus.empty() && w.host == my_host_ && w.pid > 0) ::kill(static_cast<pid_t>(w.pid), SIGKILL);

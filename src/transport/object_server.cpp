@@ -21,10 +21,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <list>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <system_error>
 #include <vector>
 
 #include "common/unique_fd.hpp"
@@ -87,14 +87,15 @@ struct ObjectServer::Impl {
   std::thread acceptor;
   std::mutex mu;
   std::condition_variable offered;
+  std::condition_variable all_served;
   struct Held {
-    UniqueFd fd;
+    std::shared_ptr<const ObjectMemory> memory;  // the holder's own: a copy under way keeps it
     std::uint64_t size = 0;
   };
-  std::map<std::string, std::shared_ptr<Held>> held;  // under mu
-  std::list<std::thread> serving;                     // under mu: one per connection
-  std::vector<int> open_connections;                  // under mu: shut down at the end
-  bool stopping = false;                              // under mu
+  std::map<std::string, Held> held;   // under mu
+  int serving = 0;                    // under mu: connections being served, a thread each (detached)
+  std::vector<int> open_connections;  // under mu: shut down at the end
+  bool stopping = false;              // under mu
   std::atomic<std::uint64_t> served{0};
 
   void accept_loop() {
@@ -105,14 +106,25 @@ struct ObjectServer::Impl {
       if (r < 0 || (p[1].revents & POLLIN)) return;
       if (!(p[0].revents & POLLIN)) continue;
       const int c = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (c < 0) continue;
+      if (c < 0) {
+        // Out of descriptors: the connection waits in the backlog (a fetcher gives up in time).
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
       std::lock_guard lk(mu);
       if (stopping) {
         ::close(c);
         return;
       }
+      try {
+        std::thread([this, c] { serve(c); }).detach();
+      } catch (const std::system_error&) {  // no thread to be had: this fetcher gets the bytes elsewhere
+        ::close(c);
+        continue;
+      }
       open_connections.push_back(c);
-      serving.emplace_back([this, c] { serve(c); });
+      ++serving;
     }
   }
 
@@ -130,21 +142,20 @@ struct ObjectServer::Impl {
     if (whole && their_key != key) {
       (void)write_all(c, &wrong_key, sizeof wrong_key);
     } else if (whole) {
-      std::shared_ptr<Held> h;
+      Held h;
       {
         std::unique_lock lk(mu);
-        offered.wait_for(lk, std::chrono::milliseconds(std::min<std::uint64_t>(wait_ms, 60'000)), [&] {
-          return stopping || held.count(name) > 0;
-        });
+        offered.wait_for(lk, std::chrono::milliseconds(std::min<std::uint64_t>(wait_ms, 60'000)),
+                         [&] { return stopping || held.count(name) > 0; });
         if (!stopping)
           if (auto it = held.find(name); it != held.end()) h = it->second;
       }
-      const std::uint64_t size = h ? h->size : not_held;
-      if (write_all(c, &size, sizeof size) && h) {
+      const std::uint64_t size = h.memory ? h.size : not_held;
+      if (write_all(c, &size, sizeof size) && h.memory) {
         off_t at = 0;
         bool ok = true;
-        while (ok && std::uint64_t(at) < h->size) {
-          const ssize_t k = ::sendfile(c, h->fd.get(), &at, std::size_t(h->size - std::uint64_t(at)));
+        while (ok && std::uint64_t(at) < h.size) {
+          const ssize_t k = ::sendfile(c, h.memory->fd(), &at, std::size_t(h.size - std::uint64_t(at)));
           if (k < 0 && errno == EINTR) continue;
           if (k < 0 && errno == EAGAIN && wait_for(c, POLLOUT, io_timeout_ms)) continue;
           ok = k > 0;
@@ -155,6 +166,7 @@ struct ObjectServer::Impl {
     std::lock_guard lk(mu);
     std::erase(open_connections, c);
     ::close(c);
+    if (--serving == 0) all_served.notify_all();  // (under mu: the destructor waits for it)
   }
 };
 
@@ -170,14 +182,23 @@ ObjectServer::ObjectServer(std::uint64_t key) : impl_(std::make_unique<Impl>()) 
   if (!s.listener) throw Error("fibra: cannot serve stored objects to other hosts (" + sys_error("socket") + ")");
   int on = 1, off = 0;
   ::setsockopt(s.listener.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  int rc;
+  int rc = -1;
   if (v6) {
-    ::setsockopt(s.listener.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);  // IPv4 peers too
-    sockaddr_in6 a{};
-    a.sin6_family = AF_INET6;
-    a.sin6_addr = in6addr_any;
-    rc = ::bind(s.listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
-  } else {
+    // IPv4 peers too; where that cannot be had (or the bind fails), IPv4 alone
+    if (::setsockopt(s.listener.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) == 0) {
+      sockaddr_in6 a{};
+      a.sin6_family = AF_INET6;
+      a.sin6_addr = in6addr_any;
+      rc = ::bind(s.listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
+    }
+    if (rc != 0) {
+      v6 = false;
+      s.listener = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      if (!s.listener) throw Error("fibra: cannot serve stored objects to other hosts (" + sys_error("socket") + ")");
+      ::setsockopt(s.listener.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    }
+  }
+  if (!v6) {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_ANY);
@@ -199,7 +220,6 @@ ObjectServer::ObjectServer(std::uint64_t key) : impl_(std::make_unique<Impl>()) 
 
 ObjectServer::~ObjectServer() {
   Impl& s = *impl_;
-  std::list<std::thread> serving;
   {
     std::lock_guard lk(s.mu);
     s.stopping = true;
@@ -209,30 +229,18 @@ ObjectServer::~ObjectServer() {
   const char b = 0;
   (void)!::write(s.stop_pipe[1].get(), &b, 1);
   s.acceptor.join();
-  {
-    std::lock_guard lk(s.mu);
-    serving.swap(s.serving);
-  }
-  for (auto& t : serving) t.join();
+  std::unique_lock lk(s.mu);
+  s.all_served.wait(lk, [&] { return s.serving == 0; });  // their threads touch nothing after
 }
 
 std::uint16_t ObjectServer::port() const { return impl_->port; }
 
 std::uint64_t ObjectServer::served() const { return impl_->served.load(); }
 
-void ObjectServer::offer(const std::string& name, int fd, std::uint64_t size) {
-  auto h = std::make_shared<Impl::Held>();
-  h->fd = UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
-  if (!h->fd) return;  // out of descriptors: peers fetch it elsewhere
-  h->size = size;
+void ObjectServer::offer(const std::string& name, std::shared_ptr<const ObjectMemory> memory, std::uint64_t size) {
   {
     std::lock_guard lk(impl_->mu);
-    impl_->held[name] = std::move(h);
-    // Connections that ended are joined here, now and then, rather than piling up.
-    if (impl_->serving.size() > 32 && impl_->open_connections.empty()) {
-      for (auto& t : impl_->serving) t.join();
-      impl_->serving.clear();
-    }
+    impl_->held[name] = Impl::Held{std::move(memory), size};
   }
   impl_->offered.notify_all();
 }
@@ -254,29 +262,42 @@ std::unique_ptr<ObjectMemory> fetch_object(const std::string& host, std::uint16_
     return nullptr;
   }
   UniqueFd s;
+  int last_error = 0;
   for (addrinfo* a = found; a && !s; a = a->ai_next) {
     UniqueFd c(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
     if (!c) continue;
     int rc = ::connect(c.get(), a->ai_addr, a->ai_addrlen);
-    if (rc != 0 && errno == EINPROGRESS && wait_for(c.get(), POLLOUT, 5'000)) {
-      int err = 0;
-      socklen_t n = sizeof err;
-      ::getsockopt(c.get(), SOL_SOCKET, SO_ERROR, &err, &n);
-      errno = err;
-      rc = err == 0 ? 0 : -1;
+    last_error = errno;
+    if (rc != 0 && errno == EINPROGRESS) {
+      last_error = ETIMEDOUT;
+      if (wait_for(c.get(), POLLOUT, 5'000)) {
+        int err = 0;
+        socklen_t n = sizeof err;
+        ::getsockopt(c.get(), SOL_SOCKET, SO_ERROR, &err, &n);
+        last_error = err;
+        rc = err == 0 ? 0 : -1;
+      }
     }
     if (rc == 0) s = std::move(c);
   }
   ::freeaddrinfo(found);
   if (!s) {
-    why = "cannot connect to " + where + " (" + std::strerror(errno) + ")";
+    why = "cannot connect to " + where + " (" + std::strerror(last_error) + ")";
     return nullptr;
   }
+  int on = 1;
+  ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  // The request in one write: the key, the name's length and the name, how long to wait.
   const auto len = static_cast<std::uint32_t>(name.size());
   const auto wait_ms = static_cast<std::uint64_t>(wait_s * 1000);
+  std::string request(sizeof key + sizeof len + len + sizeof wait_ms, '\0');
+  char* out = request.data();
+  std::memcpy(out, &key, sizeof key);
+  std::memcpy(out + sizeof key, &len, sizeof len);
+  std::memcpy(out + sizeof key + sizeof len, name.data(), len);
+  std::memcpy(out + sizeof key + sizeof len + len, &wait_ms, sizeof wait_ms);
   std::uint64_t got = 0;
-  if (!write_all(s.get(), &key, sizeof key) || !write_all(s.get(), &len, sizeof len) || !write_all(s.get(), name.data(), len) ||
-      !write_all(s.get(), &wait_ms, sizeof wait_ms) ||
+  if (!write_all(s.get(), request.data(), request.size()) ||
       !read_all(s.get(), &got, sizeof got, int(wait_ms) + io_timeout_ms)) {
     why = "no answer from " + where;
     return nullptr;
@@ -286,9 +307,9 @@ std::unique_ptr<ObjectMemory> fetch_object(const std::string& host, std::uint16_
     return nullptr;
   }
   if (got == not_held || got != size) {
-    why = got == not_held ? where + " does not hold " + name
-                          : where + " holds " + name + " with " + std::to_string(got) + " bytes, not " +
-                                std::to_string(size);
+    why = got == not_held
+              ? where + " does not hold " + name
+              : where + " holds " + name + " with " + std::to_string(got) + " bytes, not " + std::to_string(size);
     return nullptr;
   }
   UniqueFd fd = ObjectMemory::new_memfd(name);

@@ -24,8 +24,9 @@ class ObjectServer {
   ObjectServer& operator=(const ObjectServer&) = delete;
 
   std::uint16_t port() const;
-  /// Serves the memfd `fd` (duplicated here) under its name, from now until withdraw(name).
-  void offer(const std::string& name, int fd, std::uint64_t size);
+  /// Serves `memory` (a memfd of `size` bytes) under `name`, from now until withdraw(name); a copy
+  /// under way then still holds it.
+  void offer(const std::string& name, std::shared_ptr<const ObjectMemory> memory, std::uint64_t size);
   void withdraw(const std::string& name);
   /// Objects fetched from it so far (its peers' copies).
   std::uint64_t served() const;
@@ -36,9 +37,9 @@ class ObjectServer {
 };
 
 /// Copies object `name` (`size` bytes) from the ObjectServer at `host`:`port` into a new sealed
-/// memfd of that name, held (ObjectMemory::adopt: not mapped; executors map it). A server that does not hold it yet is waited for up to
-/// `wait_s` (it may be on its way to the peer). nullptr with `why` set when it cannot (no such
-/// host, refused, not held, cut short): the caller gets it another way.
+/// memfd of that name, held (ObjectMemory::adopt: not mapped; executors map it). A server that does not hold it yet is
+/// waited for up to `wait_s` (it may be on its way to the peer). nullptr with `why` set when it cannot (no such host,
+/// refused, not held, cut short): the caller gets it another way.
 std::unique_ptr<ObjectMemory> fetch_object(const std::string& host, std::uint16_t port, std::uint64_t key,
                                            const std::string& name, std::uint64_t size, double wait_s,
                                            std::string& why);

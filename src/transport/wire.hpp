@@ -286,13 +286,16 @@ struct Hello {
   std::int64_t pid = 0;
   std::string host;
   std::vector<std::int32_t> lane_fds;  ///< its executors' shared memory, in order: /proc/<pid>/fd/<fd> on its host
-  /// Its ObjectServer's TCP port (transport/object_server.hpp): peers fetch the objects it holds
-  /// from it. 0: none (it shares the driver's host, whose memory its executors map).
+  /// Its ObjectServer's TCP port (transport/object_server.hpp): peers copy the objects it holds
+  /// from it. 0: none (it could not listen).
   std::uint32_t object_port = 0;
+  /// It sends the driver a copy of each result its executors keep (tag_kept_copy): the driver
+  /// cannot open its memfds (another host).
+  bool copies_kept = false;
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, Hello>
-void fields(F&& f, M& m) { f(m.fingerprint, m.functions, m.pid, m.host, m.lane_fds, m.object_port); }
+void fields(F&& f, M& m) { f(m.fingerprint, m.functions, m.pid, m.host, m.lane_fds, m.object_port, m.copies_kept); }
 
 /// One chunk of a task batch (its payload follows it).
 

@@ -110,14 +110,19 @@ int main(int argc, char** argv) {
   // between agents, each agent on another node would be sent its own).
   bool objects_ok = true;
   if (placement == "spread") {
-    constexpr long n = 1 << 20;
+    // FIBRA_MN_OBJECT_MB: the values' size for a measurement (docs/benchmarks.md); 8 MB by default.
+    const char* mb = std::getenv("FIBRA_MN_OBJECT_MB");
+    const long n = (mb ? std::atol(mb) : 8) * 131072;  // doubles
     std::set<std::string> kept_hosts, put_hosts;
+    const auto t_kept = std::chrono::steady_clock::now();
     std::vector<fibra::Future<std::pair<double, std::string>>> parts;
     auto made = pool.submit(make_counts, pool.submit(wait_ms, 200), int(n));
     for (int k = 0; k < 24; ++k) parts.push_back(pool.submit(part_sum, made, k, 24));
     const long kept_wrong = check_parts(parts, n, kept_hosts);
+    const double kept_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_kept).count();
     const auto after_kept = pool.stats();
     parts.clear();
+    const auto t_put = std::chrono::steady_clock::now();
     {
       std::vector<double> v(static_cast<std::size_t>(n));
       for (long i = 0; i < n; ++i) v[std::size_t(i)] = double(i);
@@ -125,6 +130,11 @@ int main(int argc, char** argv) {
       for (int k = 0; k < 24; ++k) parts.push_back(pool.submit(part_sum, ref, k, 24));
     }
     const long put_wrong = check_parts(parts, n, put_hosts);
+    const double put_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_put).count();
+    std::printf(
+        "object store, %ld MB: a result made and read by 24 tasks in %.3f s; a value put and read by 24 "
+        "tasks in %.3f s\n",
+        n / 131072, kept_s, put_s);
     const auto s = pool.stats();
     std::printf(
         "object store: a kept result read on %zu node(s), %ld wrong: results_kept %llu, sent %llu, "

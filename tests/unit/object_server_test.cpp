@@ -14,9 +14,9 @@
 #include "transport/object_server.hpp"
 
 using fibra::detail::fetch_object;
+using fibra::detail::object_memfd_name;
 using fibra::detail::ObjectMemory;
 using fibra::detail::ObjectServer;
-using fibra::detail::object_memfd_name;
 
 namespace {
 
@@ -45,8 +45,8 @@ TEST(ObjectServer, ACopyArrivesWholeUnderItsName) {
   ASSERT_GT(server.port(), 0);
   const std::string bytes = pattern((std::size_t(9) << 20) + 17);  // over the fetch's 4 MiB buffer, twice
   const std::string name = object_memfd_name(4242, 7);
-  auto original = ObjectMemory::create(name, bytes, "test");
-  server.offer(name, original->fd(), bytes.size());
+  std::shared_ptr<const ObjectMemory> original = ObjectMemory::create(name, bytes, "test");
+  server.offer(name, original, bytes.size());
   std::string why;
   auto copy = fetch_object("localhost", server.port(), key, name, bytes.size(), 1.0, why);
   ASSERT_TRUE(copy) << why;
@@ -59,10 +59,10 @@ TEST(ObjectServer, AnObjectOfferedLateIsWaitedFor) {
   ObjectServer server(key);
   const std::string bytes = pattern(100'000);
   const std::string name = object_memfd_name(1, 99);
-  auto original = ObjectMemory::create(name, bytes, "test");
+  std::shared_ptr<const ObjectMemory> original = ObjectMemory::create(name, bytes, "test");
   std::thread later([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    server.offer(name, original->fd(), bytes.size());
+    server.offer(name, original, bytes.size());
   });
   std::string why;
   auto copy = fetch_object("127.0.0.1", server.port(), key, name, bytes.size(), 5.0, why);
@@ -75,8 +75,8 @@ TEST(ObjectServer, EveryCopyThatCannotBeMadeSaysWhy) {
   ObjectServer server(key);
   const std::string bytes = pattern(1000);
   const std::string name = object_memfd_name(5, 5);
-  auto original = ObjectMemory::create(name, bytes, "test");
-  server.offer(name, original->fd(), bytes.size());
+  std::shared_ptr<const ObjectMemory> original = ObjectMemory::create(name, bytes, "test");
+  server.offer(name, original, bytes.size());
   std::string why;
   // not held (after a short wait), withdrawn, of another size
   EXPECT_FALSE(fetch_object("localhost", server.port(), key, object_memfd_name(5, 6), 10, 0.1, why));
@@ -85,7 +85,7 @@ TEST(ObjectServer, EveryCopyThatCannotBeMadeSaysWhy) {
   why.clear();
   EXPECT_FALSE(fetch_object("localhost", server.port(), key, name, bytes.size(), 0.1, why));
   EXPECT_NE(why.find("does not hold"), std::string::npos) << why;
-  server.offer(name, original->fd(), bytes.size());
+  server.offer(name, original, bytes.size());
   why.clear();
   EXPECT_FALSE(fetch_object("localhost", server.port(), key, name, bytes.size() + 1, 0.1, why));
   EXPECT_NE(why.find("with 1000 bytes, not 1001"), std::string::npos) << why;
@@ -105,7 +105,8 @@ TEST(ObjectServer, EveryCopyThatCannotBeMadeSaysWhy) {
   EXPECT_FALSE(fetch_object("localhost", gone_port, key, name, bytes.size(), 0.1, why));
   EXPECT_NE(why.find("cannot connect to localhost:" + std::to_string(gone_port)), std::string::npos) << why;
   why.clear();
-  EXPECT_TRUE(fetch_object("localhost", port, key, name, bytes.size(), 0.1, why)) << "the live one still serves: " << why;
+  EXPECT_TRUE(fetch_object("localhost", port, key, name, bytes.size(), 0.1, why))
+      << "the live one still serves: " << why;
 }
 
 TEST(ObjectServer, StoppingEndsAWaitingFetchAtOnce) {

@@ -127,7 +127,7 @@ TEST(Wire, TruncatedBatchIsAnError) {
 }
 
 TEST(Wire, HelloRoundTrips) {
-  wire::Hello h{123, 4, 999, "node7", {5, 6}, 40123};
+  wire::Hello h{123, 4, 999, "node7", {5, 6}, 40123, true};
   auto g = wire::decode<wire::Hello>(wire::encode(h));
   EXPECT_EQ(g.fingerprint, 123u);
   EXPECT_EQ(g.functions, 4u);
@@ -135,6 +135,7 @@ TEST(Wire, HelloRoundTrips) {
   EXPECT_EQ(g.host, "node7");
   EXPECT_EQ(g.lane_fds, (std::vector<std::int32_t>{5, 6}));
   EXPECT_EQ(g.object_port, 40123u);
+  EXPECT_TRUE(g.copies_kept);
 }
 
 TEST(Wire, ObjectFetchRoundTrips) {
