@@ -305,7 +305,10 @@ class Agent {
         least_busy().give(std::move(data));
     } else if (tag == wire::tag_actor_end) {
       const auto end = wire::decode<wire::ActorEnd>(data);
-      if (auto it = actors_.find(end.actor); it != actors_.end()) {
+      auto it = actors_.find(end.actor);
+      // A signal for one waiting to start: started now, so that it dies of it as any other would.
+      if (it != actors_.end() && end.signal != 0 && it->second.waiting && !start_actor(it)) it = actors_.end();
+      if (it != actors_.end()) {
         if (end.signal == 0) {
           it->second.ending = true;
         } else if (const pid_t pid = it->second.process->pid(); pid > 0) {
@@ -404,7 +407,9 @@ class Agent {
 
   // An actor's calls go to its own process, started with its first batch (its constructor). An
   // actor whose process died takes no more calls here: the driver was told, and starts it again
-  // under another key if it may.
+  // under another key if it may. Processes start a few at a time (max_starting): thousands started
+  // at once shared the cores so thinly that none was ready within the stuck-executor limit (5,000
+  // actors on 2 workers: 3,541 killed as stuck); the others wait, their calls queued.
   void give_actor(std::uint64_t key, std::string batch) {
     if (dead_actors_.count(key)) return;
     auto it = actors_.find(key);
@@ -413,32 +418,55 @@ class Agent {
       if (cfg_.prefix_output) prefix = "(actor on worker " + std::to_string(cfg_.slot);
       auto e = std::make_unique<SupervisedExecutor>(0, std::move(prefix), true, cfg_.lane_nonce);
       e->set_env(env_for(0));
-      try {
-        e->start();
-      } catch (const Error& err) {
-        dead_actors_.insert(key);
-        send(wire::tag_actor_died, wire::encode(wire::ActorDeath{key, 0, 0, err.what()}));
-        return;
-      }
-      it = actors_.emplace(key, ActorProcess{std::move(e), false, 0, 0, false}).first;
+      it = actors_.emplace(key, ActorProcess{std::move(e), false, 0, 0, false, 0, true}).first;
+      if (actors_starting_ < max_starting() && !start_actor(it)) return;
     }
-    // From its second batch on, a driver on this host may hand it calls through its lane: told
-    // then, not at its start (one more message for each of thousands of actors called once made
-    // them start 40% slower: 2,000 in 12.5 s, not 8.5).
-    if (!it->second.lane_told && ++it->second.batches >= 2) {
-      send(wire::tag_actor_lane, wire::encode(wire::ActorLane{key, it->second.process->lane_fd()}));
-      it->second.lane_told = true;
+    it->second.process->give(std::move(batch));  // (queued until its process starts)
+    ++it->second.batches;
+    tell_actor_lane(*it);
+  }
+
+  // How many actor processes may be starting at once (spawned, not yet ready).
+  static int max_starting() { return std::max(16, 8 * int(std::thread::hardware_concurrency())); }
+
+  // Starts a waiting actor's process; false (the driver told, the actor gone) if it cannot be.
+  bool start_actor(auto it) {  // an iterator of actors_
+    try {
+      it->second.process->start();
+    } catch (const Error& err) {
+      dead_actors_.insert(it->first);
+      send(wire::tag_actor_died, wire::encode(wire::ActorDeath{it->first, 0, 0, err.what()}));
+      actors_.erase(it);
+      return false;
     }
-    it->second.process->give(std::move(batch));
+    it->second.waiting = false;
+    ++actors_starting_;
+    tell_actor_lane(*it);
+    return true;
+  }
+
+  // From its second batch on, a driver on this host may hand an actor calls through its lane: told
+  // then, not at its start (one more message for each of thousands of actors called once made
+  // them start 40% slower: 2,000 in 12.5 s, not 8.5), and not before its process runs.
+  void tell_actor_lane(auto& a) {  // an element of actors_
+    if (a.second.lane_told || a.second.waiting || a.second.batches < 2) return;
+    send(wire::tag_actor_lane, wire::encode(wire::ActorLane{a.first, a.second.process->lane_fd()}));
+    a.second.lane_told = true;
   }
 
   // Actors' processes: results go on as any executor's; a death is told to the driver (ActorDeath)
   // instead of a report of the calls, and the process is not started again here.
   bool tend_actors(double now, std::vector<std::string>& frames) {
     bool busy = false;
+    int starting = 0;
     for (auto it = actors_.begin(); it != actors_.end();) {
-      keep_alive();  // thousands of actors take a while to tend
+      keep_alive();              // thousands of actors take a while to tend
+      if (it->second.waiting) {  // its process has not started yet (max_starting)
+        ++it;
+        continue;
+      }
       SupervisedExecutor& e = *it->second.process;
+      if (!e.ready()) ++starting;
       e.relay_output();
       e.wake_for_lane();
       busy |= e.write();
@@ -476,6 +504,13 @@ class Agent {
       dead_actors_.insert(it->first);
       it = actors_.erase(it);
       busy = true;
+    }
+    // Waiting actors start, in the order they came, as the ones starting become ready.
+    actors_starting_ = starting;
+    for (auto it = actors_.begin(); it != actors_.end() && actors_starting_ < max_starting();) {
+      auto next = std::next(it);
+      if (it->second.waiting) busy |= start_actor(it);
+      it = next;
     }
     return busy;
   }
@@ -607,7 +642,9 @@ class Agent {
     int batches = 0;         // given so far (until lane_told)
     bool lane_told = false;  // the driver was sent its lane (wire::ActorLane)
     double kill_at = 0;      // sent SIGTERM (Process::terminate): SIGKILL if it still runs then
+    bool waiting = false;    // its process waits to start (max_starting)
   };
+  int actors_starting_ = 0;  // actors' processes started and not yet ready (as of the last tend_actors)
   std::map<std::uint64_t, ActorProcess> actors_;  // by TaskHeader::actor
   std::set<std::uint64_t> dead_actors_;
   int blocked_delta_ = 0;                       // change in its executors' waiting tasks, not yet told to the driver
