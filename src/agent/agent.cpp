@@ -458,10 +458,11 @@ class Agent {
   // instead of a report of the calls, and the process is not started again here.
   bool tend_actors(double now, std::vector<std::string>& frames) {
     bool busy = false;
-    int starting = 0;
+    int starting = 0, waiting = 0;
     for (auto it = actors_.begin(); it != actors_.end();) {
       keep_alive();              // thousands of actors take a while to tend
       if (it->second.waiting) {  // its process has not started yet (max_starting)
+        ++waiting;
         ++it;
         continue;
       }
@@ -507,9 +508,12 @@ class Agent {
     }
     // Waiting actors start, in the order they came, as the ones starting become ready.
     actors_starting_ = starting;
-    for (auto it = actors_.begin(); it != actors_.end() && actors_starting_ < max_starting();) {
+    for (auto it = actors_.begin(); waiting > 0 && it != actors_.end() && actors_starting_ < max_starting();) {
       auto next = std::next(it);
-      if (it->second.waiting) busy |= start_actor(it);
+      if (it->second.waiting) {
+        --waiting;
+        busy |= start_actor(it);
+      }
       it = next;
     }
     return busy;
