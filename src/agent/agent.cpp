@@ -307,7 +307,7 @@ class Agent {
       const auto end = wire::decode<wire::ActorEnd>(data);
       auto it = actors_.find(end.actor);
       // A signal for one waiting to start: started now, so that it dies of it as any other would.
-      if (it != actors_.end() && end.signal != 0 && it->second.waiting && !start_actor(it)) it = actors_.end();
+      if (it != actors_.end() && end.signal != 0 && it->second.waiting && !start_actor(it, false)) it = actors_.end();
       if (it != actors_.end()) {
         if (end.signal == 0) {
           it->second.ending = true;
@@ -419,18 +419,23 @@ class Agent {
       auto e = std::make_unique<SupervisedExecutor>(0, std::move(prefix), true, cfg_.lane_nonce);
       e->set_env(env_for(0));
       it = actors_.emplace(key, ActorProcess{std::move(e), false, 0, 0, false, 0, true}).first;
-      if (actors_starting_ < max_starting() && !start_actor(it)) return;
+      if (actors_starting_ < max_starting_ && !start_actor(it)) return;
     }
     it->second.process->give(std::move(batch));  // (queued until its process starts)
     ++it->second.batches;
     tell_actor_lane(*it);
   }
 
-  // How many actor processes may be starting at once (spawned, not yet ready).
-  static int max_starting() { return std::max(16, 8 * int(std::thread::hardware_concurrency())); }
+  // How many actor processes may be starting at once (spawned, not yet ready): 8 for each core of
+  // its workers (AgentSetup::cpus each), at least 16. From the machine's core count instead, every
+  // agent of a 64-core node would start 512 at once.
+  int max_starting() const {
+    return std::max(16, int(8 * std::lround(std::max(1.0, cfg_.cpus * double(std::max(1, int(cfg_.executors)))))));
+  }
 
   // Starts a waiting actor's process; false (the driver told, the actor gone) if it cannot be.
-  bool start_actor(auto it) {  // an iterator of actors_
+  // `tell_lane`: false for one started only to be signalled.
+  bool start_actor(auto it, bool tell_lane = true) {  // an iterator of actors_
     try {
       it->second.process->start();
     } catch (const Error& err) {
@@ -441,7 +446,7 @@ class Agent {
     }
     it->second.waiting = false;
     ++actors_starting_;
-    tell_actor_lane(*it);
+    if (tell_lane) tell_actor_lane(*it);
     return true;
   }
 
@@ -467,7 +472,6 @@ class Agent {
         continue;
       }
       SupervisedExecutor& e = *it->second.process;
-      if (!e.ready()) ++starting;
       e.relay_output();
       e.wake_for_lane();
       busy |= e.write();
@@ -494,6 +498,7 @@ class Agent {
           e.begin_stop();  // its calls are done and no handle is left: it exits; reaped on a later pass
           it->second.stop_by = now + 5.0;
         }
+        if (!e.ready()) ++starting;  // (as it is after this pass: one that died is gone)
         ++it;
         continue;
       }
@@ -508,11 +513,13 @@ class Agent {
     }
     // Waiting actors start, in the order they came, as the ones starting become ready.
     actors_starting_ = starting;
-    for (auto it = actors_.begin(); waiting > 0 && it != actors_.end() && actors_starting_ < max_starting();) {
+    for (auto it = actors_.begin(); waiting > 0 && it != actors_.end() && actors_starting_ < max_starting_;) {
       auto next = std::next(it);
       if (it->second.waiting) {
+        keep_alive();
         --waiting;
-        busy |= start_actor(it);
+        if (!start_actor(it)) break;  // out of processes or descriptors, say: the others wait for the next pass
+        busy = true;
       }
       it = next;
     }
@@ -649,6 +656,7 @@ class Agent {
     bool waiting = false;    // its process waits to start (max_starting)
   };
   int actors_starting_ = 0;  // actors' processes started and not yet ready (as of the last tend_actors)
+  const int max_starting_ = max_starting();
   std::map<std::uint64_t, ActorProcess> actors_;  // by TaskHeader::actor
   std::set<std::uint64_t> dead_actors_;
   int blocked_delta_ = 0;                       // change in its executors' waiting tasks, not yet told to the driver
