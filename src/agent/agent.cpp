@@ -248,15 +248,10 @@ class Agent {
   // (transport/object_memory.hpp) until the driver says it is freed. The driver sends it before
   // the first batch that takes it, and MPI keeps their order.
   void keep_object(std::string_view message) {
-    detail::Reader r(message);
     wire::ObjectHead h;
-    wire::get(r, h);
-    if (r.left() != h.size)
-      throw wire::Malformed("fibra: a malformed stored object: " + std::to_string(r.left()) + " bytes for " +
-                            std::to_string(h.size));
+    const std::string_view bytes = wire::object_bytes(message, h);
     try {
-      hold(h.id, h.origin, h.size,
-           ObjectMemory::create(object_memfd_name(h.origin, h.id), r.take(h.size), "fibra agent"));
+      hold(h.id, h.origin, h.size, ObjectMemory::create(object_memfd_name(h.origin, h.id), bytes, "fibra agent"));
     } catch (const Error& e) {  // the tasks that take it fail, saying the object is not on this host
       log::error("fibra agent pid {} on {}: {}", ::getpid(), host_name(), e.what());
     }
@@ -288,11 +283,9 @@ class Agent {
     void* base = ::mmap(nullptr, n, PROT_READ, MAP_SHARED, h.memory->fd(), 0);
     if (base == MAP_FAILED) return;  // the driver finds no copy: the task runs again, sending its result
     std::shared_ptr<const void> mapping(base, [n](const void* p) { ::munmap(const_cast<void*>(p), n); });
-    mpi::Pieces m;
-    m.heads = wire::encode(wire::ObjectHead{h.id, h.origin, h.size});
-    m.ends.push_back(m.heads.size());
-    m.bodies.emplace_back(std::string_view(static_cast<const char*>(base), h.size), std::move(mapping));
-    send(wire::tag_kept_copy, std::move(m));
+    send(wire::tag_kept_copy,
+         mpi::Pieces::head_and_body(wire::encode(wire::ObjectHead{h.id, h.origin, h.size}),
+                                    std::string_view(static_cast<const char*>(base), h.size), std::move(mapping)));
   }
 
   // A task batch (to the actor it is for or to its least busy executor), an actor's end or

@@ -115,11 +115,10 @@ std::shared_ptr<const StoredObject> take_kept_result(std::int64_t holder, std::i
                                                      std::uint64_t size, std::string& why) {
   Taken& t = taken_objects();
   std::lock_guard lk(t.mu);
-  auto* taken = &t.all;
-  if (auto it = taken->find({origin, id}); it != taken->end()) {
+  if (auto it = t.all.find({origin, id}); it != t.all.end()) {
     if (auto o = it->second.lock()) return o;
   }
-  if (taken->size() > 64) std::erase_if(*taken, [](const auto& e) { return e.second.expired(); });
+  if (t.all.size() > 64) std::erase_if(t.all, [](const auto& e) { return e.second.expired(); });
   const std::string name = object_memfd_name(origin, id);
   const std::string path = ObjectMemory::find(holder, name);
   std::unique_ptr<ObjectMemory> m;
@@ -130,7 +129,7 @@ std::shared_ptr<const StoredObject> take_kept_result(std::int64_t holder, std::i
     return nullptr;
   }
   auto o = std::make_shared<DriverObject>(id, origin, std::move(m));
-  (*taken)[{origin, id}] = o;
+  t.all[{origin, id}] = o;
   return o;
 }
 

@@ -676,17 +676,17 @@ void PoolImpl::add_objects(const JobState& job, wire::TaskHeader& h,
   }
 }
 
-// The stored objects (fibra::put) a batch's tasks take, to an agent whose executors cannot map
-// the driver's memory (it has no lanes: another host, or lanes off), once each: the agent keeps a
-// copy in a memfd of its own, which its executors map (docs/architecture.md, "The object store").
-// Executors of an agent on this host map the driver's own memfd, even for a batch sent through MPI.
 namespace {
 const std::string loopback = "localhost";
 }  // namespace
 
-// An agent with an object server copies an object from a peer that holds it (one on its own
-// host first) rather than from the driver: a result kept where it was made goes from host to host,
-// and a value put here leaves the driver once (docs/architecture.md, "The object store").
+// The stored objects (fibra::put) a batch's tasks take, to an agent whose executors cannot map
+// the driver's memory (it has no lanes: another host, or lanes off), once each: the agent keeps a
+// copy in a memfd of its own, which its executors map (docs/architecture.md, "The object store").
+// Executors of an agent on this host map the driver's own memfd, even for a batch sent through MPI.
+// An agent with an object server copies the object from a peer that holds it (one on its own host
+// first) rather than from the driver: a result kept where it was made goes from host to host, and
+// a value put here leaves the driver once.
 void PoolImpl::send_objects(Worker& w, const std::vector<std::shared_ptr<const StoredObject>>& objects) {
   if (!w.lanes.empty()) return;
   for (const auto& o : objects) {
@@ -706,11 +706,9 @@ void PoolImpl::send_objects(Worker& w, const std::vector<std::shared_ptr<const S
 }
 
 void PoolImpl::send_object_bytes(Worker& w, const std::shared_ptr<const StoredObject>& o) {
-  mpi::Pieces m;
-  m.heads = wire::encode(wire::ObjectHead{o->id, o->origin, o->bytes.size()});
-  m.ends.push_back(m.heads.size());
-  m.bodies.emplace_back(o->bytes, o);  // sent from the driver's mapping, which the send keeps
-  send(w, wire::tag_object, std::move(m));
+  // sent from the driver's mapping, which the send keeps
+  send(w, wire::tag_object,
+       mpi::Pieces::head_and_body(wire::encode(wire::ObjectHead{o->id, o->origin, o->bytes.size()}), o->bytes, o));
   std::lock_guard lk(mu_);
   ++stats_.objects_sent;
 }

@@ -146,8 +146,8 @@ struct Worker {
   // On this host, with its lanes (or with lanes turned off): its tasks' large results that other
   // tasks take stay there (TaskHeader::keep_from), since the driver can open its memfds.
   bool keeps_results = false;
-  // Its agent's ObjectServer (Hello::object_port; 0: none, it shares this host): peers copy the
-  // objects it holds from there, and it copies from them (send_objects).
+  // Its agent's ObjectServer (Hello::object_port; 0: none, or FIBRA_PEER_OBJECTS=0): peers copy
+  // the objects it holds from there, and it copies from them (send_objects).
   std::uint32_t object_port = 0;
   // Objects it was told to copy from a peer (tag_object_fetch), and from which (Worker::id), in
   // case the copy fails (tag_object_missing): then the driver sends them, and that peer is not

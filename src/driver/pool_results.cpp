@@ -5,7 +5,6 @@
 #include <string>
 
 #include "common/log.hpp"
-#include "fibra/detail/codec.hpp"
 #include "fibra/error.hpp"
 #include "driver/pool_impl.hpp"
 
@@ -150,14 +149,10 @@ void PoolImpl::on_kept(Worker& w, const wire::ResultHeader& h, std::string_view 
 // driver a copy first, which the result's Kept (next from it: MPI keeps them in order) takes. Its
 // bytes are stored here as they lie in the message.
 void PoolImpl::on_kept_copy(Worker& w, std::string_view message) {
-  detail::Reader r(message);
   wire::ObjectHead h;
-  wire::get(r, h);
-  if (r.left() != h.size)
-    throw wire::Malformed("a kept result's copy of " + std::to_string(r.left()) + " bytes for " +
-                          std::to_string(h.size));
+  const std::string_view bytes = wire::object_bytes(message, h);
   try {
-    kept_copies_[{h.origin, h.id}] = {store_kept_copy(h.origin, h.id, r.take(h.size)), w.id};
+    kept_copies_[{h.origin, h.id}] = {store_kept_copy(h.origin, h.id, bytes), w.id};
   } catch (const Error& e) {  // no shared memory here: the task runs again, sending its result
     log::warning("fibra: worker {}'s kept result {} could not be stored here: {}", w.slot, h.id, e.what());
   }

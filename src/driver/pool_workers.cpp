@@ -456,22 +456,22 @@ void PoolImpl::on_hello(Worker& w, const wire::Hello& h) {
   state_cv_.notify_all();
 }
 
-// An agent on this host: its executors' lanes are mapped, all or none (FIBRA_LANES=0: none).
+// A switch that is on unless the environment variable `name` is "0" (read once per process).
+static bool switched_on(const char* name) {
+  const char* v = std::getenv(name);
+  return !v || std::string_view(v) != "0";
+}
+
 // FIBRA_PEER_OBJECTS=0: agents do not copy objects from each other (a cluster whose firewall lets
 // only MPI through); every copy comes from the driver, and results made on other hosts come back.
 bool PoolImpl::peer_objects_on() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("FIBRA_PEER_OBJECTS");
-    return !v || std::string_view(v) != "0";
-  }();
+  static const bool enabled = switched_on("FIBRA_PEER_OBJECTS");
   return enabled;
 }
 
+// An agent on this host: its executors' lanes are mapped, all or none (FIBRA_LANES=0: none).
 bool PoolImpl::lanes_on() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("FIBRA_LANES");
-    return !v || std::string_view(v) != "0";
-  }();
+  static const bool enabled = switched_on("FIBRA_LANES");
   return enabled;
 }
 

@@ -62,6 +62,14 @@ struct Pieces {
   std::string heads;
   std::vector<std::size_t> ends;  // one per body: where the heads before it end
   std::vector<Body> bodies;
+  /// A message of `head` followed by `body` (a stored object's ObjectHead and bytes, say).
+  static Pieces head_and_body(std::string head, std::string_view body, std::shared_ptr<const void> keep) {
+    Pieces p;
+    p.heads = std::move(head);
+    p.ends.push_back(p.heads.size());
+    p.bodies.emplace_back(body, std::move(keep));
+    return p;
+  }
   std::size_t size() const;
   /// Writes the message's size() bytes, in order, to `out`.
   void write_to(char* out) const;

@@ -201,4 +201,13 @@ Partial decode_partial(std::string_view s) {
   });
 }
 
+std::string_view object_bytes(std::string_view message, ObjectHead& h) {
+  detail::Reader r(message);
+  get(r, h);
+  if (r.left() != h.size)
+    throw Malformed("fibra: a malformed stored object: " + std::to_string(r.left()) + " bytes for " +
+                    std::to_string(h.size));
+  return r.take(h.size);
+}
+
 }  // namespace fibra::wire

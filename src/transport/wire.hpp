@@ -339,6 +339,10 @@ template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, ObjectHead>
 void fields(F&& f, M& m) { f(m.id, m.origin, m.size); }
 
+/// A message of an ObjectHead and the object's bytes (tag_object, tag_kept_copy): the head goes to
+/// `h`, the bytes are returned (a view into `message`). Throws Malformed if they are not `h.size`.
+std::string_view object_bytes(std::string_view message, ObjectHead& h);
+
 /// driver -> agent (tag_object_fetch): instead of a stored object's bytes, where to copy it from:
 /// the ObjectServer of a peer agent that holds it (Hello::object_port). Sent before the first
 /// batch that takes it; the agent holds its batches until the copy is made, and if it cannot be,

@@ -113,6 +113,13 @@ double expect_parts(std::vector<fibra::Future<Probe>>& parts, std::size_t n, con
   return total;
 }
 
+// The executors (pids) the parts ran in.
+std::set<int> executors_of(std::vector<fibra::Future<Probe>>& parts) {
+  std::set<int> pids;
+  for (auto& p : parts) pids.insert(get_within(p, bound, "a part").pid);
+  return pids;
+}
+
 // Arguments on both sides of a stored one: joined around it in the executor.
 double scaled_sum(double factor, std::vector<double> v, std::string tag) {
   double s = 0;
@@ -356,8 +363,7 @@ TEST(ObjectStorePeers, AResultKeptByOneAgentIsCopiedByTheOtherFromIt) {
     EXPECT_EQ(get_within(made, bound, "make_halves(n)"), halves(n)) << "get() reads the driver's copy";
   }
   EXPECT_DOUBLE_EQ(expect_parts(parts, n, "strided_sum(made, k, 8) between peers"), halves_sum(n));
-  std::set<int> executors;
-  for (auto& p : parts) executors.insert(p.get().pid);
+  const std::set<int> executors = executors_of(parts);
   const auto s = pool.stats();
   EXPECT_EQ(s.results_kept, 1u);
   EXPECT_EQ(s.objects_sent, 0u) << "the driver sent no agent the result";
@@ -378,8 +384,7 @@ TEST(ObjectStorePeers, APutValueLeavesTheDriverOnce) {
     for (int k = 0; k < 16; ++k) parts.push_back(pool.submit(strided_sum, ref, k, 16));
   }
   EXPECT_DOUBLE_EQ(expect_parts(parts, n, "strided_sum(ref, k, 16) between peers"), halves_sum(n));
-  std::set<int> executors;
-  for (auto& p : parts) executors.insert(p.get().pid);
+  const std::set<int> executors = executors_of(parts);
   const auto s = pool.stats();
   EXPECT_EQ(s.objects_sent, 1u) << "one copy leaves the driver";
   EXPECT_EQ(s.objects_fetched_from_peers, executors.size() - 1) << "the other agent copies it from the first";

@@ -138,6 +138,17 @@ TEST(Wire, HelloRoundTrips) {
   EXPECT_TRUE(g.copies_kept);
 }
 
+TEST(Wire, AnObjectMessageSplitsIntoItsHeadAndExactlyItsBytes) {
+  const std::string m = wire::encode(wire::ObjectHead{9, 1234, 5}) + "bytes";
+  wire::ObjectHead h;
+  EXPECT_EQ(wire::object_bytes(m, h), "bytes");
+  EXPECT_EQ(h.id, 9u);
+  EXPECT_EQ(h.origin, 1234);
+  EXPECT_EQ(h.size, 5u);
+  EXPECT_THROW(wire::object_bytes(m.substr(0, m.size() - 1), h), wire::Malformed) << "a byte short";
+  EXPECT_THROW(wire::object_bytes(m + "!", h), wire::Malformed) << "a byte over";
+}
+
 TEST(Wire, ObjectFetchRoundTrips) {
   const wire::ObjectFetch f{{77, -5, std::uint64_t(1) << 33}, "vnode2", 45000};
   auto g = wire::decode<wire::ObjectFetch>(wire::encode(f));
