@@ -37,6 +37,7 @@
 #include "transport/object_server.hpp"
 #include "transport/wire.hpp"
 #include "agent/agent.hpp"
+#include "agent/simulated_agents.hpp"
 #include "common/process.hpp"
 
 namespace fibra::detail {
@@ -699,6 +700,7 @@ int agent_main(MPI_Comm parent, bool& retired) {
                  setup_wait_s);
       return 3;
     }
+    if (setup->simulation.agents > 0) return simulated_agents_main(parent, *setup);  // the scale simulation
     Agent a(parent, *setup);
     const int rc = a.run();
     retired = a.retired();

@@ -177,22 +177,36 @@ bool PoolImpl::still_heard(const Worker& w, double now) const {
 // (after 4 s of quiet: its heartbeats, 1 a second, are read in time all the same).
 static double probe_gap(double quiet) { return std::clamp(quiet / 40, 0.0, 0.100); }
 
+// Whether a worker is probed at every pass: it has batches out or tasks waiting in it, actors'
+// lanes given a batch, or it is starting, retiring or leaving, or lost but still heard. Under mu_
+// (Worker::batches).
+bool PoolImpl::urgent(const Worker& w, double now) const {
+  if (!w.alive()) return still_heard(w, now);
+  return w.state != Worker::State::ready || !w.batches.empty() || w.blocked > 0 || !w.actor_lanes_in_use.empty();
+}
+
+// A worker that may be urgent is listed in hot_ until a pass finds it is not (issue 29: a pass
+// costs the workers at work and the groups, never a walk over every agent). Called when something
+// goes to it or comes from it, when it starts and when its state changes; what is missed is
+// still read at its group's (or its own) probe gap.
+void PoolImpl::mark_hot(Worker& w) {
+  if (w.hot) return;
+  w.hot = true;
+  hot_.push_back(&w);
+}
+
 bool PoolImpl::receive() {
   bool got = false;
-  mpi::Message m;
   const double now = mpi::now_s();
-  // Workers with batches out, or with tasks waiting in them, are probed at every pass: their
-  // results and requests come any time (Worker::batches is under mu_).
-  std::vector<char>& at_work = at_work_;  // kept from pass to pass: no allocation on this hot path
-  at_work.assign(workers_.size(), 0);
   {
     std::lock_guard lk(mu_);
-    for (std::size_t i = 0; i < workers_.size(); ++i)
-      at_work[i] = !workers_[i]->batches.empty() || workers_[i]->blocked > 0;
+    for (Worker* w : hot_) w->hot = urgent(*w, now);
   }
-  for (std::size_t i = 0; i < workers_.size(); ++i) {
-    auto& w = workers_[i];
-    if ((!w->alive() && !still_heard(*w, now)) || w->comm == MPI_COMM_NULL) continue;
+  std::erase_if(hot_, [](const Worker* w) { return !w->hot; });
+  const std::uint64_t pass = ++receive_passes_;
+  probing_.assign(hot_.begin(), hot_.end());  // a copy: hot_ grows as messages are handled
+  for (Worker* w : probing_) {
+    if (w->comm == MPI_COMM_NULL) continue;
     const bool lost = !w->alive();
     try {
       got |= drain_lanes(*w) && !lost;
@@ -203,48 +217,61 @@ bool PoolImpl::receive() {
         declare_lost(*w, std::string("its executor wrote a result frame that does not decode (") + e.what() + ")");
       continue;
     }
-    // An idle ready worker (its actors' calls and heartbeats may still come) is probed once its gap
-    // is over; a starting, retiring or leaving one, and one lost but still heard, at every pass.
-    const bool urgent = lost || w->state != Worker::State::ready || at_work[i];
     // Agents spawned together are probed once for all, any source, below.
     if (AgentGroup* g = w->group.get(); g && g->members.size() > 1 && !g->split) {
-      if (g->pass != receive_passes_ + 1) {
-        g->pass = receive_passes_ + 1;
-        g->urgent = false;
-        groups_to_probe_.push_back(g);
-      }
-      g->urgent |= urgent;
+      g->urgent_pass = pass;
       continue;
     }
-    if (!urgent && now < w->next_probe) continue;
     w->next_probe = now + probe_gap(now - w->last_busy);
-    for (int k = 0; k < 64 && (lost || w->alive()); ++k) {
-      bool have = false;
-      try {
-        have = mpi::try_recv(w->comm, m, w->rank);
-      } catch (const MpiError& e) {  // its connection broke: the worker is lost, not the pool
-        if (lost)
-          w->read_after_loss = false;
-        else
-          declare_lost(*w, "MPI failed on its connection (" + error_text(std::current_exception()) + ")");
-        break;
-      }
-      if (!have) break;
-      got |= !lost && m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
-      if (take_message(*w, m, lost) == Taken::done) break;
+    got |= probe(*w, lost);
+  }
+  // Each group once (urgent when a member is hot), or, for a group of one or one split, each
+  // member that is not hot once its gap is over (an idle ready worker: its actors' calls and
+  // heartbeats may still come).
+  for (const auto& g : groups_) {
+    if (g->members.size() > 1 && !g->split) {
+      got |= receive_group(*g, now, g->urgent_pass == pass);
+      continue;
+    }
+    for (Worker* w : g->members) {
+      if (w->hot || w->comm == MPI_COMM_NULL || now < w->next_probe) continue;
+      const bool lost = !w->alive();
+      if (lost && !still_heard(*w, now)) continue;
+      w->next_probe = now + probe_gap(now - w->last_busy);
+      got |= probe(*w, lost);
     }
   }
-  ++receive_passes_;
-  for (AgentGroup* g : groups_to_probe_) got |= receive_group(*g, now);
-  groups_to_probe_.clear();
   last_receive_pass_ = mpi::now_s();
   return got;
 }
 
-// Probes a group's communicator for any of its members (up to 64 messages each); a message from
-// a member lost but still heard is read as late results, one from a member gone is dropped.
-bool PoolImpl::receive_group(AgentGroup& g, double now) {
-  if (!g.urgent && now < g.next_probe) return false;
+// Up to 64 messages from one worker's rank of its communicator.
+bool PoolImpl::probe(Worker& w, bool lost) {
+  bool got = false;
+  mpi::Message m;
+  for (int k = 0; k < 64 && (lost || w.alive()); ++k) {
+    bool have = false;
+    try {
+      have = mpi::try_recv(w.comm, m, w.rank);
+    } catch (const MpiError& e) {  // its connection broke: the worker is lost, not the pool
+      if (lost)
+        w.read_after_loss = false;
+      else
+        declare_lost(w, "MPI failed on its connection (" + error_text(std::current_exception()) + ")");
+      break;
+    }
+    if (!have) break;
+    got |= !lost && m.tag != wire::tag_heartbeat;  // a heartbeat is no reason to stay awake
+    if (take_message(w, m, lost) == Taken::done) break;
+  }
+  return got;
+}
+
+// Probes a group's communicator for any of its members (up to 64 messages each), when `urgent` or
+// its gap is over; a message from a member lost but still heard is read as late results, one
+// from a member gone is dropped.
+bool PoolImpl::receive_group(AgentGroup& g, double now, bool urgent) {
+  if (!urgent && now < g.next_probe) return false;
   g.next_probe = now + probe_gap(now - g.last_busy);
   bool got = false;
   mpi::Message m;
@@ -253,13 +280,23 @@ bool PoolImpl::receive_group(AgentGroup& g, double now) {
     try {
       if (!mpi::try_recv(g.comm, m)) break;
     } catch (const MpiError& e) {  // whose connection broke is not known: each member is probed alone from now
+      if (g.per_rank > 1) {        // (simulated agents share their processes' connections: all of them)
+        for (Worker* w : g.members) {
+          if (w->alive()) declare_lost(*w, "MPI failed on its connection (" + std::string(e.what()) + ")");
+          w->read_after_loss = false;  // the communicator is not probed again
+        }
+        break;
+      }
       log::debug("fibra: a probe of {} agents spawned together failed ({}); they are probed one by one",
                  g.members.size(), e.what());
       g.split = true;
       break;
     }
-    if (m.source < 0 || m.source >= static_cast<int>(g.members.size())) continue;
-    Worker& w = *g.members[static_cast<std::size_t>(m.source)];
+    // Agent k of a process that speaks for several (the scale simulation) uses the tags of block k.
+    const int member = m.source * g.per_rank + m.tag / wire::tags_per_agent;
+    m.tag %= wire::tags_per_agent;
+    if (m.source < 0 || member >= static_cast<int>(g.members.size())) continue;
+    Worker& w = *g.members[static_cast<std::size_t>(member)];
     const bool lost = !w.alive();
     if (lost && !still_heard(w, now)) continue;
     if (!lost && m.tag != wire::tag_heartbeat) {
@@ -289,6 +326,7 @@ PoolImpl::Taken PoolImpl::take_message(Worker& w, mpi::Message& m, bool lost) {
   if (m.tag != wire::tag_heartbeat) {
     w.last_busy = w.last_heard;
     w.next_probe = 0;
+    mark_hot(w);
   }
   try {
     handle(w, m);
@@ -352,7 +390,7 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
       bool stopping;
       {
         std::lock_guard lk(mu_);
-        w.state = Worker::State::gone;
+        set_state(w, Worker::State::gone);
         stopping = stopping_;
       }
       // A worker retired by resize() frees its side of the connection right after its bye and
@@ -525,13 +563,18 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
     for (std::size_t depth = 0; depth < batches_each && sched_.pending() > 0; ++depth) {
       if (depth > 0 && !prefetch_pays()) break;
       for (auto& w : workers_) {
+        if (sched_.pending() == 0) break;
         while (room(*w, depth) && sched_.pending() > 0) {  // one batch per executor with room
-          const bool others_have_room = std::any_of(workers_.begin(), workers_.end(), [&](auto& o) {
-            return o.get() != w.get() && room(*o, batches_each - 1);
-          });
+          // Whether a retry that failed here may be left to another worker: a walk over the
+          // workers only when take_batch meets one.
+          const auto others_have_room = [&] {
+            return std::any_of(workers_.begin(), workers_.end(),
+                               [&](auto& o) { return o.get() != w.get() && room(*o, batches_each - 1); });
+          };
           auto batch = sched_.take_batch(w->id, ready, others_have_room, &w->has);
           if (batch.empty()) break;  // it passed over retries meant for other workers
           w->batches.add(batch);
+          mark_hot(*w);  // (a batch through its lane is no send)
           for (const Chunk* c : batch) {
             if (c->failures.empty()) continue;
             ++stats_.chunks_resubmitted;
@@ -584,7 +627,7 @@ bool PoolImpl::steal_for_idle() {
     return w->state == Worker::State::ready && w->batches.size() < std::size_t(w->executors + w->blocked);
   });
   if (!someone_idle) return false;
-  for (auto& w : workers_) {
+  for (Worker* w : hot_) {  // a batch waits in a lane only at a worker with batches out: a hot one
     if (!w->alive()) continue;
     for (auto& r : w->lanes) {
       Lane& l = r->lane();
@@ -868,7 +911,7 @@ void PoolImpl::send(Worker& w, int tag, mpi::Pieces data) {
   if (!w.alive()) return;  // never to a worker that is gone or lost: a send to a dead peer can wedge MPI
   const bool too_big = data.size() > static_cast<std::size_t>(INT32_MAX);  // the caller's error, not the worker's
   try {
-    sends_.send(w.comm, w.rank, tag, std::move(data));
+    sends_.send(w.comm, w.rank, w.tag_of(tag), std::move(data));
   } catch (const MpiError&) {
     if (too_big) throw;
     declare_lost(w, "MPI failed on its connection (" + error_text(std::current_exception()) + ")");
@@ -878,6 +921,7 @@ void PoolImpl::send(Worker& w, int tag, mpi::Pieces data) {
   if (tag != wire::tag_heartbeat) {  // an answer may come soon: probed at every pass for a while
     w.last_busy = w.last_sent;
     w.next_probe = 0;
+    mark_hot(w);
     if (w.group) {  // (its group's probe, when it was spawned with others)
       w.group->last_busy = w.last_sent;
       w.group->next_probe = 0;

@@ -255,6 +255,7 @@ bool PoolImpl::dispatch_actors() {
       if (lane->lane().post(batch.size(), calls, fill)) {
         ++shared;
         w->actor_lanes_in_use.insert(key);  // drained until answered (drain_lanes)
+        mark_hot(*w);                       // (a batch through a lane is no send)
       }
       continue;
     }

@@ -29,7 +29,7 @@
 //    before the communication thread exists and before resize() can be called.
 //  - closed_, closed_reason_, broken_, stopping_, stopped_, kicked_, spawn_error_, next_spawn_,
 //    spawn_failures_: under mu_ only.
-//  - sends_, last_pid_check_, last_receive_pass_, next_worker_id_: the communication thread's
+//  - sends_, next_watch_, watch_next_, hot_, groups_, last_receive_pass_, next_worker_id_: the communication thread's
 //    alone, no lock (they are used with mpi::lock() held).
 //  - freed_objects_: under freed_mu_ (a lock of its own: objects are freed on any thread, some of
 //    them holding mu_); Worker::objects: the communication thread's alone.
@@ -113,9 +113,11 @@ struct AgentGroup {
   // receive() probes the communicator once for all its members (any source), when one of them has
   // work out or is starting or leaving, or once its gap is over (as an idle agent's, Worker).
   double last_busy = 0, next_probe = 0;
-  std::uint64_t pass = 0;  // the receive() pass that last listed it
-  bool urgent = false;     // ... and whether a member asked for a probe in that pass
-  bool split = false;      // MPI failed on a probe of any source: its members are probed one by one
+  std::uint64_t urgent_pass = 0;  // the last receive() pass in which a member was hot (PoolImpl::hot_)
+  bool split = false;             // MPI failed on a probe of any source: its members are probed one by one
+  // Agents each of its processes speaks for: 1, or wire::Simulation::agents (the scale simulation,
+  // where members[rank * per_rank + k] is agent k of process `rank`, its tags in block k).
+  int per_rank = 1;
 };
 
 // One agent: an MPI process supervising `executors` executors (the pool's workers).
@@ -128,6 +130,9 @@ struct Worker {
   int slot = 0;  // what messages call it ("worker 3 of 4"): a replacement takes the number of the lost one
   MPI_Comm comm = MPI_COMM_NULL;  // its group's intercommunicator (MPI_COMM_NULL once released)
   int rank = 0;                   // its rank there
+  int sub = 0;  // which of the agents its process speaks for (AgentGroup::per_rank; 0 for a real agent)
+  // Its tags: `tag` in its block (wire::tags_per_agent).
+  int tag_of(int tag) const { return tag + sub * wire::tags_per_agent; }
   std::shared_ptr<AgentGroup> group;
   std::string host;
   std::string planned_host;  // where it was spawned (PoolOptions::placement), before its hello says
@@ -175,6 +180,7 @@ struct Worker {
   // longer it has been idle (up to every 10 ms), so that a pass of the communication thread costs
   // the workers at work, not all of them (issue 29).
   double last_busy = 0, next_probe = 0;
+  bool hot = false;             // listed in PoolImpl::hot_: probed at every pass (PoolImpl::urgent)
   bool holds_slot = true;       // counted in g_agents_in_slots until its process is surely gone
   bool read_after_loss = true;  // lost, but what it still sends is read (late results)
   bool alive() const { return state != State::gone && state != State::lost; }
@@ -345,6 +351,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // ---- pool.cpp: run (loop(), the communication thread) and stop ------------------------------
   void loop();
   bool receive();
+  bool probe(Worker& w, bool lost);
+  bool urgent(const Worker& w, double now) const;
+  void mark_hot(Worker& w);
   bool still_heard(const Worker& w, double now) const;
   void handle(Worker& w, mpi::Message& m);
   bool dispatch(std::size_t batches_each = batches_per_worker);
@@ -376,7 +385,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void release_comm(Worker& w);
   enum class Taken { more, done };
   Taken take_message(Worker& w, mpi::Message& m, bool lost);
-  bool receive_group(AgentGroup& g, double now);
+  bool receive_group(AgentGroup& g, double now, bool urgent);
   void group_member_lost(Worker& w);
   wire::AgentSetup agent_setup(int executors) const;
   struct AgentGpus {
@@ -399,20 +408,24 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   bool adjust_size();
   void on_spawn_failed(const Error& e);
   void say_goodbye();
-  // Workers (executors) of agents that are starting or ready, and of ready ones.
-  int live_count() const {
-    int n = 0;
-    for (auto& w : workers_)
-      if (w->state == Worker::State::ready || w->state == Worker::State::starting) n += w->executors;
-    return n;
+  // Workers (executors) of agents that are starting or ready, and of ready ones: counted as states
+  // change (set_state), not by a walk over every agent (issue 29). Under mu_, or on the
+  // communication thread, which alone changes states.
+  int live_count() const { return live_executors_; }
+  int ready_count() const { return ready_executors_; }
+  // Every change of a Worker's state goes through here (under mu_), to keep the counts above.
+  void set_state(Worker& w, Worker::State s) {
+    count_state(w, -1);
+    w.state = s;
+    count_state(w, +1);
   }
-
-  int ready_count() const {
-    int n = 0;
-    for (auto& w : workers_)
-      if (w->state == Worker::State::ready) n += w->executors;
-    return n;
+  void count_state(const Worker& w, int sign) {
+    const bool ready = w.state == Worker::State::ready;
+    if (ready || w.state == Worker::State::starting) live_executors_ += sign * w.executors;
+    if (ready) ready_executors_ += sign * w.executors;
+    if (w.state == Worker::State::retiring) retiring_agents_ += sign;
   }
+  int live_executors_ = 0, ready_executors_ = 0, retiring_agents_ = 0;
   int next_agent_size() const;
   std::vector<int> next_agent_sizes(int most) const;
   static constexpr int grow_together = 16;  // agents spawned together at most when the pool grows
@@ -521,8 +534,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::thread thread_;
   int target_ = 0;
   int next_worker_id_ = 1;
-  std::vector<char> at_work_;                 // receive(): which workers have work out (communication thread)
-  std::vector<AgentGroup*> groups_to_probe_;  // receive(): groups probed once for their members
+  // The communication thread's: the workers probed at every pass (mark_hot), a copy of them for
+  // one pass, and every group of agents spawned together (AgentGroup), probed once per pass.
+  std::vector<Worker*> hot_, probing_;
+  std::vector<std::shared_ptr<AgentGroup>> groups_;
   std::uint64_t receive_passes_ = 0;
   double next_steal_look_ = 0;  // steal_for_idle looks at most once a millisecond (communication thread)
   // Under mu_: (worker id, chunk) to tell its agent (tag_cancel: fibra::cancel with force).
@@ -549,7 +564,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void draw_graph_progress();
   std::string my_host_ = host_name();
   const std::uint64_t lane_nonce_ = std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32);
-  double last_pid_check_ = 0;
+  double next_watch_ = 0;           // watch_workers' next sweep (communication thread)
+  std::size_t watch_next_ = 0;      // ... and the index in workers_ it starts at
   double last_receive_pass_ = 0;    // when receive() last read every worker
   double next_spawn_ = 0;           // after a failed spawn, when to try again (guarded by mu_)
   int spawn_failures_ = 0;          // in a row (guarded by mu_)

@@ -51,6 +51,31 @@ int universe_size() {
   return *size;
 }
 
+// A whole number from the environment variable `name` (0 when unset); ConfigError when malformed.
+double number_from_env(const char* name, double most) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  const double x = std::strtod(v, &end);
+  if (*end != '\0' || !(x >= 0) || x > most)
+    throw ConfigError(std::string("fibra: ") + name + "=" + v + " is not a number from 0 to " +
+                      std::to_string(static_cast<long long>(most)));
+  return x;
+}
+
+// The scale simulation, for benchmarks and its tests only (docs/architecture.md, "The scale
+// simulation"): FIBRA_SIMULATED_AGENTS=k makes each spawned process speak for k agents of one
+// worker each (wire::Simulation), FIBRA_SIMULATED_SILENT_EVERY=n makes every n-th of them fall
+// silent FIBRA_SIMULATED_SILENT_AFTER_S seconds after its first batch. Read at each spawn.
+wire::Simulation simulation_wanted() {
+  wire::Simulation sim;
+  sim.agents = static_cast<std::uint32_t>(number_from_env("FIBRA_SIMULATED_AGENTS", 1 << 20));
+  if (sim.agents < 2) return {};  // 1: one agent a process, as a real one
+  sim.silent_every = static_cast<std::uint32_t>(number_from_env("FIBRA_SIMULATED_SILENT_EVERY", 1 << 20));
+  sim.silent_after_s = number_from_env("FIBRA_SIMULATED_SILENT_AFTER_S", 1e6);
+  return sim;
+}
+
 // Open MPI cannot be interrupted inside MPI_Comm_spawn, and never returns from one whose daemon
 // did not start: a host that resolves but cannot be reached (ssh fails, and ORTE waits for a call
 // back that never comes). Past `bound`, the program ends with a message naming the host, rather
@@ -138,7 +163,10 @@ int PoolImpl::next_agent_size() const {
 std::vector<int> PoolImpl::next_agent_sizes(int most) const {
   const int target = target_now();
   std::vector<int> sizes;
-  const int room = std::min(mpi::recovery_enabled() ? most : 1, free_slots());
+  // `most` and the slots count processes: a simulated agents' process speaks for k agents.
+  const long long k = std::max<long long>(1, simulation_wanted().agents);
+  const int room =
+      static_cast<int>(std::min<long long>(INT_MAX, k * std::min(mpi::recovery_enabled() ? most : 1, free_slots())));
   for (int planned = live_count(); planned < target && static_cast<int>(sizes.size()) < room;) {
     sizes.push_back(std::max(1, std::min(agent_size(target), target - planned)));
     planned += sizes.back();
@@ -180,17 +208,26 @@ void PoolImpl::spawn_agents(const std::vector<int>& executors) {
   // If planning or the spawn fails, none of them exists: the workers planned for them go.
   const auto unplan = [&] {
     std::lock_guard lk(mu_);
+    for (Worker* w : added) count_state(*w, -1);
     std::erase_if(workers_, [&](const auto& w) { return std::count(added.begin(), added.end(), w.get()) > 0; });
   };
   MPI_Comm inter = MPI_COMM_NULL;
+  // Simulated agents (simulation_wanted): `per_rank` of them a process, on this host, one worker each.
+  const wire::Simulation sim = simulation_wanted();
+  const int per_rank = std::max(1, static_cast<int>(sim.agents));
   try {
     for (const int n : executors) {
+      if (per_rank > 1 && n != 1)
+        throw ConfigError(
+            "fibra: FIBRA_SIMULATED_AGENTS simulates agents of one worker each: set "
+            "PoolOptions::workers_per_agent = 1");
       wire::AgentSetup setup = agent_setup(n);
+      setup.simulation = sim;
       AgentGpus gpus = share_gpus(n);
       setup.gpus = std::move(gpus.ids);
       auto info = std::make_unique<mpi::Info>();
       if (oversubscribe_allowed()) info->set("map_by", ":OVERSUBSCRIBE");
-      const std::string host = place_agent(n, setup.slot, *info);
+      const std::string host = per_rank > 1 ? std::string() : place_agent(n, setup.slot, *info);
       // One agent per host in a group: Open MPI maps a job's processes on a host against the slots
       // that host's info names ("host:n"), and refused a second agent of one job there ("All nodes
       // which are allocated for this job are already filled", pack on virtual nodes). The next
@@ -216,17 +253,26 @@ void PoolImpl::spawn_agents(const std::vector<int>& executors) {
       w->gpus = std::move(gpus.held);
       // holds_slot (as Worker's default): the next agents' GPUs and places count it; counted in
       // g_agents_in_slots once spawned, and erased if the spawn fails.
-      added.push_back(w.get());
+      if (added.size() % static_cast<std::size_t>(per_rank) == 0) infos.push_back(std::move(info));  // a process
       setups.push_back(std::move(setup));
-      infos.push_back(std::move(info));
-      std::lock_guard lk(mu_);
-      workers_.push_back(std::move(w));
+      Worker* planned = w.get();
+      {
+        std::lock_guard lk(mu_);
+        workers_.push_back(std::move(w));
+        count_state(*planned, +1);  // starting
+      }
+      added.push_back(planned);  // only once in workers_: unplan() erases what it lists
     }
+    // A simulated agents' process hears how many it speaks for: per_rank, or the rest (the last).
+    for (std::size_t i = 0; i < setups.size(); ++i)
+      if (per_rank > 1)
+        setups[i].simulation.agents = static_cast<std::uint32_t>(
+            std::min(added.size() - i / static_cast<std::size_t>(per_rank) * static_cast<std::size_t>(per_rank),
+                     static_cast<std::size_t>(per_rank)));
     std::vector<const mpi::Info*> plan;
     for (const auto& i : infos) plan.push_back(i.get());
-    int first = 1;  // the number of its first worker among the pool's ("worker 5 of 8")
-    for (const auto& w : workers_)
-      if (w->alive() && std::count(added.begin(), added.end(), w.get()) == 0) first += w->executors;
+    int first = live_count() + 1;  // the number of its first worker among the pool's ("worker 5 of 8")
+    for (const Worker* w : added) first -= w->executors;
     const std::string who =
         added.size() == 1 ? "worker " + std::to_string(added[0]->slot) : std::to_string(added.size()) + " agents";
     if (!remote.empty()) {  // only another host's daemon can fail to start so
@@ -245,16 +291,24 @@ void PoolImpl::spawn_agents(const std::vector<int>& executors) {
   auto group = std::make_shared<AgentGroup>();
   group->comm = inter;
   group->open = static_cast<int>(added.size());
+  group->per_rank = per_rank;
+  groups_.push_back(group);
   const double now = mpi::now_s();
   {
     std::lock_guard lk(mu_);
     for (std::size_t i = 0; i < added.size(); ++i) {
       Worker& w = *added[i];
       w.comm = inter;
-      w.rank = static_cast<int>(i);
+      w.rank = static_cast<int>(i) / per_rank;
+      w.sub = static_cast<int>(i) % per_rank;
+      // Its process's slot (g_agents_in_slots counts processes), held by sub-agent 0: if that one
+      // leaves before the others, the slot counts as free early (the simulation is for
+      // benchmarks and tests, which run oversubscribed).
+      w.holds_slot = w.sub == 0;
       w.group = group;
       group->members.push_back(&w);
       w.spawned_at = w.last_heard = w.last_sent = now;
+      mark_hot(w);  // starting: probed at every pass
     }
     stats_.workers_started += added.size();
     spawn_failures_ = 0;
@@ -425,13 +479,16 @@ void PoolImpl::free_slot(Worker& w) {
 }
 
 // The smallest worker number no live worker uses.
+// One pass over the workers (a pass per number tried took 77% of the driver's time while it
+// started 4,000 simulated agents).
 int PoolImpl::free_slot_number() const {
-  for (int n = 1;; ++n) {
-    const bool used = std::any_of(workers_.begin(), workers_.end(), [&](auto& w) {
-      return w->slot == n && w->state != Worker::State::gone && w->state != Worker::State::lost;
-    });
-    if (!used) return n;
-  }
+  std::vector<char> used(workers_.size() + 2, 0);
+  for (auto& w : workers_)
+    if (w->alive() && w->slot > 0 && static_cast<std::size_t>(w->slot) < used.size())
+      used[static_cast<std::size_t>(w->slot)] = 1;
+  int n = 1;
+  while (used[static_cast<std::size_t>(n)]) ++n;
+  return n;
 }
 
 void PoolImpl::on_hello(Worker& w, const wire::Hello& h) {
@@ -452,7 +509,7 @@ void PoolImpl::on_hello(Worker& w, const wire::Hello& h) {
   w.keeps_results =
       w.shared_memory || (!lanes_on() && same_host(h.host, my_host_)) || (w.object_port != 0 && h.copies_kept);
   w.lanes = std::move(lanes);
-  if (w.state == Worker::State::starting) w.state = Worker::State::ready;
+  if (w.state == Worker::State::starting) set_state(w, Worker::State::ready);
   state_cv_.notify_all();
 }
 
@@ -495,12 +552,28 @@ std::vector<std::shared_ptr<LaneRegion>> PoolImpl::open_lanes(const Worker& w, c
 // silent too long (or whose process is gone, for workers on this host) is declared lost.
 void PoolImpl::watch_workers() {
   const double now = mpi::now_s();
-  const bool check_pids = now - last_pid_check_ > 0.05;
-  if (check_pids) last_pid_check_ = now;
-  for (auto& w : workers_) {
-    if (w->state == Worker::State::lost && w->holds_slot && check_pids) {
+  // A sweep every 10 ms, not every pass, over a tenth of the workers (64 at least): each is looked
+  // at every 100 ms, where the bounds are seconds (a sweep over every one of the scale
+  // simulation's 10,000 agents every pass was most of an idle driver's time).
+  if (now < next_watch_) return;
+  next_watch_ = now + 0.010;
+  // Agents of one process (the scale simulation's: one rank of one group) are next to each other:
+  // one kill(pid, 0) for them all.
+  const Worker* last = nullptr;
+  bool last_gone = false;
+  const auto gone_here = [&](const Worker& w) {
+    if (!last || last->group != w.group || last->rank != w.rank || last->pid != w.pid) last_gone = process_gone_here(w);
+    last = &w;
+    return last_gone;
+  };
+  const std::size_t n = workers_.size();
+  const std::size_t slice = std::min(n, std::max<std::size_t>(64, (n + 9) / 10));
+  for (std::size_t i = 0; i < slice; ++i) {
+    if (watch_next_ >= n) watch_next_ = 0;
+    auto& w = workers_[watch_next_++];
+    if (w->state == Worker::State::lost && w->holds_slot) {
       // Its slot is free once its process is: gone from this host, or past the orphan guard.
-      if (process_gone_here(*w) || now - w->lost_at > s_.driver_silence_s + 2 * s_.heartbeat_s) free_slot(*w);
+      if (gone_here(*w) || now - w->lost_at > s_.driver_silence_s + 2 * s_.heartbeat_s) free_slot(*w);
     }
     if (!w->alive()) continue;
     if (w->state == Worker::State::starting) {
@@ -515,13 +588,19 @@ void PoolImpl::watch_workers() {
                            " (PoolOptions::worker_silence_s = " + seconds(s_.worker_silence_s) + ")");
       continue;
     }
-    if (check_pids && process_gone_here(*w)) {
+    if (gone_here(*w)) {
       declare_lost(*w, "its process is gone");
       continue;
     }
     const bool working = w->state == Worker::State::ready || w->state == Worker::State::retiring;
     if (working && now - w->last_sent > s_.heartbeat_s) send(*w, wire::tag_heartbeat, std::string());
   }
+  // Groups none of whose members is read again are probed no more.
+  std::erase_if(groups_, [&](const auto& g) {
+    return std::none_of(g->members.begin(), g->members.end(), [&](const Worker* w) {
+      return w->comm != MPI_COMM_NULL && (w->alive() || still_heard(*w, now));
+    });
+  });
 }
 
 // True when the worker runs on this host and its process no longer exists.
@@ -542,7 +621,8 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
   {
     std::lock_guard lk(mu_);
     const bool was_leaving = w.state == Worker::State::leaving;
-    w.state = Worker::State::lost;
+    set_state(w, Worker::State::lost);
+    mark_hot(w);  // what it still sends is read at every pass while it is heard (still_heard)
     w.lost_at = mpi::now_s();
     // Copies of results it kept whose Kept will not come now (late ones are not taken).
     std::erase_if(kept_copies_, [&](const auto& e) { return e.second.second == w.id; });
@@ -555,7 +635,7 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
     // daemon (see frozen_reason). Placement "none" plans no host: the host its hello gave counts.
     const std::string& lost_host = w.planned_host.empty() ? w.host : w.planned_host;
     if (!lost_host.empty() && !same_host(lost_host, my_host_)) note_lost_remote_host(lost_host);
-    sends_.abandon(w.comm, w.rank);
+    sends_.abandon(w.comm, w.rank, w.tag_of(0), w.tag_of(wire::tags_per_agent));
     group_member_lost(w);
     ChannelStore::instance().forget(uid_, static_cast<std::uint64_t>(w.id), std::nullopt);
     w.batches.clear();
@@ -639,22 +719,25 @@ bool PoolImpl::adjust_size() {
     auto& w = **it;
     if (w.state == Worker::State::ready || w.state == Worker::State::starting) {
       std::lock_guard lk(mu_);  // stop taking work; leave once its batches are done
-      w.state = Worker::State::retiring;
+      set_state(w, Worker::State::retiring);
+      mark_hot(w);
       live -= w.executors;  // below the target: the next pass starts a smaller agent
       changed = true;
     }
   }
-  for (auto& w : workers_) {
+  for (auto it = workers_.begin(); retiring_agents_ > 0 && it != workers_.end(); ++it) {
+    auto& w = *it;
+    if (w->state != Worker::State::retiring) continue;  // (states change on this thread only: read without mu_)
     {
       std::lock_guard lk(mu_);  // terminate() may clear batches; stats() reads states
-      if (w->state != Worker::State::retiring || !w->batches.empty()) continue;
+      if (!w->batches.empty()) continue;
       // ... and for the calls its actors are running (they start again elsewhere afterwards)
       if (std::any_of(actors_.begin(), actors_.end(), [&](auto& a) {
             return a.second.state == ActorState::State::placed && a.second.worker == w->id &&
                    !a.second.in_flight.empty();
           }))
         continue;
-      w->state = Worker::State::leaving;
+      set_state(*w, Worker::State::leaving);
       actors_leave(*w, "its worker left the pool (Pool::resize)", false);
     }
     send(*w, wire::tag_shutdown, std::string(wire::shutdown_retire));  // it leaves before the others
@@ -704,7 +787,7 @@ void PoolImpl::say_goodbye() {
         if (!w->alive()) continue;
         send(*w, wire::tag_shutdown, std::string());
         std::lock_guard lk(mu_);
-        if (w->alive()) w->state = Worker::State::leaving;  // the send may have lost it
+        if (w->alive()) set_state(*w, Worker::State::leaving);  // the send may have lost it
       }
     }
     const double end = mpi::now_s() + 5.0;

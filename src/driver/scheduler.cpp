@@ -17,8 +17,10 @@ std::uint64_t Scheduler::add(std::shared_ptr<JobState> job, std::uint64_t first,
   return next_id_ - 1;
 }
 
-std::vector<Chunk*> Scheduler::take_batch(int worker, int workers, bool others_have_room, const Resources* has) {
+std::vector<Chunk*> Scheduler::take_batch(int worker, int workers, const std::function<bool()>& others_have_room,
+                                          const Resources* has) {
   std::vector<Chunk*> batch;
+  int others = -1;                    // others_have_room(), once asked
   std::vector<std::uint64_t> passed;  // retries that should run on another worker, chunks that do not fit it
   std::size_t unfit = 0, retries_passed = 0;
   std::uint64_t items = 0, bytes = 0;
@@ -36,7 +38,8 @@ std::vector<Chunk*> Scheduler::take_batch(int worker, int workers, bool others_h
       pending_.pop_front();
       continue;
     }
-    if (others_have_room && workers > 1 && c->avoid_worker == worker && retries_passed < max_passed) {
+    if (workers > 1 && c->avoid_worker == worker && retries_passed < max_passed &&
+        (others < 0 ? (others = others_have_room() ? 1 : 0) : others) == 1) {
       ++retries_passed;
       passed.push_back(c->id);
       pending_.pop_front();

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -61,7 +62,15 @@ class Scheduler {
   /// `worker` is passed over, left for another worker, only if `others_have_room`.
   /// With `has`, only chunks whose job needs no more than it offers are taken (others are passed
   /// over, up to max_unfit of them in a row).
-  std::vector<Chunk*> take_batch(int worker, int workers, bool others_have_room = true, const Resources* has = nullptr);
+  std::vector<Chunk*> take_batch(int worker, int workers, bool others_have_room = true,
+                                 const Resources* has = nullptr) {
+    return take_batch(
+        worker, workers, [others_have_room] { return others_have_room; }, has);
+  }
+  /// ... with `others_have_room` asked only when a retry that failed on `worker` comes up (the
+  /// driver walks its workers for it: 10,000 of them in the scale simulation), at most once.
+  std::vector<Chunk*> take_batch(int worker, int workers, const std::function<bool()>& others_have_room,
+                                 const Resources* has);
   static constexpr std::size_t max_unfit = 4096;
 
   /// Accepts a result for (chunk, attempt) and removes the chunk; returns it, or nullptr if the

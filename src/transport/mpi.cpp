@@ -140,6 +140,7 @@ void SendQueue::send(MPI_Comm comm, int dest, int tag, Pieces pieces) {
 
 void SendQueue::start(std::unique_ptr<Pending> p, int tag, int dest, MPI_Datatype type, const void* buf, int count) {
   p->dest = dest;
+  p->tag = tag;
   check(MPI_Isend(buf, count, type, dest, tag, p->comm, &p->request), "MPI_Isend");
   // Open MPI's TCP transport writes a queued message only while MPI makes progress: test once
   // now, or a small message waits for the sender's next MPI call.
@@ -186,11 +187,11 @@ void SendQueue::abandon() noexcept {
   pending_.clear();
 }
 
-void SendQueue::abandon(MPI_Comm comm, int dest) noexcept {
+void SendQueue::abandon(MPI_Comm comm, int dest, int first_tag, int end_tag) noexcept {
   // The request is left to MPI (never tested again) and its buffer leaked: testing a send to a
   // dead peer drives the TCP transport at a dead socket.
   for (auto it = pending_.begin(); it != pending_.end();) {
-    if ((*it)->comm == comm && (*it)->dest == dest) {
+    if ((*it)->comm == comm && (*it)->dest == dest && (*it)->tag >= first_tag && (*it)->tag < end_tag) {
       (void)it->release();
       it = pending_.erase(it);
     } else {

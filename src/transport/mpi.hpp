@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -96,14 +97,16 @@ class SendQueue {
   std::size_t pending() const { return pending_.size(); }
   /// Cancels what is still going (for peers that are gone).
   void abandon() noexcept;
-  /// Cancels what is still going to rank `dest` of `comm` (declared dead).
-  void abandon(MPI_Comm comm, int dest) noexcept;
+  /// Cancels what is still going to rank `dest` of `comm` (declared dead), with a tag in
+  /// [first_tag, end_tag) (one simulated agent of a process, wire::tags_per_agent).
+  void abandon(MPI_Comm comm, int dest, int first_tag = 0, int end_tag = INT_MAX) noexcept;
 
  private:
   struct Pending {
     MPI_Request request = MPI_REQUEST_NULL;
     MPI_Comm comm = MPI_COMM_NULL;
     int dest = 0;
+    int tag = 0;
     std::string data;
     Pieces pieces;  // a message sent from its pieces
   };

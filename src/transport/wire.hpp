@@ -45,6 +45,12 @@ enum Tag : int {
   tag_object_missing = 21,  ///< agent -> driver: ObjectFree{id}, a fetch failed: send the bytes
 };
 
+/// Tags are of one agent in each block of this many: a process that speaks for several simulated
+/// agents (AgentSetup::simulation) addresses agent k of it with tag + k * tags_per_agent, both
+/// ways. A real agent is agent 0 of its process: its tags are the ones above.
+inline constexpr int tags_per_agent = 64;
+static_assert(tag_object_missing < tags_per_agent);
+
 /// The body of a tag_shutdown that retires one agent (Pool::resize) while the others go on; empty
 /// at the pool's end.
 inline constexpr std::string_view shutdown_retire = "retire";
@@ -249,6 +255,18 @@ class Malformed : public Error {
 
 /// driver -> agent, its first message: everything the agent is told (the defaults live in
 /// PoolOptions alone).
+/// The scale simulation (benchmarks/b9_simulated, docs/architecture.md): one process speaks the
+/// wire protocol for `agents` agents of one executor each, running their tasks in-process, so that
+/// the driver's side meets 10,000 agents on 2 cores. Zero agents: a real agent.
+struct Simulation {
+  std::uint32_t agents = 0;        ///< agents this process speaks for (each has its own setup)
+  std::uint32_t silent_every = 0;  ///< 0: none; else every silent_every-th of them goes silent...
+  double silent_after_s = 0;       ///< ... this long after its first batch: no heartbeat, no result again
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, Simulation>
+void fields(F&& f, M& m) { f(m.agents, m.silent_every, m.silent_after_s); }
+
 struct AgentSetup {
   double heartbeat_s = 0;       ///< send a heartbeat after this much silence
   double driver_silence_s = 0;  ///< exit when the driver has been silent this long (orphan guard)
@@ -266,12 +284,13 @@ struct AgentSetup {
       0;                        ///< freed memory each executor keeps (FIBRA_KEEP_FREED, src/common/freed_memory.hpp)
   std::string driver_host;      ///< the driver's host: executors on it store what tasks put (FIBRA_DRIVER_HOST)
   std::int64_t driver_pid = 0;  ///< ... if its /proc entry can be read there (same pid namespace)
+  Simulation simulation;        ///< agents: 0 for a real agent
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, AgentSetup>
 void fields(F&& f, M& m) {
   f(m.heartbeat_s, m.driver_silence_s, m.executors, m.slot, m.prefix_output, m.gpus, m.cpus, m.policy, m.lane_nonce,
-    m.keep_freed_bytes, m.driver_host, m.driver_pid);
+    m.keep_freed_bytes, m.driver_host, m.driver_pid, m.simulation);
 }
 
 /// A RetryPolicy as text for an environment variable: its encoding (the list above), in hex. An

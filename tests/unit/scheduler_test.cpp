@@ -150,6 +150,35 @@ TEST(Scheduler, ARetryGoesToAnotherWorkerIfThereIsOne) {
   EXPECT_EQ(alone[0]->id, a);
 }
 
+// The driver walks its workers for room only when take_batch meets a retry that failed on the
+// worker it serves (10,000 agents in the scale simulation), once per batch. A readded chunk
+// (keep_going) has no failures but still avoids its worker: the question is asked all the same, so
+// that a lone agent of several executors takes it (a shortcut on Chunk::failures left it there).
+TEST(Scheduler, WhetherOtherWorkersHaveRoomIsAskedOnlyForARetryOfThisWorker) {
+  Scheduler s;
+  auto j = job(RetryPolicy{.retries = 0});
+  for (int i = 0; i < 3; ++i) s.add(j, i * 1000, 1000, "p");
+  int asked = 0;
+  const auto no_room = [&] { return ++asked, false; };
+  EXPECT_EQ(s.take_batch(1, 2, no_room, nullptr).size(), 1u);
+  EXPECT_EQ(asked, 0) << "no retry: nothing to ask";
+  std::unique_ptr<Chunk> out;
+  ASSERT_EQ(s.fail(1, 1, "crash", err("x"), true, out), Failed::exhausted);
+  s.readd(std::move(out));  // failures cleared, avoid_worker kept
+  auto b = s.take_batch(1, 2, no_room, nullptr);
+  EXPECT_EQ(asked, 1);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0]->id, 1u) << "nobody else has room: worker 1 takes its own readded chunk";
+  ASSERT_EQ(s.fail(1, 2, "crash", err("x"), true, out), Failed::exhausted);
+  s.readd(std::move(out));
+  int asked_room = 0;
+  auto passed = s.take_batch(
+      1, 2, [&] { return ++asked_room, true; }, nullptr);
+  EXPECT_EQ(asked_room, 1) << "asked once for the batch";
+  ASSERT_EQ(passed.size(), 1u);
+  EXPECT_NE(passed[0]->id, 1u) << "another worker has room: the readded chunk is left to it";
+}
+
 TEST(Scheduler, ANonRetryableFailureEndsTheChunkAtOnce) {
   Scheduler s;
   auto j = job();

@@ -175,9 +175,23 @@ TEST(Wire, AResultOpenedBeforeItsPayloadIsClosedWithItsLengthStatusAndTime) {
 
 TEST(Wire, AgentSetupRoundTrips) {
   detail::RetryPolicy policy{5, true, 1.5, true, {2.0, 1, 512}};
-  wire::AgentSetup s{
-      0.25, 7.5, 4, 3, true, {"0,1", ""}, 2.5, policy, 0x1234567890abcdefULL, std::uint64_t(300) << 20, "node7", 4321};
+  wire::AgentSetup s{0.25,
+                     7.5,
+                     4,
+                     3,
+                     true,
+                     {"0,1", ""},
+                     2.5,
+                     policy,
+                     0x1234567890abcdefULL,
+                     std::uint64_t(300) << 20,
+                     "node7",
+                     4321,
+                     {2500, 100, 3.5}};
   auto g = wire::decode<wire::AgentSetup>(wire::encode(s));
+  EXPECT_EQ(g.simulation.agents, 2500u);
+  EXPECT_EQ(g.simulation.silent_every, 100u);
+  EXPECT_EQ(g.simulation.silent_after_s, 3.5);
   EXPECT_EQ(g.heartbeat_s, 0.25);
   EXPECT_EQ(g.driver_silence_s, 7.5);
   EXPECT_EQ(g.executors, 4);
@@ -194,11 +208,12 @@ TEST(Wire, AgentSetupRoundTrips) {
   EXPECT_EQ(g.driver_pid, 4321);
   // the layout both sides read: doubles, ints, a bool, then a count and sized strings, a double, a
   // policy (u32, bool, double, bool, then its needs: double, i32, i64), the lanes' nonce, the freed
-  // memory its executors keep, the driver's host (a sized string) and pid
+  // memory its executors keep, the driver's host (a sized string) and pid, the simulation (u32,
+  // u32, double)
   constexpr std::size_t policy_bytes = 4u + 1u + 8u + 1u + (8u + 4u + 8u);
   EXPECT_EQ(wire::encode(policy).size(), policy_bytes);
-  EXPECT_EQ(wire::encode(s).size(),
-            8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u + policy_bytes + 8u + 8u + (8u + 5u) + 8u);
+  EXPECT_EQ(wire::encode(s).size(), 8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u + policy_bytes + 8u +
+                                        8u + (8u + 5u) + 8u + (4u + 4u + 8u));
 }
 
 // The pool's default policy reaches executors as text in their environment, every field of it
