@@ -5,9 +5,10 @@
 // n agents of one worker: the time to ready, the dispatch rate (tasks of a no-op function sent and
 // answered per second, and batches, the scheduler's decisions, per second), the median round trip
 // of apply_async(...).get(), and the driver's CPU while idle (its agents' heartbeats still come).
-// With --silent-every k, every k-th agent of each process falls silent at its first batch (a hung
-// node): the dispatch run then includes their loss (PoolOptions::worker_silence_s) and the retries
-// of what they held, and every result is checked.
+// With --silent-every k, the sizes of k agents a process or more run again with every k-th agent of each
+// process falling silent at its first batch (a hung node): the dispatch run then includes their
+// loss (PoolOptions::worker_silence_s) and the retries of what they held, and every result is
+// checked. In the benchmark suite: `benchmarks/run.sh --benchmarks sim`.
 //
 //   b9_simulated [--agents 10,100,1000,10000] [--processes 2] [--tasks N] [--roundtrips N]
 //                [--idle-seconds S] [--silent-every K] [--worker-silence-s S]
@@ -42,15 +43,20 @@ int main(int argc, char** argv) {
   const int idle = static_cast<int>(arg(argc, argv, "--idle-seconds", 3));
   const long silent_every = arg(argc, argv, "--silent-every", 0);
   const double silence_s = bench::arg_double(argc, argv, "--worker-silence-s", 5);
-  const std::string run = silent_every > 0 ? "silent_" + std::to_string(silent_every) + "_" : "";
-  std::printf("# fibra %s, %u hardware threads, simulated agents of one worker in %d processes%s\n", fibra::version,
-              std::thread::hardware_concurrency(), processes,
-              silent_every > 0 ? (", every " + std::to_string(silent_every) + "th falling silent").c_str() : "");
+  std::printf("# fibra %s, %u hardware threads, simulated agents of one worker in %d processes\n", fibra::version,
+              std::thread::hardware_concurrency(), processes);
   std::printf("benchmark,metric,value,unit\n");
-  for (int n : sizes) {
+  // Every size with all agents answering; then, with --silent-every k, the sizes of k agents a
+  // process or more again with every k-th falling silent (metrics silent_<k>_agents_<n>_...).
+  std::vector<std::pair<int, long>> runs;
+  for (int n : sizes) runs.emplace_back(n, 0);
+  for (int n : sizes)
+    if (silent_every > 0 && n / processes >= silent_every) runs.emplace_back(n, silent_every);
+  for (const auto& [n, silent] : runs) {
+    const std::string run = silent > 0 ? "silent_" + std::to_string(silent) + "_" : "";
     const int per_process = (n + processes - 1) / processes;
     ::setenv("FIBRA_SIMULATED_AGENTS", std::to_string(per_process).c_str(), 1);
-    ::setenv("FIBRA_SIMULATED_SILENT_EVERY", std::to_string(silent_every).c_str(), 1);
+    ::setenv("FIBRA_SIMULATED_SILENT_EVERY", std::to_string(silent).c_str(), 1);
     ::setenv("FIBRA_SIMULATED_SILENT_AFTER_S", "0", 1);  // at their first batch
     auto t = Clock::now();
     fibra::PoolOptions o;
@@ -80,7 +86,7 @@ int main(int argc, char** argv) {
     const double cpu0 = bench::process_cpu_seconds("self");
     std::this_thread::sleep_for(std::chrono::seconds(idle));
     const double idle_cpu = (bench::process_cpu_seconds("self") - cpu0) / idle * 100;
-    const std::string m = "b9_simulated," + run + "agents_" + std::to_string(n) + "_";
+    const std::string m = "sim," + run + "agents_" + std::to_string(n) + "_";
     std::printf("%sready_s,%.2f,s\n", m.c_str(), ready);
     std::printf("%stasks_per_s,%.0f,tasks/s\n", m.c_str(), double(tasks) / dispatch_s);
     std::printf("%sbatches_per_s,%.0f,batches/s\n", m.c_str(),

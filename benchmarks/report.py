@@ -19,6 +19,7 @@ TITLES = {"b1": "B1 framework overhead (Fiber's test)", "b2": "B2 throughput of 
           "b3": "B3 recovery from failures", "b5": "B5 start-up and idle CPU", "b6": "B6 large payloads",
           "b8": "B8 queues, pipes and processes",
           "b9": "B5 with one agent per worker (a pool over many nodes)",
+          "sim": "The driver against simulated agents (10 to 10,000; 2 processes speak for them)",
           "tune": "B9 hyper-parameter search overhead (10,000 trials, ASHA)",
           "es": "ES scaling (CartPole-v1)"}
 FAULTS = ["none", "executor_kill", "segfault_once", "agent_kill"]
@@ -109,6 +110,19 @@ def figures(summary, b):
                     (f"agents_{n}_map_items_per_s", f"{n} agents: `map` of no-ops, items/s", "higher"),
                     (f"agents_{n}_idle_driver_cpu_pct", f"{n} agents idle: the driver's CPU, % of a core", "lower"),
                     (f"agents_{n}_idle_all_cpu_pct", f"{n} agents idle: every process's CPU, % of a core", "lower")]
+    elif b == "sim":
+        for metric, (n,) in _metrics(summary, b, r"agents_(\d+)_tasks_per_s"):
+            out += [(metric, f"{n} simulated agents: `apply_async` tasks dispatched and answered, tasks/s", "higher"),
+                    (f"agents_{n}_batches_per_s", f"{n} simulated agents: batches (dispatch decisions)/s", "higher"),
+                    (f"agents_{n}_roundtrip_us", f"{n} simulated agents: `apply_async` round trip, us", "lower"),
+                    (f"agents_{n}_idle_driver_cpu_pct", f"{n} simulated agents idle: the driver's CPU, % of a core",
+                     "lower"),
+                    (f"agents_{n}_ready_s", f"{n} simulated agents: ready, s", "lower")]
+        for metric, (k, n) in _metrics(summary, b, r"silent_(\d+)_agents_(\d+)_tasks_per_s"):
+            out += [(metric, f"{n} simulated agents, every {k}th falling silent: tasks/s (their loss and retries "
+                             "included)", "higher"),
+                    (f"silent_{k}_agents_{n}_workers_lost", f"{n} simulated agents, every {k}th falling silent: "
+                                                            "agents declared lost", None)]
     elif b == "b8":
         out += [(m, label, better) for m, label, better, _title in B8_FIGURES]
         # multiprocessing's alone (fibra has no SimpleQueue row, no other start method): no ratio
@@ -215,18 +229,20 @@ def table(summary, machine, comments, failures, a, images="plots"):
 
 # ---- plots ----
 
-def _median_lines(axes, panels, summary, b, systems, xlabel):
+def _median_lines(axes, panels, summary, b, systems, xlabel, style="-", label=""):
     """One panel per (metric pattern with the count as its group, y label): each system's medians
-    against that count, on a log2 x axis."""
+    against that count, on a log2 x axis (a y label of None leaves the panel's as it is)."""
     for ax, (pattern, ylabel) in zip(axes, panels):
         for s in systems:
             pts = [(int(n), summary[(b, s, m)]["median"]) for m, (n,) in _metrics(summary, b, pattern)
                    if (b, s, m) in summary and summary[(b, s, m)]["n"]]
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABEL[s], color=COLOR[s])
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", linestyle=style, label=LABEL[s] + label,
+                        color=COLOR[s])
         ax.set_xscale("log", base=2)
         ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
+        if ylabel:
+            ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
 
 
@@ -339,6 +355,21 @@ def plots(summary, samples, out_dir):
                                  (r"agents_(\d+)_idle_driver_cpu_pct", "idle driver (% of a core)")),
                           summary, b, systems, "agents, one worker each")
             axes[0].set_title("Pool() until every agent is ready")
+            axes[1].set_title("one call there and back")
+            axes[2].set_title("the driver's CPU while idle")
+            axes[0].legend(fontsize=8)
+        elif b == "sim":
+            fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+            _median_lines(axes, ((r"agents_(\d+)_tasks_per_s", "tasks/s"),
+                                 (r"agents_(\d+)_roundtrip_us", "apply_async round trip (us)"),
+                                 (r"agents_(\d+)_idle_driver_cpu_pct", "idle driver (% of a core)")),
+                          summary, b, systems, "simulated agents, one worker each")
+            _median_lines(axes, ((r"silent_\d+_agents_(\d+)_tasks_per_s", None),
+                                 (r"silent_\d+_agents_(\d+)_roundtrip_us", None),
+                                 (r"silent_\d+_agents_(\d+)_idle_driver_cpu_pct", None)),
+                          summary, b, systems, "simulated agents, one worker each", style="--",
+                          label=" (1% of agents silent)")
+            axes[0].set_title("tasks dispatched and answered")
             axes[1].set_title("one call there and back")
             axes[2].set_title("the driver's CPU while idle")
             axes[0].legend(fontsize=8)

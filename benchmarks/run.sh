@@ -15,5 +15,5 @@ scripts/install-deps.sh
 if [ ! -f build/CMakeCache.txt ]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 fi
-cmake --build build -j2 --target b1_overhead b2_throughput b3_recovery b5_idle b6_payload b8_queues b9_agents b9_tune raw_mpi es
+cmake --build build -j2 --target b1_overhead b2_throughput b3_recovery b5_idle b6_payload b8_queues b9_agents b9_simulated b9_tune raw_mpi es
 exec /usr/bin/python3 -B benchmarks/suite.py "$@"

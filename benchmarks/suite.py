@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Runs fibra's benchmarks and its peers' side by side, and writes CSVs, plots and a results table.
 
-    benchmarks/run.sh [--quick] [--benchmarks b1,b2,b3,b5,b6,b8,b9,tune,es] [--systems fibra,raw_mpi,...]
+    benchmarks/run.sh [--quick] [--benchmarks b1,b2,b3,b5,b6,b8,b9,sim,tune,es] [--systems fibra,raw_mpi,...]
                       [--repeats N] [--out DIR] [--docs] [--build DIR]
 
 run.sh installs and builds what is needed, then runs this with Debian's /usr/bin/python3. Every
@@ -12,6 +12,7 @@ time limit is recorded as failed, its output kept under <out>/logs/, and the sui
 scaling on CartPole-v1) runs benchmarks/es_scaling.py for one system at a time: fibra's ES job
 (build/jobs/es) and its multiprocessing peer (benchmarks/peers/es_mp.py); no other system has it.
 `b8` (queues, pipes, processes) runs for fibra and multiprocessing only, `b9` for fibra and raw MPI,
+`sim` (the driver against 10 to 10,000 simulated agents, docs/architecture.md) for fibra alone,
 `tune` (hyper-parameter search, B9 of BENCHMARKS.md) for fibra::tune and Optuna only.
 
 Writes under --out (default benchmarks/results, or benchmarks/results/quick with --quick):
@@ -43,12 +44,12 @@ from report import TITLES, machine_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
-BENCHES = ["b1", "b2", "b3", "b5", "b6", "b8", "b9", "tune", "es"]
+BENCHES = ["b1", "b2", "b3", "b5", "b6", "b8", "b9", "sim", "tune", "es"]
 SYSTEMS = report.SYSTEMS
 PEER_SCRIPT = {"multiprocessing": "mp_peer.py", "mpi4py_futures": "mpi4py_peer.py", "dask": "dask_peer.py",
                "ipyparallel": "ipyparallel_peer.py", "optuna": "optuna_peer.py"}
 FIBRA_PROGRAM = {"b1": "b1_overhead", "b2": "b2_throughput", "b3": "b3_recovery", "b5": "b5_idle",
-                 "b6": "b6_payload", "b8": "b8_queues", "b9": "b9_agents",
+                 "b6": "b6_payload", "b8": "b8_queues", "b9": "b9_agents", "sim": "b9_simulated",
                  "tune": "b9_tune"}
 
 # The flags of each benchmark (benchmarks/README.md), full and quick. Every run makes one sample.
@@ -61,6 +62,8 @@ FLAGS = {
         "b6": ["--repeats", "5"],
         "b8": ["--items", "200000", "--batch", "1000", "--roundtrips", "2000", "--starts", "20", "--repeats", "1"],
         "b9": ["--agents", "4,16,64,128", "--roundtrips", "2000", "--map-items", "2000000", "--idle-seconds", "3"],
+        "sim": ["--agents", "10,100,1000,10000", "--tasks", "200000", "--roundtrips", "2000", "--idle-seconds", "3",
+                "--silent-every", "100"],
         "tune": ["--trials", "10000"],
         "es": ["--workers", "1,2,4,8", "--population", "1024", "--generations", "8", "--rounds", "1"],
     },
@@ -72,6 +75,7 @@ FLAGS = {
         "b6": ["--repeats", "2", "--bytes", "8388608"],
         "b8": ["--items", "20000", "--roundtrips", "300", "--starts", "5", "--repeats", "1"],
         "b9": ["--agents", "4,16", "--roundtrips", "200", "--map-items", "200000", "--idle-seconds", "1"],
+        "sim": ["--agents", "10,1000", "--tasks", "20000", "--roundtrips", "200", "--idle-seconds", "1"],
         "tune": ["--trials", "300"],
         "es": ["--workers", "1,2", "--population", "64", "--generations", "3", "--rounds", "1"],
     },
@@ -91,8 +95,8 @@ RAW_MPI_FLAGS = {
         "b9": ["--roundtrips", "10", "--bytes", "8", "--payload-repeats", "1", "--spawn", "4,16", "--b9"],
     },
 }
-TIME_LIMIT_S = {"full": {"b1": 900, "b2": 600, "b3": 900, "b5": 900, "b6": 300, "b8": 600, "b9": 900, "tune": 1800, "es": 900},
-                "quick": {"b1": 240, "b2": 240, "b3": 300, "b5": 300, "b6": 180, "b8": 180, "b9": 240, "tune": 180, "es": 180}}
+TIME_LIMIT_S = {"full": {"b1": 900, "b2": 600, "b3": 900, "b5": 900, "b6": 300, "b8": 600, "b9": 900, "sim": 600, "tune": 1800, "es": 900},
+                "quick": {"b1": 240, "b2": 240, "b3": 300, "b5": 300, "b6": 180, "b8": 180, "b9": 240, "sim": 180, "tune": 180, "es": 180}}
 # ES scaling: one runner for both of its systems (fibra's job and the multiprocessing peer).
 ES_SYSTEMS = ["fibra", "multiprocessing"]
 
@@ -105,6 +109,8 @@ def command(bench, system, mode, build):
                 build] + FLAGS[mode][bench]
     if system == "fibra":
         return [os.path.join(build, "benchmarks", FIBRA_PROGRAM[bench])] + FLAGS[mode][bench]
+    if bench == "sim":  # the driver against simulated agents: no peer runs it
+        return None
     if bench == "b9" and system != "raw_mpi":  # B5 with one agent per worker: fibra beside raw MPI's spawn
         return None
     if (bench == "tune") != (system == "optuna"):  # the search's overhead: fibra::tune beside Optuna only

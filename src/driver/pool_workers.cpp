@@ -571,6 +571,8 @@ void PoolImpl::watch_workers() {
   for (std::size_t i = 0; i < slice; ++i) {
     if (watch_next_ >= n) watch_next_ = 0;
     auto& w = workers_[watch_next_++];
+    if (w->state == Worker::State::lost && w->read_after_loss && gone_here(*w))
+      w->read_after_loss = false;  // its process is gone: nothing more comes from it (still_heard)
     if (w->state == Worker::State::lost && w->holds_slot) {
       // Its slot is free once its process is: gone from this host, or past the orphan guard.
       if (gone_here(*w) || now - w->lost_at > s_.driver_silence_s + 2 * s_.heartbeat_s) free_slot(*w);
