@@ -47,14 +47,15 @@ class SimulatedAgents {
     mpi::Message m;
     while (!all_done()) {
       const double now = mpi::now_s();
-      // Agents the driver declared lost are never told to leave: once the others said bye and
-      // the driver has gone quiet, the process ends.
-      if (byes_ > 0 && now - last_heard_ > std::max(2.0, 3 * cfg_.heartbeat_s)) break;
       bool got = false;
       while (mpi::try_recv(parent_, m)) {
         last_heard_ = mpi::now_s();
         got |= take(m);
       }
+      // Agents the driver declared lost are never told to leave: once the pool's end reached the
+      // others (not a retirement by Pool::resize: a spawn may keep the driver quiet for seconds
+      // meanwhile) and the driver has gone quiet, the process ends.
+      if (pool_ending_ && now - last_heard_ > std::max(2.0, 3 * cfg_.heartbeat_s)) break;
       if (set_ups_ < agents_.size() && now - started > setup_wait_s) {
         log::error("fibra simulated agents pid {}: {} of {} setups came within {:.0f} s; exiting", ::getpid(), set_ups_,
                    agents_.size(), setup_wait_s);
@@ -96,7 +97,7 @@ class SimulatedAgents {
       case wire::tag_shutdown:
         send(k, wire::tag_bye, std::string());
         agents_[k].said_bye = true;
-        ++byes_;
+        pool_ending_ |= m.data != wire::shutdown_retire;
         return true;
       default: return false;  // heartbeats; nothing else is sent for plain tasks
     }
@@ -186,7 +187,8 @@ class SimulatedAgents {
   MPI_Comm parent_;
   wire::AgentSetup cfg_;
   std::vector<SimulatedAgent> agents_;
-  std::size_t set_ups_ = 0, byes_ = 0;
+  std::size_t set_ups_ = 0;
+  bool pool_ending_ = false;  // a shutdown that is not a retirement came
   std::string host_ = host_name();
   std::int64_t pid_ = ::getpid();
   mpi::SendQueue sends_;

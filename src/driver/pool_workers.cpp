@@ -65,8 +65,9 @@ double number_from_env(const char* name, double most) {
 
 // The scale simulation, for benchmarks and its tests only (docs/architecture.md, "The scale
 // simulation"): FIBRA_SIMULATED_AGENTS=k makes each spawned process speak for k agents of one
-// worker each (wire::Simulation), FIBRA_SIMULATED_SILENT_EVERY=n makes every n-th of them fall
-// silent FIBRA_SIMULATED_SILENT_AFTER_S seconds after its first batch. Read at each spawn.
+// worker each (wire::Simulation), FIBRA_SIMULATED_SILENT_EVERY=n makes every n-th of a pool's
+// first agents (not their replacements) fall silent FIBRA_SIMULATED_SILENT_AFTER_S seconds after
+// its first batch. Read at each spawn.
 wire::Simulation simulation_wanted() {
   wire::Simulation sim;
   sim.agents = static_cast<std::uint32_t>(number_from_env("FIBRA_SIMULATED_AGENTS", 1 << 20));
@@ -213,8 +214,12 @@ void PoolImpl::spawn_agents(const std::vector<int>& executors) {
   };
   MPI_Comm inter = MPI_COMM_NULL;
   // Simulated agents (simulation_wanted): `per_rank` of them a process, on this host, one worker each.
-  const wire::Simulation sim = simulation_wanted();
+  wire::Simulation sim = simulation_wanted();
   const int per_rank = std::max(1, static_cast<int>(sim.agents));
+  {
+    std::lock_guard lk(mu_);
+    if (stats_.workers_started > 0) sim.silent_every = 0;  // only the first agents fall silent, not their replacements
+  }
   try {
     for (const int n : executors) {
       if (per_rank > 1 && n != 1)

@@ -86,10 +86,10 @@ TEST(SimulatedAgents, TwoThousandAgentsInTwoProcessesMapExactly) {
 // Every 50th agent of each process (4 of its 200: slots 50, 100, ..., 400) falls silent at its
 // first batch, which it never answers. Each is declared lost after worker_silence_s, alone (the
 // other 196 agents of its process go on), and its chunks run elsewhere. Heartbeats every 0.25 s
-// against a silence of 3 s: a busy machine does not lose an agent that still speaks.
+// against a silence of 6 s: a busy machine does not lose an agent that still speaks.
 TEST(SimulatedAgents, AgentsThatFallSilentCostOnlyTheirOwnChunks) {
   Simulation sim(200, 50, 0);
-  fibra::Pool pool(400, {.heartbeat_s = 0.25, .worker_silence_s = 3, .start_timeout_s = 120, .workers_per_agent = 1});
+  fibra::Pool pool(400, {.heartbeat_s = 0.25, .worker_silence_s = 6, .start_timeout_s = 120, .workers_per_agent = 1});
   const long n = 4000;
   const auto out = call_within(bound, "map of ran over 4,000 items while 8 of 400 simulated agents are silent",
                                [&] { return pool.map(ran, upto(n), {.chunksize = 1}); });
