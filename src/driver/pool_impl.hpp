@@ -175,6 +175,7 @@ struct Worker {
   std::map<std::uint64_t, std::shared_ptr<LaneRegion>> actor_lanes;
   std::set<std::uint64_t> actor_lanes_in_use;  // keys of those given a batch not yet answered: drained
   double spawned_at = 0, last_heard = 0, last_sent = 0, lost_at = 0;
+  double pid_checked = 0;  // when watch_workers last looked for its process on this host
   // When something other than a heartbeat last went to or came from it, and when receive() next
   // probes its communicator if it has no batch out: an idle worker is probed less often the
   // longer it has been idle (up to every 10 ms), so that a pass of the communication thread costs

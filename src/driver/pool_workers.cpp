@@ -562,11 +562,14 @@ void PoolImpl::watch_workers() {
   // simulation's 10,000 agents every pass was most of an idle driver's time).
   if (now < next_watch_) return;
   next_watch_ = now + 0.010;
-  // Agents of one process (the scale simulation's: one rank of one group) are next to each other:
-  // one kill(pid, 0) for them all.
+  // Whether its process is gone from this host: a kill(pid, 0) at most every 50 ms for each worker
+  // (a small pool's sweep covers every worker every 10 ms), and one for adjacent agents of one
+  // process (the scale simulation's: one rank of one group).
   const Worker* last = nullptr;
   bool last_gone = false;
-  const auto gone_here = [&](const Worker& w) {
+  const auto gone_here = [&](Worker& w) {
+    if (now - w.pid_checked < 0.05) return false;
+    w.pid_checked = now;
     if (!last || last->group != w.group || last->rank != w.rank || last->pid != w.pid) last_gone = process_gone_here(w);
     last = &w;
     return last_gone;
@@ -576,11 +579,11 @@ void PoolImpl::watch_workers() {
   for (std::size_t i = 0; i < slice; ++i) {
     if (watch_next_ >= n) watch_next_ = 0;
     auto& w = workers_[watch_next_++];
-    if (w->state == Worker::State::lost && w->read_after_loss && gone_here(*w))
-      w->read_after_loss = false;  // its process is gone: nothing more comes from it (still_heard)
-    if (w->state == Worker::State::lost && w->holds_slot) {
+    if (w->state == Worker::State::lost && (w->read_after_loss || w->holds_slot)) {
+      const bool gone = gone_here(*w);
+      if (gone) w->read_after_loss = false;  // nothing more comes from it (still_heard)
       // Its slot is free once its process is: gone from this host, or past the orphan guard.
-      if (gone_here(*w) || now - w->lost_at > s_.driver_silence_s + 2 * s_.heartbeat_s) free_slot(*w);
+      if (w->holds_slot && (gone || now - w->lost_at > s_.driver_silence_s + 2 * s_.heartbeat_s)) free_slot(*w);
     }
     if (!w->alive()) continue;
     if (w->state == Worker::State::starting) {
