@@ -32,9 +32,7 @@ using bench::arg;
 
 int main(int argc, char** argv) {
   fibra::Runtime rt(argc, argv);
-  std::vector<int> sizes;
-  for (const auto& n : bench::split_commas(bench::arg_str(argc, argv, "--workers", "4")))
-    sizes.push_back(std::atoi(n.c_str()));
+  const std::vector<int> sizes = bench::int_list(argc, argv, "--workers", "4");
   const int idle = static_cast<int>(arg(argc, argv, "--idle-seconds", 10));
   const long keep = arg(argc, argv, "--keep-freed-mib", long(fibra::PoolOptions{}.keep_freed_mib));
   for (int n : sizes)

@@ -28,9 +28,7 @@ using bench::seconds_since;
 
 int main(int argc, char** argv) {
   fibra::Runtime rt(argc, argv);
-  std::vector<int> sizes;
-  for (const auto& n : bench::split_commas(bench::arg_str(argc, argv, "--agents", "4,16,64")))
-    sizes.push_back(std::atoi(n.c_str()));
+  const std::vector<int> sizes = bench::int_list(argc, argv, "--agents", "4,16,64");
   const long roundtrips = arg(argc, argv, "--roundtrips", 500);
   const long items = arg(argc, argv, "--map-items", 200'000);
   const int idle = static_cast<int>(arg(argc, argv, "--idle-seconds", 3));

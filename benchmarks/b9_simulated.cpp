@@ -34,9 +34,7 @@ using bench::seconds_since;
 
 int main(int argc, char** argv) {
   fibra::Runtime rt(argc, argv);
-  std::vector<int> sizes;
-  for (const auto& n : bench::split_commas(bench::arg_str(argc, argv, "--agents", "10,100,1000,10000")))
-    sizes.push_back(std::atoi(n.c_str()));
+  const std::vector<int> sizes = bench::int_list(argc, argv, "--agents", "10,100,1000,10000");
   const int processes = static_cast<int>(arg(argc, argv, "--processes", 2));
   const long tasks = arg(argc, argv, "--tasks", 200'000);
   const long roundtrips = arg(argc, argv, "--roundtrips", 2000);

@@ -54,6 +54,13 @@ inline std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
+/// The numbers of a comma-separated option ("--agents 4,16,64"), or of `fallback`.
+inline std::vector<int> int_list(int argc, char** argv, const char* name, const char* fallback) {
+  std::vector<int> out;
+  for (const auto& n : split_commas(arg_str(argc, argv, name, fallback))) out.push_back(std::atoi(n.c_str()));
+  return out;
+}
+
 /// CPU seconds (user + system) that process `pid` ("self": this one) has used so far, all threads;
 /// 0 if it is gone.
 inline double process_cpu_seconds(const std::string& pid) {

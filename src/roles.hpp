@@ -4,6 +4,9 @@
 //   driver    the user's main; owns pools and their schedulers               (src/driver/)
 //   agent     a spawned MPI process; relays batches to its executors and supervises them, never
 //             runs user code                                                  (src/agent/)
+//             (one exception, for benchmarks and tests only: a process of the scale simulation,
+//             src/agent/simulated_agents.hpp, speaks for thousands of agents and runs their
+//             plain tasks itself)
 //   executor  a plain child of an agent, without MPI; runs user functions     (src/executor/)
 //
 // What two of them share crosses a process boundary only through src/transport/ (wire messages,

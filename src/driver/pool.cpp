@@ -3,7 +3,6 @@
 // what comes back from them in pool_results.cpp; pool_impl.hpp says what is where.
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 #include <cstring>
 #include <cstdio>
 #include <exception>
@@ -56,7 +55,7 @@ void warn_if_crowded(int workers) {
 }
 
 void PoolImpl::start() {
-  if (!std::getenv("FIBRA_SIMULATED_AGENTS")) warn_if_crowded(target_);  // (simulated: a few processes)
+  if (simulation_wanted().agents == 0) warn_if_crowded(target_);  // (simulated agents: a few processes)
   // PoolOptions::start_timeout_s bounds the whole constructor: the spawns and the hellos.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(s_.start_timeout_s);
   std::exception_ptr spawn_failed;

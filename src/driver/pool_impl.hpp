@@ -383,6 +383,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
 
   // ---- pool_workers.cpp: spawning (for start() and later growth) and the lifecycle of workers --
   void spawn_agents(const std::vector<int>& executors);
+  static wire::Simulation simulation_wanted();  // the scale simulation asked for (FIBRA_SIMULATED_AGENTS)
   void release_comm(Worker& w);
   enum class Taken { more, done };
   Taken take_message(Worker& w, mpi::Message& m, bool lost);

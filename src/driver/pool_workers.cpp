@@ -63,20 +63,6 @@ double number_from_env(const char* name, double most) {
   return x;
 }
 
-// The scale simulation, for benchmarks and its tests only (docs/architecture.md, "The scale
-// simulation"): FIBRA_SIMULATED_AGENTS=k makes each spawned process speak for k agents of one
-// worker each (wire::Simulation), FIBRA_SIMULATED_SILENT_EVERY=n makes every n-th of a pool's
-// first agents (not their replacements) fall silent FIBRA_SIMULATED_SILENT_AFTER_S seconds after
-// its first batch. Read at each spawn.
-wire::Simulation simulation_wanted() {
-  wire::Simulation sim;
-  sim.agents = static_cast<std::uint32_t>(number_from_env("FIBRA_SIMULATED_AGENTS", 1 << 20));
-  if (sim.agents < 2) return {};  // 1: one agent a process, as a real one
-  sim.silent_every = static_cast<std::uint32_t>(number_from_env("FIBRA_SIMULATED_SILENT_EVERY", 1 << 20));
-  sim.silent_after_s = number_from_env("FIBRA_SIMULATED_SILENT_AFTER_S", 1e6);
-  return sim;
-}
-
 // Open MPI cannot be interrupted inside MPI_Comm_spawn, and never returns from one whose daemon
 // did not start: a host that resolves but cannot be reached (ssh fails, and ORTE waits for a call
 // back that never comes). Past `bound`, the program ends with a message naming the host, rather
@@ -116,6 +102,20 @@ class SpawnWatch {
 };
 
 }  // namespace
+
+// The scale simulation, for benchmarks and its tests only (docs/architecture.md, "The scale
+// simulation"): FIBRA_SIMULATED_AGENTS=k makes each spawned process speak for k agents of one
+// worker each (wire::Simulation), FIBRA_SIMULATED_SILENT_EVERY=n makes every n-th of a pool's
+// first agents (not their replacements) fall silent FIBRA_SIMULATED_SILENT_AFTER_S seconds after
+// its first batch. Read at each spawn.
+wire::Simulation PoolImpl::simulation_wanted() {
+  wire::Simulation sim;
+  sim.agents = static_cast<std::uint32_t>(number_from_env("FIBRA_SIMULATED_AGENTS", 1 << 20));
+  if (sim.agents < 2) return {};  // 1: one agent a process, as a real one
+  sim.silent_every = static_cast<std::uint32_t>(number_from_env("FIBRA_SIMULATED_SILENT_EVERY", 1 << 20));
+  sim.silent_after_s = number_from_env("FIBRA_SIMULATED_SILENT_AFTER_S", 1e6);
+  return sim;
+}
 
 void PoolImpl::resize(int n) {
   if (n < 1) throw ConfigError("fibra: Pool::resize(" + std::to_string(n) + "): a pool needs at least 1 worker");
