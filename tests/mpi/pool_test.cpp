@@ -427,11 +427,14 @@ TEST(Lanes, AChunkThatFailsAfterALargeResultGivesItsSlotBack) {
 }
 
 // Batches through lanes are not heard by the agent: the driver must still send it heartbeats, or
-// its orphan guard ends it after driver_silence_s of work fed only through shared memory.
+// its orphan guard ends it after driver_silence_s of work fed only through shared memory. The map
+// lasts 2.5 times that silence, 20 heartbeats: a silence of 10 (1 s) was outlasted once in CI under
+// ctest -j2, and not in 31 runs here beside 64 agents starting (a driver's thread starved, as far
+// as can be told).
 TEST(Lanes, AnAgentWhoseWorkersAreFedThroughLanesStillHearsTheDriver) {
-  fibra::Pool p(1, {.heartbeat_s = 0.1, .driver_silence_s = 1.0});
-  auto r = call_within(bound, "map of 250 pids_after(10)", [&] {  // 2.5 s of 10 ms tasks
-    return p.map(pids_after, std::vector<int>(250, 10), {.chunksize = 1});
+  fibra::Pool p(1, {.heartbeat_s = 0.1, .driver_silence_s = 2.0});
+  auto r = call_within(bound, "map of 500 pids_after(10)", [&] {  // 5 s of 10 ms tasks
+    return p.map(pids_after, std::vector<int>(500, 10), {.chunksize = 1});
   });
   std::set<long> agents, executors;
   for (const auto& x : r) {
