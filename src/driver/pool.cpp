@@ -104,7 +104,8 @@ void PoolImpl::join() {
   if (!closed_) throw ConfigError("fibra: Pool::join() before Pool::close(): close the pool first");
   closed_reason_ = "was joined (Pool::close() and Pool::join())";
   // Queued work, tasks still waiting for their Future arguments, and actor calls all finish first.
-  state_cv_.wait(lk, [&] { return broken_ || (sched_.idle() && dependents_ == 0 && actors_idle()) || stopped_; });
+  state_cv_.wait(
+      lk, [&] { return broken_ || (sched_.idle() && inbox_empty() && dependents_ == 0 && actors_idle()) || stopped_; });
   lk.unlock();
   stop();
 }
@@ -115,6 +116,7 @@ void PoolImpl::terminate() {
     if (!closed_ || closed_reason_.rfind("was closed", 0) == 0)
       closed_reason_ = "was terminated (Pool::terminate(), ~Pool(), or the end of fibra::Runtime)";
     closed_ = true;
+    close_inbox();
     fail_all(std::make_exception_ptr(PoolClosed("fibra: the pool was terminated before this task finished")));
   }
   stop();
@@ -141,6 +143,7 @@ void PoolImpl::loop() {
       broken_ = std::current_exception();
       closed_reason_ = "stopped after an error (" + error_text(broken_) + ")";
       closed_ = true;
+      close_inbox();
       fail_all(broken_);
       state_cv_.notify_all();
     }
@@ -149,9 +152,13 @@ void PoolImpl::loop() {
     if (stopping_) break;
     if (busy || kicked_)
       napper.busy();
-    else if (auto nap = napper.next(sending); nap.count() > 0)
-      wake_.wait_for(lk, nap, [&] { return kicked_ || replies_waiting_.load(std::memory_order_relaxed); });
-    else {  // spinning for a reply: give a core to whoever needs one (the caller woken by a result)
+    else if (auto nap = napper.next(sending); nap.count() > 0) {
+      napping_.store(true);  // before the conditions are looked at: a submit that comes after sees it, and kicks
+      wake_.wait_for(lk, nap, [&] {
+        return kicked_ || replies_waiting_.load(std::memory_order_relaxed) || inbox_waiting_.load();
+      });
+      napping_.store(false);
+    } else {  // spinning for a reply: give a core to whoever needs one (the caller woken by a result)
       lk.unlock();
       std::this_thread::yield();
       lk.lock();
@@ -466,6 +473,7 @@ bool PoolImpl::cancel(const std::shared_ptr<JobState>& job, bool force) {
   std::future<bool> verdict;
   {
     std::lock_guard lk(mu_);
+    take_inbox();  // it may wait there
     bool any = false;
     for (auto& c : sched_.take_pending_of(job.get())) {
       c->job->deliver({c->first, c->count, {}, cancelled_error(*c->job, "before it started"), {}});
@@ -530,6 +538,23 @@ bool PoolImpl::take_back_unstarted(const std::shared_ptr<JobState>& job) {
   return any;
 }
 
+// What was submitted since the last look goes into the scheduler, in the order it came. Under mu_.
+void PoolImpl::take_inbox() {
+  {
+    std::lock_guard il(inbox_mu_);
+    if (inbox_.empty()) return;
+    inbox_.swap(inbox_taken_);
+    inbox_waiting_.store(false);
+  }
+  // Not queue_unless_cancelled: submit() named the pool, and a cancel since then finds the call in
+  // the scheduler (cancel() takes the inbox first) and says it cancelled it.
+  for (auto& t : inbox_taken_) {
+    graph_.tasks += t.job->is_task();
+    trace::mark(trace::submitted, sched_.add(std::move(t.job), t.first, t.count, std::move(t.payload)));
+  }
+  inbox_taken_.clear();  // (its storage serves the next swap)
+}
+
 // Gives each ready worker with room a batch of pending chunks.
 bool PoolImpl::dispatch(std::size_t batches_each) {
   std::vector<std::pair<int, std::uint64_t>> cancels;
@@ -554,6 +579,7 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
   std::vector<std::uint64_t> traced;  // chunk ids, for FIBRA_TRACE
   {
     std::lock_guard lk(mu_);
+    take_inbox();
     if (sched_.pending() == 0 && !steal_for_idle()) return false;
     const int ready = ready_count();
     // Least loaded first: every idle executor gets a batch before a busy one gets a second, and a
@@ -934,6 +960,7 @@ void PoolImpl::send(Worker& w, int tag, mpi::Pieces data) {
 // ---- stop: what is left fails, the workers are told goodbye (PoolImpl::stop) -------------------
 // Every chunk still queued or running fails with `e`.
 void PoolImpl::fail_all(const std::exception_ptr& e) {
+  take_inbox();  // (closed by now: nothing comes in after)
   for (auto& c : sched_.take_all()) c->job->deliver({c->first, c->count, {}, e, {}});
   fail_actors(e);
   for (auto& w : workers_) w->batches.clear();
@@ -947,14 +974,15 @@ void PoolImpl::stop() {
     stopped_ = true;
     stopping_ = true;
     closed_ = true;
+    close_inbox();
     kick();
   }
   if (thread_.joinable()) thread_.join();
   forget_object_frees(object_frees_token_);  // no thread left to tell the agents
   std::lock_guard lk(mu_);
-  // Nothing answers once the communication thread is gone: what is left fails rather than waits.
-  fail_actors(std::make_exception_ptr(PoolClosed("fibra: the pool " + closed_reason_ + " before this call finished")));
-  state_cv_.notify_all();
+  // Nothing answers once the communication thread is gone: what is left fails rather than waits
+  // (join() and terminate() leave nothing queued; this is the net under them).
+  fail_all(std::make_exception_ptr(PoolClosed("fibra: the pool " + closed_reason_ + " before this call finished")));
 }
 
 std::shared_ptr<PoolCore> start_pool(const PoolSettings& settings) {

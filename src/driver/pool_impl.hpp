@@ -24,6 +24,8 @@
 //    Worker::batches are read and written under mu_ only. The other fields of a Worker (comm,
 //    last_heard, last_sent, holds_slot, ...) are the communication thread's alone: no lock.
 //  - sched_ (the chunk table) and stats_: under mu_ only, from both kinds of thread.
+//  - inbox_, inbox_open_: under inbox_mu_ (taken after mu_, never before it): submit() appends
+//    there without mu_, and the communication thread moves them into sched_ (take_inbox()).
 //  - target_: written by resize() (a user's thread) under mu_, read under mu_ (the communication
 //    thread through target_now() or a copy taken in adjust_size()); only start() reads it bare,
 //    before the communication thread exists and before resize() can be called.
@@ -261,11 +263,28 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       throw ConfigError("fibra: a chunk of " + std::to_string(count) + " item(s) encodes to " +
                         std::to_string(payload.size()) + " bytes, over the " + std::to_string(max_chunk_bytes) +
                         " that one MPI message can carry (2 GiB); use a smaller chunksize, or smaller items");
-    std::lock_guard lk(mu_);
-    if (broken_) std::rethrow_exception(broken_);
-    if (closed_) throw PoolClosed("fibra: work was submitted to a pool that " + closed_reason_);
-    if (queue_unless_cancelled(job)) trace::mark(trace::submitted, sched_.add(job, first, count, std::move(payload)));
-    kick();
+    // Into the inbox, without mu_ (see Submitted): the communication thread queues it at its next
+    // pass, and is woken only if it naps and this is the first item since it last looked.
+    bool queued = false, first_in = false;
+    {
+      std::lock_guard il(inbox_mu_);
+      if (inbox_open_) {
+        job->set_pool_uid(uid_);  // fibra::cancel finds the pool from now on (cancel() takes the inbox first)
+        first_in = inbox_.empty();
+        inbox_.push_back({job, first, count, std::move(payload)});
+        if (first_in) inbox_waiting_.store(true);
+        queued = true;
+      }
+    }
+    if (!queued) {  // the inbox is closed: say why
+      std::lock_guard lk(mu_);
+      if (broken_) std::rethrow_exception(broken_);
+      throw PoolClosed("fibra: work was submitted to a pool that " + closed_reason_);
+    }
+    if (first_in && napping_.load()) {
+      std::lock_guard lk(mu_);
+      kick();
+    }
   }
 
   // Names this pool in the job (fibra::cancel finds it so); false, with TaskCancelled delivered,
@@ -300,6 +319,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::lock_guard lk(mu_);
     if (!closed_) closed_reason_ = "was closed (Pool::close())";
     closed_ = true;
+    close_inbox();  // what it holds still runs
   }
 
   std::string closed_reason() const override {
@@ -574,6 +594,32 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::exception_ptr spawn_error_;  // the last failed spawn (resize() reports it)
   PoolStats stats_;                 // guarded by mu_
   bool kicked_ = false, closed_ = false, stopping_ = false, stopped_ = false;
+  // Calls submitted and not yet queued (issue 29, item 4): apply_async's caller appends to the
+  // inbox under a lock of its own, not mu_, which the communication thread holds through its
+  // passes; the communication thread moves them all into sched_ at once (take_inbox()). Lock order:
+  // mu_, then inbox_mu_. Closed (inbox_open_ false) wherever closed_ is set, before what is queued
+  // is failed, so that nothing lands in it afterwards.
+  struct Submitted {
+    std::shared_ptr<JobState> job;
+    std::uint64_t first;
+    std::uint32_t count;
+    std::string payload;
+  };
+  std::mutex inbox_mu_;
+  std::vector<Submitted> inbox_, inbox_taken_;  // under inbox_mu_; the second, the communication thread's spare
+  bool inbox_open_ = true;                      // under inbox_mu_
+  // Something waits in the inbox; the communication thread naps (set before it looks at its wake
+  // conditions, which include inbox_waiting_: one of the two sides always sees the other).
+  std::atomic<bool> inbox_waiting_{false}, napping_{false};
+  void take_inbox();  // under mu_
+  bool inbox_empty() {
+    std::lock_guard il(inbox_mu_);
+    return inbox_.empty();
+  }
+  void close_inbox() {  // under mu_
+    std::lock_guard il(inbox_mu_);
+    inbox_open_ = false;
+  }
   std::string closed_reason_ = "was closed";  // "was closed (Pool::close())", ...: said by later calls
   std::exception_ptr broken_;
   // Stored objects freed since the last dispatch (fibra::put, driver/objects.hpp): the agents that
