@@ -473,7 +473,7 @@ bool PoolImpl::cancel(const std::shared_ptr<JobState>& job, bool force) {
   std::future<bool> verdict;
   {
     std::lock_guard lk(mu_);
-    take_inbox();  // it may wait there
+    if (take_inbox()) kick();  // it may wait there (and the others taken with it, for the next dispatch)
     bool any = false;
     for (auto& c : sched_.take_pending_of(job.get())) {
       c->job->deliver({c->first, c->count, {}, cancelled_error(*c->job, "before it started"), {}});
@@ -538,21 +538,48 @@ bool PoolImpl::take_back_unstarted(const std::shared_ptr<JobState>& job) {
   return any;
 }
 
-// What was submitted since the last look goes into the scheduler, in the order it came. Under mu_.
-void PoolImpl::take_inbox() {
+// What was submitted since the last look goes into the scheduler, in the order it came; true if
+// anything did. Under mu_. (FIBRA_TRACE's `submitted` is stamped here, as the chunk gets its id:
+// the moments in the inbox count as the caller's.)
+bool PoolImpl::take_inbox() {
+  bool moved = false;
+  for (;;) {
+    if (inbox_next_ == inbox_taken_.size()) {
+      inbox_next_ = 0;
+      inbox_taken_.clear();
+      if (inbox_taken_.capacity() > 4096) std::vector<Submitted>().swap(inbox_taken_);  // after a burst
+      std::lock_guard il(inbox_mu_);
+      if (inbox_.empty()) return moved;
+      inbox_.swap(inbox_taken_);
+      inbox_waiting_.store(false);
+    }
+    // Not queue_unless_cancelled: submit() named the pool, and a cancel since then finds the call
+    // in the scheduler (cancel() takes the inbox first) and says it cancelled it. If add() throws
+    // (no memory), this call fails with that, and the rest stay for the next look (or fail_inbox).
+    Submitted& t = inbox_taken_[inbox_next_++];
+    moved = true;
+    try {
+      trace::mark(trace::submitted, sched_.add(t.job, t.first, t.count, std::move(t.payload)));
+    } catch (...) {
+      t.job->deliver({t.first, t.count, {}, std::current_exception(), {}});
+      throw;
+    }
+    graph_.tasks += t.job->is_task();
+  }
+}
+
+// Every call still in the inbox fails with `e` (the pool's end). Under mu_, the inbox closed.
+void PoolImpl::fail_inbox(const std::exception_ptr& e) {
   {
     std::lock_guard il(inbox_mu_);
-    if (inbox_.empty()) return;
-    inbox_.swap(inbox_taken_);
+    for (auto& t : inbox_) inbox_taken_.push_back(std::move(t));
+    inbox_.clear();
     inbox_waiting_.store(false);
   }
-  // Not queue_unless_cancelled: submit() named the pool, and a cancel since then finds the call in
-  // the scheduler (cancel() takes the inbox first) and says it cancelled it.
-  for (auto& t : inbox_taken_) {
-    graph_.tasks += t.job->is_task();
-    trace::mark(trace::submitted, sched_.add(std::move(t.job), t.first, t.count, std::move(t.payload)));
-  }
-  inbox_taken_.clear();  // (its storage serves the next swap)
+  for (std::size_t i = inbox_next_; i < inbox_taken_.size(); ++i)
+    inbox_taken_[i].job->deliver({inbox_taken_[i].first, inbox_taken_[i].count, {}, e, {}});
+  inbox_taken_.clear();
+  inbox_next_ = 0;
 }
 
 // Gives each ready worker with room a batch of pending chunks.
@@ -960,7 +987,7 @@ void PoolImpl::send(Worker& w, int tag, mpi::Pieces data) {
 // ---- stop: what is left fails, the workers are told goodbye (PoolImpl::stop) -------------------
 // Every chunk still queued or running fails with `e`.
 void PoolImpl::fail_all(const std::exception_ptr& e) {
-  take_inbox();  // (closed by now: nothing comes in after)
+  fail_inbox(e);  // (closed by now: nothing comes in after)
   for (auto& c : sched_.take_all()) c->job->deliver({c->first, c->count, {}, e, {}});
   fail_actors(e);
   for (auto& w : workers_) w->batches.clear();

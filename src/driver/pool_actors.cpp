@@ -159,6 +159,7 @@ void PoolImpl::submit_dependent(const std::shared_ptr<JobState>& job, std::strin
   if (stopping_)
     throw PoolClosed("fibra: the pool " + closed_reason_ + " before " + job->name() +
                      " could run (it waited for its Future arguments)");
+  take_inbox();  // what was submitted before goes first
   if (queue_unless_cancelled(job)) trace::mark(trace::submitted, sched_.add(job, 0, 1, std::move(payload)));
   kick();
 }

@@ -606,12 +606,15 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::string payload;
   };
   std::mutex inbox_mu_;
-  std::vector<Submitted> inbox_, inbox_taken_;  // under inbox_mu_; the second, the communication thread's spare
-  bool inbox_open_ = true;                      // under inbox_mu_
+  std::vector<Submitted> inbox_;        // under inbox_mu_
+  std::vector<Submitted> inbox_taken_;  // under mu_ (swapped with inbox_ under both): being queued
+  bool inbox_open_ = true;              // under inbox_mu_
   // Something waits in the inbox; the communication thread naps (set before it looks at its wake
   // conditions, which include inbox_waiting_: one of the two sides always sees the other).
   std::atomic<bool> inbox_waiting_{false}, napping_{false};
-  void take_inbox();  // under mu_
+  std::size_t inbox_next_ = 0;  // under mu_: inbox_taken_'s first entry not yet in sched_
+  bool take_inbox();            // under mu_
+  void fail_inbox(const std::exception_ptr& e);
   bool inbox_empty() {
     std::lock_guard il(inbox_mu_);
     return inbox_.empty();

@@ -85,6 +85,7 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
     // a terminated or broken one does not.
     if (broken_) std::rethrow_exception(broken_);
     if (stopping_) throw PoolClosed("fibra: a task submitted " + fn->name + " to a pool that " + closed_reason_);
+    take_inbox();  // what the driver's threads submitted before goes first
     trace::mark(trace::submitted, sched_.add(job, r.first, r.count, std::move(r.payload)));
     kick();
   } catch (...) {
