@@ -615,9 +615,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::size_t inbox_next_ = 0;  // under mu_: inbox_taken_'s first entry not yet in sched_
   bool take_inbox();            // under mu_
   void fail_inbox(const std::exception_ptr& e);
-  bool inbox_empty() {
+  bool inbox_empty() {  // under mu_: neither in the inbox nor left in inbox_taken_ by a throw
     std::lock_guard il(inbox_mu_);
-    return inbox_.empty();
+    return inbox_.empty() && inbox_next_ == inbox_taken_.size();
   }
   void close_inbox() {  // under mu_
     std::lock_guard il(inbox_mu_);

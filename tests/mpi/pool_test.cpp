@@ -724,13 +724,14 @@ TEST(Lifecycle, JoinRightAfterSubmitsToAnIdlePoolRunsThem) {
 
 TEST(Lifecycle, TerminateRightAfterManySubmitsFailsEveryOneNotRun) {
   fibra::Pool p(2);
-  std::vector<fibra::Future<long>> fs;
-  for (int i = 0; i < 50'000; ++i) fs.push_back(p.apply_async(square, i));
+  // Tasks of 1 ms: 25 s of work for 2 workers, so that most are still queued at the terminate.
+  std::vector<fibra::Future<int>> fs;
+  for (int i = 0; i < 50'000; ++i) fs.push_back(p.apply_async(sleepy, 1));
   p.terminate();
   std::size_t closed = 0;
   for (int i = 0; i < 50'000; ++i) {
     try {
-      ASSERT_EQ(get_within(fs[i], bound, "square(i) submitted before terminate"), long(i) * i) << i;
+      ASSERT_EQ(get_within(fs[i], bound, "sleepy(1) submitted before terminate"), 1) << i;
     } catch (const fibra::PoolClosed&) {
       ++closed;
     }
@@ -746,14 +747,14 @@ TEST(Lifecycle, SubmitsFromThreadsDuringATerminateEachEndOneWayOrTheOther) {
   fibra::Pool p(2);
   std::atomic<bool> go{false};
   std::atomic<long> refused{0};
-  std::vector<std::vector<fibra::Future<long>>> got(3);
+  std::vector<std::vector<fibra::Future<int>>> got(3);
   std::vector<std::thread> threads;
   for (int t = 0; t < 3; ++t)
     threads.emplace_back([&, t] {
       while (!go.load()) std::this_thread::yield();
       try {
         for (int i = 0;; ++i) {  // a burst, then one a millisecond until the pool is gone
-          got[t].push_back(p.apply_async(square, i));
+          got[t].push_back(p.apply_async(sleepy, 1));
           if (i >= 20'000) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
       } catch (const fibra::PoolClosed&) {
@@ -768,18 +769,18 @@ TEST(Lifecycle, SubmitsFromThreadsDuringATerminateEachEndOneWayOrTheOther) {
     return 0;
   });
   EXPECT_EQ(refused.load(), 3) << "a thread's submit after terminate() did not throw PoolClosed";
-  std::size_t values = 0, closed = 0;
+  // (How many ran before the end depends on the machine's load: none, once, under ctest -j2
+  // through MPI; what is checked is that each ends.)
+  std::size_t closed = 0;
   for (auto& fs : got)
     for (std::size_t i = 0; i < fs.size(); ++i) {
       try {
-        ASSERT_EQ(get_within(fs[i], bound, "square(i) submitted during terminate"), long(i) * long(i)) << i;
-        ++values;
+        ASSERT_EQ(get_within(fs[i], bound, "sleepy(1) submitted during terminate"), 1) << i;
       } catch (const fibra::PoolClosed&) {
         ++closed;
       }
     }
-  EXPECT_GT(values, 0u);
-  EXPECT_GT(closed, 0u);
+  EXPECT_GT(closed, 0u) << "every call ran before the end: the terminate was not tested";
 }
 
 TEST(Lifecycle, JoinBeforeCloseIsAnError) {
