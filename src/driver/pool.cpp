@@ -542,6 +542,9 @@ bool PoolImpl::take_back_unstarted(const std::shared_ptr<JobState>& job) {
 // anything did. Under mu_. (FIBRA_TRACE's `submitted` is stamped here, as the chunk gets its id:
 // the moments in the inbox count as the caller's.)
 bool PoolImpl::take_inbox() {
+  // Nothing waits, and nothing a throw left: no lock at this pass. (A call appended just after
+  // this look is seen at the next one: the thread does not nap past inbox_waiting_.)
+  if (inbox_next_ == inbox_taken_.size() && !inbox_waiting_.load()) return false;
   bool moved = false;
   for (;;) {
     if (inbox_next_ == inbox_taken_.size()) {
