@@ -372,14 +372,15 @@ class Agent {
 
   // The answer to a request of one of its executors (gone by now, perhaps: then it is dropped).
   void give_reply(std::string reply) {
-    const auto route = wire::decode<wire::Reply>(reply).route;
+    const auto r = wire::decode<wire::Reply>(reply);
+    const auto route = r.route;
     SupervisedExecutor* e = nullptr;
     if (route & wire::route_actor_bit) {
       if (auto it = actors_.find(route & ~wire::route_actor_bit); it != actors_.end()) e = it->second.process.get();
     } else if (route >= 1 && route <= executors_.size()) {
       e = executors_[route - 1].get();
     }
-    if (e && e->running()) e->give_reply(std::move(reply));
+    if (e && e->running()) e->give_reply(std::move(reply), r.id != 0);  // id 0: a notice, not an answer
   }
 
   // What its tasks asked of the pool goes to the driver, marked with the way back (`route`); a

@@ -226,8 +226,8 @@ void SupervisedExecutor::wake_for_lane() {
   out_.push_back({wire::frame_prefix(wire::frame_wake, 0), std::string()});
 }
 
-void SupervisedExecutor::give_reply(std::string reply) {
-  awaiting_replies_ = std::max(0, awaiting_replies_ - 1);
+void SupervisedExecutor::give_reply(std::string reply, bool answer) {
+  if (answer) awaiting_replies_ = std::max(0, awaiting_replies_ - 1);
   out_.push_back({wire::frame_prefix(wire::frame_reply, reply.size()), std::move(reply)});
 }
 

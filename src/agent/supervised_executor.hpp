@@ -96,8 +96,9 @@ class SupervisedExecutor {
 
   /// Queues a batch as it came from the driver; it is written as the socket takes it.
   void give(std::string batch);
-  /// Queues the reply to one of its requests (a wire::Reply, encoded).
-  void give_reply(std::string reply);
+  /// Queues the reply to one of its requests (a wire::Reply, encoded); or, not `answer`, a notice
+  /// of id 0 that no request waits for (a queue's recall).
+  void give_reply(std::string reply, bool answer = true);
   /// Wakes it (a frame of nothing) once the driver has started to use its lane: until then it
   /// sleeps on its socket alone.
   void wake_for_lane();

@@ -9,6 +9,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -29,6 +30,7 @@ struct Waiter {
   ChannelOp op = ChannelOp::get;
   std::uint64_t channel = 0;
   std::uint64_t n = 0;
+  std::uint64_t ahead = 0;         // a task's single get: items it may take along
   std::vector<std::string> items;  // a put's
   ChannelHolder who;
   ChannelStore::Done done;
@@ -48,6 +50,7 @@ struct Channel {
   std::uint64_t handles = 0;                        // the driver's handles that keep it
   bool pinned = false;                              // made in a task: kept until the program ends
   std::optional<ChannelHolder> sender;              // a pipe's: the process that sends on it
+  std::set<std::uint64_t> ahead;                    // tokens of deliveries read ahead, not yet acknowledged
   std::deque<WaiterPtr> getters, putters, waiters;  // waiters: join and wait
 };
 
@@ -55,7 +58,12 @@ struct Delivery {  // items sent to a task, owed until it acknowledges them
   ChannelHolder who;
   std::uint64_t channel = 0;
   std::vector<std::string> items;
+  bool ahead = false;     // a single get took more along: the task may give some back (or be asked to)
+  bool recalled = false;  // asked to
 };
+
+// A single get of a task takes along at most this many bytes of the items behind its own.
+constexpr std::size_t ahead_bytes = 64 * 1024;
 
 const char* kind_name(ChannelKind k) {
   return k == ChannelKind::pipe ? "pipe" : k == ChannelKind::event ? "event" : "queue";
@@ -80,6 +88,8 @@ struct ChannelStore::Impl {
   std::map<std::uint64_t, Delivery> unacked;  // by token: in the order sent
   Waiter::Deadlines deadlines;
   std::vector<Completion> ready;  // under mu; run once it is released
+  std::unordered_map<std::uint64_t, ChannelStore::Notify> notifiers;  // by pool
+  std::vector<std::pair<ChannelStore::Notify, std::pair<ChannelHolder, wire::ChannelCall>>> notices;  // as `ready`
 
   void finish(const WaiterPtr& w, std::exception_ptr e, wire::ChannelReply r = {}) {
     if (!w->done) return;
@@ -95,7 +105,15 @@ struct ChannelStore::Impl {
   void run_ready(std::unique_lock<std::mutex>& lk) {
     std::vector<Completion> now;
     now.swap(ready);
+    auto told = std::exchange(notices, {});
     lk.unlock();
+    for (auto& [notify, what] : told) {
+      try {
+        notify(what.first, std::move(what.second));
+      } catch (const std::exception& e) {
+        log::error("fibra: asking a task for the items it read ahead: {}", e.what());
+      }
+    }
     for (auto& [done, outcome] : now) {
       try {
         done(std::move(outcome.first), std::move(outcome.second));
@@ -139,23 +157,51 @@ struct ChannelStore::Impl {
     return c.kind == ChannelKind::event ? c.set : !c.items.empty() || at_its_end(c);
   }
 
-  // A task received the items of `token`.
-  void ack(std::uint64_t token) {
+  // A task received the items of `token` (all of them; or, `taken` < all, the first `taken`, and
+  // the rest it read ahead come back to the front of the channel, in order).
+  void ack(std::uint64_t token, std::size_t taken = SIZE_MAX) {
     auto d = unacked.find(token);
-    if (d == unacked.end()) return;
-    const std::uint64_t id = d->second.channel;
-    const std::size_t n = d->second.items.size();
+    if (d == unacked.end()) return;  // already given back (asked for, and it came meanwhile), or forgotten
+    Delivery del = std::move(d->second);
     unacked.erase(d);
-    if (auto c = channels.find(id); c != channels.end()) {
-      c->second.owed -= std::min<std::uint64_t>(c->second.owed, n);
-      settle(id, c->second);
+    auto c = channels.find(del.channel);
+    if (c == channels.end()) return;
+    c->second.owed -= std::min<std::uint64_t>(c->second.owed, del.items.size());
+    c->second.ahead.erase(token);
+    for (std::size_t i = del.items.size(); i > taken; --i) c->second.items.push_front(std::move(del.items[i - 1]));
+    settle(del.channel, c->second);
+  }
+
+  // A get waits on an empty channel while tasks hold items they read ahead: they are asked to give
+  // back what they did not take (once per delivery).
+  void recall(std::uint64_t id, Channel& c) {
+    if (c.getters.empty() || !c.items.empty() || c.ahead.empty()) return;
+    for (const std::uint64_t token : c.ahead) {
+      auto d = unacked.find(token);
+      if (d == unacked.end() || d->second.recalled) continue;
+      auto n = notifiers.find(d->second.who.pool);
+      if (n == notifiers.end()) continue;
+      d->second.recalled = true;
+      wire::ChannelCall r;
+      r.op = ChannelOp::recall;
+      r.kind = c.kind;
+      r.id = id;
+      r.token = token;
+      notices.push_back({n->second, {d->second.who, std::move(r)}});
     }
   }
 
-  // Hands up to `n` items to `who`; a task owes an acknowledgement for them.
-  wire::ChannelReply take(std::uint64_t id, Channel& c, std::uint64_t n, const ChannelHolder& who) {
+  // Hands up to `n` items to `who`, and to a task's single get up to `ahead` more of those behind
+  // (ahead_bytes at most); a task owes an acknowledgement for them.
+  wire::ChannelReply take(std::uint64_t id, Channel& c, std::uint64_t n, std::uint64_t ahead,
+                          const ChannelHolder& who) {
     wire::ChannelReply r;
-    const std::size_t k = std::min<std::size_t>(std::max<std::uint64_t>(n, 1), c.items.size());
+    std::size_t k = std::min<std::size_t>(std::max<std::uint64_t>(n, 1), c.items.size());
+    const bool reads_ahead = ahead > 0 && n <= 1 && who.remote() && k == 1;
+    if (reads_ahead)
+      for (std::size_t bytes = c.items.front().size();
+           k < c.items.size() && k <= ahead && bytes + c.items[k].size() <= ahead_bytes; ++k)
+        bytes += c.items[k].size();
     r.items.reserve(k);
     for (std::size_t i = 0; i < k; ++i) {
       r.items.push_back(std::move(c.items.front()));
@@ -163,7 +209,8 @@ struct ChannelStore::Impl {
     }
     if (who.remote()) {
       r.token = next_token++;
-      unacked[r.token] = Delivery{who, id, r.items};
+      unacked[r.token] = Delivery{who, id, r.items, k > 1 && reads_ahead};
+      if (k > 1 && reads_ahead) c.ahead.insert(r.token);
       c.owed += k;
     }
     return r;
@@ -186,7 +233,7 @@ struct ChannelStore::Impl {
       while (!c.getters.empty() && !c.items.empty()) {
         WaiterPtr g = std::move(c.getters.front());
         c.getters.pop_front();
-        finish(g, nullptr, take(id, c, g->n, g->who));
+        finish(g, nullptr, take(id, c, g->n, g->ahead, g->who));
         moved = true;
       }
     }
@@ -198,6 +245,7 @@ struct ChannelStore::Impl {
         c.getters.clear();
       }
     }
+    recall(id, c);
     for (auto it = c.waiters.begin(); it != c.waiters.end();) {
       const bool now = over((*it)->op, c);
       if (!now) {
@@ -213,7 +261,8 @@ struct ChannelStore::Impl {
 
   // A call that cannot be answered now waits, until `timeout_s` if it has one.
   void wait(std::deque<WaiterPtr>& q, wire::ChannelCall& call, const ChannelHolder& who, ChannelStore::Done& done) {
-    auto w = std::make_shared<Waiter>(Waiter{call.op, call.id, call.n, std::move(call.items), who, std::move(done)});
+    auto w = std::make_shared<Waiter>(
+        Waiter{call.op, call.id, call.n, call.ahead, std::move(call.items), who, std::move(done), false, {}});
     q.push_back(w);
     if (call.timeout_s >= 0) {
       const auto at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -345,13 +394,14 @@ struct ChannelStore::Impl {
       }
       case ChannelOp::get: {
         if (c.getters.empty() && !c.items.empty()) {
-          finish(done, nullptr, take(id, c, call.n, who));
+          finish(done, nullptr, take(id, c, call.n, call.ahead, who));
           return settle(id, c);  // room for the puts that wait
         }
         if (at_its_end(c)) return finish(done, at_end(id, c));
         if (call.timeout_s == 0)
           return finish(done, std::make_exception_ptr(QueueEmpty("fibra: " + label(c.kind, id) + " is empty")));
-        return wait(c.getters, call, who, done);
+        wait(c.getters, call, who, done);
+        return recall(id, c);
       }
       case ChannelOp::close:
         c.closed = true;
@@ -410,6 +460,7 @@ struct ChannelStore::Impl {
       if (auto c = channels.find(it->second.channel); c != channels.end()) {
         auto& items = it->second.items;
         c->second.owed -= std::min<std::uint64_t>(c->second.owed, items.size());
+        c->second.ahead.erase(it->first);
         for (auto s = items.rbegin(); s != items.rend(); ++s) c->second.items.push_front(std::move(*s));
         touched.push_back(it->second.channel);
       }
@@ -432,9 +483,19 @@ void ChannelStore::call(wire::ChannelCall c, const ChannelHolder& who, Done done
   std::unique_lock lk(impl_->mu);
   if (c.op == ChannelOp::ack)
     impl_->ack(c.token);
+  else if (c.op == ChannelOp::give_back)
+    impl_->ack(c.token, c.n);
   else
     impl_->call(c, who, done);
   impl_->run_ready(lk);
+}
+
+void ChannelStore::set_notifier(std::uint64_t pool, Notify notify) {
+  std::lock_guard lk(impl_->mu);
+  if (notify)
+    impl_->notifiers[pool] = std::move(notify);
+  else
+    impl_->notifiers.erase(pool);
 }
 
 void ChannelStore::forget(std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route) {

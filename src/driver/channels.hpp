@@ -34,8 +34,15 @@ class ChannelStore {
 
   /// Runs `c` for `who`. `done` runs once, at once or when the wait ends (on the thread that ends
   /// it, or the store's timer thread when its time runs out), never under the store's lock.
-  /// ChannelOp::ack is not answered.
+  /// ChannelOp::ack and ChannelOp::give_back are not answered.
   void call(wire::ChannelCall c, const ChannelHolder& who, Done done);
+
+  /// Sends a ChannelOp::recall to a task of one pool (its holder says which), never under the
+  /// store's lock. A task's single get may read items ahead (wire::ChannelCall::ahead); when another
+  /// get waits on the emptied channel, the store asks for them back through its pool's notifier.
+  using Notify = std::function<void(const ChannelHolder&, wire::ChannelCall)>;
+  /// Sets `pool`'s notifier (an empty one removes it: the pool ended).
+  void set_notifier(std::uint64_t pool, Notify notify);
 
   /// The processes that `pool`, `worker` (0: all of the pool's) and `route` (none: all of the
   /// worker's) name are gone: their waits are dropped, the items they were sent and did not

@@ -76,6 +76,12 @@ void PoolImpl::start() {
   } catch (...) {
     spawn_failed = std::current_exception();
   }
+  // A queue's store asks this pool's tasks for items they read ahead through it.
+  ChannelStore::instance().set_notifier(uid_, [self = weak_from_this()](const ChannelHolder& who,
+                                                                         wire::ChannelCall call) {
+    if (auto p = self.lock())
+      p->queue_reply({static_cast<int>(who.worker), who.route, 0, nullptr, wire::encode(call)});
+  });
   thread_ = std::thread([this] { loop(); });
   if (spawn_failed) {  // the workers that did start are told to leave before the error goes up
     terminate();
@@ -168,6 +174,7 @@ void PoolImpl::loop() {
   say_goodbye();
   // What this pool's tasks waited for on queues is no longer wanted, and what they were sent and did not
   // acknowledge goes back.
+  ChannelStore::instance().set_notifier(uid_, nullptr);
   ChannelStore::instance().forget(uid_, 0, std::nullopt);
 }
 

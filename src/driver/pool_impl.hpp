@@ -466,6 +466,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::uint64_t route;            // which of its executors
     std::uint64_t id;               // the executor's number for the request
     std::shared_ptr<JobState> job;  // delivered: its outcome is the reply
+    std::string notice;             // no job: a reply of id 0 that nothing asked for (a queue's recall)
   };
   void on_request(Worker& w, const std::string& data);
   void queue_reply(PendingReply r);

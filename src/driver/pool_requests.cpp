@@ -52,7 +52,7 @@ std::shared_ptr<JobState> PoolImpl::answered_job(const FunctionEntry& fn, const 
   std::weak_ptr<PoolImpl> self = shared_from_this();
   job->on_delivered([self, wid = w.id, route, id = r.id, weak = std::weak_ptr<JobState>(job)] {
     if (auto p = self.lock())
-      if (auto j = weak.lock()) p->queue_reply({wid, route, id, std::move(j)});
+      if (auto j = weak.lock()) p->queue_reply({wid, route, id, std::move(j), {}});
   });
   return job;
 }
@@ -191,6 +191,13 @@ bool PoolImpl::send_replies() {
     for (auto& x : workers_)
       if (x->id == p.worker) w = x.get();
     if (!w || !w->alive()) continue;  // its executor's task died with it, or will be told it is lost
+    if (!p.job) {
+      wire::Reply rep;
+      rep.route = p.route;
+      rep.payload = std::move(p.notice);
+      send(*w, wire::tag_reply, wire::encode(rep));
+      continue;
+    }
     ChunkOutcome o;
     p.job->wait_next(o);  // delivered: at once
     wire::Reply rep;

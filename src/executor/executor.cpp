@@ -49,6 +49,10 @@ constexpr std::size_t max_result_bytes = std::size_t(INT32_MAX) - 2 * flush_byte
 constexpr auto flush_every = std::chrono::milliseconds(2);
 
 class Inbox;
+// Items the single gets of this process's tasks read ahead (ReadAhead, below): a recall from the
+// driver, and the end of a chunk, give back what no get took.
+void on_channel_notice(const std::string& payload);
+void give_back_read_ahead() noexcept;
 // Unmaps the stored objects that no call of this process waits with or runs (CallThreads).
 void keep_objects_in_use();
 
@@ -593,6 +597,7 @@ void with_own_puts(F&& f) {
   } restore{saved};
   f();
   mine.settle();
+  give_back_read_ahead();  // what its gets read ahead and did not take is not stranded here
 }
 
 // `results` is the frame buffer, kept from batch to batch so that its memory stays warm.
@@ -835,6 +840,7 @@ class Inbox {
   }
 
   void deliver(const wire::Reply& r) {
+    if (r.id == 0) return on_channel_notice(r.payload);  // nothing waits for it: the driver asks
     Waiting w;
     {
       std::lock_guard lk(mu_);
@@ -1185,6 +1191,119 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
   return ok ? 1 : 0;
 }
 
+// Read ahead: a single get of a Queue or Pipe from a task asks the driver to send some of the
+// items behind its own along (wire::ChannelCall::ahead: none at a chunk's first get on a channel,
+// then 4, 16, 64, 256 as its gets go on). The next gets take them here, without a round trip. The
+// driver still owes them (an item read ahead comes back if this process dies) until the last of a
+// delivery is taken (an ack) or what is left is given back (give_back, with how many were taken):
+// at a chunk's end, before any other call on that channel from this process, and when the
+// driver asks (a recall: another get waits on the emptied channel). The reader thread answers a
+// recall while the task computes, so no item is stranded in a slow or idle reader.
+class ReadAhead {
+ public:
+  static constexpr std::uint64_t most = 256;
+
+  // The next item read ahead for `channel`, if there is one; the delivery is acknowledged when its
+  // last item is taken.
+  std::optional<std::string> pop(std::uint64_t channel) {
+    std::lock_guard lk(mu_);
+    auto it = held_.find(channel);
+    if (it == held_.end() || it->second.items.empty()) return std::nullopt;
+    Held& h = it->second;
+    std::string v = std::move(h.items.front());
+    h.items.pop_front();
+    ++h.taken;
+    if (h.items.empty()) tell(ChannelOp::ack, h);
+    return v;
+  }
+  bool holds(std::uint64_t channel) {
+    std::lock_guard lk(mu_);
+    auto it = held_.find(channel);
+    return it != held_.end() && !it->second.items.empty();
+  }
+  // How many items the next single get on `channel` may take along.
+  std::uint64_t ahead_for(std::uint64_t channel) {
+    std::lock_guard lk(mu_);
+    Held& h = held_[channel];
+    const std::uint64_t now = h.next;
+    h.next = std::min(most, std::max<std::uint64_t>(4, 4 * h.next));
+    return now;
+  }
+  // A get's reply brought `items` under `token`: the first is the get's, the rest are kept here.
+  void keep(std::uint64_t channel, std::uint64_t token, std::vector<std::string>& items) {
+    {
+      std::lock_guard lk(mu_);
+      Held& h = held_[channel];
+      h.token = token;
+      h.taken = 1;
+      h.items.assign(std::make_move_iterator(items.begin() + 1), std::make_move_iterator(items.end()));
+      items.resize(1);
+    }
+    g_executor.inbox->need_reader();  // a recall must be answered while the task computes
+  }
+  // What `channel` holds goes back (another call on it comes; the chunk ended: `all`).
+  void give_back(std::uint64_t channel) {
+    std::lock_guard lk(mu_);
+    if (auto it = held_.find(channel); it != held_.end()) give_back(it->second);
+  }
+  void give_back_all() {
+    std::lock_guard lk(mu_);
+    for (auto& [channel, h] : held_) give_back(h);
+    held_.clear();  // the next chunk starts its read-ahead afresh
+  }
+  // The driver asks for delivery `token` back (it may be taken, or given back, already).
+  void recalled(std::uint64_t channel, std::uint64_t token) {
+    std::lock_guard lk(mu_);
+    auto it = held_.find(channel);
+    if (it == held_.end() || it->second.token != token) return;
+    give_back(it->second);
+    it->second.next /= 4;  // another reader competes for its items: take fewer along
+  }
+
+ private:
+  struct Held {
+    std::uint64_t token = 0;  // the delivery its items came in (0: none held)
+    std::uint64_t taken = 0;  // of that delivery, by gets
+    std::deque<std::string> items;
+    std::uint64_t next = 0;  // how many the next get asks to take along
+  };
+  void give_back(Held& h) {
+    if (h.token == 0 || h.items.empty()) return;
+    tell(ChannelOp::give_back, h);
+    h.items.clear();
+  }
+  // Told under mu_, so that a get that found nothing here sends its request after it.
+  static void tell(ChannelOp op, Held& h) {
+    wire::ChannelCall c;
+    c.op = op;
+    c.token = h.token;
+    c.n = h.taken;
+    wire::Request r;
+    r.actor = wire::channel_request;
+    r.payload = wire::encode(c);
+    g_executor.inbox->tell(std::move(r));
+    h.token = 0;
+  }
+  std::mutex mu_;
+  std::unordered_map<std::uint64_t, Held> held_;
+};
+ReadAhead g_read_ahead;
+
+void on_channel_notice(const std::string& payload) {
+  try {
+    const auto c = wire::decode<wire::ChannelCall>(payload);
+    if (c.op == ChannelOp::recall) g_read_ahead.recalled(c.id, c.token);
+  } catch (const wire::Malformed&) {  // a notice this build does not know: nothing waits for it
+  }
+}
+void give_back_read_ahead() noexcept {
+  try {
+    g_read_ahead.give_back_all();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fibra: giving back the items a task read ahead: %s\n", e.what());
+  }
+}
+
 }  // namespace
 
 wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
@@ -1193,6 +1312,22 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
   once.retries = 0;
   auto job = std::make_shared<JobState>(channel_entry(), CallMode::tuple, once);
   const bool behind = call.op == ChannelOp::put && call.timeout_s < 0;
+  const bool single_get = call.op == ChannelOp::get && call.n <= 1 && call.kind != ChannelKind::event;
+  if (single_get) {
+    t_puts->reap();  // an earlier put that failed is told, as at any call
+    if (auto v = g_read_ahead.pop(call.id)) {
+      wire::ChannelReply r;
+      r.items.push_back(std::move(*v));
+      return r;
+    }
+    call.ahead = g_read_ahead.ahead_for(call.id);
+  } else if (call.op == ChannelOp::wait && call.kind == ChannelKind::pipe && g_read_ahead.holds(call.id)) {
+    wire::ChannelReply r;  // a pipe's poll: a value waits here
+    r.flag = true;
+    return r;
+  } else if (call.op != ChannelOp::put) {
+    g_read_ahead.give_back(call.id);  // the driver answers with every item it owes in view
+  }
   const QueueWait no_task_on_top;  // every wait below
   // Any other call waits until this process's puts were taken (a close() must not overtake the
   // puts before it, which may wait for room); an earlier put that failed is told now.
@@ -1213,7 +1348,9 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
   }
   g_executor.inbox->request(std::move(r), job);
   auto reply = wire::decode<wire::ChannelReply>(Future<std::string>(job).get());
-  if (reply.token != 0) {  // received: the driver no longer owes these items to this process
+  if (reply.token != 0 && single_get && reply.items.size() > 1) {
+    g_read_ahead.keep(call.id, reply.token, reply.items);  // acknowledged as they are taken
+  } else if (reply.token != 0) {  // received: the driver no longer owes these items to this process
     wire::ChannelCall ack;
     ack.op = ChannelOp::ack;
     ack.token = reply.token;

@@ -34,6 +34,8 @@ enum class ChannelOp : std::uint8_t {
   ack = 9,        ///< a task received the items of delivery `token` (no reply)
   hold = 10,      ///< a handle reached the driver: one more that keeps the channel (flag: it did)
   release = 11,   ///< a driver's handle was dropped
+  give_back = 12, ///< a task took the first n items of delivery `token` (read ahead); the rest go back (no reply)
+  recall = 13,    ///< driver -> task: give back what is left of delivery `token`, another get waits for it
 };
 
 /// What a channel operation returns.
