@@ -392,7 +392,9 @@ class Agent {
 
   // The process a route reached ended: the driver drops what it waited for on queues, and puts
   // back the items it was sent and did not acknowledge (after its last requests, sent above).
-  void route_gone(std::uint64_t route) { send(wire::tag_route_gone, wire::encode(wire::RouteGone{route})); }
+  void route_gone(std::uint64_t route, const SupervisedExecutor& e) {
+    send(wire::tag_route_gone, wire::encode(wire::RouteGone{route, e.take_ahead_taken()}));
+  }
 
   void pass_on_blocked() {
     if (blocked_delta_ == 0) return;
@@ -479,7 +481,7 @@ class Agent {
       pass_on_requests(e, it->first | wire::route_actor_bit);
       if (it->second.stop_by > 0 && (!alive || now > it->second.stop_by)) {
         e.stop(0.1);  // it exited (or it takes too long: SIGKILL)
-        route_gone(it->first | wire::route_actor_bit);
+        route_gone(it->first | wire::route_actor_bit, e);
         it = actors_.erase(it);
         busy = true;
         continue;
@@ -501,7 +503,7 @@ class Agent {
       blocked_delta_ += e.take_blocked_delta();
       const auto& d = e.last_death();
       send(wire::tag_actor_died, wire::encode(wire::ActorDeath{it->first, d.chunk, d.pid, d.why}));
-      route_gone(it->first | wire::route_actor_bit);
+      route_gone(it->first | wire::route_actor_bit, e);
       dead_actors_.insert(it->first);
       it = actors_.erase(it);
       busy = true;
@@ -565,11 +567,11 @@ class Agent {
       pass_on_requests(*e, route);
       if (!alive) {
         report(e->report_death());
-        route_gone(route);
+        route_gone(route, *e);
         busy = true;
       } else if (auto r = e->enforce_time_limit(now, executor_stuck_s)) {
         report(std::move(*r));
-        route_gone(route);
+        route_gone(route, *e);
         busy = true;
       }
     }

@@ -19,6 +19,7 @@
 #include "common/log.hpp"
 #include "executor/executor.hpp"
 #include "fibra/error.hpp"
+#include "transport/lane.hpp"
 
 namespace fibra::detail {
 namespace {
@@ -36,6 +37,7 @@ struct Waiter {
   ChannelStore::Done done;
   bool timed = false;  // `at` is its entry in the store's deadlines
   Deadlines::iterator at;
+  bool now_or_never = false;  // a get with no time to wait, waiting only for items read ahead to come back
 };
 using WaiterPtr = std::shared_ptr<Waiter>;
 
@@ -51,6 +53,7 @@ struct Channel {
   bool pinned = false;                              // made in a task: kept until the program ends
   std::optional<ChannelHolder> sender;              // a pipe's: the process that sends on it
   std::set<std::uint64_t> ahead;                    // tokens of deliveries read ahead, not yet acknowledged
+  std::optional<ChannelHolder> last_reader;         // whom the last items went to
   std::deque<WaiterPtr> getters, putters, waiters;  // waiters: join and wait
 };
 
@@ -70,6 +73,10 @@ const char* kind_name(ChannelKind k) {
 }
 std::string label(ChannelKind k, std::uint64_t id) { return std::string(kind_name(k)) + " #" + std::to_string(id); }
 
+bool same(const ChannelHolder& a, const ChannelHolder& b) {
+  return a.pool == b.pool && a.worker == b.worker && a.route == b.route;
+}
+
 bool matches(const ChannelHolder& h, std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route) {
   return h.remote() && h.pool == pool && (worker == 0 || h.worker == worker) && (!route || h.route == *route);
 }
@@ -87,7 +94,7 @@ struct ChannelStore::Impl {
   std::uint64_t next_token = 1;
   std::map<std::uint64_t, Delivery> unacked;  // by token: in the order sent
   Waiter::Deadlines deadlines;
-  std::vector<Completion> ready;  // under mu; run once it is released
+  std::vector<Completion> ready;                                      // under mu; run once it is released
   std::unordered_map<std::uint64_t, ChannelStore::Notify> notifiers;  // by pool
   std::vector<std::pair<ChannelStore::Notify, std::pair<ChannelHolder, wire::ChannelCall>>> notices;  // as `ready`
 
@@ -139,6 +146,9 @@ struct ChannelStore::Impl {
     return std::make_exception_ptr(
         QueueClosed("fibra: " + label(c.kind, id) + " was closed (Queue::close()) and every item in it was taken"));
   }
+  std::exception_ptr empty(std::uint64_t id, const Channel& c) {
+    return std::make_exception_ptr(QueueEmpty("fibra: " + label(c.kind, id) + " is empty"));
+  }
   std::exception_ptr closed_for_put(std::uint64_t id, const Channel& c) {
     if (c.kind == ChannelKind::pipe)
       return std::make_exception_ptr(PipeClosed("fibra: send on a pipe (" + label(c.kind, id) +
@@ -172,10 +182,18 @@ struct ChannelStore::Impl {
     settle(del.channel, c->second);
   }
 
-  // A get waits on an empty channel while tasks hold items they read ahead: they are asked to give
-  // back what they did not take (once per delivery).
+  // Items another task read ahead come before those in the channel: a get from anyone else waits
+  // until they are taken or given back.
+  bool behind_ahead(const Channel& c, const ChannelHolder& who) const {
+    for (const std::uint64_t token : c.ahead)
+      if (auto d = unacked.find(token); d != unacked.end() && !same(d->second.who, who)) return true;
+    return false;
+  }
+
+  // A get waits while tasks hold items they read ahead: they are asked to give back what they did
+  // not take (once per delivery).
   void recall(std::uint64_t id, Channel& c) {
-    if (c.getters.empty() || !c.items.empty() || c.ahead.empty()) return;
+    if (c.getters.empty() || c.ahead.empty()) return;
     for (const std::uint64_t token : c.ahead) {
       auto d = unacked.find(token);
       if (d == unacked.end() || d->second.recalled) continue;
@@ -197,7 +215,11 @@ struct ChannelStore::Impl {
                           const ChannelHolder& who) {
     wire::ChannelReply r;
     std::size_t k = std::min<std::size_t>(std::max<std::uint64_t>(n, 1), c.items.size());
-    const bool reads_ahead = ahead > 0 && n <= 1 && who.remote() && k == 1;
+    // Only a reader that had the last items too (readers that take turns would take turns asking
+    // each other's items back).
+    const bool reads_ahead =
+        ahead > 0 && n <= 1 && who.remote() && k == 1 && c.last_reader && same(*c.last_reader, who);
+    c.last_reader = who;
     if (reads_ahead)
       for (std::size_t bytes = c.items.front().size();
            k < c.items.size() && k <= ahead && bytes + c.items[k].size() <= ahead_bytes; ++k)
@@ -230,13 +252,19 @@ struct ChannelStore::Impl {
         c.putters.pop_front();
         moved = true;
       }
-      while (!c.getters.empty() && !c.items.empty()) {
+      while (!c.getters.empty() && !c.items.empty() && !behind_ahead(c, c.getters.front()->who)) {
         WaiterPtr g = std::move(c.getters.front());
         c.getters.pop_front();
         finish(g, nullptr, take(id, c, g->n, g->ahead, g->who));
         moved = true;
       }
     }
+    // A get with no time to wait that waited for items read ahead: they came back and were taken.
+    std::erase_if(c.getters, [&](WaiterPtr& g) {
+      if (!g->now_or_never || !c.items.empty() || at_its_end(c) || behind_ahead(c, g->who)) return false;
+      finish(g, empty(id, c));
+      return true;
+    });
     if (c.closed) {
       for (auto& p : c.putters) finish(p, closed_for_put(id, c));
       c.putters.clear();
@@ -393,14 +421,18 @@ struct ChannelStore::Impl {
         return wait(c.putters, call, who, done);
       }
       case ChannelOp::get: {
-        if (c.getters.empty() && !c.items.empty()) {
+        if (c.getters.empty() && !c.items.empty() && !behind_ahead(c, who)) {
           finish(done, nullptr, take(id, c, call.n, call.ahead, who));
           return settle(id, c);  // room for the puts that wait
         }
         if (at_its_end(c)) return finish(done, at_end(id, c));
-        if (call.timeout_s == 0)
-          return finish(done, std::make_exception_ptr(QueueEmpty("fibra: " + label(c.kind, id) + " is empty")));
+        const bool now_or_never = call.timeout_s == 0;
+        if (now_or_never && !behind_ahead(c, who)) return finish(done, empty(id, c));
+        // Items another task read ahead are in the queue still: they are asked back, and even a
+        // get with no time to wait waits for them (an answer, or the end of their process, comes).
+        if (now_or_never) call.timeout_s = -1;
         wait(c.getters, call, who, done);
+        c.getters.back()->now_or_never = now_or_never;
         return recall(id, c);
       }
       case ChannelOp::close:
@@ -439,7 +471,8 @@ struct ChannelStore::Impl {
     }
   }
 
-  void forget(std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route) {
+  void forget(std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route,
+              const std::vector<std::uint64_t>& taken) {
     std::vector<std::uint64_t> touched;
     for (auto& [id, c] : channels) {
       bool changed = false;
@@ -461,7 +494,11 @@ struct ChannelStore::Impl {
         auto& items = it->second.items;
         c->second.owed -= std::min<std::uint64_t>(c->second.owed, items.size());
         c->second.ahead.erase(it->first);
-        for (auto s = items.rbegin(); s != items.rend(); ++s) c->second.items.push_front(std::move(*s));
+        std::size_t gone = 0;  // of items read ahead: those its process took went with it
+        for (const std::uint64_t t : taken)
+          if (ahead_token(t) == it->first) gone = std::min<std::size_t>(ahead_count(t), items.size());
+        for (auto s = items.rbegin(); s != items.rend() - static_cast<std::ptrdiff_t>(gone); ++s)
+          c->second.items.push_front(std::move(*s));
         touched.push_back(it->second.channel);
       }
       it = std::make_reverse_iterator(unacked.erase(std::next(it).base()));
@@ -498,9 +535,10 @@ void ChannelStore::set_notifier(std::uint64_t pool, Notify notify) {
     impl_->notifiers.erase(pool);
 }
 
-void ChannelStore::forget(std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route) {
+void ChannelStore::forget(std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route,
+                          const std::vector<std::uint64_t>& taken) {
   std::unique_lock lk(impl_->mu);
-  impl_->forget(pool, worker, route);
+  impl_->forget(pool, worker, route, taken);
   impl_->run_ready(lk);
 }
 

@@ -47,7 +47,10 @@ class ChannelStore {
   /// The processes that `pool`, `worker` (0: all of the pool's) and `route` (none: all of the
   /// worker's) name are gone: their waits are dropped, the items they were sent and did not
   /// acknowledge go back to the front of their channels, and the pipes they sent on are closed.
-  void forget(std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route);
+  /// `taken` (Mailbox::ahead_taken, packed): of the deliveries they read ahead, how many items
+  /// they took, which do not come back.
+  void forget(std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route,
+              const std::vector<std::uint64_t>& taken = {});
 
   ChannelStore(const ChannelStore&) = delete;
   ChannelStore& operator=(const ChannelStore&) = delete;

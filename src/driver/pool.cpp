@@ -77,11 +77,11 @@ void PoolImpl::start() {
     spawn_failed = std::current_exception();
   }
   // A queue's store asks this pool's tasks for items they read ahead through it.
-  ChannelStore::instance().set_notifier(uid_, [self = weak_from_this()](const ChannelHolder& who,
-                                                                         wire::ChannelCall call) {
-    if (auto p = self.lock())
-      p->queue_reply({static_cast<int>(who.worker), who.route, 0, nullptr, wire::encode(call)});
-  });
+  ChannelStore::instance().set_notifier(
+      uid_, [self = weak_from_this()](const ChannelHolder& who, wire::ChannelCall call) {
+        if (auto p = self.lock())
+          p->queue_reply({static_cast<int>(who.worker), who.route, 0, nullptr, wire::encode(call)});
+      });
   thread_ = std::thread([this] { loop(); });
   if (spawn_failed) {  // the workers that did start are told to leave before the error goes up
     terminate();
@@ -386,9 +386,10 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
       return;
     }
     case wire::tag_output: return write_output(wire::decode<wire::Output>(m.data));
-    case wire::tag_route_gone:
-      return ChannelStore::instance().forget(uid_, static_cast<std::uint64_t>(w.id),
-                                             wire::decode_whole<wire::RouteGone>(m.data).route);
+    case wire::tag_route_gone: {
+      const auto g = wire::decode_whole<wire::RouteGone>(m.data);
+      return ChannelStore::instance().forget(uid_, static_cast<std::uint64_t>(w.id), g.route, g.taken);
+    }
     case wire::tag_actor_lane: return open_actor_lane(w, wire::decode<wire::ActorLane>(m.data));
     case wire::tag_kept_copy: return on_kept_copy(w, m.data);
     case wire::tag_object_missing: return on_object_missing(w, wire::decode<wire::ObjectFree>(m.data).id);

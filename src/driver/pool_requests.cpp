@@ -157,7 +157,8 @@ void PoolImpl::on_actor_request(Worker& w, std::uint64_t route, wire::Request& r
 void PoolImpl::on_channel_request(Worker& w, std::uint64_t route, wire::Request& r) {
   auto call = wire::decode<wire::ChannelCall>(r.payload);
   const ChannelHolder who{uid_, static_cast<std::uint64_t>(w.id), route};
-  if (call.op == ChannelOp::ack) return ChannelStore::instance().call(std::move(call), who, nullptr);
+  if (call.op == ChannelOp::ack || call.op == ChannelOp::give_back)  // told, not asked: no answer
+    return ChannelStore::instance().call(std::move(call), who, nullptr);
   auto job = answered_job(channel_entry(), w, route, r);  // only the store's answer holds it
   ChannelStore::instance().call(std::move(call), who, [job](std::exception_ptr e, wire::ChannelReply rep) {
     ChunkOutcome o;

@@ -1213,7 +1213,10 @@ class ReadAhead {
     std::string v = std::move(h.items.front());
     h.items.pop_front();
     ++h.taken;
-    if (h.items.empty()) tell(ChannelOp::ack, h);
+    if (h.items.empty())
+      tell(ChannelOp::ack, h);
+    else
+      mark(h);  // taken, should this process die now
     return v;
   }
   bool holds(std::uint64_t channel) {
@@ -1221,10 +1224,18 @@ class ReadAhead {
     auto it = held_.find(channel);
     return it != held_.end() && !it->second.items.empty();
   }
-  // How many items the next single get on `channel` may take along.
+  // How many items the next single get on `channel` may take along: none on another host than the
+  // driver's (a lost node would take what its tasks took with it, unsaid), nor for more than 8
+  // channels at once.
   std::uint64_t ahead_for(std::uint64_t channel) {
+    static const bool on_driver_host = [] {
+      const char* v = std::getenv("FIBRA_DRIVER_HOST");
+      return v && std::string_view(v) == "1";
+    }();
+    if (!on_driver_host || !g_executor.box) return 0;
     std::lock_guard lk(mu_);
     Held& h = held_[channel];
+    if (h.slot < 0 && !reserve(h)) return 0;
     const std::uint64_t now = h.next;
     h.next = std::min(most, std::max<std::uint64_t>(4, 4 * h.next));
     return now;
@@ -1238,18 +1249,28 @@ class ReadAhead {
       h.taken = 1;
       h.items.assign(std::make_move_iterator(items.begin() + 1), std::make_move_iterator(items.end()));
       items.resize(1);
+      if (h.slot < 0 && !reserve(h)) {
+        give_back(h);  // no slot to say what it took (its chunk's read-ahead ended meanwhile)
+        return;
+      }
+      mark(h);
     }
     g_executor.inbox->need_reader();  // a recall must be answered while the task computes
   }
-  // What `channel` holds goes back (another call on it comes; the chunk ended: `all`).
+  // What `channel` holds goes back (another call on it comes).
   void give_back(std::uint64_t channel) {
     std::lock_guard lk(mu_);
     if (auto it = held_.find(channel); it != held_.end()) give_back(it->second);
   }
-  void give_back_all() {
+  // Everything goes back (the chunk ended); returns a channel it gave items of back (0: none).
+  std::uint64_t give_back_all() {
     std::lock_guard lk(mu_);
-    for (auto& [channel, h] : held_) give_back(h);
+    std::uint64_t gave = 0;
+    for (auto& [channel, h] : held_)
+      if (give_back(h)) gave = channel;
     held_.clear();  // the next chunk starts its read-ahead afresh
+    used_ = 0;
+    return gave;
   }
   // The driver asks for delivery `token` back (it may be taken, or given back, already).
   void recalled(std::uint64_t channel, std::uint64_t token) {
@@ -1266,14 +1287,30 @@ class ReadAhead {
     std::uint64_t taken = 0;  // of that delivery, by gets
     std::deque<std::string> items;
     std::uint64_t next = 0;  // how many the next get asks to take along
+    int slot = -1;           // in Mailbox::ahead_taken
   };
-  void give_back(Held& h) {
-    if (h.token == 0 || h.items.empty()) return;
+  bool reserve(Held& h) {
+    for (int i = 0; i < int(std::size(g_executor.box->ahead_taken)); ++i)
+      if (!(used_ & (1u << i))) {
+        used_ |= 1u << i;
+        h.slot = i;
+        return true;
+      }
+    return false;
+  }
+  void mark(const Held& h) {
+    if (h.slot >= 0)
+      g_executor.box->ahead_taken[h.slot].store(ahead_packed(h.token, h.taken), std::memory_order_release);
+  }
+  bool give_back(Held& h) {
+    if (h.token == 0 || h.items.empty()) return false;
     tell(ChannelOp::give_back, h);
     h.items.clear();
+    return true;
   }
-  // Told under mu_, so that a get that found nothing here sends its request after it.
-  static void tell(ChannelOp op, Held& h) {
+  // Told under mu_, so that a get that found nothing here sends its request after it; the slot is
+  // cleared once the driver will hear of it before any death of this process.
+  void tell(ChannelOp op, Held& h) {
     wire::ChannelCall c;
     c.op = op;
     c.token = h.token;
@@ -1283,9 +1320,11 @@ class ReadAhead {
     r.payload = wire::encode(c);
     g_executor.inbox->tell(std::move(r));
     h.token = 0;
+    if (h.slot >= 0) g_executor.box->ahead_taken[h.slot].store(0, std::memory_order_release);
   }
   std::mutex mu_;
   std::unordered_map<std::uint64_t, Held> held_;
+  std::uint32_t used_ = 0;  // slots of Mailbox::ahead_taken held by a channel
 };
 ReadAhead g_read_ahead;
 
@@ -1298,7 +1337,14 @@ void on_channel_notice(const std::string& payload) {
 }
 void give_back_read_ahead() noexcept {
   try {
-    g_read_ahead.give_back_all();
+    // Given back before the chunk's result reaches the driver, as its puts are: a call on the
+    // channel, answered after the driver took what was given back (a result may overtake a tell).
+    if (const std::uint64_t channel = g_read_ahead.give_back_all()) {
+      wire::ChannelCall c;
+      c.op = ChannelOp::info;
+      c.id = channel;
+      executor_channel_call(std::move(c));
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fibra: giving back the items a task read ahead: %s\n", e.what());
   }

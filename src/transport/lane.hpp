@@ -49,7 +49,16 @@ struct Mailbox {
   // Set by the executor's SIGSEGV handler when the fault is at the end of a task thread's stack:
   // the agent then says the executor died of a stack overflow, not just of signal 11.
   std::atomic<std::uint32_t> stack_overflow{0};
+  // Items its tasks read ahead from queues (ReadAhead in executor.cpp), for as long as the driver
+  // owes them: each slot holds ahead_packed(token, taken), 0 when free. If its process dies, these
+  // say how many of each delivery it took (gone with it) and which come back.
+  std::atomic<std::uint64_t> ahead_taken[8] = {};
 };
+
+/// A delivery's token (under 2^48) and how many of its items were taken (under 2^16), in one word.
+constexpr std::uint64_t ahead_packed(std::uint64_t token, std::uint64_t taken) { return token << 16 | taken; }
+constexpr std::uint64_t ahead_token(std::uint64_t packed) { return packed >> 16; }
+constexpr std::uint64_t ahead_count(std::uint64_t packed) { return packed & 0xffff; }
 
 namespace lane {
 // The driver keeps at most 2 batches in flight per executor (batches_per_worker), and counts one

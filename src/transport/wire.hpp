@@ -136,10 +136,11 @@ void fields(F&& f, M& m) { f(m.items, m.value, m.maxsize, m.flag, m.closed, m.to
 /// waited for on queues is no longer wanted, and items it was sent but did not acknowledge go back.
 struct RouteGone {
   std::uint64_t route = 0;
+  std::vector<std::uint64_t> taken;  ///< of the items it read ahead: ahead_packed(token, taken) (Mailbox::ahead_taken)
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, RouteGone>
-void fields(F&& f, M& m) { f(m.route); }
+void fields(F&& f, M& m) { f(m.route, m.taken); }
 
 /// A stored object (fibra::put, or a task's result kept on its host) that a chunk takes as an
 /// argument: its bytes belong at `at` in the chunk's payload (which holds the other arguments

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -160,6 +161,31 @@ long take_and_mark(fibra::JoinableQueue<long> q, long n) {
   return sum;
 }
 FIBRA_REMOTE(take_and_mark);
+
+// Takes `n` items with single gets (its later gets read ahead), tells them on `taken` with its
+// pid, then holds on until `release` is set, with what it read ahead and did not take.
+long take_then_hold(fibra::Queue<long> q, long n, fibra::Queue<long> taken, fibra::Event release) {
+  std::vector<long> got{static_cast<long>(::getpid())};
+  for (long k = 0; k < n; ++k) got.push_back(q.get(std::chrono::seconds(30)));
+  taken.put_many(got);
+  release.wait(std::chrono::seconds(60));
+  return n;
+}
+FIBRA_REMOTE(take_then_hold);
+
+// Takes `n` items with single gets and returns them.
+std::vector<long> take_some(fibra::Queue<long> q, long n) {
+  std::vector<long> got;
+  for (long k = 0; k < n; ++k) got.push_back(q.get(std::chrono::seconds(30)));
+  return got;
+}
+FIBRA_REMOTE(take_some);
+
+std::vector<long> iota_from(long from, long to) {
+  std::vector<long> v(static_cast<std::size_t>(to - from));
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
 
 // An actor whose calls run at once: one fills a small queue, another empties it.
 class Relay {
@@ -378,6 +404,56 @@ TEST(Queues, AReaderKilledWhileItWaitsStrandsNothing) {
   const std::vector<long> got = get_within(pool.submit(reader, q), bound, "reader");
   EXPECT_NE(got[0], pid);
   EXPECT_EQ(got[1], 42);
+}
+
+// Read ahead: a task's single gets take the next items along. A reader that holds some and
+// computes is asked for them back when another get waits, which then gets them first, in order,
+// even with no time to wait (try_get). Without the recall the driver's get timed out; without
+// gets waiting behind what was read ahead, it got item 65 first.
+TEST(ReadAhead, ASlowReadersItemsComeBackInOrderForAnotherGet) {
+  fibra::Pool pool(1);
+  fibra::Queue<long> q, taken;
+  fibra::Event release;
+  q.put_many(iota_from(0, 1000));
+  auto f = pool.submit(take_then_hold, q, 30L, taken, release);
+  const std::vector<long> first = taken.get_many(31, bound);
+  ASSERT_EQ(first.size(), 31u);
+  EXPECT_EQ(std::vector<long>(first.begin() + 1, first.end()), iota_from(0, 30));
+  const std::optional<long> next =
+      fibra_test::call_within(bound, "try_get behind a reader's read-ahead", [&] { return q.try_get(); });
+  ASSERT_TRUE(next.has_value()) << "try_get found nothing while the reader held items it read ahead";
+  EXPECT_EQ(*next, 30);
+  for (long k = 31; k < 1000; ++k) ASSERT_EQ(q.get(10s), k);
+  release.set();
+  EXPECT_EQ(get_within(f, bound, "take_then_hold"), 30);
+  EXPECT_FALSE(q.try_get().has_value());
+}
+
+// A chunk gives back what it read ahead before its result reaches the driver: the queue holds
+// every item it did not take as soon as its Future is ready (935 of 970 without the give-back).
+TEST(ReadAhead, AChunkGivesBackWhatItDidNotTakeWhenItReturns) {
+  fibra::Pool pool(1);
+  fibra::Queue<long> q;
+  q.put_many(iota_from(0, 1000));
+  EXPECT_EQ(get_within(pool.submit(take_some, q, 30L), bound, "take_some"), iota_from(0, 30));
+  EXPECT_EQ(q.qsize(), 970u);
+  EXPECT_EQ(get_within(pool.submit(take_some, q, 70L), bound, "take_some"), iota_from(30, 100));
+  EXPECT_EQ(q.qsize(), 900u);
+  EXPECT_EQ(q.get_many(1000, 5s), iota_from(100, 1000));
+}
+
+// A reader killed while it holds items it read ahead: they come back to the front, in order.
+TEST(ReadAhead, AKilledReadersItemsComeBackInOrder) {
+  fibra::Pool pool(1);
+  fibra::Queue<long> q, taken;
+  fibra::Event release;
+  q.put_many(iota_from(0, 1000));
+  auto f = pool.submit(fibra::TaskOptions{.retries = 0}, take_then_hold, q, 30L, taken, release);
+  const std::vector<long> first = taken.get_many(31, bound);
+  ASSERT_EQ(first.size(), 31u);
+  ASSERT_EQ(::kill(static_cast<pid_t>(first[0]), SIGKILL), 0);
+  EXPECT_THROW(get_within(f, bound, "take_then_hold"), fibra::Error);
+  EXPECT_EQ(q.get_many(1000, 10s), iota_from(30, 1000));
 }
 
 TEST(Queues, JoinableQueueJoinsWhenTasksMarkEveryItem) {

@@ -22,20 +22,20 @@ enum class ChannelKind : std::uint8_t {
 
 /// One operation on a channel (wire::ChannelCall carries it to the driver).
 enum class ChannelOp : std::uint8_t {
-  open = 0,       ///< makes a channel (kind, n: maxsize); the reply's value is its id
-  put = 1,        ///< all of `items`, or none (QueueFull when the time runs out)
-  get = 2,        ///< 1 to n items, waiting for the first (QueueEmpty when the time runs out)
-  info = 3,       ///< size, maxsize, closed, set
-  close = 4,      ///< no more puts; gets end with QueueClosed (PipeClosed) once it is empty
-  task_done = 5,  ///< JoinableQueue: n items handled
-  join = 6,       ///< JoinableQueue: waits until every item put was handled (flag: in time)
-  set = 7,        ///< Event: n = 1 sets, 0 clears
-  wait = 8,       ///< Event: waits until set (flag: in time)
-  ack = 9,        ///< a task received the items of delivery `token` (no reply)
-  hold = 10,      ///< a handle reached the driver: one more that keeps the channel (flag: it did)
-  release = 11,   ///< a driver's handle was dropped
-  give_back = 12, ///< a task took the first n items of delivery `token` (read ahead); the rest go back (no reply)
-  recall = 13,    ///< driver -> task: give back what is left of delivery `token`, another get waits for it
+  open = 0,        ///< makes a channel (kind, n: maxsize); the reply's value is its id
+  put = 1,         ///< all of `items`, or none (QueueFull when the time runs out)
+  get = 2,         ///< 1 to n items, waiting for the first (QueueEmpty when the time runs out)
+  info = 3,        ///< size, maxsize, closed, set
+  close = 4,       ///< no more puts; gets end with QueueClosed (PipeClosed) once it is empty
+  task_done = 5,   ///< JoinableQueue: n items handled
+  join = 6,        ///< JoinableQueue: waits until every item put was handled (flag: in time)
+  set = 7,         ///< Event: n = 1 sets, 0 clears
+  wait = 8,        ///< Event: waits until set (flag: in time)
+  ack = 9,         ///< a task received the items of delivery `token` (no reply)
+  hold = 10,       ///< a handle reached the driver: one more that keeps the channel (flag: it did)
+  release = 11,    ///< a driver's handle was dropped
+  give_back = 12,  ///< a task took the first n items of delivery `token` (read ahead); the rest go back (no reply)
+  recall = 13,     ///< driver -> task: give back what is left of delivery `token`, another get waits for it
 };
 
 /// What a channel operation returns.
