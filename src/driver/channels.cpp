@@ -114,18 +114,20 @@ struct ChannelStore::Impl {
     now.swap(ready);
     auto told = std::exchange(notices, {});
     lk.unlock();
-    for (auto& [notify, what] : told) {
-      try {
-        notify(what.first, std::move(what.second));
-      } catch (const std::exception& e) {
-        log::error("fibra: asking a task for the items it read ahead: {}", e.what());
-      }
-    }
+    // Answers first: a recall of items read ahead follows the reply that brought them (the task
+    // also keeps a recall that comes before them, ReadAhead::keep).
     for (auto& [done, outcome] : now) {
       try {
         done(std::move(outcome.first), std::move(outcome.second));
       } catch (const std::exception& e) {
         log::error("fibra: answering a queue's caller: {}", e.what());
+      }
+    }
+    for (auto& [notify, what] : told) {
+      try {
+        notify(what.first, std::move(what.second));
+      } catch (const std::exception& e) {
+        log::error("fibra: asking a task for the items it read ahead: {}", e.what());
       }
     }
   }

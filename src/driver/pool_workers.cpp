@@ -639,6 +639,15 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
     // A lost agent on this host that holds GPUs is ended, so that its replacement gets them soon
     // (stopped, it would keep them until its orphan guard ends it).
     if (!w.gpus.empty() && w.host == my_host_ && w.pid > 0) ::kill(static_cast<pid_t>(w.pid), SIGKILL);
+    // What its processes took of the items they read ahead (only processes on this host read ahead):
+    // gone with them; the rest come back. Read before free_slot lets go of the lanes.
+    std::vector<std::uint64_t> taken;
+    auto took = [&](const std::shared_ptr<LaneRegion>& r) {
+      for (auto& s : r->lane().mailbox().ahead_taken)
+        if (const std::uint64_t v = s.load(std::memory_order_acquire)) taken.push_back(v);
+    };
+    for (const auto& r : w.lanes) took(r);
+    for (const auto& [key, r] : w.actor_lanes) took(r);
     if (process_gone_here(w)) free_slot(w);  // its replacement may take the slot on the next pass
     // A host whose agent fell silent may be cut off or gone: no agent is spawned again, there or
     // anywhere else, by any pool of this process, since every spawn involves every node's Open MPI
@@ -647,15 +656,6 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
     if (!lost_host.empty() && !same_host(lost_host, my_host_)) note_lost_remote_host(lost_host);
     sends_.abandon(w.comm, w.rank, w.tag_of(0), w.tag_of(wire::tags_per_agent));
     group_member_lost(w);
-    // What its processes took of the items they read ahead (only those whose lanes this process maps
-    // read ahead): gone with them; the rest come back.
-    std::vector<std::uint64_t> taken;
-    auto took = [&](const std::shared_ptr<LaneRegion>& r) {
-      for (auto& s : r->lane().mailbox().ahead_taken)
-        if (const std::uint64_t v = s.load(std::memory_order_acquire)) taken.push_back(v);
-    };
-    for (const auto& r : w.lanes) took(r);
-    for (const auto& [key, r] : w.actor_lanes) took(r);
     ChannelStore::instance().forget(uid_, static_cast<std::uint64_t>(w.id), std::nullopt, taken);
     w.batches.clear();
     const auto held = sched_.owned_by(w.id);

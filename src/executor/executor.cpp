@@ -1213,10 +1213,8 @@ class ReadAhead {
     std::string v = std::move(h.items.front());
     h.items.pop_front();
     ++h.taken;
-    if (h.items.empty())
-      tell(ChannelOp::ack, h);
-    else
-      mark(h);  // taken, should this process die now
+    mark(h);  // taken, should this process die now
+    if (h.items.empty()) tell(ChannelOp::ack, h);
     return v;
   }
   bool holds(std::uint64_t channel) {
@@ -1230,7 +1228,8 @@ class ReadAhead {
   std::uint64_t ahead_for(std::uint64_t channel) {
     static const bool on_driver_host = [] {
       const char* v = std::getenv("FIBRA_DRIVER_HOST");
-      return v && std::string_view(v) == "1";
+      const char* lanes = std::getenv("FIBRA_LANES");  // off: the driver maps no mailbox to read at a loss
+      return v && std::string_view(v) == "1" && !(lanes && std::string_view(lanes) == "0");
     }();
     if (!on_driver_host || !g_executor.box) return 0;
     std::lock_guard lk(mu_);
@@ -1245,22 +1244,26 @@ class ReadAhead {
     {
       std::lock_guard lk(mu_);
       Held& h = held_[channel];
-      h.token = token;
+      // Given back at once: another get of this process holds a delivery of this channel (threads),
+      // the driver asked for this one before it came, or no slot can say what it took.
+      if (h.token != 0 || h.early == token || (h.slot < 0 && !reserve(h))) {
+        if (h.early == token) h.early = 0;
+        send(ChannelOp::give_back, token, 1);
+        items.resize(1);
+        return;
+      }
+      h.token = h.last = token;
       h.taken = 1;
       h.items.assign(std::make_move_iterator(items.begin() + 1), std::make_move_iterator(items.end()));
       items.resize(1);
-      if (h.slot < 0 && !reserve(h)) {
-        give_back(h);  // no slot to say what it took (its chunk's read-ahead ended meanwhile)
-        return;
-      }
       mark(h);
     }
     g_executor.inbox->need_reader();  // a recall must be answered while the task computes
   }
-  // What `channel` holds goes back (another call on it comes).
+  // What `channel` holds goes back (another call on it comes: its gets take fewer along).
   void give_back(std::uint64_t channel) {
     std::lock_guard lk(mu_);
-    if (auto it = held_.find(channel); it != held_.end()) give_back(it->second);
+    if (auto it = held_.find(channel); it != held_.end() && give_back(it->second)) it->second.next /= 4;
   }
   // Everything goes back (the chunk ended); returns a channel it gave items of back (0: none).
   std::uint64_t give_back_all() {
@@ -1275,10 +1278,13 @@ class ReadAhead {
   // The driver asks for delivery `token` back (it may be taken, or given back, already).
   void recalled(std::uint64_t channel, std::uint64_t token) {
     std::lock_guard lk(mu_);
-    auto it = held_.find(channel);
-    if (it == held_.end() || it->second.token != token) return;
-    give_back(it->second);
-    it->second.next /= 4;  // another reader competes for its items: take fewer along
+    Held& h = held_[channel];
+    if (h.token == token) {
+      give_back(h);
+      h.next /= 4;  // another reader competes for its items: take fewer along
+    } else if (token > h.last) {
+      h.early = token;  // its reply is still on its way (tokens grow): given back as it comes
+    }
   }
 
  private:
@@ -1286,8 +1292,10 @@ class ReadAhead {
     std::uint64_t token = 0;  // the delivery its items came in (0: none held)
     std::uint64_t taken = 0;  // of that delivery, by gets
     std::deque<std::string> items;
-    std::uint64_t next = 0;  // how many the next get asks to take along
-    int slot = -1;           // in Mailbox::ahead_taken
+    std::uint64_t next = 0;   // how many the next get asks to take along
+    int slot = -1;            // in Mailbox::ahead_taken
+    std::uint64_t last = 0;   // the latest delivery kept
+    std::uint64_t early = 0;  // a delivery recalled before it came
   };
   bool reserve(Held& h) {
     for (int i = 0; i < int(std::size(g_executor.box->ahead_taken)); ++i)
@@ -1308,19 +1316,22 @@ class ReadAhead {
     h.items.clear();
     return true;
   }
-  // Told under mu_, so that a get that found nothing here sends its request after it; the slot is
-  // cleared once the driver will hear of it before any death of this process.
+  // Told under mu_, so that a get that found nothing here sends its request after it. The slot
+  // keeps saying what was taken (a tell may be lost with its process: a kill at a time limit drops
+  // what its socket held); the driver ignores a delivery it no longer owes.
   void tell(ChannelOp op, Held& h) {
+    send(op, h.token, h.taken);
+    h.token = 0;
+  }
+  static void send(ChannelOp op, std::uint64_t token, std::uint64_t taken) {
     wire::ChannelCall c;
     c.op = op;
-    c.token = h.token;
-    c.n = h.taken;
+    c.token = token;
+    c.n = taken;
     wire::Request r;
     r.actor = wire::channel_request;
     r.payload = wire::encode(c);
     g_executor.inbox->tell(std::move(r));
-    h.token = 0;
-    if (h.slot >= 0) g_executor.box->ahead_taken[h.slot].store(0, std::memory_order_release);
   }
   std::mutex mu_;
   std::unordered_map<std::uint64_t, Held> held_;
@@ -1371,7 +1382,7 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
     wire::ChannelReply r;  // a pipe's poll: a value waits here
     r.flag = true;
     return r;
-  } else if (call.op != ChannelOp::put) {
+  } else if (call.op != ChannelOp::put && call.op != ChannelOp::task_done) {
     g_read_ahead.give_back(call.id);  // the driver answers with every item it owes in view
   }
   const QueueWait no_task_on_top;  // every wait below

@@ -429,6 +429,28 @@ TEST(ReadAhead, ASlowReadersItemsComeBackInOrderForAnotherGet) {
   EXPECT_FALSE(q.try_get().has_value());
 }
 
+// Two calls of one threaded actor read one queue at once: each get of the process may read ahead
+// while the other's delivery is held. Every item is read once, and the driver gets the rest; a
+// second delivery that overwrote the first stranded its items (the drains never ended).
+TEST(ReadAhead, TwoThreadsOfOneProcessReadOneQueueAtOnce) {
+  fibra::Pool pool(1);
+  auto relay = fibra::Actor<Relay>::start_on(pool, {.max_concurrency = 2});
+  fibra::Queue<long> q;
+  const long n = 20000;
+  q.put_many(iota_from(0, n));
+  auto a = relay.call(&Relay::drain, q, 5000L);
+  auto b = relay.call(&Relay::drain, q, 5000L);
+  const long sum = get_within(a, bound, "Relay::drain (a)") + get_within(b, bound, "Relay::drain (b)");
+  std::vector<long> rest;
+  while (rest.size() < 10000u) {
+    const auto got = fibra_test::call_within(bound, "the 10,000 items the drains left", [&] { return q.get_many(n); });
+    rest.insert(rest.end(), got.begin(), got.end());
+  }
+  EXPECT_EQ(rest.size(), 10000u);
+  EXPECT_EQ(sum + std::accumulate(rest.begin(), rest.end(), 0L), n * (n - 1) / 2);
+  EXPECT_FALSE(q.try_get().has_value());
+}
+
 // A chunk gives back what it read ahead before its result reaches the driver: the queue holds
 // every item it did not take as soon as its Future is ready (935 of 970 without the give-back).
 TEST(ReadAhead, AChunkGivesBackWhatItDidNotTakeWhenItReturns) {
