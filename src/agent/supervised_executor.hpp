@@ -76,15 +76,14 @@ class SupervisedExecutor {
   /// (an executor that dies as it starts is a crash loop for the chunks to report, not a hang).
   bool started_or_failed() const { return ready_ || idle_deaths_ > 0; }
   pid_t pid() const { return pid_; }
-  /// The chunk it is in now (its mailbox), 0 between chunks.
-  /// What its dead process had taken of the items it read ahead (Mailbox::ahead_taken); the slots
-  /// are cleared for the next process.
+  /// What its dead process had taken of the items it read ahead; the slots are cleared for the next
+  /// process.
   std::vector<std::uint64_t> take_ahead_taken() const {
     std::vector<std::uint64_t> out;
-    for (auto& s : lane().mailbox().ahead_taken)
-      if (const std::uint64_t v = s.exchange(0, std::memory_order_acq_rel)) out.push_back(v);
+    lane().mailbox().take_ahead_taken(out);
     return out;
   }
+  /// The chunk it is in now (its mailbox), 0 between chunks.
   std::uint64_t current_chunk() const { return lane().mailbox().chunk.load(std::memory_order_acquire); }
   /// Ends its process (SIGKILL) for fibra::cancel with force of `chunk`, which it was seen in. Its
   /// death is read and reported as any, but if it was in another chunk by then (it finished that

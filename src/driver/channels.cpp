@@ -73,10 +73,6 @@ const char* kind_name(ChannelKind k) {
 }
 std::string label(ChannelKind k, std::uint64_t id) { return std::string(kind_name(k)) + " #" + std::to_string(id); }
 
-bool same(const ChannelHolder& a, const ChannelHolder& b) {
-  return a.pool == b.pool && a.worker == b.worker && a.route == b.route;
-}
-
 bool matches(const ChannelHolder& h, std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route) {
   return h.remote() && h.pool == pool && (worker == 0 || h.worker == worker) && (!route || h.route == *route);
 }
@@ -178,17 +174,22 @@ struct ChannelStore::Impl {
     unacked.erase(d);
     auto c = channels.find(del.channel);
     if (c == channels.end()) return;
-    c->second.owed -= std::min<std::uint64_t>(c->second.owed, del.items.size());
-    c->second.ahead.erase(token);
-    for (std::size_t i = del.items.size(); i > taken; --i) c->second.items.push_front(std::move(del.items[i - 1]));
+    put_back(c->second, token, del, taken);
     settle(del.channel, c->second);
+  }
+
+  // Delivery `token` is no longer owed: what was not taken of it goes back to the front of `c`, in order.
+  static void put_back(Channel& c, std::uint64_t token, Delivery& d, std::size_t taken) {
+    c.owed -= std::min<std::uint64_t>(c.owed, d.items.size());
+    c.ahead.erase(token);
+    for (std::size_t i = d.items.size(); i > taken; --i) c.items.push_front(std::move(d.items[i - 1]));
   }
 
   // Items another task read ahead come before those in the channel: a get from anyone else waits
   // until they are taken or given back.
   bool behind_ahead(const Channel& c, const ChannelHolder& who) const {
     for (const std::uint64_t token : c.ahead)
-      if (auto d = unacked.find(token); d != unacked.end() && !same(d->second.who, who)) return true;
+      if (auto d = unacked.find(token); d != unacked.end() && d->second.who != who) return true;
     return false;
   }
 
@@ -219,8 +220,7 @@ struct ChannelStore::Impl {
     std::size_t k = std::min<std::size_t>(std::max<std::uint64_t>(n, 1), c.items.size());
     // Only a reader that had the last items too (readers that take turns would take turns asking
     // each other's items back).
-    const bool reads_ahead =
-        ahead > 0 && n <= 1 && who.remote() && k == 1 && c.last_reader && same(*c.last_reader, who);
+    const bool reads_ahead = ahead > 0 && n <= 1 && who.remote() && k == 1 && c.last_reader == who;
     c.last_reader = who;
     if (reads_ahead)
       for (std::size_t bytes = c.items.front().size();
@@ -493,14 +493,10 @@ struct ChannelStore::Impl {
         continue;
       }
       if (auto c = channels.find(it->second.channel); c != channels.end()) {
-        auto& items = it->second.items;
-        c->second.owed -= std::min<std::uint64_t>(c->second.owed, items.size());
-        c->second.ahead.erase(it->first);
         std::size_t gone = 0;  // of items read ahead: those its process took went with it
         for (const std::uint64_t t : taken)
-          if (ahead_token(t) == it->first) gone = std::min<std::size_t>(ahead_count(t), items.size());
-        for (auto s = items.rbegin(); s != items.rend() - static_cast<std::ptrdiff_t>(gone); ++s)
-          c->second.items.push_front(std::move(*s));
+          if (ahead_token(t) == it->first) gone = ahead_count(t);
+        put_back(c->second, it->first, it->second, gone);
         touched.push_back(it->second.channel);
       }
       it = std::make_reverse_iterator(unacked.erase(std::next(it).base()));

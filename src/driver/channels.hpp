@@ -22,6 +22,7 @@ struct ChannelHolder {
   std::uint64_t worker = 0;
   std::uint64_t route = 0;
   bool remote() const noexcept { return pool != 0; }
+  bool operator==(const ChannelHolder&) const = default;
 };
 
 class ChannelStore {

@@ -642,12 +642,8 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
     // What its processes took of the items they read ahead (only processes on this host read ahead):
     // gone with them; the rest come back. Read before free_slot lets go of the lanes.
     std::vector<std::uint64_t> taken;
-    auto took = [&](const std::shared_ptr<LaneRegion>& r) {
-      for (auto& s : r->lane().mailbox().ahead_taken)
-        if (const std::uint64_t v = s.load(std::memory_order_acquire)) taken.push_back(v);
-    };
-    for (const auto& r : w.lanes) took(r);
-    for (const auto& [key, r] : w.actor_lanes) took(r);
+    for (const auto& r : w.lanes) r->lane().mailbox().take_ahead_taken(taken);
+    for (const auto& [key, r] : w.actor_lanes) r->lane().mailbox().take_ahead_taken(taken);
     if (process_gone_here(w)) free_slot(w);  // its replacement may take the slot on the next pass
     // A host whose agent fell silent may be cut off or gone: no agent is spawned again, there or
     // anywhere else, by any pool of this process, since every spawn involves every node's Open MPI

@@ -1191,6 +1191,18 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
   return ok ? 1 : 0;
 }
 
+// Tells the driver what became of delivery `token` (ack, give_back: `taken` of its items); no answer.
+void tell_delivery(ChannelOp op, std::uint64_t token, std::uint64_t taken = 0) {
+  wire::ChannelCall c;
+  c.op = op;
+  c.token = token;
+  c.n = taken;
+  wire::Request r;
+  r.actor = wire::channel_request;
+  r.payload = wire::encode(c);
+  g_executor.inbox->tell(std::move(r));
+}
+
 // Read ahead: a single get of a Queue or Pipe from a task asks the driver to send some of the
 // items behind its own along (wire::ChannelCall::ahead: none at a chunk's first get on a channel,
 // then 4, 16, 64, 256 as its gets go on). The next gets take them here, without a round trip. The
@@ -1226,12 +1238,11 @@ class ReadAhead {
   // driver's (a lost node would take what its tasks took with it, unsaid), nor for more than 8
   // channels at once.
   std::uint64_t ahead_for(std::uint64_t channel) {
-    static const bool on_driver_host = [] {
-      const char* v = std::getenv("FIBRA_DRIVER_HOST");
+    static const bool reads_ahead = executor_on_driver_host() && [] {
       const char* lanes = std::getenv("FIBRA_LANES");  // off: the driver maps no mailbox to read at a loss
-      return v && std::string_view(v) == "1" && !(lanes && std::string_view(lanes) == "0");
+      return !(lanes && std::string_view(lanes) == "0");
     }();
-    if (!on_driver_host || !g_executor.box) return 0;
+    if (!reads_ahead || !g_executor.box) return 0;
     std::lock_guard lk(mu_);
     Held& h = held_[channel];
     if (h.slot < 0 && !reserve(h)) return 0;
@@ -1248,7 +1259,7 @@ class ReadAhead {
       // the driver asked for this one before it came, or no slot can say what it took.
       if (h.token != 0 || h.early == token || (h.slot < 0 && !reserve(h))) {
         if (h.early == token) h.early = 0;
-        send(ChannelOp::give_back, token, 1);
+        tell_delivery(ChannelOp::give_back, token, 1);
         items.resize(1);
         return;
       }
@@ -1319,19 +1330,9 @@ class ReadAhead {
   // Told under mu_, so that a get that found nothing here sends its request after it. The slot
   // keeps saying what was taken (a tell may be lost with its process: a kill at a time limit drops
   // what its socket held); the driver ignores a delivery it no longer owes.
-  void tell(ChannelOp op, Held& h) {
-    send(op, h.token, h.taken);
+  static void tell(ChannelOp op, Held& h) {
+    tell_delivery(op, h.token, h.taken);
     h.token = 0;
-  }
-  static void send(ChannelOp op, std::uint64_t token, std::uint64_t taken) {
-    wire::ChannelCall c;
-    c.op = op;
-    c.token = token;
-    c.n = taken;
-    wire::Request r;
-    r.actor = wire::channel_request;
-    r.payload = wire::encode(c);
-    g_executor.inbox->tell(std::move(r));
   }
   std::mutex mu_;
   std::unordered_map<std::uint64_t, Held> held_;
@@ -1408,13 +1409,7 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
   if (reply.token != 0 && single_get && reply.items.size() > 1) {
     g_read_ahead.keep(call.id, reply.token, reply.items);  // acknowledged as they are taken
   } else if (reply.token != 0) {  // received: the driver no longer owes these items to this process
-    wire::ChannelCall ack;
-    ack.op = ChannelOp::ack;
-    ack.token = reply.token;
-    wire::Request a;
-    a.actor = wire::channel_request;
-    a.payload = wire::encode(ack);
-    g_executor.inbox->tell(std::move(a));
+    tell_delivery(ChannelOp::ack, reply.token);
   }
   return reply;
 }

@@ -98,12 +98,16 @@ class TaskObject final : public StoredObject {
 };
 }  // namespace
 
-std::shared_ptr<const StoredObject> executor_store_object(std::string& encoded) {
-  static const bool on_driver_host = [] {
+bool executor_on_driver_host() {
+  static const bool on = [] {
     const char* v = std::getenv("FIBRA_DRIVER_HOST");
     return v && std::string(v) == "1";
   }();
-  if (!on_driver_host) return nullptr;
+  return on;
+}
+
+std::shared_ptr<const StoredObject> executor_store_object(std::string& encoded) {
+  if (!executor_on_driver_host()) return nullptr;
   // Unique in the driver's run, as far as chance goes: the driver's ids count up from 1; these have
   // bit 61 set, 36 random bits drawn once per process (pids are reused), and a count.
   static const std::uint64_t nonce = [] {

@@ -27,6 +27,9 @@ void executor_keep_objects_of(const std::vector<wire::TaskView>& batch);
 /// Unmaps the objects whose ids are not in `ids`.
 void executor_keep_objects(const std::set<std::uint64_t>& ids);
 
+/// This executor runs on the driver's host (FIBRA_DRIVER_HOST=1, set by its agent).
+bool executor_on_driver_host();
+
 /// fibra::put in a task: on the driver's host (FIBRA_DRIVER_HOST, set by the agent), `encoded` goes
 /// into a memfd of this process's (left empty), which travels with the requests of the tasks
 /// given its Future, and which the driver then maps. nullptr elsewhere, or without shared memory to

@@ -53,6 +53,11 @@ struct Mailbox {
   // owes them: each slot holds ahead_packed(token, taken), 0 when free. If its process dies, these
   // say how many of each delivery it took (gone with it) and which come back.
   std::atomic<std::uint64_t> ahead_taken[8] = {};
+  /// Appends the slots in use to `out` and clears them (the process they describe is gone).
+  void take_ahead_taken(std::vector<std::uint64_t>& out) {
+    for (auto& s : ahead_taken)
+      if (const std::uint64_t v = s.exchange(0, std::memory_order_acq_rel)) out.push_back(v);
+  }
 };
 
 /// A delivery's token (under 2^48) and how many of its items were taken (under 2^16), in one word.
