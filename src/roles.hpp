@@ -18,5 +18,7 @@ namespace fibra::detail {
 /// argv markers with which fibra starts copies of the user's binary.
 inline constexpr const char* agent_flag = "--fibra-agent";
 inline constexpr const char* executor_flag = "--fibra-executor";
+/// A worker started apart joins a running driver: `./app --fibra-join <the driver's FIBRA_JOIN_FILE>`.
+inline constexpr const char* join_flag = "--fibra-join";
 
 }  // namespace fibra::detail

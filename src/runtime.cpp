@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "agent/agent.hpp"
 #include "common/process.hpp"
 #include "driver/driver.hpp"
+#include "driver/joins.hpp"
 #include "executor/executor.hpp"
 #include "roles.hpp"
 
@@ -29,6 +31,7 @@ namespace fibra {
 namespace {
 
 std::atomic<bool> g_active{false};
+std::unique_ptr<detail::JoinListener> g_joins;  // FIBRA_JOIN_FILE: the driver hears workers that join
 
 // Open MPI settings fault handling needs (see docs/architecture.md). Set only where the user has
 // not set them; they reach the singleton's own runtime and every process it spawns.
@@ -62,6 +65,10 @@ void apply_open_mpi_defaults() {
 // than an agent takes to stop (its executors, its last sends: up to 5 s each).
 constexpr double finalize_bound_s = 15;
 
+// An agent's life once it has its communicator with the driver (spawned: its parent; joined:
+// what MPI_Comm_connect gave it), to its end.
+[[noreturn]] void run_agent(MPI_Comm parent);
+
 [[noreturn]] void become_agent(int& argc, char**& argv) {
   default_env(noepoll, "1");  // its PMIx client's event loop too
   int provided = 0;
@@ -72,6 +79,10 @@ constexpr double finalize_bound_s = 15;
     log::error("fibra: {} is only for processes that fibra spawns itself", detail::agent_flag);
     std::_Exit(2);
   }
+  run_agent(parent);
+}
+
+void run_agent(MPI_Comm parent) {
   MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);  // a failed disconnect must not abort the job
   bool retired = false;
@@ -109,8 +120,17 @@ constexpr double finalize_bound_s = 15;
 Runtime::Runtime(int& argc, char**& argv) {
   if (argc >= 5 && std::strcmp(argv[1], detail::executor_flag) == 0)
     detail::executor_main(std::atoi(argv[2]), std::atoi(argv[3]), static_cast<pid_t>(std::atol(argv[4])));
-  for (int i = 1; i < argc; ++i)
+  for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], detail::agent_flag) == 0) become_agent(argc, argv);
+    if (std::strcmp(argv[i], detail::join_flag) == 0) {
+      if (i + 1 >= argc) {
+        log::error("fibra: {} needs the driver's join file: ./app {} <file>", detail::join_flag, detail::join_flag);
+        std::_Exit(2);
+      }
+      const std::string file = argv[i + 1];
+      run_agent(detail::join_driver(argc, argv, file.c_str()));
+    }
+  }
 
   if (g_active.exchange(true))
     throw ConfigError(
@@ -136,12 +156,18 @@ Runtime::Runtime(int& argc, char**& argv) {
     }
     mpi::note_recovery();  // before the defaults: under mpirun, only mpirun's own settings count
     apply_open_mpi_defaults();
+    // FIBRA_JOIN_FILE: workers started apart may join (src/driver/joins.hpp); its accept runs on a
+    // thread of its own, so MPI must allow calls from two threads at once.
+    g_joins = detail::JoinListener::prepare();
+    const int level = g_joins ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED;
     int provided = 0;
-    mpi::check(MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    mpi::check(MPI_Init_thread(&argc, &argv, level, &provided), "MPI_Init_thread");
     mpi::check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     mpi::check(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     if (provided < MPI_THREAD_SERIALIZED)
       throw MpiError("fibra: this MPI library does not support MPI_THREAD_SERIALIZED, which fibra needs");
+    if (provided < level)
+      throw MpiError("fibra: this MPI library does not support MPI_THREAD_MULTIPLE, which FIBRA_JOIN_FILE needs");
     int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size != 1) {
@@ -152,7 +178,9 @@ Runtime::Runtime(int& argc, char**& argv) {
     // A program started with a checkpoint (FIBRA_CHECKPOINT, as `fibra slurm` scripts do) handles
     // SIGTERM/SIGUSR1 from the start: a warning during start-up or a resume still ends in status 75.
     if (const char* ckpt = std::getenv("FIBRA_CHECKPOINT"); ckpt && *ckpt) detail::checkpoint_opened();
+    if (g_joins) g_joins->open();
   } catch (...) {
+    g_joins.reset();
     int init = 0;
     MPI_Initialized(&init);
     if (init) MPI_Finalize();
@@ -166,6 +194,7 @@ Runtime::~Runtime() {
   detail::stop_all_pools();
   detail::stop_task_thread();
   detail::wait_for_checkpoints();  // checkpoints of finished calls still being folded into their .h5
+  const bool joins_clean = !g_joins || g_joins->close();
   // After an agent on another host was lost, Open MPI 4.1's MPI_Finalize can hang for good (a node
   // cut off) or abort the process (a node dead), measured on the virtual cluster: every result is
   // delivered by now, so the driver leaves without it and ends with its own exit status.
@@ -175,9 +204,10 @@ Runtime::~Runtime() {
         "after that; every result was delivered",
         lost);
     std::fflush(nullptr);
-  } else {
+  } else if (joins_clean) {
     MPI_Finalize();
   }
+  g_joins.reset();  // its name server, after MPI_Finalize
   g_active = false;
 }
 

@@ -69,6 +69,10 @@ struct WorkerInfo {
   int workers = 1;             ///< workers (executors) it runs
   std::string state;           ///< "starting", "ready", "retiring", "leaving", "gone" or "lost"
   bool shared_memory = false;  ///< the driver hands its workers batches in shared memory (same host)
+  /// Empty for an agent the pool spawned; for one that joined the running driver from a launch of
+  /// its own (`./app --fibra-join`, docs/elastic.md): where it came from, "Slurm job 812" or
+  /// "mpirun, rank 0 of 2" or "a launch of its own".
+  std::string joined_from;
 };
 
 }  // namespace fibra

@@ -12,3 +12,13 @@ namespace fibra::detail {
 int agent_main(MPI_Comm parent, bool& retired);
 
 }  // namespace fibra::detail
+
+namespace fibra::detail {
+
+/// A worker started apart (`./app --fibra-join <file>`, src/agent/join.cpp): starts MPI with the
+/// driver's name server, says hello to the driver the join file names, and connects once it says
+/// go. Returns the intercommunicator to the driver (which is rank 0 there), for agent_main; on
+/// any failure it says why and ends the process.
+MPI_Comm join_driver(int& argc, char**& argv, const char* file);
+
+}  // namespace fibra::detail

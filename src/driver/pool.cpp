@@ -141,6 +141,7 @@ void PoolImpl::loop() {
       busy |= dispatch();
       busy |= dispatch_actors();
       busy |= adjust_size();
+      busy |= take_joins();
       sending = progress_sends();
       watch_workers();
       draw_graph_progress();
@@ -619,7 +620,7 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
     std::lock_guard lk(mu_);
     take_inbox();
     if (sched_.pending() == 0 && !steal_for_idle()) return false;
-    const int ready = ready_count();
+    const int ready = ready_count() + joined_ready_;
     // Least loaded first: every idle executor gets a batch before a busy one gets a second, and a
     // second batch waits on a busy executor only while chunks are short (prefetch_pays). An agent
     // gives each batch to its least busy executor.
@@ -1067,6 +1068,27 @@ std::shared_ptr<PoolCore> find_pool(std::uint64_t uid) noexcept {
   for (auto& w : g_pools)
     if (auto p = w.lock(); p && p->uid() == uid) return p;
   return nullptr;
+}
+
+bool pool_running() noexcept {
+  std::lock_guard lk(g_pools_mu);
+  return std::any_of(g_pools.begin(), g_pools.end(), [](const auto& w) {
+    auto p = w.lock();
+    return p && !p->closed();
+  });
+}
+
+// The oldest pool still running takes it (a program usually has one).
+bool offer_joined_agent(JoinedAgent& j) {
+  std::vector<std::shared_ptr<PoolImpl>> live;
+  {
+    std::lock_guard lk(g_pools_mu);
+    for (auto& w : g_pools)
+      if (auto p = w.lock()) live.push_back(std::move(p));
+  }
+  for (auto& p : live)
+    if (p->adopt_join(j)) return true;
+  return false;
 }
 
 void stop_all_pools() noexcept {

@@ -62,6 +62,7 @@
 #include "fibra/error.hpp"
 #include "transport/lane.hpp"
 #include "transport/mpi.hpp"
+#include "driver/joins.hpp"
 #include "driver/objects.hpp"
 #include "driver/scheduler.hpp"
 #include "common/trace.hpp"
@@ -186,6 +187,10 @@ struct Worker {
   bool hot = false;             // listed in PoolImpl::hot_: probed at every pass (PoolImpl::urgent)
   bool holds_slot = true;       // counted in g_agents_in_slots until its process is surely gone
   bool read_after_loss = true;  // lost, but what it still sends is read (late results)
+  // It joined from a launch of its own (src/driver/joins.hpp), not spawned: outside the pool's
+  // target (Pool::resize), holding none of the allocation's slots, never replaced when lost.
+  bool joined = false;
+  std::string joined_from;  // where it came from ("Slurm job 812"), for WorkerInfo
   bool alive() const { return state != State::gone && state != State::lost; }
 };
 
@@ -305,13 +310,13 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
 
   int size() const override {
     std::lock_guard lk(mu_);
-    return target_;
+    return target_ + joined_live_;
   }
 
   PoolStats stats() const override {
     std::lock_guard lk(mu_);
     PoolStats s = stats_;
-    s.workers_ready = ready_count();
+    s.workers_ready = ready_count() + joined_ready_;
     return s;
   }
 
@@ -338,7 +343,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::lock_guard lk(mu_);
     std::vector<WorkerInfo> out;
     for (auto& w : workers_)
-      out.push_back({w->slot, w->host, w->pid, w->executors, names[static_cast<int>(w->state)], w->shared_memory});
+      out.push_back({w->slot, w->host, w->pid, w->executors, names[static_cast<int>(w->state)], w->shared_memory,
+                     w->joined_from});
     return out;
   }
   // pool_actors.cpp
@@ -367,6 +373,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void terminate() override;
   // pool_workers.cpp
   void resize(int n) override;
+  /// From the join listener's thread: takes a worker that joined (its setup is sent from the
+  /// communication thread); false if the pool no longer runs.
+  bool adopt_join(JoinedAgent& j);
 
  private:
   // ---- pool.cpp: run (loop(), the communication thread) and stop ------------------------------
@@ -403,6 +412,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
 
   // ---- pool_workers.cpp: spawning (for start() and later growth) and the lifecycle of workers --
   void spawn_agents(const std::vector<int>& executors);
+  bool take_joins();
   static wire::Simulation simulation_wanted();  // the scale simulation asked for (FIBRA_SIMULATED_AGENTS)
   void release_comm(Worker& w);
   enum class Taken { more, done };
@@ -443,11 +453,13 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   }
   void count_state(const Worker& w, int sign) {
     const bool ready = w.state == Worker::State::ready;
-    if (ready || w.state == Worker::State::starting) live_executors_ += sign * w.executors;
-    if (ready) ready_executors_ += sign * w.executors;
+    if (ready || w.state == Worker::State::starting) (w.joined ? joined_live_ : live_executors_) += sign * w.executors;
+    if (ready) (w.joined ? joined_ready_ : ready_executors_) += sign * w.executors;
     if (w.state == Worker::State::retiring) retiring_agents_ += sign;
   }
   int live_executors_ = 0, ready_executors_ = 0, retiring_agents_ = 0;
+  // The same for workers that joined (Worker::joined), which the pool's target does not count.
+  int joined_live_ = 0, joined_ready_ = 0;
   int next_agent_size() const;
   std::vector<int> next_agent_sizes(int most) const;
   static constexpr int grow_together = 16;  // agents spawned together at most when the pool grows
@@ -561,6 +573,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // one pass, and every group of agents spawned together (AgentGroup), probed once per pass.
   std::vector<Worker*> hot_, probing_;
   std::vector<std::shared_ptr<AgentGroup>> groups_;
+  std::vector<JoinedAgent> joins_;  // under mu_: agents that joined, for the communication thread to take (take_joins)
   std::uint64_t receive_passes_ = 0;
   double next_steal_look_ = 0;  // steal_for_idle looks at most once a millisecond (communication thread)
   // Under mu_: (worker id, chunk) to tell its agent (tag_cancel: fibra::cancel with force).

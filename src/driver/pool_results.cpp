@@ -338,6 +338,9 @@ std::string PoolImpl::where(const Worker& w, long pid) const {
 
 // "worker 3 of 4", or for an agent that runs several: "a worker of agent 2 (4 of the pool's 16)".
 std::string PoolImpl::name(const Worker& w) const {
+  if (w.joined)  // outside the pool's own count
+    return (w.executors == 1 ? "worker " + std::to_string(w.slot) : "a worker of agent " + std::to_string(w.slot)) +
+           " (joined from " + w.joined_from + ")";
   if (w.executors == 1) return "worker " + std::to_string(w.slot) + " of " + std::to_string(target_);
   return "a worker of agent " + std::to_string(w.slot) + " (" + std::to_string(w.executors) + " of the pool's " +
          std::to_string(target_) + ")";

@@ -322,6 +322,61 @@ void PoolImpl::spawn_agents(const std::vector<int>& executors) {
     send(*added[i], wire::tag_setup, wire::encode(setups[i]));  // before anything else it hears
 }
 
+bool PoolImpl::adopt_join(JoinedAgent& j) {
+  std::lock_guard lk(mu_);
+  if (closed_ || stopping_) return false;
+  joins_.push_back(j);
+  kick();
+  return true;
+}
+
+// Agents that joined (src/driver/joins.hpp) become workers as a spawned agent does, each a group of
+// its own: its setup first, then its hello. They add to the pool's workers without counting
+// against its target. Under the MPI lock.
+bool PoolImpl::take_joins() {
+  std::vector<JoinedAgent> joins;
+  {
+    std::lock_guard lk(mu_);
+    if (joins_.empty()) return false;
+    joins.swap(joins_);
+  }
+  for (auto& j : joins) {
+    auto group = std::make_shared<AgentGroup>();
+    group->comm = j.comm;
+    group->open = 1;
+    groups_.push_back(group);
+    wire::AgentSetup setup;
+    Worker* w = nullptr;
+    {
+      std::lock_guard lk(mu_);
+      setup = agent_setup(j.hello.executors);
+      auto made = std::make_unique<Worker>();
+      made->id = next_worker_id_++;
+      made->slot = setup.slot;
+      made->executors = j.hello.executors;
+      made->planned_host = j.hello.host;
+      made->has = s_.resources;
+      if (!s_.gpu_ids.empty()) made->has.gpus = 0;  // the pool's GPUs are on its own hosts
+      made->holds_slot = false;                     // not of this allocation's slots
+      made->joined = true;
+      made->joined_from = j.hello.origin;
+      made->comm = j.comm;
+      made->group = group;
+      made->spawned_at = made->last_heard = made->last_sent = mpi::now_s();
+      w = made.get();
+      group->members.push_back(w);
+      workers_.push_back(std::move(made));
+      count_state(*w, +1);  // starting
+      ++stats_.workers_started;
+      mark_hot(*w);
+    }
+    log::info("fibra: agent {} with {} worker(s) joined from {} on {} (pid {})", w->slot, w->executors, j.hello.origin,
+              j.hello.host, j.hello.pid);
+    send(*w, wire::tag_setup, wire::encode(setup));
+  }
+  return true;
+}
+
 // A worker's side of its group's communicator is no longer used (it said bye; or the pool ends):
 // the communicator is freed with its group's last open member (MPI_Comm_free is local, never a
 // wait). Under the MPI lock.
@@ -648,8 +703,9 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
     // A host whose agent fell silent may be cut off or gone: no agent is spawned again, there or
     // anywhere else, by any pool of this process, since every spawn involves every node's Open MPI
     // daemon (see frozen_reason). Placement "none" plans no host: the host its hello gave counts.
+    // (Not one that joined: its node is not of this job, whose daemons a spawn involves.)
     const std::string& lost_host = w.planned_host.empty() ? w.host : w.planned_host;
-    if (!lost_host.empty() && !same_host(lost_host, my_host_)) note_lost_remote_host(lost_host);
+    if (!w.joined && !lost_host.empty() && !same_host(lost_host, my_host_)) note_lost_remote_host(lost_host);
     sends_.abandon(w.comm, w.rank, w.tag_of(0), w.tag_of(wire::tags_per_agent));
     group_member_lost(w);
     ChannelStore::instance().forget(uid_, static_cast<std::uint64_t>(w.id), std::nullopt, taken);
@@ -657,10 +713,11 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
     const auto held = sched_.owned_by(w.id);
     const std::string who =
         (w.executors == 1 ? name(w)
-                          : "agent " + std::to_string(w.slot) + " with " + std::to_string(w.executors) + " workers") +
+                          : "agent " + std::to_string(w.slot) + " with " + std::to_string(w.executors) + " workers" +
+                                (w.joined ? " (joined from " + w.joined_from + ")" : "")) +
         " on " + (w.host.empty() ? "?" : w.host) + " (pid " + std::to_string(w.pid) + ")";
     if (!was_leaving) {
-      const bool replaced = live_count() < target_ && !stopping_;
+      const bool replaced = !w.joined && live_count() < target_ && !stopping_;
       line = "fibra: " + who + " was lost: " + why + "; the " + std::to_string(held.size()) +
              " chunk(s) it held count a failed attempt";
       if (replaced && !remote_host_lost()) {
@@ -780,7 +837,8 @@ void PoolImpl::on_spawn_failed(const Error& e) {
     const bool may_recover = std::any_of(workers_.begin(), workers_.end(), [](auto& w) {
       return w->state == Worker::State::retiring || (w->state == Worker::State::lost && w->holds_slot);
     });
-    if (live == 0 && !may_recover) {  // nobody left to run anything: every waiting call fails now, nothing hangs
+    if (live + joined_live_ == 0 &&
+        !may_recover) {  // nobody left to run anything: every waiting call fails now, nothing hangs
       fail_all(std::make_exception_ptr(
           WorkerLost(std::string("fibra: the pool has no workers left and cannot start new ones: ") + e.what())));
     }
@@ -798,6 +856,7 @@ void PoolImpl::say_goodbye() {
   try {
     {
       std::lock_guard ml(mpi::lock());
+      take_joins();  // agents that joined as the pool stopped: they are told to leave as the others
       for (auto& w : workers_) {
         if (!w->alive()) continue;
         send(*w, wire::tag_shutdown, std::string());

@@ -29,6 +29,7 @@
 
 #include "common/unique_fd.hpp"
 #include "fibra/error.hpp"
+#include "transport/tcp.hpp"
 
 namespace fibra::detail {
 
@@ -41,41 +42,9 @@ constexpr int io_timeout_ms = 30'000;  // a peer that stops reading or writing t
 
 std::string sys_error(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
-// Waits until `fd` is ready for `events`; false after `ms` or on an error.
-bool wait_for(int fd, short events, int ms) {
-  pollfd p{fd, events, 0};
-  for (;;) {
-    const int r = ::poll(&p, 1, ms);
-    if (r < 0 && errno == EINTR) continue;
-    return r > 0 && (p.revents & events);
-  }
-}
-
-bool write_all(int fd, const void* data, std::size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0 && errno == EAGAIN && wait_for(fd, POLLOUT, io_timeout_ms)) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= std::size_t(k);
-  }
-  return true;
-}
-
-bool read_all(int fd, void* data, std::size_t n, int ms = io_timeout_ms) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    if (!wait_for(fd, POLLIN, ms)) return false;
-    const ssize_t k = ::recv(fd, p, n, 0);
-    if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= std::size_t(k);
-  }
-  return true;
-}
+using tcp::read_all;
+using tcp::wait_for;
+using tcp::write_all;
 
 }  // namespace
 
@@ -133,10 +102,11 @@ struct ObjectServer::Impl {
     std::uint32_t len = 0;
     std::uint64_t wait_ms = 0, their_key = 0;
     std::string name;
-    bool whole = read_all(c, &their_key, sizeof their_key) && read_all(c, &len, sizeof len) && len <= max_name;
+    bool whole = read_all(c, &their_key, sizeof their_key, io_timeout_ms) &&
+                 read_all(c, &len, sizeof len, io_timeout_ms) && len <= max_name;
     if (whole) {
       name.resize(len);
-      whole = read_all(c, name.data(), len) && read_all(c, &wait_ms, sizeof wait_ms);
+      whole = read_all(c, name.data(), len, io_timeout_ms) && read_all(c, &wait_ms, sizeof wait_ms, io_timeout_ms);
     }
     // (The whole request is read before any answer: a socket closed with bytes unread resets it.)
     if (whole && their_key != key) {
@@ -173,44 +143,9 @@ struct ObjectServer::Impl {
 ObjectServer::ObjectServer(std::uint64_t key) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.key = key;
-  s.listener = UniqueFd(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  bool v6 = true;
-  if (!s.listener) {  // no IPv6 here: IPv4 alone
-    v6 = false;
-    s.listener = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  }
-  if (!s.listener) throw Error("fibra: cannot serve stored objects to other hosts (" + sys_error("socket") + ")");
-  int on = 1, off = 0;
-  ::setsockopt(s.listener.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  int rc = -1;
-  if (v6) {
-    // IPv4 peers too; where that cannot be had (or the bind fails), IPv4 alone
-    if (::setsockopt(s.listener.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) == 0) {
-      sockaddr_in6 a{};
-      a.sin6_family = AF_INET6;
-      a.sin6_addr = in6addr_any;
-      rc = ::bind(s.listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
-    }
-    if (rc != 0) {
-      v6 = false;
-      s.listener = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      if (!s.listener) throw Error("fibra: cannot serve stored objects to other hosts (" + sys_error("socket") + ")");
-      ::setsockopt(s.listener.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    }
-  }
-  if (!v6) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    rc = ::bind(s.listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
-  }
-  if (rc != 0 || ::listen(s.listener.get(), 64) != 0)
-    throw Error("fibra: cannot serve stored objects to other hosts (" + sys_error("bind/listen") + ")");
-  sockaddr_storage got{};
-  socklen_t n = sizeof got;
-  ::getsockname(s.listener.get(), reinterpret_cast<sockaddr*>(&got), &n);
-  s.port = ntohs(got.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&got)->sin6_port
-                                           : reinterpret_cast<sockaddr_in*>(&got)->sin_port);
+  tcp::Listener l = tcp::listen_any("serve stored objects to other hosts");
+  s.listener = std::move(l.fd);
+  s.port = l.port;
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) throw Error("fibra: cannot serve stored objects (" + sys_error("pipe") + ")");
   s.stop_pipe[0] = UniqueFd(p[0]);
@@ -254,39 +189,8 @@ std::unique_ptr<ObjectMemory> fetch_object(const std::string& host, std::uint16_
                                            const std::string& name, std::uint64_t size, double wait_s,
                                            std::string& why) {
   const std::string where = host + ":" + std::to_string(port);
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
-    why = "cannot resolve " + host + " (" + ::gai_strerror(rc) + ")";
-    return nullptr;
-  }
-  UniqueFd s;
-  int last_error = 0;
-  for (addrinfo* a = found; a && !s; a = a->ai_next) {
-    UniqueFd c(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
-    if (!c) continue;
-    int rc = ::connect(c.get(), a->ai_addr, a->ai_addrlen);
-    last_error = errno;
-    if (rc != 0 && errno == EINPROGRESS) {
-      last_error = ETIMEDOUT;
-      if (wait_for(c.get(), POLLOUT, 5'000)) {
-        int err = 0;
-        socklen_t n = sizeof err;
-        ::getsockopt(c.get(), SOL_SOCKET, SO_ERROR, &err, &n);
-        last_error = err;
-        rc = err == 0 ? 0 : -1;
-      }
-    }
-    if (rc == 0) s = std::move(c);
-  }
-  ::freeaddrinfo(found);
-  if (!s) {
-    why = "cannot connect to " + where + " (" + std::strerror(last_error) + ")";
-    return nullptr;
-  }
-  int on = 1;
-  ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  UniqueFd s = tcp::connect_to(host, port, 5'000, why);
+  if (!s) return nullptr;
   // The request in one write: the key, the name's length and the name, how long to wait.
   const auto len = static_cast<std::uint32_t>(name.size());
   const auto wait_ms = static_cast<std::uint64_t>(wait_s * 1000);

@@ -318,6 +318,31 @@ template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, Hello>
 void fields(F&& f, M& m) { f(m.fingerprint, m.functions, m.pid, m.host, m.lane_fds, m.object_port, m.copies_kept); }
 
+/// A worker started apart (another mpirun, another Slurm job) -> the driver, over TCP before it
+/// connects through MPI (transport/join.hpp): who it is, and whether it runs the same build.
+struct JoinHello {
+  std::uint64_t nonce = 0;        ///< read from the join file: the run it means to join
+  std::uint64_t fingerprint = 0;  ///< of its registry of remote functions
+  std::uint64_t functions = 0;
+  std::int64_t pid = 0;
+  std::string host;
+  std::int32_t executors = 1;  ///< workers it offers to run
+  std::string origin;          ///< where it came from, for people ("Slurm job 812", "mpirun")
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, JoinHello>
+void fields(F&& f, M& m) { f(m.nonce, m.fingerprint, m.functions, m.pid, m.host, m.executors, m.origin); }
+
+/// The driver's answer to a JoinHello: connect now (MPI_Comm_connect to the join file's port), or
+/// not, and why.
+struct JoinAnswer {
+  bool go = false;
+  std::string why;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, JoinAnswer>
+void fields(F&& f, M& m) { f(m.go, m.why); }
+
 /// One chunk of a task batch (its payload follows it).
 
 struct TaskHeader {

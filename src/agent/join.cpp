@@ -1,0 +1,124 @@
+// src/agent/join.cpp: the joiner's side of transport/join.hpp, in a worker started apart
+// (`./app --fibra-join <file>`, or the same under mpirun or srun): it then runs as an agent of the
+// driver like a spawned one.
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "agent/agent.hpp"
+#include "common/log.hpp"
+#include "common/process.hpp"
+#include "fibra/detail/registry.hpp"
+#include "transport/join.hpp"
+#include "transport/mpi.hpp"
+#include "transport/tcp.hpp"
+#include "transport/wire.hpp"
+
+namespace fibra::detail {
+
+namespace {
+
+constexpr int connect_ms = 3'000;     // per address of the driver's hello
+constexpr int answer_ms = 120'000;    // the driver answers within its wait for a pool (60 s), and more
+constexpr double default_wait_s = 60;  // for the join file to appear (FIBRA_JOIN_WAIT_S)
+
+[[noreturn]] void fail(const std::string& why) {
+  log::error("fibra: this worker cannot join the driver: {}", why);
+  std::fflush(nullptr);
+  std::_Exit(2);
+}
+
+double seconds_from_env(const char* name, double otherwise) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return otherwise;
+  char* end = nullptr;
+  const double x = std::strtod(v, &end);
+  if (*end != '\0' || !(x > 0)) fail(std::string(name) + "=" + v + " is not a number of seconds above 0");
+  return x;
+}
+
+// Workers it offers: FIBRA_JOIN_WORKERS, else the CPUs it may use shared by the ranks of its launch
+// on this node.
+int executors_offered() {
+  if (const char* v = std::getenv("FIBRA_JOIN_WORKERS"); v && *v) {
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 1 || n > 4096) fail(std::string("FIBRA_JOIN_WORKERS=") + v + " is not a number from 1 to 4096");
+    return static_cast<int>(n);
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cpus = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int ranks = local ? std::max(1, std::atoi(local)) : 1;
+  return std::max(1, cpus / ranks);
+}
+
+std::string origin() {
+  if (const char* job = std::getenv("SLURM_JOB_ID"); job && *job) return std::string("Slurm job ") + job;
+  if (std::getenv("OMPI_COMM_WORLD_SIZE"))
+    return std::string("mpirun, rank ") + std::getenv("OMPI_COMM_WORLD_RANK") + " of " +
+           std::getenv("OMPI_COMM_WORLD_SIZE");
+  return "a launch of its own";
+}
+
+}  // namespace
+
+MPI_Comm join_driver(int& argc, char**& argv, const char* file) {
+  join::Address a;
+  try {
+    a = join::read_file(file, seconds_from_env("FIBRA_JOIN_WAIT_S", default_wait_s));
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
+  if (a.fingerprint != registry_fingerprint())
+    fail("it is another build of the program than the driver's (its remote functions differ): start workers from "
+         "the driver's binary");
+  // Open MPI's name server: mpirun's own (--ompi-server), or, for a process without mpirun, the
+  // driver's, which MPI_Init reads from the environment.
+  if (std::getenv("OMPI_COMM_WORLD_SIZE")) {
+    const char* given = std::getenv("OMPI_MCA_pmix_server_uri");
+    if (!given || !*given)
+      fail("under mpirun it needs the driver's name server, which only mpirun can be given: run `mpirun "
+           "--ompi-server file:" +
+           a.server_file + " ... ./app --fibra-join " + file + "`, or start it without mpirun");
+  } else {
+    ::setenv("OMPI_MCA_pmix_server_uri", a.server_uri.c_str(), 1);
+  }
+  ::setenv("EVENT_NOEPOLL", "1", 0);  // as every fibra process (src/runtime.cpp)
+  int provided = 0;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) fail("MPI_Init_thread failed");
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+
+  UniqueFd s;
+  std::string why, tried;
+  for (const auto& h : a.hello) {
+    s = tcp::connect_to(h.host, h.port, connect_ms, why);
+    if (s) break;
+    tried += (tried.empty() ? "" : "; ") + why;
+  }
+  if (!s) fail("the driver does not answer at the addresses " + std::string(file) + " names (" + tried + "): it has ended, or this node cannot reach it");
+  wire::JoinHello hello;
+  hello.nonce = a.nonce;
+  hello.fingerprint = registry_fingerprint();
+  hello.functions = registry_size();
+  hello.pid = ::getpid();
+  hello.host = host_name();
+  hello.executors = executors_offered();
+  hello.origin = origin();
+  if (!join::send_message(s.get(), wire::encode(hello))) fail("the driver closed the connection before the hello");
+  const auto reply = join::receive_message(s.get(), answer_ms);
+  if (!reply) fail("no answer from the driver to its hello");
+  const auto answer = wire::decode<wire::JoinAnswer>(*reply);
+  if (!answer.go) fail("the driver refused it: " + answer.why);
+  MPI_Comm inter = MPI_COMM_NULL;
+  const int rc = MPI_Comm_connect(a.port.c_str(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter);
+  if (rc != MPI_SUCCESS) fail("MPI_Comm_connect to the driver's port failed: " + mpi::error_text(rc));
+  MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+  return inter;
+}
+
+}  // namespace fibra::detail

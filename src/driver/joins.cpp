@@ -1,0 +1,321 @@
+// src/driver/joins.cpp: see joins.hpp. The listener's thread hears one hello at a time, answers
+// it, and, having said "go", waits in MPI_Comm_accept for that joiner alone; the agent it accepts
+// goes to a pool, whose communication thread sends its setup like a spawned one's.
+#include "driver/joins.hpp"
+
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "common/log.hpp"
+#include "common/process.hpp"
+#include "common/unique_fd.hpp"
+#include "fibra/detail/registry.hpp"
+#include "fibra/error.hpp"
+#include "transport/join.hpp"
+#include "transport/mpi.hpp"
+#include "transport/tcp.hpp"
+
+namespace fibra::detail {
+
+namespace {
+constexpr double server_start_s = 10;  // ompi-server writes its URI within this
+constexpr double pool_wait_s = 60;     // a hello waits this long for a pool to run
+constexpr int hello_ms = 10'000;       // a joiner that connected sends its hello within this
+constexpr double close_wait_s = 5;     // the thread ends within this at close(), unless stuck in an accept
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return trimmed(s.str());
+}
+
+// Where joiners may say hello: this host's IPv4 addresses (loopback last), then its name.
+std::vector<join::Address::Hello> hello_addresses(std::uint16_t port) {
+  std::vector<join::Address::Hello> out;
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) == 0) {
+    for (ifaddrs* i = all; i; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
+          (i->ifa_flags & IFF_LOOPBACK))
+        continue;
+      char b[INET_ADDRSTRLEN];
+      if (::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, b, sizeof b))
+        out.push_back({b, port});
+    }
+    ::freeifaddrs(all);
+  }
+  out.push_back({host_name(), port});
+  out.push_back({"127.0.0.1", port});
+  return out;
+}
+}  // namespace
+
+struct JoinListener::Impl {
+  std::string path;         // the join file
+  std::string server_uri;   // ompi-server's
+  std::string server_file;  // holding that URI
+  bool own_server_file = false;
+  pid_t server_pid = -1;  // the ompi-server this driver started, if it did
+  std::uint64_t nonce = std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32);
+  std::string port;  // MPI's
+  tcp::Listener listener;
+  UniqueFd stop[2];
+  std::thread thread;
+  std::atomic<bool> done{false}, in_accept{false};
+  bool opened = false, closed = false;
+
+  void start_server() {
+    server_file = path + ".uri";
+    std::remove(server_file.c_str());
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) throw Error(std::string("fibra: cannot start ompi-server for FIBRA_JOIN_FILE (fork: ") + std::strerror(errno) + ")");
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // it ends with the driver, however the driver ends
+      if (::getppid() != parent) ::_exit(0);
+      const int null = ::open("/dev/null", O_WRONLY);
+      if (null >= 0) ::dup2(null, STDOUT_FILENO);
+      ::execlp("ompi-server", "ompi-server", "--no-daemonize", "-r", server_file.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    server_pid = pid;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(server_start_s);
+    while ((server_uri = file_text(server_file)).empty()) {
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        server_pid = -1;
+        throw ConfigError(
+            "fibra: FIBRA_JOIN_FILE needs Open MPI's name server, and ompi-server (Debian's openmpi-bin) did not "
+            "start (exit status " +
+            std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) +
+            (WIFEXITED(status) && WEXITSTATUS(status) == 127 ? ": not found on PATH" : "") + ")");
+      }
+      if (std::chrono::steady_clock::now() >= end) {
+        stop_server();
+        throw ConfigError("fibra: FIBRA_JOIN_FILE needs Open MPI's name server, and ompi-server wrote no URI to " +
+                          server_file + " within " + std::to_string(static_cast<int>(server_start_s)) + " s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  void stop_server() noexcept {
+    if (server_pid <= 0) return;
+    ::kill(server_pid, SIGTERM);
+    for (int i = 0; i < 200; ++i) {  // 2 s, then SIGKILL
+      if (::waitpid(server_pid, nullptr, WNOHANG) == server_pid) {
+        server_pid = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (server_pid > 0) {
+      ::kill(server_pid, SIGKILL);
+      ::waitpid(server_pid, nullptr, 0);
+      server_pid = -1;
+    }
+    std::remove(server_file.c_str());
+  }
+
+  bool stopping(int ms) const {
+    pollfd p{stop[0].get(), POLLIN, 0};
+    return ::poll(&p, 1, ms) > 0;
+  }
+
+  void serve() {
+    pollfd p[2] = {{listener.fd.get(), POLLIN, 0}, {stop[0].get(), POLLIN, 0}};
+    for (;;) {
+      const int r = ::poll(p, 2, -1);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 || (p[1].revents & POLLIN)) break;
+      if (!(p[0].revents & POLLIN)) continue;
+      UniqueFd c(::accept4(listener.fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!c) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // out of descriptors: it waits in the backlog
+        continue;
+      }
+      try {
+        hear(c.get());
+      } catch (const std::exception& e) {
+        log::warning("fibra: a worker's join failed: {}", e.what());
+      }
+    }
+    done = true;
+  }
+
+  static bool answer(int fd, bool go, const std::string& why) {
+    wire::JoinAnswer a;
+    a.go = go;
+    a.why = why;
+    return join::send_message(fd, wire::encode(a));
+  }
+
+  // One joiner: its hello, the answer, and (having said "go") the accept of its connect.
+  void hear(int fd) {
+    const auto m = join::receive_message(fd, hello_ms);
+    if (!m) return;  // not a joiner, or it left
+    wire::JoinHello h;
+    try {
+      h = wire::decode<wire::JoinHello>(*m);
+    } catch (const std::exception&) {
+      answer(fd, false, "its hello does not decode: another version of fibra, or not a fibra worker");
+      return;
+    }
+    std::string why;
+    if (h.nonce != nonce)
+      why = "its join file is not this run's (the driver wrote " + path + " anew since it was read)";
+    else if (h.fingerprint != registry_fingerprint())
+      why = "it runs another build of the program (" + std::to_string(h.functions) +
+            " remote functions registered, the driver has " + std::to_string(registry_size()) +
+            " or others): start workers from the driver's binary";
+    else if (h.executors < 1 || h.executors > 4096)
+      why = "it offers " + std::to_string(h.executors) + " workers (FIBRA_JOIN_WORKERS): from 1 to 4096";
+    if (why.empty()) {
+      for (int i = 0; i < static_cast<int>(pool_wait_s * 20) && !pool_running(); ++i)
+        if (stopping(50)) return;
+      if (!pool_running()) why = "no pool ran in the driver for " + std::to_string(static_cast<int>(pool_wait_s)) + " s";
+    }
+    if (!why.empty()) {
+      log::warning("fibra: a worker from {} on {} (pid {}) may not join: {}", h.origin, h.host, h.pid, why);
+      answer(fd, false, why);
+      return;
+    }
+    if (!answer(fd, true, "")) return;
+    // The joiner calls MPI_Comm_connect as soon as it reads this; a joiner killed in between
+    // leaves this thread here for good (close() then says so).
+    in_accept = true;
+    MPI_Comm comm = MPI_COMM_NULL;
+    const int rc = MPI_Comm_accept(port.c_str(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &comm);
+    in_accept = false;
+    if (rc != MPI_SUCCESS) {
+      log::warning("fibra: a worker from {} on {} (pid {}) said hello but MPI_Comm_accept failed: {}", h.origin,
+                   h.host, h.pid, mpi::error_text(rc));
+      return;
+    }
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    JoinedAgent j{comm, h};
+    if (!offer_joined_agent(j)) {  // the pool ended since: the joiner is told to leave
+      MPI_Send(nullptr, 0, MPI_BYTE, 0, wire::tag_shutdown, comm);
+      MPI_Comm_free(&comm);
+    }
+  }
+};
+
+JoinListener::JoinListener() : impl_(std::make_unique<Impl>()) {}
+
+std::unique_ptr<JoinListener> JoinListener::prepare() {
+  const char* path = std::getenv("FIBRA_JOIN_FILE");
+  if (!path || !*path) return nullptr;
+  std::unique_ptr<JoinListener> l(new JoinListener());
+  Impl& s = *l->impl_;
+  s.path = path;
+  const char* given = std::getenv("OMPI_MCA_pmix_server_uri");  // mpirun --ompi-server sets it
+  if (given && *given) {
+    const std::string v = given;
+    if (v.rfind("file:", 0) == 0) {
+      s.server_file = v.substr(5);
+      s.server_uri = file_text(s.server_file);
+      if (s.server_uri.empty())
+        throw ConfigError("fibra: OMPI_MCA_pmix_server_uri (mpirun --ompi-server) names " + s.server_file +
+                          ", which holds no ompi-server URI");
+    } else {
+      s.server_uri = v;
+      s.server_file = s.path + ".uri";
+      s.own_server_file = true;
+      std::ofstream(s.server_file, std::ios::trunc) << v << "\n";
+    }
+  } else if (std::getenv("OMPI_COMM_WORLD_SIZE")) {
+    throw ConfigError(
+        "fibra: FIBRA_JOIN_FILE under mpirun needs Open MPI's name server, which only mpirun can be given: start "
+        "`ompi-server --no-daemonize -r URIFILE &` and run `mpirun --ompi-server file:URIFILE -n 1 ./app`, or run "
+        "the driver as `./app` (then fibra starts ompi-server itself)");
+  } else {
+    s.start_server();
+    ::setenv("OMPI_MCA_pmix_server_uri", ("file:" + s.server_file).c_str(), 1);
+  }
+  return l;
+}
+
+void JoinListener::open() {
+  Impl& s = *impl_;
+  char port[MPI_MAX_PORT_NAME] = {};
+  mpi::check(MPI_Open_port(MPI_INFO_NULL, port), "MPI_Open_port");
+  s.port = port;
+  s.opened = true;
+  s.listener = tcp::listen_any("hear workers that join (FIBRA_JOIN_FILE)");
+  join::Address a;
+  a.nonce = s.nonce;
+  a.fingerprint = registry_fingerprint();
+  a.server_uri = s.server_uri;
+  a.server_file = s.server_file;
+  a.port = s.port;
+  a.hello = hello_addresses(s.listener.port);
+  join::write_file(s.path, a);
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0)
+    throw Error(std::string("fibra: cannot listen for workers that join (pipe: ") + std::strerror(errno) + ")");
+  s.stop[0] = UniqueFd(p[0]);
+  s.stop[1] = UniqueFd(p[1]);
+  s.thread = std::thread([&s] { s.serve(); });
+  log::info("fibra: workers may join this run: start them with `./app --fibra-join {}`", s.path);
+}
+
+bool JoinListener::close() noexcept {
+  Impl& s = *impl_;
+  if (s.closed) return true;
+  s.closed = true;
+  bool clean = true;
+  if (s.thread.joinable()) {
+    const char b = 0;
+    (void)!::write(s.stop[1].get(), &b, 1);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(close_wait_s);
+    while (!s.done && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (s.done) {
+      s.thread.join();
+    } else {
+      log::warning(
+          "fibra: a worker said hello to join and never connected; the driver leaves without MPI_Finalize, which "
+          "would wait for it");
+      s.thread.detach();
+      (void)impl_.release();  // the thread still uses it
+      clean = false;
+    }
+  }
+  if (clean && s.opened) MPI_Close_port(s.port.c_str());
+  std::remove(s.path.c_str());
+  return clean;
+}
+
+JoinListener::~JoinListener() {
+  if (!impl_) return;  // its thread, stuck, holds it: the name server goes with the driver (PDEATHSIG)
+  close();
+  if (impl_->own_server_file) std::remove(impl_->server_file.c_str());
+  impl_->stop_server();
+}
+
+}  // namespace fibra::detail

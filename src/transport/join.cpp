@@ -1,0 +1,145 @@
+// src/transport/join.cpp: see join.hpp.
+#include "transport/join.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "fibra/error.hpp"
+#include "transport/tcp.hpp"
+
+namespace fibra::detail::join {
+
+namespace {
+constexpr std::uint32_t max_message = 64 * 1024;
+constexpr const char* first_line = "# fibra join file: start workers that join this run with `./app --fibra-join <this file>`";
+
+std::string hex(std::uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "%016" PRIx64, v);
+  return b;
+}
+}  // namespace
+
+std::string to_text(const Address& a) {
+  std::string t = std::string(first_line) + "\n";
+  t += "version 1\n";
+  t += "nonce " + hex(a.nonce) + "\n";
+  t += "fingerprint " + hex(a.fingerprint) + "\n";
+  t += "server " + a.server_uri + "\n";
+  t += "server_file " + a.server_file + "\n";
+  t += "port " + a.port + "\n";
+  for (const auto& h : a.hello) t += "hello " + h.host + " " + std::to_string(h.port) + "\n";
+  return t;
+}
+
+Address parse(std::string_view text, const std::string& path) {
+  Address a;
+  bool version = false, nonce = false;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  int n = 0;
+  const auto bad = [&](const std::string& what) {
+    return ConfigError("fibra: the join file " + path + " is not one a fibra driver wrote (line " + std::to_string(n) +
+                       ": " + what + "); pass the file named by the driver's FIBRA_JOIN_FILE");
+  };
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty() || line[0] == '#') continue;
+    const auto sp = line.find(' ');
+    const std::string key = line.substr(0, sp), value = sp == std::string::npos ? "" : line.substr(sp + 1);
+    const auto number = [&](int base) {
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long v = std::strtoull(value.c_str(), &end, base);
+      if (value.empty() || *end != '\0' || errno != 0) throw bad(key + " is not a number");
+      return static_cast<std::uint64_t>(v);
+    };
+    if (key == "version") {
+      if (value != "1") throw bad("version " + value + ", where this build reads version 1");
+      version = true;
+    } else if (key == "nonce") {
+      a.nonce = number(16);
+      nonce = true;
+    } else if (key == "fingerprint") {
+      a.fingerprint = number(16);
+    } else if (key == "server") {
+      a.server_uri = value;
+    } else if (key == "server_file") {
+      a.server_file = value;
+    } else if (key == "port") {
+      a.port = value;
+    } else if (key == "hello") {
+      const auto s2 = value.rfind(' ');
+      if (s2 == std::string::npos) throw bad("hello needs a host and a port");
+      char* end = nullptr;
+      const unsigned long p = std::strtoul(value.c_str() + s2 + 1, &end, 10);
+      if (*end != '\0' || p == 0 || p > 65535) throw bad("hello's port is not a TCP port");
+      a.hello.push_back({value.substr(0, s2), static_cast<std::uint16_t>(p)});
+    } else {
+      throw bad("unknown key \"" + key + "\"");
+    }
+  }
+  if (!version || !nonce || a.server_uri.empty() || a.port.empty() || a.hello.empty())
+    throw bad("it lacks version, nonce, server, port or hello");
+  return a;
+}
+
+void write_file(const std::string& path, const Address& a) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << to_text(a);
+    out.close();
+    if (!out) throw Error("fibra: cannot write the join file " + tmp + " (" + std::strerror(errno) + ")");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    throw Error("fibra: cannot write the join file " + path + " (" + std::strerror(e) + ")");
+  }
+}
+
+Address read_file(const std::string& path, double wait_s) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  for (;;) {
+    std::ifstream in(path);
+    if (in) {
+      std::stringstream s;
+      s << in.rdbuf();
+      return parse(s.str(), path);
+    }
+    if (std::chrono::steady_clock::now() >= end)
+      throw ConfigError("fibra: no join file " + path + " after waiting " + std::to_string(static_cast<int>(wait_s)) +
+                        " s (FIBRA_JOIN_WAIT_S): start the driver with FIBRA_JOIN_FILE=" + path +
+                        ", on a file system this node reads too");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+bool send_message(int fd, std::string_view bytes) {
+  if (bytes.size() > max_message) return false;
+  const auto n = static_cast<std::uint32_t>(bytes.size());
+  std::string out(sizeof n + bytes.size(), '\0');
+  std::memcpy(out.data(), &n, sizeof n);
+  std::memcpy(out.data() + sizeof n, bytes.data(), bytes.size());
+  return tcp::write_all(fd, out.data(), out.size());
+}
+
+std::optional<std::string> receive_message(int fd, int ms) {
+  std::uint32_t n = 0;
+  if (!tcp::read_all(fd, &n, sizeof n, ms) || n > max_message) return std::nullopt;
+  std::string bytes(n, '\0');
+  if (!tcp::read_all(fd, bytes.data(), n, ms)) return std::nullopt;
+  return bytes;
+}
+
+}  // namespace fibra::detail::join

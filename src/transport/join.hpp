@@ -1,0 +1,49 @@
+// src/transport/join.hpp: how a worker started apart (another mpirun, another Slurm job, on any
+// node) joins a running driver (docs/architecture.md, "Joining a running driver").
+//
+// The driver writes a join file: the run's nonce, its build's fingerprint, the Open MPI name
+// server (ompi-server) both sides must use, the MPI port it accepts on, and the TCP addresses of
+// its hello. A joiner reads it, starts MPI with that name server, says hello over TCP
+// (wire::JoinHello), and only once the driver answers "go" (wire::JoinAnswer) calls
+// MPI_Comm_connect, which the driver's MPI_Comm_accept then meets at once: an accept never waits
+// for a joiner that might not come.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fibra::detail::join {
+
+/// What the join file says.
+struct Address {
+  std::uint64_t nonce = 0;        ///< this run's: a joiner names it in its hello
+  std::uint64_t fingerprint = 0;  ///< the driver's registry of remote functions
+  std::string server_uri;         ///< ompi-server's URI (OMPI_MCA_pmix_server_uri of every side)
+  std::string server_file;        ///< a file holding that URI, for `mpirun --ompi-server file:<it>`
+  std::string port;               ///< the MPI port name the driver accepts on
+  struct Hello {
+    std::string host;
+    std::uint16_t port = 0;
+  };
+  std::vector<Hello> hello;  ///< where the driver hears hellos, in the order to try
+};
+
+/// The file's text: a comment saying what it is, then one "key value" line per field.
+std::string to_text(const Address& a);
+/// Parses a join file's text; ConfigError naming `path` and what is wrong.
+Address parse(std::string_view text, const std::string& path);
+/// Writes the file whole (a temporary file renamed over it): a joiner never reads half of it.
+void write_file(const std::string& path, const Address& a);
+/// Reads and parses the file, waiting up to `wait_s` for it to appear (the driver may still be
+/// starting); ConfigError when it does not, or does not parse.
+Address read_file(const std::string& path, double wait_s);
+
+/// One message on a join connection: a u32 length, then the bytes (at most 64 KiB).
+bool send_message(int fd, std::string_view bytes);
+/// The next message, or nullopt if none whole came within `ms` (or the peer left).
+std::optional<std::string> receive_message(int fd, int ms);
+
+}  // namespace fibra::detail::join

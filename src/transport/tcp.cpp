@@ -1,0 +1,136 @@
+// src/transport/tcp.cpp: see tcp.hpp.
+#include "transport/tcp.hpp"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "fibra/error.hpp"
+
+namespace fibra::detail::tcp {
+
+namespace {
+constexpr int io_timeout_ms = 30'000;  // a peer that stops reading this long is given up
+std::string sys_error(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+}  // namespace
+
+bool wait_for(int fd, short events, int ms) {
+  pollfd p{fd, events, 0};
+  for (;;) {
+    const int r = ::poll(&p, 1, ms);
+    if (r < 0 && errno == EINTR) continue;
+    return r > 0 && (p.revents & events);
+  }
+}
+
+bool write_all(int fd, const void* data, std::size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && errno == EAGAIN && wait_for(fd, POLLOUT, io_timeout_ms)) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= std::size_t(k);
+  }
+  return true;
+}
+
+bool read_all(int fd, void* data, std::size_t n, int ms) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    if (!wait_for(fd, POLLIN, ms)) return false;
+    const ssize_t k = ::recv(fd, p, n, 0);
+    if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= std::size_t(k);
+  }
+  return true;
+}
+
+Listener listen_any(const std::string& what) {
+  Listener l;
+  l.fd = UniqueFd(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  bool v6 = true;
+  if (!l.fd) {  // no IPv6 here: IPv4 alone
+    v6 = false;
+    l.fd = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  }
+  if (!l.fd) throw Error("fibra: cannot " + what + " (" + sys_error("socket") + ")");
+  int on = 1, off = 0;
+  ::setsockopt(l.fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  int rc = -1;
+  if (v6) {
+    // IPv4 peers too; where that cannot be had (or the bind fails), IPv4 alone
+    if (::setsockopt(l.fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) == 0) {
+      sockaddr_in6 a{};
+      a.sin6_family = AF_INET6;
+      a.sin6_addr = in6addr_any;
+      rc = ::bind(l.fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
+    }
+    if (rc != 0) {
+      v6 = false;
+      l.fd = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      if (!l.fd) throw Error("fibra: cannot " + what + " (" + sys_error("socket") + ")");
+      ::setsockopt(l.fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    }
+  }
+  if (!v6) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    rc = ::bind(l.fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
+  }
+  if (rc != 0 || ::listen(l.fd.get(), 64) != 0) throw Error("fibra: cannot " + what + " (" + sys_error("bind/listen") + ")");
+  sockaddr_storage got{};
+  socklen_t n = sizeof got;
+  ::getsockname(l.fd.get(), reinterpret_cast<sockaddr*>(&got), &n);
+  l.port = ntohs(got.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&got)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&got)->sin_port);
+  return l;
+}
+
+UniqueFd connect_to(const std::string& host, std::uint16_t port, int ms, std::string& why) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
+    why = "cannot resolve " + host + " (" + ::gai_strerror(rc) + ")";
+    return {};
+  }
+  UniqueFd s;
+  int last_error = 0;
+  for (addrinfo* a = found; a && !s; a = a->ai_next) {
+    UniqueFd c(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+    if (!c) continue;
+    int rc = ::connect(c.get(), a->ai_addr, a->ai_addrlen);
+    last_error = errno;
+    if (rc != 0 && errno == EINPROGRESS) {
+      last_error = ETIMEDOUT;
+      if (wait_for(c.get(), POLLOUT, ms)) {
+        int err = 0;
+        socklen_t n = sizeof err;
+        ::getsockopt(c.get(), SOL_SOCKET, SO_ERROR, &err, &n);
+        last_error = err;
+        rc = err == 0 ? 0 : -1;
+      }
+    }
+    if (rc == 0) s = std::move(c);
+  }
+  ::freeaddrinfo(found);
+  if (!s) {
+    why = "cannot connect to " + host + ":" + std::to_string(port) + " (" + std::strerror(last_error) + ")";
+    return {};
+  }
+  int on = 1;
+  ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  return s;
+}
+
+}  // namespace fibra::detail::tcp

@@ -1,0 +1,33 @@
+// src/transport/tcp.hpp: the few TCP calls fibra makes outside MPI, each with a bound: a listener on
+// every address, a connect, and whole reads and writes. The object server (peers copying stored
+// objects) and the join of a worker started apart (transport/join.hpp) use them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/unique_fd.hpp"
+
+namespace fibra::detail::tcp {
+
+/// Waits until `fd` is ready for `events` (poll's); false after `ms` or on an error.
+bool wait_for(int fd, short events, int ms);
+/// Writes all `n` bytes; false if the peer is gone or stops reading for 30 s.
+bool write_all(int fd, const void* data, std::size_t n);
+/// Reads exactly `n` bytes; false if the peer is gone or sends nothing for `ms`.
+bool read_all(int fd, void* data, std::size_t n, int ms);
+
+/// A listening socket on every address of this host (IPv6 and IPv4 where it can, else IPv4),
+/// on a port the system picks, and that port. Throws fibra::Error naming `what` when it cannot.
+struct Listener {
+  UniqueFd fd;
+  std::uint16_t port = 0;
+};
+Listener listen_any(const std::string& what);
+
+/// Connects to `host`:`port` (a name or an address), trying each address it resolves to for up to
+/// `ms` each; an empty descriptor and `why` when none answers.
+UniqueFd connect_to(const std::string& host, std::uint16_t port, int ms, std::string& why);
+
+}  // namespace fibra::detail::tcp
