@@ -67,7 +67,7 @@ constexpr double finalize_bound_s = 15;
 
 // An agent's life once it has its communicator with the driver (spawned: its parent; joined:
 // what MPI_Comm_connect gave it), to its end.
-[[noreturn]] void run_agent(MPI_Comm parent);
+[[noreturn]] void run_agent(MPI_Comm parent, bool joined);
 
 [[noreturn]] void become_agent(int& argc, char**& argv) {
   default_env(noepoll, "1");  // its PMIx client's event loop too
@@ -79,10 +79,10 @@ constexpr double finalize_bound_s = 15;
     log::error("fibra: {} is only for processes that fibra spawns itself", detail::agent_flag);
     std::_Exit(2);
   }
-  run_agent(parent);
+  run_agent(parent, false);
 }
 
-void run_agent(MPI_Comm parent) {
+void run_agent(MPI_Comm parent, bool joined) {
   MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);  // a failed disconnect must not abort the job
   bool retired = false;
@@ -98,11 +98,12 @@ void run_agent(MPI_Comm parent) {
     // And a job-mate that dies while the others are in MPI_Finalize can hold them there for good
     // (seen under mpirun --enable-recovery: an agent SIGKILLed as its pool ended left two others
     // polling in MPI_Finalize, and mpirun waiting for them): after finalize_bound_s it ends
-    // without it, as a retired one does.
+    // without it, as a retired one does. So does one that joined (src/agent/join.cpp), whose
+    // MPI_Finalize might wait for a driver it connected to.
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     if (!(retired && world > 1)) {
-      if (world > 1)
+      if (world > 1 || joined)
         std::thread([] {
           std::this_thread::sleep_for(std::chrono::duration<double>(finalize_bound_s));
           std::fflush(nullptr);
@@ -128,7 +129,7 @@ Runtime::Runtime(int& argc, char**& argv) {
         std::_Exit(2);
       }
       const std::string file = argv[i + 1];
-      run_agent(detail::join_driver(argc, argv, file.c_str()));
+      run_agent(detail::join_driver(argc, argv, file.c_str()), true);
     }
   }
 

@@ -65,6 +65,19 @@ struct PoolOptions {
   std::vector<std::string> hosts;
 };
 
+/// @brief How Pool::adapt grows a pool with Slurm worker jobs that join it, and shrinks it
+/// (docs/elastic.md).
+struct AdaptOptions {
+  int workers_per_job = 1;               ///< workers each worker job runs (its --cpus-per-task)
+  std::string time = "01:00:00";         ///< each worker job's time limit (sbatch --time)
+  std::string partition;                 ///< sbatch --partition; empty: the cluster's default
+  std::vector<std::string> sbatch_args;  ///< more sbatch options, each as one word ("--mem=4G")
+  int backlog = 1;                       ///< worker jobs submitted and not yet joined, at most
+  double idle_timeout_s = 60;            ///< a joined worker idle this long leaves (never below the minimum)
+  double submit_gap_s = 2;               ///< at least this long between two submissions
+  int failed_submits = 3;                ///< failed worker jobs in a row after which submission pauses
+};
+
 /// @brief Settings of one task (Pool::submit, fibra::submit), over the pool's defaults.
 /// @code
 ///   auto f = fibra::submit(fibra::TaskOptions{.retries = 0, .timeout_s = 30, .name = "rollout 7"}, rollout, seed);

@@ -224,6 +224,14 @@ class Pool {
 
   /// @brief Grows or shrinks the pool to `workers` while it runs.
   void resize(int workers) { core().resize(workers); }
+  /// @brief From now on, keeps the pool between `min_workers` and `max_workers` workers (its own
+  /// and those that joined) with Slurm worker jobs that join it: submitted with sbatch while work
+  /// waits, a joined worker leaving once idle for AdaptOptions::idle_timeout_s; every worker job
+  /// still running is cancelled when the pool ends. Needs FIBRA_JOIN_FILE (docs/elastic.md).
+  /// @throws ConfigError on bounds that cannot hold, without FIBRA_JOIN_FILE, or without sbatch.
+  void adapt(int min_workers, int max_workers, AdaptOptions options = {}) {
+    core().adapt(min_workers, max_workers, options);
+  }
   /// @brief No more work may be submitted; queued work still runs.
   void close() { core().close(); }
   /// @brief After close(): waits for queued work to finish, then stops the workers.

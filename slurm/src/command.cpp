@@ -1,78 +1,17 @@
 // run_command: a child process with its output captured (see fibra/slurm/client.hpp).
 #include <fibra/slurm/client.hpp>
 
-#include <fcntl.h>
-#include <poll.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <utility>
 
-#include "common/unique_fd.hpp"
+#include "common/command.hpp"
 
 namespace fibra::slurm {
-namespace {
-
-/// Reads both pipes until both are closed, so neither can fill up and block the child.
-void drain(detail::UniqueFd out_fd, detail::UniqueFd err_fd, std::string& out, std::string& err) {
-  detail::UniqueFd* owners[2] = {&out_fd, &err_fd};
-  pollfd fds[2] = {{out_fd.get(), POLLIN, 0}, {err_fd.get(), POLLIN, 0}};
-  std::string* sinks[2] = {&out, &err};
-  int open = 2;
-  char buf[4096];
-  while (open > 0) {
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
-      if (n > 0) {
-        sinks[i]->append(buf, static_cast<std::size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        owners[i]->reset();
-        fds[i].fd = -1;
-        --open;
-      }
-    }
-  }
-}
-
-}  // namespace
 
 CommandResult run_command(const std::vector<std::string>& argv) {
-  CommandResult r;
-  int out_fds[2], err_fds[2];
-  if (::pipe2(out_fds, O_CLOEXEC) != 0) throw SlurmError(std::string("cannot create a pipe: ") + std::strerror(errno));
-  detail::UniqueFd out_r(out_fds[0]), out_w(out_fds[1]);
-  if (::pipe2(err_fds, O_CLOEXEC) != 0) throw SlurmError(std::string("cannot create a pipe: ") + std::strerror(errno));
-  detail::UniqueFd err_r(err_fds[0]), err_w(err_fds[1]);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(out_w.get(), 1);
-    ::dup2(err_w.get(), 2);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
-    ::execvp(args[0], args.data());
-    std::fprintf(stderr, "cannot run '%s': %s\n", args[0], std::strerror(errno));
-    ::_exit(127);
-  }
-  out_w.reset();  // the child's ends: the parent reads until the child closes its copies
-  err_w.reset();
-  if (pid < 0) throw SlurmError(std::string("cannot start '") + argv[0] + "': " + std::strerror(errno));
-  drain(std::move(out_r), std::move(err_r), r.out, r.err);
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
+  std::string error;
+  detail::CommandOutput o = detail::run_command(argv, {}, error);
+  if (!error.empty()) throw SlurmError(error);
+  return {o.status, std::move(o.out), std::move(o.err)};
 }
 
 }  // namespace fibra::slurm

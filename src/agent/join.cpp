@@ -20,8 +20,8 @@ namespace fibra::detail {
 
 namespace {
 
-constexpr int connect_ms = 3'000;     // per address of the driver's hello
-constexpr int answer_ms = 120'000;    // the driver answers within its wait for a pool (60 s), and more
+constexpr int connect_ms = 3'000;      // per address of the driver's hello
+constexpr int answer_ms = 120'000;     // the driver answers within its wait for a pool (60 s), and more
 constexpr double default_wait_s = 60;  // for the join file to appear (FIBRA_JOIN_WAIT_S)
 
 [[noreturn]] void fail(const std::string& why) {
@@ -45,7 +45,8 @@ int executors_offered() {
   if (const char* v = std::getenv("FIBRA_JOIN_WORKERS"); v && *v) {
     char* end = nullptr;
     const long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 1 || n > 4096) fail(std::string("FIBRA_JOIN_WORKERS=") + v + " is not a number from 1 to 4096");
+    if (*end != '\0' || n < 1 || n > 4096)
+      fail(std::string("FIBRA_JOIN_WORKERS=") + v + " is not a number from 1 to 4096");
     return static_cast<int>(n);
   }
   cpu_set_t set;
@@ -74,16 +75,18 @@ MPI_Comm join_driver(int& argc, char**& argv, const char* file) {
     fail(e.what());
   }
   if (a.fingerprint != registry_fingerprint())
-    fail("it is another build of the program than the driver's (its remote functions differ): start workers from "
-         "the driver's binary");
+    fail(
+        "it is another build of the program than the driver's (its remote functions differ): start workers from "
+        "the driver's binary");
   // Open MPI's name server: mpirun's own (--ompi-server), or, for a process without mpirun, the
   // driver's, which MPI_Init reads from the environment.
   if (std::getenv("OMPI_COMM_WORLD_SIZE")) {
     const char* given = std::getenv("OMPI_MCA_pmix_server_uri");
     if (!given || !*given)
-      fail("under mpirun it needs the driver's name server, which only mpirun can be given: run `mpirun "
-           "--ompi-server file:" +
-           a.server_file + " ... ./app --fibra-join " + file + "`, or start it without mpirun");
+      fail(
+          "under mpirun it needs the driver's name server, which only mpirun can be given: run `mpirun "
+          "--ompi-server file:" +
+          a.server_file + " ... ./app --fibra-join " + file + "`, or start it without mpirun");
   } else {
     ::setenv("OMPI_MCA_pmix_server_uri", a.server_uri.c_str(), 1);
   }
@@ -100,7 +103,9 @@ MPI_Comm join_driver(int& argc, char**& argv, const char* file) {
     if (s) break;
     tried += (tried.empty() ? "" : "; ") + why;
   }
-  if (!s) fail("the driver does not answer at the addresses " + std::string(file) + " names (" + tried + "): it has ended, or this node cannot reach it");
+  if (!s)
+    fail("the driver does not answer at the addresses " + std::string(file) + " names (" + tried +
+         "): it has ended, or this node cannot reach it");
   wire::JoinHello hello;
   hello.nonce = a.nonce;
   hello.fingerprint = registry_fingerprint();

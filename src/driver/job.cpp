@@ -18,6 +18,10 @@ std::uint64_t PoolCore::start_actor(const FunctionEntry&, std::string, ActorSett
   throw ConfigError("fibra: this pool cannot host actors (" + s.class_name + ")");
 }
 
+void PoolCore::adapt(int, int, const AdaptOptions&) {
+  throw ConfigError("fibra: Pool::adapt works on the driver's pools only, not inside a task");
+}
+
 std::uint64_t PoolCore::find_actor(const std::string& name, const std::string&, bool) {
   throw ConfigError("fibra: this pool cannot find actors by name (\"" + name +
                     "\"): find named actors in the driver, and pass their handles to tasks");

@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
@@ -34,9 +35,15 @@
 #include "transport/mpi.hpp"
 #include "transport/tcp.hpp"
 
+extern char** environ;
+
 namespace fibra::detail {
 
 namespace {
+std::mutex g_mu;
+std::string g_listening;                // under g_mu: the join file, while listening
+std::vector<std::string> g_launch_env;  // under g_mu: taken at prepare()
+
 constexpr double server_start_s = 10;  // ompi-server writes its URI within this
 constexpr double pool_wait_s = 60;     // a hello waits this long for a pool to run
 constexpr int hello_ms = 10'000;       // a joiner that connected sends its hello within this
@@ -94,7 +101,9 @@ struct JoinListener::Impl {
     std::remove(server_file.c_str());
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
-    if (pid < 0) throw Error(std::string("fibra: cannot start ompi-server for FIBRA_JOIN_FILE (fork: ") + std::strerror(errno) + ")");
+    if (pid < 0)
+      throw Error(std::string("fibra: cannot start ompi-server for FIBRA_JOIN_FILE (fork: ") + std::strerror(errno) +
+                  ")");
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // it ends with the driver, however the driver ends
       if (::getppid() != parent) ::_exit(0);
@@ -198,7 +207,8 @@ struct JoinListener::Impl {
     if (why.empty()) {
       for (int i = 0; i < static_cast<int>(pool_wait_s * 20) && !pool_running(); ++i)
         if (stopping(50)) return;
-      if (!pool_running()) why = "no pool ran in the driver for " + std::to_string(static_cast<int>(pool_wait_s)) + " s";
+      if (!pool_running())
+        why = "no pool ran in the driver for " + std::to_string(static_cast<int>(pool_wait_s)) + " s";
     }
     if (!why.empty()) {
       log::warning("fibra: a worker from {} on {} (pid {}) may not join: {}", h.origin, h.host, h.pid, why);
@@ -213,8 +223,8 @@ struct JoinListener::Impl {
     const int rc = MPI_Comm_accept(port.c_str(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &comm);
     in_accept = false;
     if (rc != MPI_SUCCESS) {
-      log::warning("fibra: a worker from {} on {} (pid {}) said hello but MPI_Comm_accept failed: {}", h.origin,
-                   h.host, h.pid, mpi::error_text(rc));
+      log::warning("fibra: a worker from {} on {} (pid {}) said hello but MPI_Comm_accept failed: {}", h.origin, h.host,
+                   h.pid, mpi::error_text(rc));
       return;
     }
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
@@ -226,11 +236,26 @@ struct JoinListener::Impl {
   }
 };
 
+std::string join_file_listening() {
+  std::lock_guard lk(g_mu);
+  return g_listening;
+}
+
+std::vector<std::string> launch_environment() {
+  std::lock_guard lk(g_mu);
+  return g_launch_env;
+}
+
 JoinListener::JoinListener() : impl_(std::make_unique<Impl>()) {}
 
 std::unique_ptr<JoinListener> JoinListener::prepare() {
   const char* path = std::getenv("FIBRA_JOIN_FILE");
   if (!path || !*path) return nullptr;
+  {
+    std::lock_guard lk(g_mu);
+    g_launch_env.clear();
+    for (char** e = environ; *e; ++e) g_launch_env.emplace_back(*e);
+  }
   std::unique_ptr<JoinListener> l(new JoinListener());
   Impl& s = *l->impl_;
   s.path = path;
@@ -282,6 +307,10 @@ void JoinListener::open() {
   s.stop[0] = UniqueFd(p[0]);
   s.stop[1] = UniqueFd(p[1]);
   s.thread = std::thread([&s] { s.serve(); });
+  {
+    std::lock_guard lk(g_mu);
+    g_listening = s.path;
+  }
   log::info("fibra: workers may join this run: start them with `./app --fibra-join {}`", s.path);
 }
 
@@ -289,6 +318,10 @@ bool JoinListener::close() noexcept {
   Impl& s = *impl_;
   if (s.closed) return true;
   s.closed = true;
+  {
+    std::lock_guard lk(g_mu);
+    g_listening.clear();
+  }
   bool clean = true;
   if (s.thread.joinable()) {
     const char b = 0;

@@ -6,6 +6,8 @@
 #include <mpi.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "transport/wire.hpp"
 
@@ -21,6 +23,12 @@ struct JoinedAgent {
 bool offer_joined_agent(JoinedAgent& j);
 /// Whether a pool runs that would take a joined agent now.
 bool pool_running() noexcept;
+
+/// The join file while the driver listens for workers (FIBRA_JOIN_FILE); empty otherwise.
+std::string join_file_listening();
+/// The environment the driver was started with, before MPI added to it (taken when it began to
+/// listen): what the worker jobs Pool::adapt submits get, so that they start MPI afresh.
+std::vector<std::string> launch_environment();
 
 /// Listens for workers that join, for as long as it lives (the Runtime holds it).
 class JoinListener {

@@ -1007,6 +1007,12 @@ void PoolImpl::fail_all(const std::exception_ptr& e) {
 }
 
 void PoolImpl::stop() {
+  std::unique_ptr<Elastic> elastic;  // Pool::adapt submits nothing more; its jobs are cancelled below
+  {
+    std::lock_guard el(elastic_mu_);
+    elastic = std::move(elastic_);
+  }
+  if (elastic) elastic->halt();
   {
     std::lock_guard lk(mu_);
     if (stopped_) return;
@@ -1017,6 +1023,7 @@ void PoolImpl::stop() {
     kick();
   }
   if (thread_.joinable()) thread_.join();
+  if (elastic) elastic->cancel(true);        // what is still pending, or running after the goodbye
   forget_object_frees(object_frees_token_);  // no thread left to tell the agents
   std::lock_guard lk(mu_);
   // Nothing answers once the communication thread is gone: what is left fails rather than waits

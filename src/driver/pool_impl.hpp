@@ -62,6 +62,7 @@
 #include "fibra/error.hpp"
 #include "transport/lane.hpp"
 #include "transport/mpi.hpp"
+#include "driver/elastic.hpp"
 #include "driver/joins.hpp"
 #include "driver/objects.hpp"
 #include "driver/scheduler.hpp"
@@ -191,6 +192,7 @@ struct Worker {
   // target (Pool::resize), holding none of the allocation's slots, never replaced when lost.
   bool joined = false;
   std::string joined_from;  // where it came from ("Slurm job 812"), for WorkerInfo
+  double idle_since = 0;    // joined: since when it has had no batch (Pool::adapt lets it go after a while)
   bool alive() const { return state != State::gone && state != State::lost; }
 };
 
@@ -376,6 +378,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   /// From the join listener's thread: takes a worker that joined (its setup is sent from the
   /// communication thread); false if the pool no longer runs.
   bool adopt_join(JoinedAgent& j);
+  void adapt(int min_workers, int max_workers, const AdaptOptions& options) override;
 
  private:
   // ---- pool.cpp: run (loop(), the communication thread) and stop ------------------------------
@@ -413,6 +416,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // ---- pool_workers.cpp: spawning (for start() and later growth) and the lifecycle of workers --
   void spawn_agents(const std::vector<int>& executors);
   bool take_joins();
+  Elastic::View elastic_view() const;
+  bool let_idle_joined_go(int live);
   static wire::Simulation simulation_wanted();  // the scale simulation asked for (FIBRA_SIMULATED_AGENTS)
   void release_comm(Worker& w);
   enum class Taken { more, done };
@@ -573,7 +578,14 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // one pass, and every group of agents spawned together (AgentGroup), probed once per pass.
   std::vector<Worker*> hot_, probing_;
   std::vector<std::shared_ptr<AgentGroup>> groups_;
-  std::vector<JoinedAgent> joins_;  // under mu_: agents that joined, for the communication thread to take (take_joins)
+  std::vector<JoinedAgent> joins_;
+  // Pool::adapt: its worker jobs (set and dropped on users' threads, never under mu_: its thread
+  // takes mu_), and, under mu_, what the communication thread needs to let idle joined workers go.
+  std::unique_ptr<Elastic> elastic_;
+  std::mutex elastic_mu_;
+  int adapt_min_ = 0;
+  double adapt_idle_s_ =
+      0;  // 0: no adapt  // under mu_: agents that joined, for the communication thread to take (take_joins)
   std::uint64_t receive_passes_ = 0;
   double next_steal_look_ = 0;  // steal_for_idle looks at most once a millisecond (communication thread)
   // Under mu_: (worker id, chunk) to tell its agent (tag_cancel: fibra::cancel with force).

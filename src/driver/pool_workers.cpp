@@ -330,6 +330,77 @@ bool PoolImpl::adopt_join(JoinedAgent& j) {
   return true;
 }
 
+void PoolImpl::adapt(int min_workers, int max_workers, const AdaptOptions& options) {
+  {
+    std::lock_guard lk(mu_);
+    if (closed_) throw PoolClosed("fibra: adapt() on a pool that " + closed_reason_);
+    if (max_workers < target_)
+      throw ConfigError("fibra: Pool::adapt(" + std::to_string(min_workers) + ", " + std::to_string(max_workers) +
+                        "): the pool has " + std::to_string(target_) +
+                        " workers of its own, more than max_workers; resize() it first, or allow more");
+  }
+  auto e = std::make_unique<Elastic>(min_workers, max_workers, options, [this] { return elastic_view(); });
+  std::unique_ptr<Elastic> old;
+  {
+    std::lock_guard el(elastic_mu_);
+    old = std::move(elastic_);
+    elastic_ = std::move(e);
+  }
+  {
+    std::lock_guard lk(mu_);
+    adapt_min_ = min_workers;
+    adapt_idle_s_ = options.idle_timeout_s;
+    kick();
+  }
+  if (old) {  // a second adapt() replaces the first: its jobs not joined yet are not wanted now
+    old->halt();
+    old->cancel(false);
+  }
+}
+
+// What Pool::adapt's thread looks at: the workers, the chunks waiting, and the Slurm jobs whose
+// worker joined (WorkerInfo::joined_from says "Slurm job <id>").
+Elastic::View PoolImpl::elastic_view() const {
+  std::lock_guard lk(mu_);
+  Elastic::View v;
+  v.workers = live_count() + joined_live_;
+  v.waiting = sched_.pending();
+  constexpr std::string_view slurm = "Slurm job ";
+  for (const auto& w : workers_)
+    if (w->joined && w->joined_from.rfind(slurm, 0) == 0) v.joined.insert(w->joined_from.substr(slurm.size()));
+  return v;
+}
+
+// Pool::adapt: a joined worker with nothing to do for AdaptOptions::idle_timeout_s leaves (it is
+// retired as resize() retires one), as long as the pool keeps its minimum. One that hosts actors
+// stays: they would have to start again elsewhere. On the communication thread.
+bool PoolImpl::let_idle_joined_go(int live) {
+  std::vector<std::string> lines;
+  {
+    std::lock_guard lk(mu_);
+    if (!(adapt_idle_s_ > 0)) return false;
+    const double now = mpi::now_s();
+    int total = live + joined_live_;
+    for (auto& w : workers_) {
+      if (!w->joined || w->state != Worker::State::ready) continue;
+      // (Not Worker::last_busy: a batch through a lane is no message.)
+      if (!w->batches.empty() || w->blocked > 0 || w->idle_since == 0) w->idle_since = now;
+      if (now - w->idle_since < adapt_idle_s_ || total - w->executors < adapt_min_) continue;
+      if (std::any_of(actors_.begin(), actors_.end(),
+                      [&](auto& a) { return a.second.state == ActorState::State::placed && a.second.worker == w->id; }))
+        continue;
+      set_state(*w, Worker::State::retiring);
+      mark_hot(*w);
+      total -= w->executors;
+      lines.push_back(name(*w) + " was idle for " + seconds(now - w->idle_since) +
+                      " (AdaptOptions::idle_timeout_s): it leaves the pool, which keeps " + std::to_string(total) +
+                      " worker(s)");
+    }
+  }
+  for (const auto& l : lines) log::info("fibra: {}", l);
+  return !lines.empty();
+}
+
 // Agents that joined (src/driver/joins.hpp) become workers as a spawned agent does, each a group of
 // its own: its setup first, then its hello. They add to the pool's workers without counting
 // against its target. Under the MPI lock.
@@ -362,7 +433,7 @@ bool PoolImpl::take_joins() {
       made->joined_from = j.hello.origin;
       made->comm = j.comm;
       made->group = group;
-      made->spawned_at = made->last_heard = made->last_sent = mpi::now_s();
+      made->spawned_at = made->last_heard = made->last_sent = made->last_busy = made->idle_since = mpi::now_s();
       w = made.get();
       group->members.push_back(w);
       workers_.push_back(std::move(made));
@@ -786,7 +857,7 @@ bool PoolImpl::adjust_size() {
     }
     return true;
   }
-  bool changed = false;
+  bool changed = let_idle_joined_go(live);
   for (auto it = workers_.rbegin(); it != workers_.rend() && live > target; ++it) {
     auto& w = **it;
     if (w.state == Worker::State::ready || w.state == Worker::State::starting) {

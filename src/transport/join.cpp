@@ -20,7 +20,8 @@ namespace fibra::detail::join {
 
 namespace {
 constexpr std::uint32_t max_message = 64 * 1024;
-constexpr const char* first_line = "# fibra join file: start workers that join this run with `./app --fibra-join <this file>`";
+constexpr const char* first_line =
+    "# fibra join file: start workers that join this run with `./app --fibra-join <this file>`";
 
 std::string hex(std::uint64_t v) {
   char b[24];

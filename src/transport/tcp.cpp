@@ -87,7 +87,8 @@ Listener listen_any(const std::string& what) {
     a.sin_addr.s_addr = htonl(INADDR_ANY);
     rc = ::bind(l.fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
   }
-  if (rc != 0 || ::listen(l.fd.get(), 64) != 0) throw Error("fibra: cannot " + what + " (" + sys_error("bind/listen") + ")");
+  if (rc != 0 || ::listen(l.fd.get(), 64) != 0)
+    throw Error("fibra: cannot " + what + " (" + sys_error("bind/listen") + ")");
   sockaddr_storage got{};
   socklen_t n = sizeof got;
   ::getsockname(l.fd.get(), reinterpret_cast<sockaddr*>(&got), &n);

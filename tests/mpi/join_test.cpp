@@ -93,8 +93,7 @@ pid_t start(std::vector<std::string> argv, const std::vector<std::string>& extra
 std::string self_exe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
 
 pid_t start_joiner(int workers, const std::string& log) {
-  return start({self_exe(), "--fibra-join", join_file()}, {"FIBRA_JOIN_WORKERS=" + std::to_string(workers)},
-               log);
+  return start({self_exe(), "--fibra-join", join_file()}, {"FIBRA_JOIN_WORKERS=" + std::to_string(workers)}, log);
 }
 
 std::string text_of(const std::string& path) {
@@ -108,7 +107,8 @@ std::string text_of(const std::string& path) {
 int exit_status(pid_t pid, int s) {
   for (int i = 0; i < s * 100; ++i) {
     int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return -1;
@@ -197,9 +197,9 @@ TEST(Join, AWorkerUnderItsOwnMpirunJoins) {
   const std::string server_file = join_file_value(join_file(), "server_file");
   ASSERT_FALSE(server_file.empty()) << text_of(join_file());
   fibra::Pool pool(1);
-  const pid_t mpirun = start({"mpirun", "--ompi-server", "file:" + server_file, "-n", "1", self_exe(),
-                              "--fibra-join", join_file()},
-                             {"FIBRA_JOIN_WORKERS=1"}, log);
+  const pid_t mpirun =
+      start({"mpirun", "--ompi-server", "file:" + server_file, "-n", "1", self_exe(), "--fibra-join", join_file()},
+            {"FIBRA_JOIN_WORKERS=1"}, log);
   ASSERT_GT(mpirun, 0);
   const fibra::WorkerInfo w = joined(pool, log);
   EXPECT_EQ(w.joined_from, "mpirun, rank 0 of 1");

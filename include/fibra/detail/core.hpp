@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fibra/detail/registry.hpp"
+#include "fibra/options.hpp"
 #include "fibra/resources.hpp"
 #include "fibra/stats.hpp"
 
@@ -267,6 +268,8 @@ class PoolCore {
                       std::string payload) = 0;
   virtual int size() const = 0;
   virtual void resize(int workers) = 0;
+  /// Pool::adapt (src/driver/elastic.hpp).
+  virtual void adapt(int min_workers, int max_workers, const AdaptOptions& options);
   virtual void close() = 0;      ///< no more submissions
   virtual void join() = 0;       ///< after close(): wait for queued work, then stop the workers
   virtual void terminate() = 0;  ///< stop the workers now; unfinished work fails with PoolClosed

@@ -1,0 +1,257 @@
+// src/driver/elastic.cpp: see elastic.hpp.
+#include "driver/elastic.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "common/command.hpp"
+#include "common/log.hpp"
+#include "common/process.hpp"
+#include "driver/joins.hpp"
+#include "fibra/error.hpp"
+#include "transport/mpi.hpp"
+
+namespace fibra::detail {
+
+namespace {
+constexpr auto look_every = std::chrono::milliseconds(250);
+constexpr double poll_every_s = 2;  // squeue, for the states of the worker jobs
+
+// Without its trailing blanks, its lines joined by "; " (sbatch's errors come in two lines).
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  for (std::size_t at; (at = s.find('\n')) != std::string::npos;) s.replace(at, 1, "; ");
+  return s;
+}
+
+// A word for bash, in single quotes.
+std::string quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+bool final_state(const std::string& s) {
+  return s == "COMPLETED" || s == "FAILED" || s == "CANCELLED" || s == "TIMEOUT" || s == "NODE_FAIL" ||
+         s == "PREEMPTED" || s == "BOOT_FAIL" || s == "DEADLINE" || s == "OUT_OF_MEMORY" || s == "SPECIAL_EXIT";
+}
+}  // namespace
+
+struct Elastic::Impl {
+  struct Job {
+    std::string id;
+    bool joined = false;
+    bool ended = false;
+  };
+  // Set at the start and by no one after: read by the thread without a lock.
+  int min = 1, max = 1;
+  AdaptOptions o;
+  std::function<View()> view;
+  std::string file, dir, script;
+  std::vector<std::string> env;
+  // The thread's alone (and the destructor's once the thread has ended).
+  std::vector<Job> jobs;
+  int failures = 0;
+  bool paused = false;
+  double next_submit = 0, next_poll = 0;
+  int waiting_looks = 0;
+  // Under mu.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  std::thread thread;
+
+  void write_script() {
+    std::filesystem::create_directories(dir);
+    std::ostringstream s;
+    s << "#!/bin/bash\n";
+    s << "#SBATCH --job-name=fibra-worker-" << ::getpid() << "\n";
+    s << "#SBATCH --nodes=1\n#SBATCH --ntasks=1\n";
+    s << "#SBATCH --cpus-per-task=" << o.workers_per_job << "\n";
+    s << "#SBATCH --time=" << o.time << "\n";
+    s << "#SBATCH --output=" << dir << "/worker-%j.out\n";
+    if (!o.partition.empty()) s << "#SBATCH --partition=" << o.partition << "\n";
+    for (const auto& a : o.sbatch_args) s << "#SBATCH " << a << "\n";
+    s << "# A worker job of fibra's Pool::adapt: it joins the driver (pid " << ::getpid() << " on " << host_name()
+      << ") through its join file, and ends when the driver lets it go.\n";
+    s << "export FIBRA_JOIN_WORKERS=" << o.workers_per_job << "\n";
+    s << "exec " << quoted(self_exe()) << " --fibra-join " << quoted(file) << "\n";
+    std::ofstream(script, std::ios::trunc) << s.str();
+    if (!std::ifstream(script)) throw ConfigError("fibra: Pool::adapt cannot write its worker job's script " + script);
+  }
+
+  void run() {
+    std::unique_lock lk(mu);
+    while (!stop) {
+      lk.unlock();
+      try {
+        look();
+      } catch (const std::exception& e) {
+        log::warning("fibra: Pool::adapt: {}", e.what());
+      }
+      lk.lock();
+      cv.wait_for(lk, look_every, [&] { return stop; });
+    }
+  }
+
+  void look() {
+    const double now = mpi::now_s();
+    if (now >= next_poll) {
+      poll_states();
+      next_poll = now + poll_every_s;
+    }
+    const View v = view();
+    int pending = 0;
+    for (auto& j : jobs) {
+      if (v.joined.count(j.id) && !j.joined) {
+        j.joined = true;
+        failures = 0;  // a worker job that works: the ones before it were bad luck, not a bad setup
+      }
+      pending += !j.ended && !j.joined;
+    }
+    waiting_looks = v.waiting > 0 ? waiting_looks + 1 : 0;
+    const int planned = v.workers + pending * o.workers_per_job;
+    std::string why;
+    if (planned < min)
+      why = "the pool has " + std::to_string(v.workers) + " worker(s), fewer than its minimum of " + std::to_string(min);
+    else if (waiting_looks >= 2 && planned + o.workers_per_job <= max)
+      why = std::to_string(v.waiting) + " chunk(s) wait, and the pool has " + std::to_string(v.workers) +
+            " worker(s) of at most " + std::to_string(max);
+    if (why.empty() || paused || pending >= o.backlog || now < next_submit) return;
+    submit(why);
+    next_submit = now + o.submit_gap_s;
+    next_poll = 0;
+  }
+
+  void submit(const std::string& why) {
+    std::string error;
+    const CommandOutput r = run_command({"sbatch", "--parsable", script}, env, error);
+    if (error.empty() && r.status == 0) {
+      std::string id = trimmed(r.out);
+      id = id.substr(0, id.find(';'));  // "id;cluster" on a federation
+      jobs.push_back({id});
+      log::info("fibra: submitted worker job {} ({} worker(s)) because {}", id, o.workers_per_job, why);
+      return;
+    }
+    failed("sbatch refused a worker job: " + (error.empty() ? trimmed(r.err) : error));
+  }
+
+  void failed(const std::string& what) {
+    ++failures;
+    log::warning("fibra: {}", what);
+    if (failures >= o.failed_submits && !paused) {
+      paused = true;
+      log::error(
+          "fibra: Pool::adapt submits no more worker jobs after {} failures in a row (the last: {}); the pool "
+          "carries on with the workers it has. Its worker jobs write to {}",
+          failures, what, dir);
+    }
+  }
+
+  void poll_states() {
+    std::string ids;
+    for (const auto& j : jobs)
+      if (!j.ended) ids += (ids.empty() ? "" : ",") + j.id;
+    if (ids.empty()) return;
+    std::string error;
+    const CommandOutput r = run_command({"squeue", "-h", "-t", "all", "-o", "%i %T", "-j", ids}, env, error);
+    if (!error.empty()) return;
+    const bool unknown = r.status != 0 && r.err.find("Invalid job id") != std::string::npos;
+    if (r.status != 0 && !unknown) return;  // slurmctld busy or away: the next poll asks again
+    std::map<std::string, std::string> state;
+    std::istringstream in(r.out);
+    for (std::string id, st; in >> id >> st;) state[id] = st;
+    for (auto& j : jobs) {
+      if (j.ended) continue;
+      const auto s = state.find(j.id);
+      if (s != state.end() && !final_state(s->second)) continue;
+      j.ended = true;
+      const std::string how = s == state.end() ? "is gone from squeue" : "ended " + s->second;
+      if (!j.joined) failed("worker job " + j.id + " " + how + " before its worker joined; see " + dir + "/worker-" + j.id + ".out");
+    }
+  }
+
+  void cancel(bool joined_too) {
+    std::vector<std::string> argv{"scancel"};
+    for (auto& j : jobs)
+      if (!j.ended && (joined_too || !j.joined)) {
+        argv.push_back(j.id);
+        j.ended = true;
+      }
+    if (argv.size() == 1) return;
+    std::string error;
+    run_command(argv, env, error);
+    std::string list;
+    for (std::size_t i = 1; i < argv.size(); ++i) list += (i > 1 ? ", " : "") + argv[i];
+    log::info("fibra: cancelled worker job(s) {} (the pool ends)", list);
+  }
+};
+
+Elastic::Elastic(int min_workers, int max_workers, AdaptOptions options, std::function<View()> view)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  const auto bad = [](const std::string& what) { return ConfigError("fibra: Pool::adapt: " + what); };
+  if (min_workers < 0 || max_workers < 1 || min_workers > max_workers)
+    throw bad("the bounds (" + std::to_string(min_workers) + ", " + std::to_string(max_workers) +
+              ") need 0 <= min_workers <= max_workers and max_workers >= 1");
+  if (options.workers_per_job < 1 || options.workers_per_job > 4096)
+    throw bad("AdaptOptions::workers_per_job must be from 1 to 4096");
+  if (options.backlog < 1) throw bad("AdaptOptions::backlog must be 1 or more");
+  if (!(options.idle_timeout_s > 0)) throw bad("AdaptOptions::idle_timeout_s must be above 0");
+  if (!(options.submit_gap_s >= 0)) throw bad("AdaptOptions::submit_gap_s cannot be negative");
+  if (options.failed_submits < 1) throw bad("AdaptOptions::failed_submits must be 1 or more");
+  if (options.time.empty()) throw bad("AdaptOptions::time is empty (sbatch --time, such as \"01:00:00\")");
+  s.file = join_file_listening();
+  if (s.file.empty())
+    throw bad(
+        "worker jobs join the driver through its join file, and this driver has none: start it with "
+        "FIBRA_JOIN_FILE=<a path on a file system the worker nodes read> (docs/elastic.md)");
+  s.min = min_workers;
+  s.max = max_workers;
+  s.o = std::move(options);
+  s.view = std::move(view);
+  s.env = launch_environment();
+  std::string error;
+  const CommandOutput v = run_command({"sbatch", "--version"}, s.env, error);
+  if (!error.empty() || v.status != 0)
+    throw bad("it submits worker jobs with sbatch, which " +
+              (v.status == 127 ? std::string("is not on PATH") : "failed: " + trimmed(error.empty() ? v.err : error)));
+  s.dir = s.file + ".workers";
+  s.script = s.dir + "/worker.sbatch";
+  s.write_script();
+  s.thread = std::thread([&s] { s.run(); });
+}
+
+void Elastic::halt() {
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+void Elastic::cancel(bool joined_too) {
+  try {
+    impl_->poll_states();  // not those that ended meanwhile
+    impl_->cancel(joined_too);
+  } catch (const std::exception& e) {
+    log::warning("fibra: Pool::adapt could not cancel its worker jobs: {}", e.what());
+  }
+}
+
+Elastic::~Elastic() { halt(); }
+
+int Elastic::min_workers() const { return impl_->min; }
+double Elastic::idle_timeout_s() const { return impl_->o.idle_timeout_s; }
+
+}  // namespace fibra::detail

@@ -1,0 +1,45 @@
+// src/driver/elastic.hpp: Pool::adapt, a pool that grows with Slurm worker jobs while work waits
+// and lets joined workers go once idle (docs/elastic.md). A thread of its own submits, follows
+// and cancels the worker jobs (sbatch, squeue and scancel take tens of milliseconds each, which
+// the communication thread cannot spare); the communication thread lets idle joined workers go
+// (PoolImpl::adjust_size), since it alone changes workers' states.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "fibra/options.hpp"
+
+namespace fibra::detail {
+
+class Elastic {
+ public:
+  /// What the pool says of itself at each look (under its lock).
+  struct View {
+    int workers = 0;                  ///< workers starting or ready, its own and joined ones
+    std::size_t waiting = 0;          ///< chunks queued that no worker has yet
+    std::set<std::string> joined;     ///< Slurm job ids whose worker joined (alive or not)
+  };
+  /// Checks the options (ConfigError naming what is wrong) and starts following the pool.
+  Elastic(int min_workers, int max_workers, AdaptOptions options, std::function<View()> view);
+  /// Submits nothing more (its thread ends). Idempotent.
+  void halt();
+  /// After halt(): cancels its worker jobs still pending or running (scancel), those whose worker
+  /// joined too or not.
+  void cancel(bool joined_too);
+  ~Elastic();  // halt()
+  Elastic(const Elastic&) = delete;
+  Elastic& operator=(const Elastic&) = delete;
+
+  int min_workers() const;
+  double idle_timeout_s() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fibra::detail

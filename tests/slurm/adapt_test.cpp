@@ -1,0 +1,192 @@
+// Pool::adapt on the local Slurm cluster (real slurmctld and slurmd, started by the `slurm` tests'
+// fixture; SLURM_CONF points at it): the driver runs outside Slurm, as on a login node, with
+// FIBRA_JOIN_FILE, and grows with worker jobs it submits while work waits; one worker job is
+// scancelled mid-map (nothing lost, nothing twice); once idle, the joined workers leave and their
+// jobs are gone from squeue. Expected values are computed here (3 i + 1). Every wait is bounded
+// and names what did not arrive.
+#include <fibra/fibra.hpp>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../common/bounded.hpp"
+
+using fibra_test::call_within;
+
+namespace {
+constexpr std::chrono::seconds bound{180};
+
+struct Where {
+  long value = 0;
+  long agent = 0;
+};
+Where where(long i) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));  // 400 items: 16 s on one worker
+  return {3 * i + 1, static_cast<long>(::getppid())};
+}
+FIBRA_REMOTE(where);
+
+std::vector<long> upto(long n) {
+  std::vector<long> v(static_cast<std::size_t>(n));
+  for (long i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = i;
+  return v;
+}
+
+// What a command printed on stdout.
+std::string output_of(const std::string& command) {
+  std::string out;
+  if (FILE* p = ::popen(command.c_str(), "r")) {
+    char b[512];
+    while (std::fgets(b, sizeof b, p)) out += b;
+    ::pclose(p);
+  }
+  return out;
+}
+
+// This driver's worker jobs that squeue still shows (pending, running, completing), "id state" lines.
+std::string worker_jobs_in_squeue() {
+  return output_of("squeue -h -o '%i %T' -n fibra-worker-" + std::to_string(::getpid()) + " 2>&1");
+}
+
+std::vector<fibra::WorkerInfo> joined_alive(const fibra::Pool& pool) {
+  std::vector<fibra::WorkerInfo> out;
+  for (const auto& w : pool.workers())
+    if (!w.joined_from.empty() && (w.state == "starting" || w.state == "ready" || w.state == "retiring"))
+      out.push_back(w);
+  return out;
+}
+
+// Log lines, kept for the test to look into.
+std::mutex g_log_mu;
+std::vector<std::string> g_log;
+bool logged(const std::string& part) {
+  std::lock_guard lk(g_log_mu);
+  for (const auto& l : g_log)
+    if (l.find(part) != std::string::npos) return true;
+  return false;
+}
+}  // namespace
+
+TEST(Adapt, APoolGrowsWithWorkerJobsLosesOneToScancelAndShrinksWhenIdle) {
+  fibra::Pool pool(1);
+  // (--mem: the cluster's memory is consumable, and a job that asks for none takes all of it.)
+  pool.adapt(1, 3,
+             {.workers_per_job = 1,
+              .time = "00:10:00",
+              .sbatch_args = {"--mem=500M"},
+              .backlog = 2,
+              .idle_timeout_s = 3,
+              .submit_gap_s = 0.2});
+  // While the map runs: once two worker jobs have joined, the first is cancelled.
+  std::string cancelled, running;
+  std::atomic<bool> done{false};
+  std::thread canceller([&] {
+    for (int i = 0; i < 6000 && !done; ++i) {
+      const auto j = joined_alive(pool);
+      int ready = 0;
+      for (const auto& w : j) ready += w.state == "ready";
+      if (ready >= 2) {
+        cancelled = j[0].joined_from.substr(std::string("Slurm job ").size());
+        running = worker_jobs_in_squeue();  // the query below sees them while they run
+        output_of("scancel " + cancelled);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  const auto r =
+      call_within(bound, "map of where over 400 items", [&] { return pool.map(where, upto(400), {.chunksize = 1}); });
+  done = true;
+  canceller.join();
+  ASSERT_EQ(r.size(), 400u);
+  std::set<long> agents;
+  for (long i = 0; i < 400; ++i) {
+    ASSERT_EQ(r[static_cast<std::size_t>(i)].value, 3 * i + 1) << i;
+    agents.insert(r[static_cast<std::size_t>(i)].agent);
+  }
+  EXPECT_GE(agents.size(), 3u) << "the map ran on " << agents.size() << " agent(s): no worker job joined in time";
+  ASSERT_FALSE(cancelled.empty()) << "two worker jobs never joined at once during the map";
+  EXPECT_NE(running.find(cancelled + " RUNNING"), std::string::npos) << "squeue showed, as they ran:\n" << running;
+  EXPECT_TRUE(logged("submitted worker job")) << "no submission was logged";
+  bool seen_lost = false;
+  for (const auto& w : pool.workers()) seen_lost |= w.joined_from == "Slurm job " + cancelled && w.state == "lost";
+  EXPECT_TRUE(seen_lost) << "the worker of the cancelled job " << cancelled << " is not shown lost";
+
+  // Idle: the joined workers leave (3 s), their jobs end, and the pool is back to its own worker.
+  bool shrunk = false;
+  for (int i = 0; i < 3000 && !shrunk; ++i) {
+    shrunk = joined_alive(pool).empty() && pool.size() == 1 && worker_jobs_in_squeue().empty();
+    if (!shrunk) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(shrunk) << "30 s after the map: " << joined_alive(pool).size() << " joined worker(s) alive, size "
+                      << pool.size() << ", in squeue:\n"
+                      << worker_jobs_in_squeue();
+  EXPECT_TRUE(logged("AdaptOptions::idle_timeout_s")) << "no idle worker was let go";
+  const auto again = call_within(bound, "map after the shrink", [&] { return pool.map(where, upto(20)); });
+  for (long i = 0; i < 20; ++i) ASSERT_EQ(again[static_cast<std::size_t>(i)].value, 3 * i + 1);
+}
+
+TEST(Adapt, SubmissionPausesAfterFailedSubmitsAndThePoolGoesOn) {
+  fibra::Pool pool(1);
+  // Under its minimum, it submits at once; sbatch refuses each job (no such partition).
+  pool.adapt(2, 3, {.partition = "no_such_partition", .submit_gap_s = 0.1, .failed_submits = 3});
+  bool paused = false;
+  for (int i = 0; i < 3000 && !paused; ++i) {
+    paused = logged("submits no more worker jobs after 3 failures in a row");
+    if (!paused) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(paused) << "no pause within 30 s";
+  EXPECT_TRUE(logged("no_such_partition")) << "sbatch's refusal was not passed on";
+  const auto r = call_within(bound, "map while paused", [&] { return pool.map(where, upto(20)); });
+  for (long i = 0; i < 20; ++i) ASSERT_EQ(r[static_cast<std::size_t>(i)].value, 3 * i + 1);
+  EXPECT_TRUE(worker_jobs_in_squeue().empty()) << worker_jobs_in_squeue();
+}
+
+TEST(Adapt, BoundsThatCannotHoldAreRefused) {
+  fibra::Pool pool(2);
+  EXPECT_THROW(pool.adapt(3, 1), fibra::ConfigError);
+  try {
+    pool.adapt(1, 1);  // the pool has 2 of its own
+    ADD_FAILURE() << "adapt(1, 1) on a pool of 2 was accepted";
+  } catch (const fibra::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("resize() it first"), std::string::npos) << e.what();
+  }
+}
+
+int main(int argc, char** argv) {
+  bool joiner = false;
+  for (int i = 1; i < argc; ++i) joiner |= std::string(argv[i]) == "--fibra-join";
+  std::string dir;
+  if (!joiner) {
+    if (!std::getenv("SLURM_CONF")) {
+      std::printf("FAIL: SLURM_CONF is not set: run this test through ctest, whose fixture starts the cluster\n");
+      return 1;
+    }
+    char tmpl[] = "/tmp/fibra-adapt-test-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    ::setenv("FIBRA_JOIN_FILE", (dir + "/join").c_str(), 1);
+    fibra::log::set_sink([](fibra::log::Level, std::string_view line) {
+      std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+      std::lock_guard lk(g_log_mu);
+      g_log.emplace_back(line);
+    });
+  }
+  int rc = 0;
+  {
+    fibra::Runtime rt(argc, argv);
+    ::testing::InitGoogleTest(&argc, argv);
+    rc = RUN_ALL_TESTS();
+  }
+  if (!dir.empty() && rc == 0) std::filesystem::remove_all(dir);
+  return rc;
+}
