@@ -181,10 +181,11 @@ Runtime::Runtime(int& argc, char**& argv) {
     if (const char* ckpt = std::getenv("FIBRA_CHECKPOINT"); ckpt && *ckpt) detail::checkpoint_opened();
     if (g_joins) g_joins->open();
   } catch (...) {
-    g_joins.reset();
+    const bool joins_clean = !g_joins || g_joins->close();
     int init = 0;
     MPI_Initialized(&init);
-    if (init) MPI_Finalize();
+    if (init && joins_clean) MPI_Finalize();
+    g_joins.reset();  // its name server, after MPI_Finalize
     g_active = false;
     throw;
   }
@@ -199,7 +200,10 @@ Runtime::~Runtime() {
   // After an agent on another host was lost, Open MPI 4.1's MPI_Finalize can hang for good (a node
   // cut off) or abort the process (a node dead), measured on the virtual cluster: every result is
   // delivered by now, so the driver leaves without it and ends with its own exit status.
-  if (const std::string lost = detail::lost_remote_hosts(); !lost.empty()) {
+  std::string lost = detail::lost_remote_hosts();
+  if (const std::string joined = detail::lost_joined_hosts(); !joined.empty())
+    lost += (lost.empty() ? "" : ", ") + joined + " (joined)";
+  if (!lost.empty()) {
     log::warning(
         "fibra: not calling MPI_Finalize: agents on {} were lost, and Open MPI 4.1 may hang or abort in it "
         "after that; every result was delivered",

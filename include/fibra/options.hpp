@@ -76,6 +76,9 @@ struct AdaptOptions {
   double idle_timeout_s = 60;            ///< a joined worker idle this long leaves (never below the minimum)
   double submit_gap_s = 2;               ///< at least this long between two submissions
   int failed_submits = 3;                ///< failed worker jobs in a row after which submission pauses
+  /// A joined worker leaves this long before its Slurm job's time limit (it takes no new work, and
+  /// ends once what it runs is done), so that no chunk is cut by the limit.
+  double drain_before_s = 60;
 };
 
 /// @brief Settings of one task (Pool::submit, fibra::submit), over the pool's defaults.

@@ -4,10 +4,17 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
 #include <string>
+#include <vector>
 
 #include "agent/agent.hpp"
+#include "common/command.hpp"
 #include "common/log.hpp"
 #include "common/process.hpp"
 #include "fibra/detail/registry.hpp"
@@ -20,9 +27,10 @@ namespace fibra::detail {
 
 namespace {
 
-constexpr int connect_ms = 3'000;      // per address of the driver's hello
-constexpr int answer_ms = 120'000;     // the driver answers within its wait for a pool (60 s), and more
-constexpr double default_wait_s = 60;  // for the join file to appear (FIBRA_JOIN_WAIT_S)
+constexpr int connect_ms = 3'000;       // per address of the driver's hello
+constexpr int answer_ms = 120'000;      // the driver answers within its wait for a pool (60 s), and more
+constexpr double default_wait_s = 60;   // for the join file to appear (FIBRA_JOIN_WAIT_S)
+constexpr double connect_bound_s = 60;  // MPI_Comm_connect, once the driver said go
 
 [[noreturn]] void fail(const std::string& why) {
   log::error("fibra: this worker cannot join the driver: {}", why);
@@ -55,6 +63,43 @@ int executors_offered() {
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   const int ranks = local ? std::max(1, std::atoi(local)) : 1;
   return std::max(1, cpus / ranks);
+}
+
+// Seconds from squeue's %L ("[days-]hours:minutes:seconds", "minutes:seconds"); 0 for anything
+// else ("UNLIMITED", "INVALID", "NOT_SET").
+double slurm_duration_s(const std::string& text) {
+  long days = 0;
+  std::string rest = text;
+  if (const auto dash = rest.find('-'); dash != std::string::npos) {
+    days = std::atol(rest.substr(0, dash).c_str());
+    rest = rest.substr(dash + 1);
+  }
+  std::vector<long> parts;
+  std::size_t at = 0;
+  for (;;) {
+    const auto colon = rest.find(':', at);
+    const std::string p = rest.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
+    if (p.empty() || p.find_first_not_of("0123456789") != std::string::npos) return 0;
+    parts.push_back(std::atol(p.c_str()));
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  if (parts.size() < 2 || parts.size() > 3) return 0;
+  double s = 0;
+  for (long x : parts) s = s * 60 + double(x);
+  return s + double(days) * 86400;
+}
+
+// How long its Slurm job has left, if it runs in one (the driver lets it go before that).
+double slurm_time_left_s() {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (!job || !*job) return 0;
+  std::string error;
+  const CommandOutput r = run_command({"squeue", "-h", "-j", job, "-o", "%L"}, {}, error);
+  if (!error.empty() || r.status != 0) return 0;
+  std::string text = r.out;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return slurm_duration_s(text);
 }
 
 std::string origin() {
@@ -90,6 +135,18 @@ MPI_Comm join_driver(int& argc, char**& argv, const char* file) {
   } else {
     ::setenv("OMPI_MCA_pmix_server_uri", a.server_uri.c_str(), 1);
   }
+  // Its hello, before MPI starts (squeue is a child process: none is forked once MPI runs).
+  wire::JoinHello hello;
+  hello.nonce = a.nonce;
+  hello.fingerprint = registry_fingerprint();
+  hello.functions = registry_size();
+  hello.pid = ::getpid();
+  hello.host = host_name();
+  hello.executors = executors_offered();
+  hello.origin = origin();
+  hello.time_left_s = slurm_time_left_s();
+  if (const char* pool = std::getenv("FIBRA_JOIN_POOL"); pool && *pool) hello.pool = std::strtoull(pool, nullptr, 10);
+  if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && *n) hello.ranks = std::max(1, std::atoi(n));
   ::setenv("EVENT_NOEPOLL", "1", 0);  // as every fibra process (src/runtime.cpp)
   int provided = 0;
   if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) fail("MPI_Init_thread failed");
@@ -106,22 +163,27 @@ MPI_Comm join_driver(int& argc, char**& argv, const char* file) {
   if (!s)
     fail("the driver does not answer at the addresses " + std::string(file) + " names (" + tried +
          "): it has ended, or this node cannot reach it");
-  wire::JoinHello hello;
-  hello.nonce = a.nonce;
-  hello.fingerprint = registry_fingerprint();
-  hello.functions = registry_size();
-  hello.pid = ::getpid();
-  hello.host = host_name();
-  hello.executors = executors_offered();
-  hello.origin = origin();
   if (!join::send_message(s.get(), wire::encode(hello))) fail("the driver closed the connection before the hello");
   const auto reply = join::receive_message(s.get(), answer_ms);
-  if (!reply) fail("no answer from the driver to its hello");
+  if (!reply)
+    fail("no answer from the driver to its hello within " + std::to_string(answer_ms / 1000) +
+         " s: it may be stuck in an earlier worker's join (its log says)");
   const auto answer = wire::decode<wire::JoinAnswer>(*reply);
   if (!answer.go) fail("the driver refused it: " + answer.why);
+  // A connect that does not return (the driver died after its answer) ends this worker, bounded.
+  static std::atomic<bool> connected{false};  // (static: the thread may outlive this call)
+  std::thread([] {
+    for (int i = 0; i < static_cast<int>(connect_bound_s * 10) && !connected; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!connected) fail("MPI_Comm_connect to the driver did not return within 60 s: the driver has ended?");
+  }).detach();
   MPI_Comm inter = MPI_COMM_NULL;
   const int rc = MPI_Comm_connect(a.port.c_str(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter);
+  connected = true;
   if (rc != MPI_SUCCESS) fail("MPI_Comm_connect to the driver's port failed: " + mpi::error_text(rc));
+  // The hello's connection stays open while this process lives: the driver takes its end for a
+  // joiner that left before it connected (src/driver/joins.cpp).
+  (void)s.release();
   MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
   return inter;
 }

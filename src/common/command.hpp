@@ -5,6 +5,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,15 +29,24 @@ struct CommandOutput {
 };
 
 namespace command_detail {
-/// Reads both pipes until both are closed, so neither can fill up and block the child.
-inline void drain(UniqueFd out_fd, UniqueFd err_fd, std::string& out, std::string& err) {
+/// Reads both pipes until both are closed, so neither can fill up and block the child; false if
+/// that has not happened by `deadline` (a monotonic time in ms; 0: no deadline).
+inline bool drain(UniqueFd out_fd, UniqueFd err_fd, std::string& out, std::string& err, long long deadline) {
   UniqueFd* owners[2] = {&out_fd, &err_fd};
   pollfd fds[2] = {{out_fd.get(), POLLIN, 0}, {err_fd.get(), POLLIN, 0}};
   std::string* sinks[2] = {&out, &err};
   int open = 2;
   char buf[4096];
   while (open > 0) {
-    if (::poll(fds, 2, -1) < 0) {
+    int wait_ms = -1;
+    if (deadline > 0) {
+      timespec t{};
+      ::clock_gettime(CLOCK_MONOTONIC, &t);
+      const long long now = static_cast<long long>(t.tv_sec) * 1000 + t.tv_nsec / 1'000'000;
+      if (now >= deadline) return false;
+      wait_ms = static_cast<int>(deadline - now);
+    }
+    if (::poll(fds, 2, wait_ms) < 0) {
       if (errno == EINTR) continue;
       break;
     }
@@ -51,14 +62,16 @@ inline void drain(UniqueFd out_fd, UniqueFd err_fd, std::string& out, std::strin
       }
     }
   }
+  return true;
 }
 }  // namespace command_detail
 
 /// Runs `argv` (its first word searched in PATH) with stdin from /dev/null, to its end. `env`: its
 /// whole environment ("NAME=value" each); empty: this process's. `error` is set when it cannot
-/// even begin (no pipe, no fork), and the status is then -1.
+/// even begin (no pipe, no fork), and the status is then -1; or when it runs past `timeout_s`
+/// (0: no limit), and it is then killed (status 128 + 9).
 inline CommandOutput run_command(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                                 std::string& error) {
+                                 std::string& error, double timeout_s = 0) {
   CommandOutput r;
   int out_fds[2], err_fds[2];
   if (::pipe2(out_fds, O_CLOEXEC) != 0) {
@@ -86,7 +99,10 @@ inline CommandOutput run_command(const std::vector<std::string>& argv, const std
       ::execvp(args[0], args.data());
     else
       ::execvpe(args[0], args.data(), envp.data());
-    std::fprintf(stderr, "cannot run '%s': %s\n", args[0], std::strerror(errno));
+    // (No stdio here: in a process with threads, another may have held its lock at the fork.)
+    const char* why = std::strerror(errno);
+    const char* parts[] = {"cannot run '", args[0], "': ", why, "\n"};
+    for (const char* p : parts) (void)!::write(2, p, std::strlen(p));
     ::_exit(127);
   }
   out_w.reset();  // the child's ends: the parent reads until the child closes its copies
@@ -95,7 +111,17 @@ inline CommandOutput run_command(const std::vector<std::string>& argv, const std
     error = std::string("cannot start '") + argv[0] + "': " + std::strerror(errno);
     return r;
   }
-  command_detail::drain(std::move(out_r), std::move(err_r), r.out, r.err);
+  long long deadline = 0;
+  if (timeout_s > 0) {
+    timespec t{};
+    ::clock_gettime(CLOCK_MONOTONIC, &t);
+    deadline =
+        static_cast<long long>(t.tv_sec) * 1000 + t.tv_nsec / 1'000'000 + static_cast<long long>(timeout_s * 1000);
+  }
+  if (!command_detail::drain(std::move(out_r), std::move(err_r), r.out, r.err, deadline)) {
+    ::kill(pid, SIGKILL);
+    error = "'" + argv[0] + "' did not end within " + std::to_string(static_cast<int>(timeout_s)) + " s";
+  }
   int st = 0;
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }

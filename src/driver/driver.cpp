@@ -17,6 +17,7 @@ namespace {
 std::mutex g_lost_mu;
 std::set<std::string> g_lost_hosts;  // hosts of agents lost on other hosts (note_lost_remote_host)
 std::atomic<bool> g_any_lost{false};
+std::set<std::string> g_lost_joined;  // hosts of agents that joined and were lost there (under g_lost_mu)
 
 }  // namespace
 
@@ -29,6 +30,18 @@ std::string lost_remote_hosts() {
   std::lock_guard lk(g_lost_mu);
   std::string all;
   for (const auto& h : g_lost_hosts) all += (all.empty() ? "" : ", ") + h;
+  return all;
+}
+
+void note_lost_joined_host(const std::string& host) {
+  std::lock_guard lk(g_lost_mu);
+  g_lost_joined.insert(host);
+}
+
+std::string lost_joined_hosts() {
+  std::lock_guard lk(g_lost_mu);
+  std::string all;
+  for (const auto& h : g_lost_joined) all += (all.empty() ? "" : ", ") + h;
   return all;
 }
 

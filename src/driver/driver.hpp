@@ -21,6 +21,13 @@ bool remote_host_lost() noexcept;
 /// The hosts noted so far, "a, b"; empty: none (MPI_Finalize is safe).
 std::string lost_remote_hosts();
 
+/// In the driver: an agent that joined from a launch of its own (src/driver/joins.hpp) was lost on
+/// another host. Spawning goes on (its node is none of this job's), but ~Runtime skips
+/// MPI_Finalize, which may wait for a peer it connected to.
+void note_lost_joined_host(const std::string& host);
+/// The hosts noted so far, "a, b"; empty: none.
+std::string lost_joined_hosts();
+
 /// In the driver: the pool of that PoolCore::uid, or null if it is gone.
 std::shared_ptr<PoolCore> find_pool(std::uint64_t uid) noexcept;
 

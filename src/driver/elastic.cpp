@@ -24,7 +24,38 @@ namespace fibra::detail {
 
 namespace {
 constexpr auto look_every = std::chrono::milliseconds(250);
-constexpr double poll_every_s = 2;  // squeue, for the states of the worker jobs
+constexpr double poll_every_s = 2;      // squeue, for the states of the worker jobs
+constexpr double command_bound_s = 30;  // sbatch, squeue or scancel that takes longer is killed
+constexpr double drain_margin_s = 10;   // a worker job runs at least this long before it drains
+
+// Seconds of a Slurm time ("minutes", "minutes:seconds", "hours:minutes:seconds",
+// "days-hours[:minutes[:seconds]]"); -1 if it is none of those.
+double slurm_time_s(const std::string& t) {
+  long days = 0;
+  std::string rest = t;
+  if (const auto dash = rest.find('-'); dash != std::string::npos) {
+    if (dash == 0 || rest.find_first_not_of("0123456789") != dash) return -1;
+    days = std::atol(rest.substr(0, dash).c_str());
+    rest = rest.substr(dash + 1);
+  }
+  std::vector<long> parts;
+  for (std::size_t at = 0;;) {
+    const auto colon = rest.find(':', at);
+    const std::string p = rest.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
+    if (p.empty() || p.find_first_not_of("0123456789") != std::string::npos) return -1;
+    parts.push_back(std::atol(p.c_str()));
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  if (parts.size() > 3) return -1;
+  if (t.find('-') != std::string::npos)  // days-hours[:minutes[:seconds]]
+    return double(days) * 86400 + double(parts[0]) * 3600 + (parts.size() > 1 ? double(parts[1]) * 60 : 0) +
+           (parts.size() > 2 ? double(parts[2]) : 0);
+  if (parts.size() == 1) return double(parts[0]) * 60;  // minutes
+  double s = 0;
+  for (long x : parts) s = s * 60 + double(x);
+  return s;
+}
 
 // Without its trailing blanks, its lines joined by "; " (sbatch's errors come in two lines).
 std::string trimmed(std::string s) {
@@ -54,6 +85,7 @@ struct Elastic::Impl {
   };
   // Set at the start and by no one after: read by the thread without a lock.
   int min = 1, max = 1;
+  std::uint64_t pool = 0;
   AdaptOptions o;
   std::function<View()> view;
   std::string file, dir, script;
@@ -83,7 +115,7 @@ struct Elastic::Impl {
     for (const auto& a : o.sbatch_args) s << "#SBATCH " << a << "\n";
     s << "# A worker job of fibra's Pool::adapt: it joins the driver (pid " << ::getpid() << " on " << host_name()
       << ") through its join file, and ends when the driver lets it go.\n";
-    s << "export FIBRA_JOIN_WORKERS=" << o.workers_per_job << "\n";
+    s << "export FIBRA_JOIN_WORKERS=" << o.workers_per_job << " FIBRA_JOIN_POOL=" << pool << "\n";
     s << "exec " << quoted(self_exe()) << " --fibra-join " << quoted(file) << "\n";
     std::ofstream(script, std::ios::trunc) << s.str();
     if (!std::ifstream(script)) throw ConfigError("fibra: Pool::adapt cannot write its worker job's script " + script);
@@ -105,25 +137,22 @@ struct Elastic::Impl {
 
   void look() {
     const double now = mpi::now_s();
+    View v = view();  // before the poll: a job that joined and ended since is not taken for a failure
+    mark_joined(v);
     if (now >= next_poll) {
       poll_states();
       next_poll = now + poll_every_s;
     }
-    const View v = view();
     int pending = 0;
-    for (auto& j : jobs) {
-      if (v.joined.count(j.id) && !j.joined) {
-        j.joined = true;
-        failures = 0;  // a worker job that works: the ones before it were bad luck, not a bad setup
-      }
-      pending += !j.ended && !j.joined;
-    }
+    for (auto& j : jobs) pending += !j.ended && !j.joined;
     waiting_looks = v.waiting > 0 ? waiting_looks + 1 : 0;
     const int planned = v.workers + pending * o.workers_per_job;
     std::string why;
+    if (planned + o.workers_per_job > max) return;
     if (planned < min)
-      why = "the pool has " + std::to_string(v.workers) + " worker(s), fewer than its minimum of " + std::to_string(min);
-    else if (waiting_looks >= 2 && planned + o.workers_per_job <= max)
+      why =
+          "the pool has " + std::to_string(v.workers) + " worker(s), fewer than its minimum of " + std::to_string(min);
+    else if (waiting_looks >= 2)
       why = std::to_string(v.waiting) + " chunk(s) wait, and the pool has " + std::to_string(v.workers) +
             " worker(s) of at most " + std::to_string(max);
     if (why.empty() || paused || pending >= o.backlog || now < next_submit) return;
@@ -132,9 +161,17 @@ struct Elastic::Impl {
     next_poll = 0;
   }
 
+  void mark_joined(const View& v) {
+    for (auto& j : jobs)
+      if (!j.joined && v.joined.count(j.id)) {
+        j.joined = true;
+        failures = 0;  // a worker job that works: the ones before it were bad luck, not a bad setup
+      }
+  }
+
   void submit(const std::string& why) {
     std::string error;
-    const CommandOutput r = run_command({"sbatch", "--parsable", script}, env, error);
+    const CommandOutput r = run_command({"sbatch", "--parsable", script}, env, error, command_bound_s);
     if (error.empty() && r.status == 0) {
       std::string id = trimmed(r.out);
       id = id.substr(0, id.find(';'));  // "id;cluster" on a federation
@@ -163,7 +200,8 @@ struct Elastic::Impl {
       if (!j.ended) ids += (ids.empty() ? "" : ",") + j.id;
     if (ids.empty()) return;
     std::string error;
-    const CommandOutput r = run_command({"squeue", "-h", "-t", "all", "-o", "%i %T", "-j", ids}, env, error);
+    const CommandOutput r =
+        run_command({"squeue", "-h", "-t", "all", "-o", "%i %T", "-j", ids}, env, error, command_bound_s);
     if (!error.empty()) return;
     const bool unknown = r.status != 0 && r.err.find("Invalid job id") != std::string::npos;
     if (r.status != 0 && !unknown) return;  // slurmctld busy or away: the next poll asks again
@@ -176,11 +214,12 @@ struct Elastic::Impl {
       if (s != state.end() && !final_state(s->second)) continue;
       j.ended = true;
       const std::string how = s == state.end() ? "is gone from squeue" : "ended " + s->second;
-      if (!j.joined) failed("worker job " + j.id + " " + how + " before its worker joined; see " + dir + "/worker-" + j.id + ".out");
+      if (!j.joined)
+        failed("worker job " + j.id + " " + how + " before its worker joined; see " + dir + "/worker-" + j.id + ".out");
     }
   }
 
-  void cancel(bool joined_too) {
+  void cancel(bool joined_too, const std::string& why) {
     std::vector<std::string> argv{"scancel"};
     for (auto& j : jobs)
       if (!j.ended && (joined_too || !j.joined)) {
@@ -189,14 +228,18 @@ struct Elastic::Impl {
       }
     if (argv.size() == 1) return;
     std::string error;
-    run_command(argv, env, error);
+    const CommandOutput r = run_command(argv, env, error, command_bound_s);
     std::string list;
     for (std::size_t i = 1; i < argv.size(); ++i) list += (i > 1 ? ", " : "") + argv[i];
-    log::info("fibra: cancelled worker job(s) {} (the pool ends)", list);
+    if (!error.empty() || r.status != 0)
+      log::warning("fibra: scancel of worker job(s) {} failed ({}): cancel them by hand", list,
+                   trimmed(error.empty() ? r.err : error));
+    else
+      log::info("fibra: cancelled worker job(s) {} ({})", list, why);
   }
 };
 
-Elastic::Elastic(int min_workers, int max_workers, AdaptOptions options, std::function<View()> view)
+Elastic::Elastic(int min_workers, int max_workers, AdaptOptions options, std::uint64_t pool, std::function<View()> view)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   const auto bad = [](const std::string& what) { return ConfigError("fibra: Pool::adapt: " + what); };
@@ -209,7 +252,15 @@ Elastic::Elastic(int min_workers, int max_workers, AdaptOptions options, std::fu
   if (!(options.idle_timeout_s > 0)) throw bad("AdaptOptions::idle_timeout_s must be above 0");
   if (!(options.submit_gap_s >= 0)) throw bad("AdaptOptions::submit_gap_s cannot be negative");
   if (options.failed_submits < 1) throw bad("AdaptOptions::failed_submits must be 1 or more");
-  if (options.time.empty()) throw bad("AdaptOptions::time is empty (sbatch --time, such as \"01:00:00\")");
+  if (!(options.drain_before_s >= 0)) throw bad("AdaptOptions::drain_before_s cannot be negative");
+  const double limit = slurm_time_s(options.time);
+  if (limit < 0)
+    throw bad("AdaptOptions::time \"" + options.time +
+              "\" is not a Slurm time (minutes, minutes:seconds, hours:minutes:seconds or days-hours:minutes:seconds)");
+  if (limit < options.drain_before_s + drain_margin_s)
+    throw bad("AdaptOptions::time (" + options.time + ") leaves a worker job no time before it drains, " +
+              std::to_string(static_cast<int>(options.drain_before_s)) +
+              " s before its limit (AdaptOptions::drain_before_s): ask for more time, or drain later");
   s.file = join_file_listening();
   if (s.file.empty())
     throw bad(
@@ -217,14 +268,17 @@ Elastic::Elastic(int min_workers, int max_workers, AdaptOptions options, std::fu
         "FIBRA_JOIN_FILE=<a path on a file system the worker nodes read> (docs/elastic.md)");
   s.min = min_workers;
   s.max = max_workers;
+  s.pool = pool;
   s.o = std::move(options);
   s.view = std::move(view);
   s.env = launch_environment();
   std::string error;
-  const CommandOutput v = run_command({"sbatch", "--version"}, s.env, error);
+  const CommandOutput v = run_command({"sbatch", "--version"}, s.env, error, command_bound_s);
   if (!error.empty() || v.status != 0)
     throw bad("it submits worker jobs with sbatch, which " +
-              (v.status == 127 ? std::string("is not on PATH") : "failed: " + trimmed(error.empty() ? v.err : error)));
+              (error.empty() && v.status == 127 && v.err.find("cannot run") != std::string::npos
+                   ? std::string("is not on PATH")
+                   : "failed: " + trimmed(error.empty() ? v.err : error)));
   s.dir = s.file + ".workers";
   s.script = s.dir + "/worker.sbatch";
   s.write_script();
@@ -240,10 +294,11 @@ void Elastic::halt() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-void Elastic::cancel(bool joined_too) {
+void Elastic::cancel(bool joined_too, const std::string& why) {
   try {
+    impl_->mark_joined(impl_->view());
     impl_->poll_states();  // not those that ended meanwhile
-    impl_->cancel(joined_too);
+    impl_->cancel(joined_too, why);
   } catch (const std::exception& e) {
     log::warning("fibra: Pool::adapt could not cancel its worker jobs: {}", e.what());
   }

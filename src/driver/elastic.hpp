@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <set>
@@ -19,17 +20,18 @@ class Elastic {
  public:
   /// What the pool says of itself at each look (under its lock).
   struct View {
-    int workers = 0;                  ///< workers starting or ready, its own and joined ones
-    std::size_t waiting = 0;          ///< chunks queued that no worker has yet
-    std::set<std::string> joined;     ///< Slurm job ids whose worker joined (alive or not)
+    int workers = 0;               ///< workers starting or ready, its own and joined ones
+    std::size_t waiting = 0;       ///< chunks queued that no worker has yet
+    std::set<std::string> joined;  ///< Slurm job ids whose worker joined (alive or not)
   };
   /// Checks the options (ConfigError naming what is wrong) and starts following the pool.
-  Elastic(int min_workers, int max_workers, AdaptOptions options, std::function<View()> view);
+  /// `pool`: the pool's uid, which its worker jobs name in their hello (the pool they join).
+  Elastic(int min_workers, int max_workers, AdaptOptions options, std::uint64_t pool, std::function<View()> view);
   /// Submits nothing more (its thread ends). Idempotent.
   void halt();
   /// After halt(): cancels its worker jobs still pending or running (scancel), those whose worker
-  /// joined too or not.
-  void cancel(bool joined_too);
+  /// joined too or not; `why` ends the log line that names them.
+  void cancel(bool joined_too, const std::string& why);
   ~Elastic();  // halt()
   Elastic(const Elastic&) = delete;
   Elastic& operator=(const Elastic&) = delete;

@@ -24,6 +24,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "common/log.hpp"
@@ -46,8 +47,9 @@ std::vector<std::string> g_launch_env;  // under g_mu: taken at prepare()
 
 constexpr double server_start_s = 10;  // ompi-server writes its URI within this
 constexpr double pool_wait_s = 60;     // a hello waits this long for a pool to run
-constexpr int hello_ms = 10'000;       // a joiner that connected sends its hello within this
-constexpr double close_wait_s = 5;     // the thread ends within this at close(), unless stuck in an accept
+constexpr int hello_ms = 3'000;        // a joiner that connected sends its hello at once: within this
+constexpr double close_wait_s = 5;     // at close(), an accept under way gets this long to end
+constexpr double close_bound_s = 10;   // and anything else (a hello being read) this long
 
 std::string trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
@@ -59,6 +61,16 @@ std::string file_text(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return trimmed(s.str());
+}
+
+// What a launcher (mpirun, a singleton's runtime) put in the environment for its own processes: a
+// worker job must not inherit it, or its MPI_Init would look for the driver's launcher. Kept: the
+// user's choice of networks (btl, oob) and of running as root.
+bool launcher_variable(std::string_view v) {
+  const auto starts = [&](std::string_view p) { return v.substr(0, p.size()) == p; };
+  if (starts("PMIX_") || starts("OPAL_") || starts("ORTE_")) return true;
+  if (!starts("OMPI_")) return false;
+  return !(starts("OMPI_ALLOW_RUN_AS_ROOT") || starts("OMPI_MCA_btl") || starts("OMPI_MCA_oob"));
 }
 
 // Where joiners may say hello: this host's IPv4 addresses (loopback last), then its name.
@@ -89,7 +101,8 @@ struct JoinListener::Impl {
   bool own_server_file = false;
   pid_t server_pid = -1;  // the ompi-server this driver started, if it did
   std::uint64_t nonce = std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32);
-  std::string port;  // MPI's
+  std::string port;               // MPI's
+  MPI_Comm self = MPI_COMM_NULL;  // a copy of MPI_COMM_SELF, the accept's own (a spawn may use SELF at the same time)
   tcp::Listener listener;
   UniqueFd stop[2];
   std::thread thread;
@@ -197,7 +210,9 @@ struct JoinListener::Impl {
     }
     std::string why;
     if (h.nonce != nonce)
-      why = "its join file is not this run's (the driver wrote " + path + " anew since it was read)";
+      why =
+          "its join file is not this run's (one of an earlier run, or a copy): use the file the driver's "
+          "FIBRA_JOIN_FILE names now";
     else if (h.fingerprint != registry_fingerprint())
       why = "it runs another build of the program (" + std::to_string(h.functions) +
             " remote functions registered, the driver has " + std::to_string(registry_size()) +
@@ -206,7 +221,10 @@ struct JoinListener::Impl {
       why = "it offers " + std::to_string(h.executors) + " workers (FIBRA_JOIN_WORKERS): from 1 to 4096";
     if (why.empty()) {
       for (int i = 0; i < static_cast<int>(pool_wait_s * 20) && !pool_running(); ++i)
-        if (stopping(50)) return;
+        if (stopping(50)) {
+          answer(fd, false, "the driver is ending");
+          return;
+        }
       if (!pool_running())
         why = "no pool ran in the driver for " + std::to_string(static_cast<int>(pool_wait_s)) + " s";
     }
@@ -220,7 +238,27 @@ struct JoinListener::Impl {
     // leaves this thread here for good (close() then says so).
     in_accept = true;
     MPI_Comm comm = MPI_COMM_NULL;
-    const int rc = MPI_Comm_accept(port.c_str(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &comm);
+    std::atomic<bool> accepted{false};
+    // A joiner that hangs up before its connect is said at once (the accept cannot be called off).
+    std::thread watch([&] {
+      while (!accepted) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 100) > 0 && !accepted) {
+          char b;
+          if (::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+            log::warning(
+                "fibra: the worker from {} on {} (pid {}) left after its hello, before it connected: the driver "
+                "waits in MPI_Comm_accept for good (Open MPI cannot call it off), and no other worker can join "
+                "this run",
+                h.origin, h.host, h.pid);
+            return;
+          }
+        }
+      }
+    });
+    const int rc = MPI_Comm_accept(port.c_str(), MPI_INFO_NULL, 0, self, &comm);
+    accepted = true;
+    watch.join();
     in_accept = false;
     if (rc != MPI_SUCCESS) {
       log::warning("fibra: a worker from {} on {} (pid {}) said hello but MPI_Comm_accept failed: {}", h.origin, h.host,
@@ -254,7 +292,8 @@ std::unique_ptr<JoinListener> JoinListener::prepare() {
   {
     std::lock_guard lk(g_mu);
     g_launch_env.clear();
-    for (char** e = environ; *e; ++e) g_launch_env.emplace_back(*e);
+    for (char** e = environ; *e; ++e)
+      if (!launcher_variable(*e)) g_launch_env.emplace_back(*e);
   }
   std::unique_ptr<JoinListener> l(new JoinListener());
   Impl& s = *l->impl_;
@@ -290,6 +329,7 @@ void JoinListener::open() {
   Impl& s = *impl_;
   char port[MPI_MAX_PORT_NAME] = {};
   mpi::check(MPI_Open_port(MPI_INFO_NULL, port), "MPI_Open_port");
+  mpi::check(MPI_Comm_dup(MPI_COMM_SELF, &s.self), "MPI_Comm_dup");
   s.port = port;
   s.opened = true;
   s.listener = tcp::listen_any("hear workers that join (FIBRA_JOIN_FILE)");
@@ -327,19 +367,26 @@ bool JoinListener::close() noexcept {
     const char b = 0;
     (void)!::write(s.stop[1].get(), &b, 1);
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(close_wait_s);
-    while (!s.done && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const auto bound = std::chrono::steady_clock::now() + std::chrono::duration<double>(close_bound_s);
+    for (;;) {
+      const auto now = std::chrono::steady_clock::now();
+      if (s.done || now >= bound || (now >= end && s.in_accept)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     if (s.done) {
       s.thread.join();
     } else {
-      log::warning(
-          "fibra: a worker said hello to join and never connected; the driver leaves without MPI_Finalize, which "
-          "would wait for it");
+      log::warning("fibra: {}; the driver leaves without MPI_Finalize, which would wait for it",
+                   s.in_accept ? "a worker said hello to join and never connected" : "the join listener did not stop");
       s.thread.detach();
       (void)impl_.release();  // the thread still uses it
       clean = false;
     }
   }
-  if (clean && s.opened) MPI_Close_port(s.port.c_str());
+  if (clean && s.opened) {
+    MPI_Close_port(s.port.c_str());
+    MPI_Comm_free(&s.self);
+  }
   std::remove(s.path.c_str());
   return clean;
 }

@@ -1011,6 +1011,7 @@ void PoolImpl::stop() {
   {
     std::lock_guard el(elastic_mu_);
     elastic = std::move(elastic_);
+    elastic_closed_ = true;
   }
   if (elastic) elastic->halt();
   {
@@ -1023,8 +1024,8 @@ void PoolImpl::stop() {
     kick();
   }
   if (thread_.joinable()) thread_.join();
-  if (elastic) elastic->cancel(true);        // what is still pending, or running after the goodbye
-  forget_object_frees(object_frees_token_);  // no thread left to tell the agents
+  if (elastic) elastic->cancel(true, "the pool ended");  // what is still pending, or running after the goodbye
+  forget_object_frees(object_frees_token_);              // no thread left to tell the agents
   std::lock_guard lk(mu_);
   // Nothing answers once the communication thread is gone: what is left fails rather than waits
   // (join() and terminate() leave nothing queued; this is the net under them).
@@ -1077,15 +1078,20 @@ std::shared_ptr<PoolCore> find_pool(std::uint64_t uid) noexcept {
   return nullptr;
 }
 
+// (The pools are looked at once g_pools_mu is released: the last reference to one may go here,
+// and its stop() joins a thread that may wait for g_pools_mu.)
 bool pool_running() noexcept {
-  std::lock_guard lk(g_pools_mu);
-  return std::any_of(g_pools.begin(), g_pools.end(), [](const auto& w) {
-    auto p = w.lock();
-    return p && !p->closed();
-  });
+  std::vector<std::shared_ptr<PoolImpl>> live;
+  {
+    std::lock_guard lk(g_pools_mu);
+    for (auto& w : g_pools)
+      if (auto p = w.lock()) live.push_back(std::move(p));
+  }
+  return std::any_of(live.begin(), live.end(), [](const auto& p) { return !p->closed(); });
 }
 
-// The oldest pool still running takes it (a program usually has one).
+// The pool its hello names (a worker job of that pool's Pool::adapt), else the oldest pool still
+// running (a program usually has one).
 bool offer_joined_agent(JoinedAgent& j) {
   std::vector<std::shared_ptr<PoolImpl>> live;
   {
@@ -1094,7 +1100,7 @@ bool offer_joined_agent(JoinedAgent& j) {
       if (auto p = w.lock()) live.push_back(std::move(p));
   }
   for (auto& p : live)
-    if (p->adopt_join(j)) return true;
+    if ((j.hello.pool == 0 || p->uid() == j.hello.pool) && p->adopt_join(j)) return true;
   return false;
 }
 

@@ -193,6 +193,8 @@ struct Worker {
   bool joined = false;
   std::string joined_from;  // where it came from ("Slurm job 812"), for WorkerInfo
   double idle_since = 0;    // joined: since when it has had no batch (Pool::adapt lets it go after a while)
+  double job_ends_at = 0;   // joined from a Slurm job: when its time limit comes (mpi::now_s); 0: not known
+  int joined_ranks = 1;     // processes of its launch: with more than one, retiring it alone would end the others
   bool alive() const { return state != State::gone && state != State::lost; }
 };
 
@@ -417,7 +419,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void spawn_agents(const std::vector<int>& executors);
   bool take_joins();
   Elastic::View elastic_view() const;
-  bool let_idle_joined_go(int live);
+  bool let_joined_go(int live);
   static wire::Simulation simulation_wanted();  // the scale simulation asked for (FIBRA_SIMULATED_AGENTS)
   void release_comm(Worker& w);
   enum class Taken { more, done };
@@ -578,14 +580,16 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // one pass, and every group of agents spawned together (AgentGroup), probed once per pass.
   std::vector<Worker*> hot_, probing_;
   std::vector<std::shared_ptr<AgentGroup>> groups_;
-  std::vector<JoinedAgent> joins_;
-  // Pool::adapt: its worker jobs (set and dropped on users' threads, never under mu_: its thread
-  // takes mu_), and, under mu_, what the communication thread needs to let idle joined workers go.
+  std::vector<JoinedAgent> joins_;  // under mu_: agents that joined, for the communication thread to take (take_joins)
+  // Pool::adapt: its worker jobs (set and dropped on users' threads under elastic_mu_, never under
+  // mu_: its thread takes mu_; elastic_closed_: the pool stopped, no adapt() may start one), and,
+  // under mu_, what the communication thread needs to let joined workers go (let_joined_go).
   std::unique_ptr<Elastic> elastic_;
   std::mutex elastic_mu_;
+  bool elastic_closed_ = false;
   int adapt_min_ = 0;
-  double adapt_idle_s_ =
-      0;  // 0: no adapt  // under mu_: agents that joined, for the communication thread to take (take_joins)
+  double adapt_idle_s_ = 0;                                // 0: no adapt
+  double drain_before_s_ = AdaptOptions{}.drain_before_s;  // a joined worker leaves this long before its job's limit
   std::uint64_t receive_passes_ = 0;
   double next_steal_look_ = 0;  // steal_for_idle looks at most once a millisecond (communication thread)
   // Under mu_: (worker id, chunk) to tell its agent (tag_cancel: fibra::cancel with force).

@@ -334,27 +334,35 @@ void PoolImpl::adapt(int min_workers, int max_workers, const AdaptOptions& optio
   {
     std::lock_guard lk(mu_);
     if (closed_) throw PoolClosed("fibra: adapt() on a pool that " + closed_reason_);
-    if (max_workers < target_)
+    if (min_workers <= max_workers && max_workers < target_)
       throw ConfigError("fibra: Pool::adapt(" + std::to_string(min_workers) + ", " + std::to_string(max_workers) +
                         "): the pool has " + std::to_string(target_) +
                         " workers of its own, more than max_workers; resize() it first, or allow more");
   }
-  auto e = std::make_unique<Elastic>(min_workers, max_workers, options, [this] { return elastic_view(); });
+  auto e = std::make_unique<Elastic>(min_workers, max_workers, options, uid_, [this] { return elastic_view(); });
   std::unique_ptr<Elastic> old;
   {
     std::lock_guard el(elastic_mu_);
-    old = std::move(elastic_);
-    elastic_ = std::move(e);
+    if (!elastic_closed_) {
+      old = std::move(elastic_);
+      elastic_ = std::move(e);
+    }
+  }
+  if (e) {  // the pool stopped meanwhile: the new one goes before it submits anything
+    e->halt();
+    e->cancel(true, "the pool ended");
+    throw PoolClosed("fibra: adapt() on a pool that ended while it was called");
   }
   {
     std::lock_guard lk(mu_);
     adapt_min_ = min_workers;
     adapt_idle_s_ = options.idle_timeout_s;
+    drain_before_s_ = options.drain_before_s;
     kick();
   }
   if (old) {  // a second adapt() replaces the first: its jobs not joined yet are not wanted now
     old->halt();
-    old->cancel(false);
+    old->cancel(false, "Pool::adapt was called again");
   }
 }
 
@@ -371,30 +379,40 @@ Elastic::View PoolImpl::elastic_view() const {
   return v;
 }
 
-// Pool::adapt: a joined worker with nothing to do for AdaptOptions::idle_timeout_s leaves (it is
-// retired as resize() retires one), as long as the pool keeps its minimum. One that hosts actors
-// stays: they would have to start again elsewhere. On the communication thread.
-bool PoolImpl::let_idle_joined_go(int live) {
+// A joined worker leaves (it is retired as resize() retires one: it finishes what it runs):
+// - AdaptOptions::drain_before_s before its Slurm job's time limit, so that no chunk is cut by it;
+// - under Pool::adapt, once idle for AdaptOptions::idle_timeout_s, as long as the pool keeps its
+//   minimum, unless it hosts actors (they would have to start again elsewhere).
+// On the communication thread.
+bool PoolImpl::let_joined_go(int live) {
   std::vector<std::string> lines;
   {
     std::lock_guard lk(mu_);
-    if (!(adapt_idle_s_ > 0)) return false;
+    if (joined_live_ == 0) return false;
     const double now = mpi::now_s();
     int total = live + joined_live_;
     for (auto& w : workers_) {
-      if (!w->joined || w->state != Worker::State::ready) continue;
+      // (One rank of a launch of several that left alone would end the others: Open MPI ends a job
+      // whose process exits without MPI_Finalize, and the others are not done. They stay.)
+      if (!w->joined || w->state != Worker::State::ready || w->joined_ranks > 1) continue;
       // (Not Worker::last_busy: a batch through a lane is no message.)
       if (!w->batches.empty() || w->blocked > 0 || w->idle_since == 0) w->idle_since = now;
-      if (now - w->idle_since < adapt_idle_s_ || total - w->executors < adapt_min_) continue;
-      if (std::any_of(actors_.begin(), actors_.end(),
-                      [&](auto& a) { return a.second.state == ActorState::State::placed && a.second.worker == w->id; }))
+      std::string why;
+      if (w->job_ends_at > 0 && now >= w->job_ends_at - drain_before_s_) {
+        why = ": its Slurm job's time limit is " + seconds(w->job_ends_at - now) +
+              " away (AdaptOptions::drain_before_s): it finishes what it runs and leaves the pool";
+      } else if (adapt_idle_s_ > 0 && now - w->idle_since >= adapt_idle_s_ && total - w->executors >= adapt_min_ &&
+                 std::none_of(actors_.begin(), actors_.end(), [&](auto& a) {
+                   return a.second.state == ActorState::State::placed && a.second.worker == w->id;
+                 })) {
+        why = " was idle for " + seconds(now - w->idle_since) + " (AdaptOptions::idle_timeout_s): it leaves the pool";
+      } else {
         continue;
+      }
       set_state(*w, Worker::State::retiring);
       mark_hot(*w);
       total -= w->executors;
-      lines.push_back(name(*w) + " was idle for " + seconds(now - w->idle_since) +
-                      " (AdaptOptions::idle_timeout_s): it leaves the pool, which keeps " + std::to_string(total) +
-                      " worker(s)");
+      lines.push_back(name(*w) + why + ", which keeps " + std::to_string(total) + " worker(s)");
     }
   }
   for (const auto& l : lines) log::info("fibra: {}", l);
@@ -431,14 +449,15 @@ bool PoolImpl::take_joins() {
       made->holds_slot = false;                     // not of this allocation's slots
       made->joined = true;
       made->joined_from = j.hello.origin;
+      if (j.hello.time_left_s > 0) made->job_ends_at = mpi::now_s() + j.hello.time_left_s;
+      made->joined_ranks = std::max(1, static_cast<int>(j.hello.ranks));
       made->comm = j.comm;
       made->group = group;
       made->spawned_at = made->last_heard = made->last_sent = made->last_busy = made->idle_since = mpi::now_s();
       w = made.get();
       group->members.push_back(w);
       workers_.push_back(std::move(made));
-      count_state(*w, +1);  // starting
-      ++stats_.workers_started;
+      count_state(*w, +1);  // starting (not PoolStats::workers_started, which counts the ones it spawned)
       mark_hot(*w);
     }
     log::info("fibra: agent {} with {} worker(s) joined from {} on {} (pid {})", w->slot, w->executors, j.hello.origin,
@@ -776,7 +795,8 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
     // daemon (see frozen_reason). Placement "none" plans no host: the host its hello gave counts.
     // (Not one that joined: its node is not of this job, whose daemons a spawn involves.)
     const std::string& lost_host = w.planned_host.empty() ? w.host : w.planned_host;
-    if (!w.joined && !lost_host.empty() && !same_host(lost_host, my_host_)) note_lost_remote_host(lost_host);
+    if (!lost_host.empty() && !same_host(lost_host, my_host_))
+      w.joined ? note_lost_joined_host(lost_host) : note_lost_remote_host(lost_host);
     sends_.abandon(w.comm, w.rank, w.tag_of(0), w.tag_of(wire::tags_per_agent));
     group_member_lost(w);
     ChannelStore::instance().forget(uid_, static_cast<std::uint64_t>(w.id), std::nullopt, taken);
@@ -857,9 +877,10 @@ bool PoolImpl::adjust_size() {
     }
     return true;
   }
-  bool changed = let_idle_joined_go(live);
+  bool changed = let_joined_go(live);
   for (auto it = workers_.rbegin(); it != workers_.rend() && live > target; ++it) {
     auto& w = **it;
+    if (w.joined) continue;  // not of the pool's own count (`live`): let_joined_go lets them go
     if (w.state == Worker::State::ready || w.state == Worker::State::starting) {
       std::lock_guard lk(mu_);  // stop taking work; leave once its batches are done
       set_state(w, Worker::State::retiring);

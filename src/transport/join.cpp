@@ -1,6 +1,7 @@
 // src/transport/join.cpp: see join.hpp.
 #include "transport/join.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "fibra/error.hpp"
+#include "common/unique_fd.hpp"
 #include "transport/tcp.hpp"
 
 namespace fibra::detail::join {
@@ -97,10 +99,11 @@ Address parse(std::string_view text, const std::string& path) {
 void write_file(const std::string& path, const Address& a) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << to_text(a);
-    out.close();
-    if (!out) throw Error("fibra: cannot write the join file " + tmp + " (" + std::strerror(errno) + ")");
+    // Its owner's alone: its nonce is what lets a worker join (and be given tasks).
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    const std::string text = to_text(a);
+    if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+      throw Error("fibra: cannot write the join file " + tmp + " (" + std::strerror(errno) + ")");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int e = errno;

@@ -328,10 +328,15 @@ struct JoinHello {
   std::string host;
   std::int32_t executors = 1;  ///< workers it offers to run
   std::string origin;          ///< where it came from, for people ("Slurm job 812", "mpirun")
+  double time_left_s = 0;      ///< until its Slurm job's time limit (squeue's %L); 0: none known
+  std::uint64_t pool = 0;      ///< the pool it is for (a worker job of Pool::adapt); 0: the oldest running
+  std::int32_t ranks = 1;      ///< processes of its launch (an mpirun of several ranks joins as several agents)
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, JoinHello>
-void fields(F&& f, M& m) { f(m.nonce, m.fingerprint, m.functions, m.pid, m.host, m.executors, m.origin); }
+void fields(F&& f, M& m) {
+  f(m.nonce, m.fingerprint, m.functions, m.pid, m.host, m.executors, m.origin, m.time_left_s, m.pool, m.ranks);
+}
 
 /// The driver's answer to a JoinHello: connect now (MPI_Comm_connect to the join file's port), or
 /// not, and why.

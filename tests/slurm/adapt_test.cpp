@@ -136,6 +136,31 @@ TEST(Adapt, APoolGrowsWithWorkerJobsLosesOneToScancelAndShrinksWhenIdle) {
   for (long i = 0; i < 20; ++i) ASSERT_EQ(again[static_cast<std::size_t>(i)].value, 3 * i + 1);
 }
 
+// A worker job of one minute, drained 50 s before its limit: its worker leaves about 10 s after it
+// starts, mid-map, without a chunk cut (every result exact), and a job takes its place while work
+// still waits.
+TEST(Adapt, AWorkerLeavesBeforeItsJobsTimeLimitAndAnotherTakesItsPlace) {
+  fibra::Pool pool(1);
+  pool.adapt(1, 2,
+             {.workers_per_job = 1,
+              .time = "00:01:00",
+              .sbatch_args = {"--mem=500M"},
+              .idle_timeout_s = 60,
+              .submit_gap_s = 0.2,
+              .drain_before_s = 50});
+  const auto r = call_within(bound, "map of where over 600 items",
+                             [&] { return pool.map(where, upto(600), {.chunksize = 1}); });  // 24 s on one worker
+  ASSERT_EQ(r.size(), 600u);
+  for (long i = 0; i < 600; ++i) ASSERT_EQ(r[static_cast<std::size_t>(i)].value, 3 * i + 1) << i;
+  EXPECT_TRUE(logged("time limit is")) << "no worker left before its job's time limit";
+  std::set<std::string> jobs;
+  for (const auto& w : pool.workers())
+    if (!w.joined_from.empty()) jobs.insert(w.joined_from);
+  EXPECT_GE(jobs.size(), 2u) << "no second worker job joined after the first was drained";
+  for (const auto& w : pool.workers())
+    if (!w.joined_from.empty()) EXPECT_NE(w.state, "lost") << w.joined_from << " was lost, not drained";
+}
+
 TEST(Adapt, SubmissionPausesAfterFailedSubmitsAndThePoolGoesOn) {
   fibra::Pool pool(1);
   // Under its minimum, it submits at once; sbatch refuses each job (no such partition).
@@ -149,12 +174,43 @@ TEST(Adapt, SubmissionPausesAfterFailedSubmitsAndThePoolGoesOn) {
   EXPECT_TRUE(logged("no_such_partition")) << "sbatch's refusal was not passed on";
   const auto r = call_within(bound, "map while paused", [&] { return pool.map(where, upto(20)); });
   for (long i = 0; i < 20; ++i) ASSERT_EQ(r[static_cast<std::size_t>(i)].value, 3 * i + 1);
-  EXPECT_TRUE(worker_jobs_in_squeue().empty()) << worker_jobs_in_squeue();
+}
+
+// A worker job still pending when the pool ends is cancelled: none is left in squeue.
+TEST(Adapt, ThePoolsEndCancelsItsPendingWorkerJobs) {
+  {
+    fibra::Pool pool(1);
+    pool.adapt(2, 2, {.sbatch_args = {"--mem=100M", "--begin=now+3600"}});  // under its minimum: it submits at once
+    bool pending = false;
+    for (int i = 0; i < 3000 && !pending; ++i) {
+      pending = worker_jobs_in_squeue().find("PENDING") != std::string::npos;
+      if (!pending) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(pending) << "no pending worker job within 30 s; squeue:\n" << worker_jobs_in_squeue();
+  }
+  bool gone = false;
+  for (int i = 0; i < 1000 && !gone; ++i) {
+    gone = worker_jobs_in_squeue().empty();
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(gone) << "10 s after the pool's end, squeue still shows:\n" << worker_jobs_in_squeue();
+  EXPECT_TRUE(logged("(the pool ended)")) << "no cancellation was logged";
 }
 
 TEST(Adapt, BoundsThatCannotHoldAreRefused) {
   fibra::Pool pool(2);
-  EXPECT_THROW(pool.adapt(3, 1), fibra::ConfigError);
+  try {
+    pool.adapt(3, 2);
+    ADD_FAILURE() << "adapt(3, 2) was accepted";
+  } catch (const fibra::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("min_workers <= max_workers"), std::string::npos) << e.what();
+  }
+  try {
+    pool.adapt(1, 4, {.time = "00:01:00"});  // drained 60 s before a limit of 60 s
+    ADD_FAILURE() << "a worker job's time under its drain was accepted";
+  } catch (const fibra::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("drain_before_s"), std::string::npos) << e.what();
+  }
   try {
     pool.adapt(1, 1);  // the pool has 2 of its own
     ADD_FAILURE() << "adapt(1, 1) on a pool of 2 was accepted";
