@@ -142,8 +142,12 @@ int main(int argc, char** argv) {
           break;
         }
         t0 = monotonic_s();
-        pool.adapt(2, 2, {.workers_per_job = 1, .time = "00:05:00", .sbatch_args = {"--mem=200M"},
-                          .idle_timeout_s = 0.2, .submit_gap_s = 0});
+        pool.adapt(2, 2,
+                   {.workers_per_job = 1,
+                    .time = "00:05:00",
+                    .sbatch_args = {"--mem=200M"},
+                    .idle_timeout_s = 0.2,
+                    .submit_gap_s = 0});
       } else {
         std::fprintf(stderr, "b10_join: unknown way %s (process, slurm)\n", way.c_str());
         return 2;

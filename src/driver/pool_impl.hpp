@@ -590,6 +590,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   int adapt_min_ = 0;
   double adapt_idle_s_ = 0;                                // 0: no adapt
   double drain_before_s_ = AdaptOptions{}.drain_before_s;  // a joined worker leaves this long before its job's limit
+  double next_joined_look_ = 0;                            // the communication thread's: when let_joined_go looks again
   std::uint64_t receive_passes_ = 0;
   double next_steal_look_ = 0;  // steal_for_idle looks at most once a millisecond (communication thread)
   // Under mu_: (worker id, chunk) to tell its agent (tag_cancel: fibra::cancel with force).

@@ -384,12 +384,15 @@ Elastic::View PoolImpl::elastic_view() const {
 // - under Pool::adapt, once idle for AdaptOptions::idle_timeout_s, as long as the pool keeps its
 //   minimum, unless it hosts actors (they would have to start again elsewhere).
 // On the communication thread.
+// A walk over the workers, so at most every 50 ms (a pass costs the workers at work, issue 29).
 bool PoolImpl::let_joined_go(int live) {
+  const double now = mpi::now_s();
+  if (now < next_joined_look_) return false;
+  next_joined_look_ = now + 0.05;
   std::vector<std::string> lines;
   {
     std::lock_guard lk(mu_);
     if (joined_live_ == 0) return false;
-    const double now = mpi::now_s();
     int total = live + joined_live_;
     for (auto& w : workers_) {
       // (One rank of a launch of several that left alone would end the others: Open MPI ends a job
