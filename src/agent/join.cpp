@@ -17,6 +17,7 @@
 #include "common/command.hpp"
 #include "common/log.hpp"
 #include "common/process.hpp"
+#include "common/slurm_time.hpp"
 #include "fibra/detail/registry.hpp"
 #include "transport/join.hpp"
 #include "transport/mpi.hpp"
@@ -65,31 +66,6 @@ int executors_offered() {
   return std::max(1, cpus / ranks);
 }
 
-// Seconds from squeue's %L ("[days-]hours:minutes:seconds", "minutes:seconds"); 0 for anything
-// else ("UNLIMITED", "INVALID", "NOT_SET").
-double slurm_duration_s(const std::string& text) {
-  long days = 0;
-  std::string rest = text;
-  if (const auto dash = rest.find('-'); dash != std::string::npos) {
-    days = std::atol(rest.substr(0, dash).c_str());
-    rest = rest.substr(dash + 1);
-  }
-  std::vector<long> parts;
-  std::size_t at = 0;
-  for (;;) {
-    const auto colon = rest.find(':', at);
-    const std::string p = rest.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
-    if (p.empty() || p.find_first_not_of("0123456789") != std::string::npos) return 0;
-    parts.push_back(std::atol(p.c_str()));
-    if (colon == std::string::npos) break;
-    at = colon + 1;
-  }
-  if (parts.size() < 2 || parts.size() > 3) return 0;
-  double s = 0;
-  for (long x : parts) s = s * 60 + double(x);
-  return s + double(days) * 86400;
-}
-
 // How long its Slurm job has left, if it runs in one (the driver lets it go before that).
 double slurm_time_left_s() {
   const char* job = std::getenv("SLURM_JOB_ID");
@@ -99,7 +75,7 @@ double slurm_time_left_s() {
   if (!error.empty() || r.status != 0) return 0;
   std::string text = r.out;
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return slurm_duration_s(text);
+  return std::max(0.0, slurm_time_s(text));  // squeue's %L: 0 for "UNLIMITED" and the like
 }
 
 std::string origin() {

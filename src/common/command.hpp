@@ -29,6 +29,13 @@ struct CommandOutput {
 };
 
 namespace command_detail {
+/// CLOCK_MONOTONIC in milliseconds.
+inline long long now_ms() {
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<long long>(t.tv_sec) * 1000 + t.tv_nsec / 1'000'000;
+}
+
 /// Reads both pipes until both are closed, so neither can fill up and block the child; false if
 /// that has not happened by `deadline` (a monotonic time in ms; 0: no deadline).
 inline bool drain(UniqueFd out_fd, UniqueFd err_fd, std::string& out, std::string& err, long long deadline) {
@@ -40,9 +47,7 @@ inline bool drain(UniqueFd out_fd, UniqueFd err_fd, std::string& out, std::strin
   while (open > 0) {
     int wait_ms = -1;
     if (deadline > 0) {
-      timespec t{};
-      ::clock_gettime(CLOCK_MONOTONIC, &t);
-      const long long now = static_cast<long long>(t.tv_sec) * 1000 + t.tv_nsec / 1'000'000;
+      const long long now = now_ms();
       if (now >= deadline) return false;
       wait_ms = static_cast<int>(deadline - now);
     }
@@ -111,13 +116,7 @@ inline CommandOutput run_command(const std::vector<std::string>& argv, const std
     error = std::string("cannot start '") + argv[0] + "': " + std::strerror(errno);
     return r;
   }
-  long long deadline = 0;
-  if (timeout_s > 0) {
-    timespec t{};
-    ::clock_gettime(CLOCK_MONOTONIC, &t);
-    deadline =
-        static_cast<long long>(t.tv_sec) * 1000 + t.tv_nsec / 1'000'000 + static_cast<long long>(timeout_s * 1000);
-  }
+  const long long deadline = timeout_s > 0 ? command_detail::now_ms() + static_cast<long long>(timeout_s * 1000) : 0;
   if (!command_detail::drain(std::move(out_r), std::move(err_r), r.out, r.err, deadline)) {
     ::kill(pid, SIGKILL);
     error = "'" + argv[0] + "' did not end within " + std::to_string(static_cast<int>(timeout_s)) + " s";

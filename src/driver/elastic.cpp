@@ -16,6 +16,7 @@
 #include "common/command.hpp"
 #include "common/log.hpp"
 #include "common/process.hpp"
+#include "common/slurm_time.hpp"
 #include "driver/joins.hpp"
 #include "fibra/error.hpp"
 #include "transport/mpi.hpp"
@@ -27,35 +28,6 @@ constexpr auto look_every = std::chrono::milliseconds(250);
 constexpr double poll_every_s = 2;      // squeue, for the states of the worker jobs
 constexpr double command_bound_s = 30;  // sbatch, squeue or scancel that takes longer is killed
 constexpr double drain_margin_s = 10;   // a worker job runs at least this long before it drains
-
-// Seconds of a Slurm time ("minutes", "minutes:seconds", "hours:minutes:seconds",
-// "days-hours[:minutes[:seconds]]"); -1 if it is none of those.
-double slurm_time_s(const std::string& t) {
-  long days = 0;
-  std::string rest = t;
-  if (const auto dash = rest.find('-'); dash != std::string::npos) {
-    if (dash == 0 || rest.find_first_not_of("0123456789") != dash) return -1;
-    days = std::atol(rest.substr(0, dash).c_str());
-    rest = rest.substr(dash + 1);
-  }
-  std::vector<long> parts;
-  for (std::size_t at = 0;;) {
-    const auto colon = rest.find(':', at);
-    const std::string p = rest.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
-    if (p.empty() || p.find_first_not_of("0123456789") != std::string::npos) return -1;
-    parts.push_back(std::atol(p.c_str()));
-    if (colon == std::string::npos) break;
-    at = colon + 1;
-  }
-  if (parts.size() > 3) return -1;
-  if (t.find('-') != std::string::npos)  // days-hours[:minutes[:seconds]]
-    return double(days) * 86400 + double(parts[0]) * 3600 + (parts.size() > 1 ? double(parts[1]) * 60 : 0) +
-           (parts.size() > 2 ? double(parts[2]) : 0);
-  if (parts.size() == 1) return double(parts[0]) * 60;  // minutes
-  double s = 0;
-  for (long x : parts) s = s * 60 + double(x);
-  return s;
-}
 
 // Without its trailing blanks, its lines joined by "; " (sbatch's errors come in two lines).
 std::string trimmed(std::string s) {

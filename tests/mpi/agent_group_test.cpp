@@ -17,8 +17,10 @@
 #include <vector>
 
 #include "../common/bounded.hpp"
+#include "../common/items.hpp"
 
 using fibra_test::call_within;
+using fibra_test::upto;
 
 namespace {
 constexpr std::chrono::seconds bound{120};
@@ -39,11 +41,6 @@ Where where(long i) {
 }
 FIBRA_REMOTE(where);
 
-std::vector<long> upto(long n) {
-  std::vector<long> v(static_cast<std::size_t>(n));
-  for (long i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = i;
-  return v;
-}
 }  // namespace
 
 // Under a plain `mpirun -n 1` (no recovery: ctest mpi.agent_groups.plain_mpirun sets

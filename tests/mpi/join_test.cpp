@@ -24,10 +24,12 @@
 #include <vector>
 
 #include "../common/bounded.hpp"
+#include "../common/items.hpp"
 
 extern char** environ;
 
 using fibra_test::call_within;
+using fibra_test::upto;
 
 namespace {
 constexpr std::chrono::seconds bound{120};
@@ -41,12 +43,6 @@ Where where(long i) {
   return {3 * i + 1, static_cast<long>(::getppid())};
 }
 FIBRA_REMOTE(where);
-
-std::vector<long> upto(long n) {
-  std::vector<long> v(static_cast<std::size_t>(n));
-  for (long i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = i;
-  return v;
-}
 
 std::string join_file() { return std::getenv("FIBRA_JOIN_FILE"); }
 

@@ -17,8 +17,10 @@
 #include <vector>
 
 #include "../common/bounded.hpp"
+#include "../common/items.hpp"
 
 using fibra_test::call_within;
+using fibra_test::upto;
 
 namespace {
 constexpr std::chrono::seconds bound{120};
@@ -30,12 +32,6 @@ struct Ran {
 };
 Ran ran(long i) { return {3 * i + 1, static_cast<long>(::getpid())}; }
 FIBRA_REMOTE(ran);
-
-std::vector<long> upto(long n) {
-  std::vector<long> v(static_cast<std::size_t>(n));
-  for (long i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = i;
-  return v;
-}
 
 void expect_exact(const std::vector<Ran>& out, long n) {
   ASSERT_EQ(out.size(), static_cast<std::size_t>(n));

@@ -20,8 +20,10 @@
 #include <vector>
 
 #include "../common/bounded.hpp"
+#include "../common/items.hpp"
 
 using fibra_test::call_within;
+using fibra_test::upto;
 
 namespace {
 constexpr std::chrono::seconds bound{180};
@@ -35,12 +37,6 @@ Where where(long i) {
   return {3 * i + 1, static_cast<long>(::getppid())};
 }
 FIBRA_REMOTE(where);
-
-std::vector<long> upto(long n) {
-  std::vector<long> v(static_cast<std::size_t>(n));
-  for (long i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = i;
-  return v;
-}
 
 // What a command printed on stdout.
 std::string output_of(const std::string& command) {
