@@ -32,6 +32,7 @@ constexpr int connect_ms = 3'000;       // per address of the driver's hello
 constexpr int answer_ms = 120'000;      // the driver answers within its wait for a pool (60 s), and more
 constexpr double default_wait_s = 60;   // for the join file to appear (FIBRA_JOIN_WAIT_S)
 constexpr double connect_bound_s = 60;  // MPI_Comm_connect, once the driver said go
+constexpr double squeue_bound_s = 30;   // squeue, for the time its job has left (else: not known)
 
 [[noreturn]] void fail(const std::string& why) {
   log::error("fibra: this worker cannot join the driver: {}", why);
@@ -71,7 +72,7 @@ double slurm_time_left_s() {
   const char* job = std::getenv("SLURM_JOB_ID");
   if (!job || !*job) return 0;
   std::string error;
-  const CommandOutput r = run_command({"squeue", "-h", "-j", job, "-o", "%L"}, {}, error);
+  const CommandOutput r = run_command({"squeue", "-h", "-j", job, "-o", "%L"}, {}, error, squeue_bound_s);
   if (!error.empty() || r.status != 0) return 0;
   std::string text = r.out;
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
