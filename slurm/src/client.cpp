@@ -162,6 +162,28 @@ std::vector<JobStatus> query_job(const std::string& id) {
   return jobs;
 }
 
+std::vector<JobStatus> query_worker_jobs(const std::string& id) {
+  const std::string name = "fibra-worker-" + id;
+  CommandResult r = run_command({"squeue", "-h", "-t", "all", "-n", name, "-o", "%i|%j|%T|%r|%N"});
+  if (r.status != 0) throw SlurmError(slurm_failure("squeue", r));
+  std::vector<JobStatus> jobs;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> f;
+    std::istringstream fields(trim(line));
+    for (std::string x; std::getline(fields, x, '|');) f.push_back(x);
+    if (f.size() < 5 || f[1] != name) continue;
+    JobStatus j;
+    j.id = f[0];
+    j.name = f[1];
+    j.state = f[2];
+    j.reason = f[3];
+    j.node_list = f[4];
+    jobs.push_back(j);
+  }
+  return jobs;
+}
+
 std::vector<JobStatus> wait_for_job(const std::string& id, double max_interval_s,
                                     const std::function<void(const JobStatus&)>& on_change) {
   std::map<std::string, std::string> seen;  // last state per job or array task, to report changes once

@@ -41,6 +41,58 @@ void render_sbatch_lines(std::ostringstream& o, const JobSpec& s) {
   for (const std::string& extra : s.sbatch_extra) o << "#SBATCH " << extra << '\n';
 }
 
+// A path for the shell, with each `marker` replaced by `variable` ("%a" by the array task's id).
+std::string with_variable(std::string_view path, std::string_view marker, const std::string& variable) {
+  std::string value;
+  std::string_view rest = path;
+  for (std::size_t at; (at = rest.find(marker)) != std::string_view::npos; rest.remove_prefix(at + marker.size()))
+    value += (at ? shell_quote(rest.substr(0, at)) : "") + "\"${" + variable + "}\"";
+  if (!rest.empty() || value.empty()) value += shell_quote(rest);
+  return value;
+}
+
+// [elastic]: the batch shell starts Open MPI's name server (worker jobs of other allocations can
+// connect to the driver only through one: docs/architecture.md, "Joining a running driver"), hands
+// the driver the join file and the bounds for Pool::adapt (FIBRA_ELASTIC_*, read by its first pool),
+// and at the end cancels every worker job of this job that is left, whatever way the driver ended.
+void render_elastic(std::ostringstream& o, const JobSpec& s, const ElasticSpec& e) {
+  const std::string join =
+      (e.join_file[0] == '/' ? "" : "\"$PWD\"/") + with_variable(e.join_file, "%j", "SLURM_JOB_ID");
+  std::string sbatch;
+  for (const auto& [option, value] : {std::pair<const char*, const std::string&>{"mem", s.memory},
+                                      {"account", s.account},
+                                      {"qos", s.qos},
+                                      {"constraint", s.constraint}})
+    if (!value.empty()) sbatch += std::string(sbatch.empty() ? "" : " ") + "--" + option + "=" + value;
+  o << "\n# [elastic]: worker jobs of one node each join this driver while work waits (Pool::adapt,\n"
+       "# docs/elastic.md), through Open MPI's name server and the join file.\n";
+  o << "fibra_join=" << join << "\n";
+  o << "rm -f \"$fibra_join\" \"$fibra_join.uri\"\n"
+       "ompi-server --no-daemonize -r \"$fibra_join.uri\" &\n"
+       "fibra_name_server=$!\n"
+       "for fibra_i in $(seq 1 100); do\n"
+       "  { [ -s \"$fibra_join.uri\" ] || ! kill -0 \"$fibra_name_server\" 2>/dev/null; } && break; sleep 0.1\n"
+       "done\n"
+       "if [ ! -s \"$fibra_join.uri\" ]; then\n"
+       "  echo \"fibra: ompi-server (Open MPI's name server, which [elastic] needs) wrote no URI to $fibra_join.uri "
+       "within 10 s; is openmpi-bin installed on this node, and the folder writable?\" >&2\n"
+       "  kill \"$fibra_name_server\" 2>/dev/null; exit 1\n"
+       "fi\n";
+  o << "export FIBRA_JOIN_FILE=\"$fibra_join\"\n";
+  o << "export FIBRA_ELASTIC_MIN_JOBS=" << e.min_nodes - s.nodes << " FIBRA_ELASTIC_MAX_JOBS=" << e.max_nodes - s.nodes
+    << " FIBRA_ELASTIC_WORKERS_PER_JOB=" << e.workers_per_node << "\n";
+  o << "export FIBRA_ELASTIC_TIME=" << shell_quote(e.worker_time) << " FIBRA_ELASTIC_BACKLOG=" << e.backlog
+    << " FIBRA_ELASTIC_IDLE_TIMEOUT_S=" << e.idle_timeout_s << " FIBRA_ELASTIC_DRAIN_BEFORE_S=" << e.drain_before_s
+    << "\n";
+  o << "export FIBRA_ELASTIC_SUBMIT_GAP_S=" << 60.0 / e.max_submit_per_minute
+    << " FIBRA_ELASTIC_PARTITION=" << shell_quote(e.partition) << " FIBRA_ELASTIC_SBATCH_ARGS=" << shell_quote(sbatch)
+    << "\n";
+  o << "fibra_elastic_end() {  # no worker job outlives the driver, however it ended\n"
+       "  scancel --user=\"$(id -un)\" --name=\"fibra-worker-${SLURM_JOB_ID}\" 2>/dev/null\n"
+       "  kill \"$fibra_name_server\" 2>/dev/null\n"
+       "}\n";
+}
+
 void render_environment(std::ostringstream& o, const JobSpec& s) {
   if (!s.setup.empty()) {
     o << "\n# Set-up lines from the spec (modules, virtual environments, ...).\n";
@@ -49,18 +101,14 @@ void render_environment(std::ostringstream& o, const JobSpec& s) {
   o << "\nexport FIBRA_JOB_SPEC=" << shell_quote(s.name) << '\n';
   if (s.checkpoint && !s.checkpoint->path.empty()) {
     // %a: the array task's id, so that every task of an array has a checkpoint of its own
-    std::string value;
-    std::string_view rest = s.checkpoint->path;
-    for (std::size_t at; (at = rest.find("%a")) != std::string_view::npos; rest.remove_prefix(at + 2))
-      value += (at ? shell_quote(rest.substr(0, at)) : "") + "\"${SLURM_ARRAY_TASK_ID}\"";
-    if (!rest.empty() || value.empty()) value += shell_quote(rest);
-    o << "export FIBRA_CHECKPOINT=" << value << '\n';
+    o << "export FIBRA_CHECKPOINT=" << with_variable(s.checkpoint->path, "%a", "SLURM_ARRAY_TASK_ID") << '\n';
   }
   o << "export FIBRA_OVERSUBSCRIBE=" << (s.oversubscribe ? 1 : 0)
     << (s.oversubscribe ? "  # the spec allows more processes than slots\n"
                         : "  # the allocation has a slot for the driver and each worker\n");
   o << "export EVENT_NOEPOLL=1  # mpirun's PMIx server must not use epoll: Open MPI 4.1 + PMIx 4 spawn hang\n";
   for (const auto& [name, value] : s.env) o << "export " << name << '=' << shell_quote(value) << '\n';
+  if (s.elastic) render_elastic(o, s, *s.elastic);
 }
 
 // How mpirun starts the driver: through a small `sh` that records the driver's pid (so that the
@@ -77,6 +125,7 @@ std::string mpirun_command(const JobSpec& s) {
   std::string cmd = "mpirun --enable-recovery --mca orte_abort_on_non_zero_status 0";
   if (s.oversubscribe) cmd += " --oversubscribe";
   for (const std::string& a : s.mpirun_args) cmd += ' ' + shell_quote(a);
+  if (s.elastic) cmd += " --ompi-server \"file:$fibra_join.uri\"";  // the name server render_elastic started
   cmd += std::string(" -n 1 ") + driver_wrapper + " " + shell_quote(s.program);
   for (const std::string& a : s.args) cmd += ' ' + shell_quote(a);
   return cmd;
@@ -260,6 +309,7 @@ void render_launch(std::ostringstream& o, const JobSpec& s) {
 
 void render_epilogue(std::ostringstream& o, const JobSpec& s) {
   const bool requeue = s.checkpoint && s.checkpoint->requeue;
+  if (s.elastic) o << "\nfibra_elastic_end\n";
   o << "\nif [ \"$fibra_status\" -eq " << checkpoint_exit_status << " ]; then\n";
   if (requeue) {
     const std::string max = std::to_string(s.checkpoint->max_restarts);

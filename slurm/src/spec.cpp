@@ -13,7 +13,7 @@ namespace {
 
 using detail::TableReader;
 
-const char* const known_tables = "[job], [resources], [checkpoint], [array], [sbatch]";
+const char* const known_tables = "[job], [resources], [checkpoint], [array], [elastic], [sbatch]";
 
 const toml::table* sub_table(const toml::table& doc, const std::string& source, const char* name) {
   const toml::node* n = doc.get(name);
@@ -25,7 +25,7 @@ const toml::table* sub_table(const toml::table& doc, const std::string& source, 
 }
 
 void check_tables(const toml::table& doc, const std::string& source) {
-  static const char* const names[] = {"job", "resources", "checkpoint", "array", "sbatch"};
+  static const char* const names[] = {"job", "resources", "checkpoint", "array", "elastic", "sbatch"};
   for (auto&& [k, v] : doc) {
     const std::string name(k.str());
     if (std::find(std::begin(names), std::end(names), name) != std::end(names)) continue;
@@ -154,6 +154,71 @@ void read_array(JobSpec& s, const toml::table* t) {
   s.array = a;
 }
 
+// A worker job drains this long before its limit, and runs at least this much more (Pool::adapt).
+constexpr int drain_margin_s = 10;
+
+void read_elastic(JobSpec& s, const toml::table* t) {
+  if (!t) return;
+  TableReader r(s.source, "elastic", t);
+  ElasticSpec e;
+  e.min_nodes = s.nodes;
+  e.workers_per_node = std::max(1, s.tasks / s.nodes);
+  e.partition = s.partition;
+  if (s.time_s > 0) {
+    e.worker_time = s.time;
+    e.worker_time_s = s.time_s;
+  } else {
+    e.worker_time = "1:00:00";
+    e.worker_time_s = 3600;
+  }
+  e.join_file = s.name + "-%j.join";
+  r.read("min_nodes", e.min_nodes, 1);
+  r.read("max_nodes", e.max_nodes, 1);
+  r.read("workers_per_node", e.workers_per_node, 1);
+  r.read_time("worker_time", e.worker_time, e.worker_time_s);
+  r.read("partition", e.partition);
+  r.read("backlog", e.backlog, 1);
+  r.read("idle_timeout_s", e.idle_timeout_s, 1);
+  r.read("max_submit_per_minute", e.max_submit_per_minute, 1);
+  r.read("drain_before_s", e.drain_before_s, 0);
+  r.read("join_file", e.join_file);
+  r.finish();
+  const std::string own = "'resources.nodes' = " + std::to_string(s.nodes);
+  if (!r.has("max_nodes"))
+    throw SpecError(s.source + ": 'elastic.max_nodes' is missing; it is how many nodes the run may grow to, " +
+                    "the job's own " + std::to_string(s.nodes) +
+                    " included, e.g. max_nodes = " + std::to_string(s.nodes + 3));
+  if (e.max_nodes <= s.nodes)
+    r.fail("max_nodes", "= " + std::to_string(e.max_nodes) + " leaves no room to grow: the job's own nodes (" + own +
+                            ") count in it; make it larger than " + std::to_string(s.nodes));
+  if (e.min_nodes < s.nodes)
+    r.fail("min_nodes", "= " + std::to_string(e.min_nodes) + " is below " + own +
+                            ": the job's own nodes stay in the run to its end; make it at least " +
+                            std::to_string(s.nodes));
+  if (e.min_nodes > e.max_nodes)
+    r.fail("min_nodes",
+           "= " + std::to_string(e.min_nodes) + " is more than 'elastic.max_nodes' = " + std::to_string(e.max_nodes));
+  if (e.worker_time_s == 0)
+    r.fail("worker_time", "is \"" + e.worker_time +
+                              "\"; a worker job needs a time limit, to drain before it: give one, like \"1:00:00\"");
+  if (e.worker_time_s < e.drain_before_s + drain_margin_s)
+    r.fail("worker_time", "is \"" + e.worker_time + "\" (" + std::to_string(e.worker_time_s) +
+                              " s), which leaves a worker job no time before it drains, 'elastic.drain_before_s' = " +
+                              std::to_string(e.drain_before_s) + " s before its limit; ask for more than " +
+                              std::to_string(e.drain_before_s + drain_margin_s) + " s");
+  if (e.max_submit_per_minute > 600)
+    r.fail("max_submit_per_minute", "= " + std::to_string(e.max_submit_per_minute) + " is more than 600 (10 a second)");
+  if (e.workers_per_node > 4096) r.fail("workers_per_node", "must be at most 4096");
+  no_spaces(r, "partition", e.partition);
+  no_spaces(r, "join_file", e.join_file);
+  if (e.join_file.empty()) r.fail("join_file", "is empty; leave it out for \"<name>-%j.join\"");
+  if (s.array)
+    throw SpecError(r.where_of("max_nodes") +
+                    "[elastic] and [array] do not go together: every array task would grow on its own; "
+                    "make the sweep one elastic job (a Pool with fibra::tune or a map), or drop [elastic]");
+  s.elastic = e;
+}
+
 void read_sbatch(JobSpec& s, const toml::table* t) {
   TableReader r(s.source, "sbatch", t);
   r.read("extra", s.sbatch_extra);
@@ -202,6 +267,7 @@ JobSpec parse_spec(std::string_view text, const std::string& source) {
   read_resources(s, sub_table(doc, source, "resources"));
   read_array(s, sub_table(doc, source, "array"));
   read_checkpoint(s, sub_table(doc, source, "checkpoint"));  // after [array]: its path then needs %a
+  read_elastic(s, sub_table(doc, source, "elastic"));
   read_sbatch(s, sub_table(doc, source, "sbatch"));
   return s;
 }

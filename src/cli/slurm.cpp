@@ -121,6 +121,13 @@ void run_status(const SlurmArgs& a) {
   try {
     const auto jobs = fs::query_job(a.job_id);
     for (const fs::JobStatus& j : jobs) std::printf("%s\n", describe(j).c_str());
+    // An elastic run's worker jobs ([elastic], Pool::adapt), by the name they carry
+    for (const fs::JobStatus& w : fs::query_worker_jobs(a.job_id)) {
+      std::string line = "worker job " + w.id + ": " + w.state;
+      if (w.state == "PENDING" && !w.reason.empty() && w.reason != "None") line += " (" + w.reason + ")";
+      if (!w.node_list.empty() && w.state != "PENDING") line += " on " + w.node_list;
+      std::printf("%s\n", line.c_str());
+    }
     const std::string spec_path = fs::job_checkpoint_path(a.job_id);
     if (spec_path.empty()) {
       std::printf("checkpoint: none\n");
@@ -164,7 +171,7 @@ void add_slurm_commands(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   submit->callback([args] { run_submit(*args); });
 
-  CLI::App* status = slurm->add_subcommand("status", "Show a job's state, restarts and checkpoint");
+  CLI::App* status = slurm->add_subcommand("status", "Show a job's state, restarts, worker jobs and checkpoint");
   status->add_option("job_id", args->job_id, "The job id sbatch gave")->required();
   status->callback([args] { run_status(*args); });
 }

@@ -3,7 +3,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -61,6 +63,9 @@ struct Elastic::Impl {
   AdaptOptions o;
   std::function<View()> view;
   std::string file, dir, script;
+  // fibra-worker-<the driver's Slurm job> (`fibra slurm status` lists them, the batch script cancels
+  // them at its end), or fibra-worker-<its pid> outside Slurm.
+  std::string job_name;
   std::vector<std::string> env;
   // The thread's alone (and the destructor's once the thread has ended).
   std::vector<Job> jobs;
@@ -78,7 +83,7 @@ struct Elastic::Impl {
     std::filesystem::create_directories(dir);
     std::ostringstream s;
     s << "#!/bin/bash\n";
-    s << "#SBATCH --job-name=fibra-worker-" << ::getpid() << "\n";
+    s << "#SBATCH --job-name=" << job_name << "\n";
     s << "#SBATCH --nodes=1\n#SBATCH --ntasks=1\n";
     s << "#SBATCH --cpus-per-task=" << o.workers_per_job << "\n";
     s << "#SBATCH --time=" << o.time << "\n";
@@ -211,6 +216,41 @@ struct Elastic::Impl {
   }
 };
 
+std::optional<AdaptFromSpec> adapt_from_environment() {
+  static std::atomic<bool> taken{false};
+  const char* max = std::getenv("FIBRA_ELASTIC_MAX_JOBS");
+  if (!max || !*max || taken.exchange(true)) return std::nullopt;
+  const auto text = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
+  const auto number = [&](const char* name, double fallback) {
+    const std::string v = text(name);
+    if (v.empty()) return fallback;
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    if (*end || !(d >= 0))
+      throw ConfigError(std::string("fibra: ") + name + "=\"" + v +
+                        "\" is not a number of 0 or more; it comes from the job spec's [elastic] table (fibra slurm "
+                        "render): render the script again rather than edit it");
+    return d;
+  };
+  AdaptFromSpec a;
+  a.max_jobs = static_cast<int>(number("FIBRA_ELASTIC_MAX_JOBS", 0));
+  a.min_jobs = static_cast<int>(number("FIBRA_ELASTIC_MIN_JOBS", 0));
+  AdaptOptions& o = a.options;
+  o.workers_per_job = static_cast<int>(number("FIBRA_ELASTIC_WORKERS_PER_JOB", o.workers_per_job));
+  if (!text("FIBRA_ELASTIC_TIME").empty()) o.time = text("FIBRA_ELASTIC_TIME");
+  o.partition = text("FIBRA_ELASTIC_PARTITION");
+  o.backlog = static_cast<int>(number("FIBRA_ELASTIC_BACKLOG", o.backlog));
+  o.idle_timeout_s = number("FIBRA_ELASTIC_IDLE_TIMEOUT_S", o.idle_timeout_s);
+  o.submit_gap_s = number("FIBRA_ELASTIC_SUBMIT_GAP_S", o.submit_gap_s);
+  o.drain_before_s = number("FIBRA_ELASTIC_DRAIN_BEFORE_S", o.drain_before_s);
+  std::istringstream args(text("FIBRA_ELASTIC_SBATCH_ARGS"));
+  for (std::string w; args >> w;) o.sbatch_args.push_back(w);
+  return a;
+}
+
 Elastic::Elastic(int min_workers, int max_workers, AdaptOptions options, std::uint64_t pool, std::function<View()> view)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
@@ -251,6 +291,8 @@ Elastic::Elastic(int min_workers, int max_workers, AdaptOptions options, std::ui
               (error.empty() && v.status == 127 && v.err.find("cannot run") != std::string::npos
                    ? std::string("is not on PATH")
                    : "failed: " + trimmed(error.empty() ? v.err : error)));
+  const char* job = std::getenv("SLURM_JOB_ID");
+  s.job_name = "fibra-worker-" + (job && *job ? std::string(job) : std::to_string(::getpid()));
   s.dir = s.file + ".workers";
   s.script = s.dir + "/worker.sbatch";
   s.write_script();

@@ -9,12 +9,23 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "fibra/options.hpp"
 
 namespace fibra::detail {
+
+/// Pool::adapt's bounds and options from a job spec's [elastic] (FIBRA_ELASTIC_*, set by the
+/// script `fibra slurm render` writes): worker jobs, on top of the pool's own workers.
+struct AdaptFromSpec {
+  int min_jobs = 0, max_jobs = 0;
+  AdaptOptions options;
+};
+/// The first call in a process that finds FIBRA_ELASTIC_MAX_JOBS set returns them (the first
+/// pool adapts); every other call returns nothing. ConfigError naming a malformed variable.
+std::optional<AdaptFromSpec> adapt_from_environment();
 
 class Elastic {
  public:

@@ -63,12 +63,14 @@ std::string file_text(const std::string& path) {
   return trimmed(s.str());
 }
 
-// What a launcher (mpirun, a singleton's runtime) put in the environment for its own processes: a
-// worker job must not inherit it, or its MPI_Init would look for the driver's launcher. Kept: the
-// user's choice of networks (btl, oob) and of running as root.
+// What a launcher (mpirun, a singleton's runtime, Slurm) put in the environment for its own
+// processes: a worker job must not inherit it, or its MPI_Init would look for the driver's launcher
+// and its job would carry the driver job's Slurm settings. Kept: the user's choice of networks (btl,
+// oob), of running as root, and of Slurm's configuration file.
 bool launcher_variable(std::string_view v) {
   const auto starts = [&](std::string_view p) { return v.substr(0, p.size()) == p; };
   if (starts("PMIX_") || starts("OPAL_") || starts("ORTE_")) return true;
+  if (starts("SLURM_")) return !starts("SLURM_CONF=");
   if (!starts("OMPI_")) return false;
   return !(starts("OMPI_ALLOW_RUN_AS_ROOT") || starts("OMPI_MCA_btl") || starts("OMPI_MCA_oob"));
 }

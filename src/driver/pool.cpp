@@ -103,6 +103,27 @@ void PoolImpl::start() {
                      " workers started within " + seconds(s_.start_timeout_s) +
                      " (PoolOptions::start_timeout_s); check that the machine has room for them");
   }
+  const int own = target_;
+  lk.unlock();
+  adapt_as_the_spec_says(own);
+}
+
+// A job spec's [elastic] (FIBRA_ELASTIC_*): the first pool of the run adapts, its own workers and
+// the worker jobs' between the spec's bounds. A program that calls Pool::adapt itself replaces it.
+void PoolImpl::adapt_as_the_spec_says(int own) {
+  try {
+    const auto a = adapt_from_environment();
+    if (!a) return;
+    const int per = a->options.workers_per_job;
+    log::info(
+        "fibra: [elastic] in the job spec: the pool grows from {} to at most {} workers with worker jobs of {} "
+        "worker(s) each, and keeps at least {}",
+        own, own + a->max_jobs * per, per, own + a->min_jobs * per);
+    adapt(own + a->min_jobs * per, own + a->max_jobs * per, a->options);
+  } catch (...) {
+    terminate();
+    throw;
+  }
 }
 
 void PoolImpl::join() {

@@ -415,7 +415,12 @@ bool PoolImpl::let_joined_go(int live) {
       set_state(*w, Worker::State::retiring);
       mark_hot(*w);
       total -= w->executors;
-      lines.push_back(name(*w) + why + ", which keeps " + std::to_string(total) + " worker(s)");
+      // (All its workers leave with it: name them all, not "a worker of agent 2".)
+      const std::string who = w->executors == 1
+                                  ? name(*w)
+                                  : "agent " + std::to_string(w->slot) + " with " + std::to_string(w->executors) +
+                                        " workers (joined from " + w->joined_from + ")";
+      lines.push_back(who + why + ", which keeps " + std::to_string(total) + " worker(s)");
     }
   }
   for (const auto& l : lines) log::info("fibra: {}", l);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Many-node tests on a virtual Slurm cluster of 3 nodes (slurm/virtual-cluster.sh) on this machine.
-#   run.sh spread|pack|silence|relaunch|queue_readers <program> <work dir> [<fibra command>]
+#   run.sh spread|pack|silence|relaunch|queue_readers|elastic <program> <work dir> [<fibra command>]
 # spread takes FIBRA_MN_NODES (3) and FIBRA_MN_WORKERS (6) from the environment: with 4 and 64 it
 # is the many-node scale figure of docs/benchmarks.md.
 # Starts the cluster (its own folder and ports), runs the program in a 3-node job with
@@ -177,6 +177,78 @@ SPEC
     grep -q '^run 1: agent .* on vnode2$' "$out" || fails+=("the relaunched driver has no agent on vnode2")
     [ "$state" = COMPLETED ] && [ "$exit_code" = 0:0 ] || fails+=("the job did not end COMPLETED with exit code 0")
     if [ ${#fails[@]} -eq 0 ]; then echo "PASS: relaunch after a lost node"; exit 0; fi
+    printf 'FAIL: %s\n' "${fails[@]}"
+    exit 1
+    ;;
+  elastic|elastic_killed)
+    # A driver job of one node (its spec's [elastic], rendered by `fibra slurm submit`) grows with
+    # worker jobs of 4 workers each, which fit only on vnode2 and vnode3. The program asks (through a
+    # file holding a job id) for one worker job to be cancelled mid-map. elastic_killed: the driver
+    # kills itself once a worker job has joined, and no worker job may outlive it.
+    mode=""
+    [ "$what" = elastic_killed ] && mode=killed
+    [ -x "$fibra" ] || { echo "FAIL: run.sh elastic needs the fibra command"; exit 1; }
+    rm -rf "$work/elastic" && mkdir -p "$work/elastic"
+    cd "$work/elastic"
+    cat >elastic.toml <<SPEC
+[job]
+name = "elastic"
+program = "$program"
+args = ["$work/elastic", "$mode"]
+workers = 1
+env = { FIBRA_PROGRESS = "0", OMPI_MCA_btl_tcp_if_include = "10.213.77.0/24", OMPI_MCA_oob_tcp_if_include = "10.213.77.0/24" }
+[resources]
+nodes = 1
+tasks = 2
+memory = "400M"
+time = "5:00"
+[checkpoint]
+path = "$work/elastic/elastic.h5"
+[elastic]
+max_nodes = 3
+workers_per_node = 4
+worker_time = "5:00"
+backlog = 2
+idle_timeout_s = 5
+max_submit_per_minute = 60
+drain_before_s = 30
+SPEC
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # sbatch passes them to the job
+    job="$("$fibra" slurm submit elastic.toml)" || { echo "FAIL: fibra slurm submit"; exit 1; }
+    out="$work/elastic/elastic-$job.out"
+    cancelled=""
+    for _ in $(seq 1 960); do
+      if [ -s cancel-now ] && [ -z "$cancelled" ]; then
+        cancelled="$(cat cancel-now)"
+        scancel "$cancelled" && echo "run.sh: cancelled worker job $cancelled"
+      fi
+      state="$(job_state "$job")"
+      case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) break ;; esac
+      sleep 0.25
+    done
+    [ -n "$state" ] && ! [[ "$state" =~ ^(PENDING|RUNNING|CONFIGURING|COMPLETING)$ ]] || scancel "$job" 2>/dev/null
+    grep -v '^\[vnode' "$out" 2>/dev/null
+    echo "job $job ended as ${state:-unknown}"
+    status="$("$fibra" slurm status "$job" 2>&1)"
+    echo "$status"
+    fails=()
+    if [ "$mode" = killed ]; then
+      grep -q 'the driver kills itself' "$out" 2>/dev/null || fails+=("the driver never saw a worker job join")
+      grep -q '^worker job [0-9]*: ' <<<"$status" || fails+=("fibra slurm status shows no worker job")
+      left="$(squeue -h -t PENDING,CONFIGURING,RUNNING,COMPLETING -n "fibra-worker-$job" -o '%i %T' 2>&1)"
+      [ -z "$left" ] || fails+=("worker jobs outlived the killed driver's job: $left")
+      if [ ${#fails[@]} -eq 0 ]; then echo "PASS: no worker job outlived a killed elastic driver"; exit 0; fi
+      printf 'FAIL: %s\n' "${fails[@]}"
+      exit 1
+    fi
+    grep -q '^PASS$' "$out" 2>/dev/null || fails+=("the driver did not print PASS")
+    [ "$state" = COMPLETED ] || fails+=("the driver's job did not end COMPLETED")
+    [ "$(grep -c 'submitted worker job' "$out")" -ge 2 ] || fails+=("the driver's log shows fewer than 2 worker jobs submitted")
+    [ -n "$cancelled" ] && ! grep -q "^worker job $cancelled: CANCELLED" <<<"$status" &&
+      fails+=("fibra slurm status does not show worker job $cancelled as CANCELLED")
+    left="$(squeue -h -t PENDING,CONFIGURING,RUNNING,COMPLETING -n "fibra-worker-$job" -o '%i %T' 2>&1)"
+    [ -z "$left" ] || fails+=("worker jobs left in squeue after the driver's job ended: $left")
+    if [ ${#fails[@]} -eq 0 ]; then echo "PASS: an elastic run grew onto 2 nodes and shrank back"; exit 0; fi
     printf 'FAIL: %s\n' "${fails[@]}"
     exit 1
     ;;

@@ -51,7 +51,9 @@ std::string output_of(const std::string& command) {
 
 // This driver's worker jobs that squeue still shows (pending, running, completing), "id state" lines.
 std::string worker_jobs_in_squeue() {
-  return output_of("squeue -h -o '%i %T' -n fibra-worker-" + std::to_string(::getpid()) + " 2>&1");
+  const char* job = std::getenv("SLURM_JOB_ID");  // worker jobs carry the driver's job, else its pid
+  const std::string of = job && *job ? std::string(job) : std::to_string(::getpid());
+  return output_of("squeue -h -o '%i %T' -n fibra-worker-" + of + " 2>&1");
 }
 
 std::vector<fibra::WorkerInfo> joined_alive(const fibra::Pool& pool) {

@@ -78,9 +78,9 @@ TEST(SpecErrors, UnknownKeyNamesKeyAndLine) {
 }
 
 TEST(SpecErrors, UnknownTable) {
-  EXPECT_EQ(
-      error_of(std::string(minimal) + "[resource]\nnodes = 1\n"),
-      "t.toml:5: unknown table [resource]; a spec has the tables [job], [resources], [checkpoint], [array], [sbatch]");
+  EXPECT_EQ(error_of(std::string(minimal) + "[resource]\nnodes = 1\n"),
+            "t.toml:5: unknown table [resource]; a spec has the tables [job], [resources], [checkpoint], [array], "
+            "[elastic], [sbatch]");
 }
 
 TEST(SpecErrors, WrongType) {
@@ -217,4 +217,46 @@ TEST(SpecErrors, EnvNamesAndMissingFile) {
   } catch (const fs::SpecError& e) {
     EXPECT_STREQ(e.what(), "cannot read the job spec '/nonexistent/job.toml': no such file or no permission");
   }
+}
+
+TEST(Spec, ElasticDefaultsComeFromTheJobsOwnResources) {
+  fs::JobSpec s = fs::parse_spec(std::string(minimal) +
+                                     "[resources]\nnodes = 2\ntasks = 10\ntime = \"3:00:00\"\npartition = \"cpu\"\n"
+                                     "[elastic]\nmax_nodes = 6\n",
+                                 "t.toml");
+  ASSERT_TRUE(s.elastic);
+  EXPECT_EQ(s.elastic->min_nodes, 2);         // the job's own nodes
+  EXPECT_EQ(s.elastic->workers_per_node, 5);  // its tasks per node
+  EXPECT_EQ(s.elastic->worker_time, "3:00:00");
+  EXPECT_EQ(s.elastic->worker_time_s, 3 * 3600);
+  EXPECT_EQ(s.elastic->partition, "cpu");
+  EXPECT_EQ(s.elastic->join_file, "t-%j.join");
+  EXPECT_EQ(s.elastic->backlog, 1);
+}
+
+TEST(SpecErrors, ElasticBoundsAndTimesAreCheckedByName) {
+  const std::string two_nodes = std::string(minimal) + "[resources]\nnodes = 2\n[elastic]\n";
+  EXPECT_EQ(error_of(two_nodes + "min_nodes = 3\n"),
+            "t.toml: 'elastic.max_nodes' is missing; it is how many nodes the run may grow to, the job's own 2 "
+            "included, e.g. max_nodes = 5");
+  EXPECT_EQ(error_of(two_nodes + "max_nodes = 2\n"),
+            "t.toml:8: 'elastic.max_nodes' = 2 leaves no room to grow: the job's own nodes ('resources.nodes' = "
+            "2) count in it; make it larger than 2");
+  EXPECT_EQ(error_of(two_nodes + "max_nodes = 4\nmin_nodes = 1\n"),
+            "t.toml:9: 'elastic.min_nodes' = 1 is below 'resources.nodes' = 2: the job's own nodes stay in the "
+            "run to its end; make it at least 2");
+  EXPECT_EQ(error_of(two_nodes + "max_nodes = 4\nmin_nodes = 5\n"),
+            "t.toml:9: 'elastic.min_nodes' = 5 is more than 'elastic.max_nodes' = 4");
+  EXPECT_EQ(error_of(two_nodes + "max_nodes = 4\nworker_time = \"1:00\"\n"),
+            "t.toml:9: 'elastic.worker_time' is \"1:00\" (60 s), which leaves a worker job no time before it "
+            "drains, 'elastic.drain_before_s' = 60 s before its limit; ask for more than 70 s");
+  EXPECT_EQ(error_of(two_nodes + "max_nodes = 4\nworker_time = \"UNLIMITED\"\n"),
+            "t.toml:9: 'elastic.worker_time' is \"UNLIMITED\"; a worker job needs a time limit, to drain before "
+            "it: give one, like \"1:00:00\"");
+  EXPECT_EQ(error_of(two_nodes + "max_nodes = 4\nmax_nodse = 5\n"),
+            "t.toml:9: unknown key 'elastic.max_nodse'; [elastic] takes min_nodes, max_nodes, workers_per_node, "
+            "worker_time, partition, backlog, idle_timeout_s, max_submit_per_minute, drain_before_s, join_file");
+  EXPECT_NE(error_of(std::string(minimal) + "[array]\nindices = \"0-3\"\n[elastic]\nmax_nodes = 3\n")
+                .find("[elastic] and [array] do not go together"),
+            std::string::npos);
 }

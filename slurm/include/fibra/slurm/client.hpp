@@ -60,6 +60,11 @@ std::string submit_script(const std::string& script, const JobSpec& spec);
 /// @throws SlurmError if slurmctld does not know the job or cannot be reached.
 std::vector<JobStatus> query_job(const std::string& id);
 
+/// @brief The worker jobs an elastic run (`[elastic]`, Pool::adapt) of job `id` submitted
+/// (named `fibra-worker-<id>`), as squeue lists them: those pending, running, or ended lately.
+/// @throws SlurmError if squeue fails.
+std::vector<JobStatus> query_worker_jobs(const std::string& id);
+
 /// @brief Polls until every task of the job is in a final state and returns their last status.
 ///
 /// Polls `scontrol show job` every 0.5 s at first, backing off to every `max_interval_s`

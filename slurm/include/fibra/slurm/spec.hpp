@@ -44,6 +44,22 @@ struct ArraySpec {
   int throttle = 0;     ///< at most this many tasks at once; 0: no limit
 };
 
+/// @brief An elastic run (`[elastic]`, docs/elastic.md): the driver's pool grows with worker jobs
+/// that join it while work waits, one node each, and lets them go when idle (Pool::adapt).
+struct ElasticSpec {
+  int min_nodes = 0;              ///< nodes of the run, the job's own included, kept at least
+  int max_nodes = 0;              ///< nodes of the run, at most (required; above 'resources.nodes')
+  int workers_per_node = 0;       ///< workers of each worker job; default: the job's tasks per node
+  std::string worker_time;        ///< each worker job's time limit; default 'resources.time', else 1 hour
+  long worker_time_s = 0;         ///< that limit in seconds
+  std::string partition;          ///< the worker jobs'; default 'resources.partition'
+  int backlog = 1;                ///< worker jobs pending at once, at most
+  int idle_timeout_s = 60;        ///< a worker job idle this long ends
+  int max_submit_per_minute = 6;  ///< submissions at most, per minute
+  int drain_before_s = 60;        ///< a worker job drains this long before its time limit
+  std::string join_file;          ///< where workers find the driver; default "<name>-%j.join" (%j: job id)
+};
+
 /// @brief Everything a spec says, with defaults filled in.
 struct JobSpec {
   std::string source;                      ///< the spec's file name, as given
@@ -70,6 +86,7 @@ struct JobSpec {
 
   std::optional<CheckpointSpec> checkpoint;
   std::optional<ArraySpec> array;
+  std::optional<ElasticSpec> elastic;
   std::vector<std::string> sbatch_extra;  ///< extra `#SBATCH` options, e.g. "--exclusive"
 };
 
