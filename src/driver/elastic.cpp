@@ -73,6 +73,7 @@ struct Elastic::Impl {
   bool paused = false;
   double next_submit = 0, next_poll = 0;
   int waiting_looks = 0;
+  bool told_unfit = false;  // that chunks wait which no worker job could run
   // Under mu.
   std::mutex mu;
   std::condition_variable cv;
@@ -123,6 +124,14 @@ struct Elastic::Impl {
     int pending = 0;
     for (auto& j : jobs) pending += !j.ended && !j.joined;
     waiting_looks = v.waiting > 0 ? waiting_looks + 1 : 0;
+    // Never a job for work that no worker job could run: said once each time it starts.
+    if (v.unfit > 0 && v.waiting == 0 && !told_unfit)
+      log::warning(
+          "fibra: Pool::adapt: {} chunk(s) wait for more than a worker job's worker offers ({}, the pool's "
+          "PoolOptions::resources without its GPUs): no worker job is submitted for them; they wait for the "
+          "pool's own workers",
+          v.unfit, v.unfit_example);
+    told_unfit = v.unfit > 0 && v.waiting == 0;
     const int planned = v.workers + pending * o.workers_per_job;
     std::string why;
     if (planned + o.workers_per_job > max) return;

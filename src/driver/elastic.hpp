@@ -32,7 +32,9 @@ class Elastic {
   /// What the pool says of itself at each look (under its lock).
   struct View {
     int workers = 0;               ///< workers starting or ready, its own and joined ones
-    std::size_t waiting = 0;       ///< chunks queued that no worker has yet
+    std::size_t waiting = 0;       ///< chunks queued that a worker job's worker could run
+    std::size_t unfit = 0;         ///< chunks queued that need more than a worker job offers
+    std::string unfit_example;     ///< what a worker job's worker offers, when unfit > 0
     std::set<std::string> joined;  ///< Slurm job ids whose worker joined (alive or not)
   };
   /// Checks the options (ConfigError naming what is wrong) and starts following the pool.

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "fibra/error.hpp"
 #include "common/log.hpp"
@@ -372,11 +373,22 @@ Elastic::View PoolImpl::elastic_view() const {
   std::lock_guard lk(mu_);
   Elastic::View v;
   v.workers = live_count() + joined_live_;
-  v.waiting = sched_.pending();
+  // Only chunks that a joined worker could run call for a worker job (the first 4096 are enough
+  // to tell, and keep the look short while a million wait).
+  std::tie(v.waiting, v.unfit) = sched_.pending_that_fit(joined_offer(), 4096);
+  if (v.unfit > 0) v.unfit_example = describe(joined_offer());
   constexpr std::string_view slurm = "Slurm job ";
   for (const auto& w : workers_)
     if (w->joined && w->joined_from.rfind(slurm, 0) == 0) v.joined.insert(w->joined_from.substr(slurm.size()));
   return v;
+}
+
+// What each executor of a joined agent offers: the pool's own resources, but no GPUs when the
+// pool shares out its GPUs (PoolOptions::gpu_ids are on its own hosts).
+Resources PoolImpl::joined_offer() const {
+  Resources r = s_.resources;
+  if (!s_.gpu_ids.empty()) r.gpus = 0;
+  return r;
 }
 
 // A joined worker leaves (it is retired as resize() retires one: it finishes what it runs):
@@ -452,9 +464,8 @@ bool PoolImpl::take_joins() {
       made->slot = setup.slot;
       made->executors = j.hello.executors;
       made->planned_host = j.hello.host;
-      made->has = s_.resources;
-      if (!s_.gpu_ids.empty()) made->has.gpus = 0;  // the pool's GPUs are on its own hosts
-      made->holds_slot = false;                     // not of this allocation's slots
+      made->has = joined_offer();
+      made->holds_slot = false;  // not of this allocation's slots
       made->joined = true;
       made->joined_from = j.hello.origin;
       if (j.hello.time_left_s > 0) made->job_ends_at = mpi::now_s() + j.hello.time_left_s;

@@ -174,6 +174,36 @@ TEST(Adapt, SubmissionPausesAfterFailedSubmitsAndThePoolGoesOn) {
   for (long i = 0; i < 20; ++i) ASSERT_EQ(r[static_cast<std::size_t>(i)].value, 3 * i + 1);
 }
 
+// Chunks that need a GPU, in a pool that shares out its own (a joined worker offers none), call
+// for no worker job: they wait for the pool's own worker, and the log says why. (The GPU id is a
+// name only: the task does not use it.)
+TEST(Adapt, NoWorkerJobForWorkThatNoWorkerJobCouldRun) {
+  {
+    std::lock_guard lk(g_log_mu);
+    g_log.clear();  // the lines of the tests before
+  }
+  fibra::Pool pool(1, {.resources = {.gpus = 1}, .gpu_ids = {"0"}});
+  pool.adapt(1, 3, {.sbatch_args = {"--mem=100M"}, .submit_gap_s = 0.1});
+  std::string seen;  // worker jobs squeue showed while the map ran
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    while (!done && seen.empty()) {
+      seen = worker_jobs_in_squeue();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  // 60 items of 40 ms on the one worker: 2.4 s, ten looks of adapt's with chunks waiting
+  const auto r = call_within(bound, "map of where needing a GPU",
+                             [&] { return pool.map(where, upto(60), {.chunksize = 1, .resources = {.gpus = 1}}); });
+  done = true;
+  watcher.join();
+  for (long i = 0; i < 60; ++i) ASSERT_EQ(r[static_cast<std::size_t>(i)].value, 3 * i + 1);
+  EXPECT_EQ(seen, "") << "a worker job was submitted for chunks that need a GPU, which no worker job offers";
+  EXPECT_FALSE(logged("submitted worker job")) << "a submission was logged";
+  EXPECT_TRUE(logged("wait for more than a worker job's worker offers"))
+      << "the log does not say why none was submitted";
+}
+
 // A worker job still pending when the pool ends is cancelled: none is left in squeue.
 TEST(Adapt, ThePoolsEndCancelsItsPendingWorkerJobs) {
   {
