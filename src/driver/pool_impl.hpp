@@ -469,6 +469,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   int live_executors_ = 0, ready_executors_ = 0, retiring_agents_ = 0;
   // The same for workers that joined (Worker::joined), which the pool's target does not count.
   int joined_live_ = 0, joined_ready_ = 0;
+  std::set<std::string> joined_jobs_;  // Slurm jobs whose agent joined (for Pool::adapt), under mu_
   int next_agent_size() const;
   std::vector<int> next_agent_sizes(int most) const;
   static constexpr int grow_together = 16;  // agents spawned together at most when the pool grows
@@ -583,6 +584,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::vector<Worker*> hot_, probing_;
   std::vector<std::shared_ptr<AgentGroup>> groups_;
   std::vector<JoinedAgent> joins_;  // under mu_: agents that joined, for the communication thread to take (take_joins)
+  std::atomic<bool> joins_waiting_{false};  // set with joins_, so that take_joins looks without the lock
   // Pool::adapt: its worker jobs (set and dropped on users' threads under elastic_mu_, never under
   // mu_: its thread takes mu_; elastic_closed_: the pool stopped, no adapt() may start one), and,
   // under mu_, what the communication thread needs to let joined workers go (let_joined_go).

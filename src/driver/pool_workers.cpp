@@ -327,6 +327,7 @@ bool PoolImpl::adopt_join(JoinedAgent& j) {
   std::lock_guard lk(mu_);
   if (closed_ || stopping_) return false;
   joins_.push_back(j);
+  joins_waiting_.store(true, std::memory_order_release);
   kick();
   return true;
 }
@@ -377,9 +378,7 @@ Elastic::View PoolImpl::elastic_view() const {
   // to tell, and keep the look short while a million wait).
   std::tie(v.waiting, v.unfit) = sched_.pending_that_fit(joined_offer(), 4096);
   if (v.unfit > 0) v.unfit_example = describe(joined_offer());
-  constexpr std::string_view slurm = "Slurm job ";
-  for (const auto& w : workers_)
-    if (w->joined && w->joined_from.rfind(slurm, 0) == 0) v.joined.insert(w->joined_from.substr(slurm.size()));
+  v.joined = joined_jobs_;
   return v;
 }
 
@@ -443,9 +442,12 @@ bool PoolImpl::let_joined_go(int live) {
 // its own: its setup first, then its hello. They add to the pool's workers without counting
 // against its target. Under the MPI lock.
 bool PoolImpl::take_joins() {
+  // (Every pass comes here: the flag spares it the pool's lock while nobody joins.)
+  if (!joins_waiting_.load(std::memory_order_acquire)) return false;
   std::vector<JoinedAgent> joins;
   {
     std::lock_guard lk(mu_);
+    joins_waiting_.store(false, std::memory_order_relaxed);
     if (joins_.empty()) return false;
     joins.swap(joins_);
   }
@@ -468,6 +470,8 @@ bool PoolImpl::take_joins() {
       made->holds_slot = false;  // not of this allocation's slots
       made->joined = true;
       made->joined_from = j.hello.origin;
+      constexpr std::string_view slurm = "Slurm job ";
+      if (made->joined_from.rfind(slurm, 0) == 0) joined_jobs_.insert(made->joined_from.substr(slurm.size()));
       if (j.hello.time_left_s > 0) made->job_ends_at = mpi::now_s() + j.hello.time_left_s;
       made->joined_ranks = std::max(1, static_cast<int>(j.hello.ranks));
       made->comm = j.comm;
