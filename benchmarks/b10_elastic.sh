@@ -100,13 +100,17 @@ SPEC
   local start end
   start="$(sed -n 's/^b10: driver started at \([0-9.]*\)$/\1/p' "$out" | head -1)"
   end="$(sed -n 's/^b10: last result at \([0-9.]*\);.*/\1/p' "$out" | head -1)"
-  if [ "$state" != COMPLETED ] || [ -z "$end" ] || ! grep -q ' 0 wrong;' "$out"; then
+  if [ "$state" != COMPLETED ] || [ -z "$start" ] || [ -z "$end" ] || ! grep -q ' 0 wrong;' "$out"; then
     echo "b10_elastic: the $way job $job ended as ${state:-unknown} without every result (see $out)" >&2
     return 1
   fi
   grep -E '^(fibra: (submitted|agent .* joined)|b10: last)' "$out" | sed "s/^/  $way: /" >&2
   # the holders and any worker job gone before the next run
   for k in "${holders[@]}"; do wait_job "$k" 30 >/dev/null; done
+  for ((i = 0; i < 120; i++)); do
+    [ -z "$(squeue -h -t PENDING,CONFIGURING,RUNNING,COMPLETING -n "fibra-worker-$job" 2>/dev/null)" ] && break
+    sleep 0.25
+  done
   awk -v t="$t0" -v s="$start" -v e="$end" 'BEGIN { printf "%.1f %.1f\n", s - t, e - t }'
 }
 

@@ -68,7 +68,7 @@ struct PoolOptions {
 /// @brief How Pool::adapt grows a pool with Slurm worker jobs that join it, and shrinks it
 /// (docs/elastic.md).
 struct AdaptOptions {
-  int workers_per_job = 1;               ///< workers each worker job runs (its --cpus-per-task)
+  int workers_per_job = 1;  ///< workers each worker job runs (it asks for their CPUs: PoolOptions::resources.cpus each)
   std::string time = "01:00:00";         ///< each worker job's time limit (sbatch --time)
   std::string partition;                 ///< sbatch --partition; empty: the cluster's default
   std::vector<std::string> sbatch_args;  ///< more sbatch options, each as one word ("--mem=4G")

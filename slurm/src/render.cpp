@@ -67,6 +67,13 @@ void render_elastic(std::ostringstream& o, const JobSpec& s, const ElasticSpec& 
   o << "\n# [elastic]: worker jobs of one node each join this driver while work waits (Pool::adapt,\n"
        "# docs/elastic.md), through Open MPI's name server and the join file.\n";
   o << "fibra_join=" << join << "\n";
+  o << "export FIBRA_ELASTIC_JOB_NAME=\"fibra-worker-${SLURM_JOB_ID}\"  # the worker jobs' name\n";
+  o << "fibra_cancel_workers() {  # the worker jobs of this job still pending or running\n"
+       "  scancel --user=\"${SLURM_JOB_USER:-$(id -un)}\" --name=\"$FIBRA_ELASTIC_JOB_NAME\" ||\n"
+       "    echo \"fibra: could not cancel worker jobs named $FIBRA_ELASTIC_JOB_NAME: cancel them by hand\" >&2\n"
+       "}\n";
+  // A requeued job (the same id) starts with none of its earlier run's worker jobs
+  o << "fibra_cancel_workers\n";
   o << "rm -f \"$fibra_join\" \"$fibra_join.uri\"\n"
        "ompi-server --no-daemonize -r \"$fibra_join.uri\" &\n"
        "fibra_name_server=$!\n"
@@ -88,8 +95,9 @@ void render_elastic(std::ostringstream& o, const JobSpec& s, const ElasticSpec& 
     << " FIBRA_ELASTIC_PARTITION=" << shell_quote(e.partition) << " FIBRA_ELASTIC_SBATCH_ARGS=" << shell_quote(sbatch)
     << "\n";
   o << "fibra_elastic_end() {  # no worker job outlives the driver, however it ended\n"
-       "  scancel --user=\"$(id -un)\" --name=\"fibra-worker-${SLURM_JOB_ID}\" 2>/dev/null\n"
+       "  fibra_cancel_workers\n"
        "  kill \"$fibra_name_server\" 2>/dev/null\n"
+       "  rm -f \"$fibra_join\" \"$fibra_join.uri\"\n"
        "}\n";
 }
 
@@ -165,6 +173,8 @@ void render_signals(std::ostringstream& o) {
 // hurry (a stop for a checkpoint): 10 s after the driver's status is known, mpirun is ended, so
 // that the requeue comes inside the grace time.
 void render_launch_body(std::ostringstream& o, const JobSpec& s, bool relaunch) {
+  // A relaunched driver starts a new run: the worker jobs of the one before are not its own
+  if (s.elastic && relaunch) o << "fibra_cancel_workers\n";
   o << mpirun_command(s) << " &\n";
   o << "fibra_mpirun=$!\n"
        "( while kill -0 \"$fibra_mpirun\" 2>/dev/null && [ ! -s \"$fibra_run.status\" ]; do sleep 1; done\n";

@@ -162,7 +162,8 @@ void read_elastic(JobSpec& s, const toml::table* t) {
   TableReader r(s.source, "elastic", t);
   ElasticSpec e;
   e.min_nodes = s.nodes;
-  e.workers_per_node = std::max(1, s.tasks / s.nodes);
+  // (With oversubscribe, tasks is 1: the workers spread over the nodes say more.)
+  e.workers_per_node = std::max({1, s.tasks / s.nodes, (s.workers + s.nodes - 1) / s.nodes});
   e.partition = s.partition;
   if (s.time_s > 0) {
     e.worker_time = s.time;
@@ -204,7 +205,7 @@ void read_elastic(JobSpec& s, const toml::table* t) {
   if (e.worker_time_s < e.drain_before_s + drain_margin_s)
     r.fail("worker_time", "is \"" + e.worker_time + "\" (" + std::to_string(e.worker_time_s) +
                               " s), which leaves a worker job no time before it drains, 'elastic.drain_before_s' = " +
-                              std::to_string(e.drain_before_s) + " s before its limit; ask for more than " +
+                              std::to_string(e.drain_before_s) + " s before its limit; ask for at least " +
                               std::to_string(e.drain_before_s + drain_margin_s) + " s");
   if (e.max_submit_per_minute > 600)
     r.fail("max_submit_per_minute", "= " + std::to_string(e.max_submit_per_minute) + " is more than 600 (10 a second)");

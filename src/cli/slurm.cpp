@@ -122,11 +122,15 @@ void run_status(const SlurmArgs& a) {
     const auto jobs = fs::query_job(a.job_id);
     for (const fs::JobStatus& j : jobs) std::printf("%s\n", describe(j).c_str());
     // An elastic run's worker jobs ([elastic], Pool::adapt), by the name they carry
-    for (const fs::JobStatus& w : fs::query_worker_jobs(a.job_id)) {
-      std::string line = "worker job " + w.id + ": " + w.state;
-      if (w.state == "PENDING" && !w.reason.empty() && w.reason != "None") line += " (" + w.reason + ")";
-      if (!w.node_list.empty() && w.state != "PENDING") line += " on " + w.node_list;
-      std::printf("%s\n", line.c_str());
+    try {
+      for (const fs::JobStatus& w : fs::query_worker_jobs(a.job_id)) {
+        std::string line = "worker job " + w.id + ": " + w.state;
+        if (w.state == "PENDING" && !w.reason.empty() && w.reason != "None") line += " (" + w.reason + ")";
+        if (!w.node_list.empty() && w.state != "PENDING") line += " on " + w.node_list;
+        std::printf("%s\n", line.c_str());
+      }
+    } catch (const fs::SlurmError& e) {
+      std::printf("worker jobs: unknown (%s)\n", e.what());
     }
     const std::string spec_path = fs::job_checkpoint_path(a.job_id);
     if (spec_path.empty()) {

@@ -3,8 +3,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <condition_variable>
 #include <filesystem>
@@ -59,12 +61,14 @@ struct Elastic::Impl {
   };
   // Set at the start and by no one after: read by the thread without a lock.
   int min = 1, max = 1;
+  int cpus_per_job = 1;  // its workers' CPUs (the pool's PoolOptions::resources.cpus each)
   std::uint64_t pool = 0;
   AdaptOptions o;
   std::function<View()> view;
   std::string file, dir, script;
-  // fibra-worker-<the driver's Slurm job> (`fibra slurm status` lists them, the batch script cancels
-  // them at its end), or fibra-worker-<its pid> outside Slurm.
+  // FIBRA_ELASTIC_JOB_NAME, fibra-worker-<the driver's Slurm job> in a script with [elastic]
+  // (`fibra slurm status` lists them, the script cancels them at its end); else
+  // fibra-worker-pid<the driver's pid>.
   std::string job_name;
   std::vector<std::string> env;
   // The thread's alone (and the destructor's once the thread has ended).
@@ -86,7 +90,7 @@ struct Elastic::Impl {
     s << "#!/bin/bash\n";
     s << "#SBATCH --job-name=" << job_name << "\n";
     s << "#SBATCH --nodes=1\n#SBATCH --ntasks=1\n";
-    s << "#SBATCH --cpus-per-task=" << o.workers_per_job << "\n";
+    s << "#SBATCH --cpus-per-task=" << cpus_per_job << "\n";
     s << "#SBATCH --time=" << o.time << "\n";
     s << "#SBATCH --output=" << dir << "/worker-%j.out\n";
     if (!o.partition.empty()) s << "#SBATCH --partition=" << o.partition << "\n";
@@ -124,14 +128,15 @@ struct Elastic::Impl {
     int pending = 0;
     for (auto& j : jobs) pending += !j.ended && !j.joined;
     waiting_looks = v.waiting > 0 ? waiting_looks + 1 : 0;
-    // Never a job for work that no worker job could run: said once each time it starts.
-    if (v.unfit > 0 && v.waiting == 0 && !told_unfit)
+    // Never a job for work that no worker job could run: said once.
+    if (v.unfit > 0 && !told_unfit) {
       log::warning(
-          "fibra: Pool::adapt: {} chunk(s) wait for more than a worker job's worker offers ({}, the pool's "
-          "PoolOptions::resources without its GPUs): no worker job is submitted for them; they wait for the "
-          "pool's own workers",
+          "fibra: Pool::adapt: {} chunk(s) wait, and the first of them need more than a worker job's worker "
+          "offers ({}, the pool's PoolOptions::resources without its GPUs): no worker job is submitted for them; "
+          "they wait for the pool's own workers",
           v.unfit, v.unfit_example);
-    told_unfit = v.unfit > 0 && v.waiting == 0;
+      told_unfit = true;
+    }
     const int planned = v.workers + pending * o.workers_per_job;
     std::string why;
     if (planned + o.workers_per_job > max) return;
@@ -225,25 +230,12 @@ struct Elastic::Impl {
   }
 };
 
-std::optional<AdaptFromSpec> adapt_from_environment() {
-  static std::atomic<bool> taken{false};
-  const char* max = std::getenv("FIBRA_ELASTIC_MAX_JOBS");
-  if (!max || !*max || taken.exchange(true)) return std::nullopt;
-  const auto text = [](const char* name) {
-    const char* v = std::getenv(name);
-    return std::string(v ? v : "");
-  };
-  const auto number = [&](const char* name, double fallback) {
-    const std::string v = text(name);
-    if (v.empty()) return fallback;
-    char* end = nullptr;
-    const double d = std::strtod(v.c_str(), &end);
-    if (*end || !(d >= 0))
-      throw ConfigError(std::string("fibra: ") + name + "=\"" + v +
-                        "\" is not a number of 0 or more; it comes from the job spec's [elastic] table (fibra slurm "
-                        "render): render the script again rather than edit it");
-    return d;
-  };
+namespace {
+std::atomic<bool> g_spec_adapt_taken{false};  // by a running pool
+
+// FIBRA_ELASTIC_*, read with `number` and `text` (adapt_from_environment's).
+template <class Number, class Text>
+AdaptFromSpec parse_spec_adapt(const Number& number, const Text& text) {
   AdaptFromSpec a;
   a.max_jobs = static_cast<int>(number("FIBRA_ELASTIC_MAX_JOBS", 0));
   a.min_jobs = static_cast<int>(number("FIBRA_ELASTIC_MIN_JOBS", 0));
@@ -259,8 +251,38 @@ std::optional<AdaptFromSpec> adapt_from_environment() {
   for (std::string w; args >> w;) o.sbatch_args.push_back(w);
   return a;
 }
+}  // namespace
 
-Elastic::Elastic(int min_workers, int max_workers, AdaptOptions options, std::uint64_t pool, std::function<View()> view)
+void give_back_spec_adapt() { g_spec_adapt_taken = false; }
+
+std::optional<AdaptFromSpec> adapt_from_environment() {
+  const char* max = std::getenv("FIBRA_ELASTIC_MAX_JOBS");
+  if (!max || !*max || g_spec_adapt_taken.exchange(true)) return std::nullopt;
+  const auto text = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
+  const auto number = [&](const char* name, double fallback) {
+    const std::string v = text(name);
+    if (v.empty()) return fallback;
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    if (*end || !(d >= 0))
+      throw ConfigError(std::string("fibra: ") + name + "=\"" + v +
+                        "\" is not a number of 0 or more; it comes from the job spec's [elastic] table (fibra slurm "
+                        "render): render the script again rather than edit it");
+    return d;
+  };
+  try {
+    return parse_spec_adapt(number, text);
+  } catch (...) {
+    give_back_spec_adapt();
+    throw;
+  }
+}
+
+Elastic::Elastic(int min_workers, int max_workers, AdaptOptions options, std::uint64_t pool, double cpus_per_worker,
+                 std::function<View()> view)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   const auto bad = [](const std::string& what) { return ConfigError("fibra: Pool::adapt: " + what); };
@@ -291,6 +313,7 @@ Elastic::Elastic(int min_workers, int max_workers, AdaptOptions options, std::ui
   s.max = max_workers;
   s.pool = pool;
   s.o = std::move(options);
+  s.cpus_per_job = std::max(1, static_cast<int>(std::ceil(cpus_per_worker * s.o.workers_per_job - 1e-9)));
   s.view = std::move(view);
   s.env = launch_environment();
   std::string error;
@@ -300,8 +323,8 @@ Elastic::Elastic(int min_workers, int max_workers, AdaptOptions options, std::ui
               (error.empty() && v.status == 127 && v.err.find("cannot run") != std::string::npos
                    ? std::string("is not on PATH")
                    : "failed: " + trimmed(error.empty() ? v.err : error)));
-  const char* job = std::getenv("SLURM_JOB_ID");
-  s.job_name = "fibra-worker-" + (job && *job ? std::string(job) : std::to_string(::getpid()));
+  const char* name = std::getenv("FIBRA_ELASTIC_JOB_NAME");
+  s.job_name = name && *name ? std::string(name) : "fibra-worker-pid" + std::to_string(::getpid());
   s.dir = s.file + ".workers";
   s.script = s.dir + "/worker.sbatch";
   s.write_script();

@@ -23,23 +23,27 @@ struct AdaptFromSpec {
   int min_jobs = 0, max_jobs = 0;
   AdaptOptions options;
 };
-/// The first call in a process that finds FIBRA_ELASTIC_MAX_JOBS set returns them (the first
-/// pool adapts); every other call returns nothing. ConfigError naming a malformed variable.
+/// A call that finds FIBRA_ELASTIC_MAX_JOBS set returns them, once until give_back_spec_adapt()
+/// (one pool at a time adapts: the first to start, then the next after it stops); other calls
+/// return nothing. ConfigError naming a malformed variable.
 std::optional<AdaptFromSpec> adapt_from_environment();
+void give_back_spec_adapt();
 
 class Elastic {
  public:
   /// What the pool says of itself at each look (under its lock).
   struct View {
     int workers = 0;               ///< workers starting or ready, its own and joined ones
-    std::size_t waiting = 0;       ///< chunks queued that a worker job's worker could run
-    std::size_t unfit = 0;         ///< chunks queued that need more than a worker job offers
+    std::size_t waiting = 0;       ///< chunks queued, when one of the first is one a worker job could run
+    std::size_t unfit = 0;         ///< chunks queued, when none of the first is one a worker job could run
     std::string unfit_example;     ///< what a worker job's worker offers, when unfit > 0
     std::set<std::string> joined;  ///< Slurm job ids whose worker joined (alive or not)
   };
   /// Checks the options (ConfigError naming what is wrong) and starts following the pool.
-  /// `pool`: the pool's uid, which its worker jobs name in their hello (the pool they join).
-  Elastic(int min_workers, int max_workers, AdaptOptions options, std::uint64_t pool, std::function<View()> view);
+  /// `pool`: the pool's uid, which its worker jobs name in their hello (the pool they join);
+  /// `cpus_per_worker`: what each of its workers offers (a worker job asks for that many a worker).
+  Elastic(int min_workers, int max_workers, AdaptOptions options, std::uint64_t pool, double cpus_per_worker,
+          std::function<View()> view);
   /// Submits nothing more (its thread ends). Idempotent.
   void halt();
   /// After halt(): cancels its worker jobs still pending or running (scancel), those whose worker

@@ -110,16 +110,25 @@ void PoolImpl::start() {
 
 // A job spec's [elastic] (FIBRA_ELASTIC_*): the first pool of the run adapts, its own workers and
 // the worker jobs' between the spec's bounds. A program that calls Pool::adapt itself replaces it.
+// The pool that takes it gives it back when it stops, for the next pool to start: a program that
+// runs one pool per phase grows in each.
 void PoolImpl::adapt_as_the_spec_says(int own) {
   try {
     const auto a = adapt_from_environment();
     if (!a) return;
+    spec_adapt_ = true;
     const int per = a->options.workers_per_job;
     log::info(
-        "fibra: [elastic] in the job spec: the pool grows from {} to at most {} workers with worker jobs of {} "
+        "fibra: [elastic] in the job spec: this pool of {} grows to at most {} workers with worker jobs of {} "
         "worker(s) each, and keeps at least {}",
         own, own + a->max_jobs * per, per, own + a->min_jobs * per);
-    adapt(own + a->min_jobs * per, own + a->max_jobs * per, a->options);
+    try {
+      adapt(own + a->min_jobs * per, own + a->max_jobs * per, a->options);
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string("fibra: the job spec's [elastic] (FIBRA_ELASTIC_MAX_JOBS=") +
+                        std::getenv("FIBRA_ELASTIC_MAX_JOBS") + ") cannot take effect: " + e.what() +
+                        "; render the script again with `fibra slurm render`, or drop [elastic]");
+    }
   } catch (...) {
     terminate();
     throw;
@@ -1035,6 +1044,7 @@ void PoolImpl::stop() {
     elastic_closed_ = true;
   }
   if (elastic) elastic->halt();
+  if (spec_adapt_.exchange(false)) give_back_spec_adapt();  // the next pool to start takes it
   {
     std::lock_guard lk(mu_);
     if (stopped_) return;

@@ -381,8 +381,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   /// communication thread); false if the pool no longer runs.
   bool adopt_join(JoinedAgent& j);
   void adapt(int min_workers, int max_workers, const AdaptOptions& options) override;
-  Resources joined_offer() const;        // what each executor of a joined agent offers
-  void adapt_as_the_spec_says(int own);  // FIBRA_ELASTIC_* (a job spec's [elastic]), at start
+  Resources joined_offer() const;  // what each executor of a joined agent offers
+  void adapt_as_the_spec_says(int own);
+  std::atomic<bool> spec_adapt_{false};  // this pool took the spec's [elastic] (gives it back at stop)  //
+                                         // FIBRA_ELASTIC_* (a job spec's [elastic]), at start
 
  private:
   // ---- pool.cpp: run (loop(), the communication thread) and stop ------------------------------

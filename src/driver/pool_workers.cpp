@@ -14,7 +14,6 @@
 #include <condition_variable>
 #include <string>
 #include <thread>
-#include <tuple>
 
 #include "fibra/error.hpp"
 #include "common/log.hpp"
@@ -341,7 +340,8 @@ void PoolImpl::adapt(int min_workers, int max_workers, const AdaptOptions& optio
                         "): the pool has " + std::to_string(target_) +
                         " workers of its own, more than max_workers; resize() it first, or allow more");
   }
-  auto e = std::make_unique<Elastic>(min_workers, max_workers, options, uid_, [this] { return elastic_view(); });
+  auto e = std::make_unique<Elastic>(min_workers, max_workers, options, uid_, s_.resources.cpus,
+                                     [this] { return elastic_view(); });
   std::unique_ptr<Elastic> old;
   {
     std::lock_guard el(elastic_mu_);
@@ -376,8 +376,13 @@ Elastic::View PoolImpl::elastic_view() const {
   v.workers = live_count() + joined_live_;
   // Only chunks that a joined worker could run call for a worker job (the first 4096 are enough
   // to tell, and keep the look short while a million wait).
-  std::tie(v.waiting, v.unfit) = sched_.pending_that_fit(joined_offer(), 4096);
-  if (v.unfit > 0) v.unfit_example = describe(joined_offer());
+  const std::size_t pending = sched_.pending();
+  if (pending > 0 && sched_.pending_fits(joined_offer(), 4096)) {
+    v.waiting = pending;
+  } else if (pending > 0) {
+    v.unfit = pending;
+    v.unfit_example = describe(joined_offer());
+  }
   v.joined = joined_jobs_;
   return v;
 }

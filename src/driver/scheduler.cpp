@@ -157,11 +157,12 @@ std::vector<std::unique_ptr<Chunk>> Scheduler::take_all() {
   return out;
 }
 
-std::pair<std::size_t, std::size_t> Scheduler::pending_that_fit(const Resources& has, std::size_t look_at) const {
-  std::size_t fit = 0, not_fit = 0;
-  for (std::size_t i = 0; i < pending_.size() && i < look_at; ++i)
-    ++(fits(chunks_.at(pending_[i])->job->policy().need, has) ? fit : not_fit);
-  return {fit, not_fit};
+bool Scheduler::pending_fits(const Resources& has, std::size_t look_at) const {
+  for (std::size_t i = 0; i < pending_.size() && i < look_at; ++i) {
+    const Chunk& c = *chunks_.at(pending_[i]);
+    if (!c.job->cancelled() && fits(c.job->policy().need, has)) return true;
+  }
+  return false;
 }
 
 }  // namespace fibra::detail

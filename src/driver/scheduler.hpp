@@ -109,9 +109,9 @@ class Scheduler {
   std::vector<std::unique_ptr<Chunk>> take_all();
 
   std::size_t pending() const { return pending_.size(); }
-  /// Of the first `look_at` pending chunks, how many a worker that offers `has` could run, and
-  /// how many it could not (Pool::adapt submits worker jobs only for the first kind).
-  std::pair<std::size_t, std::size_t> pending_that_fit(const Resources& has, std::size_t look_at) const;
+  /// Whether one of the first `look_at` pending chunks (of jobs not cancelled) is one that a worker
+  /// offering `has` could run (Pool::adapt submits worker jobs only for those). Stops at the first.
+  bool pending_fits(const Resources& has, std::size_t look_at) const;
   /// The chunk at the front of the queue, or nullptr.
   const Chunk* front() const { return pending_.empty() ? nullptr : chunks_.at(pending_.front()).get(); }
   std::size_t in_flight() const { return chunks_.size() - pending_.size(); }

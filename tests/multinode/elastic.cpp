@@ -82,12 +82,14 @@ int main(int argc, char** argv) {
           joined_jobs.insert(w.joined_from);
           joined_hosts.insert(w.host);
         }
-      if (killed && !jobs.empty()) {
-        std::printf("%.1f s: %s joined; the driver kills itself (SIGKILL)\n", since(t0), jobs.begin()->first.c_str());
+      // (killed: once one has joined and another waits in the queue, which only a cancel ends)
+      if (killed && !jobs.empty() && worker_jobs_left().find("PENDING") != std::string::npos) {
+        std::printf("%.1f s: %s joined, and squeue shows:\n%s; the driver kills itself (SIGKILL)\n", since(t0),
+                    jobs.begin()->first.c_str(), worker_jobs_left().c_str());
         std::fflush(stdout);
         ::kill(::getpid(), SIGKILL);
       }
-      if (jobs.size() >= 2) {
+      if (!killed && jobs.size() >= 2) {
         cancelled = jobs.begin()->first.substr(std::string("Slurm job ").size());
         std::printf("%.1f s: worker jobs joined:", since(t0));
         for (const auto& [j, h] : jobs) std::printf(" %s on %s;", j.c_str(), h.c_str());

@@ -249,7 +249,7 @@ TEST(SpecErrors, ElasticBoundsAndTimesAreCheckedByName) {
             "t.toml:9: 'elastic.min_nodes' = 5 is more than 'elastic.max_nodes' = 4");
   EXPECT_EQ(error_of(two_nodes + "max_nodes = 4\nworker_time = \"1:00\"\n"),
             "t.toml:9: 'elastic.worker_time' is \"1:00\" (60 s), which leaves a worker job no time before it "
-            "drains, 'elastic.drain_before_s' = 60 s before its limit; ask for more than 70 s");
+            "drains, 'elastic.drain_before_s' = 60 s before its limit; ask for at least 70 s");
   EXPECT_EQ(error_of(two_nodes + "max_nodes = 4\nworker_time = \"UNLIMITED\"\n"),
             "t.toml:9: 'elastic.worker_time' is \"UNLIMITED\"; a worker job needs a time limit, to drain before "
             "it: give one, like \"1:00:00\"");
