@@ -1387,9 +1387,12 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
     g_read_ahead.give_back(call.id);  // the driver answers with every item it owes in view
   }
   const QueueWait no_task_on_top;  // every wait below
-  // Any other call waits until this process's puts were taken (a close() must not overtake the
-  // puts before it, which may wait for room); an earlier put that failed is told now.
-  if (behind)
+  // A get or a wait goes out at once: this process's requests reach the driver in order (its
+  // socket, its agent, MPI), so it comes after the puts before it, and a get may make room for a
+  // put of this process that waits for some. Any other call waits until this process's puts were
+  // taken (a close() must not overtake the puts before it, which may wait for room). An earlier
+  // put that failed is told now, or at the next call if it is not answered yet.
+  if (behind || call.op == ChannelOp::get || call.op == ChannelOp::wait)
     t_puts->reap();
   else
     t_puts->drain();

@@ -42,6 +42,17 @@ long produce(fibra::Queue<long> q, long writer, long n, bool batches) {
 }
 FIBRA_REMOTE(produce);
 
+// Fills a queue of one, puts a second item (which waits at the driver for room), then takes both
+// back: the get goes out behind the put, makes room for it, and the next get finds it.
+long put_two_into_one_then_get(fibra::Queue<long> q) {
+  q.put(7);
+  q.put(8);  // no timeout: the task goes on while it waits for room
+  const long first = q.get(std::chrono::seconds(20));
+  const long second = q.get(std::chrono::seconds(20));
+  return first * 10 + second;
+}
+FIBRA_REMOTE(put_two_into_one_then_get);
+
 // Takes items until the queue is closed and empty (QueueClosed), in batches or one by one.
 std::vector<long> consume(fibra::Queue<long> q, bool batches) {
   std::vector<long> got;
@@ -339,6 +350,16 @@ TEST(Queues, ItemsFromTasksArriveOnceAndInEachWritersOrder) {
   EXPECT_EQ(seen.size(), std::size_t(2 * n));
   EXPECT_EQ(get_within(a, bound, "produce(1)"), n);
   EXPECT_EQ(get_within(b, bound, "produce(2)"), n);
+  EXPECT_FALSE(q.try_get().has_value());
+}
+
+// A task's get does not wait for its own put that waits for room: it makes the room (before, it
+// waited for that put's answer, which never came).
+TEST(Queues, AGetMakesRoomForItsOwnTasksWaitingPut) {
+  fibra::Pool pool(1);
+  fibra::Queue<long> q(1);
+  auto f = pool.submit(put_two_into_one_then_get, q);
+  EXPECT_EQ(get_within(f, 30s, "put_two_into_one_then_get (its get waited for its own put, which waits for room)"), 78);
   EXPECT_FALSE(q.try_get().has_value());
 }
 
