@@ -94,6 +94,8 @@ class SupervisedExecutor {
   std::size_t load() const { return held_.size() + lane().chunks_held(); }
   /// The descriptor of its shared memory, which the driver opens to use its lane.
   int lane_fd() const { return region_->fd(); }
+  /// Its process calls channels, and would send those calls through its lane (Mailbox::wants_lane).
+  bool wants_lane() const { return lane().mailbox().wants_lane.load(std::memory_order_relaxed) != 0; }
   /// Running with chunks to do: results may come from it.
   bool holds_work() const { return running() && load() > 0; }
   /// Running with chunks that the agent gave it (not only through its lane): their results come

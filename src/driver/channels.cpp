@@ -478,8 +478,12 @@ struct ChannelStore::Impl {
     std::vector<std::uint64_t> touched;
     for (auto& [id, c] : channels) {
       bool changed = false;
+      // A task's put without a timeout returned in its process before it was answered: its item
+      // still goes in, once there is room (a writer killed mid-stream leaves every put that returned).
       for (auto* q : {&c.getters, &c.putters, &c.waiters})
-        changed |= std::erase_if(*q, [&](const WaiterPtr& w) { return matches(w->who, pool, worker, route); }) > 0;
+        changed |= std::erase_if(*q, [&](const WaiterPtr& w) {
+                     return matches(w->who, pool, worker, route) && !(w->op == ChannelOp::put && !w->timed);
+                   }) > 0;
       if (c.kind == ChannelKind::pipe && c.sender && matches(*c.sender, pool, worker, route) && !c.closed) {
         c.closed = true;  // its sender's process ended: the other end reads the rest, then PipeClosed
         changed = true;

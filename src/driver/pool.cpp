@@ -80,7 +80,7 @@ void PoolImpl::start() {
   ChannelStore::instance().set_notifier(
       uid_, [self = weak_from_this()](const ChannelHolder& who, wire::ChannelCall call) {
         if (auto p = self.lock())
-          p->queue_reply({static_cast<int>(who.worker), who.route, 0, nullptr, wire::encode(call)});
+          p->queue_reply({static_cast<int>(who.worker), who.route, 0, nullptr, wire::encode(call), {}});
       });
   thread_ = std::thread([this] { loop(); });
   if (spawn_failed) {  // the workers that did start are told to leave before the error goes up
@@ -250,6 +250,7 @@ bool PoolImpl::receive() {
     for (Worker* w : hot_) w->hot = urgent(*w, now);
   }
   std::erase_if(hot_, [](const Worker* w) { return !w->hot; });
+  got |= read_call_rings();
   const std::uint64_t pass = ++receive_passes_;
   probing_.assign(hot_.begin(), hot_.end());  // a copy: hot_ grows as messages are handled
   for (Worker* w : probing_) {
@@ -419,6 +420,7 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
     case wire::tag_output: return write_output(wire::decode<wire::Output>(m.data));
     case wire::tag_route_gone: {
       const auto g = wire::decode_whole<wire::RouteGone>(m.data);
+      close_call_rings(w, g.route);  // what it put there before it ended comes first
       return ChannelStore::instance().forget(uid_, static_cast<std::uint64_t>(w.id), g.route, g.taken);
     }
     case wire::tag_actor_lane: return open_actor_lane(w, wire::decode<wire::ActorLane>(m.data));
@@ -426,6 +428,7 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
     case wire::tag_object_missing: return on_object_missing(w, wire::decode<wire::ObjectFree>(m.data).id);
     case wire::tag_actor_died: {
       const auto d = wire::decode<wire::ActorDeath>(m.data);
+      close_call_rings(w, d.actor | wire::route_actor_bit);
       // What it put in its lane before it died comes first: a finished call is delivered.
       if (auto l = w.actor_lanes.find(d.actor); l != w.actor_lanes.end())
         drain_lane(w, std::shared_ptr<LaneRegion>(l->second));
@@ -434,6 +437,7 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
     }
     case wire::tag_bye: {
       drain_lanes(w);  // before its lanes are let go with its slot
+      close_call_rings(w, std::nullopt);
       ChannelStore::instance().forget(uid_, static_cast<std::uint64_t>(w.id), std::nullopt);  // its processes end
       bool stopping;
       {

@@ -441,7 +441,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   MPI_Comm spawn_processes(const std::vector<const mpi::Info*>& infos, int first);
   void check_slots(int n, int first) const;
   int free_slots() const;
-  static void free_slot(Worker& w);
+  void free_slot(Worker& w);
   int free_slot_number() const;
   void on_hello(Worker& w, const wire::Hello& h);
   void watch_workers();
@@ -491,7 +491,27 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::uint64_t id;               // the executor's number for the request
     std::shared_ptr<JobState> job;  // delivered: its outcome is the reply
     std::string notice;             // no job: a reply of id 0 that nothing asked for (a queue's recall)
+    std::string encoded;            // no job: a whole Reply (an answer that did not fit in its ring)
   };
+  // A process on this host whose calls on channels come through its lane's ring (ChannelOp::ring):
+  // read at every pass of the communication thread, whether its worker is busy or not, until its
+  // process ends (its route is gone, its actor died, its worker said bye or was lost), when what is
+  // left in it is read first: a put that returned in the process is never lost with it.
+  struct CallRing {
+    Worker* worker = nullptr;
+    int worker_id = 0;
+    std::uint64_t route = 0;
+    std::shared_ptr<LaneRegion> region;  // keeps the mapping while an answer may still be written
+    std::string partial;                 // the first fragments of a call (the communication thread's)
+    std::mutex reply_mu;                 // answers are written by whichever thread gives them
+  };
+  bool open_call_ring(Worker& w, std::uint64_t route);
+  bool read_call_rings();
+  bool read_call_ring(const std::shared_ptr<CallRing>& ring);
+  void on_ring_call(const std::shared_ptr<CallRing>& ring, const std::string& bytes);
+  /// Reads what is left in the rings of `w`'s processes (`route`: one of them) and lets them go.
+  void close_call_rings(const Worker& w, std::optional<std::uint64_t> route, bool read_first = true);
+  std::vector<std::shared_ptr<CallRing>> call_rings_;  // the communication thread's
   void on_request(Worker& w, const std::string& data);
   void queue_reply(PendingReply r);
   bool send_replies();  // the communication thread

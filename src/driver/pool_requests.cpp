@@ -52,7 +52,7 @@ std::shared_ptr<JobState> PoolImpl::answered_job(const FunctionEntry& fn, const 
   std::weak_ptr<PoolImpl> self = shared_from_this();
   job->on_delivered([self, wid = w.id, route, id = r.id, weak = std::weak_ptr<JobState>(job)] {
     if (auto p = self.lock())
-      if (auto j = weak.lock()) p->queue_reply({wid, route, id, std::move(j), {}});
+      if (auto j = weak.lock()) p->queue_reply({wid, route, id, std::move(j), {}, {}});
   });
   return job;
 }
@@ -156,6 +156,15 @@ void PoolImpl::on_actor_request(Worker& w, std::uint64_t route, wire::Request& r
 // acknowledgement is not answered.
 void PoolImpl::on_channel_request(Worker& w, std::uint64_t route, wire::Request& r) {
   auto call = wire::decode<wire::ChannelCall>(r.payload);
+  if (call.op == ChannelOp::ring) {  // answered after all the process sent before, as it comes through MPI
+    wire::ChannelReply rep;
+    rep.flag = open_call_ring(w, route);
+    ChunkOutcome o;
+    o.count = 1;
+    o.payload = encode_value(wire::encode(rep));
+    answered_job(channel_entry(), w, route, r)->deliver(std::move(o));
+    return;
+  }
   const ChannelHolder who{uid_, static_cast<std::uint64_t>(w.id), route};
   if (call.op == ChannelOp::ack || call.op == ChannelOp::give_back)  // told, not asked: no answer
     return ChannelStore::instance().call(std::move(call), who, nullptr);
@@ -169,6 +178,93 @@ void PoolImpl::on_channel_request(Worker& w, std::uint64_t route, wire::Request&
       o.payload = encode_value(wire::encode(rep));
     job->deliver(std::move(o));
   });
+}
+
+// ---- calls on channels through a lane's ring (src/transport/lane.hpp) ----------------------------
+
+// The process at `route` of `w` asks to send its calls on channels through its lane: yes if the
+// driver maps that lane (w's executors, or an actor's process whose lane it was told of).
+bool PoolImpl::open_call_ring(Worker& w, std::uint64_t route) {
+  std::shared_ptr<LaneRegion> region;
+  if (route & wire::route_actor_bit) {
+    if (auto it = w.actor_lanes.find(route & ~wire::route_actor_bit); it != w.actor_lanes.end()) region = it->second;
+  } else if (route >= 1 && route <= w.lanes.size()) {
+    region = w.lanes[route - 1];
+  }
+  if (!region || !w.alive()) return false;
+  close_call_rings(w, route, false);  // (a process before it at that route had its route_gone)
+  auto ring = std::make_shared<CallRing>();
+  ring->worker = &w;
+  ring->worker_id = w.id;
+  ring->route = route;
+  ring->region = std::move(region);
+  call_rings_.push_back(std::move(ring));
+  return true;
+}
+
+bool PoolImpl::read_call_rings() {
+  if (call_rings_.empty()) return false;
+  bool got = false;
+  const auto rings = call_rings_;  // a copy: a call that does not decode loses its worker, and its rings
+  for (const auto& ring : rings) got |= read_call_ring(ring);
+  return got;
+}
+
+bool PoolImpl::read_call_ring(const std::shared_ptr<CallRing>& ring) {
+  bool got = false;
+  std::string call;
+  try {
+    while (ring->region->lane().take_request(ring->partial, call)) {
+      got = true;
+      on_ring_call(ring, call);
+    }
+  } catch (const wire::Malformed& e) {
+    Worker& w = *ring->worker;
+    close_call_rings(w, std::nullopt, false);
+    if (w.alive()) declare_lost(w, std::string("its executor wrote a call that does not decode (") + e.what() + ")");
+  }
+  return got;
+}
+
+// A call from the ring, handled as on_channel_request handles one through MPI; its answer goes
+// back through the other ring, or through the agent if it does not fit there now.
+void PoolImpl::on_ring_call(const std::shared_ptr<CallRing>& ring, const std::string& bytes) {
+  auto r = wire::decode<wire::Request>(bytes);
+  if (r.actor != wire::channel_request)
+    throw wire::Malformed("fibra: a malformed message: a call in a lane's ring is not a call on a channel");
+  auto call = wire::decode<wire::ChannelCall>(r.payload);
+  const ChannelHolder who{uid_, static_cast<std::uint64_t>(ring->worker_id), ring->route};
+  if (call.op == ChannelOp::ack || call.op == ChannelOp::give_back)
+    return ChannelStore::instance().call(std::move(call), who, nullptr);
+  if (call.op == ChannelOp::ring)
+    throw wire::Malformed("fibra: a malformed message: a call in a lane's ring asks for the ring");
+  std::weak_ptr<PoolImpl> self = shared_from_this();
+  ChannelStore::instance().call(std::move(call), who,
+                                [self, ring, id = r.id](std::exception_ptr e, wire::ChannelReply rep) {
+                                  wire::Reply out;
+                                  out.route = ring->route;
+                                  out.id = id;
+                                  out.ok = !e;
+                                  out.payload = e ? wire::encode(describe(e)) : encode_value(wire::encode(rep));
+                                  std::string encoded = wire::encode(out);
+                                  {
+                                    std::lock_guard lk(ring->reply_mu);
+                                    if (ring->region->lane().put_reply(encoded)) return;
+                                  }
+                                  if (auto p = self.lock())
+                                    p->queue_reply({ring->worker_id, ring->route, 0, nullptr, {}, std::move(encoded)});
+                                });
+}
+
+void PoolImpl::close_call_rings(const Worker& w, std::optional<std::uint64_t> route, bool read_first) {
+  std::vector<std::shared_ptr<CallRing>> closing;
+  std::erase_if(call_rings_, [&](const std::shared_ptr<CallRing>& ring) {
+    if (ring->worker != &w || (route && ring->route != *route)) return false;
+    closing.push_back(ring);
+    return true;
+  });
+  if (read_first)
+    for (const auto& ring : closing) read_call_ring(ring);
 }
 
 void PoolImpl::queue_reply(PendingReply r) {
@@ -192,6 +288,10 @@ bool PoolImpl::send_replies() {
     for (auto& x : workers_)
       if (x->id == p.worker) w = x.get();
     if (!w || !w->alive()) continue;  // its executor's task died with it, or will be told it is lost
+    if (!p.encoded.empty()) {
+      send(*w, wire::tag_reply, std::move(p.encoded));
+      continue;
+    }
     if (!p.job) {
       wire::Reply rep;
       rep.route = p.route;

@@ -648,7 +648,8 @@ int PoolImpl::free_slots() const {
 
 // A worker no longer holds its MPI slot: it said bye, or it was lost and its process is gone.
 void PoolImpl::free_slot(Worker& w) {
-  w.lanes.clear();  // its processes are gone, or no longer heard: nothing more comes that way
+  close_call_rings(w, std::nullopt, false);  // (read when it said bye or was lost)
+  w.lanes.clear();                           // its processes are gone, or no longer heard: nothing more comes that way
   w.actor_lanes.clear();
   w.actor_lanes_in_use.clear();
   if (!w.holds_slot) return;
@@ -800,7 +801,8 @@ std::string PoolImpl::seconds(double s) {
 // The worker is dead to the pool: nothing is sent to it or read from it again, and the chunks it
 // held are failed attempts (retried elsewhere while they have retries left).
 void PoolImpl::declare_lost(Worker& w, const std::string& why) {
-  std::string line;  // written once mu_ is released: a log sink may ask the pool for its stats
+  close_call_rings(w, std::nullopt);  // the puts its processes made before are the queues' still
+  std::string line;                   // written once mu_ is released: a log sink may ask the pool for its stats
   {
     std::lock_guard lk(mu_);
     const bool was_leaving = w.state == Worker::State::leaving;

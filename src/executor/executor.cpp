@@ -746,9 +746,14 @@ class Inbox {
   // task's thread (`lane_too`) also returns early for a batch in the lane, which only it takes; a
   // thread a task started waits on the socket alone.
   void read_a_little(std::chrono::milliseconds d, bool lane_too) {
-    if (lane_too) {
-      g_executor.lane->wait(std::chrono::microseconds(0), d,
-                            [&] { return g_executor.lane->has_batch() || readable(); });
+    // With calls through the ring, answers come there too, and the driver rings the bell for them.
+    const bool ring = ring_.load(std::memory_order_acquire) == Ring::on;
+    if (ring && take_ring_replies()) return;
+    if (lane_too || ring) {
+      g_executor.lane->wait(std::chrono::microseconds(0), d, [&] {
+        return (lane_too && g_executor.lane->has_batch()) || readable() || (ring && g_executor.lane->has_reply());
+      });
+      if (ring && take_ring_replies()) return;
       if (!readable()) return;
     } else {
       pollfd p{sock_, POLLIN, 0};
@@ -777,6 +782,64 @@ class Inbox {
     });
   }
 
+  // A call on a channel (`job`: its answer; none for a tell). Once the driver reads this process's
+  // lane (it is on this host), the first such call asks to send them through the lane's ring
+  // (ChannelOp::ring, through the socket): its answer comes after all that went the socket's way,
+  // so no call overtakes an earlier one. From then on they all go through the ring, in order, and
+  // their answers come back through the other ring (or the socket, for one that did not fit).
+  void channel_call(wire::Request r, std::shared_ptr<JobState> job) {
+    std::lock_guard sl(send_mu_);
+    if (ring_.load(std::memory_order_relaxed) == Ring::unasked) {
+      if (g_executor.lane->in_use())
+        ask_for_ring();
+      else
+        g_executor.box->wants_lane.store(
+            1, std::memory_order_relaxed);  // (an actor's process: its agent tells the driver)
+    }
+    if (ring_.load(std::memory_order_relaxed) != Ring::on) {
+      job ? request(std::move(r), std::move(job)) : tell(std::move(r));
+      return;
+    }
+    {
+      std::lock_guard lk(mu_);
+      r.id = next_id_++;
+      if (closed_ && job) return job->deliver(closed_outcome(r.first, r.count));
+      if (job) waiting_[r.id] = {job, r.first, r.count};
+    }
+    const std::string bytes = wire::encode(r);
+    std::string_view rest = bytes;
+    // The driver reads the ring at each pass; a full one waits for it, as a full socket would.
+    for (int tries = 0;; ++tries) {
+      if (g_executor.lane->put_request(rest)) {
+        if (rest.empty()) return;
+        tries = 0;  // a fragment went: more room comes as the driver reads
+        continue;
+      }
+      if (closed()) {
+        std::lock_guard lk(mu_);
+        if (job && waiting_.erase(r.id)) job->deliver(closed_outcome(r.first, r.count));
+        return;
+      }
+      if (tries < 64)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  // Answers the driver put in the ring, delivered by whichever thread looks first; whether some were.
+  bool take_ring_replies() {
+    if (ring_.load(std::memory_order_acquire) != Ring::on || !g_executor.lane->has_reply()) return false;
+    std::unique_lock rl(ring_read_mu_, std::try_to_lock);
+    if (!rl.owns_lock()) return false;
+    bool got = false;
+    std::string reply;
+    while (g_executor.lane->take_reply(ring_partial_, reply)) {
+      got = true;
+      deliver(wire::decode<wire::Reply>(reply));
+    }
+    return got;
+  }
+
   // A request that wants no reply (a queue's acknowledgement).
   void tell(wire::Request r) {
     {
@@ -802,6 +865,34 @@ class Inbox {
     std::uint64_t first = 0;
     std::uint32_t count = 1;
   };
+  enum class Ring { unasked, on, off };
+
+  static ChunkOutcome closed_outcome(std::uint64_t first, std::uint32_t count) {
+    return {first, count, {}, std::make_exception_ptr(PoolClosed("fibra: the worker is stopping")), {}};
+  }
+
+  // Under send_mu_: asks the driver to read this process's calls on channels from its lane's ring,
+  // and waits for the answer (without running tasks meanwhile: one might call a channel too).
+  void ask_for_ring() {
+    const QueueWait no_task_on_top;
+    ring_.store(Ring::off, std::memory_order_relaxed);  // unless the driver says yes
+    RetryPolicy once;
+    once.retries = 0;
+    wire::ChannelCall c;
+    c.op = ChannelOp::ring;
+    wire::Request r;
+    r.actor = wire::channel_request;
+    r.mode = CallMode::tuple;
+    r.policy = once;
+    r.payload = wire::encode(c);
+    auto job = std::make_shared<JobState>(channel_entry(), CallMode::tuple, once);
+    request(std::move(r), job);
+    try {
+      if (wire::decode<wire::ChannelReply>(Future<std::string>(job).get()).flag)
+        ring_.store(Ring::on, std::memory_order_release);
+    } catch (const std::exception&) {  // the worker stops: the socket's way, which says so
+    }
+  }
 
   // Reads one frame (under read_mu_): a batch is queued, a reply delivered. Without `block` it
   // reads only if bytes are there. At the end of the socket, calls still waiting get an answer.
@@ -818,8 +909,7 @@ class Inbox {
         left.swap(waiting_);
       }
       for (auto& [id, w] : left)  // delivered outside mu_: a delivery runs callbacks
-        w.job->deliver(
-            {w.first, w.count, {}, std::make_exception_ptr(PoolClosed("fibra: the worker is stopping")), {}});
+        w.job->deliver(closed_outcome(w.first, w.count));
       return;
     }
     if (wire::frame_kind(prefix) == wire::frame_reply) {
@@ -895,6 +985,10 @@ class Inbox {
   std::uint64_t next_id_;
   bool closed_ = false;
   std::once_flag reader_started_;
+  std::mutex send_mu_;  // calls on channels go out one at a time, each the way the one before went
+  std::atomic<Ring> ring_{Ring::unasked};
+  std::mutex ring_read_mu_;   // held while answers are taken from the ring
+  std::string ring_partial_;  // the first fragments of an answer (under ring_read_mu_)
 };
 
 // Runs a batch, wherever it came from; a lane's slot is freed once its results are out.
@@ -1200,7 +1294,7 @@ void tell_delivery(ChannelOp op, std::uint64_t token, std::uint64_t taken = 0) {
   wire::Request r;
   r.actor = wire::channel_request;
   r.payload = wire::encode(c);
-  g_executor.inbox->tell(std::move(r));
+  g_executor.inbox->channel_call(std::move(r), nullptr);
 }
 
 // Read ahead: a single get of a Queue or Pipe from a task asks the driver to send some of the
@@ -1372,6 +1466,7 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
   const bool behind = call.op == ChannelOp::put && call.timeout_s < 0;
   const bool single_get = call.op == ChannelOp::get && call.n <= 1 && call.kind != ChannelKind::event;
   if (single_get) {
+    g_executor.inbox->take_ring_replies();
     t_puts->reap();  // an earlier put that failed is told, as at any call
     if (auto v = g_read_ahead.pop(call.id)) {
       wire::ChannelReply r;
@@ -1392,6 +1487,7 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
   // put of this process that waits for some. Any other call waits until this process's puts were
   // taken (a close() must not overtake the puts before it, which may wait for room). An earlier
   // put that failed is told now, or at the next call if it is not answered yet.
+  g_executor.inbox->take_ring_replies();  // (the socket's are read as they come)
   if (behind || call.op == ChannelOp::get || call.op == ChannelOp::wait)
     t_puts->reap();
   else
@@ -1404,10 +1500,10 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
   if (behind) {
     while (t_puts->full()) t_puts->wait_oldest();
     t_puts->add(job);
-    g_executor.inbox->request(std::move(r), job);
+    g_executor.inbox->channel_call(std::move(r), job);
     return {};
   }
-  g_executor.inbox->request(std::move(r), job);
+  g_executor.inbox->channel_call(std::move(r), job);
   auto reply = wire::decode<wire::ChannelReply>(Future<std::string>(job).get());
   if (reply.token != 0 && single_get && reply.items.size() > 1) {
     g_read_ahead.keep(call.id, reply.token, reply.items);  // acknowledged as they are taken

@@ -17,6 +17,7 @@
 
 #include "fibra/detail/codec.hpp"
 #include "fibra/error.hpp"
+#include "transport/wire.hpp"
 
 namespace fibra::detail {
 namespace {
@@ -383,6 +384,98 @@ void Lane::wait(std::chrono::microseconds spin, std::chrono::milliseconds sleep,
   if (!ready()) futex_wait(c.bell, seen, sleep);
   c.sleeping.fetch_sub(1, std::memory_order_relaxed);
 }
+
+// ---- the rings --------------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::uint64_t ring_wrap = ~std::uint64_t(0);
+constexpr std::uint64_t ring_more = std::uint64_t(1) << 32;
+constexpr std::uint64_t padded(std::uint64_t n) { return (n + 7) & ~std::uint64_t(7); }
+
+// Writes the next fragment of `rest` (`whole`: all of it, or nothing) at the ring's head.
+bool ring_put(Lane::RingEnds& r, char* data, std::string_view& rest, bool whole) {
+  constexpr std::uint64_t cap = lane::ring_bytes;
+  std::uint64_t head = r.head.load(std::memory_order_relaxed);
+  std::uint64_t free = cap - (head - r.tail.load(std::memory_order_acquire));
+  std::uint64_t at = head % cap, to_end = cap - at;
+  const std::uint64_t all = 8 + padded(rest.size());
+  const std::uint64_t need = whole ? all : std::min<std::uint64_t>(16, all);  // at least a header and 8 bytes
+  if (need > cap) return false;
+  // To the start when what is needed does not fit before the end, or when all of it fits after
+  // the wrap (a call is cut only when it could not go whole).
+  if (to_end < need || (to_end < all && free >= to_end + all)) {  // (to_end is a multiple of 8: the marker fits)
+    if (free < to_end + need) return false;
+    std::memcpy(data + at, &ring_wrap, 8);
+    head += to_end;
+    free -= to_end;
+    at = 0;
+    to_end = cap;
+  }
+  if (free < need) return false;
+  const std::uint64_t n = std::min<std::uint64_t>(rest.size(), (std::min(free, to_end) - 8) & ~std::uint64_t(7));
+  const std::uint64_t header = n | (n < rest.size() ? ring_more : 0);
+  std::memcpy(data + at, &header, 8);
+  std::memcpy(data + at + 8, rest.data(), n);
+  rest.remove_prefix(n);
+  r.head.store(head + 8 + padded(n), std::memory_order_release);
+  return true;
+}
+
+bool ring_take(Lane::RingEnds& r, const char* data, std::string& partial, std::string& out) {
+  constexpr std::uint64_t cap = lane::ring_bytes;
+  for (;;) {
+    const std::uint64_t tail = r.tail.load(std::memory_order_relaxed);
+    const std::uint64_t head = r.head.load(std::memory_order_acquire);
+    if (tail == head) return false;
+    const std::uint64_t at = tail % cap, to_end = cap - at;
+    std::uint64_t header = 0;
+    std::memcpy(&header, data + at, 8);
+    if (header == ring_wrap) {
+      r.tail.store(tail + to_end, std::memory_order_release);
+      continue;
+    }
+    const std::uint64_t n = header & 0xffffffff;
+    if ((header & ~(ring_more | 0xffffffff)) != 0 || 8 + padded(n) > to_end || 8 + padded(n) > head - tail)
+      throw wire::Malformed("fibra: a malformed message: a lane's ring holds a record of " + std::to_string(n) +
+                            " bytes where " + std::to_string(std::min(to_end, head - tail)) + " are left");
+    partial.append(data + at + 8, n);
+    r.tail.store(tail + 8 + padded(n), std::memory_order_release);
+    if ((header & ring_more) == 0) {
+      out.swap(partial);
+      partial.clear();
+      return true;
+    }
+  }
+}
+
+bool ring_has(const Lane::RingEnds& r) {
+  return r.head.load(std::memory_order_acquire) != r.tail.load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
+bool Lane::put_request(std::string_view& rest) {
+  return ring_put(control().requests, base_ + lane::requests_offset, rest, false);
+}
+
+bool Lane::take_request(std::string& partial, std::string& out) {
+  return ring_take(control().requests, base_ + lane::requests_offset, partial, out);
+}
+
+bool Lane::has_request() const { return ring_has(control().requests); }
+
+bool Lane::put_reply(std::string_view reply) {
+  if (!ring_put(control().replies, base_ + lane::replies_offset, reply, true)) return false;
+  ring();
+  return true;
+}
+
+bool Lane::take_reply(std::string& partial, std::string& out) {
+  return ring_take(control().replies, base_ + lane::replies_offset, partial, out);
+}
+
+bool Lane::has_reply() const { return ring_has(control().replies); }
 
 // ---- regions ------------------------------------------------------------------------------------
 

@@ -7,8 +7,9 @@
 // Batches and result frames of up to 1 MiB take small slots; larger ones (up to MPI's 2 GiB) take
 // the one large slot each way, a stretch of the memfd that is mapped as far as it is used and kept
 // warm for the next (up to 256 MiB of it). What finds its slot taken goes the agent's way as
-// before; so do requests, replies and actors' calls. The agent still watches the executor: when it dies,
-// the agent closes the lane and reports the batches still in it, as it reports those it relayed.
+// before; so do requests (but calls on channels: the rings below), replies and actors' calls. The
+// agent still watches the executor: when it dies, the agent closes the lane and reports the
+// batches still in it, as it reports those it relayed.
 //
 // Slots change state by compare-and-swap (a plain store where no other side may change it), each
 // transition made by one side:
@@ -20,6 +21,15 @@
 //                   into the slot, see claim_large_result); writing -> free (agent, at a restart).
 // A driver whose writing -> posted swap fails (the agent closed the slot meanwhile) sends the
 // batch through the agent instead: a batch is either reported by the agent or run, never lost.
+//
+// Two byte rings follow the slots: a task's calls on queues, pipes and events (wire::Request, one
+// writer: the executor, under its Inbox's lock) to the driver, and the driver's answers to them
+// back (wire::Reply, written under the driver's lock for that ring). A call goes as fragments when
+// it is larger than the room left, so that every call of a process takes the same way, in order; an
+// answer goes whole or through the agent (answers carry their request's id: their order does not
+// matter). Each ring is a head (its writer's) and a tail (its reader's), counted in bytes for ever;
+// a record is an 8-byte header (its length, and whether more fragments follow; all ones: wrap to
+// the start) and its bytes, padded to 8.
 #pragma once
 
 #include <atomic>
@@ -49,6 +59,9 @@ struct Mailbox {
   // Set by the executor's SIGSEGV handler when the fault is at the end of a task thread's stack:
   // the agent then says the executor died of a stack overflow, not just of signal 11.
   std::atomic<std::uint32_t> stack_overflow{0};
+  // Set by an actor's process that calls a channel: its agent tells the driver of its lane then
+  // (not only from its second batch on), so that its calls may come through the lane's ring.
+  std::atomic<std::uint32_t> wants_lane{0};
   // Items its tasks read ahead from queues (ReadAhead in executor.cpp), for as long as the driver
   // owes them: each slot holds ahead_packed(token, taken), 0 when free. If its process dies, these
   // say how many of each delivery it took (gone with it) and which come back.
@@ -74,8 +87,12 @@ inline constexpr std::size_t up_slots = 4;
 inline constexpr std::size_t slot_bytes = std::size_t(1) << 20;  // larger batches and frames take the large slot
 inline constexpr std::size_t control_offset = 4096;              // after the mailbox
 inline constexpr std::size_t data_offset = 8192;
-/// The small slots; mapped whole by all three processes.
-inline constexpr std::size_t region_bytes = data_offset + (down_slots + up_slots) * slot_bytes;
+/// Each of the two rings of calls and answers (requests_offset, replies_offset).
+inline constexpr std::size_t ring_bytes = std::size_t(1) << 20;
+inline constexpr std::size_t requests_offset = data_offset + (down_slots + up_slots) * slot_bytes;
+inline constexpr std::size_t replies_offset = requests_offset + ring_bytes;
+/// The small slots and the rings; mapped whole by all three processes.
+inline constexpr std::size_t region_bytes = replies_offset + ring_bytes;
 /// The large slots, one each way, after the small ones: the memfd's size covers them, but no page
 /// exists until it is written, and each process maps only as much as it has used.
 inline constexpr std::size_t large_bytes = std::size_t(2) << 30;  // over MPI's limit of a message
@@ -103,6 +120,11 @@ class Lane {
     std::string_view batch;
     std::uint32_t sent = 0;
   };
+  /// One ring's ends, each on a cache line of its own.
+  struct RingEnds {
+    alignas(64) std::atomic<std::uint64_t> head{0};  // bytes written (its writer's)
+    alignas(64) std::atomic<std::uint64_t> tail{0};  // bytes read (its reader's)
+  };
   struct Control {
     std::uint64_t magic = 0;
     std::uint64_t nonce = 0;  // the pool's (AgentSetup::lane_nonce): a driver maps only its own lanes
@@ -113,6 +135,8 @@ class Lane {
     std::atomic<std::uint64_t> next_seq{1};
     Slot down[lane::down_slots + 1];  // the last: the large one
     Slot up[lane::up_slots + 1];
+    RingEnds requests;  // executor -> driver: calls on channels
+    RingEnds replies;   // driver -> executor: their answers
   };
 
   /// `base`: a mapping of lane::region_bytes of the memfd `fd` (which maps the large slots).
@@ -197,6 +221,21 @@ class Lane {
   /// which then holds all its bytes (for a frame that goes to the agent instead); its pages past
   /// lane::large_kept are given back.
   void unclaim(std::string& frame, const std::vector<Range>& in_place, std::size_t written_to);
+  // ---- the rings of calls (src/executor/executor.cpp, Inbox) and answers (src/driver/pool_requests.cpp) ----
+  /// The executor: writes the next fragment of `rest` (a call) and drops it from `rest`; false if
+  /// there is no room now (the driver reads the ring at each of its passes).
+  bool put_request(std::string_view& rest);
+  /// The driver: a whole call, if its last fragment is there (`partial` keeps the first ones).
+  /// Throws wire::Malformed if the ring holds what no executor writes.
+  bool take_request(std::string& partial, std::string& out);
+  bool has_request() const;
+  /// The driver: an answer, whole; false if it does not fit now (then it goes through the agent).
+  /// Rings the executor's bell.
+  bool put_reply(std::string_view reply);
+  /// The executor: the next answer, if there is one.
+  bool take_reply(std::string& partial, std::string& out);
+  bool has_reply() const;
+
   /// Spins for `spin` (yielding), then sleeps until rung or `sleep` passed, unless `ready` holds.
   void wait(std::chrono::microseconds spin, std::chrono::milliseconds sleep, const std::function<bool()>& ready);
 

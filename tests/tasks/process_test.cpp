@@ -5,9 +5,12 @@
 // test (the items it asked for, closed-form sums, signal numbers). Every wait is bounded.
 #include <fibra/fibra.hpp>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -99,7 +102,73 @@ class Sink {
 FIBRA_ACTOR(Sink, fibra::Queue<long>);
 FIBRA_ACTOR_METHOD(Sink, push);
 
+// Puts 0, 1, 2, ... into `q` one at a time, for ever, and after each put returns stores its item in
+// the shared memory of `at`: the test kills it meanwhile.
+void put_and_record(fibra::Queue<long> q, std::string at) {
+  const int fd = ::open(at.c_str(), O_RDWR);
+  void* m = fd < 0 ? MAP_FAILED : ::mmap(nullptr, sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) throw std::runtime_error("cannot map " + at);
+  auto* returned = static_cast<std::atomic<long>*>(m);
+  for (long k = 0;; ++k) {
+    q.put(k);
+    returned->store(k, std::memory_order_release);
+  }
+}
+FIBRA_REMOTE(put_and_record);
+
 }  // namespace
+
+// Issue 25's failure semantics: a writer killed mid-stream leaves every item whose put returned
+// in the queue, in order, once. Its puts do not wait for the driver (they go into its lane's ring,
+// or to its agent): what the killed process had written there is still read.
+// A full queue too: the puts that returned wait at the driver for room, and go in once there is some.
+void kill_a_writer_mid_stream(fibra::Queue<long> q, long returned_at_least) {
+  fibra::Pool pool(1);
+  char path[] = "/dev/shm/fibra-test-returned-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 4096), 0);
+  void* m = ::mmap(nullptr, sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  auto* returned = static_cast<std::atomic<long>*>(m);
+  returned->store(-1);
+  fibra::Process writer({.pool = &pool}, put_and_record, q, std::string(path));
+  writer.start();
+  const long pid = writer.pid();
+  const auto until = std::chrono::steady_clock::now() + bound;
+  while (returned->load() < returned_at_least && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_GE(returned->load(), returned_at_least)
+      << "the writer's puts returned only up to item " << returned->load() << " in " << bound.count() << " s";
+  std::this_thread::sleep_for(20ms);  // (a full queue's writer: its last puts in flight reach the driver)
+  ASSERT_EQ(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
+  ASSERT_TRUE(writer.join(bound)) << "the killed writer did not end";
+  EXPECT_EQ(writer.exitcode(), -9);
+  const long last = returned->load();
+  long next = 0;
+  while (auto v = q.try_get()) {
+    ASSERT_EQ(*v, next) << "the queue's items out of order, or one twice or missing";
+    ++next;
+  }
+  EXPECT_GT(next, last) << "the queue holds items 0 to " << next - 1 << ", but the put of item " << last
+                        << " had returned before the writer was killed";
+  ::munmap(m, sizeof(long));
+  ::close(fd);
+  ::unlink(path);
+}
+
+TEST(Processes, AWriterKilledMidStreamLeavesEveryPutThatReturned) {
+  {
+    SCOPED_TRACE("an unbounded queue");
+    kill_a_writer_mid_stream(fibra::Queue<long>(), 20000);
+  }
+  {
+    // 100 items fit; the next 256 puts return (they do not wait for their answers) and wait at
+    // the driver. Dropped with their dead writer, the queue would hold items 0 to 99 only.
+    SCOPED_TRACE("a full queue");
+    kill_a_writer_mid_stream(fibra::Queue<long>(100), 300);
+  }
+}
 
 TEST(Processes, OneWriterTwoReadersEveryItemOnce) {
   fibra::Pool pool(2);

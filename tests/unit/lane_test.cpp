@@ -274,6 +274,107 @@ TEST(Lane, PagesWrittenInPlacePastWhatTheSlotKeepsAreGivenBack) {
   EXPECT_LE(blocks(), before + 8) << "a page past the frame and large_kept stayed after it was posted";
 }
 
+// The ring of calls: each comes out whole and in order however it was cut, at the ring's end too;
+// a call larger than the ring goes as fragments while the reader takes them.
+TEST(LaneRings, CallsComeOutWholeInOrderAcrossTheWrapAndInFragments) {
+  auto r = open_lane();
+  Lane& l = r->lane();
+  std::string partial, out;
+  EXPECT_FALSE(l.has_request());
+  EXPECT_FALSE(l.take_request(partial, out));
+  // Sizes that are not multiples of 8, written until far past the ring's size: the wrap is crossed.
+  std::size_t written = 0;
+  for (int k = 0; written < 5 * lane::ring_bytes; ++k) {
+    const std::string call(std::size_t(1 + (k * 7919) % 40000), char('a' + k % 26));
+    std::string_view rest = call;
+    ASSERT_TRUE(l.put_request(rest)) << "call " << k << " of " << call.size()
+                                     << " bytes found no room in an empty ring";
+    ASSERT_TRUE(rest.empty()) << "call " << k << " was cut although it fits";
+    ASSERT_TRUE(l.has_request());
+    ASSERT_TRUE(l.take_request(partial, out));
+    ASSERT_EQ(out, call) << "call " << k;
+    written += call.size();
+  }
+  // Calls queued up until the ring is full: the next waits (no fragment fits), and comes once one is read.
+  std::vector<std::string> queued;
+  for (int k = 0;; ++k) {
+    const std::string call(1000, char('A' + k % 26));
+    std::string_view rest = call;
+    while (!rest.empty() && l.put_request(rest)) {
+    }
+    if (rest.size() == call.size()) break;        // no room for any of it
+    if (!rest.empty()) {                          // its first part went: it is finished once room comes
+      ASSERT_TRUE(l.take_request(partial, out));  // frees the room of the first call
+      EXPECT_EQ(out, queued.front());
+      queued.erase(queued.begin());
+      while (!rest.empty()) ASSERT_TRUE(l.put_request(rest)) << "no room after a call was read";
+      queued.push_back(call);
+      break;
+    }
+    queued.push_back(call);
+  }
+  ASSERT_GT(queued.size(), lane::ring_bytes / 1100);
+  for (const auto& call : queued) {
+    ASSERT_TRUE(l.take_request(partial, out));
+    EXPECT_EQ(out, call);
+  }
+  EXPECT_FALSE(l.take_request(partial, out));
+  // A call of 3 ring sizes: written in fragments, read as they come, whole at the end.
+  std::string big(3 * lane::ring_bytes + 5, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = char(i * 131 % 251);
+  std::string_view rest = big;
+  int fragments = 0;
+  bool whole = false;
+  while (!rest.empty() || !whole) {
+    if (!rest.empty() && l.put_request(rest)) {
+      ++fragments;
+      continue;
+    }
+    whole = l.take_request(partial, out);
+    ASSERT_TRUE(whole || !rest.empty()) << "the ring holds the whole call but it does not come out";
+  }
+  EXPECT_EQ(out, big);
+  EXPECT_GE(fragments, 4);
+}
+
+// Answers go whole or not at all (one that does not fit goes through the agent); each rings the bell.
+TEST(LaneRings, AnAnswerGoesWholeOrNotAtAllAndRingsTheBell) {
+  auto r = open_lane();
+  Lane& l = r->lane();
+  std::string partial, out;
+  const std::uint32_t bell = l.control().bell.load();
+  EXPECT_TRUE(l.put_reply("first"));
+  EXPECT_EQ(l.control().bell.load(), bell + 1);
+  EXPECT_FALSE(l.put_reply(std::string(lane::ring_bytes, 'x'))) << "an answer larger than the ring";
+  std::size_t put = 0;
+  while (l.put_reply(std::string(100000, 'y'))) ++put;
+  EXPECT_EQ(put, (lane::ring_bytes - 16) / 100008);
+  ASSERT_TRUE(l.take_reply(partial, out));
+  EXPECT_EQ(out, "first");
+  for (std::size_t k = 0; k < put; ++k) {
+    ASSERT_TRUE(l.take_reply(partial, out));
+    EXPECT_EQ(out, std::string(100000, 'y'));
+  }
+  EXPECT_FALSE(l.has_reply());
+}
+
+// What no executor writes is refused by name, not read past the ring.
+TEST(LaneRings, ARecordLongerThanTheRingIsMalformed) {
+  auto r = open_lane();
+  Lane& l = r->lane();
+  std::string_view rest = "a call";
+  ASSERT_TRUE(l.put_request(rest));
+  const std::uint64_t huge = 0xfffffff0;
+  std::memcpy(reinterpret_cast<char*>(&l.mailbox()) + lane::requests_offset, &huge, 8);
+  std::string partial, out;
+  try {
+    l.take_request(partial, out);
+    FAIL() << "a record of 4 GiB was taken";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("a lane's ring holds a record of"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Lane, TheDriverMapsOnlyALaneOfItsOwnPool) {
   auto r = open_lane();
   const std::string path = "/proc/self/fd/" + std::to_string(r->fd());

@@ -36,6 +36,7 @@ enum class ChannelOp : std::uint8_t {
   release = 11,    ///< a driver's handle was dropped
   give_back = 12,  ///< a task took the first n items of delivery `token` (read ahead); the rest go back (no reply)
   recall = 13,     ///< driver -> task: give back what is left of delivery `token`, another get waits for it
+  ring = 14,  ///< a task's process on the driver's host: its calls come through its lane from now on (flag: they may)
 };
 
 /// What a channel operation returns.
