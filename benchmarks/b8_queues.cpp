@@ -4,7 +4,9 @@
 // apply_async round trip beside them (same pool, same run). Every item is checked (count and sum).
 //
 //   b8_queues [--workers N] [--items N] [--batch N] [--roundtrips N] [--starts N] [--repeats R]
+//             [--batched-items N]
 //
+// --items: single items (default 200,000); --batched-items: items in batches (default 10 x --items).
 // Prints the rows of benchmarks/README.md (benchmark,metric,value,unit; medians of R runs).
 #include <fibra/fibra.hpp>
 
@@ -95,6 +97,7 @@ int main(int argc, char** argv) {
   const int workers = static_cast<int>(arg(argc, argv, "--workers", 2));
   const long items = arg(argc, argv, "--items", 200'000);
   const long batch = arg(argc, argv, "--batch", 1'000);
+  const long batched_items = arg(argc, argv, "--batched-items", 10 * items);
   const long roundtrips = arg(argc, argv, "--roundtrips", 2'000);
   const long starts = arg(argc, argv, "--starts", 20);
   const int repeats = static_cast<int>(arg(argc, argv, "--repeats", 1));
@@ -108,7 +111,7 @@ int main(int argc, char** argv) {
   std::vector<double> single, batched, pipe_us, start_ms, async_us;
   for (int r = 0; r < repeats; ++r) {
     single.push_back(stream_rate(pool, items, 1));
-    batched.push_back(stream_rate(pool, items * 10, batch));
+    batched.push_back(stream_rate(pool, batched_items, batch));
 
     auto [mine, theirs] = fibra::Pipe<long>();
     fibra::Process echo({.pool = &pool}, echo_until_closed, theirs);

@@ -748,6 +748,8 @@ class Inbox {
   void read_a_little(std::chrono::milliseconds d, bool lane_too) {
     // With calls through the ring, answers come there too, and the driver rings the bell for them.
     const bool ring = ring_.load(std::memory_order_acquire) == Ring::on;
+    // (No spin before the sleep: a reader spinning 50 us took the writer's and the driver's core
+    // on 2 cores, single items 250-400 k/s instead of 360-460 k/s.)
     if (ring && take_ring_replies()) return;
     if (lane_too || ring) {
       g_executor.lane->wait(std::chrono::microseconds(0), d, [&] {
