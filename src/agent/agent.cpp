@@ -380,7 +380,8 @@ class Agent {
     } else if (route >= 1 && route <= executors_.size()) {
       e = executors_[route - 1].get();
     }
-    if (e && e->running()) e->give_reply(std::move(reply), r.id != 0);  // id 0: a notice, not an answer
+    // id 0: a notice, not an answer; nor is one to a call the agent did not pass on (it came through the lane's ring)
+    if (e && e->running()) e->give_reply(std::move(reply), r.id != 0 && !r.from_ring);
   }
 
   // What its tasks asked of the pool goes to the driver, marked with the way back (`route`); a

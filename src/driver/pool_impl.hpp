@@ -503,7 +503,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::uint64_t route = 0;
     std::shared_ptr<LaneRegion> region;  // keeps the mapping while an answer may still be written
     std::string partial;                 // the first fragments of a call (the communication thread's)
+    bool closing = false;                // let go of (the communication thread's): a bad call loses no worker now
     std::mutex reply_mu;                 // answers are written by whichever thread gives them
+    bool closed = false;                 // under reply_mu: its process ended; answers still due are dropped (another
+                                         // process may write this lane by now, under a CallRing of its own)
   };
   bool open_call_ring(Worker& w, std::uint64_t route);
   bool read_call_rings();
@@ -511,6 +514,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void on_ring_call(const std::shared_ptr<CallRing>& ring, const std::string& bytes);
   /// Reads what is left in the rings of `w`'s processes (`route`: one of them) and lets them go.
   void close_call_rings(const Worker& w, std::optional<std::uint64_t> route, bool read_first = true);
+  void read_call_ring_of(const Worker& w, std::uint64_t route);
   std::vector<std::shared_ptr<CallRing>> call_rings_;  // the communication thread's
   void on_request(Worker& w, const std::string& data);
   void queue_reply(PendingReply r);

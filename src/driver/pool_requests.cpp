@@ -59,6 +59,7 @@ std::shared_ptr<JobState> PoolImpl::answered_job(const FunctionEntry& fn, const 
 
 void PoolImpl::on_request(Worker& w, const std::string& data) {
   auto [route, r] = wire::parse_routed_request(data);
+  if (!call_rings_.empty()) read_call_ring_of(w, route);
   if (r.actor == wire::actor_start_request || r.actor == wire::actor_find_request) return on_actor_request(w, route, r);
   if (r.actor == wire::channel_request) return on_channel_request(w, route, r);
   const FunctionEntry* fn = function_by_id(r.fn);
@@ -214,14 +215,17 @@ bool PoolImpl::read_call_ring(const std::shared_ptr<CallRing>& ring) {
   bool got = false;
   std::string call;
   try {
-    while (ring->region->lane().take_request(ring->partial, call)) {
+    // (A ring closed meanwhile is not read: its worker was lost, its calls' holder forgotten.)
+    while (!ring->closed && ring->region->lane().take_request(ring->partial, call)) {
       got = true;
       on_ring_call(ring, call);
     }
   } catch (const wire::Malformed& e) {
     Worker& w = *ring->worker;
+    const bool closing = ring->closing;  // (read as its process ends, or as its worker is declared lost)
     close_call_rings(w, std::nullopt, false);
-    if (w.alive()) declare_lost(w, std::string("its executor wrote a call that does not decode (") + e.what() + ")");
+    if (!closing && w.alive())
+      declare_lost(w, std::string("its executor wrote a call that does not decode (") + e.what() + ")");
   }
   return got;
 }
@@ -246,13 +250,13 @@ void PoolImpl::on_ring_call(const std::shared_ptr<CallRing>& ring, const std::st
                                   out.id = id;
                                   out.ok = !e;
                                   out.payload = e ? wire::encode(describe(e)) : encode_value(wire::encode(rep));
-                                  std::string encoded = wire::encode(out);
                                   {
                                     std::lock_guard lk(ring->reply_mu);
-                                    if (ring->region->lane().put_reply(encoded)) return;
+                                    if (ring->closed || ring->region->lane().put_reply(wire::encode(out))) return;
                                   }
+                                  out.from_ring = true;  // through the agent, which did not see the call
                                   if (auto p = self.lock())
-                                    p->queue_reply({ring->worker_id, ring->route, 0, nullptr, {}, std::move(encoded)});
+                                    p->queue_reply({ring->worker_id, ring->route, 0, nullptr, {}, wire::encode(out)});
                                 });
 }
 
@@ -260,11 +264,25 @@ void PoolImpl::close_call_rings(const Worker& w, std::optional<std::uint64_t> ro
   std::vector<std::shared_ptr<CallRing>> closing;
   std::erase_if(call_rings_, [&](const std::shared_ptr<CallRing>& ring) {
     if (ring->worker != &w || (route && ring->route != *route)) return false;
+    ring->closing = true;
     closing.push_back(ring);
     return true;
   });
-  if (read_first)
-    for (const auto& ring : closing) read_call_ring(ring);
+  for (const auto& ring : closing) {
+    if (read_first) read_call_ring(ring);
+    std::lock_guard lk(ring->reply_mu);
+    ring->closed = true;
+  }
+}
+
+// A request of a process through its agent (a submit, an actor's call) comes after the calls it put
+// in its ring before: those are read first, as results are after what the lanes hold.
+void PoolImpl::read_call_ring_of(const Worker& w, std::uint64_t route) {
+  for (const auto& ring : call_rings_)
+    if (ring->worker == &w && ring->route == route) {
+      read_call_ring(std::shared_ptr<CallRing>(ring));  // (a copy: a call that does not decode lets it go)
+      return;
+    }
 }
 
 void PoolImpl::queue_reply(PendingReply r) {

@@ -1484,8 +1484,9 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
     g_read_ahead.give_back(call.id);  // the driver answers with every item it owes in view
   }
   const QueueWait no_task_on_top;  // every wait below
-  // A get or a wait goes out at once: this process's requests reach the driver in order (its
-  // socket, its agent, MPI), so it comes after the puts before it, and a get may make room for a
+  // A get or a wait goes out at once: this process's calls on channels reach the driver in order
+  // (all through its lane's ring, or all through its socket, its agent and MPI; the driver reads a
+  // process's ring before its other requests), so it comes after the puts before it, and a get may make room for a
   // put of this process that waits for some. Any other call waits until this process's puts were
   // taken (a close() must not overtake the puts before it, which may wait for room). An earlier
   // put that failed is told now, or at the next call if it is not answered yet.

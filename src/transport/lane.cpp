@@ -431,12 +431,13 @@ bool ring_take(Lane::RingEnds& r, const char* data, std::string& partial, std::s
     const std::uint64_t at = tail % cap, to_end = cap - at;
     std::uint64_t header = 0;
     std::memcpy(&header, data + at, 8);
-    if (header == ring_wrap) {
+    if (header == ring_wrap && to_end <= head - tail) {
       r.tail.store(tail + to_end, std::memory_order_release);
       continue;
     }
     const std::uint64_t n = header & 0xffffffff;
-    if ((header & ~(ring_more | 0xffffffff)) != 0 || 8 + padded(n) > to_end || 8 + padded(n) > head - tail)
+    if ((header & ~(ring_more | 0xffffffff)) != 0 || 8 + padded(n) > to_end || 8 + padded(n) > head - tail ||
+        partial.size() + n > lane::large_bytes)
       throw wire::Malformed("fibra: a malformed message: a lane's ring holds a record of " + std::to_string(n) +
                             " bytes where " + std::to_string(std::min(to_end, head - tail)) + " are left");
     partial.append(data + at + 8, n);

@@ -229,10 +229,11 @@ struct Reply {
   std::string payload;                       ///< the encoded results; or, if !ok, an ErrorText
   std::vector<std::uint32_t> error_offsets;  ///< keep_going calls: items that failed (their results are R{})
   std::vector<std::string> errors;           ///< ... and their errors, each an encoded ErrorText
+  bool from_ring = false;  ///< the answer to a call that came through the lane's ring (its agent never saw it)
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, Reply>
-void fields(F&& f, M& m) { f(m.route, m.id, m.ok, m.payload, m.error_offsets, m.errors); }
+void fields(F&& f, M& m) { f(m.route, m.id, m.ok, m.payload, m.error_offsets, m.errors, m.from_ring); }
 
 /// An error sent back to an executor: its fibra type ("fibra::ActorDied") and what() it said.
 struct ErrorText {
