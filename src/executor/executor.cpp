@@ -802,11 +802,16 @@ class Inbox {
       job ? request(std::move(r), std::move(job)) : tell(std::move(r));
       return;
     }
+    bool stopping = false;
     {
       std::lock_guard lk(mu_);
       r.id = next_id_++;
-      if (closed_ && job) return job->deliver(closed_outcome(r.first, r.count));
-      if (job) waiting_[r.id] = {job, r.first, r.count};
+      stopping = closed_;
+      if (job && !stopping) waiting_[r.id] = {job, r.first, r.count};
+    }
+    if (stopping) {  // (delivered outside mu_, as read_one does: a delivery runs callbacks)
+      if (job) job->deliver(closed_outcome(r.first, r.count));
+      return;
     }
     const std::string bytes = wire::encode(r);
     std::string_view rest = bytes;
@@ -817,9 +822,7 @@ class Inbox {
         tries = 0;  // a fragment went: more room comes as the driver reads
         continue;
       }
-      if (closed()) {
-        std::lock_guard lk(mu_);
-        if (job && waiting_.erase(r.id)) job->deliver(closed_outcome(r.first, r.count));
+      if (closed()) {  // the way to the driver is gone: read_one answered what waited, this one too
         return;
       }
       if (tries < 64)
