@@ -6,7 +6,9 @@
 //   b8_queues [--workers N] [--items N] [--batch N] [--roundtrips N] [--starts N] [--repeats R]
 //             [--batched-items N]
 //
-// --items: single items (default 200,000); --batched-items: items in batches (default 10 x --items).
+// --items: single items (default 200,000); --batched-items: items in batches (default 10 x --items),
+// both as put_many/get_many of single items and as vectors of --batch, one queue item each (what
+// multiprocessing's batches are: lists).
 // Prints the rows of benchmarks/README.md (benchmark,metric,value,unit; medians of R runs).
 #include <fibra/fibra.hpp>
 
@@ -32,6 +34,28 @@ void write_items(fibra::Queue<long> q, long n, long batch) {
   }
 }
 FIBRA_REMOTE(write_items);
+
+// As multiprocessing's batches are: each item of the queue a vector of `batch` numbers.
+void write_lists(fibra::Queue<std::vector<long>> q, long n, long batch) {
+  std::vector<long> b;
+  for (long k = 0; k < n; k += batch) {
+    b.clear();
+    for (long j = k; j < std::min(n, k + batch); ++j) b.push_back(j);
+    q.put(b);
+  }
+}
+FIBRA_REMOTE(write_lists);
+
+void read_lists(fibra::Queue<std::vector<long>> q, long n, fibra::Queue<std::vector<long>> report) {
+  long count = 0, sum = 0;
+  while (count < n)
+    for (long v : q.get()) {
+      sum += v;
+      ++count;
+    }
+  report.put({count, sum});
+}
+FIBRA_REMOTE(read_lists);
 
 void read_items(fibra::Queue<long> q, long n, long batch, fibra::Queue<std::vector<long>> report) {
   long count = 0, sum = 0;
@@ -69,12 +93,16 @@ using bench::Clock;
 using bench::median;
 using bench::seconds_since;
 
-// Items per second from a writer Process to a reader Process.
-double stream_rate(fibra::Pool& pool, long n, long batch) {
+// Items per second from a writer Process to a reader Process; `lists`: in vectors of `batch`, one
+// queue item each (at most 10 in the queue, as multiprocessing's lists).
+double stream_rate(fibra::Pool& pool, long n, long batch, bool lists = false) {
   fibra::Queue<long> q(static_cast<std::size_t>(std::max(10'000L, 10 * batch)));
+  fibra::Queue<std::vector<long>> ql(static_cast<std::size_t>(std::max(10'000L, 10 * batch) / batch));
   fibra::Queue<std::vector<long>> report;
-  fibra::Process reader({.pool = &pool}, read_items, q, n, batch, report);
-  fibra::Process writer({.pool = &pool}, write_items, q, n, batch);
+  fibra::Process reader = lists ? fibra::Process({.pool = &pool}, read_lists, ql, n, report)
+                                : fibra::Process({.pool = &pool}, read_items, q, n, batch, report);
+  fibra::Process writer = lists ? fibra::Process({.pool = &pool}, write_lists, ql, n, batch)
+                                : fibra::Process({.pool = &pool}, write_items, q, n, batch);
   const auto t0 = Clock::now();
   reader.start();
   writer.start();
@@ -108,10 +136,11 @@ int main(int argc, char** argv) {
   fibra::Pool pool(workers);
   (void)pool.map(noop, std::vector<int>(64, 1));  // every worker up
 
-  std::vector<double> single, batched, pipe_us, start_ms, async_us;
+  std::vector<double> single, batched, listed, pipe_us, start_ms, async_us;
   for (int r = 0; r < repeats; ++r) {
     single.push_back(stream_rate(pool, items, 1));
     batched.push_back(stream_rate(pool, batched_items, batch));
+    listed.push_back(stream_rate(pool, batched_items, batch, true));
 
     auto [mine, theirs] = fibra::Pipe<long>();
     fibra::Process echo({.pool = &pool}, echo_until_closed, theirs);
@@ -157,6 +186,7 @@ int main(int argc, char** argv) {
   std::printf("benchmark,metric,value,unit\n");
   std::printf("b8,queue_single_items_per_s,%.0f,items/s\n", median(single));
   std::printf("b8,queue_batch_items_per_s,%.0f,items/s\n", median(batched));
+  std::printf("b8,queue_list_items_per_s,%.0f,items/s\n", median(listed));
   std::printf("b8,pipe_roundtrip_us,%.1f,us\n", median(pipe_us));
   std::printf("b8,process_start_join_ms,%.2f,ms\n", median(start_ms));
   std::printf("b8,apply_async_roundtrip_us,%.1f,us\n", median(async_us));

@@ -28,6 +28,8 @@ B8_FIGURES = [("queue_single_items_per_s", "`Queue`, writer to reader Process, o
                "Queue, single items (items/s)"),
               ("queue_batch_items_per_s", "`Queue`, writer to reader Process, in batches: items/s", "higher",
                "Queue, batches (items/s)"),
+              ("queue_list_items_per_s", "`Queue` of lists (vectors) of 1,000, one queue item each: items/s", "higher",
+               "Queue of lists (items/s)"),
               ("pipe_roundtrip_us", "`Pipe` round trip, driver to a Process and back: us", "lower",
                "Pipe round trip (us)"),
               ("process_start_join_ms", "a no-op `Process` started and joined: ms", "lower",
