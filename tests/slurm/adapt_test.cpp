@@ -134,7 +134,9 @@ TEST(Adapt, APoolGrowsWithWorkerJobsLosesOneToScancelAndShrinksWhenIdle) {
 
 // A worker job of one minute, drained 50 s before its limit: its worker leaves about 10 s after it
 // starts, mid-map, without a chunk cut (every result exact), and a job takes its place while work
-// still waits.
+// still waits. The map is long enough (48 s on the pool's own worker) for the second job to start
+// and join even when the test cluster's CPUs are busy with other tests' jobs (600 items were not,
+// once: the map ended 5 s after the second job was submitted, before it ran).
 TEST(Adapt, AWorkerLeavesBeforeItsJobsTimeLimitAndAnotherTakesItsPlace) {
   fibra::Pool pool(1);
   pool.adapt(1, 2,
@@ -144,10 +146,10 @@ TEST(Adapt, AWorkerLeavesBeforeItsJobsTimeLimitAndAnotherTakesItsPlace) {
               .idle_timeout_s = 60,
               .submit_gap_s = 0.2,
               .drain_before_s = 50});
-  const auto r = call_within(bound, "map of where over 600 items",
-                             [&] { return pool.map(where, upto(600), {.chunksize = 1}); });  // 24 s on one worker
-  ASSERT_EQ(r.size(), 600u);
-  for (long i = 0; i < 600; ++i) ASSERT_EQ(r[static_cast<std::size_t>(i)].value, 3 * i + 1) << i;
+  const auto r = call_within(bound, "map of where over 1,200 items",
+                             [&] { return pool.map(where, upto(1200), {.chunksize = 1}); });  // 48 s on one worker
+  ASSERT_EQ(r.size(), 1200u);
+  for (long i = 0; i < 1200; ++i) ASSERT_EQ(r[static_cast<std::size_t>(i)].value, 3 * i + 1) << i;
   EXPECT_TRUE(logged("time limit is")) << "no worker left before its job's time limit";
   std::set<std::string> jobs;
   for (const auto& w : pool.workers())
