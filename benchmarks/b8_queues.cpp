@@ -21,28 +21,29 @@
 
 namespace {
 
+// Calls `send` with 0 .. n-1 in vectors of `batch` numbers, in order.
+template <class Send>
+void in_batches(long n, long batch, Send send) {
+  std::vector<long> b;
+  for (long k = 0; k < n; k += batch) {
+    b.clear();
+    for (long j = k; j < std::min(n, k + batch); ++j) b.push_back(j);
+    send(b);
+  }
+}
+
 void write_items(fibra::Queue<long> q, long n, long batch) {
   if (batch <= 1) {
     for (long k = 0; k < n; ++k) q.put(k);
     return;
   }
-  std::vector<long> b;
-  for (long k = 0; k < n; k += batch) {
-    b.clear();
-    for (long j = k; j < std::min(n, k + batch); ++j) b.push_back(j);
-    q.put_many(b);
-  }
+  in_batches(n, batch, [&](const std::vector<long>& b) { q.put_many(b); });
 }
 FIBRA_REMOTE(write_items);
 
 // As multiprocessing's batches are: each item of the queue a vector of `batch` numbers.
 void write_lists(fibra::Queue<std::vector<long>> q, long n, long batch) {
-  std::vector<long> b;
-  for (long k = 0; k < n; k += batch) {
-    b.clear();
-    for (long j = k; j < std::min(n, k + batch); ++j) b.push_back(j);
-    q.put(b);
-  }
+  in_batches(n, batch, [&](const std::vector<long>& b) { q.put(b); });
 }
 FIBRA_REMOTE(write_lists);
 

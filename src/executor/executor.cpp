@@ -474,16 +474,22 @@ void run_chunk(const wire::TaskView& t, Mailbox& box, std::string& results, Fram
 thread_local bool t_queue_wait = false;
 // The task's thread waits for a pipe's recv (Inbox::read_a_little watches the ring a moment).
 thread_local bool t_answer_soon = false;
-// Makes this thread's waits a queue's while it lives.
-class QueueWait {
+// Sets a thread-local for as long as it lives, then puts back what it was.
+template <class T>
+class ScopedSet {
  public:
-  QueueWait() : was_(std::exchange(t_queue_wait, true)) {}
-  ~QueueWait() { t_queue_wait = was_; }
-  QueueWait(const QueueWait&) = delete;
-  QueueWait& operator=(const QueueWait&) = delete;
+  ScopedSet(T& var, T value) : var_(var), was_(std::exchange(var, value)) {}
+  ~ScopedSet() { var_ = was_; }
+  ScopedSet(const ScopedSet&) = delete;
+  ScopedSet& operator=(const ScopedSet&) = delete;
 
  private:
-  bool was_;
+  T& var_;
+  T was_;
+};
+// Makes this thread's waits a queue's while it lives.
+struct QueueWait : ScopedSet<bool> {
+  QueueWait() : ScopedSet(t_queue_wait, true) {}
 };
 
 // A queue's put without a timeout goes out without waiting for its answer, up to `most` at a
@@ -592,11 +598,7 @@ thread_local PutsInFlight* t_puts = &t_thread_puts;
 template <class F>
 void with_own_puts(F&& f) {
   PutsInFlight mine;
-  PutsInFlight* const saved = std::exchange(t_puts, &mine);
-  struct Restore {
-    PutsInFlight* saved;
-    ~Restore() { t_puts = saved; }
-  } restore{saved};
+  const ScopedSet<PutsInFlight*> own(t_puts, &mine);
   f();
   mine.settle();
   give_back_read_ahead();  // what its gets read ahead and did not take is not stranded here
@@ -1478,8 +1480,8 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
   auto job = std::make_shared<JobState>(channel_entry(), CallMode::tuple, once);
   const bool behind = call.op == ChannelOp::put && call.timeout_s < 0;
   const bool single_get = call.op == ChannelOp::get && call.n <= 1 && call.kind != ChannelKind::event;
+  g_executor.inbox->take_ring_replies();  // answers to earlier puts (the socket's are read as they come)
   if (single_get) {
-    g_executor.inbox->take_ring_replies();
     t_puts->reap();  // an earlier put that failed is told, as at any call
     if (auto v = g_read_ahead.pop(call.id)) {
       wire::ChannelReply r;
@@ -1501,7 +1503,6 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
   // put of this process that waits for some. Any other call waits until this process's puts were
   // taken (a close() must not overtake the puts before it, which may wait for room). An earlier
   // put that failed is told now, or at the next call if it is not answered yet.
-  g_executor.inbox->take_ring_replies();  // (the socket's are read as they come)
   if (behind || call.op == ChannelOp::get || call.op == ChannelOp::wait)
     t_puts->reap();
   else
@@ -1518,10 +1519,7 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
     return {};
   }
   g_executor.inbox->channel_call(std::move(r), job);
-  struct AnswerSoon {
-    bool was;
-    ~AnswerSoon() { t_answer_soon = was; }
-  } answer_soon{std::exchange(t_answer_soon, call.kind == ChannelKind::pipe && call.op == ChannelOp::get)};
+  const ScopedSet<bool> answer_soon(t_answer_soon, call.kind == ChannelKind::pipe && call.op == ChannelOp::get);
   auto reply = wire::decode<wire::ChannelReply>(Future<std::string>(job).get());
   if (reply.token != 0 && single_get && reply.items.size() > 1) {
     g_read_ahead.keep(call.id, reply.token, reply.items);  // acknowledged as they are taken
