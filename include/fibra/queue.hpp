@@ -22,17 +22,16 @@ double seconds_of(std::chrono::duration<Rep, Period> d) {
   return std::max(0.0, std::chrono::duration<double>(d).count());
 }
 template <class T>
-std::vector<std::string> encode_each(const std::vector<T>& values) {
-  std::vector<std::string> out;
-  out.reserve(values.size());
-  for (const auto& v : values) out.push_back(encode_value(v));
+ChannelItems items_of(const std::vector<T>& values) {
+  ChannelItems out;
+  if constexpr (is_raw_v<T>) out.reserve(values.size() * (sizeof(std::uint64_t) + sizeof(T)));
+  for (const auto& v : values) out.add(v);
   return out;
 }
 template <class T>
-std::vector<T> decode_each(const std::vector<std::string>& items) {
-  std::vector<T> out;
-  out.reserve(items.size());
-  for (const auto& s : items) out.push_back(decode_value<T>(s));
+ChannelItems item_of(const T& value) {
+  ChannelItems out;
+  out.add(value);
   return out;
 }
 /// What the handles of queue.hpp hold, for their Codecs (defined below).
@@ -61,20 +60,20 @@ class Queue {
 
   /// @brief Puts `value` at the end, waiting while the queue is full.
   /// @throws QueueClosed after close().
-  void put(const T& value) { call(detail::ChannelOp::put, 0, std::nullopt, {detail::encode_value(value)}); }
+  void put(const T& value) { call(detail::ChannelOp::put, 0, std::nullopt, detail::item_of(value)); }
   /// @brief Puts `value`, waiting at most `timeout` for room. @throws QueueFull after it.
   template <class Rep, class Period>
   void put(const T& value, std::chrono::duration<Rep, Period> timeout) {
-    call(detail::ChannelOp::put, 0, detail::seconds_of(timeout), {detail::encode_value(value)});
+    call(detail::ChannelOp::put, 0, detail::seconds_of(timeout), detail::item_of(value));
   }
   /// @brief Puts all of `values` in one message, in order, when there is room for all of them
   /// (none is put before that). @throws ConfigError if they are more than maxsize.
   void put_many(const std::vector<T>& values) {
-    if (!values.empty()) call(detail::ChannelOp::put, 0, std::nullopt, detail::encode_each(values));
+    if (!values.empty()) call(detail::ChannelOp::put, 0, std::nullopt, detail::items_of(values));
   }
   template <class Rep, class Period>
   void put_many(const std::vector<T>& values, std::chrono::duration<Rep, Period> timeout) {
-    if (!values.empty()) call(detail::ChannelOp::put, 0, detail::seconds_of(timeout), detail::encode_each(values));
+    if (!values.empty()) call(detail::ChannelOp::put, 0, detail::seconds_of(timeout), detail::items_of(values));
   }
 
   /// @brief Takes the first item, waiting for one. @throws QueueClosed once it is closed and empty.
@@ -95,12 +94,12 @@ class Queue {
   }
   /// @brief Takes up to `n` items in one message: waits for the first, then takes what is there.
   std::vector<T> get_many(std::size_t n) {
-    return detail::decode_each<T>(call(detail::ChannelOp::get, n, std::nullopt).items);
+    return call(detail::ChannelOp::get, n, std::nullopt).items.template decode_all<T>();
   }
   /// @brief As get_many(n), waiting at most `timeout` for the first. @throws QueueEmpty after it.
   template <class Rep, class Period>
   std::vector<T> get_many(std::size_t n, std::chrono::duration<Rep, Period> timeout) {
-    return detail::decode_each<T>(call(detail::ChannelOp::get, n, detail::seconds_of(timeout)).items);
+    return call(detail::ChannelOp::get, n, detail::seconds_of(timeout)).items.template decode_all<T>();
   }
 
   /// @brief Items in the queue now (others may change it at once, as in Python).
@@ -121,11 +120,11 @@ class Queue {
  protected:
   explicit Queue(std::shared_ptr<detail::LazyChannel> ref) : ref_(std::move(ref)) {}
   detail::ChannelResult call(detail::ChannelOp op, std::uint64_t n, std::optional<double> timeout_s,
-                             std::vector<std::string> items = {}) const {
+                             detail::ChannelItems items = {}) const {
     return detail::channel_call(op, ref_->id(), ref_->kind(), n, timeout_s, std::move(items));
   }
   detail::ChannelResult info() const { return call(detail::ChannelOp::info, 0, 0.0); }
-  static T one(detail::ChannelResult r) { return detail::decode_value<T>(r.items.at(0)); }
+  static T one(const detail::ChannelResult& r) { return detail::decode_value<T>(r.items.front()); }
 
  private:
   friend struct detail::ChannelHandleAccess;
@@ -206,7 +205,7 @@ class Connection {
   /// or ConfigError on the receiving end of a one-way pipe.
   void send(const T& value) {
     detail::channel_call(detail::ChannelOp::put, need(out_, "send on").id(), detail::ChannelKind::pipe, 0, std::nullopt,
-                         {detail::encode_value(value)});
+                         detail::item_of(value));
   }
   /// @brief Receives the next value, waiting for it.
   /// @throws PipeClosed when the other end was closed (or its process died) and all it sent was received.
@@ -244,7 +243,7 @@ class Connection {
   T one(std::optional<double> timeout_s) {
     auto r = detail::channel_call(detail::ChannelOp::get, need(in_, "recv on").id(), detail::ChannelKind::pipe, 1,
                                   timeout_s);
-    return detail::decode_value<T>(r.items.at(0));
+    return detail::decode_value<T>(r.items.front());
   }
   std::shared_ptr<detail::ChannelRef> in_, out_;  // receives from in_, sends into out_
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <future>
 #include <map>
@@ -26,13 +27,104 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A put's items as they wait in the store: its bytes as they came (ChannelItems) and where each item
+// starts. A batch stays one block until its last item is taken.
+struct Block {
+  std::string bytes;
+  std::vector<std::uint64_t> at;  // item i is bytes [at[i], at[i + 1]): its size and its encoding
+};
+
+// Items [first, last) of a block.
+struct Span {
+  std::shared_ptr<const Block> block;
+  std::size_t first = 0, last = 0;
+  std::size_t size() const { return last - first; }
+  std::size_t bytes_of(std::size_t i) const { return block->at[first + i + 1] - block->at[first + i]; }
+  std::string_view bytes() const {
+    return std::string_view(block->bytes).substr(block->at[first], block->at[last] - block->at[first]);
+  }
+};
+
+// The items of a put, as one block. @throws Error if they are not laid out as ChannelItems says.
+Span span_of(ChannelItems items) {
+  auto b = std::make_shared<Block>();
+  b->at = items.offsets();
+  const std::size_t n = items.size();
+  b->bytes = items.release();
+  return Span{std::move(b), 0, n};
+}
+
+std::size_t count_of(const std::vector<Span>& spans) {
+  std::size_t n = 0;
+  for (const auto& s : spans) n += s.size();
+  return n;
+}
+
+// The items of `spans` as a reply carries them: one copy of each span's bytes.
+ChannelItems items_of(const std::vector<Span>& spans) {
+  std::size_t bytes = 0;
+  for (const auto& s : spans) bytes += s.bytes().size();
+  ChannelItems out;
+  out.reserve(bytes);
+  for (const auto& s : spans) out.add_laid_out(s.bytes(), s.size());
+  return out;
+}
+
+// A channel's items, in order: spans of the blocks they came in.
+class ItemList {
+ public:
+  std::size_t size() const noexcept { return count_; }
+  bool empty() const noexcept { return count_ == 0; }
+  void push_back(Span s) {
+    if (s.size() == 0) return;
+    count_ += s.size();
+    spans_.push_back(std::move(s));
+  }
+  void push_front(Span s) {
+    if (s.size() == 0) return;
+    count_ += s.size();
+    spans_.push_front(std::move(s));
+  }
+  // The bytes of item k (k < size()).
+  std::size_t bytes_of(std::size_t k) const {
+    for (const auto& s : spans_) {
+      if (k < s.size()) return s.bytes_of(k);
+      k -= s.size();
+    }
+    return 0;
+  }
+  // Takes the first k items (at most size()).
+  std::vector<Span> take(std::size_t k) {
+    std::vector<Span> out;
+    while (k > 0 && !spans_.empty()) {
+      Span& s = spans_.front();
+      if (s.size() <= k) {
+        k -= s.size();
+        count_ -= s.size();
+        out.push_back(std::move(s));
+        spans_.pop_front();
+      } else {
+        out.push_back(Span{s.block, s.first, s.first + k});
+        s.first += k;
+        count_ -= k;
+        k = 0;
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::deque<Span> spans_;
+  std::size_t count_ = 0;
+};
+
 struct Waiter {
   using Deadlines = std::multimap<Clock::time_point, std::weak_ptr<Waiter>>;
   ChannelOp op = ChannelOp::get;
   std::uint64_t channel = 0;
   std::uint64_t n = 0;
-  std::uint64_t ahead = 0;         // a task's single get: items it may take along
-  std::vector<std::string> items;  // a put's
+  std::uint64_t ahead = 0;  // a task's single get: items it may take along
+  Span items;               // a put's
   ChannelHolder who;
   ChannelStore::Done done;
   bool timed = false;  // `at` is its entry in the store's deadlines
@@ -44,7 +136,7 @@ using WaiterPtr = std::shared_ptr<Waiter>;
 struct Channel {
   ChannelKind kind = ChannelKind::queue;
   std::uint64_t maxsize = 0;
-  std::deque<std::string> items;
+  ItemList items;
   bool closed = false;
   bool set = false;                                 // an Event's flag
   std::uint64_t unfinished = 0;                     // items put and not yet marked task_done (JoinableQueue)
@@ -60,7 +152,7 @@ struct Channel {
 struct Delivery {  // items sent to a task, owed until it acknowledges them
   ChannelHolder who;
   std::uint64_t channel = 0;
-  std::vector<std::string> items;
+  std::vector<Span> items;
   bool ahead = false;     // a single get took more along: the task may give some back (or be asked to)
   bool recalled = false;  // asked to
 };
@@ -180,9 +272,14 @@ struct ChannelStore::Impl {
 
   // Delivery `token` is no longer owed: what was not taken of it goes back to the front of `c`, in order.
   static void put_back(Channel& c, std::uint64_t token, Delivery& d, std::size_t taken) {
-    c.owed -= std::min<std::uint64_t>(c.owed, d.items.size());
+    c.owed -= std::min<std::uint64_t>(c.owed, count_of(d.items));
     c.ahead.erase(token);
-    for (std::size_t i = d.items.size(); i > taken; --i) c.items.push_front(std::move(d.items[i - 1]));
+    for (auto& s : d.items) {  // the first `taken` stay taken
+      const std::size_t skip = std::min(taken, s.size());
+      s.first += skip;
+      taken -= skip;
+    }
+    for (auto s = d.items.rbegin(); s != d.items.rend(); ++s) c.items.push_front(std::move(*s));
   }
 
   // Items another task read ahead come before those in the channel: a get from anyone else waits
@@ -223,17 +320,14 @@ struct ChannelStore::Impl {
     const bool reads_ahead = ahead > 0 && n <= 1 && who.remote() && k == 1 && c.last_reader == who;
     c.last_reader = who;
     if (reads_ahead)
-      for (std::size_t bytes = c.items.front().size();
-           k < c.items.size() && k <= ahead && bytes + c.items[k].size() <= ahead_bytes; ++k)
-        bytes += c.items[k].size();
-    r.items.reserve(k);
-    for (std::size_t i = 0; i < k; ++i) {
-      r.items.push_back(std::move(c.items.front()));
-      c.items.pop_front();
-    }
+      for (std::size_t bytes = c.items.bytes_of(0);
+           k < c.items.size() && k <= ahead && bytes + c.items.bytes_of(k) <= ahead_bytes; ++k)
+        bytes += c.items.bytes_of(k);
+    std::vector<Span> taken = c.items.take(k);
+    r.items = items_of(taken);
     if (who.remote()) {
       r.token = next_token++;
-      unacked[r.token] = Delivery{who, id, r.items, k > 1 && reads_ahead};
+      unacked[r.token] = Delivery{who, id, std::move(taken), k > 1 && reads_ahead};
       if (k > 1 && reads_ahead) c.ahead.insert(r.token);
       c.owed += k;
     }
@@ -249,7 +343,7 @@ struct ChannelStore::Impl {
         WaiterPtr& p = c.putters.front();
         if (c.maxsize != 0 && c.items.size() + p->items.size() > c.maxsize) break;
         c.unfinished += p->items.size();
-        for (auto& s : p->items) c.items.push_back(std::move(s));
+        c.items.push_back(std::move(p->items));
         finish(p, nullptr);
         c.putters.pop_front();
         moved = true;
@@ -290,9 +384,10 @@ struct ChannelStore::Impl {
   }
 
   // A call that cannot be answered now waits, until `timeout_s` if it has one.
-  void wait(std::deque<WaiterPtr>& q, wire::ChannelCall& call, const ChannelHolder& who, ChannelStore::Done& done) {
+  void wait(std::deque<WaiterPtr>& q, wire::ChannelCall& call, Span& items, const ChannelHolder& who,
+            ChannelStore::Done& done) {
     auto w = std::make_shared<Waiter>(
-        Waiter{call.op, call.id, call.n, call.ahead, std::move(call.items), who, std::move(done), false, {}});
+        Waiter{call.op, call.id, call.n, call.ahead, std::move(items), who, std::move(done), false, {}});
     q.push_back(w);
     if (call.timeout_s >= 0) {
       const auto at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -366,7 +461,8 @@ struct ChannelStore::Impl {
     channels.erase(it);
   }
 
-  void call(wire::ChannelCall& call, const ChannelHolder& who, ChannelStore::Done& done) {
+  // `items`: a put's (wire::ChannelCall::items as one block).
+  void call(wire::ChannelCall& call, Span& items, const ChannelHolder& who, ChannelStore::Done& done) {
     if (call.op == ChannelOp::open) {
       const std::uint64_t id = next_id++;
       Channel& c = channels[id];
@@ -406,21 +502,21 @@ struct ChannelStore::Impl {
       case ChannelOp::put: {
         if (c.closed) return finish(done, closed_for_put(id, c));
         if (c.kind == ChannelKind::pipe) c.sender = who;  // the pipe closes if its process ends
-        if (c.maxsize != 0 && call.items.size() > c.maxsize)
-          return finish(done, std::make_exception_ptr(ConfigError(
-                                  "fibra: put_many of " + std::to_string(call.items.size()) + " items into " +
-                                  label(c.kind, id) + ", which holds at most " + std::to_string(c.maxsize) +
-                                  ": they could never fit at once; put them in smaller batches")));
-        if (c.putters.empty() && (c.maxsize == 0 || c.items.size() + call.items.size() <= c.maxsize)) {
-          c.unfinished += call.items.size();
-          for (auto& s : call.items) c.items.push_back(std::move(s));
+        if (c.maxsize != 0 && items.size() > c.maxsize)
+          return finish(done, std::make_exception_ptr(
+                                  ConfigError("fibra: put_many of " + std::to_string(items.size()) + " items into " +
+                                              label(c.kind, id) + ", which holds at most " + std::to_string(c.maxsize) +
+                                              ": they could never fit at once; put them in smaller batches")));
+        if (c.putters.empty() && (c.maxsize == 0 || c.items.size() + items.size() <= c.maxsize)) {
+          c.unfinished += items.size();
+          c.items.push_back(std::move(items));
           finish(done, nullptr);
           return settle(id, c);
         }
         if (call.timeout_s == 0)
           return finish(done, std::make_exception_ptr(QueueFull("fibra: " + label(c.kind, id) + " is full (" +
                                                                 std::to_string(c.maxsize) + " items)")));
-        return wait(c.putters, call, who, done);
+        return wait(c.putters, call, items, who, done);
       }
       case ChannelOp::get: {
         if (c.getters.empty() && !c.items.empty() && !behind_ahead(c, who)) {
@@ -433,7 +529,7 @@ struct ChannelStore::Impl {
         // Items another task read ahead are in the queue still: they are asked back, and even a
         // get with no time to wait waits for them (an answer, or the end of their process, comes).
         if (now_or_never) call.timeout_s = -1;
-        wait(c.getters, call, who, done);
+        wait(c.getters, call, items, who, done);
         c.getters.back()->now_or_never = now_or_never;
         return recall(id, c);
       }
@@ -464,7 +560,7 @@ struct ChannelStore::Impl {
           r.flag = now;
           return finish(done, nullptr, std::move(r));
         }
-        return wait(c.waiters, call, who, done);
+        return wait(c.waiters, call, items, who, done);
       }
       default:
         return finish(
@@ -519,13 +615,22 @@ ChannelStore& ChannelStore::instance() {
 }
 
 void ChannelStore::call(wire::ChannelCall c, const ChannelHolder& who, Done done) {
+  Span items;  // a put's, as one block (where each item starts found outside the lock)
+  if (c.op == ChannelOp::put) {
+    try {
+      items = span_of(std::move(c.items));
+    } catch (const Error& e) {
+      done(std::make_exception_ptr(Error(std::string("fibra: a put's items do not decode: ") + e.what())), {});
+      return;
+    }
+  }
   std::unique_lock lk(impl_->mu);
   if (c.op == ChannelOp::ack)
     impl_->ack(c.token);
   else if (c.op == ChannelOp::give_back)
     impl_->ack(c.token, c.n);
   else
-    impl_->call(c, who, done);
+    impl_->call(c, items, who, done);
   impl_->run_ready(lk);
 }
 
@@ -547,7 +652,7 @@ void ChannelStore::forget(std::uint64_t pool, std::uint64_t worker, std::optiona
 // ---- the calls of fibra/queue.hpp -----------------------------------------------------------
 
 ChannelResult channel_call(ChannelOp op, std::uint64_t id, ChannelKind kind, std::uint64_t n,
-                           std::optional<double> timeout_s, std::vector<std::string> items) {
+                           std::optional<double> timeout_s, ChannelItems items) {
   wire::ChannelCall c;
   c.op = op;
   c.kind = kind;
@@ -570,6 +675,28 @@ ChannelResult channel_call(ChannelOp op, std::uint64_t id, ChannelKind kind, std
     r = f.get();
   }
   return ChannelResult{std::move(r.items), r.value, r.maxsize, r.flag, r.closed};
+}
+
+std::vector<std::uint64_t> ChannelItems::offsets() const {
+  std::vector<std::uint64_t> at;
+  at.reserve(std::min<std::uint64_t>(count_, bytes_.size() / sizeof(std::uint64_t)) + 1);
+  std::uint64_t p = 0;
+  for (std::uint64_t i = 0; i < count_; ++i) {
+    std::uint64_t n = 0;
+    if (bytes_.size() - p < sizeof n)
+      throw Error("item " + std::to_string(i) + " of " + std::to_string(count_) + " is cut short (" +
+                  std::to_string(bytes_.size()) + " bytes)");
+    std::memcpy(&n, bytes_.data() + p, sizeof n);
+    if (n > bytes_.size() - p - sizeof n)
+      throw Error("item " + std::to_string(i) + " of " + std::to_string(count_) + " says it has " + std::to_string(n) +
+                  " bytes, past the end of its message");
+    at.push_back(p);
+    p += sizeof n + n;
+  }
+  if (p != bytes_.size())
+    throw Error(std::to_string(bytes_.size() - p) + " bytes follow the last of " + std::to_string(count_) + " items");
+  at.push_back(p);
+  return at;
 }
 
 ChannelRef::~ChannelRef() {

@@ -1360,22 +1360,29 @@ class ReadAhead {
     return now;
   }
   // A get's reply brought `items` under `token`: the first is the get's, the rest are kept here.
-  void keep(std::uint64_t channel, std::uint64_t token, std::vector<std::string>& items) {
+  // Leaves the first in `items`.
+  void keep(std::uint64_t channel, std::uint64_t token, ChannelItems& items) {
     {
       std::lock_guard lk(mu_);
       Held& h = held_[channel];
+      ChannelItems first;
+      first.add_encoded(items.front());
       // Given back at once: another get of this process holds a delivery of this channel (threads),
       // the driver asked for this one before it came, or no slot can say what it took.
       if (h.token != 0 || h.early == token || (h.slot < 0 && !reserve(h))) {
         if (h.early == token) h.early = 0;
         tell_delivery(ChannelOp::give_back, token, 1);
-        items.resize(1);
+        items = std::move(first);
         return;
       }
       h.token = h.last = token;
       h.taken = 1;
-      h.items.assign(std::make_move_iterator(items.begin() + 1), std::make_move_iterator(items.end()));
-      items.resize(1);
+      h.items.clear();
+      bool skip = true;
+      items.each([&](std::string_view v) {
+        if (!std::exchange(skip, false)) h.items.emplace_back(v);
+      });
+      items = std::move(first);
       mark(h);
     }
     g_executor.inbox->need_reader();  // a recall must be answered while the task computes
@@ -1485,7 +1492,7 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
     t_puts->reap();  // an earlier put that failed is told, as at any call
     if (auto v = g_read_ahead.pop(call.id)) {
       wire::ChannelReply r;
-      r.items.push_back(std::move(*v));
+      r.items.add_encoded(*v);
       return r;
     }
     call.ahead = g_read_ahead.ahead_for(call.id);

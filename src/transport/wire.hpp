@@ -116,13 +116,13 @@ struct ChannelCall {
   double timeout_s = -1;    ///< < 0: no limit
   std::uint64_t token = 0;  ///< ack, give_back, recall: the delivery
   std::uint64_t ahead = 0;  ///< a task's single get: how many more items it may take along (read ahead)
-  std::vector<std::string> items;
+  detail::ChannelItems items;
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, ChannelCall>
 void fields(F&& f, M& m) { f(m.op, m.kind, m.id, m.n, m.timeout_s, m.token, m.ahead, m.items); }
 struct ChannelReply {
-  std::vector<std::string> items;
+  detail::ChannelItems items;
   std::uint64_t value = 0;
   std::uint64_t maxsize = 0;
   bool flag = false;

@@ -198,6 +198,12 @@ std::vector<long> iota_from(long from, long to) {
   return v;
 }
 
+// Puts from .. to-1 in put_many batches of 7: the driver keeps each batch as one block, so what a
+// reader takes (and what comes back from it) starts and ends inside blocks and spans several.
+void put_in_sevens(fibra::Queue<long>& q, long from, long to) {
+  for (long k = from; k < to; k += 7) q.put_many(iota_from(k, std::min(to, k + 7)));
+}
+
 // An actor whose calls run at once: one fills a small queue, another empties it.
 class Relay {
  public:
@@ -246,6 +252,12 @@ TEST(Queues, FifoSizesAndTimeoutsInTheDriver) {
   EXPECT_EQ(q.get_many(3), (std::vector<long>{1, 2, 3}));
   EXPECT_EQ(q.get_many(10), (std::vector<long>{4, 5}));  // what there is, not 10
   EXPECT_THROW(q.get_many(10, 50ms), fibra::QueueEmpty);
+  q.put_many({6, 7, 8});  // a get across the batches items were put in, and from inside one
+  q.put(9);
+  q.put_many({10, 11});
+  EXPECT_EQ(q.get(), 6);
+  EXPECT_EQ(q.get_many(4), (std::vector<long>{7, 8, 9, 10}));
+  EXPECT_EQ(q.get_many(4), (std::vector<long>{11}));
 }
 
 TEST(Queues, MaxsizeBlocksPutsAndRefusesWhatCanNeverFit) {
@@ -477,7 +489,7 @@ TEST(ReadAhead, TwoThreadsOfOneProcessReadOneQueueAtOnce) {
 TEST(ReadAhead, AChunkGivesBackWhatItDidNotTakeWhenItReturns) {
   fibra::Pool pool(1);
   fibra::Queue<long> q;
-  q.put_many(iota_from(0, 1000));
+  put_in_sevens(q, 0, 1000);
   EXPECT_EQ(get_within(pool.submit(take_some, q, 30L), bound, "take_some"), iota_from(0, 30));
   EXPECT_EQ(q.qsize(), 970u);
   EXPECT_EQ(get_within(pool.submit(take_some, q, 70L), bound, "take_some"), iota_from(30, 100));
@@ -485,12 +497,13 @@ TEST(ReadAhead, AChunkGivesBackWhatItDidNotTakeWhenItReturns) {
   EXPECT_EQ(q.get_many(1000, 5s), iota_from(100, 1000));
 }
 
-// A reader killed while it holds items it read ahead: they come back to the front, in order.
+// A reader killed while it holds items it read ahead: they come back to the front, in order (from
+// inside the batches they were put in).
 TEST(ReadAhead, AKilledReadersItemsComeBackInOrder) {
   fibra::Pool pool(1);
   fibra::Queue<long> q, taken;
   fibra::Event release;
-  q.put_many(iota_from(0, 1000));
+  put_in_sevens(q, 0, 1000);
   auto f = pool.submit(fibra::TaskOptions{.retries = 0}, take_then_hold, q, 30L, taken, release);
   const std::vector<long> first = taken.get_many(31, bound);
   ASSERT_EQ(first.size(), 31u);

@@ -292,6 +292,42 @@ TEST(Wire, AWaitDeltaIsFourBytesExactly) {
   EXPECT_THROW(wire::decode_whole<wire::WaitDelta>(m.substr(1)), wire::Malformed);
 }
 
+// A queue's items travel as one block: each item's size (8 bytes) and its encoding, back to back.
+// The driver finds where each starts before it keeps them, and refuses bytes that do not hold what
+// they say (a cut item, one that runs past the end, bytes left over, a count they do not hold).
+TEST(Wire, ChannelItemsTravelAsOneBlockAndBadBlocksAreRefused) {
+  wire::ChannelCall c;
+  c.op = detail::ChannelOp::put;
+  c.items.add(std::string("first"));
+  c.items.add(42L);
+  c.items.add_encoded("");
+  const auto back = wire::decode<wire::ChannelCall>(wire::encode(c));
+  ASSERT_EQ(back.items.size(), 3u);
+  std::vector<std::string> seen;
+  back.items.each([&](std::string_view s) { seen.emplace_back(s); });
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(detail::decode_value<std::string>(seen[0]), "first");
+  EXPECT_EQ(detail::decode_value<long>(seen[1]), 42);
+  EXPECT_EQ(seen[2], "");
+  EXPECT_EQ(detail::decode_value<std::string>(back.items.front()), "first");
+  // Each item is its size and its bytes: "first" is 8 + 5 bytes, 42L 8, the empty one none.
+  const std::string bytes = back.items.bytes();
+  EXPECT_EQ(back.items.offsets(), (std::vector<std::uint64_t>{0, 8 + 13, 8 + 13 + 8 + 8, 8 + 13 + 8 + 8 + 8}));
+  auto refused = [](std::string b, std::uint64_t count) {
+    try {
+      (void)detail::ChannelItems(std::move(b), count).offsets();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(refused(bytes.substr(0, bytes.size() - 1), 3).find("cut short"), std::string::npos);
+  EXPECT_NE(refused(bytes.substr(0, 30), 3).find("past the end"), std::string::npos);
+  EXPECT_NE(refused(bytes + "x", 3).find("1 bytes follow the last of 3 items"), std::string::npos);
+  EXPECT_NE(refused(bytes, 4).find("item 3 of 4 is cut short"), std::string::npos);
+  EXPECT_NE(refused(bytes, std::uint64_t(1) << 62).find("cut short"), std::string::npos);  // not allocated
+}
+
 TEST(Wire, AHugeCountInAMalformedBatchIsRefusedNotAllocated) {
   std::string b = wire::begin_results(7);
   wire::set_count(b, 0xffffffffu);

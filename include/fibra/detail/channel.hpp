@@ -1,17 +1,113 @@
 // fibra/detail/channel.hpp: what Queue, Pipe and Event (fibra/queue.hpp) call. Every channel lives
 // in the driver (src/driver/channels.cpp); in the driver these calls reach it directly, in a task
 // they travel to it as requests through the agent (src/executor/executor.cpp). Items travel
-// encoded; the templates of queue.hpp encode and decode them.
+// encoded, back to back in one buffer (ChannelItems); the templates of queue.hpp encode and decode them.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "fibra/detail/codec.hpp"
+
 namespace fibra::detail {
+
+/// The items of a channel in one buffer, back to back, each as its size (8 bytes) and its encoding. A
+/// put_many's batch travels to the driver, waits there and goes to a get_many as one block of
+/// bytes, not as an object per item (docs/architecture.md, "Queues").
+class ChannelItems {
+ public:
+  ChannelItems() = default;
+  /// Items already laid out so (`count` of them in `bytes`); offsets() says whether they are.
+  ChannelItems(std::string bytes, std::uint64_t count) : bytes_(std::move(bytes)), count_(count) {}
+
+  std::uint64_t size() const noexcept { return count_; }
+  bool empty() const noexcept { return count_ == 0; }
+  const std::string& bytes() const noexcept { return bytes_; }
+
+  /// Appends the encoding of `v`.
+  template <class T>
+  void add(const T& v) {
+    const std::size_t at = bytes_.size();
+    bytes_.append(sizeof(std::uint64_t), '\0');
+    Writer w(bytes_);
+    encode(w, v);
+    const std::uint64_t n = bytes_.size() - at - sizeof n;
+    std::memcpy(bytes_.data() + at, &n, sizeof n);
+    ++count_;
+  }
+  /// Appends an item already encoded.
+  void add_encoded(std::string_view item) {
+    const std::uint64_t n = item.size();
+    bytes_.append(reinterpret_cast<const char*>(&n), sizeof n);
+    bytes_.append(item);
+    ++count_;
+  }
+  /// Appends `count` items laid out as these are.
+  void add_laid_out(std::string_view bytes, std::uint64_t count) {
+    bytes_.append(bytes);
+    count_ += count;
+  }
+  void reserve(std::size_t bytes) { bytes_.reserve(bytes); }
+
+  /// Calls `f(std::string_view)` with each item's encoding, in order. @throws Error if the bytes
+  /// do not hold `size()` items.
+  template <class F>
+  void each(F&& f) const {
+    Reader r(bytes_);
+    for (std::uint64_t i = 0; i < count_; ++i) f(r.take(r.pod<std::uint64_t>()));
+  }
+  /// The first item's encoding. @throws Error if there is none.
+  std::string_view front() const {
+    if (count_ == 0) throw Error("fibra: a queue's reply held no item");
+    Reader r(bytes_);
+    return r.take(r.pod<std::uint64_t>());
+  }
+  /// The items decoded as T, in order.
+  template <class T>
+  std::vector<T> decode_all() const {
+    std::vector<T> out;
+    out.reserve(count_);
+    each([&](std::string_view s) { out.push_back(decode_value<T>(s)); });
+    return out;
+  }
+  /// Where each item starts in bytes(), and bytes().size() last; throws Error (naming what is
+  /// wrong) if the bytes do not hold exactly size() items.
+  std::vector<std::uint64_t> offsets() const;
+  /// Moves the bytes out (no items are left).
+  std::string release() noexcept {
+    count_ = 0;
+    return std::move(bytes_);
+  }
+
+ private:
+  std::string bytes_;
+  std::uint64_t count_ = 0;
+};
+
+/// Items travel as their count and their bytes (one copy, whatever their number).
+template <>
+struct Codec<ChannelItems> {
+  static void encode(Writer& w, const ChannelItems& v) {
+    w.pod<std::uint64_t>(v.size());
+    detail::encode(w, v.bytes());
+  }
+  static void decode(Reader& r, ChannelItems& v) {
+    const auto count = r.pod<std::uint64_t>();
+    std::string bytes;
+    detail::decode(r, bytes);
+    v = ChannelItems(std::move(bytes), count);
+  }
+};
+template <>
+struct codable<ChannelItems> : std::true_type {};
+template <>
+struct via_boost<ChannelItems> : std::false_type {};
 
 /// What a channel is: its errors and its operations differ.
 enum class ChannelKind : std::uint8_t {
@@ -41,18 +137,18 @@ enum class ChannelOp : std::uint8_t {
 
 /// What a channel operation returns.
 struct ChannelResult {
-  std::vector<std::string> items;  ///< get: the items, encoded
-  std::uint64_t value = 0;         ///< open: the id; info: the size
-  std::uint64_t maxsize = 0;       ///< info
-  bool flag = false;               ///< join, wait: in time; info: set (an Event); hold: kept
-  bool closed = false;             ///< info
+  ChannelItems items;         ///< get: the items
+  std::uint64_t value = 0;    ///< open: the id; info: the size
+  std::uint64_t maxsize = 0;  ///< info
+  bool flag = false;          ///< join, wait: in time; info: set (an Event); hold: kept
+  bool closed = false;        ///< info
 };
 
 /// Runs `op` on channel `id` where this process reaches it; `timeout_s` bounds a wait (none:
 /// waits as long as it takes; 0: does not wait). Throws QueueFull, QueueEmpty, QueueClosed,
 /// PipeClosed or ConfigError, as the operation says.
 ChannelResult channel_call(ChannelOp op, std::uint64_t id, ChannelKind kind, std::uint64_t n,
-                           std::optional<double> timeout_s, std::vector<std::string> items = {});
+                           std::optional<double> timeout_s, ChannelItems items = {});
 
 /// A handle to a channel in the driver: the last one dropped there frees it (its items are
 /// discarded and its waiters told QueueClosed). Copies of it in tasks do not keep it.
