@@ -9,6 +9,8 @@
 // --items: single items (default 200,000); --batched-items: items in batches (default 10 x --items),
 // both as put_many/get_many of single items and as vectors of --batch, one queue item each (what
 // multiprocessing's batches are: lists).
+// The batched rows come twice: from starting both Processes to the reader's report, and from the
+// reader's first get to its last (the queue's own rate; a Process's start has a row of its own).
 // Prints the rows of benchmarks/README.md (benchmark,metric,value,unit; medians of R runs).
 #include <fibra/fibra.hpp>
 
@@ -47,31 +49,48 @@ void write_lists(fibra::Queue<std::vector<long>> q, long n, long batch) {
 }
 FIBRA_REMOTE(write_lists);
 
+// The reader's report: {count, sum, items after its first get, ns from its first get to its last}.
+struct Stream {
+  long count = 0, sum = 0, after_first = 0;
+  std::chrono::steady_clock::time_point first;
+  void got_one_get(long items) {
+    if (count == items) first = std::chrono::steady_clock::now();  // (count includes this get's)
+  }
+  std::vector<long> report() const {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - first);
+    return {count, sum, after_first, static_cast<long>(ns.count())};
+  }
+};
+
 void read_lists(fibra::Queue<std::vector<long>> q, long n, fibra::Queue<std::vector<long>> report) {
-  long count = 0, sum = 0;
-  while (count < n)
-    for (long v : q.get()) {
-      sum += v;
-      ++count;
-    }
-  report.put({count, sum});
+  Stream s;
+  while (s.count < n) {
+    const std::vector<long> got = q.get();
+    for (long v : got) s.sum += v;
+    s.count += static_cast<long>(got.size());
+    s.got_one_get(static_cast<long>(got.size()));
+    if (s.count != static_cast<long>(got.size())) s.after_first += static_cast<long>(got.size());
+  }
+  report.put(s.report());
 }
 FIBRA_REMOTE(read_lists);
 
 void read_items(fibra::Queue<long> q, long n, long batch, fibra::Queue<std::vector<long>> report) {
-  long count = 0, sum = 0;
-  while (count < n) {
+  Stream s;
+  while (s.count < n) {
+    long k = 1;
     if (batch <= 1) {
-      sum += q.get();
-      ++count;
+      s.sum += q.get();
     } else {
-      for (long v : q.get_many(static_cast<std::size_t>(batch))) {
-        sum += v;
-        ++count;
-      }
+      const std::vector<long> got = q.get_many(static_cast<std::size_t>(batch));
+      for (long v : got) s.sum += v;
+      k = static_cast<long>(got.size());
     }
+    s.count += k;
+    s.got_one_get(k);
+    if (s.count != k) s.after_first += k;
   }
-  report.put({count, sum});
+  report.put(s.report());
 }
 FIBRA_REMOTE(read_items);
 
@@ -94,9 +113,14 @@ using bench::Clock;
 using bench::median;
 using bench::seconds_since;
 
-// Items per second from a writer Process to a reader Process; `lists`: in vectors of `batch`, one
-// queue item each (at most 10 in the queue, as multiprocessing's lists).
-double stream_rate(fibra::Pool& pool, long n, long batch, bool lists = false) {
+// Items per second from a writer Process to a reader Process, from starting both to the reader's
+// report (`whole`), and as the reader saw them come, from its first get to its last (`stream`: the
+// queue's own rate, without the processes' starts); `lists`: in vectors of `batch`, one queue item
+// each (at most 10 in the queue, as multiprocessing's lists).
+struct Rates {
+  double whole = 0, stream = 0;
+};
+Rates stream_rate(fibra::Pool& pool, long n, long batch, bool lists = false) {
   fibra::Queue<long> q(static_cast<std::size_t>(std::max(10'000L, 10 * batch)));
   fibra::Queue<std::vector<long>> ql(static_cast<std::size_t>(std::max(10'000L, 10 * batch) / batch));
   fibra::Queue<std::vector<long>> report;
@@ -111,12 +135,12 @@ double stream_rate(fibra::Pool& pool, long n, long batch, bool lists = false) {
   const double s = seconds_since(t0);
   writer.join();
   reader.join();
-  if (r.size() != 2 || r[0] != n || r[1] != n * (n - 1) / 2 || writer.exitcode() != 0 || reader.exitcode() != 0) {
+  if (r.size() != 4 || r[0] != n || r[1] != n * (n - 1) / 2 || writer.exitcode() != 0 || reader.exitcode() != 0) {
     std::fprintf(stderr, "b8_queues: the reader got %ld items summing to %ld, expected %ld and %ld\n",
                  r.empty() ? -1 : r[0], r.size() < 2 ? -1 : r[1], n, n * (n - 1) / 2);
     std::exit(1);
   }
-  return n / s;
+  return {n / s, r[3] > 0 ? r[2] / (r[3] * 1e-9) : 0.0};
 }
 
 }  // namespace
@@ -137,11 +161,15 @@ int main(int argc, char** argv) {
   fibra::Pool pool(workers);
   (void)pool.map(noop, std::vector<int>(64, 1));  // every worker up
 
-  std::vector<double> single, batched, listed, pipe_us, start_ms, async_us;
+  std::vector<double> single, batched, listed, batched_stream, listed_stream, pipe_us, start_ms, async_us;
   for (int r = 0; r < repeats; ++r) {
-    single.push_back(stream_rate(pool, items, 1));
-    batched.push_back(stream_rate(pool, batched_items, batch));
-    listed.push_back(stream_rate(pool, batched_items, batch, true));
+    single.push_back(stream_rate(pool, items, 1).whole);
+    const Rates b = stream_rate(pool, batched_items, batch);
+    batched.push_back(b.whole);
+    batched_stream.push_back(b.stream);
+    const Rates l = stream_rate(pool, batched_items, batch, true);
+    listed.push_back(l.whole);
+    listed_stream.push_back(l.stream);
 
     auto [mine, theirs] = fibra::Pipe<long>();
     fibra::Process echo({.pool = &pool}, echo_until_closed, theirs);
@@ -188,6 +216,8 @@ int main(int argc, char** argv) {
   std::printf("b8,queue_single_items_per_s,%.0f,items/s\n", median(single));
   std::printf("b8,queue_batch_items_per_s,%.0f,items/s\n", median(batched));
   std::printf("b8,queue_list_items_per_s,%.0f,items/s\n", median(listed));
+  std::printf("b8,queue_batch_stream_items_per_s,%.0f,items/s\n", median(batched_stream));
+  std::printf("b8,queue_list_stream_items_per_s,%.0f,items/s\n", median(listed_stream));
   std::printf("b8,pipe_roundtrip_us,%.1f,us\n", median(pipe_us));
   std::printf("b8,process_start_join_ms,%.2f,ms\n", median(start_ms));
   std::printf("b8,apply_async_roundtrip_us,%.1f,us\n", median(async_us));

@@ -273,19 +273,25 @@ def _b8_write(q, n, batch):
 
 
 def _b8_read(q, n, batched, report):
-    """The reader Process: gets until n items are in, then reports (count, sum)."""
+    """The reader Process: gets until n items are in, then reports (count, sum, items after its first
+    get, seconds from its first get to its last)."""
     signal.alarm(B8_LIMIT)
     get, count, total = q.get, 0, 0
     if batched:
+        items = get()
+        first, first_count = time.perf_counter(), len(items)
+        count, total = len(items), sum(items)
         while count < n:
             items = get()
             count += len(items)
             total += sum(items)
     else:
+        total += get()
+        first, first_count, count = time.perf_counter(), 1, 1
         while count < n:
             total += get()
             count += 1
-    report.put((count, total))
+    report.put((count, total, count - first_count, time.perf_counter() - first))
 
 
 def _b8_echo(end, other):
@@ -315,7 +321,8 @@ def b8_bounded(what):
 
 def b8_stream(n, batch, simple=False):
     """Items per second from a writer Process to a reader Process through a multiprocessing.Queue
-    (or SimpleQueue): from starting both to the reader's report, checked (count and sum)."""
+    (or SimpleQueue), checked (count and sum): from starting both to the reader's report, and as the
+    reader saw them come, from its first get to its last (the queue's own rate)."""
     what = f"{'SimpleQueue' if simple else 'Queue'} of {n} items" + (f" in lists of {batch}" if batch > 1 else "")
     q = multiprocessing.SimpleQueue() if simple else multiprocessing.Queue(max(10_000, 10 * batch) // batch)
     report = multiprocessing.Queue()
@@ -327,14 +334,14 @@ def b8_stream(n, batch, simple=False):
     writer.start()
     while True:
         try:
-            count, total = report.get(timeout=0.2)
+            count, total, after_first, stream_s = report.get(timeout=0.2)
             break
         except queue.Empty:
             if writer.exitcode not in (None, 0):
                 common.fail(f"b8 {what}: the writer ended with exit code {writer.exitcode}")
             if reader.exitcode is not None or time.monotonic() > deadline:
                 try:
-                    count, total = report.get(timeout=1)
+                    count, total, after_first, stream_s = report.get(timeout=1)
                     break
                 except queue.Empty:
                     common.fail(f"b8 {what}: no report from the reader (exit code {reader.exitcode}) "
@@ -349,7 +356,7 @@ def b8_stream(n, batch, simple=False):
                     f"{n * (n - 1) // 2}")
     q.close()
     report.close()
-    return n / s
+    return n / s, (after_first / stream_s if stream_s > 0 else 0.0)
 
 
 def b8_pipe(roundtrips):
@@ -419,17 +426,21 @@ def run_b8(a):
             common.fail("b8: the warm-up map returned wrong results")
         got = {}
         for _ in range(a.repeats):
-            figures = [("queue_single_items_per_s", lambda: b8_stream(a.items, 1), "items/s"),
-                       ("queue_batch_items_per_s", lambda: b8_stream(10 * a.items, a.batch), "items/s"),
+            batched = []  # (whole, stream) of the one batched run of this repeat
+            figures = [("queue_single_items_per_s", lambda: b8_stream(a.items, 1)[0], "items/s"),
+                       ("queue_batch_items_per_s",
+                        lambda: batched.append(b8_stream(10 * a.items, a.batch)) or batched[-1][0], "items/s"),
+                       ("queue_batch_stream_items_per_s", lambda: batched[-1][1], "items/s"),
                        ("pipe_roundtrip_us", lambda: b8_pipe(a.roundtrips), "us"),
                        ("process_start_join_ms", lambda: b8_starts(fork, a.starts), "ms"),
                        ("apply_async_roundtrip_us", lambda: b8_async(pool, a.roundtrips), "us"),
-                       ("simplequeue_single_items_per_s", lambda: b8_stream(a.items, 1, simple=True), "items/s"),
+                       ("simplequeue_single_items_per_s", lambda: b8_stream(a.items, 1, simple=True)[0], "items/s"),
                        ("process_start_join_spawn_ms", lambda: b8_starts(spawn, a.starts), "ms")]
             for metric, measure, unit in figures:
                 got.setdefault(metric, ([], unit))[0].append(measure())
         # Its batches are lists, one queue item each: the same figure for fibra's vectors of 1,000.
         got["queue_list_items_per_s"] = got["queue_batch_items_per_s"]
+        got["queue_list_stream_items_per_s"] = got["queue_batch_stream_items_per_s"]
         for metric, (values, unit) in got.items():
             common.row("b8", metric, statistics.median(values), unit)
     finally:
