@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "fibra/options.hpp"
 
@@ -115,6 +117,40 @@ RunningBatch::RunningBatch() noexcept {
 RunningBatch::~RunningBatch() {
   freed_memory_busy();
   g_running.fetch_sub(1, std::memory_order_relaxed);
+}
+
+namespace {
+thread_local std::vector<std::string> t_scratch;
+constexpr std::size_t scratch_kept = 4;
+constexpr std::size_t scratch_most = std::size_t(4) << 20;
+}  // namespace
+
+std::string scratch_buffer(std::size_t n) {
+  for (auto it = t_scratch.begin(); it != t_scratch.end(); ++it)
+    if (it->capacity() >= n) {
+      std::string s = std::move(*it);
+      t_scratch.erase(it);
+      s.clear();
+      return s;
+    }
+  std::string s;
+  s.reserve(n);
+  return s;
+}
+
+void keep_scratch(std::string&& s) noexcept {
+  if (s.capacity() < 1024 || s.capacity() > scratch_most) return;
+  try {
+    if (t_scratch.size() >= scratch_kept) {  // the smallest goes
+      auto smallest = std::min_element(t_scratch.begin(), t_scratch.end(),
+                                       [](const auto& a, const auto& b) { return a.capacity() < b.capacity(); });
+      if (smallest->capacity() >= s.capacity()) return;
+      *smallest = std::move(s);
+      return;
+    }
+    t_scratch.push_back(std::move(s));
+  } catch (...) {  // no room to keep it: it is freed
+  }
 }
 
 std::size_t keep_freed_bytes_from_env() {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace fibra::detail {
 
@@ -38,6 +39,17 @@ class RunningBatch {
 
 /// Idle this long, a process gives back what it freed since its last give-back.
 inline constexpr int freed_memory_idle_seconds = 2;
+
+/// Buffers a thread keeps for its next message of about the same size. The driver's allocator is
+/// left as glibc sets it (PoolOptions::driver_keep_freed_mib is 0 by default), and glibc gives the
+/// top of a thread's heap back to the system (madvise) at each free of a block of 64 KiB or more
+/// while that top is over 128 KiB, then faults it in again at the next: answers to gets of 64-128
+/// KiB, made and freed at each call, spent half the communication thread's time so
+/// (docs/architecture.md, "A batch is one block").
+/// An empty buffer with room for `n` bytes: one this thread kept, if one is large enough.
+std::string scratch_buffer(std::size_t n);
+/// Keeps `s`'s memory for this thread's next scratch_buffer (four buffers at most, of 4 MiB at most).
+void keep_scratch(std::string&& s) noexcept;
 
 /// The bound an executor was started with: FIBRA_KEEP_FREED (bytes, from PoolOptions::keep_freed_mib
 /// through its agent), else PoolOptions' default.

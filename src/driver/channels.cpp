@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/freed_memory.hpp"
 #include "common/log.hpp"
 #include "executor/executor.hpp"
 #include "fibra/error.hpp"
@@ -64,8 +65,7 @@ std::size_t count_of(const std::vector<Span>& spans) {
 ChannelItems items_of(const std::vector<Span>& spans) {
   std::size_t bytes = 0;
   for (const auto& s : spans) bytes += s.bytes().size();
-  ChannelItems out;
-  out.reserve(bytes);
+  ChannelItems out(scratch_buffer(bytes), 0);  // (the ring's answer gives it back, PoolImpl::on_ring_call)
   for (const auto& s : spans) out.add_laid_out(s.bytes(), s.size());
   return out;
 }
@@ -85,13 +85,22 @@ class ItemList {
     count_ += s.size();
     spans_.push_front(std::move(s));
   }
-  // The bytes of item k (k < size()).
-  std::size_t bytes_of(std::size_t k) const {
+  // How many of the items from the `from`th on fit in `bytes`, `most` at most.
+  std::size_t fit(std::size_t from, std::size_t most, std::size_t bytes) const {
+    std::size_t n = 0;
     for (const auto& s : spans_) {
-      if (k < s.size()) return s.bytes_of(k);
-      k -= s.size();
+      if (from >= s.size()) {
+        from -= s.size();
+        continue;
+      }
+      for (std::size_t i = from; i < s.size(); ++i, ++n) {
+        const std::size_t b = s.bytes_of(i);
+        if (n >= most || b > bytes) return n;
+        bytes -= b;
+      }
+      from = 0;
     }
-    return 0;
+    return n;
   }
   // Takes the first k items (at most size()).
   std::vector<Span> take(std::size_t k) {
@@ -153,12 +162,15 @@ struct Delivery {  // items sent to a task, owed until it acknowledges them
   ChannelHolder who;
   std::uint64_t channel = 0;
   std::vector<Span> items;
-  bool ahead = false;     // a single get took more along: the task may give some back (or be asked to)
+  bool ahead = false;     // a get took more along: the task may give some back (or be asked to)
   bool recalled = false;  // asked to
 };
 
-// A single get of a task takes along at most this many bytes of the items behind its own.
+// A get of a task takes along at most this many bytes of the items behind its own, and never so
+// many that it holds more than most_read_ahead items in all (Mailbox::ahead_taken counts them in
+// 16 bits).
 constexpr std::size_t ahead_bytes = 64 * 1024;
+constexpr std::size_t most_read_ahead = 32 * 1024;
 
 const char* kind_name(ChannelKind k) {
   return k == ChannelKind::pipe ? "pipe" : k == ChannelKind::event ? "event" : "queue";
@@ -309,26 +321,26 @@ struct ChannelStore::Impl {
     }
   }
 
-  // Hands up to `n` items to `who`, and to a task's single get up to `ahead` more of those behind
-  // (ahead_bytes at most); a task owes an acknowledgement for them.
+  // Hands up to `n` items to `who`, and to a task's get that has all it asked for up to `ahead`
+  // more of those behind (ahead_bytes of them at most); a task owes an acknowledgement for them.
   wire::ChannelReply take(std::uint64_t id, Channel& c, std::uint64_t n, std::uint64_t ahead,
                           const ChannelHolder& who) {
     wire::ChannelReply r;
-    std::size_t k = std::min<std::size_t>(std::max<std::uint64_t>(n, 1), c.items.size());
+    const std::size_t want = std::max<std::uint64_t>(n, 1);
+    std::size_t k = std::min<std::size_t>(want, c.items.size());
     // Only a reader that had the last items too (readers that take turns would take turns asking
     // each other's items back).
-    const bool reads_ahead = ahead > 0 && n <= 1 && who.remote() && k == 1 && c.last_reader == who;
+    const bool reads_ahead = ahead > 0 && who.remote() && k == want && k < most_read_ahead && c.last_reader == who;
     c.last_reader = who;
-    if (reads_ahead)
-      for (std::size_t bytes = c.items.bytes_of(0);
-           k < c.items.size() && k <= ahead && bytes + c.items.bytes_of(k) <= ahead_bytes; ++k)
-        bytes += c.items.bytes_of(k);
+    const std::size_t extra =
+        reads_ahead ? c.items.fit(k, std::min<std::uint64_t>(ahead, most_read_ahead - k), ahead_bytes) : 0;
+    k += extra;
     std::vector<Span> taken = c.items.take(k);
     r.items = items_of(taken);
     if (who.remote()) {
       r.token = next_token++;
-      unacked[r.token] = Delivery{who, id, std::move(taken), k > 1 && reads_ahead};
-      if (k > 1 && reads_ahead) c.ahead.insert(r.token);
+      unacked[r.token] = Delivery{who, id, std::move(taken), extra > 0};
+      if (extra > 0) c.ahead.insert(r.token);
       c.owed += k;
     }
     return r;

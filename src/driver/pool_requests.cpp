@@ -162,7 +162,7 @@ void PoolImpl::on_channel_request(Worker& w, std::uint64_t route, wire::Request&
     rep.flag = open_call_ring(w, route);
     ChunkOutcome o;
     o.count = 1;
-    o.payload = encode_value(wire::encode(rep));
+    o.payload = wire::channel_payload(rep);
     answered_job(channel_entry(), w, route, r)->deliver(std::move(o));
     return;
   }
@@ -176,7 +176,7 @@ void PoolImpl::on_channel_request(Worker& w, std::uint64_t route, wire::Request&
     if (e)
       o.error = e;
     else
-      o.payload = encode_value(wire::encode(rep));
+      o.payload = wire::channel_payload(rep);
     job->deliver(std::move(o));
   });
 }
@@ -249,10 +249,20 @@ void PoolImpl::on_ring_call(const std::shared_ptr<CallRing>& ring, const std::st
                                   out.route = ring->route;
                                   out.id = id;
                                   out.ok = !e;
-                                  out.payload = e ? wire::encode(describe(e)) : encode_value(wire::encode(rep));
+                                  out.payload = e ? wire::encode(describe(e)) : wire::channel_payload(rep);
+                                  keep_scratch(rep.items.release());
+                                  std::string bytes = scratch_buffer(out.payload.size() + 128);
+                                  {
+                                    Writer w(bytes);
+                                    wire::put(w, out);
+                                  }
                                   {
                                     std::lock_guard lk(ring->reply_mu);
-                                    if (ring->closed || ring->region->lane().put_reply(wire::encode(out))) return;
+                                    if (ring->closed || ring->region->lane().put_reply(bytes)) {
+                                      keep_scratch(std::move(bytes));
+                                      keep_scratch(std::move(out.payload));
+                                      return;
+                                    }
                                   }
                                   out.from_ring = true;  // through the agent, which did not see the call
                                   if (auto p = self.lock())

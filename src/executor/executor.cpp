@@ -1312,9 +1312,10 @@ void tell_delivery(ChannelOp op, std::uint64_t token, std::uint64_t taken = 0) {
   g_executor.inbox->channel_call(std::move(r), nullptr);
 }
 
-// Read ahead: a single get of a Queue or Pipe from a task asks the driver to send some of the
-// items behind its own along (wire::ChannelCall::ahead: none at a chunk's first get on a channel,
-// then 4, 16, 64, 256 as its gets go on). The next gets take them here, without a round trip. The
+// Read ahead: a get of a Queue or Pipe from a task asks the driver to send some of the items
+// behind its own along (wire::ChannelCall::ahead: none at a chunk's first get on a channel, then
+// 4, 16, 64, 256 as its single gets go on; a get_many(n) n, then 4n). The next gets take them
+// here, without a round trip (a get_many what is here, up to its n). The
 // driver still owes them (an item read ahead comes back if this process dies) until the last of a
 // delivery is taken (an ack) or what is left is given back (give_back, with how many were taken):
 // at a chunk's end, before any other call on that channel from this process, and when the
@@ -1324,29 +1325,34 @@ class ReadAhead {
  public:
   static constexpr std::uint64_t most = 256;
 
-  // The next item read ahead for `channel`, if there is one; the delivery is acknowledged when its
-  // last item is taken.
-  std::optional<std::string> pop(std::uint64_t channel) {
+  // The next items (up to n) read ahead for `channel`, if there are some; the delivery is
+  // acknowledged when its last item is taken.
+  std::optional<ChannelItems> pop(std::uint64_t channel, std::uint64_t n) {
     std::lock_guard lk(mu_);
     auto it = held_.find(channel);
-    if (it == held_.end() || it->second.items.empty()) return std::nullopt;
+    if (it == held_.end() || it->second.left() == 0) return std::nullopt;
     Held& h = it->second;
-    std::string v = std::move(h.items.front());
-    h.items.pop_front();
-    ++h.taken;
+    const std::size_t k = std::min<std::uint64_t>(std::max<std::uint64_t>(n, 1), h.left());
+    ChannelItems out;
+    out.add_laid_out(std::string_view(h.items.bytes()).substr(h.at[h.next], h.at[h.next + k] - h.at[h.next]), k);
+    h.next += k;
+    h.taken += k;
     mark(h);  // taken, should this process die now
-    if (h.items.empty()) tell(ChannelOp::ack, h);
-    return v;
+    if (h.left() == 0) {
+      tell(ChannelOp::ack, h);
+      h.clear();
+    }
+    return out;
   }
   bool holds(std::uint64_t channel) {
     std::lock_guard lk(mu_);
     auto it = held_.find(channel);
-    return it != held_.end() && !it->second.items.empty();
+    return it != held_.end() && it->second.left() > 0;
   }
-  // How many items the next single get on `channel` may take along: none on another host than the
+  // How many items the next get of `n` on `channel` may take along: none on another host than the
   // driver's (a lost node would take what its tasks took with it, unsaid), nor for more than 8
   // channels at once.
-  std::uint64_t ahead_for(std::uint64_t channel) {
+  std::uint64_t ahead_for(std::uint64_t channel, std::uint64_t n) {
     static const bool reads_ahead = executor_on_driver_host() && [] {
       const char* lanes = std::getenv("FIBRA_LANES");  // off: the driver maps no mailbox to read at a loss
       return !(lanes && std::string_view(lanes) == "0");
@@ -1355,33 +1361,32 @@ class ReadAhead {
     std::lock_guard lk(mu_);
     Held& h = held_[channel];
     if (h.slot < 0 && !reserve(h)) return 0;
-    const std::uint64_t now = h.next;
-    h.next = std::min(most, std::max<std::uint64_t>(4, 4 * h.next));
-    return now;
+    const std::uint64_t now = h.more;
+    h.more = std::min(most, std::max<std::uint64_t>(4, 4 * h.more));
+    return n <= 1 ? now : std::min<std::uint64_t>(now / 4, 4) * n;
   }
-  // A get's reply brought `items` under `token`: the first is the get's, the rest are kept here.
-  // Leaves the first in `items`.
-  void keep(std::uint64_t channel, std::uint64_t token, ChannelItems& items) {
+  // A get's reply brought `items` under `token`: the first `own` are the get's (left in `items`),
+  // the rest are kept here. @throws Error if the items are not laid out as they say.
+  void keep(std::uint64_t channel, std::uint64_t token, ChannelItems& items, std::size_t own) {
     {
       std::lock_guard lk(mu_);
       Held& h = held_[channel];
+      std::vector<std::uint64_t> at = items.offsets();
       ChannelItems first;
-      first.add_encoded(items.front());
+      first.add_laid_out(std::string_view(items.bytes()).substr(0, at[own]), own);
       // Given back at once: another get of this process holds a delivery of this channel (threads),
       // the driver asked for this one before it came, or no slot can say what it took.
       if (h.token != 0 || h.early == token || (h.slot < 0 && !reserve(h))) {
         if (h.early == token) h.early = 0;
-        tell_delivery(ChannelOp::give_back, token, 1);
+        tell_delivery(ChannelOp::give_back, token, own);
         items = std::move(first);
         return;
       }
       h.token = h.last = token;
-      h.taken = 1;
-      h.items.clear();
-      bool skip = true;
-      items.each([&](std::string_view v) {
-        if (!std::exchange(skip, false)) h.items.emplace_back(v);
-      });
+      h.taken = own;
+      h.items = std::move(items);
+      h.at = std::move(at);
+      h.next = own;
       items = std::move(first);
       mark(h);
     }
@@ -1390,7 +1395,7 @@ class ReadAhead {
   // What `channel` holds goes back (another call on it comes: its gets take fewer along).
   void give_back(std::uint64_t channel) {
     std::lock_guard lk(mu_);
-    if (auto it = held_.find(channel); it != held_.end() && give_back(it->second)) it->second.next /= 4;
+    if (auto it = held_.find(channel); it != held_.end() && give_back(it->second)) it->second.more /= 4;
   }
   // Everything goes back (the chunk ended); returns a channel it gave items of back (0: none).
   std::uint64_t give_back_all() {
@@ -1408,7 +1413,7 @@ class ReadAhead {
     Held& h = held_[channel];
     if (h.token == token) {
       give_back(h);
-      h.next /= 4;  // another reader competes for its items: take fewer along
+      h.more /= 4;  // another reader competes for its items: take fewer along
     } else if (token > h.last) {
       h.early = token;  // its reply is still on its way (tokens grow): given back as it comes
     }
@@ -1416,10 +1421,18 @@ class ReadAhead {
 
  private:
   struct Held {
-    std::uint64_t token = 0;  // the delivery its items came in (0: none held)
-    std::uint64_t taken = 0;  // of that delivery, by gets
-    std::deque<std::string> items;
-    std::uint64_t next = 0;   // how many the next get asks to take along
+    std::uint64_t token = 0;        // the delivery its items came in (0: none held)
+    std::uint64_t taken = 0;        // of that delivery, by gets
+    ChannelItems items;             // that delivery's, all of them
+    std::vector<std::uint64_t> at;  // where each of them starts (ChannelItems::offsets)
+    std::size_t next = 0;           // the first not yet taken
+    std::size_t left() const { return at.empty() ? 0 : at.size() - 1 - next; }
+    void clear() {
+      items = {};
+      at.clear();
+      next = 0;
+    }
+    std::uint64_t more = 0;   // how many the next single get asks to take along
     int slot = -1;            // in Mailbox::ahead_taken
     std::uint64_t last = 0;   // the latest delivery kept
     std::uint64_t early = 0;  // a delivery recalled before it came
@@ -1438,9 +1451,9 @@ class ReadAhead {
       g_executor.box->ahead_taken[h.slot].store(ahead_packed(h.token, h.taken), std::memory_order_release);
   }
   bool give_back(Held& h) {
-    if (h.token == 0 || h.items.empty()) return false;
+    if (h.token == 0 || h.left() == 0) return false;
     tell(ChannelOp::give_back, h);
-    h.items.clear();
+    h.clear();
     return true;
   }
   // Told under mu_, so that a get that found nothing here sends its request after it. The slot
@@ -1486,16 +1499,17 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
   once.retries = 0;
   auto job = std::make_shared<JobState>(channel_entry(), CallMode::tuple, once);
   const bool behind = call.op == ChannelOp::put && call.timeout_s < 0;
-  const bool single_get = call.op == ChannelOp::get && call.n <= 1 && call.kind != ChannelKind::event;
+  const bool a_get = call.op == ChannelOp::get && call.kind != ChannelKind::event;
+  const std::uint64_t want = std::max<std::uint64_t>(call.n, 1);
   g_executor.inbox->take_ring_replies();  // answers to earlier puts (the socket's are read as they come)
-  if (single_get) {
+  if (a_get) {
     t_puts->reap();  // an earlier put that failed is told, as at any call
-    if (auto v = g_read_ahead.pop(call.id)) {
+    if (auto v = g_read_ahead.pop(call.id, want)) {
       wire::ChannelReply r;
-      r.items.add_encoded(*v);
+      r.items = std::move(*v);
       return r;
     }
-    call.ahead = g_read_ahead.ahead_for(call.id);
+    call.ahead = g_read_ahead.ahead_for(call.id, call.n);
   } else if (call.op == ChannelOp::wait && call.kind == ChannelKind::pipe && g_read_ahead.holds(call.id)) {
     wire::ChannelReply r;  // a pipe's poll: a value waits here
     r.flag = true;
@@ -1528,8 +1542,8 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
   g_executor.inbox->channel_call(std::move(r), job);
   const ScopedSet<bool> answer_soon(t_answer_soon, call.kind == ChannelKind::pipe && call.op == ChannelOp::get);
   auto reply = wire::decode<wire::ChannelReply>(Future<std::string>(job).get());
-  if (reply.token != 0 && single_get && reply.items.size() > 1) {
-    g_read_ahead.keep(call.id, reply.token, reply.items);  // acknowledged as they are taken
+  if (reply.token != 0 && a_get && reply.items.size() > want) {
+    g_read_ahead.keep(call.id, reply.token, reply.items, want);  // acknowledged as they are taken
   } else if (reply.token != 0) {  // received: the driver no longer owes these items to this process
     tell_delivery(ChannelOp::ack, reply.token);
   }

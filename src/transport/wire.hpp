@@ -8,10 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/freed_memory.hpp"
 #include "fibra/detail/codec.hpp"
 #include "fibra/detail/channel.hpp"
 #include "fibra/detail/core.hpp"
@@ -546,6 +548,17 @@ std::string encode(const M& m) {
   std::string s;
   detail::Writer w(s);
   put(w, m);
+  return s;
+}
+/// A channel's answer as the payload of a call's Reply (what encode_value(encode(r)) makes: the
+/// encoded reply as a std::string), in one buffer of its size: a get's items are copied once.
+inline std::string channel_payload(const ChannelReply& r) {
+  std::string s = detail::scratch_buffer(r.items.bytes().size() + 128);
+  s.append(sizeof(std::uint64_t), '\0');
+  detail::Writer w(s);
+  put(w, r);
+  const std::uint64_t n = s.size() - sizeof n;
+  std::memcpy(s.data(), &n, sizeof n);
   return s;
 }
 template <class M>

@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <numeric>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -183,6 +185,22 @@ long take_then_hold(fibra::Queue<long> q, long n, fibra::Queue<long> taken, fibr
   return n;
 }
 FIBRA_REMOTE(take_then_hold);
+
+// Takes `gets` x get_many(`per_get`) (the second on read ahead: as many again, then four times
+// as many), tells them on `taken` with its pid, then holds on until `release` is set, with what it
+// read ahead and did not take.
+long take_many_then_hold(fibra::Queue<long> q, long gets, long per_get, fibra::Queue<long> taken,
+                         fibra::Event release) {
+  std::vector<long> got{static_cast<long>(::getpid())};
+  for (long k = 0; k < gets; ++k) {
+    const std::vector<long> v = q.get_many(static_cast<std::size_t>(per_get), std::chrono::seconds(30));
+    got.insert(got.end(), v.begin(), v.end());
+  }
+  taken.put_many(got);
+  release.wait(std::chrono::seconds(60));
+  return gets;
+}
+FIBRA_REMOTE(take_many_then_hold);
 
 // Takes `n` items with single gets and returns them.
 std::vector<long> take_some(fibra::Queue<long> q, long n) {
@@ -510,6 +528,43 @@ TEST(ReadAhead, AKilledReadersItemsComeBackInOrder) {
   ASSERT_EQ(::kill(static_cast<pid_t>(first[0]), SIGKILL), 0);
   EXPECT_THROW(get_within(f, bound, "take_then_hold"), fibra::Error);
   EXPECT_EQ(q.get_many(1000, 10s), iota_from(30, 1000));
+}
+
+// A get_many reads ahead too (its second takes as many again along): a reader killed while it
+// holds them gives them back to the front, in order, from inside the batches they were put in
+// (without the give-back: the queue's next items were 30 on, and 20-29 were lost).
+TEST(ReadAhead, AKilledGetManyReadersItemsComeBackInOrder) {
+  fibra::Pool pool(1);
+  fibra::Queue<long> q, taken;
+  fibra::Event release;
+  put_in_sevens(q, 0, 1000);
+  auto f = pool.submit(fibra::TaskOptions{.retries = 0}, take_many_then_hold, q, 2L, 10L, taken, release);
+  const std::vector<long> first = taken.get_many(21, bound);
+  ASSERT_EQ(first.size(), 21u);
+  EXPECT_EQ(std::vector<long>(first.begin() + 1, first.end()), iota_from(0, 20));
+  const char* lanes = std::getenv("FIBRA_LANES");  // 0: through the agents, where nothing is read ahead
+  const bool reads_ahead = !(lanes && std::string_view(lanes) == "0");
+  EXPECT_EQ(q.qsize(), reads_ahead ? 970u : 980u) << "the reader's second get_many took 10 more along only with lanes";
+  ASSERT_EQ(::kill(static_cast<pid_t>(first[0]), SIGKILL), 0);
+  EXPECT_THROW(get_within(f, bound, "take_many_then_hold"), fibra::Error);
+  EXPECT_EQ(q.get_many(1000, 10s), iota_from(20, 1000));
+}
+
+// What a get_many read ahead is asked back when another get waits, which gets it first, in order.
+TEST(ReadAhead, AGetManysItemsComeBackForAnotherGet) {
+  fibra::Pool pool(1);
+  fibra::Queue<long> q, taken;
+  fibra::Event release;
+  put_in_sevens(q, 0, 1000);
+  auto f = pool.submit(take_many_then_hold, q, 2L, 10L, taken, release);
+  ASSERT_EQ(taken.get_many(21, bound).size(), 21u);
+  const std::optional<long> next =
+      fibra_test::call_within(bound, "try_get behind a get_many's read-ahead", [&] { return q.try_get(); });
+  ASSERT_TRUE(next.has_value()) << "try_get found nothing while the reader held items it read ahead";
+  EXPECT_EQ(*next, 20);
+  EXPECT_EQ(q.get_many(1000, 10s), iota_from(21, 1000));
+  release.set();
+  EXPECT_EQ(get_within(f, bound, "take_many_then_hold"), 2);
 }
 
 TEST(Queues, JoinableQueueJoinsWhenTasksMarkEveryItem) {
