@@ -32,7 +32,8 @@ using Clock = std::chrono::steady_clock;
 // starts. A batch stays one block until its last item is taken.
 struct Block {
   std::string bytes;
-  std::vector<std::uint64_t> at;  // item i is bytes [at[i], at[i + 1]): its size and its encoding
+  std::vector<std::uint64_t> at;  // item i is bytes [at[i], at[i + 1]) (its size, unless stride, and its encoding)
+  std::uint64_t stride = 0;       // ChannelItems::stride
 };
 
 // Items [first, last) of a block.
@@ -50,6 +51,7 @@ struct Span {
 Span span_of(ChannelItems items) {
   auto b = std::make_shared<Block>();
   b->at = items.offsets();
+  b->stride = items.stride();
   const std::size_t n = items.size();
   b->bytes = items.release();
   return Span{std::move(b), 0, n};
@@ -66,7 +68,7 @@ ChannelItems items_of(const std::vector<Span>& spans) {
   std::size_t bytes = 0;
   for (const auto& s : spans) bytes += s.bytes().size();
   ChannelItems out(scratch_buffer(bytes), 0);  // (the ring's answer gives it back, PoolImpl::on_ring_call)
-  for (const auto& s : spans) out.add_laid_out(s.bytes(), s.size());
+  for (const auto& s : spans) out.add_laid_out(s.bytes(), s.size(), s.block->stride);
   return out;
 }
 
@@ -689,8 +691,28 @@ ChannelResult channel_call(ChannelOp op, std::uint64_t id, ChannelKind kind, std
   return ChannelResult{std::move(r.items), r.value, r.maxsize, r.flag, r.closed};
 }
 
+void ChannelItems::check_fixed() const {
+  if (stride_ != 0 && (count_ > bytes_.size() / stride_ || count_ * stride_ != bytes_.size()))
+    throw Error(std::to_string(bytes_.size()) + " bytes do not hold " + std::to_string(count_) + " items of " +
+                std::to_string(stride_) + " bytes");
+}
+
+void ChannelItems::unfix() {
+  check_fixed();
+  ChannelItems sized;
+  sized.bytes_.reserve(bytes_.size() + count_ * sizeof(std::uint64_t));
+  each([&](std::string_view item) { sized.add_encoded(item); });
+  *this = std::move(sized);
+}
+
 std::vector<std::uint64_t> ChannelItems::offsets() const {
   std::vector<std::uint64_t> at;
+  if (stride_ != 0) {
+    check_fixed();
+    at.resize(count_ + 1);
+    for (std::uint64_t i = 0; i <= count_; ++i) at[i] = i * stride_;
+    return at;
+  }
   at.reserve(std::min<std::uint64_t>(count_, bytes_.size() / sizeof(std::uint64_t)) + 1);
   std::uint64_t p = 0;
   for (std::uint64_t i = 0; i < count_; ++i) {

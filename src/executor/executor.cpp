@@ -1334,7 +1334,8 @@ class ReadAhead {
     Held& h = it->second;
     const std::size_t k = std::min<std::uint64_t>(std::max<std::uint64_t>(n, 1), h.left());
     ChannelItems out;
-    out.add_laid_out(std::string_view(h.items.bytes()).substr(h.at[h.next], h.at[h.next + k] - h.at[h.next]), k);
+    out.add_laid_out(std::string_view(h.items.bytes()).substr(h.at[h.next], h.at[h.next + k] - h.at[h.next]), k,
+                     h.items.stride());
     h.next += k;
     h.taken += k;
     mark(h);  // taken, should this process die now
@@ -1373,7 +1374,7 @@ class ReadAhead {
       Held& h = held_[channel];
       std::vector<std::uint64_t> at = items.offsets();
       ChannelItems first;
-      first.add_laid_out(std::string_view(items.bytes()).substr(0, at[own]), own);
+      first.add_laid_out(std::string_view(items.bytes()).substr(0, at[own]), own, items.stride());
       // Given back at once: another get of this process holds a delivery of this channel (threads),
       // the driver asked for this one before it came, or no slot can say what it took.
       if (h.token != 0 || h.early == token || (h.slot < 0 && !reserve(h))) {
@@ -1551,6 +1552,11 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
 }
 
 bool in_executor() noexcept { return g_executor.in_executor; }
+
+void executor_wants_lane() noexcept {
+  if (g_executor.box && g_executor.lane && !g_executor.lane->in_use())
+    g_executor.box->wants_lane.store(1, std::memory_order_relaxed);
+}
 
 bool spill_large(std::string& out, const void* p, std::size_t n) {
   if (KeepSpill* k = KeepSpill::current; k && k->spill(out, p, n)) return true;

@@ -24,6 +24,10 @@ std::shared_ptr<PoolCore> executor_core(std::uint64_t uid);
 /// returned, so that the driver puts them back only if this process ended without them.
 wire::ChannelReply executor_channel_call(wire::ChannelCall call);
 
+/// In an executor: this process will call channels (it runs a Process). Its agent tells the driver
+/// of its lane now rather than at its first call, so that the calls take the lane's rings sooner.
+void executor_wants_lane() noexcept;
+
 /// Runs the executor on a socket and a mailbox (file descriptors) until the socket closes.
 [[noreturn]] void executor_main(int sock, int mailbox_fd, pid_t parent);
 

@@ -4,6 +4,7 @@
 #include <climits>
 #include <string>
 
+#include "executor/executor.hpp"
 #include "fibra/process.hpp"
 
 namespace fibra::detail {
@@ -15,6 +16,7 @@ std::pair<long, std::string> ProcessHost::where() {
 }
 
 ProcessOutcome ProcessHost::run(std::uint64_t fn, std::string args) {
+  executor_wants_lane();  // a Process's calls on queues and pipes take its lane's rings from the start
   const FunctionEntry* e = function_by_id(fn);
   if (!e || !e->run_tuple)
     return {1, "fibra::ConfigError",

@@ -328,6 +328,41 @@ TEST(Wire, ChannelItemsTravelAsOneBlockAndBadBlocksAreRefused) {
   EXPECT_NE(refused(bytes, std::uint64_t(1) << 62).find("cut short"), std::string::npos);  // not allocated
 }
 
+// Values of a raw type go as they are in memory, all of one size (no size before each); an item
+// of another kind turns the block into items that each say their size, in order.
+TEST(Wire, RawItemsTravelAsTheyAreAndTurnSizedWhenMixed) {
+  detail::ChannelItems items;
+  for (long v : {1L, 2L, 3L}) items.add(v);
+  EXPECT_EQ(items.stride(), sizeof(long));
+  EXPECT_EQ(items.bytes().size(), 3 * sizeof(long));
+  EXPECT_EQ(items.offsets(), (std::vector<std::uint64_t>{0, 8, 16, 24}));
+  const auto back = wire::decode<wire::ChannelReply>(wire::encode(wire::ChannelReply{items}));
+  EXPECT_EQ(back.items.decode_all<long>(), (std::vector<long>{1, 2, 3}));
+  EXPECT_EQ(detail::decode_value<long>(back.items.front()), 1);
+  items.add(std::string("x"));  // 8 + 1 bytes: every item now says its size
+  EXPECT_EQ(items.stride(), 0u);
+  EXPECT_EQ(items.offsets(), (std::vector<std::uint64_t>{0, 16, 32, 48, 48 + 8 + 9}));
+  std::vector<std::string> seen;
+  items.each([&](std::string_view s) { seen.emplace_back(s); });
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(detail::decode_value<long>(seen[2]), 3);
+  EXPECT_EQ(detail::decode_value<std::string>(seen[3]), "x");
+  // Laid-out items of another layout are added item by item; a block that is not count x stride
+  // bytes is refused.
+  detail::ChannelItems mixed;
+  mixed.add_laid_out(std::string(16, '\1'), 2, 8);
+  mixed.add_laid_out(items.bytes(), items.size(), items.stride());
+  EXPECT_EQ(mixed.size(), 6u);
+  EXPECT_EQ(mixed.stride(), 0u);
+  EXPECT_EQ(mixed.offsets().back(), 2 * 16 + items.bytes().size());
+  try {
+    (void)detail::ChannelItems(std::string(23, '\0'), 3, 8).offsets();
+    ADD_FAILURE() << "23 bytes taken for 3 items of 8";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("23 bytes do not hold 3 items of 8 bytes"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Wire, AHugeCountInAMalformedBatchIsRefusedNotAllocated) {
   std::string b = wire::begin_results(7);
   wire::set_count(b, 0xffffffffu);

@@ -17,22 +17,36 @@
 
 namespace fibra::detail {
 
-/// The items of a channel in one buffer, back to back, each as its size (8 bytes) and its encoding. A
-/// put_many's batch travels to the driver, waits there and goes to a get_many as one block of
-/// bytes, not as an object per item (docs/architecture.md, "Queues").
+/// The items of a channel in one buffer, back to back: a put_many's batch travels to the driver,
+/// waits there and goes to a get_many as one block of bytes, not as an object per item
+/// (docs/architecture.md, "A batch is one block"). Two layouts: items of one size (`stride` bytes
+/// each: the values of a raw type, as they are in memory), or each item as its size (8 bytes) and
+/// its encoding (stride 0), into which a mix of both turns.
 class ChannelItems {
  public:
   ChannelItems() = default;
   /// Items already laid out so (`count` of them in `bytes`); offsets() says whether they are.
-  ChannelItems(std::string bytes, std::uint64_t count) : bytes_(std::move(bytes)), count_(count) {}
+  ChannelItems(std::string bytes, std::uint64_t count, std::uint64_t stride = 0)
+      : bytes_(std::move(bytes)), count_(count), stride_(stride) {}
 
   std::uint64_t size() const noexcept { return count_; }
   bool empty() const noexcept { return count_ == 0; }
   const std::string& bytes() const noexcept { return bytes_; }
+  /// Each item's size in bytes when they all have the same (0: each says its own).
+  std::uint64_t stride() const noexcept { return stride_; }
 
-  /// Appends the encoding of `v`.
+  /// Appends `v`.
   template <class T>
   void add(const T& v) {
+    if constexpr (is_raw_v<T>) {
+      if (count_ == 0 || stride_ == sizeof(T)) {
+        stride_ = sizeof(T);
+        bytes_.append(reinterpret_cast<const char*>(&v), sizeof v);
+        ++count_;
+        return;
+      }
+    }
+    if (stride_ != 0) unfix();
     const std::size_t at = bytes_.size();
     bytes_.append(sizeof(std::uint64_t), '\0');
     Writer w(bytes_);
@@ -43,15 +57,27 @@ class ChannelItems {
   }
   /// Appends an item already encoded.
   void add_encoded(std::string_view item) {
+    if (stride_ != 0 && item.size() == stride_) {
+      bytes_.append(item);
+      ++count_;
+      return;
+    }
+    if (stride_ != 0) unfix();
     const std::uint64_t n = item.size();
     bytes_.append(reinterpret_cast<const char*>(&n), sizeof n);
     bytes_.append(item);
     ++count_;
   }
-  /// Appends `count` items laid out as these are.
-  void add_laid_out(std::string_view bytes, std::uint64_t count) {
-    bytes_.append(bytes);
-    count_ += count;
+  /// Appends `count` items laid out with `stride` (as above) in `bytes`.
+  void add_laid_out(std::string_view bytes, std::uint64_t count, std::uint64_t stride) {
+    if (count == 0) return;
+    if (count_ == 0) stride_ = stride;
+    if (stride == stride_) {
+      bytes_.append(bytes);
+      count_ += count;
+      return;
+    }
+    ChannelItems(std::string(bytes), count, stride).each([&](std::string_view item) { add_encoded(item); });
   }
   void reserve(std::size_t bytes) { bytes_.reserve(bytes); }
 
@@ -59,19 +85,36 @@ class ChannelItems {
   /// do not hold `size()` items.
   template <class F>
   void each(F&& f) const {
+    if (stride_ != 0) {
+      check_fixed();
+      for (std::uint64_t i = 0; i < count_; ++i) f(std::string_view(bytes_).substr(i * stride_, stride_));
+      return;
+    }
     Reader r(bytes_);
     for (std::uint64_t i = 0; i < count_; ++i) f(r.take(r.pod<std::uint64_t>()));
   }
   /// The first item's encoding. @throws Error if there is none.
   std::string_view front() const {
     if (count_ == 0) throw Error("fibra: a queue's reply held no item");
+    if (stride_ != 0) {
+      check_fixed();
+      return std::string_view(bytes_).substr(0, stride_);
+    }
     Reader r(bytes_);
     return r.take(r.pod<std::uint64_t>());
   }
-  /// The items decoded as T, in order.
+  /// The items decoded as T, in order (values of a raw type: one copy).
   template <class T>
   std::vector<T> decode_all() const {
     std::vector<T> out;
+    if constexpr (is_raw_v<T>) {
+      if (stride_ == sizeof(T)) {
+        check_fixed();
+        out.resize(count_);
+        if (count_ != 0) std::memcpy(static_cast<void*>(out.data()), bytes_.data(), bytes_.size());
+        return out;
+      }
+    }
     out.reserve(count_);
     each([&](std::string_view s) { out.push_back(decode_value<T>(s)); });
     return out;
@@ -82,26 +125,34 @@ class ChannelItems {
   /// Moves the bytes out (no items are left).
   std::string release() noexcept {
     count_ = 0;
+    stride_ = 0;
     return std::move(bytes_);
   }
 
  private:
+  // Throws Error unless the bytes are exactly count_ items of stride_ bytes.
+  void check_fixed() const;
+  // Turns items of one size into items that each say their size.
+  void unfix();
   std::string bytes_;
   std::uint64_t count_ = 0;
+  std::uint64_t stride_ = 0;
 };
 
-/// Items travel as their count and their bytes (one copy, whatever their number).
+/// Items travel as their count, their stride and their bytes (one copy, whatever their number).
 template <>
 struct Codec<ChannelItems> {
   static void encode(Writer& w, const ChannelItems& v) {
     w.pod<std::uint64_t>(v.size());
+    w.pod<std::uint64_t>(v.stride());
     detail::encode(w, v.bytes());
   }
   static void decode(Reader& r, ChannelItems& v) {
     const auto count = r.pod<std::uint64_t>();
+    const auto stride = r.pod<std::uint64_t>();
     std::string bytes;
     detail::decode(r, bytes);
-    v = ChannelItems(std::move(bytes), count);
+    v = ChannelItems(std::move(bytes), count, stride);
   }
 };
 template <>
