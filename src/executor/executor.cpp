@@ -962,6 +962,10 @@ class Inbox {
     for (std::size_t i = 0; i < r.error_offsets.size() && i < r.errors.size(); ++i)
       o.item_errors.push_back({r.error_offsets[i], rebuild(wire::decode<wire::ErrorText>(r.errors[i]))});
     w.job->deliver(std::move(o));
+    // The task's thread waits for it on the lane's bell (help_while_waiting), not on the job: a
+    // reply the reader thread took from under it would otherwise leave it asleep until its 2 ms
+    // wait ends (a get_many read ahead took 1-2 ms a round trip so, not 50-100 us).
+    if (!t_task.is && g_executor.lane) g_executor.lane->ring();
   }
 
   static std::exception_ptr rebuild(const wire::ErrorText& e) {
