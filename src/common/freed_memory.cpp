@@ -122,7 +122,7 @@ RunningBatch::~RunningBatch() {
 namespace {
 thread_local std::vector<std::string> t_scratch;
 constexpr std::size_t scratch_kept = 4;
-constexpr std::size_t scratch_most = std::size_t(4) << 20;
+constexpr std::size_t scratch_most = std::size_t(1) << 20;
 }  // namespace
 
 std::string scratch_buffer(std::size_t n) {

@@ -48,7 +48,8 @@ inline constexpr int freed_memory_idle_seconds = 2;
 /// (docs/architecture.md, "A batch is one block").
 /// An empty buffer with room for `n` bytes: one this thread kept, if one is large enough.
 std::string scratch_buffer(std::size_t n);
-/// Keeps `s`'s memory for this thread's next scratch_buffer (four buffers at most, of 4 MiB at most).
+/// Keeps `s`'s memory for this thread's next scratch_buffer (four buffers at most, of 1 MiB at most:
+/// a thread keeps 4 MiB at most).
 void keep_scratch(std::string&& s) noexcept;
 
 /// The bound an executor was started with: FIBRA_KEEP_FREED (bytes, from PoolOptions::keep_freed_mib

@@ -134,7 +134,7 @@ struct Waiter {
   ChannelOp op = ChannelOp::get;
   std::uint64_t channel = 0;
   std::uint64_t n = 0;
-  std::uint64_t ahead = 0;  // a task's single get: items it may take along
+  std::uint64_t ahead = 0;  // a task's get: items it may take along
   Span items;               // a put's
   ChannelHolder who;
   ChannelStore::Done done;

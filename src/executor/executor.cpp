@@ -49,7 +49,7 @@ constexpr std::size_t max_result_bytes = std::size_t(INT32_MAX) - 2 * flush_byte
 constexpr auto flush_every = std::chrono::milliseconds(2);
 
 class Inbox;
-// Items the single gets of this process's tasks read ahead (ReadAhead, below): a recall from the
+// Items the gets of this process's tasks read ahead (ReadAhead, below): a recall from the
 // driver, and the end of a chunk, give back what no get took.
 void on_channel_notice(const std::string& payload);
 void give_back_read_ahead() noexcept;
@@ -1437,7 +1437,7 @@ class ReadAhead {
       at.clear();
       next = 0;
     }
-    std::uint64_t more = 0;   // how many the next single get asks to take along
+    std::uint64_t more = 0;   // the next single get asks to take this many along (a get_many n, 4n: ahead_for)
     int slot = -1;            // in Mailbox::ahead_taken
     std::uint64_t last = 0;   // the latest delivery kept
     std::uint64_t early = 0;  // a delivery recalled before it came

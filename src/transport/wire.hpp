@@ -117,7 +117,7 @@ struct ChannelCall {
   std::uint64_t n = 0;
   double timeout_s = -1;    ///< < 0: no limit
   std::uint64_t token = 0;  ///< ack, give_back, recall: the delivery
-  std::uint64_t ahead = 0;  ///< a task's single get: how many more items it may take along (read ahead)
+  std::uint64_t ahead = 0;  ///< a task's get: how many more items it may take along (read ahead)
   detail::ChannelItems items;
 };
 template <class F, class M>
