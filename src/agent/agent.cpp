@@ -451,7 +451,8 @@ class Agent {
   // From its second batch on, a driver on this host may hand an actor calls through its lane: told
   // then, not at its start (one more message for each of thousands of actors called once made
   // them start 40% slower: 2,000 in 12.5 s, not 8.5), and not before its process runs; or as soon
-  // as its process calls a channel (a Process that writes a queue), whose calls then take the lane.
+  // as its process calls a channel, or starts to run a Process (Mailbox::wants_lane), whose calls
+  // then take the lane.
   void tell_actor_lane(auto& a) {  // an element of actors_
     if (a.second.lane_told || a.second.waiting || (a.second.batches < 2 && !a.second.process->wants_lane())) return;
     send(wire::tag_actor_lane, wire::encode(wire::ActorLane{a.first, a.second.process->lane_fd()}));

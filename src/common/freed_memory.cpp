@@ -126,13 +126,15 @@ constexpr std::size_t scratch_most = std::size_t(1) << 20;
 }  // namespace
 
 std::string scratch_buffer(std::size_t n) {
+  auto best = t_scratch.end();  // the smallest that is large enough: a small answer leaves the large buffers
   for (auto it = t_scratch.begin(); it != t_scratch.end(); ++it)
-    if (it->capacity() >= n) {
-      std::string s = std::move(*it);
-      t_scratch.erase(it);
-      s.clear();
-      return s;
-    }
+    if (it->capacity() >= n && (best == t_scratch.end() || it->capacity() < best->capacity())) best = it;
+  if (best != t_scratch.end()) {
+    std::string s = std::move(*best);
+    t_scratch.erase(best);
+    s.clear();
+    return s;
+  }
   std::string s;
   s.reserve(n);
   return s;

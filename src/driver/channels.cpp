@@ -10,6 +10,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <new>
 #include <set>
 #include <string>
 #include <thread>
@@ -32,8 +33,9 @@ using Clock = std::chrono::steady_clock;
 // starts. A batch stays one block until its last item is taken.
 struct Block {
   std::string bytes;
-  std::vector<std::uint64_t> at;  // item i is bytes [at[i], at[i + 1]) (its size, unless stride, and its encoding)
-  std::uint64_t stride = 0;       // ChannelItems::stride
+  std::uint64_t stride = 0;       // ChannelItems::stride: item i is bytes [i * stride, (i + 1) * stride)
+  std::vector<std::uint64_t> at;  // without: item i is bytes [at[i], at[i + 1]) (its size and its encoding)
+  std::uint64_t start(std::size_t i) const { return stride != 0 ? i * stride : at[i]; }
 };
 
 // Items [first, last) of a block.
@@ -41,17 +43,20 @@ struct Span {
   std::shared_ptr<const Block> block;
   std::size_t first = 0, last = 0;
   std::size_t size() const { return last - first; }
-  std::size_t bytes_of(std::size_t i) const { return block->at[first + i + 1] - block->at[first + i]; }
+  std::size_t bytes_of(std::size_t i) const { return block->start(first + i + 1) - block->start(first + i); }
   std::string_view bytes() const {
-    return std::string_view(block->bytes).substr(block->at[first], block->at[last] - block->at[first]);
+    return std::string_view(block->bytes).substr(block->start(first), block->start(last) - block->start(first));
   }
 };
 
 // The items of a put, as one block. @throws Error if they are not laid out as ChannelItems says.
 Span span_of(ChannelItems items) {
   auto b = std::make_shared<Block>();
-  b->at = items.offsets();
   b->stride = items.stride();
+  if (b->stride != 0)
+    items.check_fixed();
+  else
+    b->at = items.offsets();
   const std::size_t n = items.size();
   b->bytes = items.release();
   return Span{std::move(b), 0, n};
@@ -67,7 +72,7 @@ std::size_t count_of(const std::vector<Span>& spans) {
 ChannelItems items_of(const std::vector<Span>& spans) {
   std::size_t bytes = 0;
   for (const auto& s : spans) bytes += s.bytes().size();
-  ChannelItems out(scratch_buffer(bytes), 0);  // (the ring's answer gives it back, PoolImpl::on_ring_call)
+  ChannelItems out(scratch_buffer(bytes), 0);  // (an answer through a ring gives it back: PoolImpl::on_ring_call)
   for (const auto& s : spans) out.add_laid_out(s.bytes(), s.size(), s.block->stride);
   return out;
 }
@@ -338,7 +343,12 @@ struct ChannelStore::Impl {
         reads_ahead ? c.items.fit(k, std::min<std::uint64_t>(ahead, most_read_ahead - k), ahead_bytes) : 0;
     k += extra;
     std::vector<Span> taken = c.items.take(k);
-    r.items = items_of(taken);
+    try {
+      r.items = items_of(taken);
+    } catch (...) {  // (out of memory: the items stay in the queue)
+      for (auto s = taken.rbegin(); s != taken.rend(); ++s) c.items.push_front(std::move(*s));
+      throw;
+    }
     if (who.remote()) {
       r.token = next_token++;
       unacked[r.token] = Delivery{who, id, std::move(taken), extra > 0};
@@ -635,6 +645,11 @@ void ChannelStore::call(wire::ChannelCall c, const ChannelHolder& who, Done done
       items = span_of(std::move(c.items));
     } catch (const Error& e) {
       done(std::make_exception_ptr(Error(std::string("fibra: a put's items do not decode: ") + e.what())), {});
+      return;
+    } catch (const std::bad_alloc&) {
+      done(std::make_exception_ptr(Error("fibra: out of memory in the driver for a put of " +
+                                         std::to_string(c.items.size()) + " items; nothing of it was put")),
+           {});
       return;
     }
   }

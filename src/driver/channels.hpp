@@ -39,7 +39,7 @@ class ChannelStore {
   void call(wire::ChannelCall c, const ChannelHolder& who, Done done);
 
   /// Sends a ChannelOp::recall to a task of one pool (its holder says which), never under the
-  /// store's lock. A task's single get may read items ahead (wire::ChannelCall::ahead); when another
+  /// store's lock. A task's get may read items ahead (wire::ChannelCall::ahead); when another
   /// get waits on the emptied channel, the store asks for them back through its pool's notifier.
   using Notify = std::function<void(const ChannelHolder&, wire::ChannelCall)>;
   /// Sets `pool`'s notifier (an empty one removes it: the pool ended).

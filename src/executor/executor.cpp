@@ -1376,7 +1376,13 @@ class ReadAhead {
     {
       std::lock_guard lk(mu_);
       Held& h = held_[channel];
-      std::vector<std::uint64_t> at = items.offsets();
+      std::vector<std::uint64_t> at;
+      try {
+        at = items.offsets();
+      } catch (const Error&) {  // (a reply that does not decode: the driver has it all back, and the get fails)
+        tell_delivery(ChannelOp::give_back, token, 0);
+        throw;
+      }
       ChannelItems first;
       first.add_laid_out(std::string_view(items.bytes()).substr(0, at[own]), own, items.stride());
       // Given back at once: another get of this process holds a delivery of this channel (threads),

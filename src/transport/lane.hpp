@@ -59,8 +59,9 @@ struct Mailbox {
   // Set by the executor's SIGSEGV handler when the fault is at the end of a task thread's stack:
   // the agent then says the executor died of a stack overflow, not just of signal 11.
   std::atomic<std::uint32_t> stack_overflow{0};
-  // Set by an actor's process that calls a channel: its agent tells the driver of its lane then
-  // (not only from its second batch on), so that its calls may come through the lane's ring.
+  // Set by an actor's process that calls a channel, or that runs a Process (as it starts): its
+  // agent tells the driver of its lane then (not only from its second batch on), so that its calls
+  // may come through the lane's ring.
   std::atomic<std::uint32_t> wants_lane{0};
   // Items its tasks read ahead from queues (ReadAhead in executor.cpp), for as long as the driver
   // owes them: each slot holds ahead_packed(token, taken), 0 when free. If its process dies, these

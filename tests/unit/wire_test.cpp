@@ -326,6 +326,8 @@ TEST(Wire, ChannelItemsTravelAsOneBlockAndBadBlocksAreRefused) {
   EXPECT_NE(refused(bytes + "x", 3).find("1 bytes follow the last of 3 items"), std::string::npos);
   EXPECT_NE(refused(bytes, 4).find("item 3 of 4 is cut short"), std::string::npos);
   EXPECT_NE(refused(bytes, std::uint64_t(1) << 62).find("cut short"), std::string::npos);  // not allocated
+  // A reader given a count its bytes do not hold gets fibra's error, not an allocation's.
+  EXPECT_THROW((void)detail::ChannelItems(bytes, std::uint64_t(1) << 40).decode_all<std::string>(), Error);
 }
 
 // Values of a raw type go as they are in memory, all of one size (no size before each); an item

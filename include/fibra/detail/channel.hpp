@@ -4,6 +4,7 @@
 // encoded, back to back in one buffer (ChannelItems); the templates of queue.hpp encode and decode them.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -115,13 +116,17 @@ class ChannelItems {
         return out;
       }
     }
-    out.reserve(count_);
+    out.reserve(std::min<std::uint64_t>(
+        count_, bytes_.size() / sizeof(std::uint64_t)));  // (a count the bytes do not hold fails in each)
     each([&](std::string_view s) { out.push_back(decode_value<T>(s)); });
     return out;
   }
   /// Where each item starts in bytes(), and bytes().size() last; throws Error (naming what is
   /// wrong) if the bytes do not hold exactly size() items.
   std::vector<std::uint64_t> offsets() const;
+  /// Throws Error unless the bytes are exactly size() items of stride() bytes (with stride 0:
+  /// nothing to check here; offsets() checks those).
+  void check_fixed() const;
   /// Moves the bytes out (no items are left).
   std::string release() noexcept {
     count_ = 0;
@@ -130,8 +135,6 @@ class ChannelItems {
   }
 
  private:
-  // Throws Error unless the bytes are exactly count_ items of stride_ bytes.
-  void check_fixed() const;
   // Turns items of one size into items that each say their size.
   void unfix();
   std::string bytes_;
