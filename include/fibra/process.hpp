@@ -37,6 +37,9 @@ using ProcessOutcome = std::tuple<long, std::string, std::string>;
 /// The actor that runs a Process: one per process, which runs one function and ends.
 class ProcessHost {
  public:
+  /// Asks for its lane at once (executor_wants_lane): its function's calls on queues and pipes
+  /// then find their ring open.
+  ProcessHost();
   /// Its pid and host, which Process::pid() and host() report.
   std::pair<long, std::string> where();
   /// Runs registered function `fn` (its id) on `args`, encoded as a submit encodes them.

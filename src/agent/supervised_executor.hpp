@@ -76,6 +76,11 @@ class SupervisedExecutor {
   /// (an executor that dies as it starts is a crash loop for the chunks to report, not a hang).
   bool started_or_failed() const { return ready_ || idle_deaths_ > 0; }
   pid_t pid() const { return pid_; }
+  /// Whether its process has ended (reaped now), even if something it started still holds its
+  /// socket open (a grandchild would keep the end of file from coming).
+  bool exited();
+  /// Its wait status, once exited() said it ended.
+  int exit_status() const { return reaped_status_; }
   /// What its dead process had taken of the items it read ahead; the slots are cleared for the next
   /// process.
   std::vector<std::uint64_t> take_ahead_taken() const {
@@ -166,9 +171,6 @@ class SupervisedExecutor {
   /// Waits up to `grace` for the process to end (then SIGKILL) and relays the rest of its output;
   /// returns its wait status.
   int reap(double grace);
-  /// Whether its process has ended (reaped now), even if something it started still holds its
-  /// socket open (a grandchild would keep the end of file from coming).
-  bool exited();
   bool stop_for_junk(const std::string& what);
   bool take_frame(FrameReader::Frame f, std::vector<std::string>& frames);
   bool adopt_objects(const std::string& request, std::vector<UniqueFd>& fds);

@@ -1190,6 +1190,10 @@ Pool::Pool(int workers, PoolOptions options) {
   s.keep_freed_bytes = std::uint64_t(options.keep_freed_mib) << 20;
   s.driver_keep_freed_bytes = std::uint64_t(options.driver_keep_freed_mib) << 20;
   s.keep_results_from = options.keep_results_from;
+  if (options.spare_processes < 0 || options.spare_processes > 64)
+    throw ConfigError("fibra: PoolOptions::spare_processes must be 0 to 64, got " +
+                      std::to_string(options.spare_processes));
+  s.spare_processes = options.spare_processes;
   s.policy = detail::make_policy({}, options.retries, options.retry_exceptions, options.task_timeout_s);
   const auto r = detail::resolve_resources(options, s.workers);
   s.resources = r.each;

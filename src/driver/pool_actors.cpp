@@ -441,13 +441,20 @@ void PoolImpl::open_actor_lane(Worker& w, const wire::ActorLane& m) {
   }
   r->lane().mark_in_use();
   std::shared_ptr<LaneRegion> lane = std::move(r);
-  std::lock_guard lk(mu_);
-  auto k = actor_by_key_.find(m.actor);
-  if (k == actor_by_key_.end()) return;  // gone already
-  auto it = actors_.find(k->second);
-  if (it == actors_.end() || it->second.key != m.actor) return;
-  it->second.lane = lane;
-  w.actor_lanes[m.actor] = std::move(lane);
+  {
+    std::lock_guard lk(mu_);
+    auto k = actor_by_key_.find(m.actor);
+    if (k == actor_by_key_.end()) return;  // gone already
+    auto it = actors_.find(k->second);
+    if (it == actors_.end() || it->second.key != m.actor) return;
+    it->second.lane = lane;
+    w.actor_lanes[m.actor] = lane;
+  }
+  // A process that calls channels (a Process, as it starts) has its ring of calls read from now on,
+  // and says so in its lane: its first call need not ask through its socket (Lane::reads_calls).
+  if (lane->lane().mailbox().wants_lane.load(std::memory_order_relaxed) != 0 &&
+      open_call_ring(w, m.actor | wire::route_actor_bit))
+    lane->lane().mark_reads_calls();
 }
 
 void PoolImpl::on_actor_death(const Worker& w, const wire::ActorDeath& d) {

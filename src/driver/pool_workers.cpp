@@ -526,6 +526,7 @@ wire::AgentSetup PoolImpl::agent_setup(int executors) const {
   setup.policy = s_.policy;
   setup.lane_nonce = lane_nonce_;
   setup.keep_freed_bytes = s_.keep_freed_bytes;
+  setup.spare_processes = s_.spare_processes;
   setup.driver_host = my_host_;
   setup.driver_pid = ::getpid();
   return setup;

@@ -594,6 +594,16 @@ class PutsInFlight {
 // thread's.
 thread_local PutsInFlight t_thread_puts;
 thread_local PutsInFlight* t_puts = &t_thread_puts;
+// This process's lane is mapped by the driver: it runs on the driver's host, with lanes on
+// (FIBRA_LANES=0 turns them off; the driver then maps no lane to read at a loss).
+bool lane_reaches_driver() {
+  static const bool reaches = executor_on_driver_host() && [] {
+    const char* lanes = std::getenv("FIBRA_LANES");
+    return !(lanes && std::string_view(lanes) == "0");
+  }();
+  return reaches;
+}
+
 // Runs `f` (a chunk) with a list of puts of its own, and waits for them before the chunk's result goes.
 template <class F>
 void with_own_puts(F&& f) {
@@ -802,7 +812,9 @@ class Inbox {
   void channel_call(wire::Request r, std::shared_ptr<JobState> job) {
     std::lock_guard sl(send_mu_);
     if (ring_.load(std::memory_order_relaxed) == Ring::unasked) {
-      if (g_executor.lane->in_use())
+      if (g_executor.lane->reads_calls() && !used_socket())
+        ring_.store(Ring::on, std::memory_order_release);  // nothing sent the other way to overtake
+      else if (g_executor.lane->in_use())
         ask_for_ring();
       else
         g_executor.box->wants_lane.store(
@@ -860,6 +872,7 @@ class Inbox {
     {
       std::lock_guard lk(mu_);
       r.id = next_id_++;
+      used_socket_ = true;
     }
     send_frame(sock_, wire::encode(r), wire::frame_tell);
   }
@@ -869,9 +882,15 @@ class Inbox {
     {
       std::lock_guard lk(mu_);
       r.id = next_id_++;
+      used_socket_ = true;
       waiting_[r.id] = {std::move(job), r.first, r.count};
     }
     send_frame(sock_, wire::encode(r), wire::frame_request, fds);
+  }
+  // Some request went through the socket: a call in the ring could overtake it.
+  bool used_socket() {
+    std::lock_guard lk(mu_);
+    return used_socket_;
   }
 
  private:
@@ -1002,6 +1021,7 @@ class Inbox {
   std::deque<std::string> batches_;
   std::unordered_map<std::uint64_t, Waiting> waiting_;
   std::uint64_t next_id_;
+  bool used_socket_ = false;  // a request or tell went through the socket
   bool closed_ = false;
   std::once_flag reader_started_;
   std::mutex send_mu_;  // calls on channels go out one at a time, each the way the one before went
@@ -1358,11 +1378,7 @@ class ReadAhead {
   // driver's (a lost node would take what its tasks took with it, unsaid), nor for more than 8
   // channels at once.
   std::uint64_t ahead_for(std::uint64_t channel, std::uint64_t n) {
-    static const bool reads_ahead = executor_on_driver_host() && [] {
-      const char* lanes = std::getenv("FIBRA_LANES");  // off: the driver maps no mailbox to read at a loss
-      return !(lanes && std::string_view(lanes) == "0");
-    }();
-    if (!reads_ahead || !g_executor.box) return 0;
+    if (!lane_reaches_driver() || !g_executor.box) return 0;
     std::lock_guard lk(mu_);
     Held& h = held_[channel];
     if (h.slot < 0 && !reserve(h)) return 0;
@@ -1566,6 +1582,13 @@ bool in_executor() noexcept { return g_executor.in_executor; }
 void executor_wants_lane() noexcept {
   if (g_executor.box && g_executor.lane && !g_executor.lane->in_use())
     g_executor.box->wants_lane.store(1, std::memory_order_relaxed);
+}
+
+void executor_await_ring(std::chrono::milliseconds most) noexcept {
+  if (!g_executor.lane || !lane_reaches_driver()) return;
+  const auto until = std::chrono::steady_clock::now() + most;
+  while (!g_executor.lane->reads_calls() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
 bool spill_large(std::string& out, const void* p, std::size_t n) {

@@ -2,6 +2,7 @@
 // (fibra::submit, actors' handles) asks of it. Never includes MPI: an executor has no MPI state.
 #pragma once
 
+#include <chrono>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -25,8 +26,14 @@ std::shared_ptr<PoolCore> executor_core(std::uint64_t uid);
 wire::ChannelReply executor_channel_call(wire::ChannelCall call);
 
 /// In an executor: this process will call channels (it runs a Process). Its agent tells the driver
-/// of its lane now rather than at its first call, so that the calls take the lane's rings sooner.
+/// of its lane now rather than at its first call, and the driver then reads its calls from the
+/// lane's ring at once (Lane::reads_calls): its first call goes there.
 void executor_wants_lane() noexcept;
+
+/// In an executor on the driver's host (lanes on): waits, at most `most`, until the driver reads
+/// this process's calls on channels from its lane's ring (Lane::reads_calls), so that a Process's
+/// function sends its first calls there rather than through its agent.
+void executor_await_ring(std::chrono::milliseconds most) noexcept;
 
 /// Runs the executor on a socket and a mailbox (file descriptors) until the socket closes.
 [[noreturn]] void executor_main(int sock, int mailbox_fd, pid_t parent);

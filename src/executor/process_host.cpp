@@ -9,6 +9,8 @@
 
 namespace fibra::detail {
 
+ProcessHost::ProcessHost() { executor_wants_lane(); }
+
 std::pair<long, std::string> ProcessHost::where() {
   char host[HOST_NAME_MAX + 1] = {};
   ::gethostname(host, sizeof host - 1);
@@ -16,7 +18,7 @@ std::pair<long, std::string> ProcessHost::where() {
 }
 
 ProcessOutcome ProcessHost::run(std::uint64_t fn, std::string args) {
-  executor_wants_lane();  // a Process's calls on queues and pipes take its lane's rings from the start
+  executor_await_ring(std::chrono::milliseconds(10));
   const FunctionEntry* e = function_by_id(fn);
   if (!e || !e->run_tuple)
     return {1, "fibra::ConfigError",

@@ -119,6 +119,7 @@ void Lane::reopen() {
   // A large batch the dead executor held (or a post that failed) leaves pages behind: given back.
   trim_large(true, lane::large_bytes);
   spilled_.clear();
+  control().calls_read.store(0, std::memory_order_relaxed);  // a new process asks for its ring (or is told)
   for (auto& s : control().down) (void)swap(s.state, closed, free);
 }
 

@@ -130,9 +130,10 @@ class Lane {
     std::uint64_t magic = 0;
     std::uint64_t nonce = 0;  // the pool's (AgentSetup::lane_nonce): a driver maps only its own lanes
     std::int64_t agent_pid = 0;
-    std::atomic<std::uint32_t> bell{0};      // bumped by whoever gives the executor something to read
-    std::atomic<std::uint32_t> sleeping{0};  // threads of the executor waiting on bell (a futex)
-    std::atomic<std::uint32_t> mapped{0};    // the driver uses this lane (else the executor need not watch it)
+    std::atomic<std::uint32_t> bell{0};        // bumped by whoever gives the executor something to read
+    std::atomic<std::uint32_t> sleeping{0};    // threads of the executor waiting on bell (a futex)
+    std::atomic<std::uint32_t> mapped{0};      // the driver uses this lane (else the executor need not watch it)
+    std::atomic<std::uint32_t> calls_read{0};  // the driver reads its ring of calls (reads_calls)
     std::atomic<std::uint64_t> next_seq{1};
     Slot down[lane::down_slots + 1];  // the last: the large one
     Slot up[lane::up_slots + 1];
@@ -198,6 +199,12 @@ class Lane {
   bool in_use() const { return control().mapped.load(std::memory_order_relaxed) != 0; }
   /// The driver says it uses the lane.
   void mark_in_use() { control().mapped.store(1, std::memory_order_relaxed); }
+  /// The driver reads the ring of calls of the process on this lane: it opened it when it mapped
+  /// the lane of a process that wanted it (Mailbox::wants_lane). A process that has sent nothing
+  /// through its socket yet (which a call in the ring could overtake) may then write its calls on
+  /// channels there without asking (ChannelOp::ring).
+  bool reads_calls() const { return control().calls_read.load(std::memory_order_acquire) != 0; }
+  void mark_reads_calls() { control().calls_read.store(1, std::memory_order_release); }
   /// Puts a result frame in a free up slot; false if it does not fit or none is free.
   bool post_result(std::string_view frame);
   /// A stretch of a result frame whose bytes are in the claimed large up slot already.

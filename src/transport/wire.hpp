@@ -290,12 +290,13 @@ struct AgentSetup {
   std::string driver_host;      ///< the driver's host: executors on it store what tasks put (FIBRA_DRIVER_HOST)
   std::int64_t driver_pid = 0;  ///< ... if its /proc entry can be read there (same pid namespace)
   Simulation simulation;        ///< agents: 0 for a real agent
+  std::int32_t spare_processes = 0;  ///< PoolOptions::spare_processes
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, AgentSetup>
 void fields(F&& f, M& m) {
   f(m.heartbeat_s, m.driver_silence_s, m.executors, m.slot, m.prefix_output, m.gpus, m.cpus, m.policy, m.lane_nonce,
-    m.keep_freed_bytes, m.driver_host, m.driver_pid, m.simulation);
+    m.keep_freed_bytes, m.driver_host, m.driver_pid, m.simulation, m.spare_processes);
 }
 
 /// A RetryPolicy as text for an environment variable: its encoding (the list above), in hex. An

@@ -13,6 +13,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -307,6 +311,61 @@ TEST(Processes, VoidFunctionsAreSubmittedToo) {
   const std::string why = error_of([&] { get_within(pool.submit(fail_loudly, std::string("no")), bound, "fail"); });
   EXPECT_NE(why.find("no"), std::string::npos) << why;
   EXPECT_EQ(get_within(pool.submit(twice, 21L), bound, "twice"), 42);
+}
+
+namespace {
+// When a process started, in clock ticks since boot (/proc/<pid>/stat, field 22); -1 if unreadable.
+long started_at_tick(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = stat.rfind(')');  // the command name may hold spaces
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(stat.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i)
+    if (i == 22) return std::stol(field);
+  return -1;
+}
+
+// The clock /proc's start times count, now, in the same ticks.
+long now_tick() {
+  timespec t{};
+  ::clock_gettime(CLOCK_BOOTTIME, &t);
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  return t.tv_sec * hz + t.tv_nsec / (1'000'000'000L / hz);
+}
+
+// How long ago (in ticks) the process of a Process started when its start() was called: that
+// Process is started 300 ms after another one ended, which had its agent keep a spare.
+long age_at_start(const fibra::PoolOptions& options) {
+  fibra::Pool pool(1, options);
+  fibra::Process first({.pool = &pool}, nothing);
+  first.start();
+  EXPECT_TRUE(first.join(bound));
+  std::this_thread::sleep_for(300ms);
+  fibra::Process second({.pool = &pool}, nothing);
+  const long at = now_tick();
+  second.start();
+  const long started = started_at_tick(second.pid());
+  EXPECT_TRUE(second.join(bound));
+  EXPECT_EQ(second.exitcode(), 0);
+  return started < 0 ? -1000 : at - started;
+}
+}  // namespace
+
+// PoolOptions::spare_processes: from its first actor (a Process) on, an agent keeps a process
+// started ahead of need, and the next Process runs in it; with 0, in a process started for it.
+TEST(Processes, AnAgentKeepsASpareProcessForTheNext) {
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  const long spare_age = age_at_start({});
+  EXPECT_GE(spare_age, hz / 10) << "the second Process's process started " << spare_age << " ticks (of " << hz
+                                << " a second) before its start(), not with the spare made 300 ms before";
+  const long fresh_age = age_at_start({.spare_processes = 0});
+  EXPECT_LE(fresh_age, 1) << "with spare_processes 0, the second Process ran in a process started " << fresh_age
+                          << " ticks before its start()";
+  EXPECT_THROW(fibra::Pool(1, {.spare_processes = -1}), fibra::ConfigError);
+  const std::string why = error_of([] { fibra::Pool(1, {.spare_processes = 65}); });
+  EXPECT_NE(why.find("spare_processes must be 0 to 64, got 65"), std::string::npos) << why;
 }
 
 int main(int argc, char** argv) {

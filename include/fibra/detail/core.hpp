@@ -251,6 +251,7 @@ struct PoolSettings {
       0;  ///< memory an executor keeps after its tasks free it (PoolOptions::keep_freed_mib)
   std::uint64_t driver_keep_freed_bytes = 0;  ///< the same for the driver (PoolOptions::driver_keep_freed_mib)
   std::uint64_t keep_results_from = 0;        ///< PoolOptions::keep_results_from
+  int spare_processes = 0;                    ///< PoolOptions::spare_processes
   RetryPolicy policy;                         ///< the default for calls that do not set their own
   Resources resources;                        ///< what each worker offers, resolved (resolve_resources)
   std::vector<std::string> gpu_ids;           ///< shared out among workers, `resources.gpus` each
