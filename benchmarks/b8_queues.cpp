@@ -4,13 +4,14 @@
 // apply_async round trip beside them (same pool, same run). Every item is checked (count and sum).
 //
 //   b8_queues [--workers N] [--items N] [--batch N] [--roundtrips N] [--starts N] [--repeats R]
-//             [--batched-items N]
+//             [--batched-items N] [--spare-processes N]
 //
 // --items: single items (default 200,000); --batched-items: items in batches (default 10 x --items),
 // both as put_many/get_many of single items and as vectors of --batch, one queue item each (what
 // multiprocessing's batches are: lists).
 // The batched rows come twice: from starting both Processes to the reader's report, and from the
 // reader's first get to its last (the queue's own rate; a Process's start has a row of its own).
+// --spare-processes: PoolOptions::spare_processes (default: the pool's own default).
 // Prints the rows of benchmarks/README.md (benchmark,metric,value,unit; medians of R runs).
 #include <fibra/fibra.hpp>
 
@@ -158,7 +159,9 @@ int main(int argc, char** argv) {
       "# fibra %s, %d workers, %ld items (batches of %ld), %ld pipe round trips, %ld process starts, "
       "medians of %d runs\n",
       fibra::version, workers, items, batch, roundtrips, starts, repeats);
-  fibra::Pool pool(workers);
+  fibra::PoolOptions options;
+  options.spare_processes = static_cast<int>(arg(argc, argv, "--spare-processes", options.spare_processes));
+  fibra::Pool pool(workers, options);
   (void)pool.map(noop, std::vector<int>(64, 1));  // every worker up
 
   std::vector<double> single, batched, listed, batched_stream, listed_stream, pipe_us, start_ms, async_us;
