@@ -48,9 +48,9 @@ struct PoolOptions {
   std::size_t keep_results_from = std::size_t(1) << 20;
   /// Processes for actors and fibra::Process that each agent keeps started ahead of need, from
   /// the first actor it runs on: the next one then starts without waiting for its process to be
-  /// made, loaded and set up (a no-op Process from start() to the end of join(): 4.4-5.1 ms with one,
-  /// 14.9-16.0 ms without, 2 cores). Each is an idle process of your program.
-  /// 0: none. At most 64. docs/actors.md, "Processes started ahead".
+  /// made, loaded and set up (about a third of the time, docs/processes-and-queues.md has the
+  /// figures). Each is an idle process of your program. 0: none. At most 64. docs/actors.md,
+  /// "Processes started ahead".
   int spare_processes = 1;
   /// What each worker offers; a field left at 0 comes from the allocation (SLURM_CPUS_PER_TASK,
   /// SLURM_GPUS_PER_TASK, SLURM_MEM_PER_CPU or SLURM_MEM_PER_NODE), else 1 CPU, the visible GPUs

@@ -413,9 +413,8 @@ class Agent {
     auto it = actors_.find(key);
     if (it == actors_.end()) {
       if (auto spare = take_spare()) {
-        const bool starting = !spare->ready();
         it = actors_.emplace(key, ActorProcess{std::move(spare), false, 0, 0, false, 0, false}).first;
-        actors_starting_ += starting;
+        ++actors_starting_;  // until its "started" frame is read (a spare's socket is not read before)
       } else {
         it = actors_.emplace(key, ActorProcess{new_actor_process(), false, 0, 0, false, 0, true}).first;
         if (actors_starting_ < max_starting_ && !start_actor(it)) return;
@@ -488,11 +487,12 @@ class Agent {
   }
 
   void spare_died(SupervisedExecutor& e) {
-    e.relay_output();
+    const pid_t pid = e.pid();
+    e.stop(0);  // reaped already: what it printed last is passed on
     log::warning(
         "fibra agent pid {} on {}: its spare process (pid {}) {} before any actor or Process used it; it keeps no "
         "spare from now on, and actors' processes start as they come (PoolOptions::spare_processes)",
-        ::getpid(), host_name(), e.pid(), describe_exit(e.exit_status()));
+        ::getpid(), host_name(), pid, describe_exit(e.exit_status()));
     spares_failed_ = true;
   }
 
@@ -699,7 +699,6 @@ class Agent {
     for (auto& e : spares_) e->stop(std::max(0.0, deadline - mpi::now_s()));
     actors_.clear();
     spares_.clear();
-    spares_wanted_ = false;
   }
 
   // Naps in ppoll on the sockets of executors that hold work (so that results wake it at once),

@@ -1,7 +1,8 @@
 // Actors on the driver: where each one's process runs, its calls in the order made, and what the
 // death of that process does (its calls fail with ActorDied; with restarts left it starts again
 // from its constructor). pool_impl.hpp says which lock guards what: everything here is under mu_,
-// except dispatch_actors(), which takes it and sends outside it.
+// except dispatch_actors(), which takes it and sends outside it, and open_actor_lane(), which takes
+// it for the actor's state and opens a call ring outside it (the communication thread's own).
 #include <algorithm>
 #include <string>
 

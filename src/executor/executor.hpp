@@ -2,9 +2,9 @@
 // (fibra::submit, actors' handles) asks of it. Never includes MPI: an executor has no MPI state.
 #pragma once
 
-#include <chrono>
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 

@@ -336,20 +336,25 @@ long now_tick() {
 }
 
 // How long ago (in ticks) the process of a Process started when its start() was called: that
-// Process is started 300 ms after another one ended, which had its agent keep a spare.
+// Process is started 300 ms after another one ended, which had its agent keep a spare. It runs
+// until its start time is read (an Event), so that its /proc entry is there to read.
 long age_at_start(const fibra::PoolOptions& options) {
   fibra::Pool pool(1, options);
   fibra::Process first({.pool = &pool}, nothing);
   first.start();
   EXPECT_TRUE(first.join(bound));
   std::this_thread::sleep_for(300ms);
-  fibra::Process second({.pool = &pool}, nothing);
+  fibra::Event read;
+  fibra::Process second({.pool = &pool}, wait_for, read);
   const long at = now_tick();
   second.start();
-  const long started = started_at_tick(second.pid());
+  const long pid = second.pid();
+  const long started = pid > 0 ? started_at_tick(pid) : -1;
+  read.set();
   EXPECT_TRUE(second.join(bound));
   EXPECT_EQ(second.exitcode(), 0);
-  return started < 0 ? -1000 : at - started;
+  EXPECT_GE(started, 0) << "no start time in /proc for the second Process's process (pid " << pid << ")";
+  return at - started;
 }
 }  // namespace
 

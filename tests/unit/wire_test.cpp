@@ -187,8 +187,10 @@ TEST(Wire, AgentSetupRoundTrips) {
                      std::uint64_t(300) << 20,
                      "node7",
                      4321,
-                     {2500, 100, 3.5}};
+                     {2500, 100, 3.5},
+                     3};
   auto g = wire::decode<wire::AgentSetup>(wire::encode(s));
+  EXPECT_EQ(g.spare_processes, 3);
   EXPECT_EQ(g.simulation.agents, 2500u);
   EXPECT_EQ(g.simulation.silent_every, 100u);
   EXPECT_EQ(g.simulation.silent_after_s, 3.5);
@@ -209,11 +211,11 @@ TEST(Wire, AgentSetupRoundTrips) {
   // the layout both sides read: doubles, ints, a bool, then a count and sized strings, a double, a
   // policy (u32, bool, double, bool, then its needs: double, i32, i64), the lanes' nonce, the freed
   // memory its executors keep, the driver's host (a sized string) and pid, the simulation (u32,
-  // u32, double)
+  // u32, double), the spare processes (i32)
   constexpr std::size_t policy_bytes = 4u + 1u + 8u + 1u + (8u + 4u + 8u);
   EXPECT_EQ(wire::encode(policy).size(), policy_bytes);
   EXPECT_EQ(wire::encode(s).size(), 8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u + policy_bytes + 8u +
-                                        8u + (8u + 5u) + 8u + (4u + 4u + 8u));
+                                        8u + (8u + 5u) + 8u + (4u + 4u + 8u) + 4u);
 }
 
 // The pool's default policy reaches executors as text in their environment, every field of it
