@@ -219,17 +219,28 @@ Store Store::open(const fs::path& path, Access access, StoreOptions options) {
   // Lock before reading, so the file read is not one another writer is about to replace.
   detail::Fd lock = access == Access::read_write && fs::exists(path) ? detail::lock_checkpoint(path) : detail::Fd();
   std::unique_ptr<State> s;
-  try {
-    s = std::make_unique<State>(path, access, options, detail::read_snapshot(path));
-  } catch (const CheckpointError&) {
-    if (lock.get() >= 0) fs::remove(path.string() + ".lock");  // not a checkpoint: leave no lock file next to it
-    throw;
+  detail::JournalScan scan;
+  // A reader takes no lock, so the writer may fold its journal into a new .h5 file (the next
+  // generation, then a journal of that generation) between this reader's reading the .h5 file and
+  // its journal: the journal read then belongs to a newer .h5 file than the one read, and its
+  // records would be skipped (a map's results read right after it returned, while its checkpoint
+  // was folded in the background, counted 0 of 2400). The .h5 file is read again then.
+  for (int attempt = 1;; ++attempt) {
+    try {
+      s = std::make_unique<State>(path, access, options, detail::read_snapshot(path));
+    } catch (const CheckpointError&) {
+      if (lock.get() >= 0) fs::remove(path.string() + ".lock");  // not a checkpoint: leave no lock file next to it
+      throw;
+    }
+    for (const auto& blob : s->c.blobs) s->blob_bytes += blob.size();
+    State& state = *s;
+    scan = detail::scan_journal(State::journal_path(path), {s->c.run_id, s->c.generation},
+                                [&state](const detail::JournalRecord& r) { replay(state, r); });
+    if (access == Access::read_write || scan.matches || scan.file_bytes == 0 || attempt == 5 ||
+        detail::read_snapshot(path).generation == s->c.generation)
+      break;
   }
   s->lock = std::move(lock);
-  for (const auto& blob : s->c.blobs) s->blob_bytes += blob.size();
-  State& state = *s;
-  auto scan = detail::scan_journal(State::journal_path(path), {s->c.run_id, s->c.generation},
-                                   [&state](const detail::JournalRecord& r) { replay(state, r); });
   if (scan.damaged_record) {
     // Not a torn tail (the writer never appends after a bad record): refused, since replaying up to
     // it would silently drop the valid records after it. The .h5 file alone is consistent.
