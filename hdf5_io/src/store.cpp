@@ -225,20 +225,22 @@ Store Store::open(const fs::path& path, Access access, StoreOptions options) {
   // its journal: the journal read then belongs to a newer .h5 file than the one read, and its
   // records would be skipped (a map's results read right after it returned, while its checkpoint
   // was folded in the background, counted 0 of 2400). The .h5 file is read again then.
+  detail::Contents snapshot;
+  try {
+    snapshot = detail::read_snapshot(path);
+  } catch (const CheckpointError&) {
+    if (lock.get() >= 0) fs::remove(path.string() + ".lock");  // not a checkpoint: leave no lock file next to it
+    throw;
+  }
   for (int attempt = 1;; ++attempt) {
-    try {
-      s = std::make_unique<State>(path, access, options, detail::read_snapshot(path));
-    } catch (const CheckpointError&) {
-      if (lock.get() >= 0) fs::remove(path.string() + ".lock");  // not a checkpoint: leave no lock file next to it
-      throw;
-    }
+    s = std::make_unique<State>(path, access, options, std::move(snapshot));
     for (const auto& blob : s->c.blobs) s->blob_bytes += blob.size();
     State& state = *s;
     scan = detail::scan_journal(State::journal_path(path), {s->c.run_id, s->c.generation},
                                 [&state](const detail::JournalRecord& r) { replay(state, r); });
-    if (access == Access::read_write || scan.matches || scan.file_bytes == 0 || attempt == 5 ||
-        detail::read_snapshot(path).generation == s->c.generation)
-      break;
+    if (access == Access::read_write || scan.matches || scan.file_bytes == 0 || attempt == 5) break;
+    snapshot = detail::read_snapshot(path);  // the next attempt's, if the file was replaced
+    if (snapshot.generation == s->c.generation) break;
   }
   s->lock = std::move(lock);
   if (scan.damaged_record) {
