@@ -29,3 +29,34 @@ function(fibra_add_mpi_test)
   set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "mpi;${T_LABELS}"
     ENVIRONMENT "FIBRA_PROGRESS=0;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;EVENT_NOEPOLL=1")
 endfunction()
+
+# fibra_discover_gtests(<target> [PREFIX p] [TIMEOUT s] LABELS <label>...)
+#   Registers a GoogleTest binary's tests by discovery, each carrying every label in LABELS.
+#   gtest_discover_tests flattens a list-valued property (LABELS "unit;tune" became "unit" alone),
+#   so the labels are set after discovery. The labels are also recorded for layout.test_labels,
+#   which checks that every discovered test carries them (so `ctest -L` selects what it names).
+include(GoogleTest)
+function(fibra_discover_gtests target)
+  cmake_parse_arguments(T "" "PREFIX;TIMEOUT" "LABELS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 60)
+  endif()
+  if(NOT T_LABELS)
+    message(FATAL_ERROR "fibra_discover_gtests(${target}): name at least one label (LABELS unit ...)")
+  endif()
+  gtest_discover_tests(${target} TEST_PREFIX "${T_PREFIX}" TEST_LIST ${target}_TESTS
+                       PROPERTIES TIMEOUT ${T_TIMEOUT} DISCOVERY_TIMEOUT 30)
+  set(labels_file ${CMAKE_CURRENT_BINARY_DIR}/${target}_labels.cmake)
+  file(WRITE ${labels_file} "set_tests_properties(\${${target}_TESTS} PROPERTIES LABELS \"${T_LABELS}\")\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_file})
+  string(REPLACE ";" "," comma_labels "${T_LABELS}")
+  set_property(GLOBAL APPEND PROPERTY FIBRA_DISCOVERED_GTESTS "$<TARGET_FILE:${target}>=${comma_labels}")
+endfunction()
+
+# Writes the list fibra_discover_gtests recorded (one "binary=label,label" a line) to <file>, at
+# generation time, for layout.test_labels.
+function(fibra_write_discovered_gtests file)
+  get_property(entries GLOBAL PROPERTY FIBRA_DISCOVERED_GTESTS)
+  string(REPLACE ";" "\n" lines "${entries}")
+  file(GENERATE OUTPUT ${file} CONTENT "${lines}\n")
+endfunction()

@@ -193,7 +193,11 @@ void write_snapshot(const std::filesystem::path& file, const Contents& c) {
   f.close();
 }
 
-Contents read_snapshot(const std::filesystem::path& file) {
+namespace {
+/// Opens a checkpoint's .h5 file for reading and checks that it is one fibra can read, then hands
+/// the open file to `read`.
+template <class Read>
+auto read_checkpoint_file(const std::filesystem::path& file, Read read) {
   h5::silence_errors();
   std::error_code ec;
   if (!std::filesystem::exists(file, ec)) refuse(file, "no such file", "check the path");
@@ -223,10 +227,21 @@ Contents read_snapshot(const std::filesystem::path& file) {
              "it has checkpoint format version " + std::to_string(version) + ", this fibra reads up to version " +
                  std::to_string(format_version),
              "use a newer fibra or delete the file");
-    return read_fibra_file(f.get());
+    return read(f.get());
   } catch (const Hdf5Error& e) {
     refuse(file, "the file is damaged (" + quoted(e) + ")", "delete it to start the run over");
   }
+}
+}  // namespace
+
+Contents read_snapshot(const std::filesystem::path& file) {
+  return read_checkpoint_file(file, [](hid_t f) { return read_fibra_file(f); });
+}
+
+SnapshotKey read_snapshot_key(const std::filesystem::path& file) {
+  return read_checkpoint_file(file, [](hid_t f) {
+    return SnapshotKey{h5::read_uint_attribute(f, "run_id"), h5::read_uint_attribute(f, "generation")};
+  });
 }
 
 std::string iso8601(std::uint64_t wall_ns) {

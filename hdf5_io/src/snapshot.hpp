@@ -36,6 +36,18 @@ void write_snapshot(const std::filesystem::path& file, const Contents& c);
 ///         format version, or damaged.
 Contents read_snapshot(const std::filesystem::path& file);
 
+/// Which .h5 file a checkpoint's path names now: a writer's fold replaces the file by another of
+/// the next generation.
+struct SnapshotKey {
+  std::uint64_t run_id = 0;
+  std::uint64_t generation = 0;
+  bool operator==(const SnapshotKey&) const = default;
+};
+
+/// Reads only the run id and generation of a checkpoint's .h5 file (cheap, whatever its size).
+/// @throws CheckpointError as read_snapshot does.
+SnapshotKey read_snapshot_key(const std::filesystem::path& file);
+
 /// "2026-11-30T07:40:00Z" for a wall time in ns since the epoch.
 std::string iso8601(std::uint64_t wall_ns);
 

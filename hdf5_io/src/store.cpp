@@ -215,16 +215,19 @@ Store Store::create(const fs::path& path, const RunRecord& run, const ElementTyp
   return Store(std::move(s));
 }
 
+/// How many times a reader reads a checkpoint whose writer keeps replacing it before giving up.
+constexpr int max_read_attempts = 100;
+
 Store Store::open(const fs::path& path, Access access, StoreOptions options) {
   // Lock before reading, so the file read is not one another writer is about to replace.
   detail::Fd lock = access == Access::read_write && fs::exists(path) ? detail::lock_checkpoint(path) : detail::Fd();
   std::unique_ptr<State> s;
   detail::JournalScan scan;
   // A reader takes no lock, so the writer may fold its journal into a new .h5 file (the next
-  // generation, then a journal of that generation) between this reader's reading the .h5 file and
-  // its journal: the journal read then belongs to a newer .h5 file than the one read, and its
-  // records would be skipped (a map's results read right after it returned, while its checkpoint
-  // was folded in the background, counted 0 of 2400). The .h5 file is read again then.
+  // generation; then it removes the journal and starts one of that generation) between this reader's
+  // reading the .h5 file and its journal. The journal is then missing or of a newer generation, and
+  // the records it held are in the new .h5 file only: whenever no journal extends the .h5 file read,
+  // the file's generation is read again, and a replaced file is read whole and tried again.
   detail::Contents snapshot;
   try {
     snapshot = detail::read_snapshot(path);
@@ -238,9 +241,14 @@ Store Store::open(const fs::path& path, Access access, StoreOptions options) {
     State& state = *s;
     scan = detail::scan_journal(State::journal_path(path), {s->c.run_id, s->c.generation},
                                 [&state](const detail::JournalRecord& r) { replay(state, r); });
-    if (access == Access::read_write || scan.matches || scan.file_bytes == 0 || attempt == 5) break;
-    snapshot = detail::read_snapshot(path);  // the next attempt's, if the file was replaced
-    if (snapshot.generation == s->c.generation) break;
+    if (access == Access::read_write || scan.matches) break;
+    if (detail::read_snapshot_key(path) == detail::SnapshotKey{s->c.run_id, s->c.generation}) break;
+    if (attempt == max_read_attempts)
+      throw CheckpointError("fibra: cannot read checkpoint '" + path.string() + "': its writer replaced it " +
+                            std::to_string(max_read_attempts) +
+                            " times while it was being read (it folds its journal into the .h5 file) — read it "
+                            "again, or after the writer ends");
+    snapshot = detail::read_snapshot(path);
   }
   s->lock = std::move(lock);
   if (scan.damaged_record) {

@@ -3,12 +3,15 @@
 #include <hdf5.h>
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <thread>
 #include <vector>
 
 #include "fibra/hdf5_io/store.hpp"
@@ -164,6 +167,54 @@ TEST_F(StoreTest, CompactsTheJournalWhenItGrowsPastTheBound) {
   auto again = Store::open(file("c.h5"), Access::read_only);
   EXPECT_EQ(again.n_done(), 2000u);
   EXPECT_EQ(again.value<double>(1999), 2.5);
+}
+
+// A reader takes no lock: a writer that folds its journal into a new .h5 file while a reader opens
+// the checkpoint must not make the reader miss what was flushed before it began. The writer puts 5
+// values, flushes and folds, over and over; each open must see at least what was flushed before it.
+// Fails when the reader keeps its first .h5 file after finding no journal, or gives up after one retry.
+TEST_F(StoreTest, AReaderRacingFoldsSeesEverythingFlushedBeforeItBegan) {
+  if (!hdf5_is_threadsafe()) GTEST_SKIP() << "this HDF5 is not thread-safe: one thread may call it at a time";
+  const auto path = file("race.h5");
+  constexpr std::uint64_t n = 50'000;
+  StoreOptions options;
+  options.compact_min_bytes = 4096;
+  std::atomic<std::uint64_t> flushed{0};
+  std::atomic<bool> writing{true};
+  std::uint64_t folds = 0;
+  auto store = Store::create(path, sample_run(n), element_type_of<double>(), options);
+  std::thread writer([&] {
+    const std::vector<double> v(5, 1.5);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+    for (std::uint64_t first = 0; first < n && std::chrono::steady_clock::now() < until; first += 5) {
+      store.put_values<double>(first, v);
+      store.flush();
+      flushed.store(first + 5);             // in the journal: a reader must find it there or in the next .h5
+      if (first % 10 == 5) store.finish();  // fold every other step, which removes the journal
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    folds = store.info().generation - 1;
+    writing.store(false);
+  });
+  std::uint64_t opens = 0, failures = 0;
+  std::string first_failure;
+  while (writing.load()) {
+    const std::uint64_t before = flushed.load();
+    std::string failure;
+    try {
+      const std::uint64_t seen = Store::open(path, Access::read_only).n_done();
+      if (seen < before)
+        failure = "saw " + std::to_string(seen) + " done, " + std::to_string(before) + " were flushed before it began";
+    } catch (const CheckpointError& e) {
+      failure = e.what();
+    }
+    ++opens;
+    if (!failure.empty() && failures++ == 0) first_failure = failure;
+  }
+  writer.join();
+  EXPECT_EQ(failures, 0u) << "of " << opens << " opens; the first: " << first_failure;
+  EXPECT_GT(opens, 50u) << "too few opens to race the writer's folds";
+  EXPECT_GT(folds, 100u) << "too few folds to race the reader";
 }
 
 TEST_F(StoreTest, IgnoresATornJournalTail) {

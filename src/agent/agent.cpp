@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/held_objects.hpp"
 #include "agent/supervised_executor.hpp"
 #include "fibra/error.hpp"
 #include "common/log.hpp"
@@ -89,6 +90,7 @@ class Agent {
     copies_to_driver_ = !shares_driver_host() || (as_remote && std::string_view(as_remote) == "1");
     try {
       server_ = std::make_unique<ObjectServer>(cfg.lane_nonce);
+      held_objects_ = HeldObjects(server_.get());
     } catch (const Error& e) {
       log::warning("fibra agent pid {} on {}: {}; stored objects reach it through the driver", ::getpid(), host_name(),
                    e.what());
@@ -225,18 +227,7 @@ class Agent {
       } else if (m.tag == wire::tag_object_free) {
         const auto f = wire::decode<wire::ObjectFree>(m.data);
         if (pending_.erase(f.id)) release_held();  // no task will take it after all
-        // Handed over again since the driver let it go (a task sent it once more): kept.
-        auto h = handed_.find(f.id);
-        if (h != handed_.end() && f.handed > 0 && h->second > f.handed) {
-          h->second -= f.handed;
-        } else {
-          objects_.erase(f.id);
-          if (h != handed_.end()) handed_.erase(h);
-          if (auto o = offered_.find(f.id); o != offered_.end()) {
-            server_->withdraw(o->second);
-            offered_.erase(o);
-          }
-        }
+        held_objects_.free(f.id, f.handed);
       } else if (m.tag == wire::tag_shutdown) {
         leaving_ = true;
         retired_ = m.data == wire::shutdown_retire;
@@ -252,21 +243,12 @@ class Agent {
     wire::ObjectHead h;
     const std::string_view bytes = wire::object_bytes(message, h);
     try {
-      hold(h.id, h.origin, h.size, ObjectMemory::create(object_memfd_name(h.origin, h.id), bytes, "fibra agent"));
+      const std::string name = object_memfd_name(h.origin, h.id);
+      held_objects_.hold(h.id, name, h.size, ObjectMemory::create(name, bytes, "fibra agent"));
     } catch (const Error& e) {  // the tasks that take it fail, saying the object is not on this host
       log::error("fibra agent pid {} on {}: {}", ::getpid(), host_name(), e.what());
     }
     if (pending_.erase(h.id)) release_held();
-  }
-
-  // Holds a stored object's memfd, served to peers if it serves any.
-  void hold(std::uint64_t id, std::int64_t origin, std::uint64_t size, std::shared_ptr<const ObjectMemory> m) {
-    if (server_) {
-      const std::string name = object_memfd_name(origin, id);
-      server_->offer(name, m, size);
-      offered_[id] = name;
-    }
-    objects_[id] = std::move(m);
   }
 
   // A memfd an executor handed over (a kept result, a value a task stored), held before the driver
@@ -275,8 +257,7 @@ class Agent {
   // while tasks on other hosts copy it from here (ObjectServer), not from the driver.
   void hold_handed(SupervisedExecutor::Handed h) {
     if (h.result && copies_to_driver_) send_kept_copy(h);
-    hold(h.id, h.origin, h.size, std::move(h.memory));
-    ++handed_[h.id];
+    held_objects_.hold_handed(h.id, object_memfd_name(h.origin, h.id), h.size, std::move(h.memory));
   }
 
   void send_kept_copy(const SupervisedExecutor::Handed& h) {
@@ -328,7 +309,7 @@ class Agent {
   // A stored object copied from a peer's ObjectServer, on a thread of its own (so that nothing
   // here waits: heartbeats go on); the batches that come meanwhile wait for it (held_).
   void start_fetch(const wire::ObjectFetch& f) {
-    if (objects_.count(f.head.id)) return;
+    if (held_objects_.holds(f.head.id)) return;
     pending_.insert(f.head.id);
     ++fetching_;
     try {
@@ -363,7 +344,7 @@ class Agent {
         send(wire::tag_object_missing, wire::encode(wire::ObjectFree{d.id, 0}));
         continue;
       }
-      hold(d.id, d.origin, d.size, std::move(d.memory));  // and served on from here
+      held_objects_.hold(d.id, object_memfd_name(d.origin, d.id), d.size, std::move(d.memory));  // served on from here
       pending_.erase(d.id);
     }
     release_held();
@@ -741,13 +722,11 @@ class Agent {
   bool spares_failed_ = false;                               // one died unused or could not start: no more
   int blocked_delta_ = 0;                       // change in its executors' waiting tasks, not yet told to the driver
   std::map<std::uint64_t, double> cancelling_;  // chunks to stop (tag_cancel), watched until then
-  // Stored objects by id: copies the driver sent (tag_object), and results its executors kept.
-  std::map<std::uint64_t, std::shared_ptr<const ObjectMemory>> objects_;  // (its server's copies under way too)
-  std::map<std::uint64_t, std::uint64_t> handed_;  // times handed over since the driver last freed it
-  // Serves the objects it holds to peer agents (on another host than the driver's); their names by id.
+  // Serves the objects it holds to peer agents (on another host than the driver's).
   std::unique_ptr<ObjectServer> server_;
+  // Stored objects: copies the driver sent (tag_object) or a peer served, results its executors kept.
+  HeldObjects held_objects_{nullptr};
   bool copies_to_driver_ = false;  // its executors' kept results, since the driver cannot open them here
-  std::map<std::uint64_t, std::string> offered_;
   // Objects being copied from peers (tag_object_fetch), and the batches that came meanwhile.
   struct Fetched {
     std::uint64_t id = 0;

@@ -264,19 +264,45 @@ std::vector<double> nap_ms(int ms) {
 }
 FIBRA_REMOTE(nap_ms);
 
+// nap_ms, each start appended to the file `log` as a line "<ms>" (O_APPEND: whole lines from any
+// process), so that a test counts the runs of each task, a run whose result was dropped included.
+std::vector<double> nap_ms_logged(int ms, std::string log) {
+  const std::string line = std::to_string(ms) + "\n";
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0 || ::write(fd, line.data(), line.size()) != ssize_t(line.size()))
+    throw std::runtime_error("cannot append to " + log);
+  ::close(fd);
+  return nap_ms(ms);
+}
+FIBRA_REMOTE(nap_ms_logged);
+
+// How many lines of file `log` say `ms`.
+int runs_logged(const std::string& log, int ms) {
+  std::ifstream in(log);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) n += line == std::to_string(ms);
+  return n;
+}
+
 // Tasks of 1,500, 40 and 1,200 ms on 2 workers (issue 28, item 9): the third was queued behind
 // the first (a second batch waits on each busy executor) while the other worker idled after 40 ms,
-// 2.71 s in all. It must start on the idle worker before the first ends.
+// 2.71 s in all. It must start on the idle worker before the first ends, and run there only: the
+// batch stolen from the first worker's lane must not stay posted there (it would run again).
 TEST(RayEdges, AnIdleWorkerTakesATaskQueuedBehindALongOne) {
+  const std::string log = std::filesystem::temp_directory_path() / ("fibra-steal-" + std::to_string(::getpid()));
+  std::filesystem::remove(log);
   fibra::Pool pool(2);
-  auto a = pool.submit(nap_ms, 1500);
-  auto b = pool.submit(nap_ms, 40);
-  auto c = pool.submit(nap_ms, 1200);
+  auto a = pool.submit(nap_ms_logged, 1500, log);
+  auto b = pool.submit(nap_ms_logged, 40, log);
+  auto c = pool.submit(nap_ms_logged, 1200, log);
   const auto ra = get_within(a, bound, "nap_ms(1500)");
   const auto rb = get_within(b, bound, "nap_ms(40)");
   const auto rc = get_within(c, bound, "nap_ms(1200)");
   EXPECT_LT(rc[1], ra[2]) << "the 1,200 ms task began " << rc[1] - ra[2] << " s after the 1,500 ms one ended";
   EXPECT_NE(rc[0], ra[0]) << "both ran in pid " << ra[0];
+  std::this_thread::sleep_for(500ms);  // a second run of the stolen task would start as the first worker frees
+  for (int ms : {1500, 40, 1200}) EXPECT_EQ(runs_logged(log, ms), 1) << "runs of nap_ms(" << ms << ")";
+  std::filesystem::remove(log);
   const double span = std::max({ra[2], rb[2], rc[2]}) - std::min({ra[1], rb[1], rc[1]});
   std::printf("1,500 + 40 + 1,200 ms on 2 workers: %.2f s from the first start to the last end (%llu batches stolen)\n",
               span, static_cast<unsigned long long>(pool.stats().batches_stolen));
@@ -392,6 +418,36 @@ TEST(RayEdges, ForceStopsARunningTask) {
   EXPECT_THROW(get_within(long_one, bound, "nap_ms(60000), cancelled with force"), fibra::TaskCancelled);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
   EXPECT_EQ(get_within(pool.submit(ident, 9), bound, "ident(9) after the cancel"), 9);
+}
+
+// With force, a task that waits behind a running one on the same worker (posted in its lane, or
+// held by its agent with FIBRA_LANES=0: tasks.cancel.no_lanes) is cancelled before it starts: it
+// never runs, and its error says so; it is not sent out again as a chunk that was merely not run.
+TEST(RayEdges, ForceCancelsATaskWaitingBehindARunningOneBeforeItStarts) {
+  const std::string log = std::filesystem::temp_directory_path() / ("fibra-force-" + std::to_string(::getpid()));
+  std::filesystem::remove(log);
+  fibra::Pool pool(1);
+  auto running = pool.submit(nap_ms_logged, 60000, log);
+  auto waiting = pool.submit(nap_ms_logged, 77, log);  // not timed yet: sent on to wait behind the first
+  const auto started_by = std::chrono::steady_clock::now() + bound;
+  while (runs_logged(log, 60000) == 0 && std::chrono::steady_clock::now() < started_by)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(runs_logged(log, 60000), 1) << "nap_ms_logged(60000) did not start within " << bound.count() << " s";
+  std::this_thread::sleep_for(200ms);  // the second batch reaches the worker
+  EXPECT_TRUE(fibra::cancel(waiting, true));
+  EXPECT_TRUE(fibra::cancel(running, true));
+  try {
+    get_within(waiting, bound, "nap_ms_logged(77), cancelled with force");
+    ADD_FAILURE() << "a task cancelled with force before it started returned";
+  } catch (const fibra::TaskCancelled& e) {
+    EXPECT_NE(std::string(e.what()).find("before it started"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(get_within(running, bound, "nap_ms_logged(60000), cancelled with force"), fibra::TaskCancelled);
+  EXPECT_EQ(get_within(pool.submit(ident, 9), bound, "ident(9) after the cancels"), 9);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(runs_logged(log, 77), 0) << "the task cancelled before it started ran";
+  EXPECT_EQ(runs_logged(log, 60000), 1);
+  std::filesystem::remove(log);
 }
 
 class Tally {

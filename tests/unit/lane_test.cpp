@@ -65,6 +65,29 @@ TEST(Lane, ABatchGoesFromDriverToExecutorOldestFirstAndFreesItsSlotWhenFinished)
   EXPECT_FALSE(l.take(got, spill));
 }
 
+// The driver takes back a batch the executor has not taken (a stolen batch, a cancel before it
+// starts): the newest posted one, whose slot is then free; the executor never gets it.
+TEST(Lane, AWithdrawnBatchIsTheNewestPostedAndTheExecutorNeverTakesIt) {
+  auto r = open_lane();
+  Lane& l = r->lane();
+  std::string back;
+  EXPECT_FALSE(l.withdraw(back)) << "nothing posted";
+  ASSERT_TRUE(post(l, "older", 2));
+  ASSERT_TRUE(post(l, "newer", 3));
+  ASSERT_TRUE(l.withdraw(back));
+  EXPECT_EQ(back, "newer");
+  EXPECT_EQ(l.busy(), 1u) << "its slot is free again";
+  EXPECT_EQ(l.chunks_held(), 2u);
+  std::string_view got;
+  auto a = l.take(got, spill);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(got, "older");
+  EXPECT_FALSE(l.take(got, spill)) << "the withdrawn batch was taken too: it would run twice";
+  EXPECT_FALSE(l.withdraw(back)) << "a batch the executor took cannot be taken back";
+  l.finish(*a);
+  EXPECT_EQ(l.busy(), 0u);
+}
+
 // Over a small slot's 1 MiB, a batch takes the large slot (one each way), mapped as far as it is
 // used; over MPI's 2 GiB it is refused (the caller's check says why).
 TEST(Lane, ALargeBatchAndALargeFrameTakeTheLargeSlot) {

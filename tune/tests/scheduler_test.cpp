@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "fibra/error.hpp"
 #include "internal.hpp"
@@ -53,6 +54,30 @@ TEST(Asha, AMetricNotReportedDecidesNothing) {
   EXPECT_EQ(s->on_result(2, 1, 1, {}).kind, Kind::stop);               // only 10 was recorded
   EXPECT_EQ(s->on_result(3, std::nan(""), -5, {}).kind, Kind::go_on);  // no time: not recorded at a rung
   EXPECT_EQ(s->on_result(4, 1, 5, {}).kind, Kind::stop);               // median of {10, 1}: 5.5
+}
+
+// Two trials walked up every rung in `rungs`, trial 0 at score 10 and trial 1 at 20 (both go on:
+// the first at a rung has nothing to beat, 20 beats 10); then at `last` trial 0 scores 10 (the first
+// there: on) and trial 1 scores 5, below the cutoff of {10}: stopped, if `last` is a rung.
+void walk_two_trials(SchedulerLogic& s, const std::vector<double>& rungs, double last) {
+  for (double t : rungs) {
+    EXPECT_EQ(s.on_result(0, t, 10, {}).kind, Kind::go_on) << "trial 0 at " << t;
+    EXPECT_EQ(s.on_result(1, t, 20, {}).kind, Kind::go_on) << "trial 1 at " << t;
+  }
+  EXPECT_EQ(s.on_result(0, last, 10, {}).kind, Kind::go_on) << "trial 0 at " << last;
+  EXPECT_EQ(s.on_result(1, last, 5, {}).kind, Kind::stop) << "trial 1 at " << last << ": no rung there";
+}
+
+TEST(Asha, RungsUpToTheLastPowerBelowMaxTWhenTheRatioIsNoPower) {
+  // max_t 10, grace 1, factor 3: rungs at 1, 3, 9 (the largest 3^k <= 10 is 9); 27 is past max_t.
+  auto s = make_scheduler(Asha{.max_t = 10, .grace_period = 1, .reduction_factor = 3}, 0);
+  walk_two_trials(*s, {1, 3}, 9);
+  // The defaults (max_t 100, grace 1, factor 4): rungs at 1, 4, 16 and 64.
+  auto d = make_scheduler(Asha{}, 0);
+  walk_two_trials(*d, {1, 4, 16}, 64);
+  // Between the last rung and max_t nothing more is decided; at max_t a trial is done.
+  EXPECT_EQ(d->on_result(0, 99, -1000, {}).kind, Kind::go_on);
+  EXPECT_EQ(d->on_result(0, 100, 0, {}).kind, Kind::done);
 }
 
 TEST(Asha, RefusesRungsThatCannotBe) {
