@@ -9,6 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "common/error_types.hpp"
 #include "fibra/detail/registry.hpp"
 #include "fibra/error.hpp"
 
@@ -24,8 +25,16 @@ struct Registry {
   std::unordered_map<std::string, ExceptionMaker> exceptions;  // by demangled type name
 };
 
+// fibra's own error types travel as registered ones do: one that escapes a task is caught as itself.
+Registry make_registry() {
+  Registry r;
+  for_each_message_error(MessageErrors{},
+                         [&r](std::string name, ExceptionMaker make) { r.exceptions.emplace(std::move(name), make); });
+  return r;
+}
+
 Registry& registry() {
-  static Registry r;  // constructed on first FIBRA_REMOTE, whatever the static-init order
+  static Registry r = make_registry();  // constructed on first FIBRA_REMOTE, whatever the static-init order
   return r;
 }
 

@@ -31,6 +31,7 @@
 #include "fibra/error.hpp"
 #include "fibra/future.hpp"
 
+#include "common/error_types.hpp"
 #include "common/freed_memory.hpp"
 #include "executor/objects.hpp"
 #include "transport/frame_reader.hpp"
@@ -988,28 +989,10 @@ class Inbox {
   }
 
   static std::exception_ptr rebuild(const wire::ErrorText& e) {
-    const std::string& t = e.type;
-    if (t == "fibra::RemoteException")
+    if (e.type == "fibra::RemoteException")
       if (auto registered = make_registered_exception(e.remote_type, e.what, e.remote_message, RemoteSite{}))
         return registered;
-    if (t == "fibra::ExecutorCrashed")
-      return std::make_exception_ptr(ExecutorCrashed(e.what, e.remote_type, e.remote_message, RemoteSite{}));
-    if (t == "fibra::TaskTimeout")
-      return std::make_exception_ptr(TaskTimeout(e.what, e.remote_type, e.remote_message, RemoteSite{}));
-    if (t == "fibra::RemoteError")
-      return std::make_exception_ptr(RemoteError(e.what, e.remote_type, e.remote_message, RemoteSite{}));
-    if (t == "fibra::MpiError") return std::make_exception_ptr(MpiError(e.what));
-    if (t == "fibra::CheckpointError") return std::make_exception_ptr(CheckpointError(e.what));
-    if (t == "fibra::Hdf5Error") return std::make_exception_ptr(Hdf5Error(e.what));
-    if (t == "fibra::ActorDied") return std::make_exception_ptr(ActorDied(e.what));
-    if (t == "fibra::DependencyFailed") return std::make_exception_ptr(DependencyFailed(e.what));
-    if (t == "fibra::PoolClosed") return std::make_exception_ptr(PoolClosed(e.what));
-    if (t == "fibra::ConfigError") return std::make_exception_ptr(ConfigError(e.what));
-    if (t == "fibra::WorkerLost") return std::make_exception_ptr(WorkerLost(e.what));
-    if (t == "fibra::QueueFull") return std::make_exception_ptr(QueueFull(e.what));
-    if (t == "fibra::QueueEmpty") return std::make_exception_ptr(QueueEmpty(e.what));
-    if (t == "fibra::QueueClosed") return std::make_exception_ptr(QueueClosed(e.what));
-    if (t == "fibra::PipeClosed") return std::make_exception_ptr(PipeClosed(e.what));
+    if (auto own = make_fibra_error(e.type, e.what, e.remote_type, e.remote_message)) return own;
     return std::make_exception_ptr(Error(e.what));
   }
 

@@ -450,6 +450,52 @@ TEST(RayEdges, ForceCancelsATaskWaitingBehindARunningOneBeforeItStarts) {
   std::filesystem::remove(log);
 }
 
+// fibra's own errors escaping a task (issue 45): a GetTimeout from a nested get(timeout) and a
+// TaskCancelled the task raised reached the driver as RemoteError ("impatient raised
+// fibra::GetTimeout") and a calling task as another type; they are caught as themselves, as types
+// registered with FIBRA_EXCEPTION are.
+std::vector<double> impatient() { return fibra::submit(nap_ms, 3000).get(std::chrono::milliseconds(50)); }
+FIBRA_REMOTE(impatient);
+long gives_up(long) { throw fibra::TaskCancelled("gives_up: the work was called off"); }
+FIBRA_REMOTE(gives_up);
+// What a task catches of impatient()'s failure (which 0) or gives_up's (1).
+std::string what_a_caller_catches(int which) {
+  try {
+    if (which == 0)
+      fibra::submit(impatient).get();
+    else
+      fibra::submit(gives_up, 1L).get();
+    return "nothing";
+  } catch (const fibra::GetTimeout& e) {
+    return std::string("GetTimeout: ") + e.what();
+  } catch (const fibra::TaskCancelled& e) {
+    return std::string("TaskCancelled: ") + e.what();
+  } catch (const std::exception& e) {
+    return "another type: " + fibra::detail::exception_type_name(std::current_exception()) + ": " + e.what();
+  }
+}
+FIBRA_REMOTE(what_a_caller_catches);
+
+TEST(RayEdges, FibrasOwnErrorsEscapingATaskAreCaughtAsThemselves) {
+  fibra::Pool pool(3);
+  try {
+    get_within(pool.submit(impatient), bound, "impatient()");
+    ADD_FAILURE() << "impatient() returned";
+  } catch (const fibra::GetTimeout& e) {
+    const auto* origin = dynamic_cast<const fibra::RemoteOrigin*>(&e);
+    ASSERT_NE(origin, nullptr) << "no RemoteOrigin: " << e.what();
+    EXPECT_EQ(origin->type_name(), "fibra::GetTimeout");
+    EXPECT_EQ(origin->site().function, "impatient");
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "caught as " << fibra::detail::exception_type_name(std::current_exception()) << ": " << e.what();
+  }
+  EXPECT_THROW(get_within(pool.submit(gives_up, 1L), bound, "gives_up(1)"), fibra::TaskCancelled);
+  const std::string a = get_within(pool.submit(what_a_caller_catches, 0), bound, "what_a_caller_catches(0)");
+  EXPECT_EQ(a.rfind("GetTimeout: ", 0), 0u) << a;
+  const std::string b = get_within(pool.submit(what_a_caller_catches, 1), bound, "what_a_caller_catches(1)");
+  EXPECT_EQ(b, "TaskCancelled: gives_up: the work was called off");
+}
+
 class Tally {
  public:
   explicit Tally(long start) : n_(start) {}
