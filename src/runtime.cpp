@@ -26,6 +26,7 @@
 #include "driver/joins.hpp"
 #include "executor/executor.hpp"
 #include "roles.hpp"
+#include "common/env.hpp"
 
 namespace fibra {
 namespace {
@@ -178,7 +179,7 @@ Runtime::Runtime(int& argc, char**& argv) {
     ::signal(SIGPIPE, SIG_IGN);  // a send to a dead peer must not kill the driver
     // A program started with a checkpoint (FIBRA_CHECKPOINT, as `fibra slurm` scripts do) handles
     // SIGTERM/SIGUSR1 from the start: a warning during start-up or a resume still ends in status 75.
-    if (const char* ckpt = std::getenv("FIBRA_CHECKPOINT"); ckpt && *ckpt) detail::checkpoint_opened();
+    if (const char* ckpt = detail::env::raw("FIBRA_CHECKPOINT"); ckpt && *ckpt) detail::checkpoint_opened();
     if (g_joins) g_joins->open();
   } catch (...) {
     const bool joins_clean = !g_joins || g_joins->close();

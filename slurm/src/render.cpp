@@ -5,7 +5,10 @@
 #include <cctype>
 #include <sstream>
 
+#include "common/env.hpp"  // the FIBRA_* names the driver reads
+
 namespace fibra::slurm {
+namespace env = fibra::detail::env;
 namespace {
 
 void sbatch_line(std::ostringstream& o, const char* option, const std::string& value) {
@@ -67,7 +70,9 @@ void render_elastic(std::ostringstream& o, const JobSpec& s, const ElasticSpec& 
   o << "\n# [elastic]: worker jobs of one node each join this driver while work waits (Pool::adapt,\n"
        "# docs/elastic.md), through Open MPI's name server and the join file.\n";
   o << "fibra_join=" << join << "\n";
-  o << "export FIBRA_ELASTIC_JOB_NAME=\"fibra-worker-${SLURM_JOB_ID}\"  # the worker jobs' name\n";
+  // The variables' names come from the list the driver reads them by (src/common/env.hpp).
+  const auto var = [](env::Name n) { return std::string(n.c_str()) + "="; };
+  o << "export " << var("FIBRA_ELASTIC_JOB_NAME") << "\"fibra-worker-${SLURM_JOB_ID}\"  # the worker jobs' name\n";
   o << "fibra_cancel_workers() {  # the worker jobs of this job still pending or running\n"
        "  scancel --user=\"${SLURM_JOB_USER:-$(id -un)}\" --name=\"$FIBRA_ELASTIC_JOB_NAME\" ||\n"
        "    echo \"fibra: could not cancel worker jobs named $FIBRA_ELASTIC_JOB_NAME: cancel them by hand\" >&2\n"
@@ -85,15 +90,15 @@ void render_elastic(std::ostringstream& o, const JobSpec& s, const ElasticSpec& 
        "within 10 s; is openmpi-bin installed on this node, and the folder writable?\" >&2\n"
        "  kill \"$fibra_name_server\" 2>/dev/null; exit 1\n"
        "fi\n";
-  o << "export FIBRA_JOIN_FILE=\"$fibra_join\"\n";
-  o << "export FIBRA_ELASTIC_MIN_JOBS=" << e.min_nodes - s.nodes << " FIBRA_ELASTIC_MAX_JOBS=" << e.max_nodes - s.nodes
-    << " FIBRA_ELASTIC_WORKERS_PER_JOB=" << e.workers_per_node << "\n";
-  o << "export FIBRA_ELASTIC_TIME=" << shell_quote(e.worker_time) << " FIBRA_ELASTIC_BACKLOG=" << e.backlog
-    << " FIBRA_ELASTIC_IDLE_TIMEOUT_S=" << e.idle_timeout_s << " FIBRA_ELASTIC_DRAIN_BEFORE_S=" << e.drain_before_s
-    << "\n";
-  o << "export FIBRA_ELASTIC_SUBMIT_GAP_S=" << 60.0 / e.max_submit_per_minute
-    << " FIBRA_ELASTIC_PARTITION=" << shell_quote(e.partition) << " FIBRA_ELASTIC_SBATCH_ARGS=" << shell_quote(sbatch)
-    << "\n";
+  o << "export " << var("FIBRA_JOIN_FILE") << "\"$fibra_join\"\n";
+  o << "export " << var("FIBRA_ELASTIC_MIN_JOBS") << e.min_nodes - s.nodes << " " << var("FIBRA_ELASTIC_MAX_JOBS")
+    << e.max_nodes - s.nodes << " " << var("FIBRA_ELASTIC_WORKERS_PER_JOB") << e.workers_per_node << "\n";
+  o << "export " << var("FIBRA_ELASTIC_TIME") << shell_quote(e.worker_time) << " " << var("FIBRA_ELASTIC_BACKLOG")
+    << e.backlog << " " << var("FIBRA_ELASTIC_IDLE_TIMEOUT_S") << e.idle_timeout_s << " "
+    << var("FIBRA_ELASTIC_DRAIN_BEFORE_S") << e.drain_before_s << "\n";
+  o << "export " << var("FIBRA_ELASTIC_SUBMIT_GAP_S") << 60.0 / e.max_submit_per_minute << " "
+    << var("FIBRA_ELASTIC_PARTITION") << shell_quote(e.partition) << " " << var("FIBRA_ELASTIC_SBATCH_ARGS")
+    << shell_quote(sbatch) << "\n";
   o << "fibra_elastic_end() {  # no worker job outlives the driver, however it ended\n"
        "  fibra_cancel_workers\n"
        "  kill \"$fibra_name_server\" 2>/dev/null\n"
@@ -109,9 +114,10 @@ void render_environment(std::ostringstream& o, const JobSpec& s) {
   o << "\nexport FIBRA_JOB_SPEC=" << shell_quote(s.name) << '\n';
   if (s.checkpoint && !s.checkpoint->path.empty()) {
     // %a: the array task's id, so that every task of an array has a checkpoint of its own
-    o << "export FIBRA_CHECKPOINT=" << with_variable(s.checkpoint->path, "%a", "SLURM_ARRAY_TASK_ID") << '\n';
+    o << "export " << env::Name("FIBRA_CHECKPOINT").c_str() << "="
+      << with_variable(s.checkpoint->path, "%a", "SLURM_ARRAY_TASK_ID") << '\n';
   }
-  o << "export FIBRA_OVERSUBSCRIBE=" << (s.oversubscribe ? 1 : 0)
+  o << "export " << env::Name("FIBRA_OVERSUBSCRIBE").c_str() << "=" << (s.oversubscribe ? 1 : 0)
     << (s.oversubscribe ? "  # the spec allows more processes than slots\n"
                         : "  # the allocation has a slot for the driver and each worker\n");
   o << "export EVENT_NOEPOLL=1  # mpirun's PMIx server must not use epoll: Open MPI 4.1 + PMIx 4 spawn hang\n";

@@ -40,6 +40,7 @@
 #include "agent/agent.hpp"
 #include "agent/simulated_agents.hpp"
 #include "common/process.hpp"
+#include "common/env.hpp"
 
 namespace fibra::detail {
 namespace {
@@ -86,8 +87,7 @@ class Agent {
     }
     // It serves the objects it holds to its peers (agents on other hosts copy them from it). Where
     // the driver cannot open them (another host), the results it keeps are copied to the driver too.
-    const char* as_remote = std::getenv("FIBRA_OBJECTS_AS_REMOTE");  // "1": on the driver's host too (tests)
-    copies_to_driver_ = !shares_driver_host() || (as_remote && std::string_view(as_remote) == "1");
+    copies_to_driver_ = !shares_driver_host() || env::flag("FIBRA_OBJECTS_AS_REMOTE").value_or(false);  // tests
     try {
       server_ = std::make_unique<ObjectServer>(cfg.lane_nonce);
       held_objects_ = HeldObjects(server_.get());
@@ -102,10 +102,10 @@ class Agent {
     std::vector<std::pair<std::string, std::string>> env;
     if (!cfg_.gpus.empty())
       env.emplace_back("CUDA_VISIBLE_DEVICES", cfg_.gpus[std::min<std::size_t>(i, cfg_.gpus.size() - 1)]);
-    env.emplace_back("FIBRA_POOL_POLICY", wire::policy_text(cfg_.policy));
-    env.emplace_back("FIBRA_KEEP_FREED", std::to_string(cfg_.keep_freed_bytes));
+    env.emplace_back(env::Name("FIBRA_POOL_POLICY").c_str(), wire::policy_text(cfg_.policy));
+    env.emplace_back(env::Name("FIBRA_KEEP_FREED").c_str(), std::to_string(cfg_.keep_freed_bytes));
     // On the driver's host, what a task stores (fibra::put) stays in its memory: the driver maps it.
-    if (shares_driver_host()) env.emplace_back("FIBRA_DRIVER_HOST", "1");
+    if (shares_driver_host()) env.emplace_back(env::Name("FIBRA_DRIVER_HOST").c_str(), "1");
     if (!std::getenv("OMP_NUM_THREADS"))
       env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1L, std::lround(cfg_.cpus))));
     return env;

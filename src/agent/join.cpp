@@ -23,6 +23,7 @@
 #include "transport/mpi.hpp"
 #include "transport/tcp.hpp"
 #include "transport/wire.hpp"
+#include "common/env.hpp"
 
 namespace fibra::detail {
 
@@ -40,25 +41,19 @@ constexpr double squeue_bound_s = 30;   // squeue, for the time its job has left
   std::_Exit(2);
 }
 
-double seconds_from_env(const char* name, double otherwise) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return otherwise;
-  char* end = nullptr;
-  const double x = std::strtod(v, &end);
-  if (*end != '\0' || !(x > 0)) fail(std::string(name) + "=" + v + " is not a number of seconds above 0");
-  return x;
+// A FIBRA_* number, or the reason it is not one, as this worker's last words.
+double number_or_fail(env::Name name, double unset, double least, double most, bool whole) {
+  try {
+    return env::number(name, unset, least, most, whole);
+  } catch (const ConfigError& e) {
+    fail(e.what());
+  }
 }
 
 // Workers it offers: FIBRA_JOIN_WORKERS, else the CPUs it may use shared by the ranks of its launch
 // on this node.
 int executors_offered() {
-  if (const char* v = std::getenv("FIBRA_JOIN_WORKERS"); v && *v) {
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 1 || n > 4096)
-      fail(std::string("FIBRA_JOIN_WORKERS=") + v + " is not a number from 1 to 4096");
-    return static_cast<int>(n);
-  }
+  if (const int n = static_cast<int>(number_or_fail("FIBRA_JOIN_WORKERS", 0, 1, 4096, true))) return n;
   cpu_set_t set;
   CPU_ZERO(&set);
   const int cpus = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
@@ -92,7 +87,7 @@ std::string origin() {
 MPI_Comm join_driver(int& argc, char**& argv, const char* file) {
   join::Address a;
   try {
-    a = join::read_file(file, seconds_from_env("FIBRA_JOIN_WAIT_S", default_wait_s));
+    a = join::read_file(file, number_or_fail("FIBRA_JOIN_WAIT_S", default_wait_s, 0.001, 1e9, false));
   } catch (const std::exception& e) {
     fail(e.what());
   }
@@ -122,7 +117,7 @@ MPI_Comm join_driver(int& argc, char**& argv, const char* file) {
   hello.executors = executors_offered();
   hello.origin = origin();
   hello.time_left_s = slurm_time_left_s();
-  if (const char* pool = std::getenv("FIBRA_JOIN_POOL"); pool && *pool) hello.pool = std::strtoull(pool, nullptr, 10);
+  hello.pool = static_cast<std::uint64_t>(number_or_fail("FIBRA_JOIN_POOL", 0, 0, 1e15, true));
   if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && *n) hello.ranks = std::max(1, std::atoi(n));
   ::setenv("EVENT_NOEPOLL", "1", 0);  // as every fibra process (src/runtime.cpp)
   int provided = 0;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fibra/options.hpp"
+#include "common/env.hpp"
 
 #if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
 #if __GLIBC_PREREQ(2, 33)
@@ -157,12 +158,7 @@ void keep_scratch(std::string&& s) noexcept {
 
 std::size_t keep_freed_bytes_from_env() {
   const std::size_t fallback = PoolOptions{}.keep_freed_mib << 20;
-  const char* s = std::getenv("FIBRA_KEEP_FREED");
-  if (!s || *s < '0' || *s > '9') return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(s, &end, 10);
-  return errno == 0 && *end == '\0' ? std::size_t(v) : fallback;
+  return static_cast<std::size_t>(env::number("FIBRA_KEEP_FREED", double(fallback), 0, 1e15, true));
 }
 
 }  // namespace fibra::detail

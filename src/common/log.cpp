@@ -8,12 +8,13 @@
 #include <string>
 
 #include "fibra/error.hpp"
+#include "common/env.hpp"
 
 namespace fibra::log {
 namespace {
 
 Level from_environment() {
-  const char* v = std::getenv("FIBRA_LOG_LEVEL");
+  const char* v = fibra::detail::env::raw("FIBRA_LOG_LEVEL");
   if (!v || !*v) return Level::info;
   try {
     return parse_level(v);

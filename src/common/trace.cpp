@@ -1,4 +1,5 @@
 #include "common/trace.hpp"
+#include "common/env.hpp"
 
 #include <fcntl.h>
 #include <time.h>
@@ -12,7 +13,7 @@ namespace fibra::trace::detail {
 namespace {
 
 int open_trace_file() {
-  const char* dir = std::getenv("FIBRA_TRACE");
+  const char* dir = fibra::detail::env::raw("FIBRA_TRACE");
   if (!dir || !*dir) return -1;
   const std::string path = std::string(dir) + "/trace." + std::to_string(::getpid());
   return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -27,7 +28,7 @@ int trace_fd() {
 }  // namespace
 
 bool on = [] {
-  const char* dir = std::getenv("FIBRA_TRACE");
+  const char* dir = fibra::detail::env::raw("FIBRA_TRACE");
   return dir && *dir;
 }();
 

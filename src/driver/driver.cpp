@@ -2,6 +2,7 @@
 // oversubscription rule (pools, the default pool and find_pool live in src/driver/pool.cpp and
 // src/driver/tasks.cpp).
 #include "driver/driver.hpp"
+#include "common/env.hpp"
 
 #include <atomic>
 #include <cstdio>
@@ -22,7 +23,7 @@ std::set<std::string> g_lost_joined;  // hosts of agents that joined and were lo
 }  // namespace
 
 bool oversubscribe_allowed() {
-  if (const char* v = std::getenv("FIBRA_OVERSUBSCRIBE"); v && *v) return std::strcmp(v, "0") != 0;
+  if (const auto on = env::flag("FIBRA_OVERSUBSCRIBE")) return *on;
   return !std::getenv("SLURM_JOB_ID") && !std::getenv("PBS_JOBID") && !std::getenv("LSB_JOBID");
 }
 
@@ -53,8 +54,8 @@ void note_lost_remote_host(const std::string& host) {
   if (!g_lost_hosts.insert(host).second) return;
   // A fibra batch script watches this file: it asks the driver to stop for its checkpoint, and
   // relaunches it on the nodes still alive (docs/slurm.md#a-node-lost).
-  if (const char* file = std::getenv("FIBRA_LOST_HOSTS_FILE"); file && *file) {
-    if (std::FILE* f = std::fopen(file, "a")) {
+  if (const std::string file = env::text("FIBRA_LOST_HOSTS_FILE"); !file.empty()) {
+    if (std::FILE* f = std::fopen(file.c_str(), "a")) {
       std::fprintf(f, "%s\n", host.c_str());
       std::fclose(f);
     }

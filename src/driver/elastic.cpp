@@ -24,6 +24,7 @@
 #include "driver/joins.hpp"
 #include "fibra/error.hpp"
 #include "transport/mpi.hpp"
+#include "common/env.hpp"
 
 namespace fibra::detail {
 
@@ -233,9 +234,14 @@ struct Elastic::Impl {
 namespace {
 std::atomic<bool> g_spec_adapt_taken{false};  // by a running pool
 
-// FIBRA_ELASTIC_*, read with `number` and `text` (adapt_from_environment's).
-template <class Number, class Text>
-AdaptFromSpec parse_spec_adapt(const Number& number, const Text& text) {
+// FIBRA_ELASTIC_*, which the job spec's [elastic] table became (slurm/src/render.cpp).
+AdaptFromSpec parse_spec_adapt() {
+  const auto number = [](env::Name name, double unset) {
+    return env::number(name, unset, 0, 1e12, false,
+                       "it comes from the job spec's [elastic] table (fibra slurm render): render the script again "
+                       "rather than edit it");
+  };
+  const auto text = [](env::Name name) { return env::text(name); };
   AdaptFromSpec a;
   a.max_jobs = static_cast<int>(number("FIBRA_ELASTIC_MAX_JOBS", 0));
   a.min_jobs = static_cast<int>(number("FIBRA_ELASTIC_MIN_JOBS", 0));
@@ -256,25 +262,10 @@ AdaptFromSpec parse_spec_adapt(const Number& number, const Text& text) {
 void give_back_spec_adapt() { g_spec_adapt_taken = false; }
 
 std::optional<AdaptFromSpec> adapt_from_environment() {
-  const char* max = std::getenv("FIBRA_ELASTIC_MAX_JOBS");
+  const char* max = env::raw("FIBRA_ELASTIC_MAX_JOBS");
   if (!max || !*max || g_spec_adapt_taken.exchange(true)) return std::nullopt;
-  const auto text = [](const char* name) {
-    const char* v = std::getenv(name);
-    return std::string(v ? v : "");
-  };
-  const auto number = [&](const char* name, double fallback) {
-    const std::string v = text(name);
-    if (v.empty()) return fallback;
-    char* end = nullptr;
-    const double d = std::strtod(v.c_str(), &end);
-    if (*end || !(d >= 0))
-      throw ConfigError(std::string("fibra: ") + name + "=\"" + v +
-                        "\" is not a number of 0 or more; it comes from the job spec's [elastic] table (fibra slurm "
-                        "render): render the script again rather than edit it");
-    return d;
-  };
   try {
-    return parse_spec_adapt(number, text);
+    return parse_spec_adapt();
   } catch (...) {
     give_back_spec_adapt();
     throw;
@@ -323,8 +314,8 @@ Elastic::Elastic(int min_workers, int max_workers, AdaptOptions options, std::ui
               (error.empty() && v.status == 127 && v.err.find("cannot run") != std::string::npos
                    ? std::string("is not on PATH")
                    : "failed: " + trimmed(error.empty() ? v.err : error)));
-  const char* name = std::getenv("FIBRA_ELASTIC_JOB_NAME");
-  s.job_name = name && *name ? std::string(name) : "fibra-worker-pid" + std::to_string(::getpid());
+  const std::string name = env::text("FIBRA_ELASTIC_JOB_NAME");
+  s.job_name = !name.empty() ? name : "fibra-worker-pid" + std::to_string(::getpid());
   s.dir = s.file + ".workers";
   s.script = s.dir + "/worker.sbatch";
   s.write_script();

@@ -10,6 +10,7 @@
 #include "fibra/detail/core.hpp"
 #include "fibra/error.hpp"
 #include "common/trace.hpp"
+#include "common/env.hpp"
 
 namespace fibra::detail {
 
@@ -155,7 +156,7 @@ bool JobState::wait_next(ChunkOutcome& out, std::optional<std::chrono::nanosecon
 }
 
 bool progress_wanted() {
-  if (const char* v = std::getenv("FIBRA_PROGRESS")) return std::strcmp(v, "0") != 0 && *v;
+  if (const char* v = env::raw("FIBRA_PROGRESS")) return std::strcmp(v, "0") != 0 && *v;  // set but empty: off
   return ::isatty(STDERR_FILENO) == 1;
 }
 

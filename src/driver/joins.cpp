@@ -35,6 +35,7 @@
 #include "transport/join.hpp"
 #include "transport/mpi.hpp"
 #include "transport/tcp.hpp"
+#include "common/env.hpp"
 
 extern char** environ;
 
@@ -289,7 +290,7 @@ std::vector<std::string> launch_environment() {
 JoinListener::JoinListener() : impl_(std::make_unique<Impl>()) {}
 
 std::unique_ptr<JoinListener> JoinListener::prepare() {
-  const char* path = std::getenv("FIBRA_JOIN_FILE");
+  const char* path = env::raw("FIBRA_JOIN_FILE");
   if (!path || !*path) return nullptr;
   {
     std::lock_guard lk(g_mu);

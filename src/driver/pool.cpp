@@ -26,6 +26,7 @@
 #include "driver/resources.hpp"
 #include "driver/driver.hpp"
 #include "executor/executor.hpp"
+#include "common/env.hpp"
 
 namespace fibra::detail {
 namespace {
@@ -125,8 +126,8 @@ void PoolImpl::adapt_as_the_spec_says(int own) {
     try {
       adapt(own + a->min_jobs * per, own + a->max_jobs * per, a->options);
     } catch (const ConfigError& e) {
-      throw ConfigError(std::string("fibra: the job spec's [elastic] (FIBRA_ELASTIC_MAX_JOBS=") +
-                        std::getenv("FIBRA_ELASTIC_MAX_JOBS") + ") cannot take effect: " + e.what() +
+      throw ConfigError(std::string("fibra: the job spec's [elastic] (") + env::shown("FIBRA_ELASTIC_MAX_JOBS") +
+                        ") cannot take effect: " + e.what() +
                         "; render the script again with `fibra slurm render`, or drop [elastic]");
     }
   } catch (...) {

@@ -23,6 +23,7 @@
 #include "common/process.hpp"
 #include "driver/driver.hpp"
 #include "roles.hpp"
+#include "common/env.hpp"
 
 namespace fibra::detail {
 
@@ -33,7 +34,7 @@ namespace {
 // Whether the lines tasks print start with "(worker 3 pid 1234) ": FIBRA_OUTPUT_PREFIX=1 or 0, or
 // by default when the driver's stdout is a terminal (as Ray does).
 bool prefix_output() {
-  if (const char* v = std::getenv("FIBRA_OUTPUT_PREFIX"); v && *v) return std::strcmp(v, "0") != 0;
+  if (const auto on = env::flag("FIBRA_OUTPUT_PREFIX")) return *on;
   return ::isatty(STDOUT_FILENO) == 1;
 }
 
@@ -49,18 +50,6 @@ int universe_size() {
   int flag = 0;
   if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_UNIVERSE_SIZE, &size, &flag) != MPI_SUCCESS || !flag || !size) return 0;
   return *size;
-}
-
-// A whole number from the environment variable `name` (0 when unset); ConfigError when malformed.
-double number_from_env(const char* name, double most) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return 0;
-  char* end = nullptr;
-  const double x = std::strtod(v, &end);
-  if (*end != '\0' || !(x >= 0) || x > most)
-    throw ConfigError(std::string("fibra: ") + name + "=" + v + " is not a number from 0 to " +
-                      std::to_string(static_cast<long long>(most)));
-  return x;
 }
 
 // Open MPI cannot be interrupted inside MPI_Comm_spawn, and never returns from one whose daemon
@@ -110,10 +99,10 @@ class SpawnWatch {
 // its first batch. Read at each spawn.
 wire::Simulation PoolImpl::simulation_wanted() {
   wire::Simulation sim;
-  sim.agents = static_cast<std::uint32_t>(number_from_env("FIBRA_SIMULATED_AGENTS", 1 << 20));
+  sim.agents = static_cast<std::uint32_t>(env::number("FIBRA_SIMULATED_AGENTS", 0, 0, 1 << 20, true));
   if (sim.agents < 2) return {};  // 1: one agent a process, as a real one
-  sim.silent_every = static_cast<std::uint32_t>(number_from_env("FIBRA_SIMULATED_SILENT_EVERY", 1 << 20));
-  sim.silent_after_s = number_from_env("FIBRA_SIMULATED_SILENT_AFTER_S", 1e6);
+  sim.silent_every = static_cast<std::uint32_t>(env::number("FIBRA_SIMULATED_SILENT_EVERY", 0, 0, 1 << 20, true));
+  sim.silent_after_s = env::number("FIBRA_SIMULATED_SILENT_AFTER_S", 0, 0, 1e6);
   return sim;
 }
 
@@ -693,22 +682,16 @@ void PoolImpl::on_hello(Worker& w, const wire::Hello& h) {
   state_cv_.notify_all();
 }
 
-// A switch that is on unless the environment variable `name` is "0" (read once per process).
-static bool switched_on(const char* name) {
-  const char* v = std::getenv(name);
-  return !v || std::string_view(v) != "0";
-}
-
 // FIBRA_PEER_OBJECTS=0: agents do not copy objects from each other (a cluster whose firewall lets
 // only MPI through); every copy comes from the driver, and results made on other hosts come back.
 bool PoolImpl::peer_objects_on() {
-  static const bool enabled = switched_on("FIBRA_PEER_OBJECTS");
+  static const bool enabled = env::flag("FIBRA_PEER_OBJECTS").value_or(true);
   return enabled;
 }
 
 // An agent on this host: its executors' lanes are mapped, all or none (FIBRA_LANES=0: none).
 bool PoolImpl::lanes_on() {
-  static const bool enabled = switched_on("FIBRA_LANES");
+  static const bool enabled = env::flag("FIBRA_LANES").value_or(true);
   return enabled;
 }
 
@@ -847,7 +830,7 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
       } else if (replaced) {
         line += "; no replacement is started (" + std::string(frozen_reason) + "): the pool carries on with " +
                 std::to_string(live_count()) + " worker(s)";
-        if (std::getenv("FIBRA_LOST_HOSTS_FILE"))
+        if (env::raw("FIBRA_LOST_HOSTS_FILE"))
           line += ", until the batch script relaunches it on the nodes still alive";
       }
     }

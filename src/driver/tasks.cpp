@@ -15,6 +15,7 @@
 #include "common/log.hpp"
 #include "driver/driver.hpp"
 #include "executor/executor.hpp"
+#include "common/env.hpp"
 
 namespace fibra::detail {
 namespace {
@@ -145,14 +146,8 @@ Pool& default_pool(int workers, const PoolOptions& options) {
   }
   int n = workers;
   if (n == 0) {
-    if (const char* v = std::getenv("FIBRA_WORKERS"); v && *v) {
-      char* end = nullptr;
-      const long k = std::strtol(v, &end, 10);
-      if (*end != '\0' || k < 1 || k > 100000)
-        throw ConfigError(std::string("fibra: FIBRA_WORKERS=") + v +
-                          " is not a number of workers (1 or more); unset it for one per core");
-      n = static_cast<int>(k);
-    }
+    n = static_cast<int>(detail::env::number("FIBRA_WORKERS", 0, 1, 100000, true,
+                                             "it is the default pool's workers; unset it for one per core"));
   }
   detail::g_default_pool = std::make_unique<Pool>(n, options);
   return *detail::g_default_pool;

@@ -40,6 +40,7 @@
 #include "common/trace.hpp"
 #include "transport/wire.hpp"
 #include "executor/executor.hpp"
+#include "common/env.hpp"
 
 namespace fibra::detail {
 namespace {
@@ -598,10 +599,7 @@ thread_local PutsInFlight* t_puts = &t_thread_puts;
 // This process's lane is mapped by the driver: it runs on the driver's host, with lanes on
 // (FIBRA_LANES=0 turns them off; the driver then maps no lane to read at a loss).
 bool lane_reaches_driver() {
-  static const bool reaches = executor_on_driver_host() && [] {
-    const char* lanes = std::getenv("FIBRA_LANES");
-    return !(lanes && std::string_view(lanes) == "0");
-  }();
+  static const bool reaches = executor_on_driver_host() && env::flag("FIBRA_LANES").value_or(true);
   return reaches;
 }
 
@@ -1176,7 +1174,7 @@ class ExecutorCore final : public PoolCore {
   // The pool's defaults (PoolOptions), which its agent gave this executor.
   RetryPolicy default_policy() const override {
     static const RetryPolicy pool = [] {  // read once: the variable is set when the executor starts
-      const char* p = std::getenv("FIBRA_POOL_POLICY");
+      const char* p = env::raw("FIBRA_POOL_POLICY");
       return p ? wire::policy_from_text(p) : RetryPolicy{};
     }();
     return pool;

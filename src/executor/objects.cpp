@@ -15,6 +15,7 @@
 #include "fibra/detail/codec.hpp"
 #include "fibra/error.hpp"
 #include "transport/object_memory.hpp"
+#include "common/env.hpp"
 
 namespace fibra::detail {
 
@@ -99,10 +100,7 @@ class TaskObject final : public StoredObject {
 }  // namespace
 
 bool executor_on_driver_host() {
-  static const bool on = [] {
-    const char* v = std::getenv("FIBRA_DRIVER_HOST");
-    return v && std::string(v) == "1";
-  }();
+  static const bool on = env::flag("FIBRA_DRIVER_HOST").value_or(false);
   return on;
 }
 
