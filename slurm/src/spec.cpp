@@ -6,6 +6,7 @@
 #include <regex>
 #include <sstream>
 
+#include "common/slurm_time.hpp"  // Slurm durations, parsed one way everywhere
 #include "toml_reader.hpp"
 
 namespace fibra::slurm {
@@ -232,26 +233,9 @@ void read_sbatch(JobSpec& s, const toml::table* t) {
 }  // namespace
 
 std::optional<long> parse_time_limit(std::string_view text) {
-  static const std::regex forms[] = {std::regex("([0-9]+)"),                              // minutes
-                                     std::regex("([0-9]+):([0-9]+)"),                     // minutes:seconds
-                                     std::regex("([0-9]+):([0-9]+):([0-9]+)"),            // hours:minutes:seconds
-                                     std::regex("([0-9]+)-([0-9]+)"),                     // days-hours
-                                     std::regex("([0-9]+)-([0-9]+):([0-9]+)"),            // days-hours:minutes
-                                     std::regex("([0-9]+)-([0-9]+):([0-9]+):([0-9]+)")};  // days-hours:minutes:seconds
-  static const long units[6][4] = {{60},          {60, 1},           {3600, 60, 1},
-                                   {86400, 3600}, {86400, 3600, 60}, {86400, 3600, 60, 1}};
-  const std::string s(text);
-  std::smatch m;
-  for (int f = 0; f < 6; ++f) {
-    if (!std::regex_match(s, m, forms[f])) continue;
-    long total = 0;
-    for (std::size_t i = 1; i < m.size(); ++i) {
-      if (m[i].length() > 6) return std::nullopt;
-      total += std::stol(m[i].str()) * units[f][i - 1];
-    }
-    return total;
-  }
-  return std::nullopt;
+  const double s = fibra::detail::slurm_time_s(std::string(text));  // the parser the driver and agents use too
+  if (s < 0) return std::nullopt;
+  return static_cast<long>(s);
 }
 
 JobSpec parse_spec(std::string_view text, const std::string& source) {

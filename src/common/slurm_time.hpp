@@ -1,6 +1,6 @@
 // src/common/slurm_time.hpp: Slurm's way of writing a duration, read by the driver (the --time of
-// Pool::adapt's worker jobs) and by a joining agent (squeue's %L, the time its job has left).
-// Header-only.
+// Pool::adapt's worker jobs), by a joining agent (squeue's %L, the time its job has left) and by the
+// job spec's reader (fibra::slurm::parse_time_limit). The one parser of it. Header-only.
 #pragma once
 
 #include <cstdlib>
@@ -10,12 +10,13 @@
 namespace fibra::detail {
 
 /// Seconds of a Slurm time: "minutes", "minutes:seconds", "hours:minutes:seconds" or
-/// "days-hours[:minutes[:seconds]]"; -1 if it is none of those ("UNLIMITED", "INVALID").
+/// "days-hours[:minutes[:seconds]]"; -1 if it is none of those ("UNLIMITED", "INVALID"), or if a
+/// field has more than 6 digits.
 inline double slurm_time_s(const std::string& t) {
   long days = 0;
   std::string rest = t;
   if (const auto dash = rest.find('-'); dash != std::string::npos) {
-    if (dash == 0 || rest.find_first_not_of("0123456789") != dash) return -1;
+    if (dash == 0 || dash > 6 || rest.find_first_not_of("0123456789") != dash) return -1;
     days = std::atol(rest.substr(0, dash).c_str());
     rest = rest.substr(dash + 1);
   }
@@ -23,7 +24,7 @@ inline double slurm_time_s(const std::string& t) {
   for (std::size_t at = 0;;) {
     const auto colon = rest.find(':', at);
     const std::string p = rest.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
-    if (p.empty() || p.find_first_not_of("0123456789") != std::string::npos) return -1;
+    if (p.empty() || p.size() > 6 || p.find_first_not_of("0123456789") != std::string::npos) return -1;
     parts.push_back(std::atol(p.c_str()));
     if (colon == std::string::npos) break;
     at = colon + 1;

@@ -65,6 +65,10 @@ TEST(Spec, TimeFormats) {
   EXPECT_EQ(fs::parse_time_limit("2-1:30"), 2 * 86400 + 3600 + 1800);
   EXPECT_EQ(fs::parse_time_limit("1:2:3:4"), std::nullopt);
   EXPECT_EQ(fs::parse_time_limit("1h"), std::nullopt);
+  EXPECT_EQ(fs::parse_time_limit("2-1:30:15"), 2 * 86400 + 3600 + 1800 + 15);
+  EXPECT_EQ(fs::parse_time_limit("1234567"), std::nullopt) << "a field of more than 6 digits";
+  EXPECT_EQ(fs::parse_time_limit("UNLIMITED"), std::nullopt);
+  EXPECT_EQ(fs::parse_time_limit("-5"), std::nullopt);
   EXPECT_EQ(fs::parse_time_limit(""), std::nullopt);
   const auto unlimited = fs::parse_spec(std::string(minimal) + "[resources]\ntime = \"UNLIMITED\"\n", "t.toml");
   EXPECT_EQ(unlimited.time, "UNLIMITED");
