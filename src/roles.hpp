@@ -13,6 +13,13 @@
 // the lane and its mailbox); src/common/ is code every process links (logs, traces, the registry).
 #pragma once
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
 namespace fibra::detail {
 
 /// argv markers with which fibra starts copies of the user's binary.
@@ -20,5 +27,34 @@ inline constexpr const char* agent_flag = "--fibra-agent";
 inline constexpr const char* executor_flag = "--fibra-executor";
 /// A worker started apart joins a running driver: `./app --fibra-join <the driver's FIBRA_JOIN_FILE>`.
 inline constexpr const char* join_flag = "--fibra-join";
+
+/// How an agent starts an executor, `<exe> --fibra-executor <socket fd> <lane region fd> <agent's
+/// pid>`: written by the agent (SupervisedExecutor) and read by fibra::Runtime, both through this.
+struct ExecutorArgs {
+  int socket_fd = 3;
+  int region_fd = 4;
+  long parent_pid = 0;
+
+  std::vector<std::string> to_argv(const std::string& exe) const {
+    return {exe, executor_flag, std::to_string(socket_fd), std::to_string(region_fd), std::to_string(parent_pid)};
+  }
+  /// nullopt unless argv is an executor's; an executor's with a field that is no number also
+  /// gives nullopt, with `malformed` set.
+  static std::optional<ExecutorArgs> parse(int argc, char** argv, bool& malformed) {
+    malformed = false;
+    if (argc < 2 || std::strcmp(argv[1], executor_flag) != 0) return std::nullopt;
+    malformed = true;
+    if (argc != 5) return std::nullopt;
+    long v[3];
+    for (int i = 0; i < 3; ++i) {
+      char* end = nullptr;
+      errno = 0;
+      v[i] = std::strtol(argv[2 + i], &end, 10);
+      if (errno != 0 || end == argv[2 + i] || *end != '\0' || v[i] < 0) return std::nullopt;
+    }
+    malformed = false;
+    return ExecutorArgs{int(v[0]), int(v[1]), v[2]};
+  }
+};
 
 }  // namespace fibra::detail

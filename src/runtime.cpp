@@ -120,8 +120,14 @@ void run_agent(MPI_Comm parent, bool joined) {
 }  // namespace
 
 Runtime::Runtime(int& argc, char**& argv) {
-  if (argc >= 5 && std::strcmp(argv[1], detail::executor_flag) == 0)
-    detail::executor_main(std::atoi(argv[2]), std::atoi(argv[3]), static_cast<pid_t>(std::atol(argv[4])));
+  bool malformed = false;
+  if (const auto e = detail::ExecutorArgs::parse(argc, argv, malformed))
+    detail::executor_main(e->socket_fd, e->region_fd, static_cast<pid_t>(e->parent_pid));
+  if (malformed) {
+    log::error("fibra: {} is only for processes that fibra starts itself (<socket fd> <region fd> <agent pid>)",
+               detail::executor_flag);
+    std::_Exit(2);
+  }
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], detail::agent_flag) == 0) become_agent(argc, argv);
     if (std::strcmp(argv[i], detail::join_flag) == 0) {

@@ -9,6 +9,8 @@
 //   tasks.hpp          fibra::submit, fibra::wait, fibra::default_pool: remote tasks, nested and with dependencies
 //   object.hpp         fibra::put: the object store, a value kept once that tasks take by reference
 //   actor.hpp          fibra::Actor<T>, fibra::Manager, FIBRA_ACTOR: objects with state in processes of their own
+//   process.hpp        fibra::Process: a registered function in a process of its own (start, join, exitcode)
+//   queue.hpp          fibra::Queue<T>, SimpleQueue<T>, Pipe<T>/Connection<T>, Event: shared by processes on any node
 //   resources.hpp      fibra::Resources: CPUs, GPUs and memory a pool's workers offer and a call needs
 //   error.hpp          fibra::Error and its subclasses (RemoteError, ExecutorCrashed, ConfigError, ...)
 //   log.hpp            fibra::log: the level of fibra's own lines (FIBRA_LOG_LEVEL) and where they go

@@ -157,9 +157,11 @@ void SupervisedExecutor::start() {
   posix_spawn_file_actions_adddup2(&fa, region_->fd(), 4);
   close_the_rest(&fa);
   const std::string exe = self_exe();
-  const std::string parent = std::to_string(::getpid());
-  char* argv[] = {const_cast<char*>(exe.c_str()), const_cast<char*>(executor_flag),  const_cast<char*>("3"),
-                  const_cast<char*>("4"),         const_cast<char*>(parent.c_str()), nullptr};
+  // Its socket and lane region at the descriptors the dups above give them.
+  std::vector<std::string> args = ExecutorArgs{3, 4, long(::getpid())}.to_argv(exe);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   // Its environment: the agent's, with its own variables over it.
   std::vector<std::string> vars;
   std::vector<char*> envp;
@@ -176,7 +178,7 @@ void SupervisedExecutor::start() {
     envp.push_back(nullptr);
   }
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv, env_.empty() ? environ : envp.data());
+  const int rc = ::posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), env_.empty() ? environ : envp.data());
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) throw Error("fibra agent: cannot start an executor (" + exe + "): " + std::strerror(rc));
   pid_ = pid;

@@ -367,7 +367,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void signal_actor(std::uint64_t actor, int sig) override;
   void on_actor_request(Worker& w, std::uint64_t route, wire::Request& r);
   void take_task_objects(Worker& w, const FunctionEntry& fn, const wire::Request& r, JobState& job);
-  /// A task's call on a Queue, Pipe or Event (src/driver/channels.cpp).
+  /// A task's call on a Queue, Pipe or Event (pool_requests.cpp; the channels are channels.cpp's).
   void on_channel_request(Worker& w, std::uint64_t route, wire::Request& r);
   /// The JobState of a request, answered to its executor once delivered (pool_requests.cpp).
   std::shared_ptr<JobState> answered_job(const FunctionEntry& fn, const Worker& w, std::uint64_t route,
@@ -406,9 +406,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void free_objects();
   bool post_to_lane(Worker& w, const mpi::Pieces& batch, std::uint32_t chunks);
   bool drain_lanes(Worker& w);
-  std::vector<std::shared_ptr<LaneRegion>> open_lanes(const Worker& w, const wire::Hello& h);
-  static bool lanes_on();         // FIBRA_LANES is not "0"
-  static bool peer_objects_on();  // FIBRA_PEER_OBJECTS is not "0"
+  enum class Taken { more, done };
+  Taken take_message(Worker& w, mpi::Message& m, bool lost);
+  bool receive_group(AgentGroup& g, double now, bool urgent);
   void send(Worker& w, int tag, std::string data);
   void send(Worker& w, int tag, mpi::Pieces data);
   bool progress_sends();
@@ -426,9 +426,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   bool let_joined_go(int live);
   static wire::Simulation simulation_wanted();  // the scale simulation asked for (FIBRA_SIMULATED_AGENTS)
   void release_comm(Worker& w);
-  enum class Taken { more, done };
-  Taken take_message(Worker& w, mpi::Message& m, bool lost);
-  bool receive_group(AgentGroup& g, double now, bool urgent);
+  std::vector<std::shared_ptr<LaneRegion>> open_lanes(const Worker& w, const wire::Hello& h);
+  static bool lanes_on();         // FIBRA_LANES is not "0"
+  static bool peer_objects_on();  // FIBRA_PEER_OBJECTS is not "0"
   void group_member_lost(Worker& w);
   wire::AgentSetup agent_setup(int executors) const;
   struct AgentGpus {
