@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace fibra {
 
@@ -115,7 +116,13 @@ class DependencyFailed : public Error {
 /// could not be started, or it is gone for good (no restarts left). The message says which.
 class ActorDied : public Error {
  public:
-  using Error::Error;
+  explicit ActorDied(const std::string& what, std::string cause = {}) : Error(what), cause_(std::move(cause)) {}
+  /// @brief How its process ended, where the call was running in it ("killed by signal 11
+  ///        (SIGSEGV) (worker 2 on node7, pid 4242)"); "" otherwise.
+  const std::string& cause() const noexcept { return cause_; }
+
+ private:
+  std::string cause_;
 };
 
 /// @brief A task was cancelled (fibra::cancel) before it ran, or stopped by force while it ran.

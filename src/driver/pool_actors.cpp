@@ -17,7 +17,9 @@ namespace {
 constexpr std::size_t actor_batch_calls = 256;
 constexpr std::size_t actor_batch_bytes = std::size_t(64) << 20;
 
-std::exception_ptr died(const std::string& text) { return std::make_exception_ptr(ActorDied(text)); }
+std::exception_ptr died(const std::string& text, const std::string& cause = {}) {
+  return std::make_exception_ptr(ActorDied(text, cause));
+}
 
 }  // namespace
 
@@ -405,13 +407,11 @@ void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::
                                           " raised " + fl.type + ": " + fl.message + " (" + at + "); calls to it fail");
       }
       RemoteSite site{fn, 0, w.slot, w.host, static_cast<long>(exec_pid)};
-      call.job->deliver(
-          {0,
-           1,
-           {},
-           std::make_exception_ptr(RemoteError(
-               "fibra: " + fn + " raised " + fl.type + ": " + fl.message + " (" + at + ")", fl.type, fl.message, site)),
-           {}});
+      std::string what = "fibra: " + fn + " raised " + fl.type + ": " + fl.message + " (" + at + ")";
+      // A registered type (FIBRA_EXCEPTION, fibra's own) comes back as itself, as from a task.
+      std::exception_ptr e = make_registered_exception(fl.type, what, fl.message, site);
+      if (!e) e = std::make_exception_ptr(RemoteError(std::move(what), fl.type, fl.message, site));
+      call.job->deliver({0, 1, {}, std::move(e), {}});
       return;
     }
     case wire::Status::unknown_fn: {
@@ -493,7 +493,7 @@ void PoolImpl::actor_died(ActorState& a, const std::string& why, std::uint64_t r
                                  : "while this call (" + fn + ") ran or waited to (it runs up to " +
                                        std::to_string(a.settings.max_concurrency) + " calls at once)";
     actor_of_.erase(chunk);
-    c.job->deliver({0, 1, {}, died("fibra: " + actor_name(a) + " died " + what + ": " + why + after), {}});
+    c.job->deliver({0, 1, {}, died("fibra: " + actor_name(a) + " died " + what + ": " + why + after, why), {}});
   }
   a.in_flight.clear();
   if (Worker* w = worker_by_id(a.worker)) w->actor_lanes.erase(a.key);  // drained before the death was read

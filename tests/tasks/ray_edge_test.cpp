@@ -379,6 +379,35 @@ TEST(RayEdges, ARegisteredExceptionTypeIsRethrownAsItself) {
 double first_of(std::vector<double> v) { return v.at(0); }
 FIBRA_REMOTE(first_of);
 
+// An actor's method that throws a registered type (issue 46, case 3): it came back as RemoteError
+// (type name "BadSeed"), not as itself as from a task.
+class Picky {
+ public:
+  long check(long seed) { return check_seed(seed); }
+};
+FIBRA_ACTOR(Picky);
+FIBRA_ACTOR_METHOD(Picky, check);
+
+TEST(RayEdges, ARegisteredExceptionFromAnActorMethodIsRethrownAsItself) {
+  fibra::Pool pool(1);
+  auto picky = fibra::Actor<Picky>::start_on(pool, {});
+  EXPECT_EQ(get_within(picky.call(&Picky::check, 5L), bound, "Picky::check(5)"), 5);
+  auto f = picky.call(&Picky::check, -2L);
+  wait_within(f, bound, "Picky::check(-2)");
+  try {
+    f.get();
+    ADD_FAILURE() << "Picky::check(-2) returned";
+  } catch (const BadSeed& e) {
+    EXPECT_STREQ(e.what(), "seed -2 is negative");
+    const auto* origin = dynamic_cast<const fibra::RemoteOrigin*>(&e);
+    ASSERT_NE(origin, nullptr);
+    EXPECT_EQ(origin->type_name(), "BadSeed");
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "caught as " << fibra::detail::exception_type_name(std::current_exception()) << ": " << e.what();
+  }
+  EXPECT_EQ(get_within(picky.call(&Picky::check, 6L), bound, "Picky::check(6) after"), 6) << "the actor lives on";
+}
+
 // fibra::cancel, Future::get(timeout) and Future::then (issue 28, item 11), on 1 worker that a
 // 1.5 s task keeps busy, so that what is submitted after it waits in the driver's queue.
 TEST(RayEdges, ACancelledTaskThatHadNotStartedNeverRuns) {

@@ -197,6 +197,18 @@ std::string Experiment::fingerprint() const {
   return buf;
 }
 
+std::vector<std::pair<std::string, std::string>> Experiment::identity() const {
+  std::string space;
+  for (const auto& [k, dom] : space_.entries()) space += (space.empty() ? "" : "; ") + k + ": " + describe(dom);
+  return {{"trainable", trainable_},
+          {"metric", options_.metric},
+          {"mode", options_.mode == Mode::max ? "max" : "min"},
+          {"scheduler", describe(options_.scheduler)},
+          {"seed", std::to_string(options_.seed)},
+          {"num_samples", std::to_string(options_.num_samples)},
+          {"space", space}};
+}
+
 const std::string* Experiment::reported_time() const {
   const std::string* attr =
       std::holds_alternative<Asha>(options_.scheduler)  ? &std::get<Asha>(options_.scheduler).time_attr
@@ -249,6 +261,16 @@ Experiment::Next Experiment::on_result(std::size_t trial, const Metrics& metrics
     end_trial(t, TrialStatus::done);
     next.end = true;
     return next;
+  }
+  // A metric no trial reports would leave every scheduler deciding nothing: the experiment's
+  // first result must have it (as Ray checks), and so must hold what names it.
+  if (rows_.empty() && !options_.metric.empty() && !metrics.count(options_.metric)) {
+    std::string names;
+    for (const auto& [k, v] : metrics) names += (names.empty() ? "" : ", ") + k;
+    throw ConfigError("fibra::tune: RunOptions::metric is '" + options_.metric + "', and the first result (trial " +
+                      std::to_string(trial) + ", iteration " + std::to_string(t.r.iterations + 1) +
+                      ") has no such metric (it reported: " + (names.empty() ? std::string("nothing") : names) +
+                      "); report it at every step, or set metric to one that is reported");
   }
   const std::int64_t it = ++t.r.iterations;
   rows_.push_back(ResultRow{trial, it, wall + elapsed_before_, metrics});
@@ -335,11 +357,14 @@ void Experiment::drop_rows_after(std::size_t trial, std::int64_t iteration) {
   }
 }
 
-void Experiment::on_failure(std::size_t trial, const std::string& error) {
+void Experiment::on_failure(std::size_t trial, const std::string& cause, bool retryable) {
   Trial& t = trials_.at(trial);
   ++t.r.failures;
-  t.r.error = error;
-  if (t.r.failures > options_.max_failures) {
+  const std::string config = t.r.config.str();
+  t.r.error = "trial " + std::to_string(trial) + " of '" + trainable_ + "'" +
+              (config.empty() ? "" : " (config " + config + ")") + " failed at iteration " +
+              std::to_string(t.r.iterations + 1) + ": " + cause;
+  if (!retryable || t.r.failures > options_.max_failures) {
     end_trial(t, TrialStatus::error);
     return;
   }
@@ -348,6 +373,22 @@ void Experiment::on_failure(std::size_t trial, const std::string& error) {
   if (t.checkpoint.empty()) t.checkpoint_iteration = 0;
   t.r.status = TrialStatus::pending;
   pending_.push_front(trial);
+}
+
+std::string Experiment::failed_summary() const {
+  std::size_t n = 0;
+  std::string first;
+  for (const auto& t : trials_) {
+    if (t.r.status != TrialStatus::error) continue;
+    if (++n <= 3)
+      first +=
+          "\n  " + t.r.error + " (" + std::to_string(t.r.failures) + " attempt" + (t.r.failures == 1 ? "" : "s") + ")";
+  }
+  if (n == 0) return {};
+  return "fibra::tune: " + std::to_string(n) + " of " + std::to_string(trials_.size()) + " trials of '" + trainable_ +
+         "' failed" + (n > 3 ? " (the first 3 below)" : "") + ":" + first +
+         "\nTheir rows and the other trials are in TrialsFailed::results(); set RunOptions::raise_on_failed_trial = "
+         "false to have run() return them";
 }
 
 hdf5_io::TableFile Experiment::to_file(bool complete, double elapsed) const {
@@ -360,6 +401,7 @@ hdf5_io::TableFile Experiment::to_file(bool complete, double elapsed) const {
                   {"scheduler", describe(options_.scheduler)},
                   {"seed", std::to_string(options_.seed)},
                   {"num_samples", std::to_string(options_.num_samples)},
+                  {"space", identity().back().second},
                   {"state", complete ? "complete" : "running"},
                   {"elapsed_s", exact(elapsed_before_ + elapsed)}};
   const std::size_t n = trials_.size();
@@ -453,14 +495,18 @@ void Experiment::resume(const hdf5_io::TableFile& f, const std::string& path) {
   if (attr("format") != file_format)
     throw ConfigError("fibra::tune: cannot resume from '" + path +
                       "': it is not a fibra::tune experiment file; pass another RunOptions::storage");
-  if (attr("fingerprint") != fingerprint())
-    throw ConfigError("fibra::tune: cannot resume from '" + path + "': it holds an experiment over '" +
-                      attr("trainable") + "' (scheduler " + attr("scheduler") + ", " + attr("num_samples") +
-                      " samples, seed " + attr("seed") + ") and this run is over '" + trainable_ + "' (scheduler " +
-                      describe(options_.scheduler) + ", " + std::to_string(options_.num_samples) + " samples, seed " +
-                      std::to_string(options_.seed) +
-                      ") or another search space; pass another RunOptions::storage, or remove that one to start "
-                      "again");
+  if (attr("fingerprint") != fingerprint()) {
+    // Name what differs (a file written before the space was an attribute does not say its space).
+    std::string differs;
+    for (const auto& [key, mine] : identity()) {
+      const auto it = f.attributes.find(key);
+      if (it == f.attributes.end() || it->second == mine) continue;
+      differs += (differs.empty() ? "" : "; ") + key + " '" + it->second + "' there, '" + mine + "' in this run";
+    }
+    throw ConfigError("fibra::tune: cannot resume from '" + path + "': it holds another experiment over '" +
+                      attr("trainable") + "' (" + (differs.empty() ? "its search space differs" : differs) +
+                      "); pass another RunOptions::storage, or remove that one to start again");
+  }
   const auto* trials = f.find("trials");
   const auto* results = f.find("results");
   if (!trials || !results) throw ConfigError("fibra::tune: cannot resume from '" + path + "': its tables are missing");

@@ -46,8 +46,11 @@ class Experiment {
   bool can_run_ahead(std::size_t trial) const;
   /// A checkpoint of the trial after its latest iteration (asked by Next::save_first).
   void on_checkpoint(std::size_t trial, std::string bytes);
-  /// The trial threw or its process died: retried from its checkpoint, or an error past the budget.
-  void on_failure(std::size_t trial, const std::string& error);
+  /// The trial threw or its process died (`cause` says how, without fibra's internals): retried
+  /// from its checkpoint, or an error past the budget, or at once when it is not `retryable`.
+  void on_failure(std::size_t trial, const std::string& cause, bool retryable = true);
+  /// The sentence that names the first failed trials, for TrialsFailed ("" when none failed).
+  std::string failed_summary() const;
 
   /// Resumes from a file this experiment wrote. @throws ConfigError if another experiment wrote it.
   void resume(const hdf5_io::TableFile& file, const std::string& path);
@@ -79,6 +82,9 @@ class Experiment {
   void end_trial(Trial& t, TrialStatus s);
   void drop_rows_after(std::size_t trial, std::int64_t iteration);
   std::string fingerprint() const;
+  /// What makes this experiment the one a file holds, as the file's attributes say it, in order:
+  /// trainable, metric, mode, scheduler, seed, num_samples, space.
+  std::vector<std::pair<std::string, std::string>> identity() const;
 
   std::string trainable_;
   Space space_;

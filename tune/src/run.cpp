@@ -54,6 +54,25 @@ struct Host {
   }
 };
 
+// What happened to a trial, as its user would say it: the trainable's exception (its type, message
+// and where it ran), or how its process died, without the names of fibra::tune's own actor.
+std::string cause_of(const std::exception& e) {
+  const auto at = [](const RemoteSite& s) {
+    return s.host.empty()
+               ? std::string()
+               : " (worker " + std::to_string(s.worker) + " on " + s.host + ", pid " + std::to_string(s.pid) + ")";
+  };
+  if (const auto* o = dynamic_cast<const RemoteOrigin*>(&e))
+    return o->type_name() + ": " + o->remote_message() + at(o->site());
+  if (const auto* c = dynamic_cast<const ExecutorCrashed*>(&e))
+    return "its process died (" + c->remote_message() + ")" + at(c->site());
+  if (const auto* r = dynamic_cast<const RemoteError*>(&e))
+    return r->type_name() + ": " + r->remote_message() + at(r->site());
+  if (const auto* d = dynamic_cast<const ActorDied*>(&e); d && !d->cause().empty())
+    return "its process died: " + d->cause();
+  return e.what();
+}
+
 class Runner {
  public:
   Runner(std::string trainable, const Space& space, const RunOptions& options)
@@ -61,7 +80,7 @@ class Runner {
 
   ResultGrid run() {
     open_storage();
-    if (experiment_.finished()) return experiment_.grid(path_);
+    if (experiment_.finished()) return finished();
     Pool& pool = options_.pool ? *options_.pool : default_pool();
     std::size_t n = options_.max_concurrent ? options_.max_concurrent : std::size_t(std::max(1, pool.size()));
     n = std::min(n, experiment_.size());
@@ -85,7 +104,7 @@ class Runner {
     end_hosts();
     flush(true);
     progress_line(true);
-    return experiment_.grid(path_);
+    return finished();
   }
 
  private:
@@ -148,6 +167,15 @@ class Runner {
   }
 
   // The outcomes that came, in the order their calls were made.
+  // The grid, or TrialsFailed holding it when trials ended in error and the caller wants to know.
+  ResultGrid finished() {
+    ResultGrid grid = experiment_.grid(path_);
+    if (options_.raise_on_failed_trial)
+      if (std::string failed = experiment_.failed_summary(); !failed.empty())
+        throw TrialsFailed(failed, std::move(grid));
+    return grid;
+  }
+
   void on_delivered(std::size_t h) {
     Host& host = hosts_[h];
     while (!host.calls.empty() && host.calls.front().second.ready()) {
@@ -161,10 +189,11 @@ class Runner {
   void on_done(std::size_t h, const Future<WireMetrics>& f) {
     Host& host = hosts_[h];
     const std::size_t trial = *host.trial;
-    // The trial's failures (it threw, its process died) are retried; an error of the experiment's
-    // own (a ConfigError from on_result: no time_attr in the metrics) ends the run.
+    // The trial's failures (it threw, its process died) are retried, but a ConfigError, which
+    // would fail the same way again; an error of the experiment's own (a ConfigError from
+    // on_result: no time_attr in the metrics) ends the run.
     auto failed = [&](const std::exception& e) {
-      experiment_.on_failure(trial, e.what());
+      experiment_.on_failure(trial, cause_of(e), dynamic_cast<const ConfigError*>(&e) == nullptr);
       begin_next(h);
     };
     WireMetrics wire;

@@ -92,10 +92,11 @@ TEST_F(ExperimentTest, AFailedTrialRestartsFromItsCheckpointThenIsAnError) {
   ex.on_failure(0, "boom 3");  // past max_failures = 2
   EXPECT_FALSE(ex.start_next());
   EXPECT_TRUE(ex.finished());
-  const auto& t = ex.grid("").trials()[0];
+  const auto grid = ex.grid("");  // held: a reference into a temporary grid's trials dangled here
+  const auto& t = grid.trials()[0];
   EXPECT_EQ(t.status, TrialStatus::error);
   EXPECT_EQ(t.failures, 3);
-  EXPECT_EQ(t.error, "boom 3");
+  EXPECT_EQ(t.error, "trial 0 of 'T' (config v=1) failed at iteration 3: boom 3");
   EXPECT_EQ(ex.grid("").errors().size(), 1u);
 }
 
@@ -130,15 +131,30 @@ TEST_F(ExperimentTest, TheFileResumesEveryTrialOnceAndRefusesAnotherExperiment) 
   EXPECT_EQ(again.grid("").trials()[0].iterations, 1);
   EXPECT_EQ(again.grid("").trials()[2].iterations, 1);  // from its checkpoint after iteration 1
 
-  try {
-    Experiment other("T", space, RunOptions{.num_samples = 4, .metric = "score"});
-    other.resume(hdf5_io::read_table_file(path), path);
-    FAIL() << "resumed another experiment's file";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot resume from '" + path + "': it holds an experiment over 'T'"),
-              std::string::npos)
-        << e.what();
-  }
+  // Another experiment in the same file is refused, naming exactly what differs (issue 46, case 8:
+  // another mode was refused with a message that printed the two experiments identically).
+  const auto refusal = [&](const std::string& trainable, const Space& sp, const RunOptions& ro) {
+    try {
+      Experiment other(trainable, sp, ro);
+      other.resume(hdf5_io::read_table_file(path), path);
+      return std::string("resumed another experiment's file");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+  };
+  const std::string head = "fibra::tune: cannot resume from '" + path + "': it holds another experiment over 'T' (";
+  const std::string tail = "); pass another RunOptions::storage, or remove that one to start again";
+  EXPECT_EQ(refusal("T", space, RunOptions{.num_samples = 4, .metric = "score", .checkpoint_every = 1}),
+            head + "num_samples '3' there, '4' in this run" + tail);
+  EXPECT_EQ(
+      refusal("T", space, RunOptions{.num_samples = 3, .metric = "score", .mode = Mode::min, .checkpoint_every = 1}),
+      head + "mode 'max' there, 'min' in this run" + tail);
+  EXPECT_EQ(refusal("T", Space{{"lr", loguniform(1e-3, 1)}, {"layers", grid({1, 3})}}, o),
+            head +
+                "space 'lr: loguniform [0.001, 1); layers: grid 1 2' there, 'lr: loguniform [0.001, 1); layers: grid 1 "
+                "3' in this run" +
+                tail);
+  EXPECT_EQ(refusal("U", space, o), head + "trainable 'T' there, 'U' in this run" + tail);
 }
 
 TEST_F(ExperimentTest, ValuesKeepTheirTypesThroughTheFile) {
@@ -180,6 +196,28 @@ TEST_F(ExperimentTest, ATimeAttrNeverReportedIsAnErrorAndMetricsMayHaveAnyName) 
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].metrics, (Metrics{{"score", 1}, {"iteration", 7}, {"train/loss", 0.5}, {"metric.x", 2}}));
   EXPECT_EQ(rows[0].iteration, 1);
+}
+
+// Issue 46, case 6: a misspelt metric was taken; ASHA stopped nothing, and only best() threw.
+TEST_F(ExperimentTest, AMetricTheFirstResultLacksIsRefusedAtOnce) {
+  Experiment ex("T", Space{{"v", 1}}, RunOptions{.metric = "scroe", .scheduler = Asha{.max_t = 10}});
+  ex.start_next();
+  try {
+    ex.on_result(0, {{"score", 1}, {"loss", 0.5}}, 0);
+    FAIL() << "a first result without RunOptions::metric was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "fibra::tune: RunOptions::metric is 'scroe', and the first result (trial 0, iteration 1) has no such "
+                 "metric (it reported: loss, score); report it at every step, or set metric to one that is reported");
+  }
+  EXPECT_EQ(ex.rows(), 0u) << "the refused result was recorded";
+  // Once the first result had it, a later one without it is taken (the metric may be reported every few steps).
+  Experiment ok("T", Space{{"v", grid({1, 2})}}, RunOptions{.metric = "score"});
+  ok.start_next();
+  ok.start_next();
+  ok.on_result(0, {{"score", 1}}, 0);
+  ok.on_result(1, {{"loss", 0.5}}, 0);
+  EXPECT_EQ(ok.rows(), 2u);
 }
 
 TEST_F(ExperimentTest, H5pyAndPandasReadBothTables) {

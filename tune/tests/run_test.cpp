@@ -175,13 +175,76 @@ TEST(TuneRun, FailedTrialsAreRetriedThenRecorded) {
   EXPECT_EQ(failures, 8);
   expect_rows_once(g);
 
-  const auto bad = tune::run<Flaky>({{"v", 7}, {"abort", 0}, {"always", 1}, {"dir", dir}},
-                                    {.metric = "score", .max_failures = 2, .pool = &pool()});
-  ASSERT_EQ(bad.errors().size(), 1u);
-  EXPECT_EQ(bad.trials()[0].failures, 3);
-  EXPECT_NE(bad.trials()[0].error.find("always fails, v=7"), std::string::npos) << bad.trials()[0].error;
-  EXPECT_EQ(bad.rows().size(), 0u);
+  // A trial that fails every time: retried max_failures times, then an error that says which trial,
+  // its configuration, the iteration and the trainable's own exception, without fibra::tune's
+  // internals (issue 46, case 10: "fibra::tune::detail::TrialHost::begin raised ..."); run() then
+  // throws TrialsFailed, holding the results (case 7), unless asked to return them.
+  const tune::Space always{{"v", 7}, {"abort", 0}, {"always", 1}, {"dir", dir}};
+  try {
+    tune::run<Flaky>(always, {.metric = "score", .max_failures = 2, .pool = &pool()});
+    ADD_FAILURE() << "run() returned with a trial in error";
+  } catch (const tune::TrialsFailed& e) {
+    const auto& bad = e.results();
+    ASSERT_EQ(bad.errors().size(), 1u);
+    EXPECT_EQ(bad.trials()[0].failures, 3);
+    EXPECT_EQ(bad.rows().size(), 0u);
+    const std::string& error = bad.trials()[0].error;
+    const std::string head = "trial 0 of '(anonymous namespace)::Flaky' (config " + bad.trials()[0].config.str() +
+                             ") failed at iteration 1: std::runtime_error: always fails, v=7 (worker ";
+    EXPECT_EQ(error.substr(0, head.size()), head) << error;
+    EXPECT_EQ(error.find("TrialHost"), std::string::npos) << error;
+    EXPECT_EQ(
+        std::string(e.what()).rfind(
+            "fibra::tune: 1 of 1 trials of '(anonymous namespace)::Flaky' failed:\n  " + error + " (3 attempts)", 0),
+        0u)
+        << e.what();
+  }
+  const auto returned =
+      tune::run<Flaky>(always, {.metric = "score", .max_failures = 0, .pool = &pool(), .raise_on_failed_trial = false});
+  EXPECT_EQ(returned.errors().size(), 1u);
   std::filesystem::remove_all(dir);
+}
+
+// A missing key is a ConfigError, which fails the same way every time: not retried (issue 46, case 7).
+class NeedsKey {
+ public:
+  explicit NeedsKey(const tune::Config& c) : lr_(c.number("learning_rate")) {}
+  tune::Metrics step() { return {{"score", lr_}}; }
+
+ private:
+  double lr_;
+};
+FIBRA_TRAINABLE(NeedsKey);
+
+// A process that dies: its error says so, and where, without the actor's internal names and
+// restart counts (issue 46, case 10: "restart 1 of 1073741824").
+class Aborts {
+ public:
+  explicit Aborts(const tune::Config&) {}
+  tune::Metrics step() { std::abort(); }
+};
+FIBRA_TRAINABLE(Aborts);
+
+TEST(TuneRun, AConfigErrorIsNotRetriedAndADeathSaysSo) {
+  const auto g = tune::run<NeedsKey>(
+      {{"lr", 0.1}}, {.metric = "score", .max_failures = 3, .pool = &pool(), .raise_on_failed_trial = false});
+  ASSERT_EQ(g.errors().size(), 1u);
+  EXPECT_EQ(g.trials()[0].failures, 1) << "a ConfigError was retried: " << g.trials()[0].error;
+  EXPECT_NE(g.trials()[0].error.find("failed at iteration 1: fibra::ConfigError: "), std::string::npos)
+      << g.trials()[0].error;
+  EXPECT_NE(g.trials()[0].error.find("learning_rate"), std::string::npos) << g.trials()[0].error;
+
+  const auto d =
+      tune::run<Aborts>({}, {.metric = "score", .max_failures = 0, .pool = &pool(), .raise_on_failed_trial = false});
+  ASSERT_EQ(d.errors().size(), 1u);
+  const std::string& error = d.trials()[0].error;
+  EXPECT_EQ(error.rfind("trial 0 of '(anonymous namespace)::Aborts' failed at iteration 1: its process died: was "
+                        "killed by signal 6",
+                        0),
+            0u)
+      << error;
+  EXPECT_EQ(error.find("TrialHost"), std::string::npos) << error;
+  EXPECT_EQ(error.find("restart"), std::string::npos) << error;
 }
 
 TEST(TuneRun, PbtExploitCopiesTheTopTrialsState) {

@@ -202,11 +202,16 @@ struct RunOptions {
   /// it. "": nothing written, no resume.
   std::string storage;
   std::uint64_t seed = 0;
-  int max_failures = 3;             ///< retries of a trial that throws or dies, then it is an error
+  /// Retries of a trial that throws or dies, then it is an error. A fibra::ConfigError (a missing
+  /// key, a bad value) is not retried: it would fail the same way.
+  int max_failures = 3;
   int checkpoint_every = 0;         ///< save() every this many iterations (0: only as PBT needs)
   double flush_interval_s = 5;      ///< the file is rewritten at most this often (and at the end); 0: at the end only
   double progress_interval_s = 10;  ///< the table on stderr; 0: none (FIBRA_PROGRESS=0 also)
   Pool* pool = nullptr;             ///< nullptr: fibra::default_pool()
+  /// run() throws TrialsFailed at its end when trials ended in error (Ray's raise_on_failed_trial);
+  /// false: it returns them, and ResultGrid::errors() lists them.
+  bool raise_on_failed_trial = true;
 };
 
 /// @brief Where a trial ended: still waiting or running (after an interrupted run), done (its
@@ -223,7 +228,9 @@ struct TrialResult {
   double last_metric = std::numeric_limits<double>::quiet_NaN();
   double best_metric = std::numeric_limits<double>::quiet_NaN();  ///< best over its iterations
   int failures = 0;
-  std::string error;  ///< the last failure's message
+  /// The last failure: the trial, its trainable, configuration and iteration, and what happened
+  /// ("trial 3 of 'Model' (config lr=0.1) failed at iteration 2: std::runtime_error: ...").
+  std::string error;
 };
 
 struct ResultRow {
@@ -254,6 +261,17 @@ class ResultGrid {
   std::string metric_;
   Mode mode_ = Mode::max;
   std::string path_;
+};
+
+/// @brief run() ended with trials in error (RunOptions::raise_on_failed_trial): what() names the
+///        first of them; results() holds every trial and row, as run() would have returned them.
+class TrialsFailed : public Error {
+ public:
+  TrialsFailed(const std::string& what, ResultGrid results) : Error(what), results_(std::move(results)) {}
+  const ResultGrid& results() const noexcept { return results_; }
+
+ private:
+  ResultGrid results_;
 };
 
 /// @brief Hands a function trainable's metrics to the experiment.
