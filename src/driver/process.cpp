@@ -67,7 +67,7 @@ std::optional<int> Process::exitcode() const {
   try {
     return static_cast<int>(std::get<0>(s_->outcome.get()));
   } catch (const ActorDied& e) {
-    return detail::exit_code_of_death(e.what());
+    return detail::exit_code_of_death(e.cause().empty() ? e.what() : e.cause());
   } catch (const std::exception&) {
     return -SIGKILL;
   }
@@ -83,6 +83,10 @@ std::optional<RemoteError> Process::error() const {
     return RemoteError("fibra: Process " + s_->name + " threw " + type + ": " + message, type, message, site);
   } catch (const RemoteError& e) {
     return e;
+  } catch (const ActorDied& e) {  // its process ended: say how, of the user's function, as a task's crash does
+    const std::string& how = e.cause().empty() ? std::string("ended before its function returned") : e.cause();
+    const bool signalled = how.rfind("was killed by signal ", 0) == 0;
+    return RemoteError("fibra: Process " + s_->name + " " + how, signalled ? "signal" : "exit", how, site);
   } catch (const std::exception& e) {
     return RemoteError(e.what(), "", "", site);
   }

@@ -79,6 +79,15 @@ FIBRA_REMOTE(twice);
 void nothing() {}
 FIBRA_REMOTE(nothing);
 
+// A write through a null pointer (issue 46, case 1), and the same signal raised. The pointer is read
+// at run time: `*static_cast<volatile int*>(nullptr) = 1`, as the case was written, is undefined
+// behaviour that gcc -O2 deletes with the call inlined into its caller (the function then returns).
+int* volatile null_pointer = nullptr;
+void segfault_now() { *null_pointer = 1; }
+FIBRA_REMOTE(segfault_now);
+void raise_segv() { ::raise(SIGSEGV); }
+FIBRA_REMOTE(raise_segv);
+
 // A task may not start a Process (they are the driver's): it gets a ConfigError saying so.
 std::string start_inside() {
   fibra::Process p(nothing);
@@ -226,6 +235,25 @@ TEST(Processes, ExitCodesAndErrorsAsInPython) {
   exited.start();
   ASSERT_TRUE(exited.join(bound));
   EXPECT_EQ(exited.exitcode(), 3);
+}
+
+// A Process whose function faults ends as multiprocessing's does, -11, however the signal came
+// (issue 46, case 1: a fault ended with exitcode 0 and no error), and its error names the user's
+// function and how the process ended, not fibra's ProcessHost (case 2).
+TEST(Processes, ASegfaultEndsWithMinusElevenAndAnErrorNamingTheFunction) {
+  fibra::Pool pool(2);
+  for (const bool fault : {true, false}) {
+    fibra::Process p({.pool = &pool}, fault ? segfault_now : raise_segv);
+    p.start();
+    ASSERT_TRUE(p.join(bound)) << p.name() << " did not end within " << bound.count() << " s";
+    EXPECT_EQ(p.exitcode(), -SIGSEGV) << p.name();
+    ASSERT_TRUE(p.error().has_value()) << p.name();
+    const std::string what = p.error()->what();
+    EXPECT_NE(what.find(fault ? "segfault_now" : "raise_segv"), std::string::npos) << what;
+    EXPECT_NE(what.find("was killed by signal 11"), std::string::npos) << what;
+    EXPECT_EQ(what.find("ProcessHost"), std::string::npos) << what;
+    EXPECT_EQ(p.error()->type_name(), "signal") << what;
+  }
 }
 
 TEST(Processes, KilledFromOutsideTerminatedOrKilled) {
