@@ -160,6 +160,15 @@ bool progress_wanted() {
   return ::isatty(STDERR_FILENO) == 1;
 }
 
+namespace {
+// On a terminal a progress line is redrawn in place ("\r"), twice a second; into a file or a pipe
+// each drawing is a whole line of its own, at most every 10 s, so that lines never run together.
+bool stderr_is_terminal() {
+  static const bool terminal = ::isatty(STDERR_FILENO) == 1;
+  return terminal;
+}
+}  // namespace
+
 std::atomic<int>& maps_drawing_progress() {
   static std::atomic<int> n{0};
   return n;
@@ -189,7 +198,7 @@ Progress::Progress(std::string label, std::optional<std::uint64_t> total, std::o
 }
 
 Progress::~Progress() {
-  if (on_ && !finished_ && done_ > 0) std::fputc('\n', stderr);
+  if (on_ && !finished_ && done_ > 0 && stderr_is_terminal()) std::fputc('\n', stderr);
   if (on_) maps_drawing_progress().fetch_sub(1);
 }
 
@@ -197,7 +206,7 @@ void Progress::advance(std::uint64_t items) {
   done_ += items;
   if (!on_) return;
   auto now = std::chrono::steady_clock::now();
-  if (now - last_draw_ >= std::chrono::milliseconds(500)) {
+  if (now - last_draw_ >= std::chrono::milliseconds(stderr_is_terminal() ? 500 : 10'000)) {
     last_draw_ = now;
     draw(false);
   }
@@ -223,8 +232,9 @@ void Progress::draw(bool final) {
     std::snprintf(line, sizeof line, "\r[fibra] %s: %llu done %.0f items/s %s", label_.c_str(),
                   (unsigned long long)done_, rate, fmt_duration(secs).c_str());
   }
-  std::fputs(line, stderr);
-  if (final) std::fputc('\n', stderr);
+  const bool terminal = stderr_is_terminal();
+  std::fputs(terminal ? line : line + 1, stderr);  // a whole line, without its "\r", into a file
+  if (final || !terminal) std::fputc('\n', stderr);
   std::fflush(stderr);
 }
 

@@ -1,6 +1,8 @@
 // The driver's side of a pool: the public calls, the communication thread that feeds workers
 // batches and reads what they send, and stopping. The lifecycle of workers is in pool_workers.cpp,
 // what comes back from them in pool_results.cpp; pool_impl.hpp says what is where.
+#include <unistd.h>
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -486,9 +488,14 @@ void PoolImpl::draw_graph_progress() {
   const bool outstanding = queued + running + calls_queued + calls_running > 0 || waiting > 0;
   if (outstanding && graph_.busy_since < 0) graph_.busy_since = now;
   if (!outstanding) graph_.busy_since = -1;
-  const bool due = outstanding ? now - graph_.busy_since >= 0.5 : graph_.drawing;
+  // On a terminal the line is redrawn in place; into a file or a pipe it is a whole line each
+  // time, at most every 10 s (and none at the end).
+  static const bool terminal = ::isatty(STDERR_FILENO) == 1;
+  const bool due = outstanding ? now - graph_.busy_since >= 0.5 && (terminal || now - graph_.last_line >= 10)
+                               : graph_.drawing && terminal;
   if (!due || maps_drawing_progress().load() > 0) return;
-  std::string line = "\r[fibra]";
+  graph_.last_line = now;
+  std::string line = terminal ? "\r[fibra]" : "[fibra]";
   if (tasks > 0 || waiting > 0)
     line += " tasks: " + std::to_string(tasks - std::min(tasks, queued + running)) + " done, " +
             std::to_string(running) + " running, " + std::to_string(queued) + " queued, " + std::to_string(waiting) +
@@ -498,10 +505,10 @@ void PoolImpl::draw_graph_progress() {
             " actor calls: " + std::to_string(calls - std::min(calls, calls_queued + calls_running)) + " done, " +
             std::to_string(calls_running) + " running, " + std::to_string(calls_queued) + " queued";
   const std::size_t length = line.size();
-  if (length < graph_.last_length) line.append(graph_.last_length - length, ' ');  // over the longer line before
+  if (terminal && length < graph_.last_length) line.append(graph_.last_length - length, ' ');  // over the longer line
   graph_.last_length = outstanding ? length : 0;
-  if (!outstanding) line += "\n";
-  graph_.drawing = outstanding;
+  if (!outstanding || !terminal) line += "\n";
+  graph_.drawing = outstanding && terminal;
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
 }

@@ -641,6 +641,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     bool on = progress_wanted();
     std::uint64_t tasks = 0, calls = 0;  // queued since the pool started (under mu_)
     double last_look = 0, busy_since = -1;
+    double last_line = -1e9;      // when the last line was drawn (into a file: every 10 s at most)
     bool drawing = false;         // a line is drawn and not yet ended
     std::size_t last_length = 0;  // of that line
   } graph_;

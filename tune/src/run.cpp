@@ -89,6 +89,16 @@ class Runner {
     ao.resources = options_.resources_per_trial;
     hosts_.resize(n);
     for (auto& h : hosts_) h.actor = Actor<TrialHost>::start_on(pool, ao);
+    // One progress display at a time: the pool's line of actor calls waits while tune's is drawn.
+    struct OneDisplay {
+      bool held;
+      explicit OneDisplay(bool on) : held(on) {
+        if (held) fibra::detail::maps_drawing_progress().fetch_add(1);
+      }
+      ~OneDisplay() {
+        if (held) fibra::detail::maps_drawing_progress().fetch_sub(1);
+      }
+    } one_display(options_.progress_interval_s > 0 && fibra::detail::progress_wanted());
     try {
       for (std::size_t i = 0; i < n; ++i) begin_next(i);
       loop();

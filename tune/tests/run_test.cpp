@@ -6,13 +6,17 @@
 #include <fibra/fibra.hpp>
 #include <fibra/tune.hpp>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 namespace tune = fibra::tune;
@@ -335,6 +339,41 @@ TEST(TuneRun, PbtRefusesATrainableWithoutCheckpoints) {
           << e.what();
     }
   }
+}
+
+// With progress on and stderr redirected (issue 46, case 9): tune's lines and the pool's never run
+// together ("...0 queuedfibra::tune [1.0 s]: ..."), and none is drawn in place with "\r".
+TEST(TuneRun, ProgressLinesAreWholeWhenRedirected) {
+  const std::string dir = scratch(), log = dir + "/stderr.txt";
+  std::fflush(stderr);
+  const int saved = ::dup(STDERR_FILENO);
+  const int file = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(file, 0);
+  ::dup2(file, STDERR_FILENO);
+  ::close(file);
+  ::setenv("FIBRA_PROGRESS", "1", 1);
+  {
+    fibra::Pool drawn(2);  // a pool made with progress on draws its line of actor calls (after 0.5-1 s of them)
+    tune::run<Counter>(
+        {{"start", tune::grid({0, 100})}},
+        {.metric = "score", .stop = {{"training_iteration", 100}}, .progress_interval_s = 0.2, .pool = &drawn});
+  }
+  ::setenv("FIBRA_PROGRESS", "0", 1);
+  std::fflush(stderr);
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.find('\r'), std::string::npos) << text;
+  int tune_lines = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find("fibra::tune [");
+    EXPECT_TRUE(at == std::string::npos || at == 0) << "a line run together with another: " << line;
+    tune_lines += at == 0;
+  }
+  EXPECT_GE(tune_lines, 2) << text;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TuneRun, TwoFunctionsUnderOneNameAreRefused) {
