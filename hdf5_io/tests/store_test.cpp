@@ -179,14 +179,20 @@ TEST_F(StoreTest, AReaderRacingFoldsSeesEverythingFlushedBeforeItBegan) {
   constexpr std::uint64_t n = 50'000;
   StoreOptions options;
   options.compact_min_bytes = 4096;
-  std::atomic<std::uint64_t> flushed{0};
+  std::atomic<std::uint64_t> flushed{0}, opens{0};
   std::atomic<bool> writing{true};
   std::uint64_t folds = 0;
   auto store = Store::create(path, sample_run(n), element_type_of<double>(), options);
   std::thread writer([&] {
     const std::vector<double> v(5, 1.5);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
-    for (std::uint64_t first = 0; first < n && std::chrono::steady_clock::now() < until; first += 5) {
+    // 1.5 s, and on a loaded machine longer, until both sides had enough turns (30 s at most).
+    const auto start = std::chrono::steady_clock::now();
+    const auto enough = [&] {
+      const auto ran = std::chrono::steady_clock::now() - start;
+      return ran >= std::chrono::seconds(30) ||
+             (ran >= std::chrono::milliseconds(1500) && opens.load() >= 100 && store.info().generation > 150);
+    };
+    for (std::uint64_t first = 0; first < n && !enough(); first += 5) {
       store.put_values<double>(first, v);
       store.flush();
       flushed.store(first + 5);             // in the journal: a reader must find it there or in the next .h5
@@ -196,7 +202,7 @@ TEST_F(StoreTest, AReaderRacingFoldsSeesEverythingFlushedBeforeItBegan) {
     folds = store.info().generation - 1;
     writing.store(false);
   });
-  std::uint64_t opens = 0, failures = 0;
+  std::uint64_t failures = 0;
   std::string first_failure;
   while (writing.load()) {
     const std::uint64_t before = flushed.load();
@@ -213,8 +219,8 @@ TEST_F(StoreTest, AReaderRacingFoldsSeesEverythingFlushedBeforeItBegan) {
   }
   writer.join();
   EXPECT_EQ(failures, 0u) << "of " << opens << " opens; the first: " << first_failure;
-  EXPECT_GT(opens, 50u) << "too few opens to race the writer's folds";
-  EXPECT_GT(folds, 100u) << "too few folds to race the reader";
+  EXPECT_GE(opens.load(), 100u) << "too few opens to race the writer's folds (in 30 s)";
+  EXPECT_GT(folds, 100u) << "too few folds to race the reader (in 30 s)";
 }
 
 TEST_F(StoreTest, IgnoresATornJournalTail) {

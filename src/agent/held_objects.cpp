@@ -26,13 +26,13 @@ bool HeldObjects::free(std::uint64_t id, std::uint64_t handed) {
     h->second -= handed;
     return false;
   }
-  objects_.erase(id);
+  const bool dropped = objects_.erase(id) > 0;
   if (h != handed_.end()) handed_.erase(h);
   if (auto o = offered_.find(id); o != offered_.end()) {
     server_->withdraw(o->second);
     offered_.erase(o);
   }
-  return true;
+  return dropped;
 }
 
 std::uint64_t HeldObjects::handed(std::uint64_t id) const {

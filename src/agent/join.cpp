@@ -85,9 +85,13 @@ std::string origin() {
 }  // namespace
 
 MPI_Comm join_driver(int& argc, char**& argv, const char* file) {
+  // Its variables first: a typo is said at once, not after waiting for the join file.
+  const double wait_s = number_or_fail("FIBRA_JOIN_WAIT_S", default_wait_s, 0.001, 1e9, false);
+  const auto pool = static_cast<std::uint64_t>(number_or_fail("FIBRA_JOIN_POOL", 0, 0, 1e15, true));
+  const int executors = executors_offered();
   join::Address a;
   try {
-    a = join::read_file(file, number_or_fail("FIBRA_JOIN_WAIT_S", default_wait_s, 0.001, 1e9, false));
+    a = join::read_file(file, wait_s);
   } catch (const std::exception& e) {
     fail(e.what());
   }
@@ -114,10 +118,10 @@ MPI_Comm join_driver(int& argc, char**& argv, const char* file) {
   hello.functions = registry_size();
   hello.pid = ::getpid();
   hello.host = host_name();
-  hello.executors = executors_offered();
+  hello.executors = executors;
   hello.origin = origin();
   hello.time_left_s = slurm_time_left_s();
-  hello.pool = static_cast<std::uint64_t>(number_or_fail("FIBRA_JOIN_POOL", 0, 0, 1e15, true));
+  hello.pool = pool;
   if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE"); n && *n) hello.ranks = std::max(1, std::atoi(n));
   ::setenv("EVENT_NOEPOLL", "1", 0);  // as every fibra process (src/runtime.cpp)
   int provided = 0;

@@ -2,6 +2,7 @@
 #include "common/env.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -24,10 +25,9 @@ std::optional<bool> flag(Name n) noexcept {
 
 namespace {
 std::string number_text(double x) {
-  if (x == std::floor(x) && std::fabs(x) < 1e15) return std::to_string(static_cast<long long>(x));
-  std::string s = std::to_string(x);
-  while (s.size() > 1 && s.back() == '0') s.pop_back();
-  return s;
+  char text[32];
+  std::snprintf(text, sizeof text, "%.15g", x);
+  return text;
 }
 }  // namespace
 

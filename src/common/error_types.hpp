@@ -15,8 +15,9 @@ namespace fibra::detail {
 template <class... E>
 struct ErrorTypes {};
 
-/// The types whose only state is their message: each also travels as a type registered with
-/// FIBRA_EXCEPTION does (RemoteException<E>), so that one escaping a task is caught as itself.
+/// The types whose only state is their message: each but Error itself also travels as a type
+/// registered with FIBRA_EXCEPTION does (RemoteException<E>), so that one escaping a task is caught
+/// as itself; a plain fibra::Error from a task stays a RemoteError, which says where it came from.
 using MessageErrors =
     ErrorTypes<Error, WorkerLost, PoolClosed, DependencyFailed, ActorDied, TaskCancelled, GetTimeout, QueueFull,
                QueueEmpty, QueueClosed, PipeClosed, CheckpointError, ConfigError, MpiError, Hdf5Error>;
@@ -29,14 +30,15 @@ using SiteErrors = ErrorTypes<RemoteError, ExecutorCrashed, TaskTimeout>;
 std::exception_ptr make_fibra_error(const std::string& type, const std::string& what, const std::string& remote_type,
                                     const std::string& remote_message);
 
-/// Calls `add(name, maker)` for each of MessageErrors, `maker` making its RemoteException<E>.
+/// Calls `add(name, maker)` for each of MessageErrors but Error, `maker` making its RemoteException<E>.
 template <class Add, class... E>
 void for_each_message_error(ErrorTypes<E...>, Add&& add) {
-  (add(demangle(typeid(E).name()),
-       ExceptionMaker([](std::string context, std::string type, std::string message, RemoteSite site) {
-         return std::make_exception_ptr(
-             RemoteException<E>(std::move(context), std::move(type), std::move(message), std::move(site)));
-       })),
+  ((std::is_same_v<E, Error> ? void()
+                             : add(demangle(typeid(E).name()), ExceptionMaker([](std::string context, std::string type,
+                                                                                 std::string message, RemoteSite site) {
+                                     return std::make_exception_ptr(RemoteException<E>(
+                                         std::move(context), std::move(type), std::move(message), std::move(site)));
+                                   }))),
    ...);
 }
 

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <limits>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -236,20 +237,20 @@ std::atomic<bool> g_spec_adapt_taken{false};  // by a running pool
 
 // FIBRA_ELASTIC_*, which the job spec's [elastic] table became (slurm/src/render.cpp).
 AdaptFromSpec parse_spec_adapt() {
-  const auto number = [](env::Name name, double unset) {
-    return env::number(name, unset, 0, 1e12, false,
+  const auto number = [](env::Name name, double unset, bool whole = false) {
+    return env::number(name, unset, 0, whole ? double(std::numeric_limits<int>::max()) : 1e12, whole,
                        "it comes from the job spec's [elastic] table (fibra slurm render): render the script again "
                        "rather than edit it");
   };
   const auto text = [](env::Name name) { return env::text(name); };
   AdaptFromSpec a;
-  a.max_jobs = static_cast<int>(number("FIBRA_ELASTIC_MAX_JOBS", 0));
-  a.min_jobs = static_cast<int>(number("FIBRA_ELASTIC_MIN_JOBS", 0));
+  a.max_jobs = static_cast<int>(number("FIBRA_ELASTIC_MAX_JOBS", 0, true));
+  a.min_jobs = static_cast<int>(number("FIBRA_ELASTIC_MIN_JOBS", 0, true));
   AdaptOptions& o = a.options;
-  o.workers_per_job = static_cast<int>(number("FIBRA_ELASTIC_WORKERS_PER_JOB", o.workers_per_job));
+  o.workers_per_job = static_cast<int>(number("FIBRA_ELASTIC_WORKERS_PER_JOB", o.workers_per_job, true));
   if (!text("FIBRA_ELASTIC_TIME").empty()) o.time = text("FIBRA_ELASTIC_TIME");
   o.partition = text("FIBRA_ELASTIC_PARTITION");
-  o.backlog = static_cast<int>(number("FIBRA_ELASTIC_BACKLOG", o.backlog));
+  o.backlog = static_cast<int>(number("FIBRA_ELASTIC_BACKLOG", o.backlog, true));
   o.idle_timeout_s = number("FIBRA_ELASTIC_IDLE_TIMEOUT_S", o.idle_timeout_s);
   o.submit_gap_s = number("FIBRA_ELASTIC_SUBMIT_GAP_S", o.submit_gap_s);
   o.drain_before_s = number("FIBRA_ELASTIC_DRAIN_BEFORE_S", o.drain_before_s);

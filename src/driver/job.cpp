@@ -233,8 +233,9 @@ void Progress::draw(bool final) {
                   (unsigned long long)done_, rate, fmt_duration(secs).c_str());
   }
   const bool terminal = stderr_is_terminal();
-  std::fputs(terminal ? line : line + 1, stderr);  // a whole line, without its "\r", into a file
-  if (final || !terminal) std::fputc('\n', stderr);
+  std::string text = terminal ? line : line + 1;  // a whole line, without its "\r", into a file
+  if (final || !terminal) text += '\n';
+  std::fputs(text.c_str(), stderr);  // one write: another thread's line cannot land inside it
   std::fflush(stderr);
 }
 

@@ -489,10 +489,10 @@ void PoolImpl::draw_graph_progress() {
   if (outstanding && graph_.busy_since < 0) graph_.busy_since = now;
   if (!outstanding) graph_.busy_since = -1;
   // On a terminal the line is redrawn in place; into a file or a pipe it is a whole line each
-  // time, at most every 10 s (and none at the end).
+  // time, at most every 10 s, and the final counts once more at the end.
   static const bool terminal = ::isatty(STDERR_FILENO) == 1;
-  const bool due = outstanding ? now - graph_.busy_since >= 0.5 && (terminal || now - graph_.last_line >= 10)
-                               : graph_.drawing && terminal;
+  const bool due =
+      outstanding ? now - graph_.busy_since >= 0.5 && (terminal || now - graph_.last_line >= 10) : graph_.drawing;
   if (!due || maps_drawing_progress().load() > 0) return;
   graph_.last_line = now;
   std::string line = terminal ? "\r[fibra]" : "[fibra]";
@@ -508,7 +508,7 @@ void PoolImpl::draw_graph_progress() {
   if (terminal && length < graph_.last_length) line.append(graph_.last_length - length, ' ');  // over the longer line
   graph_.last_length = outstanding ? length : 0;
   if (!outstanding || !terminal) line += "\n";
-  graph_.drawing = outstanding && terminal;
+  graph_.drawing = outstanding;
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
 }

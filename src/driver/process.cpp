@@ -84,9 +84,14 @@ std::optional<RemoteError> Process::error() const {
   } catch (const RemoteError& e) {
     return e;
   } catch (const ActorDied& e) {  // its process ended: say how, of the user's function, as a task's crash does
-    const std::string& how = e.cause().empty() ? std::string("ended before its function returned") : e.cause();
-    const bool signalled = how.rfind("was killed by signal ", 0) == 0;
-    return RemoteError("fibra: Process " + s_->name + " " + how, signalled ? "signal" : "exit", how, site);
+    const std::string& how = e.cause().empty() ? std::string("its process ended") : e.cause();
+    const bool signalled = how.rfind("was killed by signal ", 0) == 0,
+               exited = how.rfind("exited with status ", 0) == 0;
+    return RemoteError("fibra: Process " + s_->name + (signalled || exited ? " " : " ended: ") + how,
+                       signalled ? "signal"
+                       : exited  ? "exit"
+                                 : "lost",
+                       how, site);
   } catch (const std::exception& e) {
     return RemoteError(e.what(), "", "", site);
   }

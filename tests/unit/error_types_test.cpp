@@ -73,6 +73,8 @@ TEST(ErrorTypes, OnesWithOnlyAMessageTravelAsRegisteredTypesDo) {
       EXPECT_EQ(origin->site().host, "node7");
     }
   }
+  EXPECT_FALSE(make_registered_exception("fibra::Error", "c", "m", site))
+      << "a plain fibra::Error from a task stays a RemoteError, which says where it came from";
   try {
     std::rethrow_exception(make_registered_exception("fibra::GetTimeout", "c", "m", site));
   } catch (const GetTimeout&) {

@@ -264,7 +264,7 @@ Experiment::Next Experiment::on_result(std::size_t trial, const Metrics& metrics
   }
   // A metric no trial reports would leave every scheduler deciding nothing: the experiment's
   // first result must have it (as Ray checks), and so must hold what names it.
-  if (rows_.empty() && !options_.metric.empty() && !metrics.count(options_.metric)) {
+  if (!metric_checked_ && !options_.metric.empty() && !metrics.count(options_.metric)) {
     std::string names;
     for (const auto& [k, v] : metrics) names += (names.empty() ? "" : ", ") + k;
     throw ConfigError("fibra::tune: RunOptions::metric is '" + options_.metric + "', and the first result (trial " +
@@ -272,6 +272,7 @@ Experiment::Next Experiment::on_result(std::size_t trial, const Metrics& metrics
                       ") has no such metric (it reported: " + (names.empty() ? std::string("nothing") : names) +
                       "); report it at every step, or set metric to one that is reported");
   }
+  metric_checked_ = true;
   const std::int64_t it = ++t.r.iterations;
   rows_.push_back(ResultRow{trial, it, wall + elapsed_before_, metrics});
   t.r.last = metrics;

@@ -94,6 +94,7 @@ class Experiment {
   std::vector<ResultRow> rows_;
   std::unique_ptr<SchedulerLogic> scheduler_;
   std::size_t ended_ = 0;
+  bool metric_checked_ = false;  // a result had RunOptions::metric (or rows were resumed)
   double elapsed_before_ = 0;
 };
 

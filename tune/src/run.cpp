@@ -176,7 +176,6 @@ class Runner {
     f.detail_job()->on_delivered([c = completions_, h] { c->push(h); });
   }
 
-  // The outcomes that came, in the order their calls were made.
   // The grid, or TrialsFailed holding it when trials ended in error and the caller wants to know.
   ResultGrid finished() {
     ResultGrid grid = experiment_.grid(path_);
@@ -186,6 +185,7 @@ class Runner {
     return grid;
   }
 
+  // The outcomes that came, in the order their calls were made.
   void on_delivered(std::size_t h) {
     Host& host = hosts_[h];
     while (!host.calls.empty() && host.calls.front().second.ready()) {

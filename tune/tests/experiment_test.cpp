@@ -218,6 +218,12 @@ TEST_F(ExperimentTest, AMetricTheFirstResultLacksIsRefusedAtOnce) {
   ok.on_result(0, {{"score", 1}}, 0);
   ok.on_result(1, {{"loss", 0.5}}, 0);
   EXPECT_EQ(ok.rows(), 2u);
+  // ... also after a failure dropped every row there was (a restart without a checkpoint).
+  ok.on_failure(0, "boom");
+  ok.on_failure(1, "boom");
+  EXPECT_EQ(ok.rows(), 0u);
+  ASSERT_TRUE(ok.start_next());
+  EXPECT_NO_THROW(ok.on_result(1, {{"loss", 0.4}}, 0));
 }
 
 TEST_F(ExperimentTest, H5pyAndPandasReadBothTables) {

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -343,25 +344,46 @@ TEST(TuneRun, PbtRefusesATrainableWithoutCheckpoints) {
 
 // With progress on and stderr redirected (issue 46, case 9): tune's lines and the pool's never run
 // together ("...0 queuedfibra::tune [1.0 s]: ..."), and none is drawn in place with "\r".
+// Sends stderr to `path` and turns progress on, for as long as it lives; then puts both back, even
+// when the test fails or throws (the rest of the suite runs in this process).
+class StderrToFile {
+ public:
+  explicit StderrToFile(const std::string& path) {
+    const char* before = std::getenv("FIBRA_PROGRESS");
+    if (before) progress_ = before;
+    std::fflush(stderr);
+    saved_ = ::dup(STDERR_FILENO);
+    const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (file >= 0) {
+      ::dup2(file, STDERR_FILENO);
+      ::close(file);
+    }
+    ::setenv("FIBRA_PROGRESS", "1", 1);
+  }
+  ~StderrToFile() {
+    std::fflush(stderr);
+    ::dup2(saved_, STDERR_FILENO);
+    ::close(saved_);
+    if (progress_)
+      ::setenv("FIBRA_PROGRESS", progress_->c_str(), 1);
+    else
+      ::unsetenv("FIBRA_PROGRESS");
+  }
+
+ private:
+  int saved_ = -1;
+  std::optional<std::string> progress_;
+};
+
 TEST(TuneRun, ProgressLinesAreWholeWhenRedirected) {
   const std::string dir = scratch(), log = dir + "/stderr.txt";
-  std::fflush(stderr);
-  const int saved = ::dup(STDERR_FILENO);
-  const int file = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_GE(file, 0);
-  ::dup2(file, STDERR_FILENO);
-  ::close(file);
-  ::setenv("FIBRA_PROGRESS", "1", 1);
   {
+    StderrToFile redirected(log);
     fibra::Pool drawn(2);  // a pool made with progress on draws its line of actor calls (after 0.5-1 s of them)
     tune::run<Counter>(
         {{"start", tune::grid({0, 100})}},
         {.metric = "score", .stop = {{"training_iteration", 100}}, .progress_interval_s = 0.2, .pool = &drawn});
   }
-  ::setenv("FIBRA_PROGRESS", "0", 1);
-  std::fflush(stderr);
-  ::dup2(saved, STDERR_FILENO);
-  ::close(saved);
   std::ifstream in(log);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text.find('\r'), std::string::npos) << text;
