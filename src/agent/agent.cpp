@@ -243,8 +243,8 @@ class Agent {
     wire::ObjectHead h;
     const std::string_view bytes = wire::object_bytes(message, h);
     try {
-      const std::string name = object_memfd_name(h.origin, h.id);
-      held_objects_.hold(h.id, name, h.size, ObjectMemory::create(name, bytes, "fibra agent"));
+      held_objects_.hold(h.id, h.origin, h.size,
+                         ObjectMemory::create(object_memfd_name(h.origin, h.id), bytes, "fibra agent"));
     } catch (const Error& e) {  // the tasks that take it fail, saying the object is not on this host
       log::error("fibra agent pid {} on {}: {}", ::getpid(), host_name(), e.what());
     }
@@ -257,7 +257,7 @@ class Agent {
   // while tasks on other hosts copy it from here (ObjectServer), not from the driver.
   void hold_handed(SupervisedExecutor::Handed h) {
     if (h.result && copies_to_driver_) send_kept_copy(h);
-    held_objects_.hold_handed(h.id, object_memfd_name(h.origin, h.id), h.size, std::move(h.memory));
+    held_objects_.hold_handed(h.id, h.origin, h.size, std::move(h.memory));
   }
 
   void send_kept_copy(const SupervisedExecutor::Handed& h) {
@@ -344,7 +344,7 @@ class Agent {
         send(wire::tag_object_missing, wire::encode(wire::ObjectFree{d.id, 0}));
         continue;
       }
-      held_objects_.hold(d.id, object_memfd_name(d.origin, d.id), d.size, std::move(d.memory));  // served on from here
+      held_objects_.hold(d.id, d.origin, d.size, std::move(d.memory));  // and served on from here
       pending_.erase(d.id);
     }
     release_held();

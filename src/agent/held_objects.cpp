@@ -5,18 +5,19 @@
 
 namespace fibra::detail {
 
-void HeldObjects::hold(std::uint64_t id, const std::string& name, std::uint64_t size,
+void HeldObjects::hold(std::uint64_t id, std::int64_t origin, std::uint64_t size,
                        std::shared_ptr<const ObjectMemory> memory) {
   if (server_) {
+    const std::string name = object_memfd_name(origin, id);
     server_->offer(name, memory, size);
     offered_[id] = name;
   }
   objects_[id] = std::move(memory);
 }
 
-void HeldObjects::hold_handed(std::uint64_t id, const std::string& name, std::uint64_t size,
+void HeldObjects::hold_handed(std::uint64_t id, std::int64_t origin, std::uint64_t size,
                               std::shared_ptr<const ObjectMemory> memory) {
-  hold(id, name, size, std::move(memory));
+  hold(id, origin, size, std::move(memory));
   ++handed_[id];
 }
 

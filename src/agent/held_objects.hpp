@@ -19,11 +19,12 @@ class HeldObjects {
   /// `server` (null when the agent serves no peers) must outlive this.
   explicit HeldObjects(ObjectServer* server) : server_(server) {}
 
-  /// Holds object `id`'s memfd, named `name` (executors find it by that name), and serves it to peers.
-  void hold(std::uint64_t id, const std::string& name, std::uint64_t size, std::shared_ptr<const ObjectMemory> memory);
+  /// Holds object `id`'s memfd, made by process `origin` (executors find it by its name,
+  /// object_memfd_name(origin, id)), and serves it to peers under that name.
+  void hold(std::uint64_t id, std::int64_t origin, std::uint64_t size, std::shared_ptr<const ObjectMemory> memory);
   /// As hold(), for a memfd an executor handed over, counting the handover: the driver's free says
   /// how many it had heard of (wire::ObjectFree::handed).
-  void hold_handed(std::uint64_t id, const std::string& name, std::uint64_t size,
+  void hold_handed(std::uint64_t id, std::int64_t origin, std::uint64_t size,
                    std::shared_ptr<const ObjectMemory> memory);
   /// The driver let object `id` go after `handed` handovers it had heard of (0: a copy it sent).
   /// Handed over more times than that (a task handed it over again meanwhile, and the driver will

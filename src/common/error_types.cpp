@@ -4,21 +4,20 @@
 namespace fibra::detail {
 namespace {
 
+// The error of the type in `E...` named `type`, made from what each kind keeps: its message alone,
+// or also the remote type and message of a RemoteError (its site is not known here).
 template <class... E>
-std::exception_ptr make_message_error(ErrorTypes<E...>, const std::string& type, const std::string& what) {
+std::exception_ptr make_named(ErrorTypes<E...>, const std::string& type, const std::string& what,
+                              const std::string& remote_type, const std::string& remote_message) {
   std::exception_ptr out;
-  (void)((type == demangle(typeid(E).name()) ? (out = std::make_exception_ptr(E(what)), true) : false) || ...);
-  return out;
-}
-
-template <class... E>
-std::exception_ptr make_site_error(ErrorTypes<E...>, const std::string& type, const std::string& what,
-                                   const std::string& remote_type, const std::string& remote_message) {
-  std::exception_ptr out;
-  (void)((type == demangle(typeid(E).name())
-              ? (out = std::make_exception_ptr(E(what, remote_type, remote_message, RemoteSite{})), true)
-              : false) ||
-         ...);
+  const auto make = [&]<class T>() {
+    if constexpr (std::is_base_of_v<RemoteError, T>)
+      out = std::make_exception_ptr(T(what, remote_type, remote_message, RemoteSite{}));
+    else
+      out = std::make_exception_ptr(T(what));
+    return true;
+  };
+  (void)((type == demangle(typeid(E).name()) && make.template operator()<E>()) || ...);
   return out;
 }
 
@@ -26,8 +25,8 @@ std::exception_ptr make_site_error(ErrorTypes<E...>, const std::string& type, co
 
 std::exception_ptr make_fibra_error(const std::string& type, const std::string& what, const std::string& remote_type,
                                     const std::string& remote_message) {
-  if (auto e = make_message_error(MessageErrors{}, type, what)) return e;
-  return make_site_error(SiteErrors{}, type, what, remote_type, remote_message);
+  if (auto e = make_named(MessageErrors{}, type, what, remote_type, remote_message)) return e;
+  return make_named(SiteErrors{}, type, what, remote_type, remote_message);
 }
 
 }  // namespace fibra::detail

@@ -11,6 +11,7 @@
 #include "fibra/error.hpp"
 #include "common/trace.hpp"
 #include "common/env.hpp"
+#include "driver/driver.hpp"
 
 namespace fibra::detail {
 
@@ -155,19 +156,15 @@ bool JobState::wait_next(ChunkOutcome& out, std::optional<std::chrono::nanosecon
   return true;
 }
 
-bool progress_wanted() {
-  if (const char* v = env::raw("FIBRA_PROGRESS")) return std::strcmp(v, "0") != 0 && *v;  // set but empty: off
-  return ::isatty(STDERR_FILENO) == 1;
-}
-
-namespace {
-// On a terminal a progress line is redrawn in place ("\r"), twice a second; into a file or a pipe
-// each drawing is a whole line of its own, at most every 10 s, so that lines never run together.
 bool stderr_is_terminal() {
   static const bool terminal = ::isatty(STDERR_FILENO) == 1;
   return terminal;
 }
-}  // namespace
+
+bool progress_wanted() {
+  if (const char* v = env::raw("FIBRA_PROGRESS")) return std::strcmp(v, "0") != 0 && *v;  // set but empty: off
+  return stderr_is_terminal();
+}
 
 std::atomic<int>& maps_drawing_progress() {
   static std::atomic<int> n{0};

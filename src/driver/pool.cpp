@@ -1,8 +1,6 @@
 // The driver's side of a pool: the public calls, the communication thread that feeds workers
 // batches and reads what they send, and stopping. The lifecycle of workers is in pool_workers.cpp,
 // what comes back from them in pool_results.cpp; pool_impl.hpp says what is where.
-#include <unistd.h>
-
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -490,7 +488,7 @@ void PoolImpl::draw_graph_progress() {
   if (!outstanding) graph_.busy_since = -1;
   // On a terminal the line is redrawn in place; into a file or a pipe it is a whole line each
   // time, at most every 10 s, and the final counts once more at the end.
-  static const bool terminal = ::isatty(STDERR_FILENO) == 1;
+  const bool terminal = stderr_is_terminal();
   const bool due =
       outstanding ? now - graph_.busy_since >= 0.5 && (terminal || now - graph_.last_line >= 10) : graph_.drawing;
   if (!due || maps_drawing_progress().load() > 0) return;

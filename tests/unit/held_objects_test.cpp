@@ -39,8 +39,8 @@ TEST(HeldObjects, HandedTwiceAndFreedAfterOneIsStillHeldAndServed) {
   HeldObjects held(&server);
   const std::string name = object_memfd_name(4242, 7), bytes = "the result of task 7";
   std::shared_ptr<const ObjectMemory> m = ObjectMemory::create(name, bytes, "test");
-  held.hold_handed(7, name, bytes.size(), m);
-  held.hold_handed(7, name, bytes.size(), m);  // a task handed it over again
+  held.hold_handed(7, 4242, bytes.size(), m);
+  held.hold_handed(7, 4242, bytes.size(), m);  // a task handed it over again
   EXPECT_EQ(held.handed(7), 2u);
   EXPECT_FALSE(held.free(7, 1));  // the driver had heard of one handover when it let it go
   EXPECT_TRUE(held.holds(7));
@@ -55,7 +55,7 @@ TEST(HeldObjects, ACopyTheDriverSentGoesAtItsFree) {
   ObjectServer server(key);
   HeldObjects held(&server);
   const std::string name = object_memfd_name(4242, 8), bytes = "a value fibra::put stored";
-  held.hold(8, name, bytes.size(), ObjectMemory::create(name, bytes, "test"));
+  held.hold(8, 4242, bytes.size(), ObjectMemory::create(name, bytes, "test"));
   EXPECT_EQ(held.handed(8), 0u);
   EXPECT_TRUE(served(server, name, bytes));
   EXPECT_TRUE(held.free(8, 0));
@@ -67,9 +67,9 @@ TEST(HeldObjects, WithoutAServerObjectsAreHeldAndCounted) {
   HeldObjects held(nullptr);
   const std::string name = object_memfd_name(4242, 10);
   std::shared_ptr<const ObjectMemory> m = ObjectMemory::create(name, "x", "test");
-  held.hold_handed(10, name, 1, m);
-  held.hold_handed(10, name, 1, m);
-  held.hold_handed(10, name, 1, m);
+  held.hold_handed(10, 4242, 1, m);
+  held.hold_handed(10, 4242, 1, m);
+  held.hold_handed(10, 4242, 1, m);
   EXPECT_FALSE(held.free(10, 2));
   EXPECT_EQ(held.handed(10), 1u);
   EXPECT_TRUE(held.free(10, 1));

@@ -197,16 +197,20 @@ std::string Experiment::fingerprint() const {
   return buf;
 }
 
-std::vector<std::pair<std::string, std::string>> Experiment::identity() const {
+std::string Experiment::space_text() const {
   std::string space;
   for (const auto& [k, dom] : space_.entries()) space += (space.empty() ? "" : "; ") + k + ": " + describe(dom);
+  return space;
+}
+
+std::vector<std::pair<std::string, std::string>> Experiment::identity() const {
   return {{"trainable", trainable_},
           {"metric", options_.metric},
           {"mode", options_.mode == Mode::max ? "max" : "min"},
           {"scheduler", describe(options_.scheduler)},
           {"seed", std::to_string(options_.seed)},
           {"num_samples", std::to_string(options_.num_samples)},
-          {"space", space}};
+          {"space", space_text()}};
 }
 
 const std::string* Experiment::reported_time() const {
@@ -402,7 +406,7 @@ hdf5_io::TableFile Experiment::to_file(bool complete, double elapsed) const {
                   {"scheduler", describe(options_.scheduler)},
                   {"seed", std::to_string(options_.seed)},
                   {"num_samples", std::to_string(options_.num_samples)},
-                  {"space", identity().back().second},
+                  {"space", space_text()},
                   {"state", complete ? "complete" : "running"},
                   {"elapsed_s", exact(elapsed_before_ + elapsed)}};
   const std::size_t n = trials_.size();
@@ -568,6 +572,7 @@ void Experiment::resume(const hdf5_io::TableFile& f, const std::string& path) {
     for (std::size_t i = 0; i < rows_.size(); ++i)
       if (!std::isnan((*v)[i])) rows_[i].metrics[name] = (*v)[i];
   }
+  metric_checked_ = !rows_.empty();  // the file's results passed the check when they came
   pending_.clear();
   ended_ = 0;
   for (std::size_t i = 0; i < trials_.size(); ++i) {

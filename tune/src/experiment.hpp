@@ -85,6 +85,8 @@ class Experiment {
   /// What makes this experiment the one a file holds, as the file's attributes say it, in order:
   /// trainable, metric, mode, scheduler, seed, num_samples, space.
   std::vector<std::pair<std::string, std::string>> identity() const;
+  /// The search space as the file's `space` attribute says it ("lr: loguniform [0.001, 1); ...").
+  std::string space_text() const;
 
   std::string trainable_;
   Space space_;

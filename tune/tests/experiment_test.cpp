@@ -130,6 +130,8 @@ TEST_F(ExperimentTest, TheFileResumesEveryTrialOnceAndRefusesAnotherExperiment) 
   EXPECT_EQ(again.grid("").trials()[0].status, TrialStatus::done);
   EXPECT_EQ(again.grid("").trials()[0].iterations, 1);
   EXPECT_EQ(again.grid("").trials()[2].iterations, 1);  // from its checkpoint after iteration 1
+  // Its results had the metric: a resumed experiment does not check the first new one again.
+  EXPECT_NO_THROW(again.on_result(2, {{"loss", 0.5}}, 0.9));
 
   // Another experiment in the same file is refused, naming exactly what differs (issue 46, case 8:
   // another mode was refused with a message that printed the two experiments identically).
