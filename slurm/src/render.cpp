@@ -5,7 +5,8 @@
 #include <cctype>
 #include <sstream>
 
-#include "common/env.hpp"  // the FIBRA_* names the driver reads
+#include "common/elastic_env.hpp"  // FIBRA_ELASTIC_*, as the driver reads them
+#include "common/env.hpp"          // the FIBRA_* names the driver reads
 
 namespace fibra::slurm {
 namespace env = fibra::detail::env;
@@ -54,6 +55,27 @@ std::string with_variable(std::string_view path, std::string_view marker, const 
   return value;
 }
 
+// Pool::adapt's bounds and options as [elastic] gives them, for the driver's first pool to read
+// back (FIBRA_ELASTIC_*, ElasticEnv::from_env): worker jobs, on top of the job's own nodes.
+detail::ElasticEnv elastic_env(const JobSpec& s, const ElasticSpec& e) {
+  detail::ElasticEnv adapt;
+  adapt.min_jobs = e.min_nodes - s.nodes;
+  adapt.max_jobs = e.max_nodes - s.nodes;
+  adapt.options.workers_per_job = e.workers_per_node;
+  adapt.options.time = e.worker_time;
+  adapt.options.backlog = e.backlog;
+  adapt.options.idle_timeout_s = e.idle_timeout_s;
+  adapt.options.drain_before_s = e.drain_before_s;
+  adapt.options.submit_gap_s = 60.0 / e.max_submit_per_minute;
+  adapt.options.partition = e.partition;
+  for (const auto& [option, value] : {std::pair<const char*, const std::string&>{"mem", s.memory},
+                                      {"account", s.account},
+                                      {"qos", s.qos},
+                                      {"constraint", s.constraint}})
+    if (!value.empty()) adapt.options.sbatch_args.push_back(std::string("--") + option + "=" + value);
+  return adapt;
+}
+
 // [elastic]: the batch shell starts Open MPI's name server (worker jobs of other allocations can
 // connect to the driver only through one: docs/architecture.md, "Joining a running driver"), hands
 // the driver the join file and the bounds for Pool::adapt (FIBRA_ELASTIC_*, read by its first pool),
@@ -61,12 +83,7 @@ std::string with_variable(std::string_view path, std::string_view marker, const 
 void render_elastic(std::ostringstream& o, const JobSpec& s, const ElasticSpec& e) {
   const std::string join =
       (e.join_file[0] == '/' ? "" : "\"$PWD\"/") + with_variable(e.join_file, "%j", "SLURM_JOB_ID");
-  std::string sbatch;
-  for (const auto& [option, value] : {std::pair<const char*, const std::string&>{"mem", s.memory},
-                                      {"account", s.account},
-                                      {"qos", s.qos},
-                                      {"constraint", s.constraint}})
-    if (!value.empty()) sbatch += std::string(sbatch.empty() ? "" : " ") + "--" + option + "=" + value;
+  const detail::ElasticEnv adapt = elastic_env(s, e);
   o << "\n# [elastic]: worker jobs of one node each join this driver while work waits (Pool::adapt,\n"
        "# docs/elastic.md), through Open MPI's name server and the join file.\n";
   o << "fibra_join=" << join << "\n";
@@ -91,14 +108,16 @@ void render_elastic(std::ostringstream& o, const JobSpec& s, const ElasticSpec& 
        "  kill \"$fibra_name_server\" 2>/dev/null; exit 1\n"
        "fi\n";
   o << "export " << var("FIBRA_JOIN_FILE") << "\"$fibra_join\"\n";
-  o << "export " << var("FIBRA_ELASTIC_MIN_JOBS") << e.min_nodes - s.nodes << " " << var("FIBRA_ELASTIC_MAX_JOBS")
-    << e.max_nodes - s.nodes << " " << var("FIBRA_ELASTIC_WORKERS_PER_JOB") << e.workers_per_node << "\n";
-  o << "export " << var("FIBRA_ELASTIC_TIME") << shell_quote(e.worker_time) << " " << var("FIBRA_ELASTIC_BACKLOG")
-    << e.backlog << " " << var("FIBRA_ELASTIC_IDLE_TIMEOUT_S") << e.idle_timeout_s << " "
-    << var("FIBRA_ELASTIC_DRAIN_BEFORE_S") << e.drain_before_s << "\n";
-  o << "export " << var("FIBRA_ELASTIC_SUBMIT_GAP_S") << 60.0 / e.max_submit_per_minute << " "
-    << var("FIBRA_ELASTIC_PARTITION") << shell_quote(e.partition) << " " << var("FIBRA_ELASTIC_SBATCH_ARGS")
-    << shell_quote(sbatch) << "\n";
+  // In three export lines: the bounds, a worker job's own limits, how worker jobs are submitted.
+  const std::string_view new_line_at[] = {env::Name("FIBRA_ELASTIC_TIME").c_str(),
+                                          env::Name("FIBRA_ELASTIC_SUBMIT_GAP_S").c_str()};
+  const char* between = "export ";
+  for (const auto& [name, value] : adapt.to_env()) {
+    if (std::find(std::begin(new_line_at), std::end(new_line_at), name) != std::end(new_line_at)) between = "\nexport ";
+    o << between << name << '=' << shell_quote(value);
+    between = " ";
+  }
+  o << '\n';
   o << "fibra_elastic_end() {  # no worker job outlives the driver, however it ended\n"
        "  fibra_cancel_workers\n"
        "  kill \"$fibra_name_server\" 2>/dev/null\n"

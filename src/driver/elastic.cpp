@@ -13,7 +13,6 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <limits>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -234,39 +233,16 @@ struct Elastic::Impl {
 
 namespace {
 std::atomic<bool> g_spec_adapt_taken{false};  // by a running pool
-
-// FIBRA_ELASTIC_*, which the job spec's [elastic] table became (slurm/src/render.cpp).
-AdaptFromSpec parse_spec_adapt() {
-  const auto number = [](env::Name name, double unset, bool whole = false) {
-    return env::number(name, unset, 0, whole ? double(std::numeric_limits<int>::max()) : 1e12, whole,
-                       "it comes from the job spec's [elastic] table (fibra slurm render): render the script again "
-                       "rather than edit it");
-  };
-  const auto text = [](env::Name name) { return env::text(name); };
-  AdaptFromSpec a;
-  a.max_jobs = static_cast<int>(number("FIBRA_ELASTIC_MAX_JOBS", 0, true));
-  a.min_jobs = static_cast<int>(number("FIBRA_ELASTIC_MIN_JOBS", 0, true));
-  AdaptOptions& o = a.options;
-  o.workers_per_job = static_cast<int>(number("FIBRA_ELASTIC_WORKERS_PER_JOB", o.workers_per_job, true));
-  if (!text("FIBRA_ELASTIC_TIME").empty()) o.time = text("FIBRA_ELASTIC_TIME");
-  o.partition = text("FIBRA_ELASTIC_PARTITION");
-  o.backlog = static_cast<int>(number("FIBRA_ELASTIC_BACKLOG", o.backlog, true));
-  o.idle_timeout_s = number("FIBRA_ELASTIC_IDLE_TIMEOUT_S", o.idle_timeout_s);
-  o.submit_gap_s = number("FIBRA_ELASTIC_SUBMIT_GAP_S", o.submit_gap_s);
-  o.drain_before_s = number("FIBRA_ELASTIC_DRAIN_BEFORE_S", o.drain_before_s);
-  std::istringstream args(text("FIBRA_ELASTIC_SBATCH_ARGS"));
-  for (std::string w; args >> w;) o.sbatch_args.push_back(w);
-  return a;
-}
 }  // namespace
 
 void give_back_spec_adapt() { g_spec_adapt_taken = false; }
 
-std::optional<AdaptFromSpec> adapt_from_environment() {
-  const char* max = env::raw("FIBRA_ELASTIC_MAX_JOBS");
-  if (!max || !*max || g_spec_adapt_taken.exchange(true)) return std::nullopt;
+std::optional<ElasticEnv> adapt_from_environment() {
+  if (g_spec_adapt_taken.exchange(true)) return std::nullopt;
   try {
-    return parse_spec_adapt();
+    std::optional<ElasticEnv> spec = ElasticEnv::from_env();
+    if (!spec) give_back_spec_adapt();  // no [elastic]: nothing was taken
+    return spec;
   } catch (...) {
     give_back_spec_adapt();
     throw;

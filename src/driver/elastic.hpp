@@ -13,20 +13,16 @@
 #include <set>
 #include <string>
 
+#include "common/elastic_env.hpp"
 #include "fibra/options.hpp"
 
 namespace fibra::detail {
 
 /// Pool::adapt's bounds and options from a job spec's [elastic] (FIBRA_ELASTIC_*, set by the
-/// script `fibra slurm render` writes): worker jobs, on top of the pool's own workers.
-struct AdaptFromSpec {
-  int min_jobs = 0, max_jobs = 0;
-  AdaptOptions options;
-};
-/// A call that finds FIBRA_ELASTIC_MAX_JOBS set returns them, once until give_back_spec_adapt()
-/// (one pool at a time adapts: the first to start, then the next after it stops); other calls
-/// return nothing. ConfigError naming a malformed variable.
-std::optional<AdaptFromSpec> adapt_from_environment();
+/// script `fibra slurm render` writes: ElasticEnv). A call that finds FIBRA_ELASTIC_MAX_JOBS set
+/// returns them, once until give_back_spec_adapt() (one pool at a time adapts: the first to start,
+/// then the next after it stops); other calls return nothing. ConfigError naming a malformed variable.
+std::optional<ElasticEnv> adapt_from_environment();
 void give_back_spec_adapt();
 
 class Elastic {

@@ -17,11 +17,11 @@
 #include "fibra/error.hpp"
 #include "common/unique_fd.hpp"
 #include "transport/tcp.hpp"
+#include "transport/wire.hpp"
 
 namespace fibra::detail::join {
 
 namespace {
-constexpr std::uint32_t max_message = 64 * 1024;
 constexpr const char* first_line =
     "# fibra join file: start workers that join this run with `./app --fibra-join <this file>`";
 
@@ -130,17 +130,19 @@ Address read_file(const std::string& path, double wait_s) {
 }
 
 bool send_message(int fd, std::string_view bytes) {
-  if (bytes.size() > max_message) return false;
-  const auto n = static_cast<std::uint32_t>(bytes.size());
-  std::string out(sizeof n + bytes.size(), '\0');
-  std::memcpy(out.data(), &n, sizeof n);
-  std::memcpy(out.data() + sizeof n, bytes.data(), bytes.size());
-  return tcp::write_all(fd, out.data(), out.size());
+  const std::optional<std::string> frame = wire::join_frame(bytes);
+  return frame && tcp::write_all(fd, frame->data(), frame->size());
 }
 
 std::optional<std::string> receive_message(int fd, int ms) {
+  char head[wire::join_frame_head];
+  if (!tcp::read_all(fd, head, sizeof head, ms)) return std::nullopt;
   std::uint32_t n = 0;
-  if (!tcp::read_all(fd, &n, sizeof n, ms) || n > max_message) return std::nullopt;
+  try {
+    n = wire::join_frame_length(std::string_view(head, sizeof head));
+  } catch (const wire::Malformed&) {  // longer than a join message: not read
+    return std::nullopt;
+  }
   std::string bytes(n, '\0');
   if (!tcp::read_all(fd, bytes.data(), n, ms)) return std::nullopt;
   return bytes;

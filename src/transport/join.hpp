@@ -41,9 +41,11 @@ void write_file(const std::string& path, const Address& a);
 /// starting); ConfigError when it does not, or does not parse.
 Address read_file(const std::string& path, double wait_s);
 
-/// One message on a join connection: a u32 length, then the bytes (at most 64 KiB).
+/// One message on a join connection, framed as wire::join_frame says (a u32 length, then the
+/// bytes, at most wire::max_join_message); false if it is longer, or the peer is gone.
 bool send_message(int fd, std::string_view bytes);
-/// The next message, or nullopt if none whole came within `ms` (or the peer left).
+/// The next message, or nullopt if none whole came within `ms` (or the peer left, or announced
+/// more than wire::max_join_message: the rest is not read).
 std::optional<std::string> receive_message(int fd, int ms);
 
 }  // namespace fibra::detail::join

@@ -1,9 +1,8 @@
 // src/transport/object_server.cpp: see object_server.hpp.
 //
-// The exchange, one object per connection: the fetcher sends the server's key (u64), a u32 length
-// and the object's name, then a u64 of how many milliseconds it waits for the object to be offered;
-// the server answers a u64, the object's size (all ones: not held; all ones but the last bit: a
-// wrong key), followed by its bytes (sendfile from the memfd).
+// The exchange, one object per connection: the fetcher sends a wire::ObjectRequest (the server's
+// key, the object's name, how long to wait for it to be offered); the server answers a
+// wire::ObjectReply (the object's size, or why not), followed by its bytes (sendfile from the memfd).
 #include "transport/object_server.hpp"
 
 #include <fcntl.h>
@@ -23,6 +22,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <system_error>
 #include <vector>
@@ -30,14 +30,12 @@
 #include "common/unique_fd.hpp"
 #include "fibra/error.hpp"
 #include "transport/tcp.hpp"
+#include "transport/wire.hpp"
 
 namespace fibra::detail {
 
 namespace {
 
-constexpr std::uint64_t not_held = ~std::uint64_t(0);
-constexpr std::uint64_t wrong_key = ~std::uint64_t(1);
-constexpr std::uint32_t max_name = 256;
 constexpr int io_timeout_ms = 30'000;  // a peer that stops reading or writing this long is given up
 
 std::string sys_error(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
@@ -45,6 +43,26 @@ std::string sys_error(const char* what) { return std::string(what) + ": " + std:
 using tcp::read_all;
 using tcp::wait_for;
 using tcp::write_all;
+
+// A fetcher's request: its head, then the rest the head announces; nullopt if it is cut short or
+// malformed (a name too long is refused before it is read).
+std::optional<wire::ObjectRequest> read_request(int c) {
+  std::string bytes(wire::object_request_head, '\0');
+  if (!read_all(c, bytes.data(), bytes.size(), io_timeout_ms)) return std::nullopt;
+  try {
+    const std::size_t rest = wire::object_request_rest(bytes);
+    bytes.resize(wire::object_request_head + rest);
+    if (!read_all(c, bytes.data() + wire::object_request_head, rest, io_timeout_ms)) return std::nullopt;
+    return wire::decode_object_request(bytes);
+  } catch (const wire::Malformed&) {
+    return std::nullopt;
+  }
+}
+
+bool send_reply(int c, const wire::ObjectReply& r) {
+  const std::string bytes = wire::encode_object_reply(r);
+  return write_all(c, bytes.data(), bytes.size());
+}
 
 }  // namespace
 
@@ -99,29 +117,22 @@ struct ObjectServer::Impl {
 
   // One fetch: the name, how long to wait for it, then its size and bytes.
   void serve(int c) {
-    std::uint32_t len = 0;
-    std::uint64_t wait_ms = 0, their_key = 0;
-    std::string name;
-    bool whole = read_all(c, &their_key, sizeof their_key, io_timeout_ms) &&
-                 read_all(c, &len, sizeof len, io_timeout_ms) && len <= max_name;
-    if (whole) {
-      name.resize(len);
-      whole = read_all(c, name.data(), len, io_timeout_ms) && read_all(c, &wait_ms, sizeof wait_ms, io_timeout_ms);
-    }
     // (The whole request is read before any answer: a socket closed with bytes unread resets it.)
-    if (whole && their_key != key) {
-      (void)write_all(c, &wrong_key, sizeof wrong_key);
-    } else if (whole) {
+    const std::optional<wire::ObjectRequest> request = read_request(c);
+    if (request && request->key != key) {
+      (void)send_reply(c, {wire::ObjectAnswer::wrong_key});
+    } else if (request) {
       Held h;
       {
         std::unique_lock lk(mu);
-        offered.wait_for(lk, std::chrono::milliseconds(std::min<std::uint64_t>(wait_ms, 60'000)),
-                         [&] { return stopping || held.count(name) > 0; });
+        offered.wait_for(lk, std::chrono::milliseconds(std::min<std::uint64_t>(request->wait_ms, 60'000)),
+                         [&] { return stopping || held.count(request->name) > 0; });
         if (!stopping)
-          if (auto it = held.find(name); it != held.end()) h = it->second;
+          if (auto it = held.find(request->name); it != held.end()) h = it->second;
       }
-      const std::uint64_t size = h.memory ? h.size : not_held;
-      if (write_all(c, &size, sizeof size) && h.memory) {
+      const wire::ObjectReply reply = h.memory ? wire::ObjectReply{wire::ObjectAnswer::held, h.size}
+                                               : wire::ObjectReply{wire::ObjectAnswer::not_held};
+      if (send_reply(c, reply) && h.memory) {
         off_t at = 0;
         bool ok = true;
         while (ok && std::uint64_t(at) < h.size) {
@@ -191,29 +202,24 @@ std::unique_ptr<ObjectMemory> fetch_object(const std::string& host, std::uint16_
   const std::string where = host + ":" + std::to_string(port);
   UniqueFd s = tcp::connect_to(host, port, 5'000, why);
   if (!s) return nullptr;
-  // The request in one write: the key, the name's length and the name, how long to wait.
-  const auto len = static_cast<std::uint32_t>(name.size());
-  const auto wait_ms = static_cast<std::uint64_t>(wait_s * 1000);
-  std::string request(sizeof key + sizeof len + len + sizeof wait_ms, '\0');
-  char* out = request.data();
-  std::memcpy(out, &key, sizeof key);
-  std::memcpy(out + sizeof key, &len, sizeof len);
-  std::memcpy(out + sizeof key + sizeof len, name.data(), len);
-  std::memcpy(out + sizeof key + sizeof len + len, &wait_ms, sizeof wait_ms);
-  std::uint64_t got = 0;
-  if (!write_all(s.get(), request.data(), request.size()) ||
-      !read_all(s.get(), &got, sizeof got, int(wait_ms) + io_timeout_ms)) {
+  // The request in one write.
+  const wire::ObjectRequest request{key, name, static_cast<std::uint64_t>(wait_s * 1000)};
+  const std::string bytes = wire::encode_object_request(request);
+  std::string answer(wire::object_reply_bytes, '\0');
+  if (!write_all(s.get(), bytes.data(), bytes.size()) ||
+      !read_all(s.get(), answer.data(), answer.size(), int(request.wait_ms) + io_timeout_ms)) {
     why = "no answer from " + where;
     return nullptr;
   }
-  if (got == wrong_key) {
+  const wire::ObjectReply got = wire::decode_object_reply(answer);
+  if (got.answer == wire::ObjectAnswer::wrong_key) {
     why = where + " serves another pool's objects (its key is not this pool's)";
     return nullptr;
   }
-  if (got == not_held || got != size) {
-    why = got == not_held
+  if (got.answer == wire::ObjectAnswer::not_held || got.size != size) {
+    why = got.answer == wire::ObjectAnswer::not_held
               ? where + " does not hold " + name
-              : where + " holds " + name + " with " + std::to_string(got) + " bytes, not " + std::to_string(size);
+              : where + " holds " + name + " with " + std::to_string(got.size) + " bytes, not " + std::to_string(size);
     return nullptr;
   }
   UniqueFd fd = ObjectMemory::new_memfd(name);

@@ -14,15 +14,15 @@ std::uint32_t count_of(std::string_view batch) {
   return r.pod<std::uint32_t>();
 }
 
-// Runs `parse` over a batch, turning the codec's errors into Malformed.
+// Runs `parse` over a batch (or another `what`), turning the codec's errors into Malformed.
 template <class Parse>
-auto parsing(Parse&& parse) {
+auto parsing(Parse&& parse, const char* what = "batch") {
   try {
     return parse();
   } catch (const Malformed&) {
     throw;
   } catch (const Error& e) {
-    throw Malformed(std::string("fibra: a malformed batch: ") + e.what());
+    throw Malformed(std::string("fibra: a malformed ") + what + ": " + e.what());
   }
 }
 
@@ -39,6 +39,20 @@ constexpr char zeros[payload_align] = {};
 
 // Skips the padding before a payload whose header ended at `r`'s position in `message`.
 void skip_pad(Reader& r, std::string_view message) { r.take(pad_at(message.size() - r.left())); }
+
+// An ObjectReply's u64 when it is not a size.
+constexpr std::uint64_t object_not_held = ~std::uint64_t(0);
+constexpr std::uint64_t object_wrong_key = ~std::uint64_t(1);
+
+// An ObjectRequest's name length, read after its key; refused past max_object_name, before any of
+// the name is read.
+std::uint32_t object_name_length(Reader& r) {
+  const auto n = r.pod<std::uint32_t>();
+  if (n > max_object_name)
+    throw Malformed("fibra: a malformed object request: a name of " + std::to_string(n) + " bytes, over the " +
+                    std::to_string(max_object_name) + " a server reads");
+  return n;
+}
 
 }  // namespace
 
@@ -199,6 +213,84 @@ Partial decode_partial(std::string_view s) {
     p.results = r.take(r.left());
     return p;
   });
+}
+
+std::string encode_object_request(const ObjectRequest& r) {
+  std::string s;
+  Writer w(s);
+  w.pod(r.key);
+  w.pod(static_cast<std::uint32_t>(r.name.size()));
+  w.raw(r.name.data(), r.name.size());
+  w.pod(r.wait_ms);
+  return s;
+}
+
+std::size_t object_request_rest(std::string_view head) {
+  return parsing(
+      [&] {
+        if (head.size() != object_request_head)
+          throw Malformed("fibra: a malformed object request: a head of " + std::to_string(head.size()) +
+                          " bytes, not " + std::to_string(object_request_head));
+        Reader r(head);
+        r.pod<std::uint64_t>();  // the key
+        return std::size_t(object_name_length(r)) + sizeof(std::uint64_t);
+      },
+      "object request");
+}
+
+ObjectRequest decode_object_request(std::string_view bytes) {
+  return parsing(
+      [&] {
+        Reader r(bytes);
+        ObjectRequest q;
+        q.key = r.pod<std::uint64_t>();
+        q.name = r.take(object_name_length(r));
+        q.wait_ms = r.pod<std::uint64_t>();
+        if (r.left() != 0)
+          throw Malformed("fibra: a malformed object request: " + std::to_string(r.left()) + " bytes after its end");
+        return q;
+      },
+      "object request");
+}
+
+std::string encode_object_reply(const ObjectReply& r) {
+  const std::uint64_t v = r.answer == ObjectAnswer::not_held    ? object_not_held
+                          : r.answer == ObjectAnswer::wrong_key ? object_wrong_key
+                                                                : r.size;
+  std::string s;
+  Writer(s).pod(v);
+  return s;
+}
+
+ObjectReply decode_object_reply(std::string_view bytes) {
+  if (bytes.size() != object_reply_bytes)
+    throw Malformed("fibra: a malformed object reply: " + std::to_string(bytes.size()) + " bytes, not " +
+                    std::to_string(object_reply_bytes));
+  const auto v = Reader(bytes).pod<std::uint64_t>();
+  if (v == object_not_held) return {ObjectAnswer::not_held};
+  if (v == object_wrong_key) return {ObjectAnswer::wrong_key};
+  return {ObjectAnswer::held, v};
+}
+
+std::optional<std::string> join_frame(std::string_view message) {
+  if (message.size() > max_join_message) return std::nullopt;
+  std::string s;
+  s.reserve(join_frame_head + message.size());
+  Writer w(s);
+  w.pod(static_cast<std::uint32_t>(message.size()));
+  w.raw(message.data(), message.size());
+  return s;
+}
+
+std::uint32_t join_frame_length(std::string_view head) {
+  if (head.size() != join_frame_head)
+    throw Malformed("fibra: a malformed join message: a head of " + std::to_string(head.size()) + " bytes, not " +
+                    std::to_string(join_frame_head));
+  const auto n = Reader(head).pod<std::uint32_t>();
+  if (n > max_join_message)
+    throw Malformed("fibra: a malformed join message: it announces " + std::to_string(n) + " bytes, over the " +
+                    std::to_string(max_join_message) + " a join connection carries");
+  return n;
 }
 
 std::string_view object_bytes(std::string_view message, ObjectHead& h) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -352,6 +353,17 @@ template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, JoinAnswer>
 void fields(F&& f, M& m) { f(m.go, m.why); }
 
+/// Messages on a join connection (transport/join.hpp: a JoinHello, then a JoinAnswer) are framed:
+/// a u32 length (join_frame_head bytes), then that many bytes, at most max_join_message. A reader
+/// reads the head, then the length it announces, and no more.
+inline constexpr std::uint32_t max_join_message = 64 * 1024;
+inline constexpr std::size_t join_frame_head = sizeof(std::uint32_t);
+/// The message framed; nullopt if it is longer than max_join_message (it is not sent).
+std::optional<std::string> join_frame(std::string_view message);
+/// The length a frame's head announces; throws Malformed if `head` is not join_frame_head bytes or
+/// announces more than max_join_message.
+std::uint32_t join_frame_length(std::string_view head);
+
 /// One chunk of a task batch (its payload follows it).
 
 struct TaskHeader {
@@ -410,6 +422,36 @@ struct ObjectFetch {
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, ObjectFetch>
 void fields(F&& f, M& m) { f(m.head.id, m.head.origin, m.head.size, m.host, m.port); }
+
+/// A fetch from a peer's ObjectServer (transport/object_server.hpp), one object per TCP
+/// connection. The fetcher sends: the server's key (u64), the object's name (a u32 length, at most
+/// max_object_name, then its bytes), how long to wait for it (u64 milliseconds). The server reads
+/// the object_request_head bytes, then the object_request_rest they announce, and no more.
+struct ObjectRequest {
+  std::uint64_t key = 0;      ///< AgentSetup::lane_nonce of the fetcher's pool: another pool's server refuses
+  std::string name;           ///< its memfd's (detail::object_memfd_name); a longer one than max_object_name is refused
+  std::uint64_t wait_ms = 0;  ///< how long the server waits for it to be offered (at most a minute)
+};
+inline constexpr std::uint32_t max_object_name = 256;
+inline constexpr std::size_t object_request_head = sizeof(std::uint64_t) + sizeof(std::uint32_t);
+std::string encode_object_request(const ObjectRequest& r);
+/// How many bytes follow a request's first object_request_head bytes (its name and wait_ms);
+/// throws Malformed for a name longer than max_object_name.
+std::size_t object_request_rest(std::string_view head);
+/// A whole request; throws Malformed if it is cut short, its name is too long, or bytes follow it.
+ObjectRequest decode_object_request(std::string_view bytes);
+
+/// The ObjectServer's answer, one u64 (object_reply_bytes): the object's size, its bytes following
+/// it; all ones: not held; all ones but the last bit: a wrong key. (No object is that large.)
+enum class ObjectAnswer : std::uint8_t { held, not_held, wrong_key };
+struct ObjectReply {
+  ObjectAnswer answer = ObjectAnswer::held;
+  std::uint64_t size = 0;  ///< held: the object's bytes, which follow the reply
+};
+inline constexpr std::size_t object_reply_bytes = sizeof(std::uint64_t);
+std::string encode_object_reply(const ObjectReply& r);
+/// Throws Malformed if `bytes` are not object_reply_bytes.
+ObjectReply decode_object_reply(std::string_view bytes);
 
 /// Payload of a `kept` result: a task's result left in a memfd of its executor's, named
 /// detail::object_memfd_name(executor pid, id), whose descriptor went to the agent with the frame

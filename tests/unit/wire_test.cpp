@@ -1,5 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "transport/join.hpp"
+#include "transport/object_server.hpp"
+#include "transport/tcp.hpp"
 #include "transport/wire.hpp"
 
 namespace {
@@ -374,6 +380,113 @@ TEST(Wire, AHugeCountInAMalformedBatchIsRefusedNotAllocated) {
   std::string p(4, '\xff');
   EXPECT_THROW(wire::decode_partial(p), wire::Malformed);
   EXPECT_THROW(wire::decode<wire::Hello>("xx"), wire::Malformed);
+}
+
+// A fetch from a peer's ObjectServer: the key, the name (a u32 length and its bytes), how long to
+// wait. The server reads a fixed head first and learns from it how much follows: a name longer than
+// max_object_name is refused there, before any of it is read.
+TEST(Wire, AnObjectRequestRoundTripsAndATooLongOrCutOneIsRefused) {
+  const wire::ObjectRequest r{0x1234567890abcdefULL, "fibra-obj-42-7", 2500};
+  const std::string bytes = wire::encode_object_request(r);
+  EXPECT_EQ(bytes.size(), 8u + 4u + r.name.size() + 8u);  // the layout: key, name's length, name, wait
+  EXPECT_EQ(wire::object_request_rest(bytes.substr(0, wire::object_request_head)), r.name.size() + 8u);
+  const auto g = wire::decode_object_request(bytes);
+  EXPECT_EQ(g.key, 0x1234567890abcdefULL);
+  EXPECT_EQ(g.name, "fibra-obj-42-7");
+  EXPECT_EQ(g.wait_ms, 2500u);
+  EXPECT_EQ(wire::decode_object_request(wire::encode_object_request({7, "", 0})).name, "");
+  const std::string longest(wire::max_object_name, 'n');
+  EXPECT_EQ(wire::decode_object_request(wire::encode_object_request({7, longest, 1})).name, longest);
+
+  EXPECT_THROW(wire::decode_object_request(bytes.substr(0, bytes.size() - 1)), wire::Malformed) << "a byte short";
+  EXPECT_THROW(wire::decode_object_request(bytes + "x"), wire::Malformed) << "a byte over";
+  EXPECT_THROW(wire::decode_object_request(""), wire::Malformed);
+  EXPECT_THROW(wire::object_request_rest(bytes.substr(0, wire::object_request_head - 1)), wire::Malformed);
+  const std::string too_long = wire::encode_object_request({7, longest + "n", 1});
+  try {
+    (void)wire::object_request_rest(too_long.substr(0, wire::object_request_head));
+    ADD_FAILURE() << "a name of 257 bytes announced";
+  } catch (const wire::Malformed& e) {
+    EXPECT_STREQ(e.what(), "fibra: a malformed object request: a name of 257 bytes, over the 256 a server reads");
+  }
+  EXPECT_THROW(wire::decode_object_request(too_long), wire::Malformed);
+}
+
+// The server's answer is one u64: the object's size, or all ones (not held), or all ones but the
+// last bit (a wrong key).
+TEST(Wire, AnObjectReplyIsOneU64OfTheSizeOrWhyNot) {
+  for (const std::uint64_t size : {std::uint64_t(0), std::uint64_t(5), std::uint64_t(1) << 40}) {
+    const std::string bytes = wire::encode_object_reply({wire::ObjectAnswer::held, size});
+    ASSERT_EQ(bytes.size(), wire::object_reply_bytes);
+    std::uint64_t raw = 0;
+    std::memcpy(&raw, bytes.data(), sizeof raw);
+    EXPECT_EQ(raw, size);
+    const auto g = wire::decode_object_reply(bytes);
+    EXPECT_EQ(g.answer, wire::ObjectAnswer::held);
+    EXPECT_EQ(g.size, size);
+  }
+  const auto refusal = [](wire::ObjectAnswer a) {
+    const std::string bytes = wire::encode_object_reply({a});
+    std::uint64_t raw = 0;
+    std::memcpy(&raw, bytes.data(), sizeof raw);
+    EXPECT_EQ(wire::decode_object_reply(bytes).answer, a);
+    return raw;
+  };
+  EXPECT_EQ(refusal(wire::ObjectAnswer::not_held), ~std::uint64_t(0));
+  EXPECT_EQ(refusal(wire::ObjectAnswer::wrong_key), ~std::uint64_t(1));
+  EXPECT_THROW(wire::decode_object_reply(std::string(7, '\0')), wire::Malformed);
+  EXPECT_THROW(wire::decode_object_reply(std::string(9, '\0')), wire::Malformed);
+}
+
+// A server told of a longer name than it reads closes the connection without reading the name
+// (nor answering): the request is never read unbounded.
+TEST(Wire, AnObjectServerRefusesARequestWithATooLongNameUnread) {
+  detail::ObjectServer server(42);
+  std::string why;
+  detail::UniqueFd s = detail::tcp::connect_to("127.0.0.1", server.port(), 5'000, why);
+  ASSERT_TRUE(s) << why;
+  const std::string head =
+      wire::encode_object_request({42, std::string(1 << 20, 'n'), 0}).substr(0, wire::object_request_head);
+  ASSERT_TRUE(detail::tcp::write_all(s.get(), head.data(), head.size()));
+  char answer[wire::object_reply_bytes];
+  EXPECT_FALSE(detail::tcp::read_all(s.get(), answer, sizeof answer, 10'000)) << "an answer came";
+}
+
+// A join connection's messages: a u32 length, then the bytes, at most 64 KiB; a reader refuses a
+// longer announcement from the head, before reading the rest.
+TEST(Wire, AJoinMessageIsFramedByItsLengthUpTo64KiB) {
+  const auto frame = wire::join_frame("hello");
+  ASSERT_TRUE(frame);
+  EXPECT_EQ(frame->size(), 4u + 5u);
+  EXPECT_EQ(wire::join_frame_length(frame->substr(0, wire::join_frame_head)), 5u);
+  EXPECT_EQ(frame->substr(wire::join_frame_head), "hello");
+  EXPECT_EQ(wire::join_frame_length(*wire::join_frame("")), 0u);
+  const std::string largest(wire::max_join_message, 'x');
+  ASSERT_TRUE(wire::join_frame(largest));
+  EXPECT_EQ(wire::join_frame_length(wire::join_frame(largest)->substr(0, 4)), 64u * 1024u);
+  EXPECT_FALSE(wire::join_frame(largest + "x")) << "a message over 64 KiB is not framed";
+
+  const std::uint32_t over = wire::max_join_message + 1;
+  std::string head(sizeof over, '\0');
+  std::memcpy(head.data(), &over, sizeof over);
+  try {
+    (void)wire::join_frame_length(head);
+    ADD_FAILURE() << "65537 bytes announced";
+  } catch (const wire::Malformed& e) {
+    EXPECT_STREQ(e.what(),
+                 "fibra: a malformed join message: it announces 65537 bytes, over the 65536 a join connection carries");
+  }
+  EXPECT_THROW(wire::join_frame_length(head.substr(0, 3)), wire::Malformed) << "a head cut short";
+
+  // Both ends of a connection (transport/join.hpp) use it.
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  const detail::UniqueFd a(fds[0]), b(fds[1]);
+  ASSERT_TRUE(detail::join::send_message(a.get(), "hello"));
+  EXPECT_EQ(detail::join::receive_message(b.get(), 5'000), std::optional<std::string>("hello"));
+  EXPECT_FALSE(detail::join::send_message(a.get(), largest + "x"));
+  ASSERT_TRUE(detail::tcp::write_all(a.get(), head.data(), head.size()));  // announces 65537 bytes
+  EXPECT_EQ(detail::join::receive_message(b.get(), 5'000), std::nullopt);
 }
 
 }  // namespace
