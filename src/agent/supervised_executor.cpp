@@ -23,6 +23,7 @@
 #include "transport/mpi.hpp"
 #include "common/trace.hpp"
 #include "common/process.hpp"
+#include "transport/frame_writer.hpp"
 #include "roles.hpp"
 
 extern char** environ;
@@ -237,15 +238,7 @@ bool SupervisedExecutor::write() {
   bool wrote = false;
   while (pid_ > 0 && !out_.empty()) {
     Outgoing& o = out_.front();
-    iovec v[2];
-    int n = 0;
-    if (o.done < sizeof o.length) v[n++] = {reinterpret_cast<char*>(&o.length) + o.done, sizeof o.length - o.done};
-    const std::size_t body_done = o.done > sizeof o.length ? o.done - sizeof o.length : 0;
-    v[n++] = {o.body.data() + body_done, o.body.size() - body_done};
-    msghdr mh{};
-    mh.msg_iov = v;
-    mh.msg_iovlen = static_cast<std::size_t>(n);
-    const ssize_t k = ::sendmsg(sock_.get(), &mh, MSG_NOSIGNAL);
+    const std::ptrdiff_t k = write_frame_some(sock_.get(), o.length, o.body, o.done);
     if (k <= 0) break;  // full, or the executor died: the read side will tell
     wrote = true;
     o.done += static_cast<std::size_t>(k);

@@ -20,7 +20,7 @@
 
 #include "common/freed_memory.hpp"
 #include "common/log.hpp"
-#include "executor/executor.hpp"
+#include "task_side.hpp"
 #include "fibra/error.hpp"
 #include "transport/lane.hpp"
 
@@ -691,7 +691,7 @@ ChannelResult channel_call(ChannelOp op, std::uint64_t id, ChannelKind kind, std
   c.items = std::move(items);
   wire::ChannelReply r;
   if (in_executor()) {
-    r = executor_channel_call(std::move(c));
+    r = task_side()->channel_call(std::move(c));
   } else {
     std::promise<wire::ChannelReply> p;
     auto f = p.get_future();

@@ -20,6 +20,11 @@ bool remote_host_lost() noexcept;
 
 /// The hosts noted so far, "a, b"; empty: none (MPI_Finalize is safe).
 std::string lost_remote_hosts();
+/// Why a pool spawns nothing once remote_host_lost() (measured on the virtual cluster,
+/// docs/fault-tolerance.md#a-node-lost).
+inline constexpr const char* spawn_frozen_reason =
+    "with Open MPI 4.1, a spawn after a node fell silent blocks for good if the node is cut off, and aborts the driver "
+    "if it is dead";
 
 /// In the driver: an agent that joined from a launch of its own (src/driver/joins.hpp) was lost on
 /// another host. Spawning goes on (its node is none of this job's), but ~Runtime skips

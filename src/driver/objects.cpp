@@ -9,8 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "executor/executor.hpp"
-#include "executor/objects.hpp"
+#include "task_side.hpp"
 #include "fibra/detail/codec.hpp"
 #include "fibra/detail/core.hpp"
 #include "fibra/error.hpp"
@@ -80,7 +79,7 @@ std::shared_ptr<const StoredObject> store_object(std::string& encoded) {
   if (encoded.size() > max_object_bytes)
     throw ConfigError("fibra::put: the value encodes to " + std::to_string(encoded.size()) +
                       " bytes, more than the 2 GiB one message carries; split it into parts and put each");
-  if (in_executor()) return executor_store_object(encoded);
+  if (in_executor()) return task_side()->store_object(encoded);
   auto object = store_bytes(encoded, "fibra::put");
   give_back_large(encoded);  // its memory serves the next large buffer
   encoded.clear();

@@ -1,10 +1,18 @@
-// The driver's side of a pool, shared by its five files: pool.cpp (the public calls, the
-// communication thread, dispatch and stop), pool_workers.cpp (the lifecycle of workers: spawn,
-// slots, liveness, loss, resize, goodbye), pool_results.cpp (what comes back: results, failed
-// attempts, retries and their messages), pool_requests.cpp (what tasks ask of the pool: nested
-// submits, actor calls, their replies) and pool_actors.cpp (actors' placement, calls and deaths). All MPI traffic of a
-// pool runs on its one communication thread, except in start(): the user's thread spawns the first workers, reading
-// their hellos and sending them heartbeats in between, before that thread exists.
+// The driver's side of a pool, one class over these files (each member's declaration below says
+// which holds it):
+//   pool.cpp           the public calls, start, the communication thread (loop, receive, handle) and stop
+//   pool_dispatch.cpp  work to workers: the inbox of submitted calls, dispatch, stealing, cancel
+//   pool_spawn.cpp     spawning (sizing, placement, GPU sharing, slots, failed spawns) and resize
+//   pool_liveness.cpp  hellos, heartbeats and processes watched, a worker declared lost, goodbye
+//   pool_elastic.cpp   Pool::adapt and joined workers (elastic.cpp decides, this applies)
+//   pool_lanes.cpp     the lanes to the executors on the driver's host
+//   pool_objects.cpp   stored objects sent to agents, fetched from peers, freed
+//   pool_results.cpp   what comes back: results, failed attempts, retries and their messages
+//   pool_requests.cpp  what tasks ask of the pool: nested submits, actor calls, calls on channels
+//   pool_actors.cpp    actors' placement, calls and deaths
+// All MPI traffic of a pool runs on its one communication thread, except in start(): the user's
+// thread spawns the first workers, reading their hellos and sending them heartbeats in between,
+// before that thread exists.
 //
 // Threads and locks. A pool's state is touched by two kinds of thread: the user's threads (the
 // public calls: submit, size, stats, close, join, terminate, resize) and the pool's one
@@ -310,7 +318,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   static std::exception_ptr cancelled_error(const JobState& job, const std::string& when) {
     return std::make_exception_ptr(TaskCancelled("fibra: " + job.name() + " was cancelled (fibra::cancel) " + when));
   }
-  bool cancel(const std::shared_ptr<JobState>& job, bool force) override;
+  bool cancel(const std::shared_ptr<JobState>& job, bool force) override;  // (pool_dispatch.cpp)
 
   int size() const override {
     std::lock_guard lk(mu_);
@@ -375,14 +383,15 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   ActorState* live_actor_named(const std::string& name);
   void join() override;
   void terminate() override;
-  // pool_workers.cpp
+  // pool_spawn.cpp
   void resize(int n) override;
+  // pool_elastic.cpp
   /// From the join listener's thread: takes a worker that joined (its setup is sent from the
   /// communication thread); false if the pool no longer runs.
   bool adopt_join(JoinedAgent& j);
   void adapt(int min_workers, int max_workers, const AdaptOptions& options) override;
-  Resources joined_offer() const;  // what each executor of a joined agent offers
-  void adapt_as_the_spec_says(int own);
+  Resources joined_offer() const;        // what each executor of a joined agent offers
+  void adapt_as_the_spec_says(int own);  // (pool.cpp)
   std::atomic<bool> spec_adapt_{false};  // this pool took the spec's [elastic] (gives it back at stop)  //
                                          // FIBRA_ELASTIC_* (a job spec's [elastic]), at start
 
@@ -395,17 +404,6 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void mark_hot(Worker& w);
   bool still_heard(const Worker& w, double now) const;
   void handle(Worker& w, mpi::Message& m);
-  bool dispatch(std::size_t batches_each = batches_per_worker);
-  bool prefetch_pays() const;
-  bool steal_for_idle();
-  static mpi::Pieces encode_batch(const std::vector<Chunk*>& chunks,
-                                  std::vector<std::shared_ptr<const StoredObject>>& objects, std::uint64_t keep_from);
-  static void add_objects(const JobState& job, wire::TaskHeader& h,
-                          std::vector<std::shared_ptr<const StoredObject>>& objects);
-  void send_objects(Worker& w, const std::vector<std::shared_ptr<const StoredObject>>& objects);
-  void free_objects();
-  bool post_to_lane(Worker& w, const mpi::Pieces& batch, std::uint32_t chunks);
-  bool drain_lanes(Worker& w);
   enum class Taken { more, done };
   Taken take_message(Worker& w, mpi::Message& m, bool lost);
   bool receive_group(AgentGroup& g, double now, bool urgent);
@@ -419,17 +417,34 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     wake_.notify_one();
   }
 
-  // ---- pool_workers.cpp: spawning (for start() and later growth) and the lifecycle of workers --
-  void spawn_agents(const std::vector<int>& executors);
+  // ---- pool_dispatch.cpp: work to workers ------------------------------------------------------
+  bool dispatch(std::size_t batches_each = batches_per_worker);
+  bool prefetch_pays() const;
+  bool steal_for_idle();
+  static mpi::Pieces encode_batch(const std::vector<Chunk*>& chunks,
+                                  std::vector<std::shared_ptr<const StoredObject>>& objects, std::uint64_t keep_from);
+
+  // ---- pool_objects.cpp: stored objects --------------------------------------------------------
+  static void add_objects(const JobState& job, wire::TaskHeader& h,
+                          std::vector<std::shared_ptr<const StoredObject>>& objects);
+  void send_objects(Worker& w, const std::vector<std::shared_ptr<const StoredObject>>& objects);
+  void free_objects();
+  static bool peer_objects_on();  // FIBRA_PEER_OBJECTS is not "0"
+
+  // ---- pool_lanes.cpp: the lanes to executors on the driver's host -----------------------------
+  bool post_to_lane(Worker& w, const mpi::Pieces& batch, std::uint32_t chunks);
+  bool drain_lanes(Worker& w);
+  std::vector<std::shared_ptr<LaneRegion>> open_lanes(const Worker& w, const wire::Hello& h);
+  static bool lanes_on();  // FIBRA_LANES is not "0"
+
+  // ---- pool_elastic.cpp: workers that joined, and Pool::adapt's view ----------------------------
   bool take_joins();
   Elastic::View elastic_view() const;
   bool let_joined_go(int live);
+
+  // ---- pool_spawn.cpp: spawning (for start() and later growth), slots, sizes --------------------
+  void spawn_agents(const std::vector<int>& executors);
   static wire::Simulation simulation_wanted();  // the scale simulation asked for (FIBRA_SIMULATED_AGENTS)
-  void release_comm(Worker& w);
-  std::vector<std::shared_ptr<LaneRegion>> open_lanes(const Worker& w, const wire::Hello& h);
-  static bool lanes_on();         // FIBRA_LANES is not "0"
-  static bool peer_objects_on();  // FIBRA_PEER_OBJECTS is not "0"
-  void group_member_lost(Worker& w);
   wire::AgentSetup agent_setup(int executors) const;
   struct AgentGpus {
     std::vector<std::string> ids;  // CUDA_VISIBLE_DEVICES of each executor
@@ -443,14 +458,20 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   int free_slots() const;
   void free_slot(Worker& w);
   int free_slot_number() const;
+  bool adjust_size();
+  void on_spawn_failed(const Error& e);
+
+  // ---- pool_liveness.cpp: hello, watch, loss, goodbye ------------------------------------------
   void on_hello(Worker& w, const wire::Hello& h);
   void watch_workers();
   bool process_gone_here(const Worker& w) const;
   static std::string seconds(double s);
   void declare_lost(Worker& w, const std::string& why);
-  bool adjust_size();
-  void on_spawn_failed(const Error& e);
+  void release_comm(Worker& w);
+  void group_member_lost(Worker& w);
+  bool gpus_still_held() const;
   void say_goodbye();
+
   // Workers (executors) of agents that are starting or ready, and of ready ones: counted as states
   // change (set_state), not by a walk over every agent (issue 29). Under mu_, or on the
   // communication thread, which alone changes states.
@@ -472,11 +493,10 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // The same for workers that joined (Worker::joined), which the pool's target does not count.
   int joined_live_ = 0, joined_ready_ = 0;
   std::set<std::string> joined_jobs_;  // Slurm jobs whose agent joined (for Pool::adapt), under mu_
-  int next_agent_size() const;
+  int next_agent_size() const;         // (pool_spawn.cpp, as are the three below)
   std::vector<int> next_agent_sizes(int most) const;
   static constexpr int grow_together = 16;  // agents spawned together at most when the pool grows
   int agent_size(int target) const;
-  bool gpus_still_held() const;
   static bool same_host(const std::string& a, const std::string& b);
   // target_ for the communication thread, which reads it outside mu_ elsewhere: resize() writes it.
   int target_now() const {
@@ -549,7 +569,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void on_actor_result(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid, std::string* whole,
                        const std::shared_ptr<HeldFrame>& keep);
   void open_actor_lane(Worker& w, const wire::ActorLane& m);
-  bool drain_lane(Worker& w, const std::shared_ptr<LaneRegion>& r);
+  bool drain_lane(Worker& w, const std::shared_ptr<LaneRegion>& r);  // (pool_lanes.cpp)
   void on_actor_death(const Worker& w, const wire::ActorDeath& d);
   void actor_died(ActorState& a, const std::string& why, std::uint64_t running_chunk, bool counts);
   void actors_leave(const Worker& w, const std::string& why, bool counts);
@@ -573,6 +593,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
                      std::shared_ptr<const StoredObject> object = nullptr);
   void on_kept(Worker& w, const wire::ResultHeader& h, std::string_view payload, std::int64_t exec_pid);
   void on_kept_copy(Worker& w, std::string_view message);
+  // (pool_objects.cpp, the three below)
   void on_object_missing(Worker& w, std::uint64_t id);
   void send_object_bytes(Worker& w, const std::shared_ptr<const StoredObject>& o);
   const Worker* object_peer(const Worker& w, std::uint64_t id) const;
@@ -632,7 +653,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::promise<bool> verdict;
   };
   std::vector<UnstartedCancel> unstarted_cancels_;
-  bool take_back_unstarted(const std::shared_ptr<JobState>& job);
+  bool take_back_unstarted(const std::shared_ptr<JobState>& job);  // (pool_dispatch.cpp, as the next)
   void requeue_or_cancel(std::uint64_t chunk, std::uint32_t attempt);
   std::map<const Lane*, std::uint64_t> stolen_while_;  // steal_for_idle: the chunk a lane ran at its last steal
   // The progress line of task graphs (issue 28, item 15; docs/tasks.md): counts under mu_, the
@@ -675,7 +696,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // conditions, which include inbox_waiting_: one of the two sides always sees the other).
   std::atomic<bool> inbox_waiting_{false}, napping_{false};
   std::size_t inbox_next_ = 0;  // under mu_: inbox_taken_'s first entry not yet in sched_
-  bool take_inbox();            // under mu_
+  bool take_inbox();            // under mu_ (pool_dispatch.cpp, as the next)
   void fail_inbox(const std::exception_ptr& e);
   bool inbox_empty() {  // under mu_: neither in the inbox nor left in inbox_taken_ by a throw
     std::lock_guard il(inbox_mu_);

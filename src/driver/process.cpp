@@ -3,7 +3,7 @@
 // the function does.
 #include "fibra/process.hpp"
 
-#include "executor/executor.hpp"
+#include "task_side.hpp"
 #include "fibra/tasks.hpp"
 
 #include <csignal>

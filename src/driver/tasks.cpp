@@ -14,7 +14,7 @@
 #include "fibra/tasks.hpp"
 #include "common/log.hpp"
 #include "driver/driver.hpp"
-#include "executor/executor.hpp"
+#include "task_side.hpp"
 #include "common/env.hpp"
 
 namespace fibra::detail {
@@ -132,7 +132,7 @@ namespace fibra {
 
 Pool& default_pool(int workers, const PoolOptions& options) {
   if (detail::in_executor()) {  // inside a task: the pool that runs it, reached through the driver
-    static Pool own(detail::executor_core(0));
+    static Pool own(detail::task_side()->core(0));
     return own;
   }
   std::lock_guard lk(detail::g_default_mu);

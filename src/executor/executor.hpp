@@ -13,11 +13,8 @@
 
 namespace fibra::detail {
 
-/// True in an executor (a worker process that runs user functions).
-bool in_executor() noexcept;
-
-/// In an executor: the core through which its tasks submit work and call actors (uid 0: the pool
-/// that runs it; else the pool of an actor).
+/// In an executor (src/task_side.hpp registers these for the code both roles run): the core through which its tasks
+/// submit work and call actors (uid 0: the pool that runs it; else the pool of an actor).
 std::shared_ptr<PoolCore> executor_core(std::uint64_t uid);
 
 /// In an executor: a Queue's, Pipe's or Event's call, sent to the driver (whose channels hold

@@ -63,7 +63,7 @@ struct Mailbox {
   // agent tells the driver of its lane then (not only from its second batch on), so that its calls
   // may come through the lane's ring.
   std::atomic<std::uint32_t> wants_lane{0};
-  // Items its tasks read ahead from queues (ReadAhead in executor.cpp), for as long as the driver
+  // Items its tasks read ahead from queues (ReadAhead in src/executor/channel_calls.cpp), for as long as the driver
   // owes them: each slot holds ahead_packed(token, taken), 0 when free. If its process dies, these
   // say how many of each delivery it took (gone with it) and which come back.
   std::atomic<std::uint64_t> ahead_taken[8] = {};
@@ -213,7 +213,7 @@ class Lane {
   };
   /// Copies the first `size` bytes of `from` to `to`, all but the `gaps` (in order and apart).
   static void copy_around(char* to, const char* from, std::size_t size, const std::vector<Range>& gaps);
-  /// For a result frame written into the large up slot as it is encoded (src/executor/executor.cpp,
+  /// For a result frame written into the large up slot as it is encoded (src/executor/results.cpp,
   /// FrameSpill): claims the slot (free -> writing; only this side leaves `free`, and the driver
   /// reads only a full slot) and maps at least `need` bytes of it; nullptr if it is not free or
   /// cannot be mapped.
@@ -229,7 +229,7 @@ class Lane {
   /// which then holds all its bytes (for a frame that goes to the agent instead); its pages past
   /// lane::large_kept are given back.
   void unclaim(std::string& frame, const std::vector<Range>& in_place, std::size_t written_to);
-  // ---- the rings of calls (src/executor/executor.cpp, Inbox) and answers (src/driver/pool_requests.cpp) ----
+  // ---- the rings of calls (src/executor/inbox.cpp) and answers (src/driver/pool_requests.cpp) ----
   /// The executor: writes the next fragment of `rest` (a call) and drops it from `rest`; false if
   /// there is no room now (the driver reads the ring at each of its passes).
   bool put_request(std::string_view& rest);

@@ -1,6 +1,6 @@
-// The lifecycle of a pool's workers on the driver: spawning (agents together in one
-// MPI_Comm_spawn_multiple, within the allocation's slots), their hello, heartbeats and liveness, declaring one lost,
-// growing and shrinking the pool, and the goodbye at the end.
+// Spawning a pool's workers on the driver: agents together in one MPI_Comm_spawn_multiple, within
+// the allocation's slots, placed on hosts, GPUs shared out; the pool's size kept at its target
+// (resize); a failed spawn.
 #include <signal.h>
 #include <unistd.h>
 
@@ -37,12 +37,6 @@ bool prefix_output() {
   if (const auto on = env::flag("FIBRA_OUTPUT_PREFIX")) return *on;
   return ::isatty(STDOUT_FILENO) == 1;
 }
-
-// Why a pool spawns nothing after an agent on another host was lost (measured on the virtual
-// cluster, docs/fault-tolerance.md#a-node-lost).
-const char* const frozen_reason =
-    "with Open MPI 4.1, a spawn after a node fell silent blocks for good if the node is cut off, and aborts the driver "
-    "if it is dead";
 
 // MPI's universe size (the slots of the allocation), or 0 if MPI does not say.
 int universe_size() {
@@ -114,7 +108,7 @@ void PoolImpl::resize(int n) {
     throw MpiError("fibra: Pool::resize(" + std::to_string(n) +
                    "): no new worker can start after an agent on another "
                    "node was lost (" +
-                   frozen_reason + "); the pool carries on with " + std::to_string(live_count()) + " worker(s)");
+                   spawn_frozen_reason + "); the pool carries on with " + std::to_string(live_count()) + " worker(s)");
   target_ = n;
   spawn_error_ = nullptr;
   next_spawn_ = 0;
@@ -190,7 +184,7 @@ void PoolImpl::spawn_agents(const std::vector<int>& executors) {
   if (remote_host_lost())  // a new pool, or one still starting, after another pool lost a node
     throw MpiError("fibra: MPI_Comm_spawn not tried for worker " + std::to_string(live_count() + 1) + " of " +
                    std::to_string(target_now()) + ": agents on " + lost_remote_hosts() + " were lost, and " +
-                   frozen_reason);
+                   spawn_frozen_reason);
   std::vector<wire::AgentSetup> setups;
   std::vector<std::unique_ptr<mpi::Info>> infos;
   std::vector<Worker*> added;
@@ -309,198 +303,6 @@ void PoolImpl::spawn_agents(const std::vector<int>& executors) {
   }
   for (std::size_t i = 0; i < added.size(); ++i)
     send(*added[i], wire::tag_setup, wire::encode(setups[i]));  // before anything else it hears
-}
-
-bool PoolImpl::adopt_join(JoinedAgent& j) {
-  std::lock_guard lk(mu_);
-  if (closed_ || stopping_) return false;
-  joins_.push_back(j);
-  joins_waiting_.store(true, std::memory_order_release);
-  kick();
-  return true;
-}
-
-void PoolImpl::adapt(int min_workers, int max_workers, const AdaptOptions& options) {
-  {
-    std::lock_guard lk(mu_);
-    if (closed_) throw PoolClosed("fibra: adapt() on a pool that " + closed_reason_);
-    if (min_workers <= max_workers && max_workers < target_)
-      throw ConfigError("fibra: Pool::adapt(" + std::to_string(min_workers) + ", " + std::to_string(max_workers) +
-                        "): the pool has " + std::to_string(target_) +
-                        " workers of its own, more than max_workers; resize() it first, or allow more");
-  }
-  auto e = std::make_unique<Elastic>(min_workers, max_workers, options, uid_, s_.resources.cpus,
-                                     [this] { return elastic_view(); });
-  std::unique_ptr<Elastic> old;
-  {
-    std::lock_guard el(elastic_mu_);
-    if (!elastic_closed_) {
-      old = std::move(elastic_);
-      elastic_ = std::move(e);
-    }
-  }
-  if (e) {  // the pool stopped meanwhile: the new one goes before it submits anything
-    e->halt();
-    e->cancel(true, "the pool ended");
-    throw PoolClosed("fibra: adapt() on a pool that ended while it was called");
-  }
-  {
-    std::lock_guard lk(mu_);
-    adapt_min_ = min_workers;
-    adapt_idle_s_ = options.idle_timeout_s;
-    drain_before_s_ = options.drain_before_s;
-    kick();
-  }
-  if (old) {  // a second adapt() replaces the first: its jobs not joined yet are not wanted now
-    old->halt();
-    old->cancel(false, "Pool::adapt was called again");
-  }
-}
-
-// What Pool::adapt's thread looks at: the workers, the chunks waiting, and the Slurm jobs whose
-// worker joined (WorkerInfo::joined_from says "Slurm job <id>").
-Elastic::View PoolImpl::elastic_view() const {
-  std::lock_guard lk(mu_);
-  Elastic::View v;
-  v.workers = live_count() + joined_live_;
-  // Only chunks that a joined worker could run call for a worker job (the first 4096 are enough
-  // to tell, and keep the look short while a million wait).
-  const std::size_t pending = sched_.pending();
-  if (pending > 0 && sched_.pending_fits(joined_offer(), 4096)) {
-    v.waiting = pending;
-  } else if (pending > 0) {
-    v.unfit = pending;
-    v.unfit_example = describe(joined_offer());
-  }
-  v.joined = joined_jobs_;
-  return v;
-}
-
-// What each executor of a joined agent offers: the pool's own resources, but no GPUs when the
-// pool shares out its GPUs (PoolOptions::gpu_ids are on its own hosts).
-Resources PoolImpl::joined_offer() const {
-  Resources r = s_.resources;
-  if (!s_.gpu_ids.empty()) r.gpus = 0;
-  return r;
-}
-
-// A joined worker leaves (it is retired as resize() retires one: it finishes what it runs):
-// - AdaptOptions::drain_before_s before its Slurm job's time limit, so that no chunk is cut by it;
-// - under Pool::adapt, once idle for AdaptOptions::idle_timeout_s, as long as the pool keeps its
-//   minimum, unless it hosts actors (they would have to start again elsewhere).
-// On the communication thread.
-// A walk over the workers, so at most every 50 ms (a pass costs the workers at work, issue 29).
-bool PoolImpl::let_joined_go(int live) {
-  const double now = mpi::now_s();
-  if (now < next_joined_look_) return false;
-  next_joined_look_ = now + 0.05;
-  std::vector<std::string> lines;
-  {
-    std::lock_guard lk(mu_);
-    if (joined_live_ == 0) return false;
-    int total = live + joined_live_;
-    for (auto& w : workers_) {
-      // (One rank of a launch of several that left alone would end the others: Open MPI ends a job
-      // whose process exits without MPI_Finalize, and the others are not done. They stay.)
-      if (!w->joined || w->state != Worker::State::ready || w->joined_ranks > 1) continue;
-      // (Not Worker::last_busy: a batch through a lane is no message.)
-      if (!w->batches.empty() || w->blocked > 0 || w->idle_since == 0) w->idle_since = now;
-      std::string why;
-      if (w->job_ends_at > 0 && now >= w->job_ends_at - drain_before_s_) {
-        why = ": its Slurm job's time limit is " + seconds(w->job_ends_at - now) +
-              " away (AdaptOptions::drain_before_s): it finishes what it runs and leaves the pool";
-      } else if (adapt_idle_s_ > 0 && now - w->idle_since >= adapt_idle_s_ && total - w->executors >= adapt_min_ &&
-                 std::none_of(actors_.begin(), actors_.end(), [&](auto& a) {
-                   return a.second.state == ActorState::State::placed && a.second.worker == w->id;
-                 })) {
-        why = " was idle for " + seconds(now - w->idle_since) + " (AdaptOptions::idle_timeout_s): it leaves the pool";
-      } else {
-        continue;
-      }
-      set_state(*w, Worker::State::retiring);
-      mark_hot(*w);
-      total -= w->executors;
-      // (All its workers leave with it: name them all, not "a worker of agent 2".)
-      const std::string who = w->executors == 1
-                                  ? name(*w)
-                                  : "agent " + std::to_string(w->slot) + " with " + std::to_string(w->executors) +
-                                        " workers (joined from " + w->joined_from + ")";
-      lines.push_back(who + why + ", which keeps " + std::to_string(total) + " worker(s)");
-    }
-  }
-  for (const auto& l : lines) log::info("fibra: {}", l);
-  return !lines.empty();
-}
-
-// Agents that joined (src/driver/joins.hpp) become workers as a spawned agent does, each a group of
-// its own: its setup first, then its hello. They add to the pool's workers without counting
-// against its target. Under the MPI lock.
-bool PoolImpl::take_joins() {
-  // (Every pass comes here: the flag spares it the pool's lock while nobody joins.)
-  if (!joins_waiting_.load(std::memory_order_acquire)) return false;
-  std::vector<JoinedAgent> joins;
-  {
-    std::lock_guard lk(mu_);
-    joins_waiting_.store(false, std::memory_order_relaxed);
-    if (joins_.empty()) return false;
-    joins.swap(joins_);
-  }
-  for (auto& j : joins) {
-    auto group = std::make_shared<AgentGroup>();
-    group->comm = j.comm;
-    group->open = 1;
-    groups_.push_back(group);
-    wire::AgentSetup setup;
-    Worker* w = nullptr;
-    {
-      std::lock_guard lk(mu_);
-      setup = agent_setup(j.hello.executors);
-      auto made = std::make_unique<Worker>();
-      made->id = next_worker_id_++;
-      made->slot = setup.slot;
-      made->executors = j.hello.executors;
-      made->planned_host = j.hello.host;
-      made->has = joined_offer();
-      made->holds_slot = false;  // not of this allocation's slots
-      made->joined = true;
-      made->joined_from = j.hello.origin;
-      constexpr std::string_view slurm = "Slurm job ";
-      if (made->joined_from.rfind(slurm, 0) == 0) joined_jobs_.insert(made->joined_from.substr(slurm.size()));
-      if (j.hello.time_left_s > 0) made->job_ends_at = mpi::now_s() + j.hello.time_left_s;
-      made->joined_ranks = std::max(1, static_cast<int>(j.hello.ranks));
-      made->comm = j.comm;
-      made->group = group;
-      made->spawned_at = made->last_heard = made->last_sent = made->last_busy = made->idle_since = mpi::now_s();
-      w = made.get();
-      group->members.push_back(w);
-      workers_.push_back(std::move(made));
-      count_state(*w, +1);  // starting (not PoolStats::workers_started, which counts the ones it spawned)
-      mark_hot(*w);
-    }
-    log::info("fibra: agent {} with {} worker(s) joined from {} on {} (pid {})", w->slot, w->executors, j.hello.origin,
-              j.hello.host, j.hello.pid);
-    send(*w, wire::tag_setup, wire::encode(setup));
-  }
-  return true;
-}
-
-// A worker's side of its group's communicator is no longer used (it said bye; or the pool ends):
-// the communicator is freed with its group's last open member (MPI_Comm_free is local, never a
-// wait). Under the MPI lock.
-void PoolImpl::release_comm(Worker& w) {
-  if (w.comm == MPI_COMM_NULL || w.state == Worker::State::lost) return;
-  AgentGroup& g = *w.group;
-  w.comm = MPI_COMM_NULL;
-  if (--g.open > 0) return;
-  for (Worker* m : g.members) m->comm = MPI_COMM_NULL;  // lost ones too: nothing more is read from it
-  MPI_Comm_free(&g.comm);
-}
-
-// A member of a group was declared lost: it no longer counts among the open ones. Its
-// communicator stays, for what it may still send (still_heard); as today for an agent of its own,
-// a group whose members were all lost keeps its communicator.
-void PoolImpl::group_member_lost(Worker& w) {
-  if (w.group && w.comm != MPI_COMM_NULL) --w.group->open;
 }
 
 // What a new agent is told first: the pool's settings (PoolOptions, resolved), its number.
@@ -660,209 +462,6 @@ int PoolImpl::free_slot_number() const {
   return n;
 }
 
-void PoolImpl::on_hello(Worker& w, const wire::Hello& h) {
-  auto lanes = open_lanes(w, h);  // outside mu_: it may log, and a log sink may ask for stats()
-  std::lock_guard lk(mu_);
-  w.host = h.host;
-  w.pid = static_cast<long>(h.pid);
-  if (h.fingerprint != registry_fingerprint()) {
-    throw ConfigError("fibra: worker " + std::to_string(w.slot) + " on " + h.host + " (pid " + std::to_string(h.pid) +
-                      ") has " + std::to_string(h.functions) + " remote functions registered, this driver has " +
-                      std::to_string(registry_size()) +
-                      " or others: driver and workers must run the same build of the program");
-  }
-  w.shared_memory = !lanes.empty();
-  w.object_port = peer_objects_on() ? h.object_port : 0;
-  // Its tasks' large results that tasks take stay where they are made: on this host the driver
-  // opens its memfds; on another, its agent (which serves its objects to peers) sends a copy.
-  w.keeps_results =
-      w.shared_memory || (!lanes_on() && same_host(h.host, my_host_)) || (w.object_port != 0 && h.copies_kept);
-  w.lanes = std::move(lanes);
-  if (w.state == Worker::State::starting) set_state(w, Worker::State::ready);
-  state_cv_.notify_all();
-}
-
-// FIBRA_PEER_OBJECTS=0: agents do not copy objects from each other (a cluster whose firewall lets
-// only MPI through); every copy comes from the driver, and results made on other hosts come back.
-bool PoolImpl::peer_objects_on() {
-  static const bool enabled = env::flag("FIBRA_PEER_OBJECTS").value_or(true);
-  return enabled;
-}
-
-// An agent on this host: its executors' lanes are mapped, all or none (FIBRA_LANES=0: none).
-bool PoolImpl::lanes_on() {
-  static const bool enabled = env::flag("FIBRA_LANES").value_or(true);
-  return enabled;
-}
-
-std::vector<std::shared_ptr<LaneRegion>> PoolImpl::open_lanes(const Worker& w, const wire::Hello& h) {
-  if (!lanes_on() || h.lane_fds.size() != std::size_t(w.executors) || !same_host(h.host, my_host_)) return {};
-  std::vector<std::shared_ptr<LaneRegion>> lanes;
-  for (const auto fd : h.lane_fds) {
-    std::string why;
-    auto r = LaneRegion::open("/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(fd), lane_nonce_, h.pid, why);
-    if (!r) {
-      log::debug("fibra: worker {}'s executors are reached through their agent, not shared memory: {}", w.slot, why);
-      return {};
-    }
-    lanes.push_back(std::move(r));
-  }
-  for (auto& r : lanes) r->lane().mark_in_use();  // only now: executors watch a lane in use
-  return lanes;
-}
-
-// Heartbeats to quiet workers, and the liveness check of every worker: a worker that has been
-// silent too long (or whose process is gone, for workers on this host) is declared lost.
-void PoolImpl::watch_workers() {
-  const double now = mpi::now_s();
-  // A sweep every 10 ms, not every pass, over a tenth of the workers (64 at least): each is looked
-  // at every 100 ms, where the bounds are seconds (a sweep over every one of the scale
-  // simulation's 10,000 agents every pass was most of an idle driver's time).
-  if (now < next_watch_) return;
-  next_watch_ = now + 0.010;
-  // Whether its process is gone from this host: a kill(pid, 0) at most every 50 ms for each worker
-  // (a small pool's sweep covers every worker every 10 ms), and one for adjacent agents of one
-  // process (the scale simulation's: one rank of one group).
-  const Worker* last = nullptr;
-  bool last_gone = false;
-  const auto gone_here = [&](Worker& w) {
-    if (now - w.pid_checked < 0.05) return false;
-    w.pid_checked = now;
-    if (!last || last->group != w.group || last->rank != w.rank || last->pid != w.pid) last_gone = process_gone_here(w);
-    last = &w;
-    return last_gone;
-  };
-  const std::size_t n = workers_.size();
-  const std::size_t slice = std::min(n, std::max<std::size_t>(64, (n + 9) / 10));
-  for (std::size_t i = 0; i < slice; ++i) {
-    if (watch_next_ >= n) watch_next_ = 0;
-    auto& w = workers_[watch_next_++];
-    if (w->state == Worker::State::lost && (w->read_after_loss || w->holds_slot)) {
-      const bool gone = gone_here(*w);
-      if (gone) w->read_after_loss = false;  // nothing more comes from it (still_heard)
-      // Its slot is free once its process is: gone from this host, or past the orphan guard.
-      if (w->holds_slot && (gone || now - w->lost_at > s_.driver_silence_s + 2 * s_.heartbeat_s)) free_slot(*w);
-    }
-    if (!w->alive()) continue;
-    if (w->state == Worker::State::starting) {
-      if (now - w->spawned_at > s_.start_timeout_s)
-        declare_lost(*w, "it did not start within " + seconds(s_.start_timeout_s) + " (PoolOptions::start_timeout_s)");
-      continue;
-    }
-    // Silence is judged only right after a receive pass: a pass delayed by a long spawn has not
-    // read what the workers sent meanwhile.
-    if (now - last_receive_pass_ < 0.5 * s_.heartbeat_s && now - w->last_heard > s_.worker_silence_s) {
-      declare_lost(*w, "it has been silent for " + seconds(now - w->last_heard) +
-                           " (PoolOptions::worker_silence_s = " + seconds(s_.worker_silence_s) + ")");
-      continue;
-    }
-    if (gone_here(*w)) {
-      declare_lost(*w, "its process is gone");
-      continue;
-    }
-    const bool working = w->state == Worker::State::ready || w->state == Worker::State::retiring;
-    if (working && now - w->last_sent > s_.heartbeat_s) send(*w, wire::tag_heartbeat, std::string());
-  }
-  // Groups none of whose members is read again are probed no more.
-  std::erase_if(groups_, [&](const auto& g) {
-    return std::none_of(g->members.begin(), g->members.end(), [&](const Worker* w) {
-      return w->comm != MPI_COMM_NULL && (w->alive() || still_heard(*w, now));
-    });
-  });
-}
-
-// True when the worker runs on this host and its process no longer exists.
-bool PoolImpl::process_gone_here(const Worker& w) const {
-  return w.pid > 0 && w.host == my_host_ && ::kill(static_cast<pid_t>(w.pid), 0) != 0 && errno == ESRCH;
-}
-
-std::string PoolImpl::seconds(double s) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f s", s);
-  return b;
-}
-
-// The worker is dead to the pool: nothing is sent to it or read from it again, and the chunks it
-// held are failed attempts (retried elsewhere while they have retries left).
-void PoolImpl::declare_lost(Worker& w, const std::string& why) {
-  close_call_rings(w, std::nullopt);  // the puts its processes made before are the queues' still
-  std::string line;                   // written once mu_ is released: a log sink may ask the pool for its stats
-  {
-    std::lock_guard lk(mu_);
-    const bool was_leaving = w.state == Worker::State::leaving;
-    set_state(w, Worker::State::lost);
-    mark_hot(w);  // what it still sends is read at every pass while it is heard (still_heard)
-    w.lost_at = mpi::now_s();
-    // Copies of results it kept whose Kept will not come now (late ones are not taken).
-    std::erase_if(kept_copies_, [&](const auto& e) { return e.second.second == w.id; });
-    // A lost agent on this host that holds GPUs is ended, so that its replacement gets them soon
-    // (stopped, it would keep them until its orphan guard ends it).
-    if (!w.gpus.empty() && w.host == my_host_ && w.pid > 0) ::kill(static_cast<pid_t>(w.pid), SIGKILL);
-    // What its processes took of the items they read ahead (only processes on this host read ahead):
-    // gone with them; the rest come back. Read before free_slot lets go of the lanes.
-    std::vector<std::uint64_t> taken;
-    for (const auto& r : w.lanes) r->lane().mailbox().take_ahead_taken(taken);
-    for (const auto& [key, r] : w.actor_lanes) r->lane().mailbox().take_ahead_taken(taken);
-    if (process_gone_here(w)) free_slot(w);  // its replacement may take the slot on the next pass
-    // A host whose agent fell silent may be cut off or gone: no agent is spawned again, there or
-    // anywhere else, by any pool of this process, since every spawn involves every node's Open MPI
-    // daemon (see frozen_reason). Placement "none" plans no host: the host its hello gave counts.
-    // (Not one that joined: its node is not of this job, whose daemons a spawn involves.)
-    const std::string& lost_host = w.planned_host.empty() ? w.host : w.planned_host;
-    if (!lost_host.empty() && !same_host(lost_host, my_host_))
-      w.joined ? note_lost_joined_host(lost_host) : note_lost_remote_host(lost_host);
-    sends_.abandon(w.comm, w.rank, w.tag_of(0), w.tag_of(wire::tags_per_agent));
-    group_member_lost(w);
-    ChannelStore::instance().forget(uid_, static_cast<std::uint64_t>(w.id), std::nullopt, taken);
-    w.batches.clear();
-    const auto held = sched_.owned_by(w.id);
-    const std::string who =
-        (w.executors == 1 ? name(w)
-                          : "agent " + std::to_string(w.slot) + " with " + std::to_string(w.executors) + " workers" +
-                                (w.joined ? " (joined from " + w.joined_from + ")" : "")) +
-        " on " + (w.host.empty() ? "?" : w.host) + " (pid " + std::to_string(w.pid) + ")";
-    if (!was_leaving) {
-      const bool replaced = !w.joined && live_count() < target_ && !stopping_;
-      line = "fibra: " + who + " was lost: " + why + "; the " + std::to_string(held.size()) +
-             " chunk(s) it held count a failed attempt";
-      if (replaced && !remote_host_lost()) {
-        line += "; a replacement is being started";
-      } else if (replaced) {
-        line += "; no replacement is started (" + std::string(frozen_reason) + "): the pool carries on with " +
-                std::to_string(live_count()) + " worker(s)";
-        if (env::raw("FIBRA_LOST_HOSTS_FILE"))
-          line += ", until the batch script relaunches it on the nodes still alive";
-      }
-    }
-    ++stats_.workers_lost;
-    actors_leave(w, "its worker was lost: " + why, true);
-    for (const auto& [id, attempt] : held) {
-      const Chunk* c = sched_.find(id, attempt);
-      if (!c) continue;
-      auto e = std::make_exception_ptr(WorkerLost("fibra: " + who + " was lost while it ran " + c->job->name() +
-                                                  " on items " + std::to_string(c->first) + ".." +
-                                                  std::to_string(c->first + c->count - 1) + ": " + why));
-      attempt_failed(id, attempt, FailKind::lost, e, std::nullopt);
-    }
-    state_cv_.notify_all();
-  }
-  if (!line.empty()) log::warning("{}", line);
-}
-
-// True while a replacement would start without its GPUs because a lost agent still holds them:
-// it waits for them (its process ending, or its orphan guard) rather than start without.
-bool PoolImpl::gpus_still_held() const {
-  if (s_.gpu_ids.empty() || s_.resources.gpus <= 0) return false;
-  std::size_t held = 0, held_by_lost = 0;
-  for (auto& w : workers_) {
-    if (!w->holds_slot) continue;
-    held += w->gpus.size();
-    if (w->state == Worker::State::lost) held_by_lost += w->gpus.size();
-  }
-  const std::size_t need = static_cast<std::size_t>(s_.resources.gpus) * static_cast<std::size_t>(next_agent_size());
-  return held_by_lost > 0 && s_.gpu_ids.size() - held < need;
-}
-
 // Spawns or retires workers until the pool has its target size. A spawn that fails is reported
 // and tried again later; the pool carries on with the workers it has.
 bool PoolImpl::adjust_size() {
@@ -953,48 +552,6 @@ void PoolImpl::on_spawn_failed(const Error& e) {
   // Written once mu_ is released: a log sink may ask the pool for its stats.
   log::warning("{}", e.what());  // its text starts with "fibra: "
   log::warning("fibra: the pool carries on with {} worker(s); it tries again in {:.0f} s", live, retry_in);
-}
-
-// Asks every agent to leave, waits (bounded) for their goodbyes, and disconnects from those that
-// said it. An agent that never answers is not waited for again.
-// The MPI lock is taken per step, never across the wait: other pools keep their heartbeats.
-void PoolImpl::say_goodbye() {
-  try {
-    {
-      std::lock_guard ml(mpi::lock());
-      take_joins();  // agents that joined as the pool stopped: they are told to leave as the others
-      for (auto& w : workers_) {
-        if (!w->alive()) continue;
-        send(*w, wire::tag_shutdown, std::string());
-        std::lock_guard lk(mu_);
-        if (w->alive()) set_state(*w, Worker::State::leaving);  // the send may have lost it
-      }
-    }
-    const double end = mpi::now_s() + 5.0;
-    auto leaving = [&] {
-      return std::any_of(workers_.begin(), workers_.end(), [](auto& w) { return w->state == Worker::State::leaving; });
-    };
-    while (leaving() && mpi::now_s() < end) {
-      bool got;
-      {
-        std::lock_guard ml(mpi::lock());
-        got = receive();
-        progress_sends();
-      }
-      if (!got) std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    std::lock_guard ml(mpi::lock());
-    sends_.drain(1.0);
-  } catch (const std::exception& e) {
-    log::error("fibra: while stopping the pool's workers: {}", e.what());
-  }
-  std::lock_guard ml(mpi::lock());
-  for (auto& w : workers_) {
-    // Local, never a wait: an agent that said bye frees its side and exits (see handle(), bye).
-    if (w->state == Worker::State::gone) release_comm(*w);
-    free_slot(*w);  // best effort for the ones that did not say bye: they leave by the orphan guard
-  }
-  sends_.abandon();
 }
 
 }  // namespace fibra::detail
