@@ -8,6 +8,9 @@
 # Installs what is missing (scripts/install-deps.sh), builds the benchmark programs in build/, then
 # runs benchmarks/suite.py: CSVs, plots and a results table under benchmarks/results/ (results/quick/
 # with --quick, a smoke run of a few minutes). --docs also refreshes docs/benchmarks.md and its plots.
+# At the end it prints each of fibra's figures beside the same figure of the run before (kept in
+# summary.csv) and beside its peer's from this run, and writes that table to compare.md: a
+# regression shows up in the run that brings it.
 # The full run takes about an hour on 2 cores; run it on a quiet machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -18,7 +18,11 @@ scaling on CartPole-v1) runs benchmarks/es_scaling.py for one system at a time: 
 Writes under --out (default benchmarks/results, or benchmarks/results/quick with --quick):
   <bench>.csv    every sample: benchmark,system,metric,repeat,value,unit, after `#` lines naming the
                  machine (cores, memory, versions, load average before and after)
-  summary.csv    median, min, max and count of every figure
+  summary.csv    median, min, max and count of every figure (the figures of benchmarks not run this
+                 time are kept from the run before)
+  compare.md     each of fibra's medians beside the one summary.csv held before this run (the kept
+                 figure: a regression shows as a ratio above 1 for a time, below 1 for a rate) and
+                 beside its peer's median from this run (PEER); also printed at the end
   machine.json   the machine and versions
   plots/*.png    B1 wall time against task duration, B2/B3/B6/B8 bars, B5 start-up against workers
   table.md       the results table, with fibra's ratio to the best peer and to raw MPI
@@ -48,6 +52,10 @@ BENCHES = ["b1", "b2", "b3", "b5", "b6", "b8", "b9", "sim", "tune", "es"]
 SYSTEMS = report.SYSTEMS
 PEER_SCRIPT = {"multiprocessing": "mp_peer.py", "mpi4py_futures": "mpi4py_peer.py", "dask": "dask_peer.py",
                "ipyparallel": "ipyparallel_peer.py", "optuna": "optuna_peer.py"}
+# The peer each of fibra's figures is read against, from the same run (the system BENCHMARKS.md
+# names as the one to beat there).
+PEER = {"b1": "multiprocessing", "b2": "multiprocessing", "b3": "multiprocessing", "b5": "multiprocessing",
+        "b6": "raw_mpi", "b8": "multiprocessing", "b9": "raw_mpi", "tune": "optuna", "es": "multiprocessing"}
 FIBRA_PROGRAM = {"b1": "b1_overhead", "b2": "b2_throughput", "b3": "b3_recovery", "b5": "b5_idle",
                  "b6": "b6_payload", "b8": "b8_queues", "b9": "b9_agents", "sim": "b9_simulated",
                  "tune": "b9_tune"}
@@ -344,13 +352,54 @@ def read_results(a):
 def report_again(a):
     machine, samples, comments = read_results(a)
     failures = [(f["benchmark"], f["system"], f["repeat"], f["error"]) for f in machine.get("failures", [])]
-    return write_report(a, machine, samples, comments, failures)
+    return write_report(a, machine, samples, comments, failures, compare_to_kept=False)
 
 
-def write_report(a, machine, samples, comments, failures):
-    """summary.csv, the plots, table.md (and the docs with --docs); 1 if any run failed."""
+def read_summary(path):
+    """{(bench, system, metric): dict(median, min, max, n, zeros, unit)} of a summary.csv; {} if none."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return {(r["benchmark"], r["system"], r["metric"]): dict(median=float(r["median"]), min=float(r["min"]),
+                                                                  max=float(r["max"]), n=int(r["samples"]), zeros=0,
+                                                                  unit=r["unit"])
+                for r in csv.DictReader(f)}
+
+
+def ratio(x, y):
+    return x / y if y and math.isfinite(x) and math.isfinite(y) else math.nan
+
+
+def compare(summary, kept, benches):
+    """compare.md's text: fibra's medians of this run beside the kept ones and the peer's."""
+    rows = ["| benchmark | metric | fibra now | kept | now / kept | peer | peer now | fibra / peer |",
+            "|---|---|---|---|---|---|---|---|"]
+    for (b, s, metric), v in sorted(summary.items()):
+        if s != "fibra" or b not in benches:
+            continue
+        old = kept.get((b, s, metric))
+        peer = PEER.get(b)
+        theirs = summary.get((b, peer, metric)) if peer else None
+        cell = lambda x: "" if x is None or not math.isfinite(x) else f"{x:.4g}"
+        rows.append(f"| {b} | {metric} ({v['unit']}) | {cell(v['median'])} | {cell(old and old['median'])} | "
+                    f"{cell(ratio(v['median'], old['median']) if old else None)} | {peer if theirs else ''} | "
+                    f"{cell(theirs and theirs['median'])} | "
+                    f"{cell(ratio(v['median'], theirs['median']) if theirs else None)} |")
+    return "\n".join(rows) + "\n"
+
+
+def write_report(a, machine, samples, comments, failures, compare_to_kept=True):
+    """summary.csv, compare.md, the plots, table.md (and the docs with --docs); 1 if any run failed."""
     summary = summarize(samples)
-    write_summary(a.out, summary)
+    kept = read_summary(os.path.join(a.out, "summary.csv")) if compare_to_kept else {}
+    if compare_to_kept:
+        text = compare(summary, kept, a.benches)
+        with open(os.path.join(a.out, "compare.md"), "w") as f:
+            f.write(f"fibra against the kept run (summary.csv before this one) and its peer in this run\n\n{text}")
+        print(text, file=sys.stderr)
+    # The figures of benchmarks not run this time stay as they were.
+    merged = {k: v for k, v in kept.items() if k[0] not in a.benches}
+    write_summary(a.out, {**merged, **summary})
     plots = report.plots(summary, samples, os.path.join(a.out, "plots"))
     table = report.table(summary, machine, comments, failures, a)
     with open(os.path.join(a.out, "table.md"), "w") as f:
