@@ -17,7 +17,9 @@ namespace fibra::detail::exec {
 // Each task has its own (a task run on top of a waiting one, or on a thread of a threaded actor,
 // must not wait for another's puts, which may wait for it); a thread a task started has its
 // thread's.
+namespace {
 thread_local PutsInFlight t_thread_puts;
+}  // namespace
 thread_local PutsInFlight* t_puts = &t_thread_puts;
 
 // This process's lane is mapped by the driver: it runs on the driver's host, with lanes on

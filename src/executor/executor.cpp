@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "fibra/detail/checkpoint.hpp"
 #include "common/freed_memory.hpp"
@@ -36,8 +37,8 @@
 namespace fibra::detail::exec {
 
 ExecutorState g_executor;
-thread_local bool t_queue_wait = false;
-thread_local bool t_answer_soon = false;
+thread_local constinit bool t_queue_wait = false;
+thread_local constinit bool t_answer_soon = false;
 
 void send_frame(int fd, const std::string& body, std::uint64_t kind, const std::vector<int>& fds) {
   std::lock_guard lk(g_executor.write_mu);
@@ -119,7 +120,7 @@ void run(const Inbox::Batch& b, std::string& results) {
 }
 
 // Runs a batch that arrived while a task waits: on this stack while it has room, else on a new
-// thread (see "The task thread and its stack"), which this one waits for.
+// thread (see "The task thread and its stack" in state.hpp), which this one waits for.
 void run_nested(const Inbox::Batch& b, std::string& results) {
   if (stack_left() >= stack_headroom) {
     run(b, results);
@@ -149,8 +150,6 @@ void run_nested(const Inbox::Batch& b, std::string& results) {
   }
   ::pthread_join(thread, nullptr);
 }
-
-}  // namespace
 
 // A wait in the task's thread runs the batches that arrive meanwhile (the tasks it waits for may be
 // among them), and tells the agent it waits, so that the driver sends this worker more work.
@@ -195,6 +194,8 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
   if (help) blocked(-1);
   return ok ? 1 : 0;
 }
+
+}  // namespace
 
 }  // namespace fibra::detail::exec
 

@@ -13,8 +13,9 @@
 
 namespace fibra::detail {
 
-/// In an executor (src/task_side.hpp registers these for the code both roles run): the core through which its tasks
-/// submit work and call actors (uid 0: the pool that runs it; else the pool of an actor).
+/// In an executor (executor_main registers a TaskSide, src/task_side.hpp, that forwards the code both
+/// roles run to this and the next): the core through which its tasks submit work and call actors (uid 0: the pool that
+/// runs it; else the pool of an actor).
 std::shared_ptr<PoolCore> executor_core(std::uint64_t uid);
 
 /// In an executor: a Queue's, Pipe's or Event's call, sent to the driver (whose channels hold

@@ -3,6 +3,8 @@
 // through its lane's ring).
 #pragma once
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>

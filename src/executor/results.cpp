@@ -15,7 +15,7 @@
 
 namespace fibra::detail::exec {
 
-thread_local FrameSpill* FrameSpill::current = nullptr;
+thread_local constinit FrameSpill* FrameSpill::current = nullptr;
 
 namespace {
 

@@ -71,7 +71,7 @@ struct FrameSpill {
     return true;
   }
 
-  static thread_local FrameSpill* current;
+  static thread_local constinit FrameSpill* current;
 };
 
 // Results kept on this host (TaskHeader::keep_from): their memfds, until the frame that names them

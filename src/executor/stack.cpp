@@ -10,7 +10,7 @@
 
 namespace fibra::detail::exec {
 
-thread_local TaskThread t_task;
+thread_local constinit TaskThread t_task;
 
 namespace {
 

@@ -61,7 +61,7 @@ struct TaskThread {
   char* low = nullptr;   // the lowest address of its stack (stacks grow down)
   char* high = nullptr;  // the end it grows from
 };
-extern thread_local TaskThread t_task;
+extern thread_local constinit TaskThread t_task;
 
 // Makes the calling thread the task thread (stack.cpp).
 void become_task_thread();
@@ -84,9 +84,9 @@ constexpr auto lane_spin = std::chrono::microseconds(100);
 
 // A wait on a queue, pipe or event runs no other task meanwhile (as a Python process would not):
 // a task run on top of the waiting one would hold it (and its acknowledgement) until it ended.
-extern thread_local bool t_queue_wait;
+extern thread_local constinit bool t_queue_wait;
 // The task's thread waits for a pipe's recv (Inbox::read_a_little watches the ring a moment).
-extern thread_local bool t_answer_soon;
+extern thread_local constinit bool t_answer_soon;
 // Sets a thread-local for as long as it lives, then puts back what it was.
 template <class T>
 class ScopedSet {

@@ -30,6 +30,8 @@ bool read_all(int fd, void* p, std::size_t n) {
 
 std::ptrdiff_t write_frame_some(int fd, std::uint64_t prefix, std::string_view body, std::size_t done,
                                 std::span<const int> fds) {
+  if (fds.size() > FrameReader::max_fds) return -1;  // more than one sendmsg can carry: the caller's error
+  if (done >= sizeof prefix + body.size()) return 0;
   iovec v[2];
   int n = 0;
   if (done < sizeof prefix) v[n++] = {reinterpret_cast<char*>(&prefix) + done, sizeof prefix - done};
@@ -38,10 +40,11 @@ std::ptrdiff_t write_frame_some(int fd, std::uint64_t prefix, std::string_view b
   msghdr mh{};
   mh.msg_iov = v;
   mh.msg_iovlen = static_cast<std::size_t>(n);
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * FrameReader::max_fds)] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * FrameReader::max_fds)];
   if (done == 0 && !fds.empty()) {
     mh.msg_control = control;
     mh.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    std::memset(control, 0, mh.msg_controllen);
     cmsghdr* c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;

@@ -15,7 +15,8 @@ namespace fibra::detail {
 
 /// Writes what `fd` takes now of the frame (`prefix`, then `body`) whose first `done` bytes went
 /// already; `fds` go with its first byte (so only when `done` is 0). Returns the bytes written, 0
-/// if none could go now (a non-blocking socket that is full), -1 if the peer is gone.
+/// if none could go now (a non-blocking socket that is full) or none is left to write, -1 if the
+/// peer is gone or `fds` holds more than FrameReader::max_fds.
 std::ptrdiff_t write_frame_some(int fd, std::uint64_t prefix, std::string_view body, std::size_t done,
                                 std::span<const int> fds = {});
 /// Writes the whole frame, waiting while the socket is full; false if the peer is gone.

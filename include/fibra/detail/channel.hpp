@@ -1,6 +1,6 @@
 // fibra/detail/channel.hpp: what Queue, Pipe and Event (fibra/queue.hpp) call. Every channel lives
 // in the driver (src/driver/channels.cpp); in the driver these calls reach it directly, in a task
-// they travel to it as requests through the agent (src/executor/executor.cpp). Items travel
+// they travel to it as requests through the agent (src/executor/channel_calls.cpp). Items travel
 // encoded, back to back in one buffer (ChannelItems); the templates of queue.hpp encode and decode them.
 #pragma once
 

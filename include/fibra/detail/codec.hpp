@@ -77,7 +77,7 @@ void extend_unwritten(std::string& s, std::size_t n,
                       const std::function<void(char* to, const char* from, std::size_t size)>& copy);
 /// Where an executor writes a large block of a result frame (`out`) straight into the shared memory
 /// the frame is bound for, at the offset it has in the frame, rather than into `out` and again from
-/// there (src/executor/executor.cpp, FrameSpill). True: done, and `out` grew by n unwritten bytes. False
+/// there (src/executor/results.hpp, FrameSpill). True: done, and `out` grew by n unwritten bytes. False
 /// (`out` is not such a frame, its slot is not free or cannot be mapped that far, or the frame
 /// would pass 2 GiB): the caller appends as usual.
 bool spill_large(std::string& out, const void* p, std::size_t n);
