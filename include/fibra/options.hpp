@@ -12,6 +12,19 @@
 
 namespace fibra {
 
+namespace detail {
+/// TaskOptions::timeout_s, the old spelling of TaskOptions::task_timeout_s, kept for one release:
+/// code that sets it still compiles, warned to use the new one.
+struct OldTaskTimeout {
+  std::optional<double> value;
+  OldTaskTimeout() = default;
+  [[deprecated(
+      "TaskOptions::timeout_s is now TaskOptions::task_timeout_s, as MapOptions and PoolOptions spell "
+      "it")]] OldTaskTimeout(double seconds)
+      : value(seconds) {}
+};
+}  // namespace detail
+
 /// @brief Settings of a pool, fixed when it starts. See docs/fault-tolerance.md.
 struct PoolOptions {
   double heartbeat_s = 1.0;       ///< each side says it is alive after this much silence
@@ -89,14 +102,17 @@ struct AdaptOptions {
 
 /// @brief Settings of one task (Pool::submit, fibra::submit), over the pool's defaults.
 /// @code
-///   auto f = fibra::submit(fibra::TaskOptions{.retries = 0, .timeout_s = 30, .name = "rollout 7"}, rollout, seed);
+///   auto f = fibra::submit(fibra::TaskOptions{.retries = 0, .task_timeout_s = 30, .name = "rollout 7"}, rollout,
+///   seed);
 /// @endcode
 struct TaskOptions {
   std::optional<unsigned> retries;       ///< failed attempts tried again; default PoolOptions::retries
   std::optional<bool> retry_exceptions;  ///< a task that throws is tried again too; default PoolOptions's
-  std::optional<double> timeout_s;       ///< its run is ended after this long (TaskTimeout); 0: none
-  std::string name;                      ///< what errors and the progress line call it; default its function's name
-  Resources resources;                   ///< what a worker must offer to run it (docs/resources.md)
+  std::optional<double>
+      task_timeout_s;                ///< its run is ended after this long (TaskTimeout); 0: none; default PoolOptions's
+  std::string name;                  ///< what errors and the progress line call it; default its function's name
+  Resources resources;               ///< what a worker must offer to run it (docs/resources.md)
+  detail::OldTaskTimeout timeout_s;  ///< deprecated: task_timeout_s (used when that one is not set)
 };
 
 /// @brief One item that failed in a call that collects errors (MapOptions::errors).

@@ -106,6 +106,14 @@ class Pool {
     return async_impl(fn, this->core().default_policy(), "apply_async", nullptr, std::forward<Args>(args)...);
   }
 
+  /// @brief Runs `fn(args...)` on a worker and returns its result once it is there, as
+  /// multiprocessing's Pool.apply: apply_async(fn, args...).get(). What the function threw is thrown
+  /// here (RemoteError, or a type registered with FIBRA_EXCEPTION as itself).
+  template <class R, class... P, class... Args>
+  std::remove_cvref_t<R> apply(R (*fn)(P...), Args&&... args) {
+    return apply_async(fn, std::forward<Args>(args)...).get();
+  }
+
   /// @brief Runs `fn(args...)` on a worker, as apply_async does, but an argument may also be a
   /// Future of another call (of this pool or another): the task then runs once that call has
   /// finished, with its value, so a graph of tasks is built as the program runs. If such a call
@@ -129,7 +137,7 @@ class Pool {
   /// @brief Like submit, with this task's own retries, time limit, name and needs (TaskOptions)
   /// over the pool's defaults.
   /// @code
-  ///   auto f = pool.submit(fibra::TaskOptions{.retries = 0, .timeout_s = 5, .name = "probe"}, probe, 3);
+  ///   auto f = pool.submit(fibra::TaskOptions{.retries = 0, .task_timeout_s = 5, .name = "probe"}, probe, 3);
   /// @endcode
   /// @throws ConfigError at once for a bad time limit, or needs no worker of this pool can offer.
   template <class R, class... P, class... Args>
@@ -147,7 +155,8 @@ class Pool {
     const auto& core = live_core();  // a moved-from pool throws PoolClosed before anything else
     detail::RetryPolicy policy = core->default_policy();
     if (o) {
-      policy = detail::make_policy(policy, o->retries, o->retry_exceptions, o->timeout_s);
+      policy = detail::make_policy(policy, o->retries, o->retry_exceptions,
+                                   o->task_timeout_s ? o->task_timeout_s : o->timeout_s.value);
       policy.need = o->resources;
     }
     const std::string* name = o && !o->name.empty() ? &o->name : nullptr;
@@ -191,27 +200,38 @@ class Pool {
  public:
   // What is not a free function (a lambda, a member function) or has the wrong number of parameters
   // lands here, where a static_assert says so in fibra's words instead of "no matching function".
+  // They return `auto`, not `void`, so that this sentence is the first error (see refuse_function).
   template <class F, class Range>
-  requires(detail::arity_v<F> != 1) void map(F&&, Range&&, const MapOptions& = {}) {
+  requires(detail::arity_v<F> != 1) auto map(F&&, Range&&, const MapOptions& = {}) {
     detail::refuse_function<F, true>();
   }
   template <class F, class Range>
-  requires(detail::arity_v<F> != 1) void imap(F&&, Range&&, const MapOptions& = {}) {
+  requires(detail::arity_v<F> != 1) auto imap(F&&, Range&&, const MapOptions& = {}) {
     detail::refuse_function<F, true>();
   }
   template <class F, class Range>
-  requires(detail::arity_v<F> != 1) void imap_unordered(F&&, Range&&, const MapOptions& = {}) {
+  requires(detail::arity_v<F> != 1) auto imap_unordered(F&&, Range&&, const MapOptions& = {}) {
     detail::refuse_function<F, true>();
   }
   template <class F, class Range>
-  requires(detail::arity_v<F> < 0) void starmap(F&&, Range&&, const MapOptions& = {}) {
+  requires(detail::arity_v<F> < 0) auto starmap(F&&, Range&&, const MapOptions& = {}) {
     detail::refuse_function<F, false>();
   }
   template <class F, class... Args>
-  requires(detail::arity_v<F> < 0) void apply_async(F&&, Args&&...) { detail::refuse_function<F, false>(); }
+  requires(detail::arity_v<F> < 0) auto apply_async(F&&, Args&&...) { detail::refuse_function<F, false>(); }
+  template <class F, class... Args>
+  requires(detail::arity_v<F> < 0) auto apply(F&&, Args&&...) { detail::refuse_function<F, false>(); }
   template <class F, class... Args>
   requires(detail::arity_v<F> < 0 && !std::is_same_v<std::remove_cvref_t<F>, Resources> &&
-           !std::is_same_v<std::remove_cvref_t<F>, TaskOptions>) void submit(F&&, Args&&...) {
+           !std::is_same_v<std::remove_cvref_t<F>, TaskOptions>) auto submit(F&&, Args&&...) {
+    detail::refuse_function<F, false>();
+  }
+  template <class F, class... Args>
+  requires(detail::arity_v<F> < 0) auto submit(const Resources&, F&&, Args&&...) {
+    detail::refuse_function<F, false>();
+  }
+  template <class F, class... Args>
+  requires(detail::arity_v<F> < 0) auto submit(const TaskOptions&, F&&, Args&&...) {
     detail::refuse_function<F, false>();
   }
 

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "fibra/actor.hpp"
+#include "fibra/detail/call_checks.hpp"
 #include "fibra/detail/codec.hpp"
 #include "fibra/detail/registry.hpp"
 #include "fibra/error.hpp"
@@ -85,6 +86,15 @@ class Process {
     s_->pool = options.pool;
     detail::Writer w(s_->args);
     detail::encode(w, std::tuple<detail::stored_t<P>...>(std::forward<Args>(args)...));
+  }
+  // A lambda, a function object or a member function lands here, where a static_assert says so in
+  // fibra's words instead of "no matching function" (detail::refuse_function).
+  template <class F, class... Args>
+  requires detail::callable_object<F>
+  explicit Process(F&&, Args&&...) { detail::refuse_function<F, false>(); }
+  template <class F, class... Args>
+  requires detail::callable_object<F> Process(const ProcessOptions&, F&&, Args&&...) {
+    detail::refuse_function<F, false>();
   }
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;

@@ -7,13 +7,16 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "fibra/detail/call_checks.hpp"
 #include "fibra/error.hpp"
 #include "fibra/future.hpp"
 #include "fibra/options.hpp"
 #include "fibra/pool.hpp"
+#include "fibra/resources.hpp"
 
 namespace fibra {
 
@@ -22,6 +25,10 @@ namespace fibra {
 /// `options`, and stops when the Runtime ends. Call it first, with arguments, to choose them.
 /// @throws ConfigError if it already runs with another number of workers.
 Pool& default_pool(int workers = 0, const PoolOptions& options = {});
+
+/// @brief True in code that runs inside a task or an actor (on a worker), false in the driver. A
+/// library can refuse there what only the driver can do (fibra::tune::run does).
+bool in_task() noexcept;
 
 /// @brief Runs `fn(args...)` on the default pool; see Pool::submit. An argument may be a Future of
 /// another call: the task runs after it, with its value.
@@ -45,6 +52,21 @@ template <class R, class... P, class... Args>
 Future<std::remove_cvref_t<R>> submit(const TaskOptions& options, R (*fn)(P...), Args&&... args) {
   return default_pool().submit(options, fn, std::forward<Args>(args)...);
 }
+
+// A lambda, a function object or a member function lands here, where a static_assert says so in
+// fibra's words instead of "no matching function" (`auto`: the first error; see refuse_function).
+// ADL finds these for any unqualified call named submit with an argument of fibra's, so they take
+// only a callable first (detail::callable_object), and as a bare pack: a user's own submit template
+// with a parameter of its own for the callable is more specialized, and wins.
+template <class... Args>
+requires detail::callable_object<detail::first_arg_t<Args...>>
+auto submit(Args&&...) { detail::refuse_function<detail::first_arg_t<Args...>, false>(); }
+template <class... Args>
+requires detail::callable_object<detail::first_arg_t<Args...>>
+auto submit(const Resources&, Args&&...) { detail::refuse_function<detail::first_arg_t<Args...>, false>(); }
+template <class... Args>
+requires detail::callable_object<detail::first_arg_t<Args...>>
+auto submit(const TaskOptions&, Args&&...) { detail::refuse_function<detail::first_arg_t<Args...>, false>(); }
 
 /// @brief Cancels a task (Pool::submit, apply_async, fibra::submit), as `ray.cancel` does: one
 /// not yet handed to a worker (queued, or waiting for its Future arguments) never runs; with

@@ -289,11 +289,20 @@ void PoolImpl::requeue_or_cancel(std::uint64_t chunk, std::uint32_t attempt) {
 
 // Whether the next chunk is short enough that queueing it behind a running batch pays: it hides
 // the round trip between batches, but a long chunk queued on a busy worker may wait there while
-// another worker is free. A call whose chunks have not been timed yet counts as short.
+// another worker frees, and then a newer task runs before it (issue 46, case 4). A call not timed
+// yet is judged by what its function took last (a task submitted alone is a call of its own); a
+// function never timed is not queued behind a running task: the first results time it, and the
+// round trip that costs is a fraction of a millisecond.
 bool PoolImpl::prefetch_pays() const {
   const Chunk* c = sched_.front();
   if (!c) return false;
-  return double(c->count) * c->job->seconds_per_item() < prefetch_limit_s;
+  double per_item = c->job->seconds_per_item();
+  if (per_item <= 0) {
+    const auto it = seconds_per_item_of_.find(c->job->fn().id);
+    if (it == seconds_per_item_of_.end()) return false;
+    per_item = it->second;
+  }
+  return double(c->count) * per_item < prefetch_limit_s;
 }
 
 // The batch's headers, with each chunk's payload sent from the chunk (mpi::Pieces), not copied.

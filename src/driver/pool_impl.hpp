@@ -373,7 +373,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::uint64_t find_actor(const std::string& name, const std::string& class_name, bool counted = true) override;
   bool adopt_actor(std::uint64_t id) override;
   void signal_actor(std::uint64_t actor, int sig) override;
-  void on_actor_request(Worker& w, std::uint64_t route, wire::Request& r);
+  void on_actor_request(Worker& w, std::uint64_t route, wire::Request& r);  // (pool_requests.cpp, as the next)
   void take_task_objects(Worker& w, const FunctionEntry& fn, const wire::Request& r, JobState& job);
   /// A task's call on a Queue, Pipe or Event (pool_requests.cpp; the channels are channels.cpp's).
   void on_channel_request(Worker& w, std::uint64_t route, wire::Request& r);
@@ -381,7 +381,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::shared_ptr<JobState> answered_job(const FunctionEntry& fn, const Worker& w, std::uint64_t route,
                                          const wire::Request& r);
   ActorState* live_actor_named(const std::string& name);
-  void join() override;
+  void join() override;  // (pool.cpp, as the next)
   void terminate() override;
   // pool_spawn.cpp
   void resize(int n) override;
@@ -420,6 +420,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // ---- pool_dispatch.cpp: work to workers ------------------------------------------------------
   bool dispatch(std::size_t batches_each = batches_per_worker);
   bool prefetch_pays() const;
+  // What a chunk of each function took last, a second per item, by FunctionEntry::id (under mu_):
+  // prefetch_pays' guess for a call not timed yet.
+  std::unordered_map<std::uint64_t, double> seconds_per_item_of_;
   bool steal_for_idle();
   static mpi::Pieces encode_batch(const std::vector<Chunk*>& chunks,
                                   std::vector<std::shared_ptr<const StoredObject>>& objects, std::uint64_t keep_from);
@@ -546,7 +549,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   const std::uint64_t uid_ = next_uid();
 
   // What a worker of this pool can offer at best; a request beyond it can never run: ConfigError.
-  void check_fits(const Resources& need, const std::string& what) const;
+  void check_fits(const Resources& need, const std::string& what) const;  // (pool.cpp)
 
  public:
   void check_need(const Resources& need, const std::string& what) const override { check_fits(need, what); }
@@ -555,12 +558,12 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     dependents_ += delta;
     if (dependents_ == 0) state_cv_.notify_all();
   }
-  void submit_dependent(const std::shared_ptr<JobState>& job, std::string payload) override;
+  void submit_dependent(const std::shared_ptr<JobState>& job, std::string payload) override;  // (pool_actors.cpp)
 
  private:
   // ---- pool_actors.cpp: actors' placement, calls and deaths (under mu_ unless said) ------------
-  static void write_output(const wire::Output& o);
-  bool dispatch_actors();  // the communication thread, without mu_
+  static void write_output(const wire::Output& o);  // (pool.cpp)
+  bool dispatch_actors();                           // the communication thread, without mu_
   Worker* worker_by_id(int id) const;
   void place_actor(ActorState& a, std::unordered_map<int, int>& hosted);
   mpi::Pieces next_actor_batch(ActorState& a, std::vector<std::shared_ptr<const StoredObject>>& objects);
@@ -666,7 +669,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     bool drawing = false;         // a line is drawn and not yet ended
     std::size_t last_length = 0;  // of that line
   } graph_;
-  void draw_graph_progress();
+  void draw_graph_progress();  // (pool.cpp)
   std::string my_host_ = host_name();
   const std::uint64_t lane_nonce_ = std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32);
   double next_watch_ = 0;           // watch_workers' next sweep (communication thread)

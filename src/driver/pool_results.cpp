@@ -54,6 +54,7 @@ void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view paylo
     return;
   }
   c->job->note_run(c->count, h.run_ns);
+  seconds_per_item_of_[c->job->fn().id] = double(h.run_ns) * 1e-9 / double(std::max<std::uint32_t>(c->count, 1));
   for (auto& e : c->item_errors) errors.push_back(std::move(e));
   std::sort(errors.begin(), errors.end(), [](auto& x, auto& y) { return x.offset < y.offset; });
   ChunkOutcome o{c->first, c->count, {}, {}, std::move(errors)};

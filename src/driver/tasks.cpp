@@ -130,6 +130,8 @@ void when_delivered(const std::shared_ptr<JobState>& job, std::function<void()> 
 
 namespace fibra {
 
+bool in_task() noexcept { return detail::in_executor(); }
+
 Pool& default_pool(int workers, const PoolOptions& options) {
   if (detail::in_executor()) {  // inside a task: the pool that runs it, reached through the driver
     static Pool own(detail::task_side()->core(0));

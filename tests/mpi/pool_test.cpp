@@ -285,6 +285,20 @@ TEST(ApplyAsync, FuturesGetWaitReady) {
   EXPECT_THROW(fibra::Future<int>().get(), fibra::Error);
 }
 
+// Pool::apply (multiprocessing's Pool.apply, issue 46): the result, waited for; what the function
+// threw, thrown.
+TEST(ApplyAsync, ApplyReturnsTheResultOrThrowsWhatTheFunctionThrew) {
+  EXPECT_EQ(call_within(bound, "apply(add3, 4, 5, 6)", [] { return pool().apply(add3, 4, 5, 6); }), 15);
+  EXPECT_EQ(call_within(bound, "apply(big_or_throw, 3)", [] { return pool().apply(big_or_throw, 3); }),
+            std::vector<double>(640'000, 3.0));
+  try {
+    call_within(bound, "apply(big_or_throw, 1)", [] { return pool().apply(big_or_throw, 1); });
+    ADD_FAILURE() << "apply of a function that throws returned";
+  } catch (const fibra::RemoteError& e) {
+    EXPECT_NE(std::string(e.what()).find("item one fails"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ApplyAsync, LargePayloadRoundTrip) {
   std::vector<double> v(8'000'000);  // 64 MB
   std::iota(v.begin(), v.end(), 0.0);

@@ -308,11 +308,39 @@ TEST(RayEdges, AnIdleWorkerTakesATaskQueuedBehindALongOne) {
               span, static_cast<unsigned long long>(pool.stats().batches_stolen));
 }
 
+// Tasks start in the order they were submitted (issue 46, case 4): 1,000, 10, 20 and 3,000 ms on 2
+// workers, submitted at once. Each was a call of its own, never timed, so each counted as short and
+// a second batch was queued on each busy executor: the 20 ms task waited behind the 1,000 ms one
+// while the 3,000 ms task, submitted after it, ran first on the worker that freed. A worker that
+// frees takes the oldest task: work whose function was never timed is not queued behind a running
+// task.
+TEST(RayEdges, AWorkerThatFreesTakesTheOldestTaskNotANewerOneQueuedBehindIt) {
+  const std::string log = std::filesystem::temp_directory_path() / ("fibra-order-" + std::to_string(::getpid()));
+  std::filesystem::remove(log);
+  fibra::Pool pool(2);
+  auto a = pool.submit(nap_ms_logged, 1000, log);
+  auto b = pool.submit(nap_ms_logged, 10, log);
+  auto c = pool.submit(nap_ms_logged, 20, log);
+  auto d = pool.submit(nap_ms_logged, 3000, log);
+  const auto ra = get_within(a, bound, "nap_ms(1000)");
+  const auto rb = get_within(b, bound, "nap_ms(10)");
+  const auto rc = get_within(c, bound, "nap_ms(20)");
+  const auto rd = get_within(d, bound, "nap_ms(3000)");
+  EXPECT_LT(rc[1], rd[1]) << "the 20 ms task (submitted third) began " << rc[1] - rd[1]
+                          << " s after the 3,000 ms one (submitted fourth)";
+  EXPECT_LT(rc[2], ra[2]) << "the 20 ms task waited behind the 1,000 ms one: it ended " << rc[2] - ra[2]
+                          << " s after it";
+  EXPECT_LT(rb[2], ra[2]);
+  for (int ms : {1000, 10, 20, 3000}) EXPECT_EQ(runs_logged(log, ms), 1) << "runs of nap_ms(" << ms << ")";
+  std::filesystem::remove(log);
+}
+
 // TaskOptions (issue 28, item 13): one task gets its own time limit, retries and name, over the
 // pool's defaults (no time limit, 3 retries), and a task beside it keeps those.
 TEST(RayEdges, TaskOptionsGiveOneTaskItsOwnLimitRetriesAndName) {
   fibra::Pool pool(2);
-  auto limited = pool.submit(fibra::TaskOptions{.retries = 0, .timeout_s = 0.5, .name = "slow probe"}, nap_ms, 4000);
+  auto limited =
+      pool.submit(fibra::TaskOptions{.retries = 0, .task_timeout_s = 0.5, .name = "slow probe"}, nap_ms, 4000);
   auto free_run = pool.submit(nap_ms, 800);
   wait_within(limited, bound, "slow probe");
   try {
@@ -325,7 +353,14 @@ TEST(RayEdges, TaskOptionsGiveOneTaskItsOwnLimitRetriesAndName) {
     EXPECT_EQ(what.find("attempt 2"), std::string::npos) << "retried, with retries = 0: " << what;
   }
   EXPECT_EQ(get_within(free_run, bound, "nap_ms(800)").size(), 3u);  // no limit of its own: it ran out
-  EXPECT_THROW(pool.submit(fibra::TaskOptions{.timeout_s = -1}, nap_ms, 1), fibra::ConfigError);
+  EXPECT_THROW(pool.submit(fibra::TaskOptions{.task_timeout_s = -1}, nap_ms, 1), fibra::ConfigError);
+  // The old spelling (issue 45, item 6) still sets the limit, for one release, with a warning.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  auto old_spelling = pool.submit(fibra::TaskOptions{.retries = 0, .timeout_s = 0.3}, nap_ms, 3000);
+#pragma GCC diagnostic pop
+  wait_within(old_spelling, bound, "nap_ms(3000) with the old timeout_s");
+  EXPECT_THROW(old_spelling.get(), fibra::TaskTimeout) << "TaskOptions::timeout_s no longer limits the task";
 }
 
 // A registered exception type (issue 28, item 14).

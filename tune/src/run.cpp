@@ -12,6 +12,7 @@
 #include "experiment.hpp"
 #include "fibra/actor.hpp"
 #include "fibra/detail/checkpoint.hpp"
+#include "fibra/tasks.hpp"
 #include "fibra/detail/core.hpp"
 #include "fibra/error.hpp"
 #include "fibra/hdf5_io/tables.hpp"
@@ -308,6 +309,13 @@ class Runner {
 }  // namespace
 
 ResultGrid run_named(const std::string& trainable, const Space& space, const RunOptions& options) {
+  // Its trials are actors of a pool the driver holds, and it waits on them with Future::then: in a
+  // task it could only wait for ever (issue 46, case 5).
+  if (fibra::in_task())
+    throw ConfigError(
+        "fibra::tune::run was called inside a task (on a worker): an experiment runs from the driver, "
+        "whose pool holds its trials; call it from main, and let the trainable submit tasks of its own "
+        "if a trial needs more workers");
   if (!is_registered(trainable))
     throw ConfigError("fibra::tune::run: '" + trainable + "' is not a registered trainable: add FIBRA_TRAINABLE(" +
                       trainable + ") at namespace scope");

@@ -398,6 +398,26 @@ TEST(TuneRun, ProgressLinesAreWholeWhenRedirected) {
   std::filesystem::remove_all(dir);
 }
 
+// tune::run inside a task (issue 46, case 5) never returned; it is refused at once, saying why.
+std::string tune_in_a_task(int) {
+  try {
+    tune::run<Line>({{"v", tune::grid({1, 2})}}, {.metric = "score", .stop = {{"training_iteration", 2}}});
+    return "it ran";
+  } catch (const fibra::ConfigError& e) {
+    return e.what();
+  }
+}
+FIBRA_REMOTE(tune_in_a_task);
+
+TEST(TuneRun, ARunInsideATaskIsRefusedAtOnceSayingWhy) {
+  auto f = pool().submit(tune_in_a_task, 0);
+  ASSERT_TRUE(f.wait_for(std::chrono::seconds(60))) << "tune::run inside a task did not return within 60 s";
+  const std::string what = f.get();
+  EXPECT_NE(what.find("fibra::tune::run was called inside a task"), std::string::npos) << what;
+  EXPECT_NE(what.find("call it from main"), std::string::npos) << what;
+  EXPECT_FALSE(fibra::in_task()) << "the driver is no task";
+}
+
 TEST(TuneRun, TwoFunctionsUnderOneNameAreRefused) {
   try {
     tune::run(one::same_name, {}, {.pool = &pool()});

@@ -126,9 +126,35 @@ constexpr bool check_tuple_item() {
   return true;
 }
 
+namespace call_probe {
+struct Named {
+  void operator()();
+};
+template <class T>
+struct Both : T, Named {};
+}  // namespace call_probe
+
+/// Something a caller may take for a function a worker can run: a member function, or an object
+/// with an operator() (a lambda, generic or not, a function object, a std::function). The refusing
+/// overloads of fibra::submit and fibra::Process take only these: ADL finds fibra::submit for any
+/// unqualified call named submit that has an argument of fibra's, and a Process is built from
+/// nothing else. An operator() in F makes the name ambiguous in Both<F> (found even if private).
+template <class F, class D = std::decay_t<F>>
+concept callable_object = std::is_member_function_pointer_v<D> ||
+    (std::is_class_v<D> &&
+     (std::is_final_v<D> ? requires { &D::operator(); } : !requires { &call_probe::Both<D>::operator(); }));
+
+/// The first of a call's arguments (int for none).
+template <class... Args>
+using first_arg_t = std::tuple_element_t<0, std::tuple<Args..., int>>;
+
 /// What a call was given is not a free function of the right arity: the sentence that says so.
+/// consteval, and the overloads that call it return `auto` (deduced): both make the compiler check
+/// it where the call is, so the sentence is the first error, before any in the code that uses the
+/// result. A constexpr function or a declared `void` is instantiated only at the end of the file,
+/// after "'void r' has incomplete type" and the like.
 template <class F, bool one_parameter>
-constexpr void refuse_function() {
+consteval void refuse_function() {
   using D = std::decay_t<F>;
   static_assert(!std::is_class_v<D>,
                 "fibra: a lambda or function object cannot run on a worker (it has no name another process can "

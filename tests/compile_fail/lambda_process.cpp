@@ -1,0 +1,8 @@
+// expect: fibra: a lambda or function object cannot run on a worker
+#include "common.hpp"
+
+void call() {
+  fibra::Process p([](int x) { return x; }, 3);
+  p.start();
+  p.join();
+}

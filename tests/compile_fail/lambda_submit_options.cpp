@@ -1,0 +1,8 @@
+// expect: fibra: a lambda or function object cannot run on a worker
+#include "common.hpp"
+
+int call(fibra::Pool& pool) {
+  auto f = pool.submit(
+      fibra::TaskOptions{.name = "t"}, [](int x) { return x; }, 3);
+  return f.get();
+}

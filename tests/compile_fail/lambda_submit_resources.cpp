@@ -1,0 +1,8 @@
+// expect: fibra: a lambda or function object cannot run on a worker
+#include "common.hpp"
+
+int call(fibra::Pool& pool) {
+  auto f = pool.submit(
+      fibra::Resources{.gpus = 1}, [](int x) { return x; }, 3);
+  return f.get();
+}
