@@ -31,6 +31,20 @@ std::atomic<int> g_agents_in_slots{0};
 
 namespace {
 
+// An agent retired while its job-mates go on ends without MPI_Finalize (src/runtime.cpp), for which
+// Open MPI's daemon, a process of its own, prints "PMIX ERROR: BAD-PARAM in file
+// .../pmix_event_notification.c at line 1033" on the driver's stderr. fibra cannot keep that line
+// quiet; it says once per process, before it comes, what it means (issue 46, case 11).
+void explain_retire_message() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    log::info(
+        "fibra: Pool::resize stops workers whose MPI job-mates go on; Open MPI prints a 'PMIX ERROR: BAD-PARAM' "
+        "line for each (pmix_event_notification.c), which is expected and harmless: nothing was lost "
+        "(docs/fault-tolerance.md#replacement-and-resize)");
+  });
+}
+
 // Whether the lines tasks print start with "(worker 3 pid 1234) ": FIBRA_OUTPUT_PREFIX=1 or 0, or
 // by default when the driver's stdout is a terminal (as Ray does).
 bool prefix_output() {
@@ -517,6 +531,7 @@ bool PoolImpl::adjust_size() {
       set_state(*w, Worker::State::leaving);
       actors_leave(*w, "its worker left the pool (Pool::resize)", false);
     }
+    if (w->group && w->group->members.size() > 1) explain_retire_message();
     send(*w, wire::tag_shutdown, std::string(wire::shutdown_retire));  // it leaves before the others
     changed = true;
   }
