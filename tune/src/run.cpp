@@ -163,7 +163,12 @@ class Runner {
   void start(std::size_t h, const Config& config, const std::string& checkpoint) {
     Host& host = hosts_[h];
     ++host.epoch;
-    watch(h, host.actor.call(&TrialHost::begin, trainable_, encode_config(config), checkpoint));
+    const std::size_t trial = *host.trial;
+    const std::string dir = options_.storage.empty()
+                                ? std::string()
+                                : (std::filesystem::path(options_.storage) / "trials" / std::to_string(trial)).string();
+    watch(h, host.actor.call(&TrialHost::begin, trainable_, encode_config(config), checkpoint,
+                             static_cast<std::uint64_t>(trial), dir));
   }
 
   void step(std::size_t h) { watch(h, hosts_[h].actor.call(&TrialHost::step)); }

@@ -4,6 +4,9 @@
 
 #include <condition_variable>
 #include <exception>
+#include <filesystem>
+#include <optional>
+#include <string>
 #include <map>
 #include <set>
 #include <mutex>
@@ -175,8 +178,28 @@ std::unique_ptr<Trainable> make_trainable(const std::string& name, const Config&
                     name + ") at namespace scope (the driver and workers must run the same binary)");
 }
 
-WireMetrics TrialHost::begin(std::string name, std::string config, std::string checkpoint) {
+namespace {
+// The trial this process runs (one TrialHost per actor process); read by this_trial() from the
+// trainable's calls, which a function trainable makes from a thread of its own.
+std::mutex g_trial_mu;
+std::optional<TrialContext> g_trial;
+}  // namespace
+
+WireMetrics TrialHost::begin(std::string name, std::string config, std::string checkpoint, std::uint64_t trial,
+                             std::string dir) {
   trainable_.reset();  // the last trial's goes first (a function trainable's thread ends)
+  if (!dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec)
+      throw ConfigError("fibra::tune: the folder of trial " + std::to_string(trial) + ", " + dir +
+                        ", cannot be made here (" + ec.message() +
+                        "): RunOptions::storage must be writable from the workers");
+  }
+  {
+    std::lock_guard lk(g_trial_mu);
+    g_trial = TrialContext{static_cast<std::size_t>(trial), std::move(dir)};
+  }
   trainable_ = make_trainable(name, decode_config(config));
   name_ = std::move(name);
   if (!checkpoint.empty() && !trainable_->restore(checkpoint))
@@ -193,6 +216,8 @@ WireMetrics TrialHost::step() {
 
 bool TrialHost::end() {
   trainable_.reset();
+  std::lock_guard lk(g_trial_mu);
+  g_trial.reset();
   return true;
 }
 
@@ -203,6 +228,17 @@ Saved TrialHost::save() {
 }
 
 }  // namespace fibra::tune::detail
+
+namespace fibra::tune {
+
+TrialContext this_trial() {
+  std::lock_guard lk(detail::g_trial_mu);
+  if (!detail::g_trial)
+    throw ConfigError("fibra::tune::this_trial() was called outside a trainable: no trial runs in this process");
+  return *detail::g_trial;
+}
+
+}  // namespace fibra::tune
 
 FIBRA_ACTOR(fibra::tune::detail::TrialHost);
 FIBRA_ACTOR_METHOD(fibra::tune::detail::TrialHost, begin);

@@ -25,7 +25,8 @@ class TrialHost {
   /// Makes the trainable `name` from `config` (bytes of encode_config), restores `checkpoint`
   /// when it is not empty, and runs its first iteration: one call, not two (an actor's calls go
   /// one batch at a time, so a start and a step were two round trips per trial).
-  WireMetrics begin(std::string name, std::string config, std::string checkpoint);
+  /// `trial` and `dir` are what this_trial() says while the trial runs here.
+  WireMetrics begin(std::string name, std::string config, std::string checkpoint, std::uint64_t trial, std::string dir);
   /// One iteration.
   WireMetrics step();
   /// A checkpoint of the trial's state now.

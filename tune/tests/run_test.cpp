@@ -398,6 +398,42 @@ TEST(TuneRun, ProgressLinesAreWholeWhenRedirected) {
   std::filesystem::remove_all(dir);
 }
 
+// Reports the trial it runs for (tune::this_trial) and leaves a file in its folder.
+class KnowsItsTrial {
+ public:
+  explicit KnowsItsTrial(const tune::Config&) : trial_(tune::this_trial()) {
+    if (!trial_.dir.empty()) std::ofstream(trial_.dir + "/made_by") << trial_.id;
+  }
+  tune::Metrics step() {
+    const auto now = tune::this_trial();  // the same during its steps
+    return {{"trial", double(now.id)}, {"same", now.id == trial_.id && now.dir == trial_.dir ? 1.0 : 0.0}};
+  }
+
+ private:
+  tune::TrialContext trial_;
+};
+FIBRA_TRAINABLE(KnowsItsTrial);
+
+// A trainable reads its trial's id and a folder of its own under the storage (issue 46).
+TEST(TuneRun, ATrainableKnowsItsTrialAndHasAFolderOfItsOwn) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fibra-tune-trial-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto g = tune::run<KnowsItsTrial>(
+      {{"v", tune::grid({1, 2, 3, 4})}},
+      {.metric = "trial", .stop = {{"training_iteration", 2}}, .storage = dir.string(), .pool = &pool()});
+  ASSERT_EQ(g.trials().size(), 4u);
+  for (const auto& t : g.trials()) {
+    EXPECT_EQ(t.last.at("trial"), double(t.id)) << "trial " << t.id << " was told another id";
+    EXPECT_EQ(t.last.at("same"), 1.0) << "trial " << t.id << ": this_trial() changed between its steps";
+    std::ifstream made(dir / "trials" / std::to_string(t.id) / "made_by");
+    std::size_t written = 99;
+    ASSERT_TRUE(made >> written) << "no file in trial " << t.id << "'s folder";
+    EXPECT_EQ(written, t.id);
+  }
+  EXPECT_THROW(tune::this_trial(), fibra::ConfigError) << "the driver runs no trial";
+  std::filesystem::remove_all(dir);
+}
+
 // tune::run inside a task (issue 46, case 5) never returned; it is refused at once, saying why.
 std::string tune_in_a_task(int) {
   try {

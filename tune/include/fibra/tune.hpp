@@ -274,6 +274,18 @@ class TrialsFailed : public Error {
   ResultGrid results_;
 };
 
+/// @brief The trial a trainable runs for, as its constructor, step(), save() and restore() (or a
+///        function trainable) see it: its id (TrialResult::id) and a folder of its own,
+///        `<storage>/trials/<id>` (created when the trial starts, kept across its restarts; "" when
+///        RunOptions::storage is ""). The folder must be where the workers can write: a shared
+///        file system on a cluster.
+struct TrialContext {
+  std::size_t id = 0;
+  std::string dir;
+};
+/// @throws ConfigError outside a trainable (no trial runs in this process).
+TrialContext this_trial();
+
 /// @brief Hands a function trainable's metrics to the experiment.
 class Reporter {
  public:
