@@ -73,7 +73,9 @@ auto submit(const TaskOptions&, Args&&...) { detail::refuse_function<detail::fir
 /// `force`, one that runs is stopped by ending its executor (which its agent starts again). Its
 /// get() then throws TaskCancelled, and tasks given its Future throw DependencyFailed. Returns
 /// whether it will be cancelled: false if it finished already, or runs and `force` is false.
-/// @throws ConfigError for an actor call, or when called inside a task.
+/// An actor's call is cancelled while it waits in the driver (behind its actor's running call):
+/// it never runs; once sent to the actor's process it runs (false).
+/// @throws ConfigError for an actor's call with `force`, or when called inside a task.
 template <class T>
 bool cancel(const Future<T>& future, bool force = false) {
   return detail::cancel_job(future.detail_job(), force);

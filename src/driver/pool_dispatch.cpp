@@ -36,6 +36,7 @@ namespace fibra::detail {
 // agent kills, tag_cancel) is delivered as TaskCancelled and never retried. Without force, a
 // chunk that runs (or was sent to an agent on another host) runs on: false.
 bool PoolImpl::cancel(const std::shared_ptr<JobState>& job, bool force) {
+  if (!job->is_task()) return cancel_actor_call(job, force);
   std::future<bool> verdict;
   {
     std::lock_guard lk(mu_);

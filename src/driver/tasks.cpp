@@ -114,7 +114,8 @@ bool cancel_job(const std::shared_ptr<JobState>& job, bool force) {
   }
   if (uid == 0)
     throw ConfigError("fibra::cancel: " + job->name() +
-                      " is not a task (Pool::submit, apply_async, fibra::submit); actor calls cannot be cancelled");
+                      " is neither a task (Pool::submit, apply_async, fibra::submit) nor an actor's call: a map's or a "
+                      "starmap's call is not cancelled this way");
   const auto core = find_pool(uid);
   return core && core->cancel(job, force);
 }

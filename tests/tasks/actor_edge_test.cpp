@@ -95,6 +95,31 @@ std::string joined(const std::vector<std::string>& v) {
 
 }  // namespace
 
+// fibra::cancel of an actor's call (issue 46, as ray.cancel of an actor task): a call waiting in the
+// driver behind its actor's running call never runs (its get() throws TaskCancelled, and the calls
+// around it run in order); the running call is not cancelled; force is refused for an actor's call.
+TEST(ActorEdges, ACallQueuedBehindARunningOneCanBeCancelledAndNeverRuns) {
+  fibra::Pool pool(1);
+  auto t = fibra::Actor<Tally>::start_on(pool, fibra::ActorOptions{}, 0L);
+  auto warm = t.call(&Tally::add, 1L);
+  ASSERT_TRUE(warm.wait_for(30s)) << "Tally::add(1) never returned";
+  ASSERT_EQ(warm.get(), 1);
+  auto running = t.call(&Tally::slow, 1500);
+  std::this_thread::sleep_for(200ms);  // it runs now; the calls below wait in the driver behind it
+  auto kept = t.call(&Tally::add, 10L);
+  auto dropped = t.call(&Tally::add, 100L);
+  auto last = t.call(&Tally::add, 1000L);
+  EXPECT_TRUE(fibra::cancel(dropped)) << "a call waiting behind a running one was not cancelled";
+  EXPECT_FALSE(fibra::cancel(running)) << "a running actor call said it would be cancelled";
+  EXPECT_THROW(fibra::cancel(last, true), fibra::ConfigError);
+  ASSERT_TRUE(last.wait_for(30s)) << "the call after the cancelled one never returned";
+  EXPECT_EQ(running.get(), 1);
+  EXPECT_EQ(kept.get(), 11);
+  EXPECT_EQ(last.get(), 1011) << "the cancelled add(100) ran after all, or the order changed";
+  EXPECT_THROW(dropped.get(), fibra::TaskCancelled);
+  EXPECT_FALSE(fibra::cancel(kept)) << "a call that finished said it would be cancelled";
+}
+
 // The second call is sent while the first waits inside the actor (in a batch of its own): it must
 // not start before the first returns.
 TEST(ActorEdges, ACallQueuedWhileAMethodWaitsRunsAfterIt) {
