@@ -108,11 +108,13 @@ struct AdaptOptions {
 struct TaskOptions {
   std::optional<unsigned> retries;       ///< failed attempts tried again; default PoolOptions::retries
   std::optional<bool> retry_exceptions;  ///< a task that throws is tried again too; default PoolOptions's
+  /// Deprecated: task_timeout_s, used when that one is not set. In the place it had, so that
+  /// `{.retries = 0, .timeout_s = 5, .name = "probe"}` still compiles (with a warning).
+  detail::OldTaskTimeout timeout_s;
   std::optional<double>
-      task_timeout_s;                ///< its run is ended after this long (TaskTimeout); 0: none; default PoolOptions's
-  std::string name;                  ///< what errors and the progress line call it; default its function's name
-  Resources resources;               ///< what a worker must offer to run it (docs/resources.md)
-  detail::OldTaskTimeout timeout_s;  ///< deprecated: task_timeout_s (used when that one is not set)
+      task_timeout_s;   ///< its run is ended after this long (TaskTimeout); 0: none; default PoolOptions's
+  std::string name;     ///< what errors and the progress line call it; default its function's name
+  Resources resources;  ///< what a worker must offer to run it (docs/resources.md)
 };
 
 /// @brief One item that failed in a call that collects errors (MapOptions::errors).

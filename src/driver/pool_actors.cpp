@@ -113,36 +113,41 @@ void PoolImpl::queue_actor_call(std::uint64_t actor, const std::shared_ptr<JobSt
   auto it = actors_.find(actor);
   if (it == actors_.end()) throw actor_gone(*job);
   ActorState& a = it->second;
+  job->set_pool_uid(uid_);                   // fibra::cancel finds the pool from now on (cancel_actor_call)
   if (a.state == ActorState::State::dead) {  // never queued, never a hang
     if (payload) job->deliver({0, 1, {}, died(a.death), {}});
     return;
   }
-  job->set_pool_uid(uid_);  // fibra::cancel finds the pool from now on (cancel_actor_call)
   a.queue.push_back({actor_chunk_bit | next_actor_chunk_++, job, std::move(payload), false});
   ++graph_.calls;
   kick();
 }
 
 // fibra::cancel of an actor's call, as ray.cancel of an actor task: one still queued in the driver
-// with its arguments (behind a running call of its actor, say) never runs, and its get() throws
-// TaskCancelled; one sent to the actor's process already, or still waiting for its Future
-// arguments, is not cancelled (false). `force` is refused: stopping a running call would end the
-// actor's process, and its state with it.
-bool PoolImpl::cancel_actor_call(const std::shared_ptr<JobState>& job, bool force) {
-  if (force)
-    throw ConfigError("fibra::cancel: " + job->name() +
-                      " is an actor's call, which force cannot stop: it would end the actor's process and its state; "
-                      "cancel it without force (a call not yet started never runs), or end the actor");
+// (behind a running call of its actor, say) never runs, and its get() throws TaskCancelled; one
+// still waiting for its Future arguments is dropped when they come (deps.hpp: the cancel was
+// asked); one sent to the actor's process already runs (false). `force` is refused: stopping a
+// running call would end the actor's process, and its state with it. nullopt: `job` is no call of
+// this pool's actors (a map's call: the chunks' way).
+std::optional<bool> PoolImpl::cancel_actor_call(const std::shared_ptr<JobState>& job, bool force) {
   std::lock_guard lk(mu_);
   for (auto& [id, a] : actors_) {
     auto c = std::find_if(a.queue.begin(), a.queue.end(), [&](const ActorCall& q) { return q.job == job; });
-    if (c == a.queue.end()) continue;
-    if (!c->payload || c->ctor) return false;  // waiting for its Future arguments; or the constructor
+    const bool sent = c == a.queue.end() && std::any_of(a.in_flight.begin(), a.in_flight.end(),
+                                                        [&](const auto& f) { return f.second.job == job; });
+    if (c == a.queue.end() && !sent) continue;
+    if (force)
+      throw ConfigError("fibra::cancel: " + job->name() +
+                        " is an actor's call, which force cannot stop: it would end the actor's process and its "
+                        "state; cancel it without force (a call not yet started never runs), or end the actor");
+    if (sent || c->ctor) return false;
+    if (!c->payload) return true;  // its Future arguments come: WaitingTask::run drops it then
     a.queue.erase(c);
     if (job->claim_cancel_delivery()) job->deliver({0, 1, {}, cancelled_error(*job, "before it started"), {}});
+    if (actors_idle()) state_cv_.notify_all();  // a join() may wait for this call
     return true;
   }
-  return false;
+  return std::nullopt;
 }
 
 void PoolImpl::fill_actor_call(std::uint64_t actor, const std::shared_ptr<JobState>& job, std::string payload,

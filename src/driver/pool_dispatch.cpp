@@ -36,7 +36,8 @@ namespace fibra::detail {
 // agent kills, tag_cancel) is delivered as TaskCancelled and never retried. Without force, a
 // chunk that runs (or was sent to an agent on another host) runs on: false.
 bool PoolImpl::cancel(const std::shared_ptr<JobState>& job, bool force) {
-  if (!job->is_task()) return cancel_actor_call(job, force);
+  if (!job->is_task())
+    if (const auto actor_call = cancel_actor_call(job, force)) return *actor_call;
   std::future<bool> verdict;
   {
     std::lock_guard lk(mu_);
@@ -237,7 +238,7 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
 }
 
 // Work stealing (issue 28, item 9). A second batch waits behind a running one on each executor
-// (prefetch_pays), and a call whose chunks were never timed counts as short: `apply_async` of
+// when prefetch_pays judges it short, by what its call or its function took last: `apply_async` of
 // tasks of 1,500, 40 and 1,200 ms on 2 workers queued the 1,200 ms one behind the 1,500 ms one
 // while the other worker idled (2.71 s instead of 1.50). So when nothing is pending and some
 // worker has an executor with nothing to do, a batch waiting in the lane of an executor that is in

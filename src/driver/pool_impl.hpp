@@ -318,8 +318,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   static std::exception_ptr cancelled_error(const JobState& job, const std::string& when) {
     return std::make_exception_ptr(TaskCancelled("fibra: " + job.name() + " was cancelled (fibra::cancel) " + when));
   }
-  bool cancel(const std::shared_ptr<JobState>& job, bool force) override;    // (pool_dispatch.cpp)
-  bool cancel_actor_call(const std::shared_ptr<JobState>& job, bool force);  // (pool_actors.cpp)
+  bool cancel(const std::shared_ptr<JobState>& job, bool force) override;                   // (pool_dispatch.cpp)
+  std::optional<bool> cancel_actor_call(const std::shared_ptr<JobState>& job, bool force);  // (pool_actors.cpp)
 
   int size() const override {
     std::lock_guard lk(mu_);

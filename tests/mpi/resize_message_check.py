@@ -14,7 +14,7 @@ PMIX = "PMIX ERROR: BAD-PARAM"
 
 
 def main():
-    env = dict(os.environ, FIBRA_PROGRESS="0")
+    env = dict(os.environ, FIBRA_PROGRESS="0", FIBRA_LOG_LEVEL="info")  # the line is at info level
     try:
         p = subprocess.run([sys.argv[1], "--gtest_filter=Lifecycle.ResizeGrowsAndShrinks"], env=env,
                            capture_output=True, text=True, timeout=120)

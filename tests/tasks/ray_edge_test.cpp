@@ -357,7 +357,8 @@ TEST(RayEdges, TaskOptionsGiveOneTaskItsOwnLimitRetriesAndName) {
   // The old spelling (issue 45, item 6) still sets the limit, for one release, with a warning.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  auto old_spelling = pool.submit(fibra::TaskOptions{.retries = 0, .timeout_s = 0.3}, nap_ms, 3000);
+  auto old_spelling =
+      pool.submit(fibra::TaskOptions{.retries = 0, .timeout_s = 0.3, .name = "old spelling"}, nap_ms, 3000);
 #pragma GCC diagnostic pop
   wait_within(old_spelling, bound, "nap_ms(3000) with the old timeout_s");
   EXPECT_THROW(old_spelling.get(), fibra::TaskTimeout) << "TaskOptions::timeout_s no longer limits the task";

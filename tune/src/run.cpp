@@ -164,9 +164,11 @@ class Runner {
     Host& host = hosts_[h];
     ++host.epoch;
     const std::size_t trial = *host.trial;
-    const std::string dir = options_.storage.empty()
-                                ? std::string()
-                                : (std::filesystem::path(options_.storage) / "trials" / std::to_string(trial)).string();
+    // Absolute, as the driver sees it: a worker's working directory may be another.
+    const std::string dir =
+        options_.storage.empty()
+            ? std::string()
+            : (std::filesystem::absolute(options_.storage) / "trials" / std::to_string(trial)).string();
     watch(h, host.actor.call(&TrialHost::begin, trainable_, encode_config(config), checkpoint,
                              static_cast<std::uint64_t>(trial), dir));
   }

@@ -200,11 +200,17 @@ WireMetrics TrialHost::begin(std::string name, std::string config, std::string c
     std::lock_guard lk(g_trial_mu);
     g_trial = TrialContext{static_cast<std::size_t>(trial), std::move(dir)};
   }
-  trainable_ = make_trainable(name, decode_config(config));
-  name_ = std::move(name);
-  if (!checkpoint.empty() && !trainable_->restore(checkpoint))
-    throw ConfigError("fibra::tune: trainable '" + name_ +
-                      "' has no restore(const std::string&), and this trial must continue from a checkpoint");
+  try {
+    trainable_ = make_trainable(name, decode_config(config));
+    name_ = std::move(name);
+    if (!checkpoint.empty() && !trainable_->restore(checkpoint))
+      throw ConfigError("fibra::tune: trainable '" + name_ +
+                        "' has no restore(const std::string&), and this trial must continue from a checkpoint");
+  } catch (...) {  // no trial runs here after all
+    std::lock_guard lk(g_trial_mu);
+    g_trial.reset();
+    throw;
+  }
   return step();
 }
 

@@ -141,7 +141,7 @@ struct Both : T, Named {};
 /// nothing else. An operator() in F makes the name ambiguous in Both<F> (found even if private).
 template <class F, class D = std::decay_t<F>>
 concept callable_object = std::is_member_function_pointer_v<D> ||
-    (std::is_class_v<D> &&
+    (std::is_class_v<D>&& requires { sizeof(D); } &&  // a complete type only: the probes below need one
      (std::is_final_v<D> ? requires { &D::operator(); } : !requires { &call_probe::Both<D>::operator(); }));
 
 /// The first of a call's arguments (int for none).
