@@ -1,30 +1,17 @@
 // Work to workers: the calls submitted (the inbox), batches dispatched to the workers that have room,
 // an idle worker's steal, a chunk queued again, and cancel.
 #include <algorithm>
-#include <climits>
-#include <cstring>
-#include <cstdio>
+#include <chrono>
 #include <exception>
+#include <future>
 #include <memory>
-#include <cerrno>
 #include <mutex>
 #include <string>
-#include <thread>
-#include <tuple>
 #include <vector>
-#include "fibra/detail/core.hpp"
+
 #include "fibra/error.hpp"
-#include "fibra/pool.hpp"
-#include "fibra/runtime.hpp"
-#include "common/freed_memory.hpp"
-#include "common/log.hpp"
-#include "common/process.hpp"
-#include "driver/channels.hpp"
+#include "common/trace.hpp"
 #include "driver/pool_impl.hpp"
-#include "driver/resources.hpp"
-#include "driver/driver.hpp"
-#include "task_side.hpp"
-#include "common/env.hpp"
 
 namespace fibra::detail {
 

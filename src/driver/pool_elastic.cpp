@@ -1,26 +1,14 @@
 // The pool's side of elastic growth (driver/elastic.cpp decides; this applies): Pool::adapt, the view
 // the decisions read, workers that joined from a launch of their own taken in, and let go when idle.
-#include <signal.h>
-#include <unistd.h>
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <climits>
-#include <cstring>
+#include <memory>
 #include <mutex>
-#include <condition_variable>
 #include <string>
-#include <thread>
+
 #include "fibra/error.hpp"
 #include "common/log.hpp"
-#include "driver/channels.hpp"
 #include "driver/pool_impl.hpp"
 #include "driver/resources.hpp"
-#include "common/process.hpp"
-#include "driver/driver.hpp"
-#include "roles.hpp"
-#include "common/env.hpp"
 
 namespace fibra::detail {
 

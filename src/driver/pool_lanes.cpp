@@ -1,30 +1,12 @@
 // The lanes between the driver and the executors on its host (src/transport/lane.hpp): opened at a
 // worker's hello, batches posted into them, and what the executors wrote there drained.
-#include <algorithm>
-#include <climits>
-#include <cstring>
-#include <cstdio>
-#include <exception>
 #include <memory>
-#include <cerrno>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <tuple>
 #include <vector>
-#include "fibra/detail/core.hpp"
-#include "fibra/error.hpp"
-#include "fibra/pool.hpp"
-#include "fibra/runtime.hpp"
-#include "common/freed_memory.hpp"
-#include "common/log.hpp"
-#include "common/process.hpp"
-#include "driver/channels.hpp"
-#include "driver/pool_impl.hpp"
-#include "driver/resources.hpp"
-#include "driver/driver.hpp"
-#include "task_side.hpp"
+
 #include "common/env.hpp"
+#include "common/log.hpp"
+#include "driver/pool_impl.hpp"
 
 namespace fibra::detail {
 

@@ -1,26 +1,20 @@
 // Whether a pool's workers live: their hello, the watch on their heartbeats and processes, one
 // declared lost (its work queued again), and the goodbye at the end.
 #include <signal.h>
-#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <climits>
-#include <cstring>
+#include <chrono>
 #include <mutex>
-#include <condition_variable>
 #include <string>
 #include <thread>
+
 #include "fibra/error.hpp"
+#include "common/env.hpp"
 #include "common/log.hpp"
 #include "driver/channels.hpp"
-#include "driver/pool_impl.hpp"
-#include "driver/resources.hpp"
-#include "common/process.hpp"
 #include "driver/driver.hpp"
-#include "roles.hpp"
-#include "common/env.hpp"
+#include "driver/pool_impl.hpp"
 
 namespace fibra::detail {
 

@@ -1,30 +1,11 @@
 // The driver's side of the object store for a pool: the stored objects (fibra::put, results kept
 // where they were made) a batch takes, sent to agents or fetched from a peer, and freed.
-#include <algorithm>
-#include <climits>
-#include <cstring>
-#include <cstdio>
-#include <exception>
 #include <memory>
-#include <cerrno>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <tuple>
 #include <vector>
-#include "fibra/detail/core.hpp"
-#include "fibra/error.hpp"
-#include "fibra/pool.hpp"
-#include "fibra/runtime.hpp"
-#include "common/freed_memory.hpp"
-#include "common/log.hpp"
-#include "common/process.hpp"
-#include "driver/channels.hpp"
-#include "driver/pool_impl.hpp"
-#include "driver/resources.hpp"
-#include "driver/driver.hpp"
-#include "task_side.hpp"
+
 #include "common/env.hpp"
+#include "driver/pool_impl.hpp"
 
 namespace fibra::detail {
 

@@ -14,6 +14,8 @@
 namespace fibra::detail {
 namespace {
 
+// Blocking, and not tcp::read_all: that one polls before each read (its bound on a peer across
+// the network), a system call more on the executor's data path, whose socket blocks.
 bool read_all(int fd, void* p, std::size_t n) {
   auto* c = static_cast<char*>(p);
   while (n > 0) {
