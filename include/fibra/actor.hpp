@@ -21,6 +21,7 @@
 #include "fibra/future.hpp"
 #include "fibra/pool.hpp"
 #include "fibra/remote.hpp"
+#include "fibra/shared.hpp"
 #include "fibra/tasks.hpp"
 
 namespace fibra {
@@ -348,6 +349,17 @@ class Manager {
   template <class T, class... Args>
   Actor<T> start(const ActorOptions& options, Args&&... args) {
     return keep(Actor<T>::start_on(*pool_, options, std::forward<Args>(args)...));
+  }
+  /// @brief A shared dict (Python's manager.dict()): it lives in the driver, not in a process of
+  /// the pool, as long as a handle to it is kept there (fibra/shared.hpp).
+  template <class K, class V>
+  Dict<K, V> dict() const {
+    return Dict<K, V>();
+  }
+  /// @brief A shared list (Python's manager.list()), as dict().
+  template <class T>
+  List<T> list() const {
+    return List<T>();
   }
   /// @brief Objects it started: their processes end once no other handle to them is left.
   std::size_t size() const { return kept_.size(); }

@@ -165,6 +165,28 @@ class PipeClosed : public Error {
   using Error::Error;
 };
 
+/// @brief The process that held a Lock, RLock, Semaphore or Condition (fibra/sync.hpp) died holding
+/// it: what it held is free again, and each acquire that waited then is told, since what the lock
+/// kept may be half-changed. Later acquires go on as usual.
+class HolderDied : public Error {
+ public:
+  using Error::Error;
+};
+
+/// @brief A Barrier was broken (Python's BrokenBarrierError): a wait timed out, it was aborted or
+/// reset, or a party's process died while waiting.
+class BrokenBarrier : public Error {
+ public:
+  using Error::Error;
+};
+
+/// @brief A key not in a Dict, or an index outside a List or Array (Python's LookupError, the base
+/// of its KeyError and IndexError).
+class LookupError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// @brief A checkpoint cannot be used (wrong run, damaged, not a fibra file).
 class CheckpointError : public Error {
  public:

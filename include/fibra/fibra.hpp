@@ -11,6 +11,8 @@
 //   actor.hpp          fibra::Actor<T>, fibra::Manager, FIBRA_ACTOR: objects with state in processes of their own
 //   process.hpp        fibra::Process: a registered function in a process of its own (start, join, exitcode)
 //   queue.hpp          fibra::Queue<T>, SimpleQueue<T>, Pipe<T>/Connection<T>, Event: shared by processes on any node
+//   sync.hpp           fibra::Lock, RLock, Semaphore, BoundedSemaphore, Condition, Barrier: on any node
+//   shared.hpp         fibra::Value<T>, Array<T>, Dict<K, V>, List<T>: shared state in the driver
 //   resources.hpp      fibra::Resources: CPUs, GPUs and memory a pool's workers offer and a call needs
 //   error.hpp          fibra::Error and its subclasses (RemoteError, ExecutorCrashed, ConfigError, ...)
 //   log.hpp            fibra::log: the level of fibra's own lines (FIBRA_LOG_LEVEL) and where they go
@@ -34,6 +36,8 @@
 #include "fibra/remote.hpp"
 #include "fibra/resources.hpp"
 #include "fibra/runtime.hpp"
+#include "fibra/shared.hpp"
 #include "fibra/stats.hpp"
+#include "fibra/sync.hpp"
 #include "fibra/tasks.hpp"
 #include "fibra/version.hpp"

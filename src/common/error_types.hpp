@@ -18,9 +18,9 @@ struct ErrorTypes {};
 /// The types whose only state is their message: each but Error itself also travels as a type
 /// registered with FIBRA_EXCEPTION does (RemoteException<E>), so that one escaping a task is caught
 /// as itself; a plain fibra::Error from a task stays a RemoteError, which says where it came from.
-using MessageErrors =
-    ErrorTypes<Error, WorkerLost, PoolClosed, DependencyFailed, ActorDied, TaskCancelled, GetTimeout, QueueFull,
-               QueueEmpty, QueueClosed, PipeClosed, CheckpointError, ConfigError, MpiError, Hdf5Error>;
+using MessageErrors = ErrorTypes<Error, WorkerLost, PoolClosed, DependencyFailed, ActorDied, TaskCancelled, GetTimeout,
+                                 QueueFull, QueueEmpty, QueueClosed, PipeClosed, HolderDied, BrokenBarrier, LookupError,
+                                 CheckpointError, ConfigError, MpiError, Hdf5Error>;
 /// The types that say where a task failed (RemoteError's type name, message and site).
 using SiteErrors = ErrorTypes<RemoteError, ExecutorCrashed, TaskTimeout>;
 

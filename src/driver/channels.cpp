@@ -3,6 +3,7 @@
 #include "driver/channels.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -20,6 +21,7 @@
 
 #include "common/freed_memory.hpp"
 #include "common/log.hpp"
+#include "driver/sync_store.hpp"
 #include "task_side.hpp"
 #include "fibra/error.hpp"
 #include "transport/lane.hpp"
@@ -197,7 +199,6 @@ struct ChannelStore::Impl {
   std::condition_variable timer_cv;
   bool timer_started = false;
   std::map<std::uint64_t, Channel> channels;
-  std::uint64_t next_id = 1;
   std::uint64_t next_token = 1;
   std::map<std::uint64_t, Delivery> unacked;  // by token: in the order sent
   Waiter::Deadlines deadlines;
@@ -488,7 +489,7 @@ struct ChannelStore::Impl {
   // `items`: a put's (wire::ChannelCall::items as one block).
   void call(wire::ChannelCall& call, Span& items, const ChannelHolder& who, ChannelStore::Done& done) {
     if (call.op == ChannelOp::open) {
-      const std::uint64_t id = next_id++;
+      const std::uint64_t id = new_channel_id();
       Channel& c = channels[id];
       c.kind = call.kind;
       c.maxsize = call.n;
@@ -638,7 +639,13 @@ ChannelStore& ChannelStore::instance() {
   return *store;
 }
 
+std::uint64_t new_channel_id() {
+  static std::atomic<std::uint64_t> next{1};
+  return next++;
+}
+
 void ChannelStore::call(wire::ChannelCall c, const ChannelHolder& who, Done done) {
+  if (is_sync_kind(c.kind)) return SyncStore::instance().call(std::move(c), who, std::move(done));
   Span items;  // a put's, as one block (where each item starts found outside the lock)
   if (c.op == ChannelOp::put) {
     try {
@@ -673,15 +680,26 @@ void ChannelStore::set_notifier(std::uint64_t pool, Notify notify) {
 
 void ChannelStore::forget(std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route,
                           const std::vector<std::uint64_t>& taken) {
-  std::unique_lock lk(impl_->mu);
-  impl_->forget(pool, worker, route, taken);
-  impl_->run_ready(lk);
+  {
+    std::unique_lock lk(impl_->mu);
+    impl_->forget(pool, worker, route, taken);
+    impl_->run_ready(lk);
+  }
+  SyncStore::instance().forget(pool, worker, route);
 }
 
 // ---- the calls of fibra/queue.hpp -----------------------------------------------------------
 
+// This thread, among its process's: a lock's holder is a thread of a process (an RLock is taken
+// again only by the thread that holds it).
+std::uint64_t this_thread_token() {
+  static std::atomic<std::uint64_t> next{1};
+  thread_local const std::uint64_t token = next++;
+  return token;
+}
+
 ChannelResult channel_call(ChannelOp op, std::uint64_t id, ChannelKind kind, std::uint64_t n,
-                           std::optional<double> timeout_s, ChannelItems items) {
+                           std::optional<double> timeout_s, ChannelItems items, std::uint64_t count) {
   wire::ChannelCall c;
   c.op = op;
   c.kind = kind;
@@ -689,6 +707,8 @@ ChannelResult channel_call(ChannelOp op, std::uint64_t id, ChannelKind kind, std
   c.n = n;
   c.timeout_s = timeout_s ? std::max(0.0, *timeout_s) : -1.0;
   c.items = std::move(items);
+  c.ahead = count;
+  if (is_sync_kind(kind)) c.token = this_thread_token();
   wire::ChannelReply r;
   if (in_executor()) {
     r = task_side()->channel_call(std::move(c));
@@ -767,8 +787,8 @@ ChannelRef::~ChannelRef() {
   }
 }
 
-std::shared_ptr<ChannelRef> open_channel(ChannelKind kind, std::uint64_t n) {
-  const std::uint64_t id = channel_call(ChannelOp::open, 0, kind, n, std::nullopt).value;
+std::shared_ptr<ChannelRef> open_channel(ChannelKind kind, std::uint64_t n, ChannelItems init) {
+  const std::uint64_t id = channel_call(ChannelOp::open, 0, kind, n, std::nullopt, std::move(init)).value;
   return std::make_shared<ChannelRef>(id, kind, !in_executor());
 }
 

@@ -25,6 +25,10 @@ struct ChannelHolder {
   bool operator==(const ChannelHolder&) const = default;
 };
 
+/// A new id for a channel or one of SyncStore's objects: one numbering for all, so that an id
+/// names one object whatever its kind.
+std::uint64_t new_channel_id();
+
 class ChannelStore {
  public:
   /// Called once per call: with an error, or with the reply.

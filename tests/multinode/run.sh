@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Many-node tests on a virtual Slurm cluster of 3 nodes (slurm/virtual-cluster.sh) on this machine.
-#   run.sh spread|pack|silence|relaunch|queue_readers|elastic <program> <work dir> [<fibra command>]
+#   run.sh spread|pack|silence|relaunch|queue_readers|locks|elastic <program> <work dir> [<fibra command>]
 # spread takes FIBRA_MN_NODES (3) and FIBRA_MN_WORKERS (6) from the environment: with 4 and 64 it
 # is the many-node scale figure of docs/benchmarks.md.
 # Starts the cluster (its own folder and ports), runs the program in a 3-node job with
@@ -82,6 +82,31 @@ JOB
     echo "job $job ended as ${state:-unknown}"
     if grep -q '^PASS$' "$out" 2>/dev/null; then echo "PASS: silence on other nodes"; exit 0; fi
     echo "FAIL: silence (see $out)"
+    exit 1
+    ;;
+  locks)
+    # 8 Processes on the workers of a pool spread over 2 nodes count under one Lock and meet at a
+    # Barrier (tests/multinode/locks.cpp checks every count).
+    out="$work/locks.out"
+    rm -f "$out"
+    cat >"$work/locks.sbatch" <<JOB
+#!/bin/bash
+#SBATCH -N 2 --ntasks-per-node=3 --time=5 -o $out
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 EVENT_NOEPOLL=1 FIBRA_PROGRESS=0
+export OMPI_MCA_btl_tcp_if_include=10.213.77.0/24 OMPI_MCA_oob_tcp_if_include=10.213.77.0/24
+mpirun --enable-recovery --mca orte_abort_on_non_zero_status 0 -n 1 $program
+JOB
+    job="$(sbatch --parsable "$work/locks.sbatch")" || { echo "FAIL: sbatch"; exit 1; }
+    for _ in $(seq 1 480); do
+      state="$(job_state "$job")"
+      case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) break ;; esac
+      sleep 0.5
+    done
+    [ -n "$state" ] && ! [[ "$state" =~ ^(PENDING|RUNNING|CONFIGURING|COMPLETING)$ ]] || scancel "$job" 2>/dev/null
+    grep -v '^\[vnode' "$out" 2>/dev/null
+    echo "job $job ended as ${state:-unknown}"
+    if grep -q '^PASS$' "$out" 2>/dev/null; then echo "PASS: locks and a barrier over 2 nodes"; exit 0; fi
+    echo "FAIL: locks (see $out)"
     exit 1
     ;;
   queue_readers)

@@ -168,6 +168,17 @@ enum class ChannelKind : std::uint8_t {
   queue = 0,  ///< Queue, SimpleQueue, JoinableQueue: QueueClosed at the end
   pipe = 1,   ///< one direction of a Pipe: PipeClosed at the end, closed when its sender's process dies
   event = 2,  ///< Event: a flag and its waiters
+  // The synchronisation and shared state of fibra/sync.hpp and fibra/shared.hpp
+  // (src/driver/sync_store.cpp keeps them):
+  lock = 3,               ///< Lock: one unit, released by any thread
+  rlock = 4,              ///< RLock: one unit, taken again by the thread that holds it, released by it
+  semaphore = 5,          ///< Semaphore (n: its first value)
+  bounded_semaphore = 6,  ///< BoundedSemaphore (n: its first value, which a release may not pass)
+  condition = 7,          ///< Condition (n: the id of its lock)
+  barrier = 8,            ///< Barrier (n: its parties)
+  value = 9,              ///< Value and Array: a row of items (open's items: the first ones)
+  dict = 10,              ///< Dict: items by key, in the order their keys came
+  list = 11,              ///< List: a row of items that grows and shrinks
 };
 
 /// One operation on a channel (wire::ChannelCall carries it to the driver).
@@ -187,7 +198,25 @@ enum class ChannelOp : std::uint8_t {
   give_back = 12,  ///< a task took the first n items of delivery `token` (read ahead); the rest go back (no reply)
   recall = 13,     ///< driver -> task: give back what is left of delivery `token`, another get waits for it
   ring = 14,  ///< a task's process on the driver's host: its calls come through its lane from now on (flag: they may)
+  // Locks, conditions and barriers (token: the calling thread; flag: in time). `wait` is also a
+  // Condition's wait (flag: notified in time) and an arrival at a Barrier (value: its index); a
+  // Condition's calls name its lock (ChannelCall::ahead).
+  acquire = 15,  ///< a lock's unit
+  unlock = 16,   ///< gives a lock's unit back
+  notify = 17,   ///< Condition: wakes n of its waiters
+  abort = 18,    ///< Barrier: broken, its waiters told
+  reset = 19,    ///< Barrier: its waiters told, then whole again
+  // Shared state (n: an index; count: how many; items: keys and values):
+  read = 20,     ///< Value, Array, List: `count` items from index n; Dict: the value of the key (flag: there)
+  write = 21,    ///< Value, Array, List: items from index n; Dict: key, value (n = 1: only if the key is new)
+  erase = 22,    ///< Dict: the key (flag: it was there); List: the item at n (its value; n = ~0: the last)
+  append = 23,   ///< List: the items at its end
+  entries = 24,  ///< Dict: every key and value, in turn; List: every item
+  clear = 25,    ///< Dict, List: nothing left
 };
+
+/// Whether `kind` is one of fibra/sync.hpp's or fibra/shared.hpp's (kept apart from the queues).
+constexpr bool is_sync_kind(ChannelKind kind) noexcept { return kind >= ChannelKind::lock; }
 
 /// What a channel operation returns.
 struct ChannelResult {
@@ -201,8 +230,9 @@ struct ChannelResult {
 /// Runs `op` on channel `id` where this process reaches it; `timeout_s` bounds a wait (none:
 /// waits as long as it takes; 0: does not wait). Throws QueueFull, QueueEmpty, QueueClosed,
 /// PipeClosed or ConfigError, as the operation says.
+/// `count`: how many items a read takes.
 ChannelResult channel_call(ChannelOp op, std::uint64_t id, ChannelKind kind, std::uint64_t n,
-                           std::optional<double> timeout_s, ChannelItems items = {});
+                           std::optional<double> timeout_s, ChannelItems items = {}, std::uint64_t count = 0);
 
 /// A handle to a channel in the driver: the last one dropped there frees it (its items are
 /// discarded and its waiters told QueueClosed). Copies of it in tasks do not keep it.
@@ -221,8 +251,9 @@ class ChannelRef {
   bool owner_;
 };
 
-/// Opens a channel of `kind` (maxsize `n`; 0: unbounded), wherever this process is.
-std::shared_ptr<ChannelRef> open_channel(ChannelKind kind, std::uint64_t n);
+/// Opens a channel of `kind` (maxsize `n`; 0: unbounded), wherever this process is; `init`: the
+/// first items of a Value, Array or List.
+std::shared_ptr<ChannelRef> open_channel(ChannelKind kind, std::uint64_t n, ChannelItems init = {});
 /// The handle of a channel whose id arrived in a message: in the driver one more that keeps it
 /// (if it is still there), in a task one that does not.
 std::shared_ptr<ChannelRef> adopt_channel(std::uint64_t id, ChannelKind kind);
@@ -231,12 +262,13 @@ std::shared_ptr<ChannelRef> adopt_channel(std::uint64_t id, ChannelKind kind);
 /// handle made only to be decoded into opens none).
 class LazyChannel {
  public:
-  LazyChannel(ChannelKind kind, std::uint64_t maxsize) : kind_(kind), maxsize_(maxsize) {}
+  LazyChannel(ChannelKind kind, std::uint64_t maxsize, ChannelItems init = {})
+      : kind_(kind), maxsize_(maxsize), init_(std::move(init)) {}
   explicit LazyChannel(std::shared_ptr<ChannelRef> ref) : kind_(ref->kind()), ref_(std::move(ref)) {
     std::call_once(opened_, [] {});
   }
   const ChannelRef& get() {
-    std::call_once(opened_, [this] { ref_ = open_channel(kind_, maxsize_); });
+    std::call_once(opened_, [this] { ref_ = open_channel(kind_, maxsize_, std::move(init_)); });
     return *ref_;
   }
   std::uint64_t id() { return get().id(); }
@@ -245,6 +277,7 @@ class LazyChannel {
  private:
   ChannelKind kind_;
   std::uint64_t maxsize_ = 0;
+  ChannelItems init_;
   std::once_flag opened_;
   std::shared_ptr<ChannelRef> ref_;
 };
