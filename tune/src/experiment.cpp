@@ -50,6 +50,8 @@ std::string describe(const Scheduler& s) {
   if (const auto* p = std::get_if<Pbt>(&s))
     return "pbt " + p->time_attr + " " + exact(p->perturbation_interval) + " " + exact(p->quantile_fraction) + " " +
            exact(p->resample_probability);
+  if (const auto* h = std::get_if<HyperBand>(&s))
+    return "hyperband " + h->time_attr + " " + exact(h->max_t) + " " + exact(h->reduction_factor);
   return "fifo";
 }
 
@@ -168,6 +170,12 @@ const std::vector<T>* column_of(const hdf5_io::Table& t, const std::string& name
   return c ? std::get_if<std::vector<T>>(&c->values) : nullptr;
 }
 
+void check_budget(const char* field, double seconds, const char* whose) {
+  if (seconds >= 0) return;  // NaN fails this too
+  throw ConfigError(std::string("fibra::tune: RunOptions::") + field + " is " + exact(seconds) + "; it is " + whose +
+                    " budget of wall-clock seconds: give a number >= 0 (0: no budget)");
+}
+
 }  // namespace
 
 Experiment::Experiment(std::string trainable, const Space& space, const RunOptions& options)
@@ -177,8 +185,10 @@ Experiment::Experiment(std::string trainable, const Space& space, const RunOptio
     throw ConfigError(
         "fibra::tune: the scheduler compares trials by RunOptions::metric; set it (e.g. .metric = \"score\")");
   if (options_.max_failures < 0) throw ConfigError("fibra::tune: RunOptions::max_failures cannot be negative");
-  scheduler_ = make_scheduler(options_.scheduler, options_.seed);
+  check_budget("time_budget_s", options_.time_budget_s, "the experiment's");
+  check_budget("trial_time_budget_s", options_.trial_time_budget_s, "each trial's");
   const std::size_t n = options_.num_samples * space_.grid_size();
+  scheduler_ = make_scheduler(options_.scheduler, options_.seed, n);
   trials_.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     trials_[i].r.id = i;
@@ -215,9 +225,10 @@ std::vector<std::pair<std::string, std::string>> Experiment::identity() const {
 
 const std::string* Experiment::reported_time() const {
   const std::string* attr =
-      std::holds_alternative<Asha>(options_.scheduler)  ? &std::get<Asha>(options_.scheduler).time_attr
-      : std::holds_alternative<Pbt>(options_.scheduler) ? &std::get<Pbt>(options_.scheduler).time_attr
-                                                        : nullptr;
+      std::holds_alternative<Asha>(options_.scheduler)        ? &std::get<Asha>(options_.scheduler).time_attr
+      : std::holds_alternative<Pbt>(options_.scheduler)       ? &std::get<Pbt>(options_.scheduler).time_attr
+      : std::holds_alternative<HyperBand>(options_.scheduler) ? &std::get<HyperBand>(options_.scheduler).time_attr
+                                                              : nullptr;
   return attr && !attr->empty() && *attr != "training_iteration" ? attr : nullptr;
 }
 
@@ -257,6 +268,53 @@ void Experiment::end_trial(Trial& t, TrialStatus s) {
 }
 
 Experiment::Next Experiment::on_result(std::size_t trial, const Metrics& metrics, double wall) {
+  Next next = record(trial, metrics, wall);
+  apply_rulings();
+  return next;
+}
+
+// Rungs decided by a result or an end: the trials waiting there go on (before the trials not yet
+// started, best first) or stop. A trial running again after a failure is left alone: when it comes
+// back to the rung, the scheduler tells it its ruling.
+void Experiment::apply_rulings() {
+  for (auto rulings = scheduler_->take_rulings(); !rulings.empty(); rulings = scheduler_->take_rulings()) {
+    std::vector<std::size_t> resumed;
+    for (const auto& [trial, kind] : rulings) {
+      Trial& t = trials_.at(trial);
+      if (!t.waiting) continue;
+      t.waiting = false;
+      if (kind == Decision::Kind::stop)
+        end_trial(t, TrialStatus::stopped);
+      else
+        resumed.push_back(trial);
+    }
+    pending_.insert(pending_.begin(), resumed.begin(), resumed.end());
+  }
+}
+
+void Experiment::on_paused(std::size_t trial, std::string bytes) {
+  on_checkpoint(trial, std::move(bytes));
+  Trial& t = trials_.at(trial);
+  t.r.status = TrialStatus::pending;
+  t.waiting = true;
+  apply_rulings();
+}
+
+std::string Experiment::who(const Trial& t) const {
+  const std::string config = t.r.config.str();
+  return "trial " + std::to_string(t.r.id) + " of '" + trainable_ + "'" +
+         (config.empty() ? "" : " (config " + config + ")");
+}
+
+void Experiment::stop_for_budget(std::size_t trial, const std::string& why) {
+  Trial& t = trials_.at(trial);
+  t.r.error = who(t) + " was stopped after " + std::to_string(t.r.iterations) + " iteration" +
+              (t.r.iterations == 1 ? "" : "s") + ": " + why;
+  end_trial(t, TrialStatus::stopped);
+  apply_rulings();
+}
+
+Experiment::Next Experiment::record(std::size_t trial, const Metrics& metrics, double wall) {
   Trial& t = trials_.at(trial);
   Next next;
   const auto done_it = metrics.find("done");
@@ -310,6 +368,7 @@ Experiment::Next Experiment::on_result(std::size_t trial, const Metrics& metrics
       next.end = true;
       return next;
     case Decision::Kind::save: next.save_first = true; break;
+    case Decision::Kind::pause: next.pause = true; return next;  // its checkpoint comes with on_paused
     case Decision::Kind::exploit:
       if (!trials_[d.donor].checkpoint.empty()) {
         t.r.config = d.config;
@@ -365,12 +424,11 @@ void Experiment::drop_rows_after(std::size_t trial, std::int64_t iteration) {
 void Experiment::on_failure(std::size_t trial, const std::string& cause, bool retryable) {
   Trial& t = trials_.at(trial);
   ++t.r.failures;
-  const std::string config = t.r.config.str();
-  t.r.error = "trial " + std::to_string(trial) + " of '" + trainable_ + "'" +
-              (config.empty() ? "" : " (config " + config + ")") + " failed at iteration " +
-              std::to_string(t.r.iterations + 1) + ": " + cause;
+  t.r.error = who(t) + " failed at iteration " + std::to_string(t.r.iterations + 1) + ": " + cause;
+  t.waiting = false;
   if (!retryable || t.r.failures > options_.max_failures) {
     end_trial(t, TrialStatus::error);
+    apply_rulings();
     return;
   }
   // Again from its checkpoint: the rows after it will be reported again, once.
@@ -594,7 +652,7 @@ void Experiment::resume(const hdf5_io::TableFile& f, const std::string& path) {
     drop_rows_after(
         i, t.r.status == TrialStatus::pending ? t.checkpoint_iteration : std::numeric_limits<std::int64_t>::max());
   }
-  scheduler_ = make_scheduler(options_.scheduler, options_.seed);
+  scheduler_ = make_scheduler(options_.scheduler, options_.seed, trials_.size());
   // Each ended trial leaves right after its last row, as it did in the run (PBT ranks live trials).
   std::vector<std::size_t> last_row(trials_.size(), rows_.size());
   for (std::size_t i = 0; i < rows_.size(); ++i) last_row[rows_[i].trial] = i;
@@ -606,6 +664,12 @@ void Experiment::resume(const hdf5_io::TableFile& f, const std::string& path) {
   }
   for (const auto& t : trials_)
     if (t.r.status != TrialStatus::pending && last_row[t.r.id] == rows_.size()) scheduler_->on_end(t.r.id);
+  // The rulings replayed are in the file already (a rung is decided with the result that decides
+  // it, before any write); a trial still waiting at a rung waits again, not started.
+  (void)scheduler_->take_rulings();
+  for (Trial& t : trials_)
+    if (t.r.status == TrialStatus::pending && scheduler_->waiting(t.r.id)) t.waiting = true;
+  std::erase_if(pending_, [&](std::size_t i) { return trials_[i].waiting; });
 }
 
 void Experiment::write_csv(const std::string& path) const {

@@ -25,6 +25,7 @@ class Experiment {
     bool end = false;         ///< the trial is over (done, stopped or an error)
     bool save_first = false;  ///< take a checkpoint now, before the next iteration
     bool restart = false;     ///< start it again: `config` and `checkpoint` (PBT's exploit)
+    bool pause = false;       ///< save a checkpoint (on_paused), then give up the host: it waits at a rung
     Config config;
     std::string checkpoint;
   };
@@ -46,6 +47,12 @@ class Experiment {
   bool can_run_ahead(std::size_t trial) const;
   /// A checkpoint of the trial after its latest iteration (asked by Next::save_first).
   void on_checkpoint(std::size_t trial, std::string bytes);
+  /// The checkpoint of a trial that pauses at a rung (Next::pause): it waits, pending but not
+  /// started, until the rung is decided; then it is started again from it, or stopped.
+  void on_paused(std::size_t trial, std::string bytes);
+  /// The experiment's time budget ran out while the trial ran: it is stopped, and its error field
+  /// says so (`why`: which budget).
+  void stop_for_budget(std::size_t trial, const std::string& why);
   /// The trial threw or its process died (`cause` says how, without fibra's internals): retried
   /// from its checkpoint, or an error past the budget, or at once when it is not `retryable`.
   void on_failure(std::size_t trial, const std::string& cause, bool retryable = true);
@@ -72,7 +79,12 @@ class Experiment {
     TrialResult r;
     std::string checkpoint;  // the latest: restarts and PBT's donors use it
     std::int64_t checkpoint_iteration = 0;
+    bool waiting = false;  // paused at a rung (HyperBand): pending, but not in pending_
   };
+  Next record(std::size_t trial, const Metrics& metrics, double wall);
+  void apply_rulings();
+  /// "trial 3 of 'Model' (config lr=0.1)".
+  std::string who(const Trial& t) const;
   double score_of(const Metrics& m) const;
   /// The scheduler's time of a row: its iteration, or the metric named by the scheduler's time_attr.
   double time_of(std::int64_t iteration, const Metrics& m) const;

@@ -2,7 +2,9 @@
 // per concurrent trial) each holds one trial at a time; every step is one actor call, whose
 // delivery wakes this loop, which asks the experiment what that trial does next.
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
@@ -48,6 +50,8 @@ struct Host {
   // or failed) are dropped. An actor's calls end in the order they were made.
   std::deque<std::pair<std::uint64_t, Future<WireMetrics>>> calls;
   std::uint64_t epoch = 0;
+  Clock::time_point began;       // when the trial it holds took it
+  Clock::time_point since;       // when the call the trial runs now began (its start, or its last outcome)
   std::size_t current() const {  // calls of this epoch in flight
     std::size_t n = 0;
     for (const auto& c : calls) n += c.first == epoch;
@@ -74,6 +78,34 @@ std::string cause_of(const std::exception& e) {
   return e.what();
 }
 
+// Ends an actor's process at once with SIGKILL, as Process::kill does: a step that never returns
+// cannot be stopped any other way. The handle goes first, so that the death does not start the
+// actor again; its calls then fail with ActorDied, and no one waits for them. Actor<T> keeps its
+// pool and id to itself: they are read as a handle sent to a task carries them.
+void kill_actor(Actor<TrialHost> actor) {
+  std::string bytes;
+  fibra::detail::Writer w(bytes);
+  fibra::detail::Codec<Actor<TrialHost>>::encode(w, actor);
+  fibra::detail::Reader r(bytes);
+  const auto pool_uid = r.pod<std::uint64_t>();
+  const auto id = r.pod<std::uint64_t>();
+  const auto core = fibra::detail::core_for_actor_handle(pool_uid);
+  actor = {};
+  core->signal_actor(id, SIGKILL);
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g s", s);
+  return buf;
+}
+
+// A budget in seconds as a point in time; nullopt for none (0, or infinite).
+std::optional<Clock::time_point> after(Clock::time_point start, double budget_s) {
+  if (!(budget_s > 0) || !std::isfinite(budget_s)) return std::nullopt;
+  return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(budget_s));
+}
+
 class Runner {
  public:
   Runner(std::string trainable, const Space& space, const RunOptions& options)
@@ -85,11 +117,13 @@ class Runner {
     Pool& pool = options_.pool ? *options_.pool : default_pool();
     std::size_t n = options_.max_concurrent ? options_.max_concurrent : std::size_t(std::max(1, pool.size()));
     n = std::min(n, experiment_.size());
-    ActorOptions ao;
-    ao.max_restarts = 1 << 30;  // a trial's own retries are counted by the experiment
-    ao.resources = options_.resources_per_trial;
+    pool_ = &pool;
+    actor_options_.max_restarts = 1 << 30;  // a trial's own retries are counted by the experiment
+    actor_options_.resources = options_.resources_per_trial;
     hosts_.resize(n);
-    for (auto& h : hosts_) h.actor = Actor<TrialHost>::start_on(pool, ao);
+    for (auto& h : hosts_) h.actor = Actor<TrialHost>::start_on(pool, actor_options_);
+    deadline_ = after(t0_, options_.time_budget_s);
+    spent_.resize(experiment_.size());
     // One progress display at a time: the pool's line of actor calls waits while tune's is drawn.
     struct OneDisplay {
       bool held;
@@ -124,7 +158,8 @@ class Runner {
   // function that ignores the false answer does not hold the experiment up past 30 s.
   void end_hosts() {
     std::vector<Future<bool>> ends;
-    for (auto& h : hosts_) ends.push_back(h.actor.call(&TrialHost::end));
+    for (auto& h : hosts_)
+      if (h.actor.valid()) ends.push_back(h.actor.call(&TrialHost::end));  // (not one ended by the budget)
     for (auto& f : ends) {
       try {
         f.get(std::chrono::seconds(30));
@@ -154,9 +189,11 @@ class Runner {
   void begin_next(std::size_t h) {
     Host& host = hosts_[h];
     auto s = experiment_.start_next();
+    if (host.trial) spent_[*host.trial] += std::chrono::duration<double>(Clock::now() - host.began).count();
     host.trial.reset();
     if (!s) return;
     host.trial = s->trial;
+    host.began = Clock::now();
     start(h, s->config, s->checkpoint);
   }
 
@@ -169,6 +206,7 @@ class Runner {
         options_.storage.empty()
             ? std::string()
             : (std::filesystem::absolute(options_.storage) / "trials" / std::to_string(trial)).string();
+    host.since = Clock::now();
     watch(h, host.actor.call(&TrialHost::begin, trainable_, encode_config(config), checkpoint,
                              static_cast<std::uint64_t>(trial), dir));
   }
@@ -200,7 +238,9 @@ class Runner {
       auto [epoch, f] = std::move(host.calls.front());
       host.calls.pop_front();
       --in_flight_;
-      if (epoch == host.epoch && host.trial) on_done(h, f);
+      if (epoch != host.epoch || !host.trial) continue;
+      host.since = Clock::now();
+      on_done(h, f);
     }
   }
 
@@ -223,13 +263,19 @@ class Runner {
     const Experiment::Next next = experiment_.on_result(trial, Metrics(wire.begin(), wire.end()), elapsed());
     // A checkpoint is taken at once, before any other result is handled: PBT hands it to the next
     // bottom trial, which may be the very next result.
-    if (next.save_first && !next.end) {
+    if ((next.save_first && !next.end) || next.pause) {
+      std::optional<Saved> saved;
       try {
-        auto [can, bytes] = host.actor.call(&TrialHost::save).get();
-        if (can) experiment_.on_checkpoint(trial, std::move(bytes));
+        saved = save(h);
       } catch (const std::exception& e) {
         return failed(e);
       }
+      if (!saved) return;  // past a budget: cut, or stopped with the experiment
+      if (next.pause) {    // it waits at its rung, and its host takes the next trial
+        experiment_.on_paused(trial, std::move(saved->second));
+        return begin_next(h);
+      }
+      if (saved->first) experiment_.on_checkpoint(trial, std::move(saved->second));
     }
     if (next.end) {
       begin_next(h);
@@ -252,7 +298,8 @@ class Runner {
       {
         std::unique_lock lk(completions_->mu);
         // At most 200 ms at a time: a stop signal is seen soon even while every step is long.
-        const auto until = std::min({next_flush, next_progress, Clock::now() + std::chrono::milliseconds(200)});
+        auto until = std::min({next_flush, next_progress, Clock::now() + std::chrono::milliseconds(200)});
+        if (const auto d = next_deadline()) until = std::min(until, *d);
         completions_->cv.wait_until(lk, until, [&] { return !completions_->hosts.empty(); });
         ready.swap(completions_->hosts);
       }
@@ -261,6 +308,8 @@ class Runner {
       // A trial retried after the others ended waits for a host that went idle.
       for (std::size_t h = 0; h < hosts_.size(); ++h)
         if (!hosts_[h].trial) begin_next(h);
+      if (deadline_ && Clock::now() >= *deadline_) return stop_for_budget();
+      cut_overdue_trials();
       if (in_flight_ == 0 && !experiment_.finished())
         throw Error("fibra::tune: internal error: trials wait but no host runs one");  // never: begin_next above
       if (fibra::detail::stop_signal()) {
@@ -285,6 +334,84 @@ class Runner {
     }
   }
 
+  // The trial's checkpoint, within what is left of the budgets: nullopt when one ran out first (a
+  // trial past its own is cut here; the experiment's is seen by the loop, which stops the run).
+  std::optional<Saved> save(std::size_t h) {
+    auto f = hosts_[h].actor.call(&TrialHost::save);
+    const auto own = trial_deadline(hosts_[h]);
+    const auto until = own && (!deadline_ || *own < *deadline_) ? own : deadline_;
+    if (until && !f.wait_for(*until - Clock::now())) {
+      if (own && Clock::now() >= *own) cut(h);
+      return std::nullopt;
+    }
+    return f.get();
+  }
+
+  // When the trial on `host` runs out of its budget: what is left of it after its earlier times on
+  // a host (a wait at a rung does not count), from when it took this one.
+  std::optional<Clock::time_point> trial_deadline(const Host& host) const {
+    if (!host.trial) return std::nullopt;
+    const auto d = after(host.began, options_.trial_time_budget_s);
+    if (!d) return d;
+    return *d - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spent_[*host.trial]));
+  }
+
+  // The nearest budget to run out: the experiment's, or that of a trial that runs.
+  std::optional<Clock::time_point> next_deadline() const {
+    std::optional<Clock::time_point> next = deadline_;
+    for (const auto& host : hosts_)
+      if (const auto d = trial_deadline(host); d && (!next || *d < *next)) next = d;
+    return next;
+  }
+
+  void cut_overdue_trials() {
+    for (std::size_t h = 0; h < hosts_.size(); ++h)
+      if (const auto d = trial_deadline(hosts_[h]); d && Clock::now() >= *d) cut(h);
+  }
+
+  // The trial ran past RunOptions::trial_time_budget_s: its process is ended (the step it runs may
+  // never return), the host gets a new one, and the trial is an error that a retry would repeat.
+  void cut(std::size_t h) {
+    const double ran = std::chrono::duration<double>(Clock::now() - hosts_[h].since).count();
+    experiment_.on_failure(*hosts_[h].trial,
+                           "its time budget ran out (RunOptions::trial_time_budget_s = " +
+                               seconds_text(options_.trial_time_budget_s) + "; this iteration had run " +
+                               seconds_text(ran) + " without returning): its process was ended, and it is not retried",
+                           false);
+    retire(h);
+    hosts_[h].actor = Actor<TrialHost>::start_on(*pool_, actor_options_);
+    begin_next(h);
+  }
+
+  // RunOptions::time_budget_s ran out: each trial still running is stopped (its process ended, as
+  // its step may not return soon); the others stay as they are (pending: not started, or waiting
+  // at a rung), and run() returns.
+  void stop_for_budget() {
+    const std::string why =
+        "the experiment's time budget ran out (RunOptions::time_budget_s = " + seconds_text(options_.time_budget_s) +
+        ")";
+    std::size_t stopped = 0;
+    for (std::size_t h = 0; h < hosts_.size(); ++h) {
+      if (!hosts_[h].trial) continue;
+      experiment_.stop_for_budget(*hosts_[h].trial, why);
+      retire(h);
+      ++stopped;
+    }
+    std::fprintf(stderr, "fibra::tune: %s: %zu running trials stopped; %s\n", why.c_str(), stopped,
+                 experiment_.summary().c_str());
+  }
+
+  // Ends the host's process and forgets what it ran: the outcomes of its calls are not waited for.
+  void retire(std::size_t h) {
+    Host& host = hosts_[h];
+    if (host.trial) spent_[*host.trial] += std::chrono::duration<double>(Clock::now() - host.began).count();
+    kill_actor(std::exchange(host.actor, {}));
+    in_flight_ -= host.calls.size();
+    host.calls.clear();
+    ++host.epoch;
+    host.trial.reset();
+  }
+
   static Clock::duration seconds(double s) {
     if (!(s > 0)) return std::chrono::hours(24 * 365);
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
@@ -307,6 +434,10 @@ class Runner {
   Experiment experiment_;
   std::string path_;
   std::vector<Host> hosts_;
+  Pool* pool_ = nullptr;
+  ActorOptions actor_options_;
+  std::optional<Clock::time_point> deadline_;  // RunOptions::time_budget_s
+  std::vector<double> spent_;  // each trial's seconds on a host before the one it holds now, in this run
   std::shared_ptr<Completions> completions_ = std::make_shared<Completions>();
   std::size_t in_flight_ = 0;
   std::optional<fibra::detail::ActiveCheckpoint> active_;
@@ -330,6 +461,14 @@ ResultGrid run_named(const std::string& trainable, const Space& space, const Run
     throw ConfigError("fibra::tune::run: PBT hands one trial's checkpoint to another, and '" + trainable +
                       "' cannot make one: give the class `std::string save()` and `void restore(const std::string&)` "
                       "(a function trainable cannot be used with PBT)");
+  if (std::holds_alternative<HyperBand>(options.scheduler) && !can_save(trainable))
+    throw ConfigError(
+        "fibra::tune::run: HyperBand pauses trials at its rungs and resumes the best from a checkpoint, "
+        "and '" +
+        trainable +
+        "' cannot make one: give the class `std::string save()` and `void restore(const std::string&)`, "
+        "or use Asha, which stops trials without pausing them (a function trainable cannot be used "
+        "with HyperBand)");
   Runner r(trainable, space, options);
   return r.run();
 }

@@ -1,4 +1,5 @@
-// tune/src/schedulers.cpp: FIFO, asynchronous successive halving and population-based training.
+// tune/src/schedulers.cpp: FIFO, asynchronous successive halving and population-based training
+// (HyperBand, which pauses trials, is in hyperband.cpp).
 // docs/tune.md gives each rule in a paragraph; these follow Ray Tune's, so results compare.
 #include <ext/pb_ds/assoc_container.hpp>
 #include <ext/pb_ds/tree_policy.hpp>
@@ -214,8 +215,9 @@ class PbtLogic final : public SchedulerLogic {
 
 }  // namespace
 
-std::unique_ptr<SchedulerLogic> make_scheduler(const Scheduler& s, std::uint64_t seed) {
+std::unique_ptr<SchedulerLogic> make_scheduler(const Scheduler& s, std::uint64_t seed, std::size_t trials) {
   if (std::holds_alternative<Asha>(s)) return std::make_unique<AshaLogic>(std::get<Asha>(s));
+  if (std::holds_alternative<HyperBand>(s)) return make_hyperband(std::get<HyperBand>(s), trials);
   if (std::holds_alternative<Pbt>(s)) return std::make_unique<PbtLogic>(std::get<Pbt>(s), seed);
   return std::make_unique<FifoLogic>();
 }

@@ -100,6 +100,86 @@ TEST_F(ExperimentTest, AFailedTrialRestartsFromItsCheckpointThenIsAnError) {
   EXPECT_EQ(ex.grid("").errors().size(), 1u);
 }
 
+TEST_F(ExperimentTest, ABudgetThatIsNoNumberOfSecondsIsRefusedNamingIt) {
+  const auto refusal = [](const RunOptions& o) {
+    try {
+      Experiment ex("T", Space{{"v", 1}}, o);
+      return std::string("taken");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(refusal(RunOptions{.time_budget_s = -1}),
+            "fibra::tune: RunOptions::time_budget_s is -1; it is the experiment's budget of wall-clock seconds: give a "
+            "number >= 0 (0: no budget)");
+  EXPECT_EQ(
+      refusal(RunOptions{.trial_time_budget_s = std::nan("")}),
+      "fibra::tune: RunOptions::trial_time_budget_s is nan; it is each trial's budget of wall-clock seconds: give "
+      "a number >= 0 (0: no budget)");
+  EXPECT_EQ(refusal(RunOptions{.time_budget_s = 0, .trial_time_budget_s = 2.5}), "taken");
+}
+
+TEST_F(ExperimentTest, ATrialTheExperimentsBudgetStopsSaysSo) {
+  Experiment ex("T", Space{{"v", grid({1, 2})}}, RunOptions{.metric = "score"});
+  ex.start_next();
+  ex.on_result(0, {{"score", 1}}, 0);
+  ex.stop_for_budget(0, "the budget ran out");
+  const auto g = ex.grid("");
+  EXPECT_EQ(g.trials()[0].status, TrialStatus::stopped);
+  EXPECT_EQ(g.trials()[0].error, "trial 0 of 'T' (config v=1) was stopped after 1 iteration: the budget ran out");
+  EXPECT_EQ(g.trials()[1].status, TrialStatus::pending);  // never started
+  EXPECT_TRUE(g.errors().empty());
+  EXPECT_FALSE(ex.finished());
+}
+
+// HyperBand with max_t 3 and reduction factor 3: s_max = 1, bracket s = 1 holds n = ceil(2/2 * 3) =
+// 3 trials (0-2) with a rung at 1, bracket s = 0 n = ceil(2/1 * 1) = 2 (3-4) that run to 3. Trials
+// 0 and 1 pause at the rung; the file is written and resumed: they wait again, not started; trial 2
+// decides the rung: the top floor(3/3) = 1, trial 1 (3), goes on from its checkpoint, 0 and 2 stop.
+TEST_F(ExperimentTest, HyperBandTrialsWaitAtTheirRungThroughAResume) {
+  const Space space{{"v", grid({1, 3, 2, 5, 4})}};
+  const RunOptions o{.metric = "score", .scheduler = HyperBand{.max_t = 3, .reduction_factor = 3}};
+  const std::string path = (dir_ / "experiment.h5").string();
+  Experiment ex("T", space, o);
+  while (ex.start_next()) {
+  }
+  for (std::size_t t : {0, 1}) {
+    const auto next = ex.on_result(t, {{"score", double(t == 0 ? 1 : 3)}}, 0);
+    EXPECT_TRUE(next.pause) << "trial " << t;
+    ex.on_paused(t, "at-rung-" + std::to_string(t));
+    EXPECT_EQ(ex.grid("").trials()[t].status, TrialStatus::pending);
+  }
+  hdf5_io::write_table_file(path, ex.to_file(false, 1.0));
+
+  Experiment again("T", space, o);
+  again.resume(hdf5_io::read_table_file(path), path);
+  std::vector<std::size_t> order;
+  while (auto s = again.start_next()) order.push_back(s->trial);
+  EXPECT_EQ(order, (std::vector<std::size_t>{2, 3, 4}));  // 0 and 1 wait at the rung
+  EXPECT_TRUE(again.on_result(2, {{"score", 2}}, 0).end);
+  const auto resumed = again.start_next();
+  ASSERT_TRUE(resumed);
+  EXPECT_EQ(resumed->trial, 1u);
+  EXPECT_EQ(resumed->checkpoint, "at-rung-1");
+  EXPECT_FALSE(again.start_next());
+  EXPECT_FALSE(again.on_result(1, {{"score", 3}}, 0).end);
+  EXPECT_TRUE(again.on_result(1, {{"score", 3}}, 0).end);  // its third iteration: max_t
+  for (std::size_t t : {3, 4}) {                           // bracket s = 0: no rung below max_t
+    EXPECT_FALSE(again.on_result(t, {{"score", 0}}, 0).end);
+    EXPECT_FALSE(again.on_result(t, {{"score", 0}}, 0).end);
+    EXPECT_TRUE(again.on_result(t, {{"score", 0}}, 0).end);
+  }
+  const auto g = again.grid("");
+  const TrialStatus want[] = {TrialStatus::stopped, TrialStatus::done, TrialStatus::stopped, TrialStatus::done,
+                              TrialStatus::done};
+  const std::int64_t iterations[] = {1, 3, 1, 3, 3};
+  for (std::size_t t = 0; t < 5; ++t) {
+    EXPECT_EQ(g.trials()[t].status, want[t]) << "trial " << t;
+    EXPECT_EQ(g.trials()[t].iterations, iterations[t]) << "trial " << t;
+  }
+  EXPECT_TRUE(again.finished());
+}
+
 TEST_F(ExperimentTest, TheFileResumesEveryTrialOnceAndRefusesAnotherExperiment) {
   const Space space{{"lr", loguniform(1e-3, 1)}, {"layers", grid({1, 2})}};
   const RunOptions o{.num_samples = 3, .metric = "score", .checkpoint_every = 1};

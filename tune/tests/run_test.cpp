@@ -10,11 +10,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -323,6 +327,203 @@ TEST(TuneRun, AStepSentAheadOfATrialThatEndedIsDropped) {
   }
   EXPECT_EQ(g.rows().size(), 36u);
   expect_rows_once(g);
+}
+
+// Ends the test program, saying what did not come, unless the scope is left within `limit`: a
+// tune::run that never returns would otherwise hold the suite until ctest's timeout.
+class Deadline {
+ public:
+  Deadline(std::chrono::seconds limit, std::string what) : what_(std::move(what)) {
+    thread_ = std::thread([this, limit] {
+      std::unique_lock lk(mu_);
+      if (cv_.wait_for(lk, limit, [this] { return left_; })) return;
+      std::fprintf(stderr, "FAILED: %s within %lld s\n", what_.c_str(), static_cast<long long>(limit.count()));
+      std::_Exit(1);
+    });
+  }
+  ~Deadline() {
+    {
+      std::lock_guard lk(mu_);
+      left_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::string what_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool left_ = false;
+  std::thread thread_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// score = v * t at iteration t, with t carried by save/restore (HyperBand pauses and resumes).
+class SavedLine {
+ public:
+  explicit SavedLine(const tune::Config& c) : v_(c.number("v")) {}
+  tune::Metrics step() { return {{"score", v_ * double(++t_)}}; }
+  std::string save() const { return std::to_string(t_); }
+  void restore(const std::string& s) { t_ = std::stoi(s); }
+
+ private:
+  double v_;
+  int t_ = 0;
+};
+FIBRA_TRAINABLE(SavedLine);
+
+// HyperBand with max_t 9 and reduction factor 3 (s_max = 2): trials 0-8 make bracket s = 2 (rungs
+// at 1 and 3), 9-13 bracket s = 1 (a rung at 3), 14-16 bracket s = 0. By hand, with score v * t:
+// bracket 2 keeps v = 9, 8, 7 at rung 1 and v = 9 at rung 3; bracket 1 keeps v = 14 of its five;
+// bracket 0 runs all three. So v = 9, 14, 15, 16, 17 run to max_t; the others stop where they
+// lost: v = 8, 7 and bracket 1's others at 3 iterations, bracket 2's other six at 1.
+TEST(TuneRun, HyperBandRunsTheTopOfEachBracketToMaxT) {
+  const std::vector<int> vs = {5, 9, 2, 7, 1, 8, 3, 6, 4, 12, 14, 10, 13, 11, 15, 16, 17};
+  const std::map<int, std::int64_t> want = {{5, 1},  {9, 9},  {2, 1},  {7, 3},  {1, 1},  {8, 3},
+                                            {3, 1},  {6, 1},  {4, 1},  {12, 3}, {14, 9}, {10, 3},
+                                            {13, 3}, {11, 3}, {15, 9}, {16, 9}, {17, 9}};
+  std::vector<tune::Value> grid(vs.begin(), vs.end());
+  Deadline deadline(std::chrono::seconds(60), "tune::run with HyperBand over 17 trials did not return");
+  const auto g = tune::run<SavedLine>(
+      {{"v", tune::grid(grid)}},
+      {.metric = "score", .scheduler = tune::HyperBand{.max_t = 9, .reduction_factor = 3}, .pool = &pool()});
+  ASSERT_EQ(g.trials().size(), vs.size());
+  for (const auto& t : g.trials()) {
+    const int v = int(t.config.integer("v"));
+    ASSERT_EQ(v, vs[t.id]) << "trial " << t.id << ": the grid's order is not the one the brackets were worked out for";
+    EXPECT_EQ(t.iterations, want.at(v)) << "v = " << v;
+    EXPECT_EQ(t.status, want.at(v) == 9 ? tune::TrialStatus::done : tune::TrialStatus::stopped) << "v = " << v;
+    EXPECT_EQ(t.last.at("score"), double(v) * double(t.iterations)) << "v = " << v << ": its state was not restored";
+  }
+  expect_rows_once(g);
+  // It pauses trials and resumes them from checkpoints: a trainable without them is refused.
+  try {
+    tune::run(five_reports, {{"v", 1}}, {.metric = "score", .scheduler = tune::HyperBand{.max_t = 9}, .pool = &pool()});
+    ADD_FAILURE() << "HyperBand ran a function trainable";
+  } catch (const fibra::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("HyperBand pauses trials at its rungs"), std::string::npos) << e.what();
+  }
+}
+
+// At iteration 3, the trial with v = 1 writes its pid and never returns; the others run 4 steps.
+class HangsAtThree {
+ public:
+  explicit HangsAtThree(const tune::Config& c) : v_(c.integer("v")), dir_(c.text("dir")) {}
+  tune::Metrics step() {
+    if (++t_ == 3 && v_ == 1) {
+      std::ofstream(dir_ + "/hung_pid") << ::getpid();
+      std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    return {{"score", double(t_)}};
+  }
+
+ private:
+  std::int64_t v_;
+  std::string dir_;
+  int t_ = 0;
+};
+FIBRA_TRAINABLE(HangsAtThree);
+
+// Whether process `pid` is gone within `limit` (its agent reaps it once it is killed).
+bool gone_within(pid_t pid, std::chrono::seconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+TEST(TuneRun, AStepThatNeverReturnsIsItsTrialsErrorWhenItsBudgetRunsOut) {
+  const std::string dir = scratch();
+  const auto t0 = std::chrono::steady_clock::now();
+  Deadline deadline(std::chrono::seconds(60), "tune::run with a step that never returns did not return");
+  const auto g =
+      tune::run<HangsAtThree>({{"v", tune::grid({0, 1, 2})}, {"dir", dir}}, {.metric = "score",
+                                                                             .stop = {{"training_iteration", 4}},
+                                                                             .trial_time_budget_s = 4,
+                                                                             .pool = &pool(),
+                                                                             .raise_on_failed_trial = false});
+  EXPECT_LT(seconds_since(t0), 30) << "the budget of 4 s did not end the hung step soon";
+  ASSERT_EQ(g.trials().size(), 3u);
+  const auto& hung = g.trials()[1];
+  EXPECT_EQ(hung.status, tune::TrialStatus::error);
+  EXPECT_EQ(hung.failures, 1) << "a trial past its budget was retried: " << hung.error;
+  EXPECT_EQ(hung.iterations, 2);  // its rows before the step that hung are kept
+  const std::string head = "trial 1 of '(anonymous namespace)::HangsAtThree' (config " + hung.config.str() +
+                           ") failed at iteration 3: its time budget ran out (RunOptions::trial_time_budget_s = 4 s; "
+                           "this iteration had run ";
+  EXPECT_EQ(hung.error.substr(0, head.size()), head) << hung.error;
+  EXPECT_NE(hung.error.find("its process was ended, and it is not retried"), std::string::npos) << hung.error;
+  for (std::size_t t : {0, 2}) {
+    EXPECT_EQ(g.trials()[t].status, tune::TrialStatus::done) << g.trials()[t].error;
+    EXPECT_EQ(g.trials()[t].iterations, 4);
+  }
+  expect_rows_once(g);
+  long pid = 0;
+  ASSERT_TRUE(std::ifstream(dir + "/hung_pid") >> pid) << "the hung trial never said its pid";
+  EXPECT_TRUE(gone_within(pid_t(pid), std::chrono::seconds(10))) << "the hung step's process " << pid << " still runs";
+  std::filesystem::remove_all(dir);
+}
+
+// Steps of 50 ms without end; the trial with v = 1 writes its pid and never returns from its
+// second step.
+class Endless {
+ public:
+  explicit Endless(const tune::Config& c) : v_(c.integer("v")), dir_(c.text("dir")) {}
+  tune::Metrics step() {
+    if (++t_ == 2 && v_ == 1) {
+      std::ofstream(dir_ + "/hung_pid") << ::getpid();
+      std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return {{"score", double(t_)}};
+  }
+
+ private:
+  std::int64_t v_;
+  std::string dir_;
+  int t_ = 0;
+};
+FIBRA_TRAINABLE(Endless);
+
+TEST(TuneRun, TheExperimentsBudgetStopsTheTrialsStillRunning) {
+  // Two hosts: trials 0 and 1 run (1 hangs), and never end; 2 and 3 never start.
+  const std::string dir = scratch();
+  const auto t0 = std::chrono::steady_clock::now();
+  Deadline deadline(std::chrono::seconds(60), "tune::run with time_budget_s = 3 did not return");
+  const auto g = tune::run<Endless>({{"v", tune::grid({0, 1, 2, 3})}, {"dir", dir}},
+                                    {.metric = "score", .max_concurrent = 2, .time_budget_s = 3, .pool = &pool()});
+  const double took = seconds_since(t0);
+  EXPECT_GE(took, 3);
+  EXPECT_LT(took, 20) << "run() went on long past its budget of 3 s";
+  ASSERT_EQ(g.trials().size(), 4u);
+  for (std::size_t t : {0, 1}) {
+    const auto& r = g.trials()[t];
+    EXPECT_EQ(r.status, tune::TrialStatus::stopped) << "trial " << t;
+    const std::string head = "trial " + std::to_string(t) + " of '(anonymous namespace)::Endless' (config " +
+                             r.config.str() + ") was stopped after " + std::to_string(r.iterations) + " iteration";
+    EXPECT_EQ(r.error.substr(0, head.size()), head) << r.error;
+    EXPECT_NE(r.error.find(": the experiment's time budget ran out (RunOptions::time_budget_s = 3 s)"),
+              std::string::npos)
+        << r.error;
+  }
+  EXPECT_EQ(g.trials()[1].iterations, 1);  // its second step never returned
+  EXPECT_GE(g.trials()[0].iterations, 2);
+  for (std::size_t t : {2, 3}) {
+    EXPECT_EQ(g.trials()[t].status, tune::TrialStatus::pending) << "trial " << t;
+    EXPECT_EQ(g.trials()[t].iterations, 0);
+  }
+  EXPECT_TRUE(g.errors().empty());
+  expect_rows_once(g);
+  long pid = 0;
+  ASSERT_TRUE(std::ifstream(dir + "/hung_pid") >> pid) << "the hung trial never said its pid";
+  EXPECT_TRUE(gone_within(pid_t(pid), std::chrono::seconds(10))) << "the hung step's process " << pid << " still runs";
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TuneRun, PbtRefusesATrainableWithoutCheckpoints) {

@@ -145,5 +145,115 @@ TEST(Pbt, AGridKeyMovesToANeighbour) {
   EXPECT_TRUE(b == 16 || b == 64) << b;
 }
 
+// Table 1 of Li et al. 2018 (R = 81, eta = 3), from its Algorithm 1: s_max = floor(log_3 81) = 4,
+// n = ceil(5 / (s + 1) * 3^s): s = 4: ceil(81) = 81; s = 3: ceil(5/4 * 27 = 33.75) = 34; s = 2:
+// ceil(5/3 * 9) = 15; s = 1: ceil(5/2 * 3 = 7.5) = 8; s = 0: 5; r = 81 * 3^-s; the rungs keep
+// n_i = floor(n * 3^-i): 81 27 9 3 1 | 34 11 3 1 | 15 5 1 | 8 2 | 5.
+TEST(HyperBand, BracketsAreThePapersTable) {
+  const auto b = hyperband_brackets(81, 3);
+  ASSERT_EQ(b.size(), 5u);
+  const int s[] = {4, 3, 2, 1, 0};
+  const std::size_t n[] = {81, 34, 15, 8, 5};
+  const double r[] = {1, 3, 9, 27, 81};
+  const std::vector<std::vector<std::size_t>> sizes = {{81, 27, 9, 3, 1}, {34, 11, 3, 1}, {15, 5, 1}, {8, 2}, {5}};
+  const std::vector<std::vector<double>> rungs = {{1, 3, 9, 27, 81}, {3, 9, 27, 81}, {9, 27, 81}, {27, 81}, {81}};
+  for (std::size_t k = 0; k < 5; ++k) {
+    EXPECT_EQ(b[k].s, s[k]);
+    EXPECT_EQ(b[k].n, n[k]) << "bracket s = " << s[k];
+    EXPECT_DOUBLE_EQ(b[k].r, r[k]) << "bracket s = " << s[k];
+    EXPECT_EQ(b[k].sizes, sizes[k]) << "bracket s = " << s[k];
+    ASSERT_EQ(b[k].milestones.size(), rungs[k].size());
+    for (std::size_t i = 0; i < rungs[k].size(); ++i) EXPECT_DOUBLE_EQ(b[k].milestones[i], rungs[k][i]);
+  }
+  // R = 9: s_max = 2, n = 9, ceil(3/2 * 3 = 4.5) = 5, 3.
+  const auto nine = hyperband_brackets(9, 3);
+  ASSERT_EQ(nine.size(), 3u);
+  EXPECT_EQ(nine[0].n, 9u);
+  EXPECT_EQ(nine[1].n, 5u);
+  EXPECT_EQ(nine[2].n, 3u);
+  // R = 200: s_max = floor(log_3 200 = 4.82) = 4 (Ray rounds it to 5), so 5 brackets; the first
+  // starts at 200 / 81 of time.
+  const auto two_hundred = hyperband_brackets(200, 3);
+  ASSERT_EQ(two_hundred.size(), 5u);
+  EXPECT_EQ(two_hundred[0].n, 81u);
+  EXPECT_DOUBLE_EQ(two_hundred[0].r, 200.0 / 81);
+}
+
+// R = 9, eta = 3, 14 trials: trials 0-8 fill bracket s = 2 (rungs at 1 and 3, then max_t 9) and
+// 9-13 bracket s = 1 (5 of its 5: a rung at 3); bracket s = 0 gets none.
+TEST(HyperBand, EachBracketKeepsTheTopThirdAtEachRung) {
+  auto s = make_scheduler(HyperBand{.max_t = 9, .reduction_factor = 3}, 0, 14);
+  // Rung 1 of bracket 2: every trial waits there until the ninth arrives; then the top
+  // floor(9 / 3) = 3 (values 9, 8, 7: trials 1, 5, 3) go on, the others stop, best first.
+  const double at1[] = {5, 9, 2, 7, 1, 8, 3, 6, 4};
+  for (std::size_t t = 0; t < 8; ++t) {
+    EXPECT_EQ(s->on_result(t, 1, at1[t], {}).kind, Kind::pause) << "trial " << t;
+    EXPECT_TRUE(s->waiting(t)) << "trial " << t;
+  }
+  EXPECT_TRUE(s->take_rulings().empty());
+  EXPECT_EQ(s->on_result(8, 1, at1[8], {}).kind, Kind::stop);  // the last to arrive: 4, not in the top 3
+  EXPECT_EQ(s->take_rulings(), (std::vector<Ruling>{{1, Kind::go_on},
+                                                    {5, Kind::go_on},
+                                                    {3, Kind::go_on},
+                                                    {7, Kind::stop},
+                                                    {0, Kind::stop},
+                                                    {6, Kind::stop},
+                                                    {2, Kind::stop},
+                                                    {4, Kind::stop}}));
+  EXPECT_FALSE(s->waiting(1));
+  // Between rungs nothing is decided; rung 3 keeps floor(3 / 3) = 1, and the one that decides it
+  // by arriving goes on after a checkpoint (save).
+  EXPECT_FALSE(s->may_decide(1, 2));
+  EXPECT_TRUE(s->may_decide(1, 3));
+  EXPECT_EQ(s->on_result(1, 2, -100, {}).kind, Kind::go_on);
+  EXPECT_EQ(s->on_result(5, 3, 20, {}).kind, Kind::pause);
+  EXPECT_EQ(s->on_result(1, 3, 10, {}).kind, Kind::pause);
+  EXPECT_EQ(s->on_result(3, 3, 30, {}).kind, Kind::save);
+  EXPECT_EQ(s->take_rulings(), (std::vector<Ruling>{{5, Kind::stop}, {1, Kind::stop}}));
+  EXPECT_EQ(s->on_result(3, 5, 0, {}).kind, Kind::go_on);
+  EXPECT_EQ(s->on_result(3, 9, 0, {}).kind, Kind::done);
+
+  // Bracket 1 (trials 9-13), one rung at 3: trial 13 ends before it, so the rung is decided once
+  // the other four are there: the top floor(4 / 3) = 1 (trial 11) goes on.
+  EXPECT_FALSE(s->may_decide(9, 1));
+  EXPECT_EQ(s->on_result(9, 1, 1, {}).kind, Kind::go_on);
+  s->on_end(13);
+  EXPECT_EQ(s->on_result(9, 3, 1, {}).kind, Kind::pause);
+  EXPECT_EQ(s->on_result(10, 3, 2, {}).kind, Kind::pause);
+  EXPECT_EQ(s->on_result(11, 3, 3, {}).kind, Kind::pause);
+  EXPECT_TRUE(s->take_rulings().empty());
+  EXPECT_EQ(s->on_result(12, 3, 0, {}).kind, Kind::stop);
+  EXPECT_EQ(s->take_rulings(), (std::vector<Ruling>{{11, Kind::go_on}, {10, Kind::stop}, {9, Kind::stop}}));
+}
+
+TEST(HyperBand, ATrialBackAtADecidedRungHearsItsRuling) {
+  // Three trials, all in bracket s = 2 of R = 9 (9 places): rung 1 keeps max(1, floor(3 / 3)) = 1.
+  auto s = make_scheduler(HyperBand{.max_t = 9, .reduction_factor = 3}, 0, 3);
+  EXPECT_EQ(s->on_result(0, 1, 5, {}).kind, Kind::pause);
+  EXPECT_EQ(s->on_result(1, 1, 1, {}).kind, Kind::pause);
+  // Trial 0 fails while saving at the rung and is retried: it comes back with another value.
+  EXPECT_EQ(s->on_result(0, 1, 6, {}).kind, Kind::pause);
+  EXPECT_EQ(s->on_result(2, 1, 3, {}).kind, Kind::stop);
+  EXPECT_EQ(s->take_rulings(), (std::vector<Ruling>{{0, Kind::go_on}, {1, Kind::stop}}));
+  // Trial 1, retried while the rung was decided (its ruling was not heard), comes back: stopped,
+  // whatever it scores now; trial 0 back at 1 is a level up: it goes on.
+  EXPECT_EQ(s->on_result(1, 1, 100, {}).kind, Kind::stop);
+  EXPECT_EQ(s->on_result(0, 1, 6, {}).kind, Kind::go_on);
+  EXPECT_FALSE(s->waiting(0));
+}
+
+TEST(HyperBand, RefusesBracketsThatCannotBe) {
+  try {
+    make_scheduler(HyperBand{.max_t = 2, .reduction_factor = 3}, 0, 4);
+    FAIL() << "max_t below reduction_factor was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "fibra::tune: HyperBand needs max_t >= reduction_factor, so that a bracket halves at least once; it "
+                 "has max_t 2 and reduction_factor 3");
+  }
+  EXPECT_THROW(make_scheduler(HyperBand{.reduction_factor = 1}, 0, 4), ConfigError);
+  EXPECT_THROW(make_scheduler(HyperBand{.max_t = std::nan("")}, 0, 4), ConfigError);
+}
+
 }  // namespace
 }  // namespace fibra::tune::detail

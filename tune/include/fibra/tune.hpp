@@ -185,7 +185,19 @@ struct Pbt {
   std::function<Config(Config)> explore;
 };
 
-using Scheduler = std::variant<Fifo, Asha, Pbt>;
+/// @brief HyperBand (Li et al. 2018): trials go, in order of their ids, into brackets s = s_max..0
+///        (s_max = floor(log_eta(max_t)), eta = reduction_factor; then round again) of
+///        n = ceil((s_max + 1) / (s + 1) * eta^s) trials that start with max_t * eta^-s of time;
+///        each bracket is a synchronous successive halving: a trial at a rung waits (paused, its
+///        checkpoint kept) until every trial of its bracket has reached that rung or ended, and
+///        the top 1/eta of them (at least one) go on. Needs a trainable with save() and restore().
+struct HyperBand {
+  std::string time_attr = "training_iteration";  ///< or a reported metric that grows
+  double max_t = 81;                             ///< R: a trial stops (done) at this time
+  double reduction_factor = 3;                   ///< eta
+};
+
+using Scheduler = std::variant<Fifo, Asha, Pbt, HyperBand>;
 
 /// @brief How an experiment runs. Fields in the order of designated initializers.
 struct RunOptions {
@@ -198,6 +210,14 @@ struct RunOptions {
   /// A trial ends (done) when a reported metric reaches one of these values (for
   /// "training_iteration": that many iterations), as Ray's `stop`.
   std::map<std::string, double> stop;
+  /// Seconds of wall time the experiment may run (Ray's time_budget_s); then the trials still
+  /// running are stopped (their processes ended) and run() returns what it has. 0: no budget.
+  double time_budget_s = 0;
+  /// Seconds of wall time a trial may run, summed over its times on a host in this run (its
+  /// retries' too; not a wait at a HyperBand rung); then the step it runs is cut (its process
+  /// ended: a step that never returns cannot be stopped otherwise) and the trial is an error, not
+  /// retried. 0: no budget.
+  double trial_time_budget_s = 0;
   /// A directory for the experiment's file (experiment.h5, results.csv); a rerun resumes from
   /// it. "": nothing written, no resume.
   std::string storage;
@@ -214,8 +234,10 @@ struct RunOptions {
   bool raise_on_failed_trial = true;
 };
 
-/// @brief Where a trial ended: still waiting or running (after an interrupted run), done (its
-///        stop condition, max_t or "done"), stopped early by the scheduler, or failed.
+/// @brief Where a trial ended: still waiting or running (after an interrupted run, or a run whose
+///        time_budget_s ran out before it started; a trial waiting at a HyperBand rung is
+///        pending), done (its stop condition, max_t or "done"), stopped early (by the scheduler or
+///        time_budget_s), or failed.
 enum class TrialStatus { pending, running, done, stopped, error };
 const char* to_string(TrialStatus s) noexcept;
 
@@ -229,7 +251,9 @@ struct TrialResult {
   double best_metric = std::numeric_limits<double>::quiet_NaN();  ///< best over its iterations
   int failures = 0;
   /// The last failure: the trial, its trainable, configuration and iteration, and what happened
-  /// ("trial 3 of 'Model' (config lr=0.1) failed at iteration 2: std::runtime_error: ...").
+  /// ("trial 3 of 'Model' (config lr=0.1) failed at iteration 2: std::runtime_error: ..."); for a
+  /// trial stopped by RunOptions::time_budget_s, that sentence ("... was stopped after 4
+  /// iterations: the experiment's time budget ran out ...").
   std::string error;
 };
 
