@@ -4,7 +4,7 @@
 // apply_async round trip beside them (same pool, same run). Every item is checked (count and sum).
 //
 //   b8_queues [--workers N] [--items N] [--batch N] [--roundtrips N] [--starts N] [--repeats R]
-//             [--batched-items N] [--spare-processes N]
+//             [--batched-items N] [--spare-processes N] [--large-mb N]
 //
 // --items: single items (default 200,000); --batched-items: items in batches (default 10 x --items),
 // both as put_many/get_many of single items and as vectors of --batch, one queue item each (what
@@ -12,12 +12,16 @@
 // The batched rows come twice: from starting both Processes to the reader's report, and from the
 // reader's first get to its last (the queue's own rate; a Process's start has a row of its own).
 // --spare-processes: PoolOptions::spare_processes (default: the pool's own default).
+// --large-mb: one block of this many MB (default 100; 0: none) from the driver to a Process and back
+// through a Pipe, and put by a Process into a Queue for the driver's get (the large_* rows).
 // Prints the rows of benchmarks/README.md (benchmark,metric,value,unit; medians of R runs).
 #include <fibra/fibra.hpp>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_common.hpp"
@@ -103,6 +107,24 @@ void echo_until_closed(fibra::Connection<long> end) {
 }
 FIBRA_REMOTE(echo_until_closed);
 
+// Sends back each block it receives, until the driver closes its end.
+void echo_blocks(fibra::Connection<std::string> end) {
+  try {
+    for (;;) end.send(end.recv());
+  } catch (const fibra::PipeClosed&) {
+  }
+}
+FIBRA_REMOTE(echo_blocks);
+
+// Makes a block of `bytes` (byte k is k % 251), waits for the driver's word, then puts it.
+void put_block(fibra::Queue<std::string> q, fibra::Connection<long> go, long bytes) {
+  std::string block(static_cast<std::size_t>(bytes), '\0');
+  for (std::size_t k = 0; k < block.size(); ++k) block[k] = static_cast<char>(k % 251);
+  (void)go.recv();
+  q.put(block);
+}
+FIBRA_REMOTE(put_block);
+
 void nothing() {}
 FIBRA_REMOTE(nothing);
 
@@ -144,6 +166,51 @@ Rates stream_rate(fibra::Pool& pool, long n, long batch, bool lists = false) {
   return {n / s, r[3] > 0 ? r[2] / (r[3] * 1e-9) : 0.0};
 }
 
+// Whether `block` is `bytes` long with byte k equal to k % 251 (as put_block makes it).
+bool is_block(const std::string& block, long bytes) {
+  if (block.size() != static_cast<std::size_t>(bytes)) return false;
+  for (std::size_t k = 0; k < block.size(); k += 4093)
+    if (block[k] != static_cast<char>(k % 251)) return false;
+  return block.empty() || block.back() == static_cast<char>((block.size() - 1) % 251);
+}
+
+// Seconds for one block of `bytes` from the driver to a Process and back through a Pipe, and for
+// one put by a Process into a Queue and the driver's get (from the driver's word to the Process,
+// which had made the block already).
+std::pair<double, double> large_items(fibra::Pool& pool, long bytes) {
+  auto [mine, theirs] = fibra::Pipe<std::string>();
+  fibra::Process echo({.pool = &pool}, echo_blocks, theirs);
+  echo.start();
+  std::string block(static_cast<std::size_t>(bytes), '\0');
+  for (std::size_t k = 0; k < block.size(); ++k) block[k] = static_cast<char>(k % 251);
+  mine.send(std::string("warm"));
+  (void)mine.recv(std::chrono::seconds(60));
+  auto t = Clock::now();
+  mine.send(block);
+  const std::string back = mine.recv(std::chrono::seconds(600));
+  const double pipe_s = seconds_since(t);
+  mine.close();
+  echo.join();
+  if (!is_block(back, bytes)) {
+    std::fprintf(stderr, "b8_queues: the pipe's echo of %ld bytes was wrong\n", bytes);
+    std::exit(1);
+  }
+  fibra::Queue<std::string> q;
+  auto [go, their_go] = fibra::Pipe<long>();
+  fibra::Process writer({.pool = &pool}, put_block, q, their_go, bytes);
+  writer.start();
+  go.send(1);
+  t = Clock::now();
+  const std::string got = q.get(std::chrono::seconds(600));
+  const double queue_s = seconds_since(t);
+  writer.join();
+  if (!is_block(got, bytes) || writer.exitcode() != 0) {
+    std::fprintf(stderr, "b8_queues: the queue's block of %ld bytes was wrong\n", bytes);
+    std::exit(1);
+  }
+  return {pipe_s, queue_s};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -155,6 +222,7 @@ int main(int argc, char** argv) {
   const long roundtrips = arg(argc, argv, "--roundtrips", 2'000);
   const long starts = arg(argc, argv, "--starts", 20);
   const int repeats = static_cast<int>(arg(argc, argv, "--repeats", 1));
+  const long large_mb = arg(argc, argv, "--large-mb", 100);
   std::printf(
       "# fibra %s, %d workers, %ld items (batches of %ld), %ld pipe round trips, %ld process starts, "
       "medians of %d runs\n",
@@ -164,7 +232,8 @@ int main(int argc, char** argv) {
   fibra::Pool pool(workers, options);
   (void)pool.map(noop, std::vector<int>(64, 1));  // every worker up
 
-  std::vector<double> single, batched, listed, batched_stream, listed_stream, pipe_us, start_ms, async_us;
+  std::vector<double> single, batched, listed, batched_stream, listed_stream, pipe_us, start_ms, async_us, large_pipe_s,
+      large_queue_s;
   for (int r = 0; r < repeats; ++r) {
     single.push_back(stream_rate(pool, items, 1).whole);
     const Rates b = stream_rate(pool, batched_items, batch);
@@ -214,6 +283,12 @@ int main(int argc, char** argv) {
       a.push_back(seconds_since(t) * 1e6);
     }
     async_us.push_back(median(a));
+
+    if (large_mb > 0) {
+      const auto [p, q] = large_items(pool, large_mb * 1'000'000);
+      large_pipe_s.push_back(p);
+      large_queue_s.push_back(q);
+    }
   }
   std::printf("benchmark,metric,value,unit\n");
   std::printf("b8,queue_single_items_per_s,%.0f,items/s\n", median(single));
@@ -224,5 +299,9 @@ int main(int argc, char** argv) {
   std::printf("b8,pipe_roundtrip_us,%.1f,us\n", median(pipe_us));
   std::printf("b8,process_start_join_ms,%.2f,ms\n", median(start_ms));
   std::printf("b8,apply_async_roundtrip_us,%.1f,us\n", median(async_us));
+  if (large_mb > 0) {
+    std::printf("b8,large_pipe_roundtrip_s,%.3f,s\n", median(large_pipe_s));
+    std::printf("b8,large_queue_put_get_s,%.3f,s\n", median(large_queue_s));
+  }
   return 0;
 }

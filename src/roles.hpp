@@ -28,6 +28,11 @@ inline constexpr const char* executor_flag = "--fibra-executor";
 /// A worker started apart joins a running driver: `./app --fibra-join <the driver's FIBRA_JOIN_FILE>`.
 inline constexpr const char* join_flag = "--fibra-join";
 
+/// The exit status of an executor that ran its PoolOptions::max_tasks_per_child tasks and ended
+/// between two of them: its agent starts another at once, sends the chunks it had not started
+/// back as not run, and says nothing of it (no crash, no crash loop).
+inline constexpr int executor_retired_status = 86;
+
 /// How an agent starts an executor, `<exe> --fibra-executor <socket fd> <lane region fd> <agent's
 /// pid>`: written by the agent (SupervisedExecutor) and read by fibra::Runtime, both through this.
 struct ExecutorArgs {

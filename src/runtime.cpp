@@ -201,6 +201,7 @@ Runtime::Runtime(int& argc, char**& argv) {
 Runtime::~Runtime() {
   detail::drop_default_pool();
   detail::stop_all_pools();
+  detail::stop_async_calls();  // their calls fail with PoolClosed now, and their callbacks run
   detail::stop_task_thread();
   detail::wait_for_checkpoints();  // checkpoints of finished calls still being folded into their .h5
   const bool joins_clean = !g_joins || g_joins->close();

@@ -34,6 +34,22 @@ TaskSide* task_side() noexcept;
 /// Called once, by executor_main, before it runs anything.
 void register_task_side(TaskSide& side) noexcept;
 
+/// Who holds a lock of fibra/sync.hpp in this process: the task this thread runs now (a task run on
+/// top of a waiting one, on the same thread, is another holder), else the thread itself. Unique in
+/// the process.
+std::uint64_t lock_holder() noexcept;
+/// A task runs on this thread: a holder of its own until it returns.
+class HolderScope {
+ public:
+  HolderScope() noexcept;
+  ~HolderScope();
+  HolderScope(const HolderScope&) = delete;
+  HolderScope& operator=(const HolderScope&) = delete;
+
+ private:
+  std::uint64_t was_;
+};
+
 /// True in an executor (a worker process that runs user functions).
 inline bool in_executor() noexcept { return task_side() != nullptr; }
 

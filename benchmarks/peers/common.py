@@ -60,7 +60,7 @@ DEFAULTS = {
     "b3": dict(workers=4, tasks=4000, task_ms=5, repeats=1, faults="none,executor_kill,segfault_once,agent_kill"),
     "b5": dict(workers="1,4,16,64", idle_seconds=10),
     "b6": dict(bytes=64 * 1024 * 1024, repeats=5, workers=1),
-    "b8": dict(workers=2, items=200_000, batch=1000, roundtrips=2000, starts=20, repeats=1),
+    "b8": dict(workers=2, items=200_000, batch=1000, roundtrips=2000, starts=20, repeats=1, large_mb=100),
 }
 # The benches every peer has; b8 (queues, pipes, processes) is multiprocessing's only (mp_peer.py).
 EVERY_PEER = ["b1", "b2", "b3", "b5", "b6"]

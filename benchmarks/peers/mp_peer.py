@@ -309,6 +309,61 @@ def _b8_nothing():
     pass
 
 
+def _b8_echo_blocks(end, other):
+    other.close()
+    try:
+        while True:
+            end.send_bytes(end.recv_bytes())
+    except EOFError:
+        pass
+
+
+def _b8_block(nbytes):
+    """nbytes bytes, byte k equal to k % 251 (as b8_queues.cpp makes its block)."""
+    return (bytes(range(251)) * (nbytes // 251 + 1))[:nbytes]
+
+
+def _b8_put_block(q, go, nbytes):
+    block = _b8_block(nbytes)
+    go.recv()
+    q.put(block)
+
+
+def b8_large(nbytes):
+    """Seconds for one block of nbytes from the driver to a Process and back through a Pipe, and for
+    one put by a Process into a Queue and the driver's get (from the driver's word to the Process,
+    which had made the block already), as b8_queues.cpp's large_* rows."""
+    block = _b8_block(nbytes)
+    mine, theirs = multiprocessing.Pipe()
+    echo = multiprocessing.Process(target=_b8_echo_blocks, args=(theirs, mine))
+    with b8_bounded("large items"):
+        echo.start()
+        theirs.close()
+        mine.send_bytes(b"warm")
+        mine.recv_bytes()
+        t = time.perf_counter()
+        mine.send_bytes(block)
+        back = mine.recv_bytes()
+        pipe_s = time.perf_counter() - t
+        mine.close()
+        echo.join(30)
+        if back != block:
+            common.fail("b8: the pipe's echo of the large block was wrong")
+        q = multiprocessing.Queue()
+        go, their_go = multiprocessing.Pipe()
+        writer = multiprocessing.Process(target=_b8_put_block, args=(q, their_go, nbytes))
+        writer.start()
+        time.sleep(0.5 + nbytes / 2e8)  # it makes its block first, as fibra's writer does before its recv
+        go.send(1)
+        t = time.perf_counter()
+        got = q.get()
+        queue_s = time.perf_counter() - t
+        writer.join(30)
+        if got != block or writer.exitcode != 0:
+            common.fail("b8: the queue's large block was wrong")
+    return pipe_s, queue_s
+
+
 @contextlib.contextmanager
 def b8_bounded(what):
     """A watchdog over one measurement: past B8_LIMIT s, every process of ours killed, exit 1."""
@@ -436,6 +491,11 @@ def run_b8(a):
                        ("apply_async_roundtrip_us", lambda: b8_async(pool, a.roundtrips), "us"),
                        ("simplequeue_single_items_per_s", lambda: b8_stream(a.items, 1, simple=True)[0], "items/s"),
                        ("process_start_join_spawn_ms", lambda: b8_starts(spawn, a.starts), "ms")]
+            if a.large_mb > 0:
+                large = []
+                figures += [("large_pipe_roundtrip_s", lambda: large.append(b8_large(a.large_mb * 1_000_000))
+                             or large[-1][0], "s"),
+                            ("large_queue_put_get_s", lambda: large[-1][1], "s")]
             for metric, measure, unit in figures:
                 got.setdefault(metric, ([], unit))[0].append(measure())
         # Its batches are lists, one queue item each: the same figure for fibra's vectors of 1,000.

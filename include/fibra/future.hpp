@@ -1,11 +1,17 @@
-// fibra/future.hpp: fibra::Future<T>, the result of a call that runs elsewhere.
+// fibra/future.hpp: fibra::Future<T>, the result of a call that runs elsewhere, and
+// fibra::AsyncResult<T>, the result of a whole map_async or starmap_async.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "fibra/detail/core.hpp"
 #include "fibra/error.hpp"
@@ -158,6 +164,133 @@ class Future<void> {
 
  private:
   Future<detail::Unit> f_;
+};
+
+namespace detail {
+
+/// What an AsyncResult and the thread of its call share: the outcome, once it is set.
+template <class T>
+struct AsyncState {
+  explicit AsyncState(std::string what) : name(std::move(what)) {}
+  const std::string name;  ///< "map_async square", for messages
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;  // under mu, as the two below
+  std::optional<T> value;
+  std::exception_ptr error;
+
+  void set(std::optional<T> v, std::exception_ptr e) {
+    {
+      std::lock_guard lk(mu);
+      value = std::move(v);
+      error = std::move(e);
+      done = true;
+    }
+    cv.notify_all();
+  }
+  bool wait(std::optional<std::chrono::nanoseconds> timeout) {
+    std::unique_lock lk(mu);
+    if (!timeout) {
+      cv.wait(lk, [&] { return done; });
+      return true;
+    }
+    return cv.wait_for(lk, *timeout, [&] { return done; });
+  }
+  bool is_done() {
+    std::lock_guard lk(mu);
+    return done;
+  }
+};
+
+/// The end of an async call's thread: its callback (with the value) or its error_callback (with
+/// the error) runs first, then the result is set, so that get() returns after the callback ran,
+/// as Python's AsyncResult does. A callback that throws is rethrown once the result is set (the
+/// thread's runner logs it); the result stays what the call gave.
+template <class T>
+void finish_async(AsyncState<T>& state, std::optional<T> value, std::exception_ptr error,
+                  const std::function<void(const T&)>& callback,
+                  const std::function<void(std::exception_ptr)>& error_callback) {
+  std::exception_ptr thrown;
+  try {
+    if (error && error_callback)
+      error_callback(error);
+    else if (!error && callback)
+      callback(*value);
+  } catch (...) {
+    thrown = std::current_exception();
+  }
+  state.set(std::move(value), std::move(error));
+  if (thrown) std::rethrow_exception(thrown);
+}
+
+}  // namespace detail
+
+/// @brief The eventual result of `Pool::map_async` or `Pool::starmap_async` (Python's
+/// AsyncResult): every result of the call, in input order, or the error that ended it. Copies
+/// share one result.
+///
+/// @code
+///   fibra::AsyncResult<std::vector<long>> r = pool.map_async(square, inputs);
+///   if (r.wait_for(std::chrono::seconds(5)) && r.successful()) use(r.get());
+/// @endcode
+template <class T>
+class AsyncResult {
+ public:
+  AsyncResult() = default;
+  explicit AsyncResult(std::shared_ptr<detail::AsyncState<T>> state) : s_(std::move(state)) {}
+
+  /// @brief Waits for the result and returns it (after the call's callback, if any, ran).
+  /// @throws what the call threw: RemoteError for an item whose task threw (or a type registered
+  ///         with FIBRA_EXCEPTION), ExecutorCrashed, TaskTimeout, WorkerLost, PoolClosed.
+  T get() const& {
+    wait();
+    if (s_->error) std::rethrow_exception(s_->error);
+    return *s_->value;  // a copy: get() may be called again
+  }
+  /// @brief As get(); when no copy of this result is left to read it again, the value is moved out.
+  T get() && {
+    wait();
+    if (s_->error) std::rethrow_exception(s_->error);
+    if (s_.use_count() == 1) return std::move(*s_->value);
+    return *s_->value;
+  }
+  /// @brief As get(), waiting at most `timeout` (Python's get(timeout)).
+  /// @throws GetTimeout if the result is not there by then: the call goes on, and this result can
+  ///         be waited on (or read) again.
+  template <class Rep, class Period>
+  T get(std::chrono::duration<Rep, Period> timeout) const {
+    if (!wait_for(timeout))
+      throw GetTimeout("fibra: no result of " + s_->name + " within " +
+                       std::to_string(std::chrono::duration<double>(timeout).count()) +
+                       " s (AsyncResult::get(timeout)); the call goes on, and the result can be waited on again");
+    return get();
+  }
+  /// @brief Waits until the result (or its error) is there.
+  void wait() const { state().wait(std::nullopt); }
+  /// @brief Waits at most `d` (Python's wait(timeout)); returns whether the result is there.
+  template <class Rep, class Period>
+  bool wait_for(std::chrono::duration<Rep, Period> d) const {
+    return state().wait(std::chrono::duration_cast<std::chrono::nanoseconds>(d));
+  }
+  /// @brief Whether the call has ended (with its results or an error), without waiting.
+  bool ready() const { return state().is_done(); }
+  /// @brief Whether the call ended without an error.
+  /// @throws Error if it has not ended yet (as Python's raises ValueError): wait() first.
+  bool successful() const {
+    auto& s = state();
+    std::lock_guard lk(s.mu);
+    if (!s.done) throw Error("fibra: successful() on " + s.name + ", which has not ended yet: wait() first");
+    return !s.error;
+  }
+  /// @brief Whether this refers to a call (a default-constructed one does not).
+  bool valid() const noexcept { return s_ != nullptr; }
+
+ private:
+  detail::AsyncState<T>& state() const {
+    if (!s_) throw Error("fibra: this AsyncResult is empty (default-constructed); get it from map_async");
+    return *s_;
+  }
+  std::shared_ptr<detail::AsyncState<T>> s_;
 };
 
 }  // namespace fibra

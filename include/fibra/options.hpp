@@ -1,13 +1,20 @@
-// fibra/options.hpp: what can be set for a pool (PoolOptions) and for one of its calls
-// (MapOptions), and the failed items a call collects instead of throwing (ItemError).
+// fibra/options.hpp: what can be set for a pool (PoolOptions, with the Initializer its workers
+// run) and for one of its calls (MapOptions), and the failed items a call collects instead of
+// throwing (ItemError).
 #pragma once
 
 #include <cstddef>
 #include <exception>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "fibra/detail/call_checks.hpp"
+#include "fibra/detail/codec.hpp"
+#include "fibra/detail/registry.hpp"
 #include "fibra/resources.hpp"
 
 namespace fibra {
@@ -24,6 +31,58 @@ struct OldTaskTimeout {
       : value(seconds) {}
 };
 }  // namespace detail
+
+/// @brief A registered function and its arguments that each worker process of a pool runs once,
+/// before its first task (multiprocessing.Pool's `initializer` and `initargs`):
+/// PoolOptions::initializer. Function and arguments are checked when the program compiles, as
+/// apply_async's are; what the function returns is dropped.
+/// @code
+///   void load_model(std::string path) { g_model = Model::load(path); }  // a global of the worker
+///   FIBRA_REMOTE(load_model);
+///   fibra::Pool pool(8, {.initializer = {load_model, std::string("model.bin")}});
+/// @endcode
+/// If it throws, that worker runs no task: each call given one fails with a RemoteError that names
+/// the initializer and what it threw (docs/pool.md, "Initializer").
+class Initializer {
+ public:
+  Initializer() = default;
+  /// @throws ConfigError if `fn` is not registered with FIBRA_REMOTE.
+  template <class R, class... P, class... Args>
+  Initializer(R (*fn)(P...), Args&&... args)
+      : fn_(&detail::function_by_address(reinterpret_cast<const void*>(fn), "PoolOptions::initializer")) {
+    static_assert(sizeof...(P) == sizeof...(Args),
+                  "fibra: PoolOptions::initializer got a different number of arguments than the function takes");
+    static_assert(detail::check_signature<R, P...>());
+    detail::Writer w(args_);
+    if constexpr (sizeof...(P) == sizeof...(Args)) {
+      static_assert((detail::check_item<Args, P>() && ...));
+      // Laid out as apply_async lays out its arguments: the executor runs it as such a call.
+      if constexpr (sizeof...(P) == 1) {
+        mode_ = detail::CallMode::single;
+        (detail::encode(w, static_cast<std::remove_cvref_t<P>>(std::forward<Args>(args))), ...);
+      } else {
+        detail::encode(w, std::tuple<std::remove_cvref_t<P>...>(std::forward<Args>(args)...));
+      }
+    }
+  }
+  // A lambda or a member function lands here, where a static_assert says so in fibra's words.
+  template <class F, class... Args>
+  requires detail::callable_object<F> Initializer(F&&, Args&&...) { detail::refuse_function<F, false>(); }
+
+  /// @brief Whether a function was given.
+  explicit operator bool() const noexcept { return fn_ != nullptr; }
+  /// @brief Its function's registered name; empty when none was given.
+  std::string name() const { return fn_ ? fn_->name : std::string(); }
+  /// For the pool (src/driver/): the function, how its arguments are laid out, and their bytes.
+  const detail::FunctionEntry* detail_entry() const noexcept { return fn_; }
+  detail::CallMode detail_mode() const noexcept { return mode_; }
+  const std::string& detail_args() const noexcept { return args_; }
+
+ private:
+  const detail::FunctionEntry* fn_ = nullptr;
+  detail::CallMode mode_ = detail::CallMode::tuple;
+  std::string args_;
+};
 
 /// @brief Settings of a pool, fixed when it starts. See docs/fault-tolerance.md.
 struct PoolOptions {
@@ -82,6 +141,15 @@ struct PoolOptions {
   /// Empty: the allocation's nodes (SLURM_JOB_NODELIST) with their tasks (SLURM_TASKS_PER_NODE)
   /// as slots, else MPI's choice.
   std::vector<std::string> hosts;
+  /// A registered function and its arguments that each worker process runs once before its first
+  /// task, and again in each process that replaces one (after a crash, or max_tasks_per_child):
+  /// `{.initializer = {load_model, path}}`. Its arguments encode to at most 32 KiB. Empty: none.
+  Initializer initializer;
+  /// A worker process is replaced by a new one (which runs the initializer) after it ran this many
+  /// tasks: a chunk of a map counts as one, as in Python, and so does an apply_async or a submit.
+  /// Its queued work goes to the next process, not lost, not run twice. For leaky task code.
+  /// 0: never (Python's None).
+  unsigned max_tasks_per_child = 0;
 };
 
 /// @brief How Pool::adapt grows a pool with Slurm worker jobs that join it, and shrinks it

@@ -7,8 +7,12 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <exception>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <ranges>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -76,6 +80,42 @@ class Pool {
                   detail::check_tuple_item<std::ranges::range_value_t<Range>, P...>());
     using Enc = detail::TupleArgs<std::tuple<std::remove_cvref_t<P>...>>;
     return collect<std::remove_cvref_t<R>, Enc>(fn, detail::CallMode::tuple, std::forward<Range>(inputs), o, "starmap");
+  }
+
+  /// @brief map without waiting, as multiprocessing's Pool.map_async: returns at once; the call
+  /// reads its input, collects its results and runs `callback` on a thread of its own (one per
+  /// call, never the caller's nor a pool's communication thread). `callback` gets every result,
+  /// in input order, once; `error_callback` the error that ended the call instead. Either runs
+  /// before the AsyncResult turns ready, so it must not wait for that result, and should be short.
+  /// An lvalue input range (and MapOptions::errors) must outlive the call; a temporary is moved in.
+  /// @code
+  ///   auto r = pool.map_async(square, inputs, {}, [](const std::vector<long>& all) { use(all); });
+  ///   r.wait();
+  /// @endcode
+  /// @throws at once what map throws before any work is sent (ConfigError, CheckpointError,
+  ///         PoolClosed); what a task throws reaches get() and error_callback.
+  template <class R, class A, std::ranges::input_range Range>
+  AsyncResult<std::vector<detail::mapped_t<R>>> map_async(
+      R (*fn)(A), Range&& inputs, const MapOptions& o = {},
+      std::type_identity_t<std::function<void(const std::vector<detail::mapped_t<R>>&)>> callback = {},
+      std::function<void(std::exception_ptr)> error_callback = {}) {
+    static_assert(detail::check_signature<R, A>() && detail::check_item<std::ranges::range_reference_t<Range>, A>());
+    using Enc = detail::SingleArg<std::remove_cvref_t<A>>;
+    return collect_async<std::remove_cvref_t<R>, Enc>(fn, detail::CallMode::single, std::forward<Range>(inputs), o,
+                                                      "map_async", std::move(callback), std::move(error_callback));
+  }
+
+  /// @brief starmap without waiting, as multiprocessing's Pool.starmap_async (see map_async).
+  template <class R, class... P, std::ranges::input_range Range>
+  AsyncResult<std::vector<detail::mapped_t<R>>> starmap_async(
+      R (*fn)(P...), Range&& inputs, const MapOptions& o = {},
+      std::type_identity_t<std::function<void(const std::vector<detail::mapped_t<R>>&)>> callback = {},
+      std::function<void(std::exception_ptr)> error_callback = {}) {
+    static_assert(detail::check_signature<R, P...>() &&
+                  detail::check_tuple_item<std::ranges::range_value_t<Range>, P...>());
+    using Enc = detail::TupleArgs<std::tuple<std::remove_cvref_t<P>...>>;
+    return collect_async<std::remove_cvref_t<R>, Enc>(fn, detail::CallMode::tuple, std::forward<Range>(inputs), o,
+                                                      "starmap_async", std::move(callback), std::move(error_callback));
   }
 
   /// @brief Lazily applies `fn` over `inputs`, yielding results in input order as they are ready.
@@ -217,6 +257,14 @@ class Pool {
   requires(detail::arity_v<F> < 0) auto starmap(F&&, Range&&, const MapOptions& = {}) {
     detail::refuse_function<F, false>();
   }
+  template <class F, class Range, class... Callbacks>
+  requires(detail::arity_v<F> != 1) auto map_async(F&&, Range&&, const MapOptions& = {}, Callbacks&&...) {
+    detail::refuse_function<F, true>();
+  }
+  template <class F, class Range, class... Callbacks>
+  requires(detail::arity_v<F> < 0) auto starmap_async(F&&, Range&&, const MapOptions& = {}, Callbacks&&...) {
+    detail::refuse_function<F, false>();
+  }
   template <class F, class... Args>
   requires(detail::arity_v<F> < 0) auto apply_async(F&&, Args&&...) { detail::refuse_function<F, false>(); }
   template <class F, class... Args>
@@ -280,8 +328,14 @@ class Pool {
     using View = std::views::all_t<Range>;
     detail::ChunkStream<View, Enc> s(core, entry, mode, std::views::all(std::forward<Range>(inputs)), o, call);
     detail::attach_checkpoint<R>(s, entry, o, call);
+    return drain<R>(s, o.errors);
+  }
+
+  // Every outcome of a call's stream, decoded in input order (map's loop, and map_async's thread's).
+  template <class R, class Stream>
+  static std::vector<R> drain(Stream& s, std::vector<ItemError>* errors) {
     std::vector<R> out;
-    const std::size_t errors_before = o.errors ? o.errors->size() : 0;
+    const std::size_t errors_before = errors ? errors->size() : 0;
     if (auto n = s.known_size()) out.resize(*n);
     detail::ChunkOutcome c;
     while (s.next(c)) {
@@ -290,10 +344,40 @@ class Pool {
       s.release();
       c = detail::ChunkOutcome{};  // a result left in shared memory gives its slot back now
     }
-    if (o.errors)  // only what this call added
-      std::stable_sort(o.errors->begin() + static_cast<std::ptrdiff_t>(errors_before), o.errors->end(),
+    if (errors)  // only what this call added
+      std::stable_sort(errors->begin() + static_cast<std::ptrdiff_t>(errors_before), errors->end(),
                        [](auto& a, auto& b) { return a.index < b.index; });
     return out;
+  }
+
+  // map_async and starmap_async: the stream is made here, so that what map refuses before sending
+  // anything is refused in the caller's thread; its outcomes are drained on a thread of the call's own.
+  template <class R, class Enc, class Fn, class Range>
+  AsyncResult<std::vector<R>> collect_async(Fn fn, detail::CallMode mode, Range&& inputs, const MapOptions& o,
+                                            const char* call, std::function<void(const std::vector<R>&)> callback,
+                                            std::function<void(std::exception_ptr)> error_callback) {
+    static_assert(!std::is_same_v<R, bool>,
+                  "fibra: map/starmap cannot return bool results (std::vector<bool> is packed): return int or char");
+    const auto& core = live_core();  // a moved-from pool throws PoolClosed before anything else
+    const auto& entry = detail::function_by_address(reinterpret_cast<const void*>(fn), call);
+    using View = std::views::all_t<Range>;
+    using Stream = detail::ChunkStream<View, Enc>;
+    auto s = std::make_shared<Stream>(core, entry, mode, std::views::all(std::forward<Range>(inputs)), o, call);
+    detail::attach_checkpoint<R>(*s, entry, o, call);
+    auto state = std::make_shared<detail::AsyncState<std::vector<R>>>(std::string(call) + " " + entry.name);
+    detail::run_async_call([s, state, errors = o.errors, callback = std::move(callback),
+                            error_callback = std::move(error_callback)]() mutable {
+      std::optional<std::vector<R>> out;
+      std::exception_ptr error;
+      try {
+        out = drain<R>(*s, errors);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      s.reset();  // the call's job and checkpoint end before its result is announced
+      detail::finish_async(*state, std::move(out), error, callback, error_callback);
+    });
+    return AsyncResult<std::vector<R>>(std::move(state));
   }
 
   template <class R, class Enc, bool Ordered, class Fn, class Range>

@@ -1,12 +1,15 @@
 // fibra/tasks.hpp: Ray-style remote tasks: fibra::submit and fibra::wait, on the default pool.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -67,6 +70,45 @@ auto submit(const Resources&, Args&&...) { detail::refuse_function<detail::first
 template <class... Args>
 requires detail::callable_object<detail::first_arg_t<Args...>>
 auto submit(const TaskOptions&, Args&&...) { detail::refuse_function<detail::first_arg_t<Args...>, false>(); }
+
+namespace detail {
+template <class Tuple, std::size_t... I>
+auto split_results(const Future<Tuple>& whole, std::index_sequence<I...>) {
+  const auto& job = whole.detail_job();
+  std::array<std::shared_ptr<JobState>, sizeof...(I)> parts{
+      (static_cast<void>(I), std::make_shared<JobState>(job->fn(), job->mode(), job->policy()))...};
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    parts[i]->set_name(job->name() + " [return " + std::to_string(i) + "]");
+  whole.then([parts](const Future<Tuple>& done) {
+    try {
+      const Tuple value = done.get();
+      (parts[I]->deliver(ChunkOutcome{0, 1, encode_value(std::get<I>(value)), nullptr, {}}), ...);
+    } catch (...) {
+      for (const auto& p : parts) p->deliver(ChunkOutcome{0, 1, {}, std::current_exception(), {}});
+    }
+  });
+  return std::make_tuple(Future<std::tuple_element_t<I, Tuple>>(parts[I])...);
+}
+}  // namespace detail
+
+/// @brief Ray's `num_returns`: the parts of a task's std::tuple (or std::pair) result, each a
+/// Future of its own, ready when the task is, and each usable alone as another task's argument.
+/// If the task fails, each part's get() throws its error.
+/// @code
+///   std::tuple<Batch, Stats> rollout(Policy p);                 // FIBRA_REMOTE(rollout)
+///   auto [batch, stats] = fibra::split(fibra::submit(rollout, p));
+///   fibra::submit(learn, batch);                                 // waits for the batch alone
+/// @endcode
+/// In the driver (a part is made ready on fibra's task thread, as Future::then runs); cancel the task
+/// through its own Future, not a part's.
+template <class... T>
+std::tuple<Future<T>...> split(const Future<std::tuple<T...>>& whole) {
+  return detail::split_results(whole, std::index_sequence_for<T...>{});
+}
+template <class A, class B>
+std::tuple<Future<A>, Future<B>> split(const Future<std::pair<A, B>>& whole) {
+  return detail::split_results(whole, std::index_sequence<0, 1>{});
+}
 
 /// @brief Cancels a task (Pool::submit, apply_async, fibra::submit), as `ray.cancel` does: one
 /// not yet handed to a worker (queued, or waiting for its Future arguments) never runs; with

@@ -83,7 +83,7 @@ class Agent {
                         : "(agent " + std::to_string(cfg.slot) + " worker " + std::to_string(i + 1);
       }
       executors_.push_back(std::make_unique<SupervisedExecutor>(i + 1, std::move(prefix), false, cfg.lane_nonce));
-      executors_.back()->set_env(env_for(i));
+      executors_.back()->set_env(worker_env_for(i));
     }
     // It serves the objects it holds to its peers (agents on other hosts copy them from it). Where
     // the driver cannot open them (another host), the results it keeps are copied to the driver too.
@@ -108,6 +108,16 @@ class Agent {
     if (shares_driver_host()) env.emplace_back(env::Name("FIBRA_DRIVER_HOST").c_str(), "1");
     if (!std::getenv("OMP_NUM_THREADS"))
       env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1L, std::lround(cfg_.cpus))));
+    return env;
+  }
+
+  // A pool worker's: env_for's, with the pool's initializer and task limit (not an actor's).
+  std::vector<std::pair<std::string, std::string>> worker_env_for(int i) const {
+    auto env = env_for(i);
+    if (cfg_.initializer.fn != 0)
+      env.emplace_back(env::Name("FIBRA_INITIALIZER").c_str(), wire::initializer_text(cfg_.initializer));
+    if (cfg_.max_tasks_per_child > 0)
+      env.emplace_back(env::Name("FIBRA_MAX_TASKS").c_str(), std::to_string(cfg_.max_tasks_per_child));
     return env;
   }
 

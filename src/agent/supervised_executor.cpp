@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 #include "fibra/error.hpp"
@@ -36,6 +37,18 @@ namespace {
 constexpr int idle_deaths_before_blame = 3;
 
 std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+// How an executor's death reads in the failure of the chunk blamed for it; one in the pool's
+// initializer says so: "exited with status 3 in the pool's initializer (PoolOptions::initializer)".
+std::string death_text(int status, bool in_task, bool in_initializer) {
+  std::string how = describe_exit(status);
+  if (in_initializer) {
+    constexpr std::string_view running = " while running it";
+    if (how.ends_with(running)) how.resize(how.size() - running.size());
+    return how + " in the pool's initializer (PoolOptions::initializer)";
+  }
+  return in_task ? how : how + " outside any task, again and again";
+}
 
 // The executor gets its socket as fd 3 and its mailbox as fd 4, and nothing else of the agent's:
 // an executor holding the agent's PMIx and TCP sockets once wedged a later MPI_Comm_spawn after it
@@ -149,6 +162,7 @@ void SupervisedExecutor::start() {
   b.chunk = 0;
   b.item = 0;
   b.stack_overflow = 0;
+  b.initializing = 0;
   awaiting_replies_ = 0;  // a new process: the old one's requests are answered to nobody
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
@@ -409,7 +423,8 @@ std::optional<std::string> SupervisedExecutor::enforce_time_limit(double now, do
   if (chunk == 0) {
     // Work waits, but the executor is in no task (stuck starting up, say): after a long while it
     // is killed, an executor death outside any task (the read side reports it).
-    if (load() == 0) {
+    // Idle, or in its pool's initializer (which may take long: a simulator to load), it is not stuck.
+    if (load() == 0 || b.initializing.load(std::memory_order_relaxed) != 0) {
       watch_since_ = now;  // idle: the clock starts when work comes (the driver's lane does not say when)
     } else if (now - watch_since_ > stuck_s) {
       ::kill(pid_, SIGKILL);
@@ -439,15 +454,18 @@ std::string SupervisedExecutor::report_death() {
   const Mailbox& b = lane().mailbox();
   const std::uint64_t died_in = b.chunk.load(std::memory_order_acquire);
   const std::uint32_t item = b.item.load(std::memory_order_relaxed);
-  if (died_in == 0) ++idle_deaths_;  // also paces the restarts of an executor that keeps dying
-  const bool blame_first = died_in == 0 && idle_deaths_ >= idle_deaths_before_blame;
+  // It ran its PoolOptions::max_tasks_per_child tasks and ended between two: no crash, replaced at once.
+  const bool retired = died_in == 0 && !actor_ && WIFEXITED(status) && WEXITSTATUS(status) == executor_retired_status;
+  if (died_in == 0 && !retired) ++idle_deaths_;  // also paces the restarts of an executor that keeps dying
+  const bool blame_first = died_in == 0 && !retired && idle_deaths_ >= idle_deaths_before_blame;
+  const bool in_initializer = b.initializing.load(std::memory_order_relaxed) != 0;
   // Killed to cancel a chunk it had finished by then: what it was in is not to blame.
   const bool cancel_missed = killed_for_ != 0 && died_in != killed_for_;
   killed_for_ = 0;
   ItemFailure f;
   f.offset = died_in != 0 ? item : wire::unknown_item;
   f.type = WIFSIGNALED(status) ? "signal" : "exit";
-  f.message = describe_exit(status) + (died_in != 0 ? "" : " outside any task, again and again");
+  f.message = death_text(status, died_in != 0, in_initializer);
   if (b.stack_overflow.load(std::memory_order_relaxed) != 0)
     f.message +=
         ": a stack overflow (the fault was at the end of the stack of the thread running the task): "
@@ -456,9 +474,14 @@ std::string SupervisedExecutor::report_death() {
   death_ = {died_in, was, describe_exit(status)};
   std::string out = cancel_missed ? report(0, false, wire::Status::crashed, f)
                                   : report(died_in, blame_first, wire::Status::crashed, f);
-  if (died_in == 0 && !actor_ && !cancel_missed) {
-    log::warning("fibra agent pid {}: its executor {} (pid {}) {} outside any task; starting another", ::getpid(),
-                 index_, was, describe_exit(status));
+  if (retired) {
+    log::debug(
+        "fibra agent pid {}: its executor {} (pid {}) ran its tasks (PoolOptions::max_tasks_per_child); "
+        "starting another",
+        ::getpid(), index_, was);
+  } else if (died_in == 0 && !actor_ && !cancel_missed) {
+    log::warning("fibra agent pid {}: its executor {} (pid {}) {}; starting another", ::getpid(), index_, was,
+                 in_initializer ? death_text(status, false, true) : describe_exit(status) + " outside any task");
   }
   clear_after_death(mpi::now_s());
   return out;

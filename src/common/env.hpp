@@ -48,6 +48,8 @@ inline constexpr Variable variables[] = {
   {"FIBRA_ELASTIC_JOB_NAME", "text", "`fibra-worker-pid<pid>`", "the worker jobs' name, by which the batch script cancels them at its end", true},
   {"FIBRA_POOL_POLICY", "text", "PoolOptions' defaults", "an executor's pool defaults (retries, time limit), set by its agent", true},
   {"FIBRA_KEEP_FREED", "number", "PoolOptions::keep_freed_mib", "bytes of freed memory an executor keeps for reuse, set by its agent", true},
+  {"FIBRA_INITIALIZER", "text", "none", "the pool's initializer (PoolOptions::initializer) an executor runs before its first task, set by its agent", true},
+  {"FIBRA_MAX_TASKS", "number", "0 (no limit)", "tasks after which an executor ends and is replaced (PoolOptions::max_tasks_per_child), set by its agent", true},
   {"FIBRA_DRIVER_HOST", "on/off", "off", "an executor runs on the driver's host (its stored objects stay in its memory), set by its agent", true},
   {"FIBRA_OBJECTS_AS_REMOTE", "on/off", "off", "agents on the driver's host serve and copy objects as agents on other hosts do (tests)", true},
   {"FIBRA_SIMULATED_AGENTS", "number", "0", "the scale simulation: each spawned agent plays this many (tests, benchmarks)", true},

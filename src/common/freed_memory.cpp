@@ -137,7 +137,7 @@ std::string scratch_buffer(std::size_t n) {
     return s;
   }
   std::string s;
-  s.reserve(n);
+  reserve_large(s, n);  // (a large one with huge pages, not faulted in page by page: codec.hpp)
   return s;
 }
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -68,6 +69,18 @@ std::size_t count_of(const std::vector<Span>& spans) {
   std::size_t n = 0;
   for (const auto& s : spans) n += s.size();
   return n;
+}
+
+// The items of `spans` without a copy, if they are one whole block that nothing else holds (a
+// driver's get of a large item: its bytes move on to the caller). `spans` then hold none.
+std::optional<ChannelItems> whole_block(std::vector<Span>& spans) {
+  if (spans.size() != 1 || spans[0].block.use_count() != 1 || spans[0].first != 0) return std::nullopt;
+  auto& block = const_cast<Block&>(*spans[0].block);  // (ours alone: nobody sees it change)
+  const std::size_t items = block.stride != 0 ? block.bytes.size() / block.stride : block.at.size() - 1;
+  if (spans[0].last != items) return std::nullopt;
+  ChannelItems out(std::move(block.bytes), items, block.stride);
+  spans.clear();
+  return out;
 }
 
 // The items of `spans` as a reply carries them: one copy of each span's bytes.
@@ -345,7 +358,8 @@ struct ChannelStore::Impl {
     k += extra;
     std::vector<Span> taken = c.items.take(k);
     try {
-      r.items = items_of(taken);
+      auto whole = who.remote() ? std::nullopt : whole_block(taken);  // (a task's items may come back: kept)
+      r.items = whole ? std::move(*whole) : items_of(taken);
     } catch (...) {  // (out of memory: the items stay in the queue)
       for (auto s = taken.rbegin(); s != taken.rend(); ++s) c.items.push_front(std::move(*s));
       throw;
@@ -690,14 +704,6 @@ void ChannelStore::forget(std::uint64_t pool, std::uint64_t worker, std::optiona
 
 // ---- the calls of fibra/queue.hpp -----------------------------------------------------------
 
-// This thread, among its process's: a lock's holder is a thread of a process (an RLock is taken
-// again only by the thread that holds it).
-std::uint64_t this_thread_token() {
-  static std::atomic<std::uint64_t> next{1};
-  thread_local const std::uint64_t token = next++;
-  return token;
-}
-
 ChannelResult channel_call(ChannelOp op, std::uint64_t id, ChannelKind kind, std::uint64_t n,
                            std::optional<double> timeout_s, ChannelItems items, std::uint64_t count) {
   wire::ChannelCall c;
@@ -708,7 +714,7 @@ ChannelResult channel_call(ChannelOp op, std::uint64_t id, ChannelKind kind, std
   c.timeout_s = timeout_s ? std::max(0.0, *timeout_s) : -1.0;
   c.items = std::move(items);
   c.ahead = count;
-  if (is_sync_kind(kind)) c.token = this_thread_token();
+  if (is_sync_kind(kind)) c.token = lock_holder();  // (an RLock is taken again by its holder alone)
   wire::ChannelReply r;
   if (in_executor()) {
     r = task_side()->channel_call(std::move(c));
@@ -735,48 +741,6 @@ ChannelResult channel_call(ChannelOp op, std::uint64_t id, ChannelKind kind, std
     r = f.get();
   }
   return ChannelResult{std::move(r.items), r.value, r.maxsize, r.flag, r.closed};
-}
-
-void ChannelItems::check_fixed() const {
-  if (stride_ != 0 && (count_ > bytes_.size() / stride_ || count_ * stride_ != bytes_.size()))
-    throw Error(std::to_string(bytes_.size()) + " bytes do not hold " + std::to_string(count_) + " items of " +
-                std::to_string(stride_) + " bytes");
-}
-
-void ChannelItems::unfix() {
-  check_fixed();
-  ChannelItems sized;
-  sized.bytes_.reserve(bytes_.size() + count_ * sizeof(std::uint64_t));
-  each([&](std::string_view item) { sized.add_encoded(item); });
-  *this = std::move(sized);
-}
-
-std::vector<std::uint64_t> ChannelItems::offsets() const {
-  std::vector<std::uint64_t> at;
-  if (stride_ != 0) {
-    check_fixed();
-    at.resize(count_ + 1);
-    for (std::uint64_t i = 0; i <= count_; ++i) at[i] = i * stride_;
-    return at;
-  }
-  at.reserve(std::min<std::uint64_t>(count_, bytes_.size() / sizeof(std::uint64_t)) + 1);
-  std::uint64_t p = 0;
-  for (std::uint64_t i = 0; i < count_; ++i) {
-    std::uint64_t n = 0;
-    if (bytes_.size() - p < sizeof n)
-      throw Error("item " + std::to_string(i) + " of " + std::to_string(count_) + " is cut short (" +
-                  std::to_string(bytes_.size()) + " bytes)");
-    std::memcpy(&n, bytes_.data() + p, sizeof n);
-    if (n > bytes_.size() - p - sizeof n)
-      throw Error("item " + std::to_string(i) + " of " + std::to_string(count_) + " says it has " + std::to_string(n) +
-                  " bytes, past the end of its message");
-    at.push_back(p);
-    p += sizeof n + n;
-  }
-  if (p != bytes_.size())
-    throw Error(std::to_string(bytes_.size() - p) + " bytes follow the last of " + std::to_string(count_) + " items");
-  at.push_back(p);
-  return at;
 }
 
 ChannelRef::~ChannelRef() {

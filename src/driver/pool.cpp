@@ -664,6 +664,20 @@ bool offer_joined_agent(JoinedAgent& j) {
   return false;
 }
 
+namespace {
+// PoolOptions::initializer travels to each worker in its environment (FIBRA_INITIALIZER, in hex),
+// so its arguments are kept well below what one variable may hold (128 KiB on Linux).
+Initializer checked_initializer(const Initializer& init) {
+  constexpr std::size_t most = 32768;
+  if (init && init.detail_args().size() > most)
+    throw ConfigError("fibra: PoolOptions::initializer: the arguments of " + init.name() + " encode to " +
+                      std::to_string(init.detail_args().size()) + " bytes, over the " + std::to_string(most) +
+                      " an initializer may take (they travel in each worker's environment): pass the path of a "
+                      "file instead, and read the file in the initializer");
+  return init;
+}
+}  // namespace
+
 void stop_all_pools() noexcept {
   std::vector<std::shared_ptr<PoolImpl>> live;
   {
@@ -719,6 +733,8 @@ Pool::Pool(int workers, PoolOptions options) {
     throw ConfigError("fibra: PoolOptions::spare_processes must be 0 to 64, got " +
                       std::to_string(options.spare_processes));
   s.spare_processes = options.spare_processes;
+  s.initializer = detail::checked_initializer(options.initializer);
+  s.max_tasks_per_child = options.max_tasks_per_child;
   s.policy = detail::make_policy({}, options.retries, options.retry_exceptions, options.task_timeout_s);
   const auto r = detail::resolve_resources(options, s.workers);
   s.resources = r.each;

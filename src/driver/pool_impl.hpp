@@ -77,6 +77,7 @@
 #include "common/trace.hpp"
 #include "transport/wire.hpp"
 #include "common/process.hpp"
+#include "common/unique_fd.hpp"
 
 namespace fibra::detail {
 
@@ -531,6 +532,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::mutex reply_mu;                 // answers are written by whichever thread gives them
     bool closed = false;                 // under reply_mu: its process ended; answers still due are dropped (another
                                          // process may write this lane by now, under a CallRing of its own)
+    std::map<std::uint64_t, UniqueFd> shared;  // under reply_mu: items handed over in memfds, by delivery
+                                               // token, until the process acknowledges them
   };
   bool open_call_ring(Worker& w, std::uint64_t route);
   bool read_call_rings();

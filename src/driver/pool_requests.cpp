@@ -10,6 +10,7 @@
 #include "driver/channels.hpp"
 #include "driver/pool_impl.hpp"
 #include "driver/driver.hpp"
+#include "transport/shared_items.hpp"
 
 namespace fibra::detail {
 namespace {
@@ -170,7 +171,7 @@ void PoolImpl::on_channel_request(Worker& w, std::uint64_t route, wire::Request&
   if (call.op == ChannelOp::ack || call.op == ChannelOp::give_back)  // told, not asked: no answer
     return ChannelStore::instance().call(std::move(call), who, nullptr);
   auto job = answered_job(channel_entry(), w, route, r);  // only the store's answer holds it
-  ChannelStore::instance().call(std::move(call), who, [job](std::exception_ptr e, wire::ChannelReply rep) {
+  auto answer = [job](std::exception_ptr e, wire::ChannelReply rep) {
     ChunkOutcome o;
     o.count = 1;
     if (e)
@@ -178,7 +179,16 @@ void PoolImpl::on_channel_request(Worker& w, std::uint64_t route, wire::Request&
     else
       o.payload = wire::channel_payload(rep);
     job->deliver(std::move(o));
-  });
+  };
+  if (call.shared) {  // (a process whose calls go through its ring writes these; its agent passed one on)
+    try {
+      call.items = take_shared_items(*call.shared);
+      call.shared.reset();
+    } catch (...) {
+      return answer(std::current_exception(), {});
+    }
+  }
+  ChannelStore::instance().call(std::move(call), who, std::move(answer));
 }
 
 // ---- calls on channels through a lane's ring (src/transport/lane.hpp) ----------------------------
@@ -238,36 +248,54 @@ void PoolImpl::on_ring_call(const std::shared_ptr<CallRing>& ring, const std::st
     throw wire::Malformed("fibra: a malformed message: a call in a lane's ring is not a call on a channel");
   auto call = wire::decode<wire::ChannelCall>(r.payload);
   const ChannelHolder who{uid_, static_cast<std::uint64_t>(ring->worker_id), ring->route};
-  if (call.op == ChannelOp::ack || call.op == ChannelOp::give_back)
+  if (call.op == ChannelOp::ack || call.op == ChannelOp::give_back) {
+    {
+      std::lock_guard lk(ring->reply_mu);
+      ring->shared.erase(call.token);  // the items it was handed in a memfd are its now
+    }
     return ChannelStore::instance().call(std::move(call), who, nullptr);
+  }
   if (call.op == ChannelOp::ring)
     throw wire::Malformed("fibra: a malformed message: a call in a lane's ring asks for the ring");
   std::weak_ptr<PoolImpl> self = shared_from_this();
-  ChannelStore::instance().call(std::move(call), who,
-                                [self, ring, id = r.id](std::exception_ptr e, wire::ChannelReply rep) {
-                                  wire::Reply out;
-                                  out.route = ring->route;
-                                  out.id = id;
-                                  out.ok = !e;
-                                  out.payload = e ? wire::encode(describe(e)) : wire::channel_payload(rep);
-                                  keep_scratch(rep.items.release());
-                                  std::string bytes = scratch_buffer(out.payload.size() + 128);
-                                  {
-                                    Writer w(bytes);
-                                    wire::put(w, out);
-                                  }
-                                  {
-                                    std::lock_guard lk(ring->reply_mu);
-                                    if (ring->closed || ring->region->lane().put_reply(bytes)) {
-                                      keep_scratch(std::move(bytes));
-                                      keep_scratch(std::move(out.payload));
-                                      return;
-                                    }
-                                  }
-                                  out.from_ring = true;  // through the agent, which did not see the call
-                                  if (auto p = self.lock())
-                                    p->queue_reply({ring->worker_id, ring->route, 0, nullptr, {}, wire::encode(out)});
-                                });
+  auto answer = [self, ring, id = r.id](std::exception_ptr e, wire::ChannelReply rep) {
+    wire::Reply out;
+    out.route = ring->route;
+    out.id = id;
+    out.ok = !e;
+    // Items too large for the ring go in a memfd, kept open until the process acknowledges them.
+    std::optional<SharedItemsOut> big;
+    if (!e && rep.token != 0 && rep.items.bytes().size() >= shared_items_from && (big = share_items(rep.items)))
+      rep.shared = big->ref;
+    if (big) keep_scratch(rep.items.release());
+    out.payload = e ? wire::encode(describe(e)) : wire::channel_payload(rep);
+    keep_scratch(rep.items.release());
+    std::string bytes = scratch_buffer(out.payload.size() + 128);
+    {
+      Writer w(bytes);
+      wire::put(w, out);
+    }
+    {
+      std::lock_guard lk(ring->reply_mu);
+      if (big && !ring->closed) ring->shared[rep.token] = std::move(big->fd);
+      if (ring->closed || ring->region->lane().put_reply(bytes)) {
+        keep_scratch(std::move(bytes));
+        keep_scratch(std::move(out.payload));
+        return;
+      }
+    }
+    out.from_ring = true;  // through the agent, which did not see the call
+    if (auto p = self.lock()) p->queue_reply({ring->worker_id, ring->route, 0, nullptr, {}, wire::encode(out)});
+  };
+  if (call.shared) {  // a put's items in the process's memfd: it keeps it open until this answer
+    try {
+      call.items = take_shared_items(*call.shared);
+      call.shared.reset();
+    } catch (...) {
+      return answer(std::current_exception(), {});
+    }
+  }
+  ChannelStore::instance().call(std::move(call), who, std::move(answer));
 }
 
 void PoolImpl::close_call_rings(const Worker& w, std::optional<std::uint64_t> route, bool read_first) {
@@ -282,6 +310,7 @@ void PoolImpl::close_call_rings(const Worker& w, std::optional<std::uint64_t> ro
     if (read_first) read_call_ring(ring);
     std::lock_guard lk(ring->reply_mu);
     ring->closed = true;
+    ring->shared.clear();  // memfds handed to it and not acknowledged: its process ended
   }
 }
 

@@ -10,6 +10,22 @@
 
 namespace fibra::detail {
 
+namespace {
+// The pool's initializer threw in the executor given chunk `c` (wire::Status::init_failed): that
+// worker runs no task, so the call fails at once, naming the initializer and what it threw.
+std::exception_ptr initializer_error(const std::string& init, const Chunk& c, const ItemFailure& f, RemoteSite site,
+                                     const std::string& where) {
+  const std::string items = c.count == 1
+                                ? "item " + std::to_string(c.first)
+                                : "items " + std::to_string(c.first) + ".." + std::to_string(c.first + c.count - 1);
+  std::string what = "fibra: the pool's initializer " + init + " raised " + f.type + ": " + f.message + " (" + where +
+                     "), so " + c.job->name() + " did not run on " + items +
+                     "; each task given that worker fails so: fix the initializer (PoolOptions::initializer)";
+  if (auto registered = make_registered_exception(f.type, what, f.message, site)) return registered;
+  return std::make_exception_ptr(RemoteError(std::move(what), f.type, f.message, std::move(site)));
+}
+}  // namespace
+
 void PoolImpl::on_results(Worker& w, std::string_view message, std::string* owned,
                           const std::shared_ptr<HeldFrame>& keep) {
   const wire::ResultBatch b = wire::parse_results(message);
@@ -209,6 +225,12 @@ void PoolImpl::on_failed_attempt(const Worker& w, const wire::ResultView& r, std
     return attempt_failed(r.header.chunk, r.header.attempt, FailKind::config, e, std::nullopt);
   }
   ItemFailure f = wire::decode<ItemFailure>(r.payload);
+  if (r.header.status == wire::Status::init_failed) {  // not retried: it would fail so again
+    const std::string init = s_.initializer.name();
+    auto e = initializer_error(init, *c, f, {init, c->first, w.slot, w.host, static_cast<long>(exec_pid)},
+                               where(w, exec_pid));
+    return attempt_failed(r.header.chunk, r.header.attempt, FailKind::config, e, std::nullopt);
+  }
   if (r.header.status == wire::Status::raised)
     return attempt_failed(r.header.chunk, r.header.attempt, FailKind::raised, raised_error(w, *c, f, exec_pid),
                           f.offset);

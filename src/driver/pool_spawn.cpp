@@ -332,6 +332,9 @@ wire::AgentSetup PoolImpl::agent_setup(int executors) const {
   setup.lane_nonce = lane_nonce_;
   setup.keep_freed_bytes = s_.keep_freed_bytes;
   setup.spare_processes = s_.spare_processes;
+  if (const FunctionEntry* fn = s_.initializer.detail_entry())
+    setup.initializer = {fn->id, s_.initializer.detail_mode(), fn->name, s_.initializer.detail_args()};
+  setup.max_tasks_per_child = s_.max_tasks_per_child;
   setup.driver_host = my_host_;
   setup.driver_pid = ::getpid();
   return setup;

@@ -161,13 +161,17 @@ struct SyncStore::Impl {
 
   // ---- locks and semaphores ----
 
+  // A plain Semaphore keeps no holders: it is often a signal (one process acquires, another
+  // releases), and a process that ends holding none of its units must give none back.
+  static bool keeps_holders(const Object& o) { return o.kind != ChannelKind::semaphore; }
+
   // Gives free units to the acquires that wait, in order.
   void grant(Object& o) {
     while (o.units > 0 && !o.acquirers.empty()) {
       WaiterPtr w = std::move(o.acquirers.front());
       o.acquirers.pop_front();
       --o.units;
-      o.owners.push_back(Owner{w->who, w->thread, w->depth});
+      if (keeps_holders(o)) o.owners.push_back(Owner{w->who, w->thread, w->depth});
       finish(w, nullptr, flag_reply(w->op == ChannelOp::acquire || w->notified));
     }
   }
@@ -179,7 +183,7 @@ struct SyncStore::Impl {
     }
     if (o.units > 0 && o.acquirers.empty()) {
       --o.units;
-      o.owners.push_back(Owner{who, c.token, 1});
+      if (keeps_holders(o)) o.owners.push_back(Owner{who, c.token, 1});
       return finish(done, nullptr, flag_reply(true));
     }
     if (c.timeout_s == 0) return finish(done, nullptr, flag_reply(false));
@@ -528,7 +532,11 @@ struct SyncStore::Impl {
   }
 
   void forget(std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route) {
-    const auto dead = [&](const WaiterPtr& w) { return matches(w->who, pool, worker, route); };
+    const auto dead = [&](const WaiterPtr& w) {
+      if (!matches(w->who, pool, worker, route)) return false;
+      untime(w);
+      return true;
+    };
     for (auto& [id, o] : objects) {
       std::erase_if(o.acquirers, dead);
       std::erase_if(o.sleepers, dead);
@@ -539,10 +547,15 @@ struct SyncStore::Impl {
       const auto held = std::erase_if(o.owners, [&](const Owner& x) { return matches(x.who, pool, worker, route); });
       if (held == 0) continue;
       o.units = o.kind == ChannelKind::rlock ? 1 : o.units + held;
-      for (auto& w : o.acquirers)
+      // A Condition's waiter that waits to take its lock back takes it, as its wait promises (its
+      // std::unique_lock releases it afterwards); an acquire is told.
+      std::erase_if(o.acquirers, [&](WaiterPtr& w) {
+        if (w->op == ChannelOp::wait) return false;
         finish(w, error<HolderDied>("the process that held " + label(o.kind, id) + " (" + processes_of(pool, worker) +
                                     ") died holding it; it is free again, but what it guarded may be half-changed"));
-      o.acquirers.clear();
+        return true;
+      });
+      grant(o);
     }
   }
 };

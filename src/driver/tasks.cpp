@@ -1,5 +1,7 @@
 // fibra's task thread (detail::run_later: what a delivery hands on, such as a task whose Future
-// arguments are all in) and the default pool of fibra::submit and fibra::Actor<T>::start.
+// arguments are all in), the threads of map_async calls (detail::run_async_call), and the default
+// pool of fibra::submit and fibra::Actor<T>::start.
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -60,6 +62,20 @@ TaskThread& task_thread() {
 std::mutex g_default_mu;
 std::unique_ptr<Pool> g_default_pool;
 
+// The threads of map_async and starmap_async calls, one per call, detached: counted, so that the
+// Runtime's end waits for them (their calls fail with PoolClosed once the pools stop).
+struct AsyncCalls {
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = 0;  // under mu, as is:
+  bool stopped = false;
+};
+// Never destroyed, as the task thread: a call's thread may end while static objects are torn down.
+AsyncCalls& async_calls() {
+  static AsyncCalls* a = new AsyncCalls;
+  return *a;
+}
+
 }  // namespace
 
 void run_later(std::function<void()> f) {
@@ -84,6 +100,46 @@ void stop_task_thread() noexcept {
   }
   t.cv.notify_all();
   if (t.thread.joinable() && t.thread.get_id() != std::this_thread::get_id()) t.thread.join();
+}
+
+void run_async_call(std::function<void()> f) {
+  if (in_executor())
+    throw ConfigError("fibra: map_async and starmap_async inside a task are not supported yet: call map or starmap");
+  auto& a = async_calls();
+  {
+    std::lock_guard lk(a.mu);
+    if (a.stopped) throw PoolClosed("fibra: map_async after the fibra::Runtime ended");
+    ++a.running;
+  }
+  auto body = [&a, f = std::move(f)]() mutable {
+    try {
+      f();
+    } catch (const std::exception& e) {  // only a callback's (the call's own error is its result's)
+      log::error("fibra: a callback of map_async or starmap_async threw: {}; its result is set all the same", e.what());
+    } catch (...) {
+      log::error("fibra: a callback of map_async or starmap_async threw; its result is set all the same");
+    }
+    std::lock_guard lk(a.mu);
+    --a.running;
+    a.cv.notify_all();
+  };
+  try {
+    std::thread(std::move(body)).detach();
+  } catch (...) {  // no thread to be had
+    std::lock_guard lk(a.mu);
+    --a.running;
+    throw;
+  }
+}
+
+void stop_async_calls() noexcept {
+  auto& a = async_calls();
+  std::unique_lock lk(a.mu);
+  a.stopped = true;
+  // A callback that blocks would hold the Runtime's end for good: it is waited for only so long.
+  if (!a.cv.wait_for(lk, std::chrono::seconds(10), [&] { return a.running == 0; }))
+    log::warning("fibra: {} map_async calls still run their callbacks 10 s after the pools stopped; not waiting",
+                 a.running);
 }
 
 void drop_default_pool() noexcept {

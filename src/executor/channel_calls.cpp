@@ -11,6 +11,7 @@
 #include "executor/executor.hpp"
 #include "executor/inbox.hpp"
 #include "executor/objects.hpp"
+#include "transport/shared_items.hpp"
 
 namespace fibra::detail::exec {
 
@@ -236,7 +237,15 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
   RetryPolicy once;
   once.retries = 0;
   auto job = std::make_shared<JobState>(channel_entry(), CallMode::tuple, once);
-  const bool behind = call.op == ChannelOp::put && call.timeout_s < 0;
+  // Items too large for the ring go in a memfd the driver reads (kept open until it answers: such a
+  // put waits for its answer, so that the items are in the queue when it returns).
+  std::optional<SharedItemsOut> shared;
+  if (call.op == ChannelOp::put && call.items.bytes().size() >= shared_items_from &&
+      g_executor.inbox->calls_through_ring() && (shared = share_items(call.items))) {
+    call.shared = shared->ref;
+    call.items = {};
+  }
+  const bool behind = call.op == ChannelOp::put && call.timeout_s < 0 && !shared;
   const bool a_get = call.op == ChannelOp::get && call.kind != ChannelKind::event;
   const std::uint64_t want = std::max<std::uint64_t>(call.n, 1);
   g_executor.inbox->take_ring_replies();  // answers to earlier puts (the socket's are read as they come)
@@ -280,6 +289,14 @@ wire::ChannelReply executor_channel_call(wire::ChannelCall call) {
   g_executor.inbox->channel_call(std::move(r), job);
   const ScopedSet<bool> answer_soon(t_answer_soon, call.kind == ChannelKind::pipe && call.op == ChannelOp::get);
   auto reply = wire::decode<wire::ChannelReply>(Future<std::string>(job).get());
+  if (reply.shared) {  // (acknowledged below, and the driver closes it then)
+    try {
+      reply.items = take_shared_items(*reply.shared);
+    } catch (...) {
+      if (reply.token != 0) tell_delivery(ChannelOp::give_back, reply.token, 0);  // none taken: all go back
+      throw;
+    }
+  }
   if (reply.token != 0 && a_get && reply.items.size() > want) {
     g_read_ahead.keep(call.id, reply.token, reply.items, want);  // acknowledged as they are taken
   } else if (reply.token != 0) {  // received: the driver no longer owes these items to this process

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -20,6 +21,7 @@
 #include <thread>
 
 #include "fibra/detail/checkpoint.hpp"
+#include "common/env.hpp"
 #include "common/freed_memory.hpp"
 #include "common/trace.hpp"
 #include "executor/call_threads.hpp"
@@ -29,6 +31,7 @@
 #include "executor/objects.hpp"
 #include "executor/results.hpp"
 #include "executor/state.hpp"
+#include "roles.hpp"
 #include "task_side.hpp"
 #include "transport/frame_writer.hpp"
 #include "transport/lane.hpp"
@@ -55,9 +58,10 @@ namespace {
 // `results` is the frame buffer, kept from batch to batch so that its memory stays warm.
 // `sent` (a batch from the lane): where the agent reads how many of its chunks have their results
 // out, so that a death after them does not report them again. Frames go out every flush_bytes or
-// flush_every, and at the end.
-void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& results,
-               std::atomic<std::uint32_t>* sent = nullptr) {
+// flush_every, and at the end. An `outermost` batch (not one run while a task waits) stops after
+// the chunk that used up max_tasks_per_child: false then, and its agent reports the rest not run.
+bool run_batch(int sock, Mailbox& box, std::string_view batch, std::string& results,
+               std::atomic<std::uint32_t>* sent = nullptr, bool outermost = false) {
   const bool via_lane = sent != nullptr;
   std::uint32_t ran = 0;
   const std::string frame_head = wire::begin_results(static_cast<std::int64_t>(::getpid()));
@@ -88,6 +92,7 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
     with_own_puts([&] { run_chunk(t, box, results, spill, ctl, failures, &kept); });
     box.chunk.store(0, std::memory_order_release);
     ++ran;
+    if (t.header.actor == 0 && g_executor.tasks_left > 0 && --g_executor.tasks_left == 0) g_executor.retiring = true;
     trace::mark(trace::executor_ran, t.header.chunk);
     if (trace::detail::on) traced.push_back(t.header.chunk);
     const auto now = std::chrono::steady_clock::now();
@@ -99,6 +104,7 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
       results.assign(frame_head);  // keeps its memory: the next frame finds it warm
       last_flush = now;
     }
+    if (outermost && g_executor.retiring) break;
   }
   if (wire::result_count(results) > 0) {
     flush();
@@ -109,14 +115,45 @@ void run_batch(int sock, Mailbox& box, std::string_view batch, std::string& resu
   spill.give_back();  // (nothing is claimed after the last send; the string is let go below)
   // Kept warm up to what a lane keeps of its large slots; a larger frame's memory is given back.
   if (results.capacity() > lane::large_kept) std::string().swap(results);
+  return ran == tasks.size();
 }
 
-// Runs a batch, wherever it came from; a lane's slot is freed once its results are out.
-void run(const Inbox::Batch& b, std::string& results) {
+// Runs a batch, wherever it came from; a lane's slot is freed once its results are out (a batch
+// cut short stays taken: its agent reads what was not run from it once this process has ended).
+void run(const Inbox::Batch& b, std::string& results, bool outermost = false) {
   RunningBatch running;
-  run_batch(g_executor.sock, *g_executor.box, b.data(), results,
-            b.slot >= 0 ? &g_executor.lane->sent(b.slot) : nullptr);
-  if (b.slot >= 0) g_executor.lane->finish(b.slot);
+  const bool whole = run_batch(g_executor.sock, *g_executor.box, b.data(), results,
+                               b.slot >= 0 ? &g_executor.lane->sent(b.slot) : nullptr, outermost);
+  if (b.slot >= 0 && whole) g_executor.lane->finish(b.slot);
+}
+
+// The pool's initializer (FIBRA_INITIALIZER), once, before the first batch, run as a call of one
+// item is. What it threw fails each chunk this process is given, and it is not run again: a
+// process started over would only throw again (Python's Pool restarts such workers for ever).
+void run_initializer() {
+  const char* text = env::raw("FIBRA_INITIALIZER");
+  if (!text || !*text) return;
+  wire::Initializer init;
+  try {
+    init = wire::initializer_from_text(text);
+  } catch (const wire::Malformed& e) {
+    g_executor.init_failure = ItemFailure{0, "fibra::ConfigError", e.what()};
+    return;
+  }
+  const FunctionEntry* fn = function_by_id(init.fn);
+  const ChunkRunner runner = !fn ? nullptr : init.mode == CallMode::single ? fn->run_single : fn->run_tuple;
+  if (!runner) {
+    g_executor.init_failure = ItemFailure{0, "fibra::ConfigError",
+                                          "this worker does not have it: driver and workers must run the same binary"};
+    return;
+  }
+  std::string out;
+  Cursor item{0};
+  ItemFailure fail;
+  g_executor.box->initializing.store(1, std::memory_order_relaxed);
+  const bool ok = runner(init.args, 1, out, fail, item, RunControl{});
+  g_executor.box->initializing.store(0, std::memory_order_relaxed);
+  if (!ok) g_executor.init_failure = std::move(fail);
 }
 
 // Runs a batch that arrived while a task waits: on this stack while it has room, else on a new
@@ -259,13 +296,17 @@ class ExecutorSide final : public TaskSide {
   static Inbox inbox(sock);
   g_executor.inbox = &inbox;
   set_wait_hook(&help_while_waiting);
+  g_executor.tasks_left = static_cast<std::uint32_t>(env::number("FIBRA_MAX_TASKS", 0, 0, UINT32_MAX, true));
+  run_initializer();
   std::string results;
-  while (auto batch = inbox.next_batch())
-    if (!g_call_threads.take(*batch)) run(*batch, results);
+  while (auto batch = inbox.next_batch()) {
+    if (!g_call_threads.take(*batch)) run(*batch, results, true);
+    if (g_executor.retiring) break;  // its agent starts another, which takes what this one had not run
+  }
   wait_for_checkpoints();  // a checkpointed map a task ran is folded into its .h5 before the process ends
   std::fflush(stdout);
   std::fflush(stderr);
-  _exit(0);
+  _exit(g_executor.retiring ? executor_retired_status : 0);
 }
 
 }  // namespace fibra::detail

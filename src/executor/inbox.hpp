@@ -66,6 +66,9 @@ class Inbox {
   void channel_call(wire::Request r, std::shared_ptr<JobState> job);
   // Answers the driver put in the ring, delivered by whichever thread looks first; whether some were.
   bool take_ring_replies();
+  // Calls on channels go through the lane's ring now: the driver is on this host, and reads this
+  // process's memfds (transport/shared_items.hpp).
+  bool calls_through_ring() const { return ring_.load(std::memory_order_acquire) == Ring::on; }
 
   // A request that wants no reply (a queue's acknowledgement).
   void tell(wire::Request r);

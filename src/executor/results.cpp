@@ -11,6 +11,7 @@
 
 #include "fibra/detail/codec.hpp"
 #include "executor/objects.hpp"
+#include "task_side.hpp"
 #include "executor/state.hpp"
 
 namespace fibra::detail::exec {
@@ -153,9 +154,15 @@ void send_results(int sock, const std::string& frame, bool via_lane, FrameSpill&
 
 void run_chunk(const wire::TaskView& t, Mailbox& box, std::string& results, FrameSpill& spill, RunControl& ctl,
                std::vector<ItemFailure>& failures, KeptResults* kept) {
+  const HolderScope holder;  // the locks it takes are its own, not those of a task waiting under it
   const FunctionEntry* fn = function_by_id(t.header.fn);
   ChunkRunner run = !fn ? nullptr : t.header.mode == CallMode::single ? fn->run_single : fn->run_tuple;
   wire::ResultHeader h{t.header.chunk, t.header.attempt, wire::Status::ok};
+  if (g_executor.init_failure) {  // its pool's initializer threw: it runs no task
+    h.status = wire::Status::init_failed;
+    wire::append_result(results, h, wire::encode(*g_executor.init_failure));
+    return;
+  }
   if (!run) {
     h.status = wire::Status::unknown_fn;
     wire::append_result(results, h,

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,13 @@ struct ExecutorState {
   // This process hosts an actor (it was sent an actor's calls): a wait in one of its methods does
   // not run the next call meanwhile, since an actor's calls run one at a time, in order.
   bool actor_process = false;
+  // PoolOptions::max_tasks_per_child: chunks it may still run (0: no limit); once none are left it
+  // is `retiring`, and ends when its outermost batch is out (executor.cpp).
+  std::uint32_t tasks_left = 0;
+  bool retiring = false;
+  // What its pool's initializer threw (PoolOptions::initializer): each chunk it is given fails so
+  // (results.cpp), since running the initializer again would only fail again.
+  std::optional<ItemFailure> init_failure;
   // Frames to the agent come from the task's thread (results, requests, waits) and from threads a
   // task started (requests): one frame at a time.
   std::mutex write_mu;

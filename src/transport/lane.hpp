@@ -63,6 +63,9 @@ struct Mailbox {
   // agent tells the driver of its lane then (not only from its second batch on), so that its calls
   // may come through the lane's ring.
   std::atomic<std::uint32_t> wants_lane{0};
+  // Set by the executor while it runs its pool's initializer (PoolOptions::initializer): work that
+  // waits meanwhile is not stuck, and a death then is the initializer's.
+  std::atomic<std::uint32_t> initializing{0};
   // Items its tasks read ahead from queues (ReadAhead in src/executor/channel_calls.cpp), for as long as the driver
   // owes them: each slot holds ahead_packed(token, taken), 0 when free. If its process dies, these
   // say how many of each delivery it took (gone with it) and which come back.

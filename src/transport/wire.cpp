@@ -90,28 +90,47 @@ std::vector<TaskView> parse_tasks(std::string_view batch) {
   });
 }
 
-std::string policy_text(const detail::RetryPolicy& p) {
+namespace {
+
+// Bytes as hex digits, for an environment variable (which cannot hold a NUL).
+std::string hex_text(std::string_view bytes) {
   static constexpr char digits[] = "0123456789abcdef";
   std::string text;
-  for (unsigned char c : encode(p)) {
+  text.reserve(2 * bytes.size());
+  for (unsigned char c : bytes) {
     text += digits[c >> 4];
     text += digits[c & 15];
   }
   return text;
 }
 
-detail::RetryPolicy policy_from_text(std::string_view text) {
+// `what` names it in the Malformed thrown for text that is not hex.
+std::string bytes_from_hex(std::string_view text, const char* what) {
   auto nibble = [&](char c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    throw Malformed("fibra: a malformed message: a pool's default policy '" + std::string(text) + "' is not hex");
+    throw Malformed(std::string("fibra: a malformed message: ") + what + " '" + std::string(text) + "' is not hex");
   };
   if (text.size() % 2 != 0)
-    throw Malformed("fibra: a malformed message: a pool's default policy of " + std::to_string(text.size()) +
+    throw Malformed(std::string("fibra: a malformed message: ") + what + " of " + std::to_string(text.size()) +
                     " hex digits");
   std::string bytes;
   for (std::size_t i = 0; i < text.size(); i += 2) bytes += char(nibble(text[i]) * 16 + nibble(text[i + 1]));
-  return decode_whole<detail::RetryPolicy>(bytes);
+  return bytes;
+}
+
+}  // namespace
+
+std::string policy_text(const detail::RetryPolicy& p) { return hex_text(encode(p)); }
+
+detail::RetryPolicy policy_from_text(std::string_view text) {
+  return decode_whole<detail::RetryPolicy>(bytes_from_hex(text, "a pool's default policy"));
+}
+
+std::string initializer_text(const Initializer& i) { return hex_text(encode(i)); }
+
+Initializer initializer_from_text(std::string_view text) {
+  return decode_whole<Initializer>(bytes_from_hex(text, "a pool's initializer"));
 }
 
 std::string routed_request(std::uint64_t route, std::string_view request) {

@@ -111,6 +111,19 @@ void fields(F&& f, M& m) { f(m.name, m.class_name); }
 /// Request::actor of a task's use of a Queue, Pipe or Event (its payload a ChannelCall); the
 /// reply's payload is a ChannelReply, encoded as one std::string.
 inline constexpr std::uint64_t channel_request = ~std::uint64_t(0) - 2;
+/// Items too large for a lane's ring, in a memfd of process `pid` named `name` on the host both
+/// processes share (src/transport/shared_items.hpp): `size` bytes of `count` items laid out with
+/// `stride` (detail::ChannelItems).
+struct SharedItems {
+  std::int64_t pid = 0;
+  std::string name;
+  std::uint64_t size = 0;
+  std::uint64_t count = 0;
+  std::uint64_t stride = 0;
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, SharedItems>
+void fields(F&& f, M& m) { f(m.pid, m.name, m.size, m.count, m.stride); }
 struct ChannelCall {
   detail::ChannelOp op = detail::ChannelOp::info;
   detail::ChannelKind kind = detail::ChannelKind::queue;
@@ -120,21 +133,23 @@ struct ChannelCall {
   std::uint64_t token = 0;  ///< ack, give_back, recall: the delivery
   std::uint64_t ahead = 0;  ///< a task's get: how many more items it may take along (read ahead)
   detail::ChannelItems items;
+  std::optional<SharedItems> shared;  ///< a put's items, when they are too large for the ring
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, ChannelCall>
-void fields(F&& f, M& m) { f(m.op, m.kind, m.id, m.n, m.timeout_s, m.token, m.ahead, m.items); }
+void fields(F&& f, M& m) { f(m.op, m.kind, m.id, m.n, m.timeout_s, m.token, m.ahead, m.items, m.shared); }
 struct ChannelReply {
   detail::ChannelItems items;
   std::uint64_t value = 0;
   std::uint64_t maxsize = 0;
   bool flag = false;
   bool closed = false;
-  std::uint64_t token = 0;  ///< items delivered: the task acks this token once it has them
+  std::uint64_t token = 0;            ///< items delivered: the task acks this token once it has them
+  std::optional<SharedItems> shared;  ///< the items, when they are too large for the ring
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, ChannelReply>
-void fields(F&& f, M& m) { f(m.items, m.value, m.maxsize, m.flag, m.closed, m.token); }
+void fields(F&& f, M& m) { f(m.items, m.value, m.maxsize, m.flag, m.closed, m.token, m.shared); }
 /// agent -> driver (tag_route_gone): the executor or actor process at `route` ended; what it
 /// waited for on queues is no longer wanted, and items it was sent but did not acknowledge go back.
 struct RouteGone {
@@ -273,6 +288,19 @@ template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, Simulation>
 void fields(F&& f, M& m) { f(m.agents, m.silent_every, m.silent_after_s); }
 
+/// The pool's initializer (PoolOptions::initializer), as its agents hand it to each worker's
+/// executor (in FIBRA_INITIALIZER, initializer_text): the function, run as apply_async runs one
+/// with these encoded arguments. fn 0: none.
+struct Initializer {
+  std::uint64_t fn = 0;  ///< FunctionEntry::id
+  detail::CallMode mode = detail::CallMode::tuple;
+  std::string name;  ///< its registered name, for messages
+  std::string args;  ///< encoded as Initializer (fibra/options.hpp) encodes them
+};
+template <class F, class M>
+requires std::is_same_v<std::remove_const_t<M>, Initializer>
+void fields(F&& f, M& m) { f(m.fn, m.mode, m.name, m.args); }
+
 struct AgentSetup {
   double heartbeat_s = 0;       ///< send a heartbeat after this much silence
   double driver_silence_s = 0;  ///< exit when the driver has been silent this long (orphan guard)
@@ -291,19 +319,25 @@ struct AgentSetup {
   std::string driver_host;      ///< the driver's host: executors on it store what tasks put (FIBRA_DRIVER_HOST)
   std::int64_t driver_pid = 0;  ///< ... if its /proc entry can be read there (same pid namespace)
   Simulation simulation;        ///< agents: 0 for a real agent
-  std::int32_t spare_processes = 0;  ///< PoolOptions::spare_processes
+  std::int32_t spare_processes = 0;       ///< PoolOptions::spare_processes
+  Initializer initializer;                ///< run by each worker's executor first (FIBRA_INITIALIZER)
+  std::uint32_t max_tasks_per_child = 0;  ///< an executor ends after this many chunks (FIBRA_MAX_TASKS); 0: never
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, AgentSetup>
 void fields(F&& f, M& m) {
   f(m.heartbeat_s, m.driver_silence_s, m.executors, m.slot, m.prefix_output, m.gpus, m.cpus, m.policy, m.lane_nonce,
-    m.keep_freed_bytes, m.driver_host, m.driver_pid, m.simulation, m.spare_processes);
+    m.keep_freed_bytes, m.driver_host, m.driver_pid, m.simulation, m.spare_processes, m.initializer,
+    m.max_tasks_per_child);
 }
 
 /// A RetryPolicy as text for an environment variable: its encoding (the list above), in hex. An
 /// executor gets its pool's defaults in FIBRA_POOL_POLICY. policy_from_text throws Malformed.
 std::string policy_text(const detail::RetryPolicy& p);
 detail::RetryPolicy policy_from_text(std::string_view text);
+/// The same for the pool's initializer, which an executor gets in FIBRA_INITIALIZER.
+std::string initializer_text(const Initializer& i);
+Initializer initializer_from_text(std::string_view text);
 
 /// agent -> driver, once its executors have started.
 struct Hello {
@@ -520,6 +554,9 @@ enum class Status : std::uint8_t {
   timed_out = 5,   ///< payload: like crashed; an item ran past the chunk's time limit and was killed
   partial = 6,     ///< payload: a Partial (keep_going chunks whose items failed or were skipped)
   kept = 7,        ///< payload: a Kept (the result stays in shared memory on the worker's host)
+  /// payload: an ItemFailure (offset 0) of the pool's initializer, which threw in this executor:
+  /// it runs no task (PoolOptions::initializer)
+  init_failed = 8,
 };
 
 /// One chunk of a result batch (its payload follows it).
@@ -551,19 +588,32 @@ template <class M>
 void put(detail::Writer& w, const M& m);
 template <class M>
 void get_fields(detail::Reader& r, M& m);
+/// An optional message (std::optional of a type with a `fields` list): a flag, then its fields.
+template <class T>
+struct optional_listed : std::false_type {};
+template <Listed T>
+struct optional_listed<std::optional<T>> : std::true_type {};
 template <class T>
 void put_one(detail::Writer& w, const T& x) {
-  if constexpr (Listed<T>)
+  if constexpr (Listed<T>) {
     put(w, x);
-  else
+  } else if constexpr (optional_listed<T>::value) {
+    w.pod<std::uint8_t>(x ? 1 : 0);
+    if (x) put(w, *x);
+  } else {
     detail::encode(w, x);
+  }
 }
 template <class T>
 void get_one(detail::Reader& r, T& x) {
-  if constexpr (Listed<T>)
+  if constexpr (Listed<T>) {
     get_fields(r, x);
-  else
+  } else if constexpr (optional_listed<T>::value) {
+    x.reset();
+    if (r.pod<std::uint8_t>() != 0) get_fields(r, x.emplace());
+  } else {
     detail::decode(r, x);
+  }
 }
 
 /// Writes a message's fields.

@@ -170,6 +170,46 @@ void kill_a_writer_mid_stream(fibra::Queue<long> q, long returned_at_least) {
   ::unlink(path);
 }
 
+// Items of 1 MiB or more skip the lane's ring (a memfd, docs/processes-and-queues.md): byte k of a
+// block is (k * 7) % 253, so a byte moved, lost or repeated shows.
+std::string block_of(long bytes) {
+  std::string b(static_cast<std::size_t>(bytes), '\0');
+  for (std::size_t k = 0; k < b.size(); ++k) b[k] = static_cast<char>((k * 7) % 253);
+  return b;
+}
+void echo_twice(fibra::Connection<std::string> end) {
+  for (int i = 0; i < 2; ++i) end.send(end.recv(std::chrono::seconds(60)));
+}
+FIBRA_REMOTE(echo_twice);
+// Puts two blocks and a small item, and ends at once: each put returned, so each is in the queue.
+void put_blocks_and_end(fibra::Queue<std::string> q, long bytes) {
+  q.put(block_of(bytes));
+  q.put("small");
+  q.put(block_of(2 * bytes));
+}
+FIBRA_REMOTE(put_blocks_and_end);
+
+TEST(Processes, LargeItemsArriveWholeThroughAPipeAndAQueue) {
+  const long mb = 3'000'000;
+  auto [mine, theirs] = fibra::Pipe<std::string>();
+  fibra::Process echo(echo_twice, theirs);
+  echo.start();
+  mine.send("warm");  // its first call opens its ring; the block then takes the memfd both ways
+  EXPECT_EQ(mine.recv(std::chrono::seconds(60)), "warm");
+  mine.send(block_of(mb));
+  EXPECT_TRUE(mine.recv(std::chrono::seconds(60)) == block_of(mb)) << "the 3 MB block came back changed";
+  ASSERT_TRUE(echo.join(bound));
+  fibra::Queue<std::string> q;
+  fibra::Process writer(put_blocks_and_end, q, mb);
+  writer.start();
+  ASSERT_TRUE(writer.join(bound));
+  ASSERT_EQ(writer.exitcode(), 0) << (writer.error() ? writer.error()->what() : "");
+  ASSERT_EQ(q.qsize(), 3u) << "a put that returned in a process that ended at once is in the queue";
+  EXPECT_TRUE(q.get(std::chrono::seconds(10)) == block_of(mb));
+  EXPECT_EQ(q.get(std::chrono::seconds(10)), "small");
+  EXPECT_TRUE(q.get(std::chrono::seconds(10)) == block_of(2 * mb));
+}
+
 TEST(Processes, AWriterKilledMidStreamLeavesEveryPutThatReturned) {
   {
     SCOPED_TRACE("an unbounded queue");

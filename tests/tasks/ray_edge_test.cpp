@@ -20,6 +20,8 @@
 #include <fcntl.h>
 #include <algorithm>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "../common/bounded.hpp"
@@ -446,6 +448,34 @@ TEST(RayEdges, ARegisteredExceptionFromAnActorMethodIsRethrownAsItself) {
 
 // fibra::cancel, Future::get(timeout) and Future::then (issue 28, item 11), on 1 worker that a
 // 1.5 s task keeps busy, so that what is submitted after it waits in the driver's queue.
+// Ray's num_returns (fibra::split): the squares below n and their sum, each part a Future of its own.
+std::tuple<std::vector<long>, long> squares_and_sum(long n) {
+  std::vector<long> v;
+  for (long k = 0; k < n; ++k) v.push_back(k * k);
+  return {v, std::accumulate(v.begin(), v.end(), 0L)};
+}
+FIBRA_REMOTE(squares_and_sum);
+long count_of(std::vector<long> v) { return static_cast<long>(v.size()); }
+FIBRA_REMOTE(count_of);
+long twice(long x) { return 2 * x; }
+FIBRA_REMOTE(twice);
+std::pair<long, std::string> fails_before_its_pair(long) { throw std::runtime_error("no pair today"); }
+FIBRA_REMOTE(fails_before_its_pair);
+
+TEST(RayEdges, SplitGivesEachReturnAFutureOfItsOwnThatATaskCanTake) {
+  auto [squares, sum] = fibra::split(fibra::submit(squares_and_sum, 10L));
+  auto count = fibra::submit(count_of, squares);
+  auto doubled = fibra::submit(twice, sum);
+  EXPECT_EQ(get_within(count, 60s, "count_of(squares)"), 10);
+  EXPECT_EQ(get_within(doubled, 60s, "twice(sum)"), 2 * 285);  // 0 + 1 + 4 + ... + 81
+  EXPECT_EQ(squares.get().back(), 81);
+  auto [first, second] = fibra::split(fibra::submit(fails_before_its_pair, 1L));
+  EXPECT_THROW((void)get_within(second, 60s, "the failed pair's second"), fibra::RemoteError);
+  const std::string told = error_of([&] { (void)second.get(); });
+  EXPECT_NE(told.find("no pair today"), std::string::npos) << told;
+  EXPECT_THROW((void)get_within(fibra::submit(twice, first), 60s, "twice(first)"), fibra::DependencyFailed);
+}
+
 TEST(RayEdges, ACancelledTaskThatHadNotStartedNeverRuns) {
   fibra::Pool pool(1);
   auto busy = pool.submit(nap_ms, 1500);

@@ -68,11 +68,14 @@ void wait_at(fibra::Barrier barrier, fibra::Queue<long> said) {
 }
 FIBRA_REMOTE(wait_at);
 
-// Under the condition's lock, waits until `ready` is set, then answers `ready` + 1 into `answer`.
-void wait_until_ready(fibra::Condition cond, fibra::Value<long> ready, fibra::Value<long> answer) {
+// Under the condition's lock, says it waits, waits until `ready` is set, then answers `ready` + 1
+// into `answer` (-1 if no notify came within 20 s).
+void wait_until_ready(fibra::Condition cond, fibra::Value<long> waiting, fibra::Value<long> ready,
+                      fibra::Value<long> answer) {
   std::unique_lock g(cond);
-  cond.wait_for([&] { return ready.get() != 0; }, std::chrono::seconds(50));
-  answer.set(ready.get() + 1);
+  waiting.set(1);  // (under the lock: the driver takes it only once this process waits)
+  const bool notified = cond.wait_for([&] { return ready.get() != 0; }, std::chrono::seconds(20));
+  answer.set(notified ? ready.get() + 1 : -1);
 }
 FIBRA_REMOTE(wait_until_ready);
 
@@ -192,18 +195,22 @@ TEST(Barriers, ATimeoutBreaksItForEveryoneUntilReset) {
 
 TEST(Conditions, AProcessWaitsForTheDriversNotify) {
   fibra::Condition cond;
-  fibra::Value<long> ready(0), answer(0);
-  fibra::Process p(wait_until_ready, cond, ready, answer);
+  fibra::Value<long> waiting(0), ready(0), answer(0);
+  fibra::Process p(wait_until_ready, cond, waiting, ready, answer);
   p.start();
-  std::this_thread::sleep_for(200ms);  // (it may wait already, or not yet: either way it sees ready)
-  {
+  const auto until = std::chrono::steady_clock::now() + bound;
+  while (waiting.get() == 0) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "the process did not take the condition's lock";
+    std::this_thread::sleep_for(5ms);
+  }
+  {  // taken once the process waits (its wait released the lock)
     std::unique_lock g(cond);
     ready.set(41);
     cond.notify_all();
   }
   ASSERT_TRUE(p.join(bound)) << "the process waiting on the condition did not end within 60 s";
   ASSERT_EQ(p.exitcode(), 0) << (p.error() ? p.error()->what() : "");
-  EXPECT_EQ(answer.get(), 42);
+  EXPECT_EQ(answer.get(), 42) << "-1: the notify was lost";
 }
 
 TEST(Conditions, AWaitTimesOutHoldingTheLockAgainAndNeedsTheLock) {

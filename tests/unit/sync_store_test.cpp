@@ -93,15 +93,26 @@ TEST(SyncStore, ADeadWaiterIsDroppedAndTheNextInLineGetsTheLock) {
   EXPECT_FALSE(first->answered) << "the dead waiter is never answered";
 }
 
-TEST(SyncStore, ASemaphoresUnitsOfADeadHolderComeBackAndOnlyTheirs) {
+TEST(SyncStore, ABoundedSemaphoresUnitsOfADeadHolderComeBackAndOnlyTheirs) {
   const ChannelHolder a{103, 1, 1}, b{103, 1, 2};
-  const auto sem = open(ChannelKind::semaphore, 3);
-  ASSERT_TRUE(call(ChannelOp::acquire, ChannelKind::semaphore, sem, a)->reply.flag);
-  ASSERT_TRUE(call(ChannelOp::acquire, ChannelKind::semaphore, sem, a, 2)->reply.flag);
-  ASSERT_TRUE(call(ChannelOp::acquire, ChannelKind::semaphore, sem, b)->reply.flag);
-  EXPECT_EQ(call(ChannelOp::info, ChannelKind::semaphore, sem, driver)->reply.value, 0u);
+  const auto sem = open(ChannelKind::bounded_semaphore, 3);
+  ASSERT_TRUE(call(ChannelOp::acquire, ChannelKind::bounded_semaphore, sem, a)->reply.flag);
+  ASSERT_TRUE(call(ChannelOp::acquire, ChannelKind::bounded_semaphore, sem, a, 2)->reply.flag);
+  ASSERT_TRUE(call(ChannelOp::acquire, ChannelKind::bounded_semaphore, sem, b)->reply.flag);
+  EXPECT_EQ(call(ChannelOp::info, ChannelKind::bounded_semaphore, sem, driver)->reply.value, 0u);
   SyncStore::instance().forget(103, 1, 1);  // route 1 only: b (route 2) lives
-  EXPECT_EQ(call(ChannelOp::info, ChannelKind::semaphore, sem, driver)->reply.value, 2u);
+  EXPECT_EQ(call(ChannelOp::info, ChannelKind::bounded_semaphore, sem, driver)->reply.value, 2u);
+}
+
+TEST(SyncStore, APlainSemaphoreUsedAsASignalGivesNothingBackWhenItsTakerEnds) {
+  const ChannelHolder consumer{106, 1, 1};
+  const auto sem = open(ChannelKind::semaphore, 0);
+  auto waiting = call(ChannelOp::acquire, ChannelKind::semaphore, sem, consumer);
+  EXPECT_FALSE(call(ChannelOp::unlock, ChannelKind::semaphore, sem, driver)->error);  // the producer's signal
+  ASSERT_TRUE(waiting->answered && waiting->reply.flag);
+  SyncStore::instance().forget(106, 1, std::nullopt);  // the consumer ends, its signal used
+  EXPECT_EQ(call(ChannelOp::info, ChannelKind::semaphore, sem, driver)->reply.value, 0u)
+      << "a signal nobody sent appeared";
 }
 
 TEST(SyncStore, AnRLocksDepthIsRestoredAfterAConditionsWait) {
@@ -140,6 +151,40 @@ TEST(SyncStore, AnRLocksDepthIsRestoredAfterAConditionsWait) {
   EXPECT_FALSE(call(ChannelOp::acquire, ChannelKind::rlock, rlock, driver, 7, 0)->reply.flag);
   EXPECT_FALSE(call(ChannelOp::unlock, ChannelKind::rlock, rlock, a)->error);
   EXPECT_TRUE(call(ChannelOp::acquire, ChannelKind::rlock, rlock, driver, 7, 0)->reply.flag);
+}
+
+TEST(SyncStore, AConditionsWaiterTakesItsLockBackWhenTheHolderDiesAndIsNotTold) {
+  const ChannelHolder a{107, 1, 1}, b{107, 2, 1};
+  const auto lock = open(ChannelKind::lock, 1);
+  const auto cond = open(ChannelKind::condition, 0);
+  const auto condition_call = [&](ChannelOp op, const ChannelHolder& who) {
+    fibra::wire::ChannelCall c;
+    c.op = op;
+    c.kind = ChannelKind::condition;
+    c.id = cond;
+    c.n = 1;
+    c.token = 1;
+    c.ahead = lock;
+    auto out = std::make_shared<Outcome>();
+    SyncStore::instance().call(c, who, [out](std::exception_ptr e, fibra::wire::ChannelReply r) {
+      out->answered = true;
+      out->error = e;
+      out->reply = std::move(r);
+    });
+    return out;
+  };
+  ASSERT_TRUE(call(ChannelOp::acquire, ChannelKind::lock, lock, b)->reply.flag);
+  auto waiting = condition_call(ChannelOp::wait, b);  // releases the lock while it waits
+  ASSERT_TRUE(call(ChannelOp::acquire, ChannelKind::lock, lock, a)->reply.flag);
+  EXPECT_FALSE(condition_call(ChannelOp::notify, a)->error);  // b now waits for the lock a holds
+  auto other = call(ChannelOp::acquire, ChannelKind::lock, lock, driver);
+  SyncStore::instance().forget(107, 1, std::nullopt);  // a dies holding it
+  ASSERT_TRUE(waiting->answered);
+  EXPECT_FALSE(waiting->error) << "the waiter holds its lock again, as its wait promised";
+  EXPECT_TRUE(waiting->reply.flag) << "it was notified";
+  ASSERT_TRUE(other->answered);
+  EXPECT_TRUE(is<fibra::HolderDied>(other)) << "a plain acquire waiting then is told";
+  EXPECT_FALSE(call(ChannelOp::acquire, ChannelKind::lock, lock, driver, 1, 0)->reply.flag) << "b holds it";
 }
 
 TEST(SyncStore, ABarrierGivesIndexesInArrivalOrderAndBreaksWhenAPartyDies) {

@@ -217,11 +217,32 @@ TEST(Wire, AgentSetupRoundTrips) {
   // the layout both sides read: doubles, ints, a bool, then a count and sized strings, a double, a
   // policy (u32, bool, double, bool, then its needs: double, i32, i64), the lanes' nonce, the freed
   // memory its executors keep, the driver's host (a sized string) and pid, the simulation (u32,
-  // u32, double), the spare processes (i32)
+  // u32, double), the spare processes (i32), the initializer (u64, u8, two sized strings), the
+  // tasks per executor (u32)
   constexpr std::size_t policy_bytes = 4u + 1u + 8u + 1u + (8u + 4u + 8u);
   EXPECT_EQ(wire::encode(policy).size(), policy_bytes);
   EXPECT_EQ(wire::encode(s).size(), 8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u + policy_bytes + 8u +
-                                        8u + (8u + 5u) + 8u + (4u + 4u + 8u) + 4u);
+                                        8u + (8u + 5u) + 8u + (4u + 4u + 8u) + 4u + (8u + 1u + 8u + 8u) + 4u);
+}
+
+// The pool's initializer reaches executors as text in their environment, whole: its function,
+// how its arguments are laid out, its name, and argument bytes that include a NUL.
+TEST(Wire, APoolsInitializerTravelsWholeAsText) {
+  wire::Initializer i{0x0123456789abcdefULL, detail::CallMode::single, "load_model", std::string("a\0b", 3)};
+  wire::AgentSetup s;
+  s.initializer = i;
+  s.max_tasks_per_child = 2;
+  const auto g = wire::decode<wire::AgentSetup>(wire::encode(s));
+  EXPECT_EQ(g.max_tasks_per_child, 2u);
+  const std::string text = wire::initializer_text(g.initializer);
+  EXPECT_EQ(text.find_first_not_of("0123456789abcdef"), std::string::npos) << text;
+  const auto j = wire::initializer_from_text(text);
+  EXPECT_EQ(j.fn, i.fn);
+  EXPECT_EQ(j.mode, detail::CallMode::single);
+  EXPECT_EQ(j.name, "load_model");
+  EXPECT_EQ(j.args, std::string("a\0b", 3));
+  EXPECT_THROW(wire::initializer_from_text("xyz0"), wire::Malformed);
+  EXPECT_THROW(wire::initializer_from_text(text.substr(2)), wire::Malformed);
 }
 
 // The pool's default policy reaches executors as text in their environment, every field of it

@@ -188,9 +188,12 @@ class Runner {
 
   void begin_next(std::size_t h) {
     Host& host = hosts_[h];
-    auto s = experiment_.start_next();
     if (host.trial) spent_[*host.trial] += std::chrono::duration<double>(Clock::now() - host.began).count();
     host.trial.reset();
+    // No trial starts once the experiment's budget is spent: it would be stopped at once, with
+    // nothing run, where it can stay pending for a rerun.
+    if (deadline_ && Clock::now() >= *deadline_) return;
+    auto s = experiment_.start_next();
     if (!s) return;
     host.trial = s->trial;
     host.began = Clock::now();

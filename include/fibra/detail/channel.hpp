@@ -174,7 +174,7 @@ enum class ChannelKind : std::uint8_t {
   rlock = 4,              ///< RLock: one unit, taken again by the thread that holds it, released by it
   semaphore = 5,          ///< Semaphore (n: its first value)
   bounded_semaphore = 6,  ///< BoundedSemaphore (n: its first value, which a release may not pass)
-  condition = 7,          ///< Condition (n: the id of its lock)
+  condition = 7,          ///< Condition (its calls name its lock: ChannelCall::ahead)
   barrier = 8,            ///< Barrier (n: its parties)
   value = 9,              ///< Value and Array: a row of items (open's items: the first ones)
   dict = 10,              ///< Dict: items by key, in the order their keys came

@@ -197,7 +197,10 @@ struct Codec<std::string> {
   }
   static void decode(Reader& r, std::string& s) {
     auto n = r.pod<std::uint64_t>();
-    s.assign(r.take(n));
+    const std::string_view bytes = r.take(n);
+    if (n < large_buffer) return void(s.assign(bytes));
+    resize_large(s, n);  // huge pages, not zero-filled first: a 100 MB item is not faulted in page by page
+    copy_large(s.data(), bytes.data(), n);
   }
 };
 

@@ -222,6 +222,14 @@ bool cancel_job(const std::shared_ptr<JobState>& job, bool force);
 void when_delivered(const std::shared_ptr<JobState>& job, std::function<void()> f);
 /// Runs what run_later queued and ends the task thread (the Runtime's end, after the pools stop).
 void stop_task_thread() noexcept;
+/// Runs `f` on a thread of its own (map_async's and starmap_async's: the call reads its input,
+/// collects its results and runs its callbacks there): never the caller's thread, nor a pool's
+/// communication thread. What `f` throws is logged. Throws ConfigError inside a task, PoolClosed
+/// after the Runtime's end.
+void run_async_call(std::function<void()> f);
+/// Waits (at most 10 s, then says so) until the threads of run_async_call have ended; later ones
+/// are refused. The Runtime's end, after the pools stop (their calls then fail with PoolClosed).
+void stop_async_calls() noexcept;
 
 /// How an actor is kept (ActorOptions, sent to the pool's core).
 struct ActorSettings {
@@ -258,6 +266,8 @@ struct PoolSettings {
   std::vector<std::string> hosts;             ///< agents placed on these (empty: MPI places them)
   std::vector<int> host_slots;                ///< processes each of `hosts` takes; 0: not known
   bool pack = false;                          ///< fill hosts in order ("pack"), else one after another ("spread")
+  Initializer initializer;                    ///< PoolOptions::initializer (checked: its arguments fit)
+  std::uint32_t max_tasks_per_child = 0;      ///< PoolOptions::max_tasks_per_child; 0: no limit
 };
 
 /// A pool's worker processes and queue, owned by the driver's runtime.
