@@ -5,19 +5,56 @@
 // and the round trip of one call (through its agent: such an actor does not use its lane).
 //
 //   b7_tasks [--workers N] [--submits N] [--roundtrips N] [--chain N] [--payload-mb M] [--naps N] [--repeats R]
+//            [--held-futures N]
 //
+// --held-futures: what a future costs the driver, in bytes of resident memory each: N no-op tasks
+// submitted while every worker is held (queued), then once all their results are in (done, held).
 // Prints one line per figure, as CSV: benchmark,metric,value,unit (medians of R runs).
 #include <fibra/fibra.hpp>
+
+#include <malloc.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "bench_common.hpp"
 
 int noop(int x) { return x; }
 FIBRA_REMOTE(noop);
+void hold_ms(long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+FIBRA_REMOTE(hold_ms);
+
+// The driver's resident memory, in bytes (/proc/self/statm).
+double resident_bytes() {
+  long pages = 0, resident = 0;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return double(resident) * double(::sysconf(_SC_PAGESIZE));
+}
+
+// What one future costs in the driver: `n` no-op tasks submitted while every worker is held by a
+// long task (queued: bytes each), then the same futures once every result is in (done and held).
+std::pair<double, double> bytes_per_future(fibra::Pool& pool, int workers, long n) {
+  std::vector<fibra::Future<void>> gates;
+  for (int w = 0; w < workers; ++w) gates.push_back(pool.submit(hold_ms, 3000L));
+  std::vector<fibra::Future<int>> fs;
+  fs.reserve(static_cast<std::size_t>(n));  // (its 16 bytes a future counted in both figures)
+  ::malloc_trim(0);
+  const double before = resident_bytes();
+  for (long i = 0; i < n; ++i) fs.push_back(pool.submit(noop, 1));
+  const double queued = (resident_bytes() - before) / double(n);
+  for (auto& g : gates) g.get();
+  for (auto& f : fs) f.wait();
+  ::malloc_trim(0);
+  const double done = (resident_bytes() - before) / double(n);
+  return {queued, done};
+}
 long inc(long x) { return x + 1; }
 FIBRA_REMOTE(inc);
 
@@ -57,6 +94,7 @@ int main(int argc, char** argv) {
   const int repeats = static_cast<int>(arg(argc, argv, "--repeats", 5));
   const long payload_mb = arg(argc, argv, "--payload-mb", 100);  // a large argument and result
   const long naps = arg(argc, argv, "--naps", 32);
+  const long held = arg(argc, argv, "--held-futures", 200'000);
   std::printf("# fibra %s, %u hardware threads, %d workers, medians of %d runs\n", fibra::version,
               std::thread::hardware_concurrency(), workers, repeats);
   std::printf("benchmark,metric,value,unit\n");
@@ -143,6 +181,11 @@ int main(int argc, char** argv) {
   if (payload_mb > 0) {
     std::printf("b7,actor_call_%ldmb_roundtrip_s,%.3f,s\n", payload_mb, median(actor_big));
     std::printf("b7,apply_async_%ldmb_roundtrip_s,%.3f,s\n", payload_mb, median(async_big));
+  }
+  if (held > 0) {
+    const auto [queued, done] = bytes_per_future(pool, workers, held);
+    std::printf("b7,future_queued_bytes,%.0f,bytes\n", queued);
+    std::printf("b7,future_done_bytes,%.0f,bytes\n", done);
   }
   return 0;
 }
