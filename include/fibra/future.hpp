@@ -251,7 +251,10 @@ class AsyncResult {
   T get() && {
     wait();
     if (s_->error) std::rethrow_exception(s_->error);
-    if (s_.use_count() == 1) return std::move(*s_->value);
+    if (s_.use_count() == 1) {
+      std::atomic_thread_fence(std::memory_order_acquire);  // after what other copies, now gone, did
+      return std::move(*s_->value);
+    }
     return *s_->value;
   }
   /// @brief As get(), waiting at most `timeout` (Python's get(timeout)).

@@ -80,12 +80,16 @@ auto split_results(const Future<Tuple>& whole, std::index_sequence<I...>) {
   for (std::size_t i = 0; i < parts.size(); ++i)
     parts[i]->set_name(job->name() + " [return " + std::to_string(i) + "]");
   whole.then([parts](const Future<Tuple>& done) {
-    try {
+    std::array<std::string, sizeof...(I)> encoded;
+    try {  // every part encoded before any is delivered: each gets one outcome
       const Tuple value = done.get();
-      (parts[I]->deliver(ChunkOutcome{0, 1, encode_value(std::get<I>(value)), nullptr, {}}), ...);
+      ((encoded[I] = encode_value(std::get<I>(value))), ...);
     } catch (...) {
       for (const auto& p : parts) p->deliver(ChunkOutcome{0, 1, {}, std::current_exception(), {}});
+      return;
     }
+    for (std::size_t i = 0; i < parts.size(); ++i)
+      parts[i]->deliver(ChunkOutcome{0, 1, std::move(encoded[i]), nullptr, {}});
   });
   return std::make_tuple(Future<std::tuple_element_t<I, Tuple>>(parts[I])...);
 }

@@ -454,11 +454,13 @@ std::string SupervisedExecutor::report_death() {
   const Mailbox& b = lane().mailbox();
   const std::uint64_t died_in = b.chunk.load(std::memory_order_acquire);
   const std::uint32_t item = b.item.load(std::memory_order_relaxed);
-  // It ran its PoolOptions::max_tasks_per_child tasks and ended between two: no crash, replaced at once.
-  const bool retired = died_in == 0 && !actor_ && WIFEXITED(status) && WEXITSTATUS(status) == executor_retired_status;
+  const bool in_initializer = b.initializing.load(std::memory_order_relaxed) != 0;
+  // It ran its PoolOptions::max_tasks_per_child tasks and ended between two: no crash, replaced at
+  // once. (Not an initializer that happened to exit with that status: that is its crash.)
+  const bool retired =
+      died_in == 0 && !actor_ && !in_initializer && WIFEXITED(status) && WEXITSTATUS(status) == executor_retired_status;
   if (died_in == 0 && !retired) ++idle_deaths_;  // also paces the restarts of an executor that keeps dying
   const bool blame_first = died_in == 0 && !retired && idle_deaths_ >= idle_deaths_before_blame;
-  const bool in_initializer = b.initializing.load(std::memory_order_relaxed) != 0;
   // Killed to cancel a chunk it had finished by then: what it was in is not to blame.
   const bool cancel_missed = killed_for_ != 0 && died_in != killed_for_;
   killed_for_ = 0;

@@ -22,6 +22,7 @@
 
 #include "common/freed_memory.hpp"
 #include "common/log.hpp"
+#include "driver/wait_timer.hpp"
 #include "driver/sync_store.hpp"
 #include "task_side.hpp"
 #include "fibra/error.hpp"
@@ -460,34 +461,7 @@ struct ChannelStore::Impl {
     settle(w->channel, c);
   }
 
-  void start_timer() {
-    if (timer_started) return;
-    timer_started = true;
-    std::thread([this] {  // lives as long as the process, as the store does
-      std::unique_lock lk(mu);
-      for (;;) {
-        if (deadlines.empty()) {
-          timer_cv.wait(lk);
-          continue;
-        }
-        const auto first = deadlines.begin()->first;
-        if (Clock::now() < first) {
-          timer_cv.wait_until(lk, first);
-          continue;
-        }
-        while (!deadlines.empty() && deadlines.begin()->first <= Clock::now()) {
-          auto w = deadlines.begin()->second.lock();
-          deadlines.erase(deadlines.begin());
-          if (!w) continue;
-          w->timed = false;
-          expire(w);
-        }
-        run_ready(lk);
-        lk.lock();
-      }
-    })
-        .detach();
-  }
+  void start_timer() { start_wait_timer(*this); }
 
   void release(std::uint64_t id) {
     auto it = channels.find(id);

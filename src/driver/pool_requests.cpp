@@ -154,6 +154,21 @@ void PoolImpl::on_actor_request(Worker& w, std::uint64_t route, wire::Request& r
   }
 }
 
+namespace {
+// A put's items handed over in the calling process's memfd (transport/shared_items.hpp), read into
+// the call before the store sees it: nullptr, or the error to answer it with.
+std::exception_ptr take_shared(wire::ChannelCall& call) {
+  if (!call.shared) return nullptr;
+  try {
+    call.items = take_shared_items(*call.shared);
+    call.shared.reset();
+    return nullptr;
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+}  // namespace
+
 // The reply goes as any request's, once the channel answers (at once, or when the wait ends); an
 // acknowledgement is not answered.
 void PoolImpl::on_channel_request(Worker& w, std::uint64_t route, wire::Request& r) {
@@ -180,14 +195,7 @@ void PoolImpl::on_channel_request(Worker& w, std::uint64_t route, wire::Request&
       o.payload = wire::channel_payload(rep);
     job->deliver(std::move(o));
   };
-  if (call.shared) {  // (a process whose calls go through its ring writes these; its agent passed one on)
-    try {
-      call.items = take_shared_items(*call.shared);
-      call.shared.reset();
-    } catch (...) {
-      return answer(std::current_exception(), {});
-    }
-  }
+  if (auto e = take_shared(call)) return answer(e, {});  // (only a process calling through its ring writes one)
   ChannelStore::instance().call(std::move(call), who, std::move(answer));
 }
 
@@ -287,14 +295,7 @@ void PoolImpl::on_ring_call(const std::shared_ptr<CallRing>& ring, const std::st
     out.from_ring = true;  // through the agent, which did not see the call
     if (auto p = self.lock()) p->queue_reply({ring->worker_id, ring->route, 0, nullptr, {}, wire::encode(out)});
   };
-  if (call.shared) {  // a put's items in the process's memfd: it keeps it open until this answer
-    try {
-      call.items = take_shared_items(*call.shared);
-      call.shared.reset();
-    } catch (...) {
-      return answer(std::current_exception(), {});
-    }
-  }
+  if (auto e = take_shared(call)) return answer(e, {});  // (the process keeps its memfd open until this answer)
   ChannelStore::instance().call(std::move(call), who, std::move(answer));
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "driver/wait_timer.hpp"
 #include "fibra/error.hpp"
 
 namespace fibra::detail {
@@ -503,33 +504,7 @@ struct SyncStore::Impl {
     }
   }
 
-  void start_timer() {
-    if (timer_started) return;
-    timer_started = true;
-    std::thread([this] {  // lives as long as the process, as the store does
-      std::unique_lock lk(mu);
-      for (;;) {
-        if (deadlines.empty()) {
-          timer_cv.wait(lk);
-          continue;
-        }
-        if (const auto first = deadlines.begin()->first; Clock::now() < first) {
-          timer_cv.wait_until(lk, first);
-          continue;
-        }
-        while (!deadlines.empty() && deadlines.begin()->first <= Clock::now()) {
-          auto w = deadlines.begin()->second.lock();
-          deadlines.erase(deadlines.begin());
-          if (!w) continue;
-          w->timed = false;
-          expire(w);
-        }
-        run_ready(lk);
-        lk.lock();
-      }
-    })
-        .detach();
-  }
+  void start_timer() { start_wait_timer(*this); }
 
   void forget(std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route) {
     const auto dead = [&](const WaiterPtr& w) {

@@ -2,6 +2,7 @@
 #include "transport/shared_items.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -28,22 +29,27 @@ std::optional<SharedItemsOut> share_items(const ChannelItems& items) {
 }
 
 ChannelItems take_shared_items(const wire::SharedItems& ref) {
+  const auto gone = [&](const char* why) {
+    return Error("fibra: the " + std::to_string(ref.size) + " bytes of items that process " + std::to_string(ref.pid) +
+                 " handed over in its memfd " + ref.name + " cannot be read here: " + why);
+  };
   const std::string path = ObjectMemory::find(ref.pid, ref.name);
-  UniqueFd fd(path.empty() ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (path.empty()) throw gone("it is not among the process's descriptors (it ended, or is not on this host)");
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0) throw gone("it cannot be opened (another user's, or /proc hides it)");
+  if (static_cast<std::uint64_t>(st.st_size) != ref.size) throw gone("it does not hold that many bytes");
   // Read, not mapped: the bytes come out of the memfd's pages in one pass, without a fault per page
   // of a mapping (the buffer itself is a large one, with huge pages: resize_large).
   std::string bytes;
   resize_large(bytes, ref.size);
   std::size_t got = 0;
-  while (fd && got < ref.size) {
+  while (got < ref.size) {
     const ssize_t n = ::pread(fd.get(), bytes.data() + got, ref.size - got, static_cast<off_t>(got));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n <= 0) throw gone("a read of it failed");
     got += static_cast<std::size_t>(n);
   }
-  if (got != ref.size)
-    throw Error("fibra: the " + std::to_string(ref.size) + " bytes of items that process " + std::to_string(ref.pid) +
-                " handed over in its memfd " + ref.name + " are gone (the process ended, or is not on this host)");
   return ChannelItems(std::move(bytes), ref.count, ref.stride);
 }
 
