@@ -18,6 +18,19 @@
 
 namespace fibra {
 
+namespace detail {
+/// A result's value for get() && (Future, AsyncResult): moved out when no other copy of the state
+/// that holds it (`shared`) is left to read it again, else copied.
+template <class S, class T>
+T move_if_last(const std::shared_ptr<S>& shared, T& value) {
+  if (shared.use_count() == 1) {
+    std::atomic_thread_fence(std::memory_order_acquire);  // after what other copies, now gone, did
+    return std::move(value);
+  }
+  return value;
+}
+}  // namespace detail
+
 /// @brief The eventual result of `Pool::apply_async`. Copies share one result.
 ///
 /// @code
@@ -44,11 +57,7 @@ class Future {
   T get() && {
     settle();
     if (s_->error) std::rethrow_exception(s_->error);
-    if (s_.use_count() == 1) {
-      std::atomic_thread_fence(std::memory_order_acquire);  // after what other copies, now gone, did
-      return std::move(*s_->value);
-    }
-    return *s_->value;
+    return detail::move_if_last(s_, *s_->value);
   }
   /// @brief As get(), waiting at most `timeout`.
   /// @throws GetTimeout if the result is not there by then: the call goes on, and this future can
@@ -251,11 +260,7 @@ class AsyncResult {
   T get() && {
     wait();
     if (s_->error) std::rethrow_exception(s_->error);
-    if (s_.use_count() == 1) {
-      std::atomic_thread_fence(std::memory_order_acquire);  // after what other copies, now gone, did
-      return std::move(*s_->value);
-    }
-    return *s_->value;
+    return detail::move_if_last(s_, *s_->value);
   }
   /// @brief As get(), waiting at most `timeout` (Python's get(timeout)).
   /// @throws GetTimeout if the result is not there by then: the call goes on, and this result can

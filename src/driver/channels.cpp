@@ -206,45 +206,21 @@ bool matches(const ChannelHolder& h, std::uint64_t pool, std::uint64_t worker, s
 
 }  // namespace
 
-struct ChannelStore::Impl {
-  using Completion = std::pair<ChannelStore::Done, std::pair<std::exception_ptr, wire::ChannelReply>>;
-
-  std::mutex mu;
-  std::condition_variable timer_cv;
-  bool timer_started = false;
+struct ChannelStore::Impl : WaitStore<Waiter, ChannelStore::Impl> {
   std::map<std::uint64_t, Channel> channels;
   std::uint64_t next_token = 1;
-  std::map<std::uint64_t, Delivery> unacked;  // by token: in the order sent
-  Waiter::Deadlines deadlines;
-  std::vector<Completion> ready;                                      // under mu; run once it is released
+  std::map<std::uint64_t, Delivery> unacked;                          // by token: in the order sent
   std::unordered_map<std::uint64_t, ChannelStore::Notify> notifiers;  // by pool
   std::vector<std::pair<ChannelStore::Notify, std::pair<ChannelHolder, wire::ChannelCall>>> notices;  // as `ready`
 
-  void finish(const WaiterPtr& w, std::exception_ptr e, wire::ChannelReply r = {}) {
-    if (!w->done) return;
-    if (w->timed) deadlines.erase(w->at);
-    w->timed = false;
-    ready.push_back({std::move(w->done), {std::move(e), std::move(r)}});
-    w->done = nullptr;
-  }
-  void finish(ChannelStore::Done& done, std::exception_ptr e, wire::ChannelReply r = {}) {
-    ready.push_back({std::move(done), {std::move(e), std::move(r)}});
-  }
   // Runs the completions gathered under `lk`, after releasing it.
   void run_ready(std::unique_lock<std::mutex>& lk) {
-    std::vector<Completion> now;
-    now.swap(ready);
+    auto now = std::exchange(ready, {});
     auto told = std::exchange(notices, {});
     lk.unlock();
     // Answers first: a recall of items read ahead follows the reply that brought them (the task
     // also keeps a recall that comes before them, ReadAhead::keep).
-    for (auto& [done, outcome] : now) {
-      try {
-        done(std::move(outcome.first), std::move(outcome.second));
-      } catch (const std::exception& e) {
-        log::error("fibra: answering a queue's caller: {}", e.what());
-      }
-    }
+    give(now, "a queue's");
     for (auto& [notify, what] : told) {
       try {
         notify(what.first, std::move(what.second));
@@ -429,14 +405,7 @@ struct ChannelStore::Impl {
     auto w = std::make_shared<Waiter>(
         Waiter{call.op, call.id, call.n, call.ahead, std::move(items), who, std::move(done), false, {}});
     q.push_back(w);
-    if (call.timeout_s >= 0) {
-      const auto at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                         std::chrono::duration<double>(std::min(call.timeout_s, 1e9)));
-      w->at = deadlines.emplace(at, w);
-      w->timed = true;
-      start_timer();
-      timer_cv.notify_one();
-    }
+    time(w, call.timeout_s);
   }
 
   // Under mu: a waiter's time ran out.
@@ -460,8 +429,6 @@ struct ChannelStore::Impl {
     // A put that gave up may have held back the puts behind it.
     settle(w->channel, c);
   }
-
-  void start_timer() { start_wait_timer(*this); }
 
   void release(std::uint64_t id) {
     auto it = channels.find(id);

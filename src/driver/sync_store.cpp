@@ -105,37 +105,13 @@ wire::ChannelReply flag_reply(bool flag) {
 
 }  // namespace
 
-struct SyncStore::Impl {
-  using Completion = std::pair<ChannelStore::Done, std::pair<std::exception_ptr, wire::ChannelReply>>;
-  std::mutex mu;
-  std::condition_variable timer_cv;
-  bool timer_started = false;
+struct SyncStore::Impl : WaitStore<Waiter, SyncStore::Impl> {
   std::map<std::uint64_t, Object> objects;
-  Waiter::Deadlines deadlines;
-  std::vector<Completion> ready;  // under mu; run once it is released
 
-  // ---- answers ----
-
-  void finish(const WaiterPtr& w, std::exception_ptr e, wire::ChannelReply r = {}) {
-    if (!w->done) return;
-    if (w->timed) deadlines.erase(w->at);
-    w->timed = false;
-    ready.push_back({std::move(w->done), {std::move(e), std::move(r)}});
-    w->done = nullptr;
-  }
-  void finish(ChannelStore::Done& done, std::exception_ptr e, wire::ChannelReply r = {}) {
-    ready.push_back({std::move(done), {std::move(e), std::move(r)}});
-  }
   void run_ready(std::unique_lock<std::mutex>& lk) {
     auto now = std::exchange(ready, {});
     lk.unlock();
-    for (auto& [done, outcome] : now) {
-      try {
-        if (done) done(std::move(outcome.first), std::move(outcome.second));
-      } catch (const std::exception& e) {
-        log::error("fibra: answering a lock's caller: {}", e.what());
-      }
-    }
+    give(now, "a lock's");
   }
 
   WaiterPtr waiter(const wire::ChannelCall& c, const ChannelHolder& who, ChannelStore::Done& done) {
@@ -145,19 +121,8 @@ struct SyncStore::Impl {
     w->who = who;
     w->thread = c.token;
     w->done = std::move(done);
-    if (c.timeout_s >= 0) {
-      const auto at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                         std::chrono::duration<double>(std::min(c.timeout_s, 1e9)));
-      w->at = deadlines.emplace(at, w);
-      w->timed = true;
-      start_timer();
-      timer_cv.notify_one();
-    }
+    time(w, c.timeout_s);
     return w;
-  }
-  void untime(const WaiterPtr& w) {
-    if (w->timed) deadlines.erase(w->at);
-    w->timed = false;
   }
 
   // ---- locks and semaphores ----
@@ -503,8 +468,6 @@ struct SyncStore::Impl {
       break_barrier(w->object, o, "a wait on it timed out");
     }
   }
-
-  void start_timer() { start_wait_timer(*this); }
 
   void forget(std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route) {
     const auto dead = [&](const WaiterPtr& w) {

@@ -1,11 +1,21 @@
-// The timer thread of a store of waits (ChannelStore in channels.cpp, SyncStore in sync_store.cpp):
-// it sleeps until the earliest deadline, expires under the store's lock what is due (Store::expire),
-// and runs the answers gathered once the lock is released (Store::run_ready).
+// What the two stores of waits share (ChannelStore in channels.cpp, SyncStore in sync_store.cpp):
+// the answers gathered under the store's lock and given once it is released (WaitStore), and the
+// timer thread that sleeps until the earliest deadline and expires what is due (start_wait_timer).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/log.hpp"
+#include "driver/channels.hpp"
+#include "transport/wire.hpp"
 
 namespace fibra::detail {
 
@@ -40,5 +50,60 @@ void start_wait_timer(Store& store) {
     }
   }).detach();
 }
+
+/// The lock, the deadlines and the answers of a store whose calls may wait (Store: the store itself,
+/// whose `expire` and `run_ready` its timer thread calls). Waiter has `done` (a
+/// ChannelStore::Done, empty once answered), `timed`, `at` (its entry in `deadlines`) and a
+/// `Deadlines` type (a multimap of time points to weak pointers of waiters).
+template <class Waiter, class Store>
+struct WaitStore {
+  using Completion = std::pair<ChannelStore::Done, std::pair<std::exception_ptr, wire::ChannelReply>>;
+
+  std::mutex mu;
+  std::condition_variable timer_cv;
+  bool timer_started = false;
+  typename Waiter::Deadlines deadlines;
+  std::vector<Completion> ready;  // under mu; given once it is released
+
+  /// Under mu: `w` is answered (once; its deadline goes).
+  void finish(const std::shared_ptr<Waiter>& w, std::exception_ptr e, wire::ChannelReply r = {}) {
+    if (!w->done) return;
+    if (w->timed) deadlines.erase(w->at);
+    w->timed = false;
+    ready.push_back({std::move(w->done), {std::move(e), std::move(r)}});
+    w->done = nullptr;
+  }
+  /// Under mu: `w` waits at most `timeout_s` (none if < 0), the timer thread started if need be.
+  void time(const std::shared_ptr<Waiter>& w, double timeout_s) {
+    if (timeout_s < 0) return;
+    using Clock = std::chrono::steady_clock;
+    const auto at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(std::min(timeout_s, 1e9)));
+    w->at = deadlines.emplace(at, w);
+    w->timed = true;
+    start_wait_timer(static_cast<Store&>(*this));
+    timer_cv.notify_one();
+  }
+  /// Under mu: `w` no longer waits for its deadline.
+  void untime(const std::shared_ptr<Waiter>& w) {
+    if (w->timed) deadlines.erase(w->at);
+    w->timed = false;
+  }
+  /// Under mu: a call that did not wait is answered.
+  void finish(ChannelStore::Done& done, std::exception_ptr e, wire::ChannelReply r = {}) {
+    ready.push_back({std::move(done), {std::move(e), std::move(r)}});
+  }
+  /// Never under mu: gives the answers taken from `ready`; one that throws is logged, naming
+  /// `whose` caller it was ("a queue's").
+  static void give(std::vector<Completion>& answers, const char* whose) {
+    for (auto& [done, outcome] : answers) {
+      try {
+        if (done) done(std::move(outcome.first), std::move(outcome.second));
+      } catch (const std::exception& e) {
+        log::error("fibra: answering {} caller: {}", whose, e.what());
+      }
+    }
+  }
+};
 
 }  // namespace fibra::detail
