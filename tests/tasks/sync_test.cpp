@@ -261,7 +261,11 @@ TEST(HolderDeath, APartyKilledAtABarrierBreaksItForTheOthers) {
       return e.what();
     }
   });
-  while (barrier.n_waiting() < 2) std::this_thread::sleep_for(20ms);  // (bounded by the wait's 50 s)
+  const auto until = std::chrono::steady_clock::now() + bound;
+  while (barrier.n_waiting() < 2) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "the process and the driver were not both at the barrier";
+    std::this_thread::sleep_for(20ms);
+  }
   ASSERT_EQ(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
   ASSERT_EQ(waiting.wait_for(bound), std::future_status::ready) << "the barrier's waiter was not told within 60 s";
   const std::string told = waiting.get();
