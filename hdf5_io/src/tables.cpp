@@ -1,4 +1,4 @@
-// hdf5_io/src/tables.cpp: a file of tables, attributes and blobs, written atomically.
+// hdf5_io/src/tables.cpp: a file of tables, attributes, arrays and blobs, written atomically.
 #include "fibra/hdf5_io/tables.hpp"
 
 #include <fcntl.h>
@@ -21,6 +21,18 @@ std::size_t Column::rows() const {
 const Column* Table::find(const std::string& n) const {
   for (const auto& c : columns)
     if (c.name == n) return &c;
+  return nullptr;
+}
+
+std::size_t Array::size() const {
+  return std::visit([](const auto& v) { return v.size(); }, values);
+}
+
+const Array* TableFile::find_array(const std::string& group, const std::string& n) const {
+  const auto g = arrays.find(group);
+  if (g == arrays.end()) return nullptr;
+  for (const auto& a : g->second)
+    if (a.name == n) return &a;
   return nullptr;
 }
 
@@ -141,6 +153,34 @@ void write_blobs(hid_t file, const std::string& name, const std::map<std::string
   }
 }
 
+void write_arrays(hid_t file, const std::string& name, const std::vector<Array>& arrays) {
+  check_name(name, "array group");
+  Handle g = group_create(file, name);
+  std::string names;
+  for (const auto& a : arrays) {
+    std::uint64_t n = 1;
+    for (auto d : a.shape) n *= d;
+    if (n != a.size())
+      throw ConfigError("fibra: array '" + name + "/" + a.name + "' has " + std::to_string(a.size()) +
+                        " values, and its shape says " + std::to_string(n));
+    const std::string dataset = encode_name(a.name);
+    Handle space =
+        a.shape.empty() ? h5::scalar_space() : h5::dataspace(std::vector<hsize_t>(a.shape.begin(), a.shape.end()));
+    const auto write = [&](hid_t file_type, hid_t mem_type, const void* data) {
+      Handle ds = h5::dataset_create(g.get(), dataset.c_str(), file_type, space.get());
+      if (n) h5::write_all(ds.get(), mem_type, data);
+    };
+    if (const auto* f = std::get_if<std::vector<float>>(&a.values))
+      write(H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, f->data());
+    else if (const auto* d = std::get_if<std::vector<double>>(&a.values))
+      write(H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, d->data());
+    else
+      write(H5T_STD_I64LE, H5T_NATIVE_INT64, std::get<std::vector<std::int64_t>>(a.values).data());
+    names += (names.empty() ? "" : ",") + dataset;
+  }
+  h5::write_attribute(g.get(), "arrays", names);
+}
+
 // The file's bytes on disk before the rename: a crash right after it must not leave an empty file
 // under the old name (ext4's delayed allocation).
 void sync_file(const std::string& path) {
@@ -206,6 +246,29 @@ Column read_column(hid_t group, const std::string& name) {
   return c;
 }
 
+Array read_array(hid_t group, const std::string& dataset) {
+  Handle ds = h5::dataset_open(group, dataset.c_str());
+  Array a;
+  a.name = decode_name(dataset);
+  std::uint64_t n = 1;
+  for (auto d : h5::dataset_dims(ds.get())) a.shape.push_back(d), n *= d;
+  Handle type{check(H5Dget_type(ds.get()), "H5Dget_type"), H5Tclose};
+  const auto read = [&](auto v, hid_t mem_type) {
+    v.resize(n);
+    if (n) h5::read_all(ds.get(), mem_type, v.data());
+    a.values = std::move(v);
+  };
+  if (H5Tget_class(type.get()) == H5T_INTEGER)
+    read(std::vector<std::int64_t>{}, H5T_NATIVE_INT64);
+  else if (H5Tget_class(type.get()) == H5T_FLOAT && H5Tget_size(type.get()) == 4)
+    read(std::vector<float>{}, H5T_NATIVE_FLOAT);
+  else if (H5Tget_class(type.get()) == H5T_FLOAT)
+    read(std::vector<double>{}, H5T_NATIVE_DOUBLE);
+  else
+    throw Hdf5Error("fibra: array '" + a.name + "' does not hold numbers");
+  return a;
+}
+
 std::vector<std::string> split_names(const std::string& s) {
   std::vector<std::string> out;
   std::size_t at = 0;
@@ -228,6 +291,7 @@ void write_table_file(const std::string& path, const TableFile& file) {
     for (const auto& [k, v] : file.attributes) h5::write_attribute(f.get(), k.c_str(), v);
     for (const auto& t : file.tables) write_table(f.get(), t);
     for (const auto& [name, blobs] : file.blobs) write_blobs(f.get(), name, blobs);
+    for (const auto& [name, arrays] : file.arrays) write_arrays(f.get(), name, arrays);
     f.close();
   }
   sync_file(tmp);
@@ -251,6 +315,10 @@ TableFile read_table_file(const std::string& path) {
       for (const auto& c : split_names(h5::read_string_attribute(g.get(), "columns")))
         t.columns.push_back(read_column(g.get(), c)), t.columns.back().name = decode_name(c);
       out.tables.push_back(std::move(t));
+    } else if (h5::has_attribute(g.get(), "arrays")) {
+      auto& arrays = out.arrays[name];
+      for (const auto& a : split_names(h5::read_string_attribute(g.get(), "arrays")))
+        arrays.push_back(read_array(g.get(), a));
     } else if (h5::has_attribute(g.get(), "blobs")) {
       auto& blobs = out.blobs[name];
       for (const auto& key : links_of(g.get())) {

@@ -112,5 +112,64 @@ TEST_F(TablesTest, PandasReadsATableWithoutFibra) {
             "b'\\x00\\x01binary'\n");
 }
 
+TableFile with_arrays() {
+  TableFile f;
+  f.arrays["learner"] = {
+      Array{"actor.0.weight", {2, 3}, std::vector<float>{1.5f, -2, 0.25f, 4, 5, 0.375f}},
+      Array{"adam.step", {}, std::vector<std::int64_t>{42}},
+      Array{"mean", {3}, std::vector<double>{0.1, 1e300, -0.0}},
+      Array{"empty", {0}, std::vector<double>{}},
+  };
+  return f;
+}
+
+TEST_F(TablesTest, ArraysReadBackWithShapeAndType) {
+  const auto path = file("a.h5").string();
+  write_table_file(path, with_arrays());
+  const TableFile r = read_table_file(path);
+  ASSERT_EQ(r.arrays.at("learner").size(), 4u);
+  EXPECT_EQ(r.arrays.at("learner")[0].name, "actor.0.weight");  // in the order written
+  const Array* w = r.find_array("learner", "actor.0.weight");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->shape, (std::vector<std::uint64_t>{2, 3}));
+  EXPECT_EQ(std::get<std::vector<float>>(w->values), (std::vector<float>{1.5f, -2, 0.25f, 4, 5, 0.375f}));
+  const Array* step = r.find_array("learner", "adam.step");
+  ASSERT_NE(step, nullptr);
+  EXPECT_TRUE(step->shape.empty());
+  EXPECT_EQ(std::get<std::vector<std::int64_t>>(step->values), std::vector<std::int64_t>{42});
+  EXPECT_EQ(std::get<std::vector<double>>(r.find_array("learner", "mean")->values),
+            (std::vector<double>{0.1, 1e300, -0.0}));
+  EXPECT_EQ(r.find_array("learner", "empty")->size(), 0u);
+  EXPECT_EQ(r.find_array("learner", "nothing"), nullptr);
+  EXPECT_EQ(r.find_array("other", "mean"), nullptr);
+}
+
+TEST_F(TablesTest, RefusesAnArrayWhoseValuesDoNotFitItsShape) {
+  TableFile f;
+  f.arrays["g"] = {Array{"w", {2, 2}, std::vector<double>{1, 2, 3}}};
+  try {
+    write_table_file(file("bad.h5").string(), f);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "fibra: array 'g/w' has 3 values, and its shape says 4");
+  }
+}
+
+TEST_F(TablesTest, H5pyReadsArraysWithTheirShapes) {
+  int status = -1;
+  run(std::string(FIBRA_TEST_PYTHON) + " -c 'import h5py' 2>/dev/null", status);
+  if (status != 0) GTEST_SKIP() << "python3-h5py is not installed";
+  const auto path = file("a.h5").string();
+  write_table_file(path, with_arrays());
+  const std::string script =
+      "import sys, h5py\n"
+      "g = h5py.File(sys.argv[1], \"r\")[\"learner\"]\n"
+      "w = g[\"actor.0.weight\"][()]\n"
+      "print(w.shape, w.dtype, w[1].tolist(), int(g[\"adam.step\"][()]), g.attrs[\"arrays\"])\n";
+  const std::string out = run(std::string(FIBRA_TEST_PYTHON) + " -c '" + script + "' " + path, status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out, "(2, 3) float32 [4.0, 5.0, 0.375] 42 actor.0.weight,adam.step,mean,empty\n");
+}
+
 }  // namespace
 }  // namespace fibra::hdf5_io
