@@ -23,9 +23,10 @@ packages=(
   slurmctld slurmd slurm-client
   # the virtual nodes of the many-node tests (slurm/virtual-cluster.sh): ip, nsenter, unshare
   iproute2 util-linux
-  # fibra::rl: its learner's module (libtorch, loaded by the learner alone) and the rollout side's
-  # linear algebra (Eigen, header-only)
-  libtorch-dev libeigen3-dev
+  # fibra::rl: its learner's module (libtorch, loaded by the learner alone)
+  libtorch-dev
+  # B11's peer: the same PPO in Python (benchmarks/peers/ppo_peer.py)
+  python3-torch
 )
 
 missing=()

@@ -1,0 +1,118 @@
+// fibra/rl/trainer.hpp: PPO on fibra's actors, RLlib's PPO with its rollout workers.
+//
+//   fibra::Runtime rt(argc, argv);
+//   fibra::rl::PpoTrainer trainer({.env = "CartPole-v1", .workers = 4, .envs_per_worker = 2});
+//   for (;;) {
+//     fibra::rl::Iteration it = trainer.train();   // weights out, a fragment from each worker, PPO
+//     if (it.mean_return >= 475) break;
+//   }
+//   fibra::rl::EvalResult e = trainer.evaluate(100);  // greedy episodes in the driver
+//
+// Each iteration the learner's weights go out once (fibra::put: one copy per host), each rollout
+// actor steps its M environment copies T steps with them (a fragment: episodes go on across
+// iterations, so one long episode stalls nobody) and sends the fragment back as contiguous arrays,
+// and the learner (libtorch, in the driver only: rl/torch) takes PPO's epochs over the whole batch.
+//
+// The batch is the same whatever the number of workers: copy i of the W x M is seeded from the
+// run's seed and i alone, and the learner orders its rows by copy, so a seed gives the same curve
+// on 1 worker of 8 copies as on 4 of 2.
+//
+// A rollout actor that crashes, is killed, or runs past sample_timeout_s costs its fragment: it is
+// restarted from its constructor (its copies start new episodes) and the iteration goes on with the
+// others' fragments (Iteration::lost_fragments). No wait is without a bound.
+#pragma once
+
+#include <fibra/rl/policy.hpp>
+#include <fibra/rl/ppo.hpp>
+#include <fibra/rl/sampler.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fibra {
+class Pool;
+}
+
+namespace fibra::rl {
+
+/// @brief A PpoTrainer's settings.
+struct TrainerOptions {
+  std::string env = "CartPole-v1";  ///< a name of make_env (built in, or registered with FIBRA_ENV)
+  int workers = 2;                  ///< rollout actors
+  int envs_per_worker = 4;          ///< environment copies each actor steps (M)
+  int fragment_steps = 32;          ///< steps of each copy per iteration (T)
+  std::vector<int> hidden{64, 64};  ///< the actor's and the critic's hidden layers
+  Activation activation = Activation::tanh;
+  PpoConfig ppo{};  ///< the learner's settings; its seed seeds the weights, the copies and the shuffles
+  /// A rollout actor whose fragment takes longer is killed (its pool's task limit), restarted, and
+  /// its fragment counted lost. Used when the trainer makes its own pool.
+  double sample_timeout_s = 60;
+  /// How often each rollout actor may die before train() gives up (throws, naming it).
+  int max_restarts = 100;
+  /// Where the rollout actors run: nullptr for a pool of the trainer's own (one worker, task limit
+  /// sample_timeout_s). A pool given here keeps its own PoolOptions::task_timeout_s.
+  fibra::Pool* pool = nullptr;
+};
+
+/// @brief What one train() did.
+struct Iteration {
+  std::uint64_t iteration = 0;          ///< 1 for the first
+  std::uint64_t env_steps = 0;          ///< environment steps sampled so far, all iterations
+  std::size_t fragments = 0;            ///< fragments the learner got this iteration
+  std::size_t lost_fragments = 0;       ///< fragments lost this iteration (their actor died or hung)
+  std::uint64_t restarts = 0;           ///< rollout actors restarted so far
+  std::size_t episodes = 0;             ///< episodes that ended this iteration
+  std::vector<double> episode_returns;  ///< their returns, in copy order
+  /// Mean return of the last 100 episodes that ended (SB3's ep_rew_mean); NaN before the first.
+  double mean_return = 0;
+  double sample_s = 0;     ///< from the weights going out to the last fragment back
+  double learn_s = 0;      ///< the learner's update
+  double steps_per_s = 0;  ///< this iteration's steps over its whole time
+  LearnStats learn{};      ///< the learner's figures (losses, KL, clip fraction...)
+};
+
+/// @brief One round of sampling: a fragment from every rollout actor that delivered.
+struct SampleRound {
+  std::vector<Fragment> fragments;  ///< in copy order
+  std::size_t lost = 0;             ///< actors that died or hung (each restarted)
+  double seconds = 0;               ///< from the weights going out to the last fragment back
+};
+
+/// @brief Synchronous PPO over rollout actors (RLlib's PPO). Runs in the driver, inside a
+/// fibra::Runtime; the rollout actors run on the pool, the learner in this process.
+class PpoTrainer {
+ public:
+  /// @brief Makes the learner (loads its libtorch module: ConfigError if it cannot) and starts the
+  /// rollout actors. @throws ConfigError for bad options (naming the option and its range).
+  explicit PpoTrainer(TrainerOptions options);
+  ~PpoTrainer();
+  PpoTrainer(const PpoTrainer&) = delete;
+  PpoTrainer& operator=(const PpoTrainer&) = delete;
+
+  /// @brief One iteration: sample(), then PPO's update from the fragments that came.
+  /// @throws Error if an actor lost max_restarts + 1 fragments in a row.
+  Iteration train();
+  /// @brief Sampling alone (train()'s first half; B12 measures it): the current weights to every
+  /// actor once (fibra::put), a fragment of fragment_steps steps from each. Nothing is learned.
+  /// @throws Error as train().
+  SampleRound sample();
+  /// @brief `episodes` greedy episodes of the current weights, in the driver (rl::evaluate, with
+  /// the run's seed).
+  EvalResult evaluate(int episodes, bool greedy = true) const;
+
+  const PolicySpec& spec() const;
+  /// @brief The learner's current weights (what the next iteration sends out).
+  PolicyWeights weights() const;
+  /// @brief The learner itself (its state() for checkpoints).
+  PpoLearner& learner();
+  const TrainerOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fibra::rl
