@@ -155,7 +155,11 @@ class PpoLearner::Impl {
     module_->set_parameters(values);
   }
 
-  Batch make_batch(std::span<const Fragment> fragments) const {
+  // The rows of `fragments` in global order (copy, step), with each fragment's advantages and
+  // returns from `targets` (called once per fragment, in that order: GAE or V-trace) and its
+  // old log-probabilities and values from `old` (the behaviour's, or the learner's own).
+  template <class Targets>
+  Batch gather(std::span<const Fragment> fragments, Targets&& targets) const {
     if (fragments.empty()) throw std::invalid_argument("fibra::rl: learn() needs at least one fragment");
     Batch b;
     const auto d = static_cast<std::size_t>(spec_.observation_size), a = static_cast<std::size_t>(spec_.action_size());
@@ -169,31 +173,94 @@ class PpoLearner::Impl {
     for (auto* v : {&b.logp, &b.advantages, &b.returns, &b.values}) v->reserve(rows);
     for (std::size_t index : global_order(fragments)) {
       const Fragment& f = fragments[index];
-      const GaeResult g = gae(f, config_.gamma, config_.gae_lambda);
+      const Targets_t t = targets(f);
       for (int i = 0; i < f.num_envs; ++i)
-        for (int t = 0; t < f.steps; ++t) {
-          const std::size_t k = static_cast<std::size_t>(t) * f.num_envs + i;
+        for (int s = 0; s < f.steps; ++s) {
+          const std::size_t k = static_cast<std::size_t>(s) * f.num_envs + i;
           b.observations.insert(b.observations.end(), f.observations.begin() + k * d,
                                 f.observations.begin() + (k + 1) * d);
           b.actions.insert(b.actions.end(), f.actions.begin() + k * a, f.actions.begin() + (k + 1) * a);
-          b.logp.push_back(f.logp[k]);
-          b.values.push_back(f.values[k]);
-          b.advantages.push_back(g.advantages[k]);
-          b.returns.push_back(g.returns[k]);
+          b.logp.push_back(t.logp[k]);
+          b.values.push_back(t.values[k]);
+          b.advantages.push_back(t.advantages[k]);
+          b.returns.push_back(t.returns[k]);
         }
     }
     return b;
   }
+  // One fragment's rows as the loss takes them, [t][i].
+  struct Targets_t {
+    std::span<const float> logp, values, advantages, returns;
+    std::vector<float> keep_logp, keep_values, keep_advantages, keep_returns;  // (what the spans view)
+  };
+
+  Batch make_batch(std::span<const Fragment> fragments) const {
+    return gather(fragments, [&](const Fragment& f) {
+      Targets_t t;
+      GaeResult g = gae(f, config_.gamma, config_.gae_lambda);
+      t.keep_advantages = std::move(g.advantages);
+      t.keep_returns = std::move(g.returns);
+      t.logp = f.logp;
+      t.values = f.values;
+      t.advantages = t.keep_advantages;
+      t.returns = t.keep_returns;
+      return t;
+    });
+  }
+
+  // V-trace's targets with the learner's present policy and critic: the old log-probabilities the
+  // clipped surrogate compares with are the learner's own before this update (APPO's), the
+  // behaviour's enter through V-trace's importance weights.
+  Batch make_vtrace_batch(std::span<const Fragment> fragments, const VtraceConfig& config) {
+    return gather(fragments, [&](const Fragment& f) {
+      Targets_t t;
+      const Evaluation e = evaluate(f.observations, f.actions);
+      t.keep_logp.assign(e.logp.begin(), e.logp.end());
+      t.keep_values.assign(e.values.begin(), e.values.end());
+      Trajectory traj = Trajectory::of(f);
+      traj.values = t.keep_values;
+      VtraceResult v = vtrace(traj, f.logp, t.keep_logp, config);
+      t.keep_advantages = std::move(v.pg_advantages);
+      t.keep_returns = std::move(v.vs);
+      t.logp = t.keep_logp;
+      t.values = t.keep_values;
+      t.advantages = t.keep_advantages;
+      t.returns = t.keep_returns;
+      return t;
+    });
+  }
+
+  Evaluation evaluate(std::span<const float> observations, std::span<const float> actions) {
+    const auto d = static_cast<std::size_t>(spec_.observation_size), a = static_cast<std::size_t>(spec_.action_size());
+    const std::size_t n = observations.size() / d;
+    if (observations.size() != n * d || actions.size() != n * a)
+      throw std::invalid_argument("fibra::rl: PpoLearner::evaluate got " + std::to_string(observations.size()) +
+                                  " observation and " + std::to_string(actions.size()) +
+                                  " action values, not whole rows of " + std::to_string(d) + " and " +
+                                  std::to_string(a));
+    Evaluation e{.logp = std::vector<double>(n), .entropy = std::vector<double>(n), .values = std::vector<double>(n)};
+    module_->evaluate(observations, actions, e.logp, e.entropy, e.values);
+    return e;
+  }
 
   LearnStats learn(std::span<const Fragment> fragments) {
     const Clock::time_point start = Clock::now();
-    const Batch batch = make_batch(fragments);
+    return epochs(make_batch(fragments), fragments, config_.epochs, start);
+  }
+
+  LearnStats learn_vtrace(std::span<const Fragment> fragments, const VtraceConfig& vtrace, int epoch_count) {
+    const Clock::time_point start = Clock::now();
+    return epochs(make_vtrace_batch(fragments, vtrace), fragments, epoch_count, start);
+  }
+
+  // PPO's minibatch epochs over `batch`, then the fragments' moments into the normaliser.
+  LearnStats epochs(const Batch& batch, std::span<const Fragment> fragments, int epoch_count, Clock::time_point start) {
     LearnStats stats{.learning_rate = learning_rate(), .clip = clip()};
     module_->set_batch(view(batch));
     std::vector<std::int64_t> order(static_cast<std::size_t>(batch.size));
     std::iota(order.begin(), order.end(), 0);
     const auto minibatch = static_cast<std::size_t>(config_.minibatch_size);
-    for (int epoch = 0; epoch < config_.epochs; ++epoch) {
+    for (int epoch = 0; epoch < epoch_count; ++epoch) {
       for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[shuffle_.below(i)]);  // Fisher-Yates
       double epoch_kl = 0;
       int epoch_minibatches = 0;
@@ -329,6 +396,13 @@ PolicyWeights PpoLearner::weights() const {
 }
 
 LearnStats PpoLearner::learn(std::span<const Fragment> fragments) { return impl_->learn(fragments); }
+LearnStats PpoLearner::learn_vtrace(std::span<const Fragment> fragments, const VtraceConfig& vtrace, int epochs) {
+  if (epochs < 1) throw std::invalid_argument("fibra::rl: learn_vtrace needs epochs >= 1");
+  return impl_->learn_vtrace(fragments, vtrace, epochs);
+}
+Batch PpoLearner::make_vtrace_batch(std::span<const Fragment> fragments, const VtraceConfig& vtrace) {
+  return impl_->make_vtrace_batch(fragments, vtrace);
+}
 Batch PpoLearner::make_batch(std::span<const Fragment> fragments) const { return impl_->make_batch(fragments); }
 
 LossAndGradient PpoLearner::loss_and_gradient(const Batch& batch) {
@@ -341,16 +415,7 @@ LossAndGradient PpoLearner::loss_and_gradient(const Batch& batch) {
 }
 
 Evaluation PpoLearner::evaluate(std::span<const float> observations, std::span<const float> actions) {
-  const auto d = static_cast<std::size_t>(impl_->spec_.observation_size),
-             a = static_cast<std::size_t>(impl_->spec_.action_size());
-  const std::size_t n = observations.size() / d;
-  if (observations.size() != n * d || actions.size() != n * a)
-    throw std::invalid_argument("fibra::rl: PpoLearner::evaluate got " + std::to_string(observations.size()) +
-                                " observation and " + std::to_string(actions.size()) +
-                                " action values, not whole rows of " + std::to_string(d) + " and " + std::to_string(a));
-  Evaluation e{.logp = std::vector<double>(n), .entropy = std::vector<double>(n), .values = std::vector<double>(n)};
-  impl_->module_->evaluate(observations, actions, e.logp, e.entropy, e.values);
-  return e;
+  return impl_->evaluate(observations, actions);
 }
 
 std::vector<double> PpoLearner::parameters() const { return impl_->parameters(); }

@@ -22,6 +22,7 @@
 // observation moments in that order, whatever order the fragments come in.
 #pragma once
 
+#include <fibra/rl/gae.hpp>
 #include <fibra/rl/policy.hpp>
 #include <fibra/rl/sampler.hpp>
 
@@ -121,6 +122,20 @@ class PpoLearner {
   /// @brief The batch learn() would build: rows ordered by (global copy index, step), advantages
   /// and returns from GAE with this config's gamma and lambda.
   Batch make_batch(std::span<const Fragment> fragments) const;
+
+  /// @brief An asynchronous learner's update (IMPALA's V-trace, APPO's clipped surrogate): the
+  /// fragments may come from older weights (Fragment::policy_version). The learner's present
+  /// policy and critic evaluate their rows; V-trace (gae.hpp) corrects for the lag with the
+  /// behaviour's log-probabilities, giving the value targets and the policy-gradient advantages;
+  /// then `epochs` of PPO's minibatch steps, whose clipped ratio is against the learner's own
+  /// policy before this update. The bootstrap values at truncations and after the last step are
+  /// the sampler's (its critic saw those observations). Afterwards as learn(): the moments into
+  /// the normaliser, the version up by one.
+  /// @throws std::invalid_argument as learn(), or for epochs < 1.
+  LearnStats learn_vtrace(std::span<const Fragment> fragments, const VtraceConfig& vtrace, int epochs = 1);
+  /// @brief The batch learn_vtrace() would build (advantages: V-trace's pg_advantages; returns: vs;
+  /// logp and values: the learner's present ones).
+  Batch make_vtrace_batch(std::span<const Fragment> fragments, const VtraceConfig& vtrace);
   /// @brief The loss over the whole batch at the current parameters (and current clip range), and
   /// its gradient, not clipped; changes nothing. With config.float64 for finite-difference tests.
   LossAndGradient loss_and_gradient(const Batch& batch);
