@@ -21,7 +21,9 @@ TITLES = {"b1": "B1 framework overhead (Fiber's test)", "b2": "B2 throughput of 
           "b9": "B5 with one agent per worker (a pool over many nodes)",
           "sim": "The driver against simulated agents (10 to 10,000; 2 processes speak for them)",
           "tune": "B9 hyper-parameter search overhead (10,000 trials, ASHA)",
-          "es": "ES scaling (CartPole-v1)"}
+          "es": "ES scaling (CartPole-v1)",
+          "b11": "B11 PPO: time to solve CartPole-v1 (5 seeds)",
+          "b12": "B12 rollout sampling: environment steps/s with inference"}
 FAULTS = ["none", "executor_kill", "segfault_once", "agent_kill"]
 # B8's figures: (metric, table label, better, plot title)
 B8_FIGURES = [("queue_single_items_per_s", "`Queue`, writer to reader Process, one item at a time: items/s", "higher",
@@ -143,6 +145,16 @@ def figures(summary, b):
         for metric, (size,) in _metrics(summary, b, r"payload_(\w+?)_bandwidth"):
             out.append((metric, f"{size.replace('mib', ' MiB')} round trip: MiB/s", "higher"))
             out.append((f"payload_{size}_roundtrip_s", f"{size.replace('mib', ' MiB')} round trip: s", "lower"))
+    elif b == "b11":
+        out += [("seconds_to_solve", "training until solved (median of the solved seeds): s", "lower"),
+                ("steps_to_solve", "environment steps until solved", "lower"),
+                ("command_seconds", "the whole command, start-up included: s", "lower"),
+                ("solved_runs", "seeds solved", "higher")]
+    elif b == "b12":
+        out.append(("floor_steps_per_s", "the floor: one process, a plain loop: steps/s", None))
+        for metric, (n,) in _metrics(summary, b, r"workers_(\d+)_steps_per_s"):
+            out.append((metric, f"{n} rollout actor{'s' if n != '1' else ''}: steps/s", "higher"))
+            out.append((f"workers_{n}_over_floor", f"{n} rollout actor{'s' if n != '1' else ''} over the floor", "higher"))
     elif b == "es":
         for metric, (n,) in _metrics(summary, b, r"generation_(\d+)_workers_s"):
             w = f"{n} worker{'s' if n != '1' else ''}"

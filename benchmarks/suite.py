@@ -48,17 +48,18 @@ from report import TITLES, machine_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
-BENCHES = ["b1", "b2", "b3", "b5", "b6", "b8", "b9", "sim", "tune", "es"]
+BENCHES = ["b1", "b2", "b3", "b5", "b6", "b8", "b9", "sim", "tune", "es", "b11", "b12"]
 SYSTEMS = report.SYSTEMS
 PEER_SCRIPT = {"multiprocessing": "mp_peer.py", "mpi4py_futures": "mpi4py_peer.py", "dask": "dask_peer.py",
                "ipyparallel": "ipyparallel_peer.py", "optuna": "optuna_peer.py"}
 # The peer each of fibra's figures is read against, from the same run (the system BENCHMARKS.md
 # names as the one to beat there).
 PEER = {"b1": "multiprocessing", "b2": "multiprocessing", "b3": "multiprocessing", "b5": "multiprocessing",
-        "b6": "raw_mpi", "b8": "multiprocessing", "b9": "raw_mpi", "tune": "optuna", "es": "multiprocessing"}
+        "b6": "raw_mpi", "b8": "multiprocessing", "b9": "raw_mpi", "tune": "optuna", "es": "multiprocessing",
+        "b11": "multiprocessing"}
 FIBRA_PROGRAM = {"b1": "b1_overhead", "b2": "b2_throughput", "b3": "b3_recovery", "b5": "b5_idle",
                  "b6": "b6_payload", "b8": "b8_queues", "b9": "b9_agents", "sim": "b9_simulated",
-                 "tune": "b9_tune"}
+                 "tune": "b9_tune", "b12": "b12_sampling"}
 
 # The flags of each benchmark (benchmarks/README.md), full and quick. Every run makes one sample.
 FLAGS = {
@@ -74,6 +75,8 @@ FLAGS = {
                 "--silent-every", "100"],
         "tune": ["--trials", "10000"],
         "es": ["--workers", "1,2,4,8", "--population", "1024", "--generations", "8", "--rounds", "1"],
+        "b11": ["--seeds", "1,2,3,4,5"],
+        "b12": ["--workers", "1,2,4,8", "--repeats", "3"],
     },
     "quick": {
         "b1": ["--repeats", "1", "--scale", "0.1", "--durations-ms", "1,10,100"],
@@ -86,6 +89,8 @@ FLAGS = {
         "sim": ["--agents", "10,1000", "--tasks", "20000", "--roundtrips", "200", "--idle-seconds", "1"],
         "tune": ["--trials", "300"],
         "es": ["--workers", "1,2", "--population", "64", "--generations", "3", "--rounds", "1"],
+        "b11": ["--seeds", "1"],
+        "b12": ["--workers", "1,2", "--rounds", "5", "--repeats", "1"],
     },
 }
 # raw_mpi is one program for B2's round trip, B5's spawn and B6's payload: the flags for each.
@@ -103,8 +108,10 @@ RAW_MPI_FLAGS = {
         "b9": ["--roundtrips", "10", "--bytes", "8", "--payload-repeats", "1", "--spawn", "4,16", "--b9"],
     },
 }
-TIME_LIMIT_S = {"full": {"b1": 900, "b2": 600, "b3": 900, "b5": 900, "b6": 300, "b8": 600, "b9": 900, "sim": 600, "tune": 1800, "es": 900},
-                "quick": {"b1": 240, "b2": 240, "b3": 300, "b5": 300, "b6": 180, "b8": 180, "b9": 240, "sim": 180, "tune": 180, "es": 180}}
+TIME_LIMIT_S = {"full": {"b1": 900, "b2": 600, "b3": 900, "b5": 900, "b6": 300, "b8": 600, "b9": 900, "sim": 600, "tune": 1800, "es": 900,
+                         "b11": 900, "b12": 300},
+                "quick": {"b1": 240, "b2": 240, "b3": 300, "b5": 300, "b6": 180, "b8": 180, "b9": 240, "sim": 180, "tune": 180, "es": 180,
+                          "b11": 180, "b12": 120}}
 # ES scaling: one runner for both of its systems (fibra's job and the multiprocessing peer).
 ES_SYSTEMS = ["fibra", "multiprocessing"]
 
@@ -115,6 +122,13 @@ def command(bench, system, mode, build):
             return None
         return [PY, os.path.join(ROOT, "benchmarks", "es_scaling.py"), "--rows", "--systems", system, "--build",
                 build] + FLAGS[mode][bench]
+    if bench == "b11":  # PPO's time to solve: fibra's job beside the same PPO in Python (torch)
+        if system not in ES_SYSTEMS:
+            return None
+        return [PY, os.path.join(ROOT, "benchmarks", "b11_ppo.py"), "--rows", "--systems", system, "--build",
+                build] + FLAGS[mode][bench]
+    if bench == "b12" and system != "fibra":  # sampling: its floor (one plain loop) is in the program
+        return None
     if system == "fibra":
         return [os.path.join(build, "benchmarks", FIBRA_PROGRAM[bench])] + FLAGS[mode][bench]
     if bench == "sim":  # the driver against simulated agents: no peer runs it
@@ -260,7 +274,7 @@ def parse_args():
     if "es" in a.benches and "fibra" in a.systems and not a.report_only and not os.access(es, os.X_OK):
         p.error(f"{es} is not built: run benchmarks/run.sh (it builds), or pass --build DIR")
     for b in a.benches if not a.report_only else []:
-        if b == "es":
+        if b in ("es", "b11"):
             continue
         for system in ("fibra", "raw_mpi"):
             cmd = command(b, system, a.mode, a.build) if system in a.systems else None

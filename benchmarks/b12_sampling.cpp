@@ -1,0 +1,86 @@
+// B12 (issue 47): fibra::rl's sampling throughput. Environment steps a second, each step with the
+// policy's inference (an MLP of two hidden layers of 64, plain C++), for W rollout actors of M
+// copies each (PpoTrainer::sample: the weights out through fibra::put, a fragment of T steps back
+// from each actor), against the floor: one process stepping M copies with the same policy in a
+// plain loop (rl::Sampler, no fibra). Nothing is learned; the weights are the initial ones.
+//
+//   b12_sampling [--env CartPole-v1] [--workers 1,2,4,8] [--envs-per-worker 8] [--steps 2048]
+//                [--rounds 20] [--repeats 3]
+//
+// Rows (benchmarks/README.md): `#` lines, then benchmark,metric,value,unit:
+//   b12,floor_steps_per_s,<rate>,steps/s                one process, M copies, plain loop
+//   b12,workers_<W>_steps_per_s,<rate>,steps/s          W actors x M copies
+//   b12,workers_<W>_over_floor,<ratio>,x                the two above, divided
+// Each figure is the median of --repeats measurements of --rounds rounds (after one round to warm
+// up). Worker counts above the machine's cores are oversubscribed: the header says so.
+#include <fibra/fibra.hpp>
+#include <fibra/rl.hpp>
+#include <fibra/rl/trainer.hpp>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_common.hpp"
+
+using bench::arg;
+using bench::Clock;
+using bench::median;
+using bench::seconds_since;
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);
+  const std::string env = bench::arg_str(argc, argv, "--env", "CartPole-v1");
+  const std::vector<int> workers = bench::int_list(argc, argv, "--workers", "1,2,4,8");
+  const int m = static_cast<int>(arg(argc, argv, "--envs-per-worker", 8));
+  const int steps = static_cast<int>(arg(argc, argv, "--steps", 2048));
+  const int rounds = static_cast<int>(arg(argc, argv, "--rounds", 20));
+  const int repeats = static_cast<int>(arg(argc, argv, "--repeats", 3));
+  const unsigned cores = std::thread::hardware_concurrency();
+  std::printf(
+      "# fibra %s, %u hardware threads; %s, %d copies a worker, fragments of %d steps, %d rounds, medians of %d\n",
+      fibra::version, cores, env.c_str(), m, steps, rounds, repeats);
+  for (int w : workers)
+    if (static_cast<unsigned>(w) > cores)
+      std::printf("# %d workers on %u hardware threads: oversubscribed (the driver needs one too)\n", w, cores);
+  std::printf("benchmark,metric,value,unit\n");
+
+  const auto spec = fibra::rl::PolicySpec::for_env(env);
+  const fibra::rl::PolicyWeights weights = fibra::rl::initial_weights(spec, 1);
+  std::vector<double> floor;
+  for (int r = 0; r < repeats; ++r) {
+    fibra::rl::Sampler sampler(env, m, 0, 1, spec);
+    sampler.set_weights(weights);
+    (void)sampler.sample(steps);  // (warm)
+    const auto t = Clock::now();
+    for (int k = 0; k < rounds; ++k) (void)sampler.sample(steps);
+    floor.push_back(double(rounds) * m * steps / seconds_since(t));
+  }
+  const double floor_rate = median(floor);
+  std::printf("b12,floor_steps_per_s,%.0f,steps/s\n", floor_rate);
+  std::fflush(stdout);
+
+  for (int w : workers) {
+    fibra::rl::TrainerOptions o;
+    o.env = env;
+    o.workers = w;
+    o.envs_per_worker = m;
+    o.fragment_steps = steps;
+    fibra::rl::PpoTrainer trainer(o);
+    (void)trainer.sample();  // (warm: the actors' processes start)
+    std::vector<double> rates;
+    for (int r = 0; r < repeats; ++r) {
+      const auto t = Clock::now();
+      std::size_t transitions = 0;
+      for (int k = 0; k < rounds; ++k)
+        for (const auto& f : trainer.sample().fragments) transitions += f.size();
+      rates.push_back(double(transitions) / seconds_since(t));
+    }
+    const double rate = median(rates);
+    std::printf("b12,workers_%d_steps_per_s,%.0f,steps/s\n", w, rate);
+    std::printf("b12,workers_%d_over_floor,%.2f,x\n", w, rate / floor_rate);
+    std::fflush(stdout);
+  }
+  return 0;
+}
