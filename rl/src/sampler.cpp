@@ -57,6 +57,8 @@ Sampler::Sampler(const EnvFactory& make, std::string label, int num_envs, int fi
   episodes_.assign(envs_.size(), 0);
   episode_return_.assign(envs_.size(), 0.0);
   episode_length_.assign(envs_.size(), 0);
+  episode_actions_.assign(envs_.size(), {});
+  copy_steps_.assign(envs_.size(), 0);
   obs_.assign(envs_.size() * static_cast<std::size_t>(spec_.observation_size), 0.0);
 }
 
@@ -68,6 +70,7 @@ void Sampler::reset_copy(std::size_t i) {
             obs_.begin() + static_cast<std::ptrdiff_t>(i * static_cast<std::size_t>(spec_.observation_size)));
   episode_return_[i] = 0;
   episode_length_[i] = 0;
+  episode_actions_[i].clear();
 }
 
 void Sampler::start() {
@@ -121,6 +124,7 @@ Fragment Sampler::sample(int steps) {
           clipped[j] = std::clamp(action[j], action_box_->low[j], action_box_->high[j]);
         action = clipped;
       }
+      episode_actions_[i].insert(episode_actions_[i].end(), action.begin(), action.end());
       const StepResult r = envs_[i]->step(action);
       f.rewards[base + i] = static_cast<float>(r.reward);
       episode_return_[i] += r.reward;
@@ -150,7 +154,72 @@ Fragment Sampler::sample(int steps) {
   policy_->values(obs_, last);
   f.last_values.assign(last.begin(), last.end());
   steps_sampled_ += rows;
+  for (auto& c : copy_steps_) c += static_cast<std::uint64_t>(steps);
   return f;
+}
+
+SamplerState Sampler::state() const {
+  SamplerState s;
+  s.first_env = first_env_;
+  for (std::size_t i = 0; i < envs_.size(); ++i)
+    s.copies.push_back({.episodes = episodes_[i],
+                        .rng = rngs_[i].state(),
+                        .steps = copy_steps_[i],
+                        .episode_return = episode_return_[i],
+                        .episode_length = episode_length_[i],
+                        .actions = episode_actions_[i]});
+  return s;
+}
+
+void Sampler::restore(const SamplerState& state) {
+  const auto refuse = [&](const std::string& why) {
+    throw CheckpointError("fibra::rl: cannot restore the Sampler of copies " + std::to_string(first_env_) + "-" +
+                          std::to_string(first_env_ + num_envs() - 1) + " of '" + env_name_ + "': " + why);
+  };
+  if (state.first_env != first_env_ || state.copies.size() != envs_.size())
+    refuse("the state is of copies " + std::to_string(state.first_env) + "-" +
+           std::to_string(state.first_env + static_cast<int>(state.copies.size()) - 1));
+  const auto a = static_cast<std::size_t>(spec_.action_size());
+  for (std::size_t i = 0; i < envs_.size(); ++i) {
+    const CopyState& c = state.copies[i];
+    if (c.episode_length < 0 || c.actions.size() != static_cast<std::size_t>(c.episode_length) * a)
+      refuse("copy " + std::to_string(first_env_ + static_cast<int>(i)) + " has " + std::to_string(c.actions.size()) +
+             " action values for an episode of " + std::to_string(c.episode_length) + " steps of " + std::to_string(a));
+  }
+  steps_sampled_ = 0;
+  for (std::size_t i = 0; i < envs_.size(); ++i) {
+    const CopyState& c = state.copies[i];
+    episodes_[i] = c.episodes;
+    rngs_[i] = Rng(c.rng);
+    copy_steps_[i] = c.steps;
+    steps_sampled_ += c.steps;
+    replay_copy(i, c);
+  }
+  // (a copy that never stepped is reset above as start() would: the first sample() goes on from there)
+  started_ = true;
+}
+
+// Copy i's episode again: reset with its seed, then its actions. Environments are deterministic by
+// contract, so this is the episode as it was; only an end before the last action is noticed.
+void Sampler::replay_copy(std::size_t i, const CopyState& c) {
+  reset_copy(i);
+  const std::size_t d = static_cast<std::size_t>(spec_.observation_size),
+                    a = static_cast<std::size_t>(spec_.action_size());
+  const auto steps = static_cast<std::size_t>(c.episode_length);
+  for (std::size_t t = 0; t < steps; ++t) {
+    const StepResult r = envs_[i]->step(std::span<const double>(c.actions).subspan(t * a, a));
+    if (r.terminated || r.truncated)
+      throw CheckpointError("fibra::rl: cannot restore copy " + std::to_string(first_env_ + static_cast<int>(i)) +
+                            " of '" + env_name_ + "': its episode ended at step " + std::to_string(t + 1) + " of the " +
+                            std::to_string(steps) +
+                            " replayed; environments must be deterministic (the same seed and actions, the "
+                            "same episode), and the state must be of this environment");
+    if (t + 1 == steps)
+      std::copy(r.observation.begin(), r.observation.end(), obs_.begin() + static_cast<std::ptrdiff_t>(i * d));
+  }
+  episode_return_[i] = c.episode_return;
+  episode_length_[i] = c.episode_length;
+  episode_actions_[i] = c.actions;
 }
 
 EvalResult evaluate(std::string_view env_name, const PolicySpec& spec, const PolicyWeights& weights, int episodes,

@@ -1,6 +1,8 @@
 // PPO over rollout actors (fibra/rl/trainer.hpp).
 #include "fibra/rl/trainer.hpp"
 
+#include "trainer_file.hpp"
+
 #include <fibra/actor.hpp>
 #include <fibra/error.hpp>
 #include <fibra/object.hpp>
@@ -14,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <filesystem>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -41,6 +44,10 @@ struct RolloutSetup {
 
 /// A rollout worker (RLlib's RolloutWorker): M environment copies and the policy, in an actor's
 /// process. Inference is rl::Policy's plain C++: this process never loads libtorch.
+///
+/// A resumed run starts it from its setup and then calls restore(): fibra restarts an actor that
+/// died from its constructor's argument, and a restarted worker's copies must start new episodes,
+/// not go back to the checkpoint's (a state in the setup would send them back on every restart).
 class RolloutWorker {
  public:
   explicit RolloutWorker(RolloutSetup s) : sampler_(s.env, s.num_envs, s.first_env, s.seed, s.spec) {}
@@ -49,6 +56,10 @@ class RolloutWorker {
     sampler_.set_weights(weights);
     return sampler_.sample(steps);
   }
+  /// Where its copies are (for PpoTrainer::save).
+  SamplerState state() { return sampler_.state(); }
+  /// Puts its copies where a saved run's were (Sampler::restore: each episode replayed).
+  void restore(const SamplerState& s) { sampler_.restore(s); }
 
  private:
   Sampler sampler_;
@@ -59,6 +70,8 @@ class RolloutWorker {
 
 FIBRA_ACTOR(fibra::rl::detail::RolloutWorker, fibra::rl::detail::RolloutSetup);
 FIBRA_ACTOR_METHOD(fibra::rl::detail::RolloutWorker, sample);
+FIBRA_ACTOR_METHOD(fibra::rl::detail::RolloutWorker, state);
+FIBRA_ACTOR_METHOD(fibra::rl::detail::RolloutWorker, restore);
 
 namespace fibra::rl {
 namespace {
@@ -77,6 +90,23 @@ void check_options(const TrainerOptions& o) {
     bad("TrainerOptions::sample_timeout_s is " + std::to_string(o.sample_timeout_s) + "; it must be above 0");
   if (o.max_restarts < 0)
     bad("TrainerOptions::max_restarts is " + std::to_string(o.max_restarts) + "; it must be 0 or more");
+}
+
+// The returns of the episodes that ended in `fragments` (sorted by copy), in (step, global copy)
+// order: the order one Sampler of every copy gives, so the window of the last 100 (and its mean)
+// is the same for any split of the copies. (Each fragment lists its own in (step, copy) order.)
+std::vector<double> ended_in_order(const std::vector<Fragment>& fragments) {
+  std::vector<double> out;
+  std::vector<std::size_t> next(fragments.size(), 0);
+  const int steps = fragments.empty() ? 0 : fragments.front().steps;
+  for (int t = 0; t < steps; ++t)
+    for (std::size_t k = 0; k < fragments.size(); ++k) {
+      const Fragment& f = fragments[k];
+      for (std::size_t i = 0; i < static_cast<std::size_t>(f.num_envs); ++i)
+        if (f.dones[static_cast<std::size_t>(t) * static_cast<std::size_t>(f.num_envs) + i])
+          out.push_back(f.episode_returns.at(next[k]++));
+    }
+  return out;
 }
 
 }  // namespace
@@ -100,13 +130,121 @@ struct PpoTrainer::Impl {
     ao.max_restarts = o.max_restarts;
     return Actor<detail::RolloutWorker>::start_on(*pool, ao, setup(i));
   }
+  std::string worker_name(std::size_t i) const {
+    return "rollout worker " + std::to_string(i) + " (copies " + std::to_string(i * std::size_t(o.envs_per_worker)) +
+           "-" + std::to_string((i + 1) * std::size_t(o.envs_per_worker) - 1) + " of " + o.env + ")";
+  }
+
+  // How long a call to an actor is waited for: the pool's task limit ends a hung call (ActorDied)
+  // at sample_timeout_s; a pool given by the caller may have none, so the wait has its own bound
+  // a little past it.
+  std::chrono::duration<double> bound() const {
+    return std::chrono::duration<double>(o.sample_timeout_s + (own_pool ? 30.0 : 0.0));
+  }
+  // Waits for actor i's call and hands it to `take`. False if the actor died (fibra restarts it from
+  // its constructor) or did not answer within bound() (a new actor takes its place; the old one ends
+  // once its call does): the reason is in `why`, and the restart is counted. What the call itself
+  // threw (an environment's bug) comes out of `take`.
+  template <class F, class Take>
+  bool await(std::size_t i, F& call, Take&& take, std::string& why) {
+    if (!call.wait_for(bound())) {
+      why = "no answer within " + std::to_string(bound().count()) + " s";
+      actors[i] = start(static_cast<int>(i));
+    } else {
+      try {
+        take(std::move(call));
+        return true;
+      } catch (const ActorDied& e) {
+        why = e.what();
+      }
+    }
+    ++restarts;
+    return false;
+  }
+
+  void restore(detail::TrainerFile file);
+  std::vector<CopyState> copy_states();
 };
+
+namespace {
+
+// The file's configuration against this run's; CheckpointError for a file that is not a trainer's.
+detail::TrainerFile read_for_resume(const TrainerOptions& o, const PolicySpec& spec) {
+  const std::string& path = o.resume_from;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw CheckpointError("fibra::rl::PpoTrainer: cannot resume from '" + path +
+                          "': no such file (TrainerOptions::resume_from names a file PpoTrainer::save wrote)");
+  detail::TrainerFile file = detail::read_trainer_file(path, spec.action_size());
+  if (const std::string d = detail::differences(file.configuration, detail::configuration_of(o)); !d.empty())
+    throw ConfigError("fibra::rl::PpoTrainer: cannot resume '" + path + "': it was written by a run with " + d +
+                      "; rerun with those options, or resume from another file");
+  return file;
+}
+
+}  // namespace
+
+// The learner, the counters, and every copy's episode (through its actor's restore()) from the file.
+void PpoTrainer::Impl::restore(detail::TrainerFile file) {
+  const std::string& path = o.resume_from;
+  const auto copies = static_cast<std::size_t>(o.workers) * static_cast<std::size_t>(o.envs_per_worker);
+  if (file.copies.size() != copies)  // (the configuration said as many)
+    throw CheckpointError("fibra::rl::PpoTrainer: cannot resume from '" + path + "': it holds " +
+                          std::to_string(file.copies.size()) + " copies' states for a run of " +
+                          std::to_string(copies));
+  learner->load_state(file.learner);
+  iteration = file.iteration;
+  env_steps = file.env_steps;
+  restarts = file.restarts;
+  recent.assign(file.recent_returns.begin(), file.recent_returns.end());
+  // Each actor gets its slice of the copies, whatever the split the file was written with.
+  const auto m = static_cast<std::size_t>(o.envs_per_worker);
+  std::vector<Future<void>> calls;
+  for (std::size_t i = 0; i < actors.size(); ++i) {
+    SamplerState s{.first_env = static_cast<int>(i * m), .copies = {}};
+    s.copies.assign(file.copies.begin() + static_cast<std::ptrdiff_t>(i * m),
+                    file.copies.begin() + static_cast<std::ptrdiff_t>((i + 1) * m));
+    calls.push_back(actors[i].call(&detail::RolloutWorker::restore, std::move(s)));
+  }
+  // An actor lost meanwhile starts again from its constructor: its copies begin new episodes
+  // (counted in restarts), as after any loss. A replay that fails (CheckpointError) ends the resume.
+  const auto take = [](Future<void>&& f) { f.get(); };
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    std::string why;
+    await(i, calls[i], take, why);
+  }
+}
+
+// Every actor's copies, in global order. An actor lost before it answers is asked again: it has
+// started again from its constructor, and its copies' state is that start's, which is also where
+// this run goes on from.
+std::vector<CopyState> PpoTrainer::Impl::copy_states() {
+  std::vector<Future<SamplerState>> calls;
+  for (auto& a : actors) calls.push_back(a.call(&detail::RolloutWorker::state));
+  std::vector<CopyState> copies;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    SamplerState s;
+    const auto take = [&s](Future<SamplerState>&& f) { s = std::move(f).get(); };
+    std::string why;
+    if (!await(i, calls[i], take, why)) {
+      Future<SamplerState> again = actors[i].call(&detail::RolloutWorker::state);
+      if (!await(i, again, take, why))
+        throw Error("fibra::rl::PpoTrainer: cannot save: " + worker_name(i) +
+                    " was lost twice while it was asked for its copies' state; the last: " + why);
+    }
+    copies.insert(copies.end(), std::make_move_iterator(s.copies.begin()), std::make_move_iterator(s.copies.end()));
+  }
+  return copies;
+}
 
 PpoTrainer::PpoTrainer(TrainerOptions options) : impl_(std::make_unique<Impl>()) {
   check_options(options);
   Impl& m = *impl_;
   m.o = std::move(options);
   m.spec = PolicySpec::for_env(m.o.env, m.o.hidden, m.o.activation);
+  // (a file of another run is refused before libtorch loads or a process starts)
+  std::optional<detail::TrainerFile> saved;
+  if (!m.o.resume_from.empty()) saved = read_for_resume(m.o, m.spec);
   m.learner.emplace(m.spec, m.o.ppo);
   if (m.o.pool) {
     m.pool = m.o.pool;
@@ -118,6 +256,7 @@ PpoTrainer::PpoTrainer(TrainerOptions options) : impl_(std::make_unique<Impl>())
   }
   for (int i = 0; i < m.o.workers; ++i) m.actors.push_back(m.start(i));
   m.deaths_in_row.assign(static_cast<std::size_t>(m.o.workers), 0);
+  if (saved) m.restore(std::move(*saved));
 }
 
 PpoTrainer::~PpoTrainer() = default;
@@ -130,30 +269,18 @@ SampleRound PpoTrainer::sample() {
   std::vector<Future<Fragment>> calls;
   calls.reserve(m.actors.size());
   for (auto& a : m.actors) calls.push_back(a.call(&detail::RolloutWorker::sample, weights, m.o.fragment_steps));
-  // The pool's task limit ends a hung call (ActorDied) at sample_timeout_s; a pool given by the
-  // caller may have none, so the wait has its own bound a little past it.
-  const auto bound = std::chrono::duration<double>(m.o.sample_timeout_s + (m.own_pool ? 30.0 : 0.0));
   round.fragments.reserve(calls.size());
   for (std::size_t i = 0; i < calls.size(); ++i) {
     std::string why;
-    if (!calls[i].wait_for(bound)) {
-      why = "no fragment within " + std::to_string(bound.count()) + " s";
-      m.actors[i] = m.start(static_cast<int>(i));  // (the old one ends once its call does)
-    } else {
-      try {
-        round.fragments.push_back(std::move(calls[i]).get());  // (what the sampler throws, an env's bug, ends it)
-        m.deaths_in_row[i] = 0;
-        continue;
-      } catch (const ActorDied& e) {
-        why = e.what();
-      }
+    // (what the sampler throws, an environment's bug, ends it)
+    if (m.await(
+            i, calls[i], [&](Future<Fragment>&& f) { round.fragments.push_back(std::move(f).get()); }, why)) {
+      m.deaths_in_row[i] = 0;
+      continue;
     }
     ++round.lost;
-    ++m.restarts;
     if (++m.deaths_in_row[i] > m.o.max_restarts)
-      throw Error("fibra::rl::PpoTrainer: rollout worker " + std::to_string(i) + " (copies " +
-                  std::to_string(i * m.o.envs_per_worker) + "-" + std::to_string((i + 1) * m.o.envs_per_worker - 1) +
-                  " of " + m.o.env + ") lost " + std::to_string(m.deaths_in_row[i]) +
+      throw Error("fibra::rl::PpoTrainer: " + m.worker_name(i) + " lost " + std::to_string(m.deaths_in_row[i]) +
                   " fragments in a row (TrainerOptions::max_restarts is " + std::to_string(m.o.max_restarts) +
                   "); the last: " + why);
   }
@@ -176,14 +303,12 @@ Iteration PpoTrainer::train() {
   it.lost_fragments = round.lost;
   it.restarts = m.restarts;
   std::uint64_t steps = 0;
-  for (const auto& f : round.fragments) {
-    steps += f.size();
-    it.episodes += f.episode_returns.size();
-    it.episode_returns.insert(it.episode_returns.end(), f.episode_returns.begin(), f.episode_returns.end());
-    for (double r : f.episode_returns) {
-      m.recent.push_back(r);
-      if (m.recent.size() > 100) m.recent.pop_front();
-    }
+  for (const auto& f : round.fragments) steps += f.size();
+  it.episode_returns = ended_in_order(round.fragments);
+  it.episodes = it.episode_returns.size();
+  for (double r : it.episode_returns) {
+    m.recent.push_back(r);
+    if (m.recent.size() > 100) m.recent.pop_front();
   }
   if (!round.fragments.empty()) {
     const auto t1 = Clock::now();
@@ -203,6 +328,23 @@ EvalResult PpoTrainer::evaluate(int episodes, bool greedy) const {
   return rl::evaluate(impl_->o.env, impl_->spec, impl_->learner->weights(), episodes,
                       impl_->o.ppo.seed ^ 0x6576616c75617465ull, greedy);  // ("evaluate": apart from the copies)
 }
+
+void PpoTrainer::save(const std::string& path) {
+  Impl& m = *impl_;
+  detail::TrainerFile file;
+  file.copies = m.copy_states();  // (first: an actor lost meanwhile counts in restarts)
+  file.configuration = detail::configuration_of(m.o);
+  file.learner = m.learner->state();
+  file.iteration = m.iteration;
+  file.env_steps = m.env_steps;
+  file.restarts = m.restarts;
+  file.recent_returns.assign(m.recent.begin(), m.recent.end());
+  detail::write_trainer_file(path, file, m.spec.action_size());
+}
+
+std::uint64_t PpoTrainer::iteration() const { return impl_->iteration; }
+std::uint64_t PpoTrainer::env_steps() const { return impl_->env_steps; }
+std::vector<double> PpoTrainer::recent_returns() const { return {impl_->recent.begin(), impl_->recent.end()}; }
 
 const PolicySpec& PpoTrainer::spec() const { return impl_->spec; }
 PolicyWeights PpoTrainer::weights() const { return impl_->learner->weights(); }

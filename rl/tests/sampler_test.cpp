@@ -1,6 +1,7 @@
 // Sampler: the same fragments for one sampler of 8 copies as for two of 4; episodes go on across
 // calls; the copies' seeds are VectorEnv's; bootstrap values where (and only where) an episode was
-// truncated and not terminated; evaluate().
+// truncated and not terminated; state() and restore(): a restored Sampler goes on as the saved
+// one did, element for element; evaluate().
 #include <fibra/rl/sampler.hpp>
 #include <fibra/rl/vector_env.hpp>
 
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <string>
 #include <vector>
 
 namespace {
@@ -179,6 +181,122 @@ TEST(Sampler, RefusesASpecOfAnotherEnvAndSamplingWithoutWeights) {
   EXPECT_THROW(Sampler("Pendulum-v1", 1, 0, 1, PolicySpec::for_env("CartPole-v1")), fibra::ConfigError);
   Sampler s("CartPole-v1", 1, 0, 1, PolicySpec::for_env("CartPole-v1"));
   EXPECT_THROW(s.sample(1), std::logic_error);
+}
+
+void expect_same_fragment(const Fragment& x, const Fragment& y, const std::string& what) {
+  EXPECT_EQ(x.first_env, y.first_env) << what;
+  EXPECT_EQ(x.num_envs, y.num_envs) << what;
+  EXPECT_EQ(x.observations, y.observations) << what << ": observations";
+  EXPECT_EQ(x.actions, y.actions) << what << ": actions";
+  EXPECT_EQ(x.logp, y.logp) << what << ": logp";
+  EXPECT_EQ(x.values, y.values) << what << ": values";
+  EXPECT_EQ(x.rewards, y.rewards) << what << ": rewards";
+  EXPECT_EQ(x.dones, y.dones) << what << ": dones";
+  EXPECT_EQ(x.bootstrap, y.bootstrap) << what << ": bootstrap";
+  EXPECT_EQ(x.last_values, y.last_values) << what << ": last_values";
+  ASSERT_EQ(x.raw_moments.size(), y.raw_moments.size()) << what;
+  for (std::size_t i = 0; i < x.raw_moments.size(); ++i) {
+    EXPECT_EQ(x.raw_moments[i].count, y.raw_moments[i].count) << what << ": moments of copy " << i;
+    EXPECT_EQ(x.raw_moments[i].mean, y.raw_moments[i].mean) << what << ": moments of copy " << i;
+    EXPECT_EQ(x.raw_moments[i].m2, y.raw_moments[i].m2) << what << ": moments of copy " << i;
+  }
+  EXPECT_EQ(x.episode_returns, y.episode_returns) << what << ": episode returns";
+  EXPECT_EQ(x.episode_lengths, y.episode_lengths) << what << ": episode lengths";
+}
+
+// 3 fragments, the state, 2 more; a new Sampler restored from the state gives those 2 again.
+void expect_restore_goes_on(const std::string& env, int steps) {
+  const PolicySpec spec = PolicySpec::for_env(env);
+  const auto w = weights_for(spec, 4);
+  Sampler saved(env, 4, 2, 21, spec);
+  saved.set_weights(w);
+  for (int k = 0; k < 3; ++k) saved.sample(steps);
+  const fibra::rl::SamplerState state = saved.state();
+  ASSERT_EQ(state.copies.size(), 4u);
+  EXPECT_TRUE(std::any_of(state.copies.begin(), state.copies.end(), [](const auto& c) { return c.episodes > 0; }))
+      << "no episode ended before the state was taken: the test does not cover a replay after a reset";
+  EXPECT_TRUE(std::any_of(state.copies.begin(), state.copies.end(), [](const auto& c) { return c.episode_length > 0; }))
+      << "every copy is at the start of an episode: nothing to replay";
+  const Fragment a = saved.sample(steps), b = saved.sample(steps);
+  Sampler restored(env, 4, 2, 21, spec);
+  restored.restore(state);
+  restored.set_weights(w);
+  EXPECT_EQ(restored.steps_sampled(), 3u * 4u * static_cast<unsigned>(steps));
+  expect_same_fragment(restored.sample(steps), a, env + ", the first fragment after the restore");
+  expect_same_fragment(restored.sample(steps), b, env + ", the second fragment after the restore");
+}
+
+TEST(SamplerState, ARestoredSamplerGoesOnAsTheSavedOne) { expect_restore_goes_on("CartPole-v1", 20); }
+
+TEST(SamplerState, ARestoredSamplerGoesOnWithBoxActionsClipped) {
+  expect_restore_goes_on("Pendulum-v1", 90);  // 270 steps: every copy past its first truncation at 200
+}
+
+TEST(SamplerState, CopiesSplitOverOtherSamplersGoOn) {
+  // The state of copies 0-5 in one Sampler restores into Samplers of copies 0-1 and 2-5.
+  const PolicySpec spec = PolicySpec::for_env("CartPole-v1");
+  const auto w = weights_for(spec, 6);
+  Sampler whole("CartPole-v1", 6, 0, 3, spec), first("CartPole-v1", 2, 0, 3, spec),
+      second("CartPole-v1", 4, 2, 3, spec);
+  whole.set_weights(w);
+  for (int k = 0; k < 2; ++k) whole.sample(25);
+  const fibra::rl::SamplerState state = whole.state();
+  first.restore({.first_env = 0, .copies = {state.copies.begin(), state.copies.begin() + 2}});
+  second.restore({.first_env = 2, .copies = {state.copies.begin() + 2, state.copies.end()}});
+  first.set_weights(w);
+  second.set_weights(w);
+  const Fragment fw = whole.sample(25), fa = first.sample(25), fb = second.sample(25);
+  for (int t = 0; t < 25; ++t)
+    for (int i = 0; i < 6; ++i) {
+      const Fragment& part = i < 2 ? fa : fb;
+      const int j = i < 2 ? i : i - 2;
+      ASSERT_EQ(fw.rewards[static_cast<std::size_t>(t * 6 + i)],
+                part.rewards[static_cast<std::size_t>(t * part.num_envs + j)]);
+      for (int k = 0; k < 4; ++k)
+        ASSERT_EQ(fw.observations[static_cast<std::size_t>((t * 6 + i) * 4 + k)],
+                  part.observations[static_cast<std::size_t>((t * part.num_envs + j) * 4 + k)])
+            << "step " << t << ", copy " << i;
+    }
+}
+
+TEST(SamplerState, AStateTakenBeforeAnySampleStartsAsANewSampler) {
+  const PolicySpec spec = PolicySpec::for_env("CartPole-v1");
+  const auto w = weights_for(spec, 2);
+  Sampler fresh("CartPole-v1", 3, 0, 5, spec), restored("CartPole-v1", 3, 0, 5, spec);
+  restored.restore(fresh.state());
+  fresh.set_weights(w);
+  restored.set_weights(w);
+  expect_same_fragment(restored.sample(30), fresh.sample(30), "a restored unstarted Sampler");
+}
+
+TEST(SamplerState, RefusesAnotherSamplersCopiesAndAReplayThatEndsEarly) {
+  const PolicySpec spec = PolicySpec::for_env("CartPole-v1");
+  Sampler s("CartPole-v1", 2, 0, 1, spec);
+  s.set_weights(weights_for(spec, 1));
+  s.sample(3);
+  Sampler other("CartPole-v1", 2, 2, 1, spec);
+  try {
+    other.restore(s.state());
+    ADD_FAILURE() << "a state of copies 0-1 restored into copies 2-3";
+  } catch (const fibra::CheckpointError& e) {
+    EXPECT_STREQ(e.what(),
+                 "fibra::rl: cannot restore the Sampler of copies 2-3 of 'CartPole-v1': the state is of copies 0-1");
+  }
+  // Three's episodes end at step 3: a state of 5 steps cannot be its episode.
+  const PolicySpec one{.observation_size = 1, .action_space = fibra::rl::Discrete{1}, .hidden = {}};
+  Sampler three(make_three<true>, "Three", 1, 0, 1, one);
+  fibra::rl::SamplerState bad{.first_env = 0, .copies = {{.episode_length = 5, .actions = {0, 0, 0, 0, 0}}}};
+  try {
+    three.restore(bad);
+    ADD_FAILURE() << "a replay through the end of an episode was not noticed";
+  } catch (const fibra::CheckpointError& e) {
+    EXPECT_STREQ(e.what(),
+                 "fibra::rl: cannot restore copy 0 of 'Three': its episode ended at step 3 of the 5 replayed; "
+                 "environments must be deterministic (the same seed and actions, the same episode), and the state "
+                 "must be of this environment");
+  }
+  bad.copies[0].actions.pop_back();
+  EXPECT_THROW(three.restore(bad), fibra::CheckpointError);  // 4 action values for 5 steps
 }
 
 TEST(Evaluate, PlaysWholeEpisodes) {

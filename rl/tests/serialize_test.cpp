@@ -1,4 +1,4 @@
-// What fibra ships between processes (PolicySpec, PolicyWeights, Fragment, Rng) round-trips through
+// What fibra ships between processes (PolicySpec, PolicyWeights, Fragment, SamplerState, Rng) round-trips through
 // Boost.Serialization, as fibra::put and actor calls will send it.
 #include <fibra/rl/policy.hpp>
 #include <fibra/rl/sampler.hpp>
@@ -56,6 +56,12 @@ TEST(Serialization, WeightsAndFragments) {
   EXPECT_EQ(f2.dones, f.dones);
   EXPECT_EQ(f2.raw_moments[2].m2, f.raw_moments[2].m2);
   EXPECT_EQ(f2.episode_returns, f.episode_returns);
+  const fibra::rl::SamplerState state = round_trip(sampler.state());
+  EXPECT_EQ(state.first_env, 5);
+  ASSERT_EQ(state.copies.size(), 3u);
+  EXPECT_EQ(state.copies[2].actions, sampler.state().copies[2].actions);
+  EXPECT_EQ(state.copies[2].rng, sampler.state().copies[2].rng);
+  EXPECT_EQ(state.copies[1].episode_return, sampler.state().copies[1].episode_return);
   fibra::rl::Rng rng(9);
   rng.next();
   fibra::rl::Rng copy = round_trip(rng);

@@ -4,18 +4,26 @@
 //   iteration learns from the other worker's, the actor is restarted, later iterations have both.
 // - A rollout actor that hangs is ended at sample_timeout_s, the same.
 // - A user environment registered in this program (FIBRA_ENV) trains.
+// - A run saved after 2 iterations and resumed for 3 (on 2 workers of 2 copies, and on 1 of 4)
+//   ends with the weights, the whole learner state and the curve of a run of 5 never stopped, bit
+//   for bit; h5py reads the file (layers as datasets); a file of another run is refused, naming
+//   what differs.
 // The expected values are counts fixed by the options (copies x steps) and the planted failures.
 #include <fibra/fibra.hpp>
+#include <fibra/hdf5_io/tables.hpp>
 #include <fibra/rl.hpp>
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -164,6 +172,147 @@ TEST(Trainer, AUserEnvironmentTrains) {
   for (int i = 0; i < 30; ++i) t.train();
   const rl::EvalResult after = t.evaluate(20);
   EXPECT_EQ(after.mean, -5) << "the greedy policy should walk straight right (sampled before: " << before << ")";
+}
+
+// What of an iteration must be the same in a resumed run, on any split of the copies: everything
+// but the times and the number of fragments, as bits (a NaN, explained_variance's on a constant
+// batch, equals itself).
+std::vector<std::uint64_t> curve_point(const rl::Iteration& it) {
+  std::vector<std::uint64_t> v{it.iteration, it.env_steps, it.episodes, static_cast<std::uint64_t>(it.learn.steps),
+                               static_cast<std::uint64_t>(it.learn.minibatches)};
+  for (double x : {it.mean_return, it.learn.policy_loss, it.learn.value_loss, it.learn.entropy, it.learn.approx_kl,
+                   it.learn.clip_fraction, it.learn.explained_variance, it.learn.learning_rate, it.learn.clip})
+    v.push_back(std::bit_cast<std::uint64_t>(x));
+  for (double r : it.episode_returns) v.push_back(std::bit_cast<std::uint64_t>(r));
+  return v;
+}
+
+void expect_same_learner(const std::vector<rl::NamedArray>& a, const std::vector<rl::NamedArray>& b,
+                         const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].name, b[i].name) << what;
+    EXPECT_EQ(a[i].shape, b[i].shape) << what << ": " << a[i].name;
+    EXPECT_TRUE(a[i].values == b[i].values) << what << ": the learner's '" << a[i].name << "' differs";
+  }
+}
+
+std::string scratch(const std::string& name) { return marker_dir() + "/" + name; }
+
+TEST(Trainer, AResumedRunEqualsOneNeverStopped) {
+  constexpr int total = 5, stop_after = 2;
+  std::vector<std::vector<std::uint64_t>> whole_curve;
+  std::vector<rl::NamedArray> whole_state;
+  {
+    rl::PpoTrainer t(small(2, 2));
+    for (int i = 0; i < total; ++i) whole_curve.push_back(curve_point(t.train()));
+    whole_state = t.learner().state();
+  }
+  const std::string path = scratch("resume.h5");
+  {
+    rl::PpoTrainer t(small(2, 2));
+    for (int i = 0; i < stop_after; ++i) EXPECT_EQ(curve_point(t.train()), whole_curve[std::size_t(i)]);
+    t.save(path);
+  }
+  // The file holds episodes in progress and episodes that ended: the replay is exercised.
+  const fibra::hdf5_io::TableFile file = fibra::hdf5_io::read_table_file(path);
+  const auto& lengths = std::get<std::vector<std::int64_t>>(file.find_array("copies", "episode_length")->values);
+  const auto& episodes = std::get<std::vector<std::int64_t>>(file.find_array("copies", "episodes")->values);
+  EXPECT_TRUE(std::any_of(lengths.begin(), lengths.end(), [](std::int64_t n) { return n > 0; }))
+      << "no copy was in the middle of an episode when saved";
+  EXPECT_TRUE(std::any_of(episodes.begin(), episodes.end(), [](std::int64_t n) { return n > 0; }))
+      << "no episode had ended when saved";
+  // Resumed on the same split, and on one worker of all 4 copies.
+  for (const auto& [workers, copies] : {std::pair{2, 2}, std::pair{1, 4}}) {
+    const std::string what = "resumed on " + std::to_string(workers) + " x " + std::to_string(copies);
+    rl::TrainerOptions o = small(workers, copies);
+    o.resume_from = path;
+    rl::PpoTrainer t(o);
+    EXPECT_EQ(t.iteration(), std::uint64_t(stop_after)) << what;
+    for (int i = stop_after; i < total; ++i)
+      EXPECT_EQ(curve_point(t.train()), whole_curve[std::size_t(i)]) << what << ", iteration " << i + 1;
+    expect_same_learner(t.learner().state(), whole_state, what);
+  }
+}
+
+// The file as h5py sees it (docs/rl.md, "Checkpoints and resume"): layers by name, their shapes.
+TEST(Trainer, H5pyReadsTheFile) {
+  const std::string python = FIBRA_TEST_PYTHON;
+  if (python.empty() || std::system((python + " -c 'import h5py' 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << "no python3 with h5py (" << (python.empty() ? "none found" : python)
+                 << "): apt-get install python3-h5py";
+  const std::string path = scratch("h5py.h5"), script = scratch("check.py");
+  {
+    rl::PpoTrainer t(small(2, 2));
+    t.train();
+    t.train();
+    t.save(path);
+  }
+  std::ofstream(script) << R"(import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+def attr(k):
+    v = f.attrs[k]
+    return v.decode() if isinstance(v, bytes) else v
+L = f["learner"]
+expect = {"actor.0.weight": (16, 4), "actor.0.bias": (16,), "actor.2.weight": (16, 16), "actor.4.weight": (2, 16),
+          "actor.4.bias": (2,), "critic.0.weight": (16, 4), "critic.4.weight": (1, 16), "critic.4.bias": (1,),
+          "adam.exp_avg.actor.0.weight": (16, 4), "adam.exp_avg_sq.critic.4.bias": (1,), "adam.step": (),
+          "normaliser.mean": (4,), "normaliser.m2": (4,), "learner.steps": ()}
+for name, shape in expect.items():
+    assert L[name].shape == shape, (name, L[name].shape, shape)
+assert L["actor.0.weight"].dtype == "float32", L["actor.0.weight"].dtype
+assert L["learner.steps"][()] == 128, L["learner.steps"][()]
+T = f["trainer"]
+assert T["iteration"][()] == 2 and T["env_steps"][()] == 128, (T["iteration"][()], T["env_steps"][()])
+assert T["recent_returns"].ndim == 1 and T["recent_returns"].dtype == "float64"
+C = f["copies"]
+for name in ("episodes", "rng", "steps", "episode_length", "episode_return"):
+    assert C[name].shape == (4,), (name, C[name].shape)
+assert list(C["steps"][()]) == [32] * 4, C["steps"][()]
+assert C["actions"].shape == (int(C["episode_length"][()].sum()), 1), C["actions"].shape
+assert set(C["actions"][()].ravel()) <= {0.0, 1.0}
+for k, v in {"format": "fibra.rl.PpoTrainer/1", "env": "CartPole-v1", "copies": "4", "workers": "2",
+             "fragment_steps": "16", "hidden": "16,16", "activation": "tanh", "ppo.learning_rate": "0.001",
+             "ppo.epochs": "2", "ppo.seed": "11", "ppo.target_kl": "none"}.items():
+    assert attr(k) == v, (k, attr(k), v)
+print("h5py read the file")
+)";
+  const int rc = std::system((python + " " + script + " " + path).c_str());
+  EXPECT_EQ(rc, 0) << "h5py's checks of " << path << " failed (its assertion is printed above)";
+}
+
+TEST(Trainer, RefusesToResumeAnotherRun) {
+  const std::string path = scratch("other.h5");
+  {
+    rl::PpoTrainer t(small(2, 2));
+    t.save(path);  // (before any iteration: a file all the same)
+  }
+  rl::TrainerOptions o = small(2, 2);
+  o.resume_from = path;
+  o.ppo.learning_rate = 0.002;
+  o.hidden = {32, 16};
+  try {
+    rl::PpoTrainer t(o);
+    ADD_FAILURE() << "a run of another learning rate and net resumed";
+  } catch (const fibra::ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "fibra::rl::PpoTrainer: cannot resume '" + path +
+                                         "': it was written by a run with hidden 16,16 (now 32,16), "
+                                         "ppo.learning_rate 0.001 (now 0.002); rerun with those options, or resume "
+                                         "from another file");
+  }
+  o = small(3, 2);
+  o.resume_from = path;
+  try {
+    rl::PpoTrainer t(o);
+    ADD_FAILURE() << "a run of 6 copies resumed from one of 4";
+  } catch (const fibra::ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "fibra::rl::PpoTrainer: cannot resume '" + path +
+                                         "': it was written by a run with copies (workers x envs_per_worker) 4 "
+                                         "(now 6); rerun with those options, or resume from another file");
+  }
+  o = small(2, 2);
+  o.resume_from = path + ".none";
+  EXPECT_THROW(rl::PpoTrainer{o}, fibra::CheckpointError);
 }
 
 }  // namespace

@@ -11,6 +11,16 @@
 // the run's seed and g alone: its episodes' reset seeds (as VectorEnv's: copy seed s_g, the g-th draw
 // of Rng(seed), episode k from Rng(s_g + k).next()) and its action generator. With Policy's
 // row-independent inference, copies 0..7 give the same numbers in one Sampler of 8 as in two of 4.
+//
+// Checkpoints: state() says where every copy is (its episode's number, its action generator, the
+// actions of the episode in progress), and restore() puts a new Sampler of the same copies there
+// by resetting each copy with its episode's seed and stepping it through those actions again: no
+// Env API beyond reset and step, since environments are deterministic by contract (the same seed
+// and actions give the same episode; nothing is compared on the way).
+//
+//   fibra::rl::SamplerState saved = sampler.state();
+//   fibra::rl::Sampler again("CartPole-v1", 4, 4, 1, spec);
+//   again.restore(saved);   // its next sample() is the one `sampler` would have given
 #pragma once
 
 #include <fibra/rl/env.hpp>
@@ -60,6 +70,35 @@ struct Fragment {
   }
 };
 
+/// @brief Where one environment copy of a Sampler is, for checkpoints (SamplerState).
+struct CopyState {
+  std::uint64_t episodes = 0;  ///< episodes of this copy that ended: the one in progress is episode `episodes`
+  std::uint64_t rng = 0;       ///< its action generator's state (Rng::state())
+  std::uint64_t steps = 0;     ///< steps it took in all, over all its episodes
+  double episode_return = 0;   ///< the return of the episode in progress so far
+  int episode_length = 0;      ///< its steps so far
+  /// The actions of the episode in progress, episode_length rows of the action's size, as they
+  /// were stepped (a Box action clipped to the box): replayed after a reset with the episode's seed.
+  std::vector<double> actions;
+
+  template <class Archive>
+  void serialize(Archive& ar, unsigned /*version*/) {
+    ar& episodes& rng& steps& episode_return& episode_length& actions;
+  }
+};
+
+/// @brief A Sampler's state: its copies in order, first_env first. A copy that has not stepped yet
+/// is at step 0 of episode 0, which is where a new Sampler's first sample() starts it.
+struct SamplerState {
+  int first_env = 0;  ///< the global index of copies[0]
+  std::vector<CopyState> copies;
+
+  template <class Archive>
+  void serialize(Archive& ar, unsigned /*version*/) {
+    ar& first_env& copies;
+  }
+};
+
 /// @brief M copies of an environment and a Policy: one rollout worker's state.
 class Sampler {
  public:
@@ -80,6 +119,17 @@ class Sampler {
   /// @throws std::logic_error before set_weights; std::invalid_argument for steps < 1.
   Fragment sample(int steps);
 
+  /// @brief Where every copy is now (for a checkpoint): cheap, a copy of each episode's actions so far.
+  SamplerState state() const;
+  /// @brief Puts this Sampler where `state` says (state() of a Sampler of the same copies, the same
+  /// seed and environment): each copy is reset with its episode's seed and stepped through the
+  /// episode's actions, which takes as long as those steps did (microseconds a step for the
+  /// built-ins). The weights are not part of it: set_weights before sample() as always.
+  /// @throws CheckpointError if the state is of other copies (first_env, their number), an action
+  /// row does not fit the action space, or an episode ends before its replay does (an environment
+  /// that is not deterministic, or not the one saved).
+  void restore(const SamplerState& state);
+
   int num_envs() const { return static_cast<int>(envs_.size()); }
   int first_env() const { return first_env_; }
   /// @brief Environment steps taken so far, over all copies.
@@ -88,18 +138,20 @@ class Sampler {
  private:
   void start();
   void reset_copy(std::size_t i);
+  void replay_copy(std::size_t i, const CopyState& c);
 
   std::string env_name_;
   int first_env_;
   PolicySpec spec_;
   std::vector<std::unique_ptr<Env>> envs_;
   std::optional<Box> action_box_;  // clip Gaussian draws to it when stepping
-  std::vector<std::uint64_t> copy_seeds_, episodes_;
+  std::vector<std::uint64_t> copy_seeds_, episodes_, copy_steps_;
   std::vector<Rng> rngs_;  // one action generator per copy
   std::optional<Policy> policy_;
   std::vector<double> obs_;  // the current raw observation of every copy
   std::vector<double> episode_return_;
   std::vector<int> episode_length_;
+  std::vector<std::vector<double>> episode_actions_;  // each copy's episode so far, as stepped (for state())
   bool started_ = false;
   std::uint64_t steps_sampled_ = 0;
   ActBatch act_;  // reused between steps

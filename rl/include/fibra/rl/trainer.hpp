@@ -20,6 +20,16 @@
 // A rollout actor that crashes, is killed, or runs past sample_timeout_s costs its fragment: it is
 // restarted from its constructor (its copies start new episodes) and the iteration goes on with the
 // others' fragments (Iteration::lost_fragments). No wait is without a bound.
+//
+// Checkpoints: save(path) writes the whole run in one HDF5 file (the learner's weights as datasets
+// named by layer, Adam, the normaliser, the counters, where every environment copy is), and a
+// trainer made with TrainerOptions::resume_from = path goes on from it: a run stopped after k
+// iterations and resumed gives the uninterrupted run's weights and curve, bit for bit, on any
+// number of workers with the same number of copies (docs/rl.md, "Checkpoints and resume").
+//
+//   trainer.save("run.h5");            // between iterations
+//   options.resume_from = "run.h5";    // the same options otherwise
+//   fibra::rl::PpoTrainer again(options);
 #pragma once
 
 #include <fibra/rl/policy.hpp>
@@ -55,17 +65,23 @@ struct TrainerOptions {
   /// Where the rollout actors run: nullptr for a pool of the trainer's own (one worker, task limit
   /// sample_timeout_s). A pool given here keeps its own PoolOptions::task_timeout_s.
   fibra::Pool* pool = nullptr;
+  /// A file written by PpoTrainer::save to go on from: the learner, the counters and every copy's
+  /// episode are restored. The run's configuration (every field above but sample_timeout_s,
+  /// max_restarts and pool; workers and envs_per_worker only through their product, the number of
+  /// copies) must be the file's: ConfigError naming each field that differs. Empty: a new run.
+  std::string resume_from;
 };
 
 /// @brief What one train() did.
 struct Iteration {
-  std::uint64_t iteration = 0;          ///< 1 for the first
-  std::uint64_t env_steps = 0;          ///< environment steps sampled so far, all iterations
-  std::size_t fragments = 0;            ///< fragments the learner got this iteration
-  std::size_t lost_fragments = 0;       ///< fragments lost this iteration (their actor died or hung)
-  std::uint64_t restarts = 0;           ///< rollout actors restarted so far
-  std::size_t episodes = 0;             ///< episodes that ended this iteration
-  std::vector<double> episode_returns;  ///< their returns, in copy order
+  std::uint64_t iteration = 0;     ///< 1 for the first
+  std::uint64_t env_steps = 0;     ///< environment steps sampled so far, all iterations
+  std::size_t fragments = 0;       ///< fragments the learner got this iteration
+  std::size_t lost_fragments = 0;  ///< fragments lost this iteration (their actor died or hung)
+  std::uint64_t restarts = 0;      ///< rollout actors restarted so far
+  std::size_t episodes = 0;        ///< episodes that ended this iteration
+  /// Their returns, in (step, global copy) order: the same for any split of the copies.
+  std::vector<double> episode_returns;
   /// Mean return of the last 100 episodes that ended (SB3's ep_rew_mean); NaN before the first.
   double mean_return = 0;
   double sample_s = 0;     ///< from the weights going out to the last fragment back
@@ -86,7 +102,11 @@ struct SampleRound {
 class PpoTrainer {
  public:
   /// @brief Makes the learner (loads its libtorch module: ConfigError if it cannot) and starts the
-  /// rollout actors. @throws ConfigError for bad options (naming the option and its range).
+  /// rollout actors; with options.resume_from, restores the saved run into them (each actor
+  /// replays its copies' episodes in progress). @throws ConfigError for bad options (naming the
+  /// option and its range) or a file written by a run of another configuration (naming each field
+  /// that differs, before any process starts); CheckpointError for a file that is missing or not a
+  /// PpoTrainer's, or a replay that fails; Hdf5Error for one HDF5 cannot read.
   explicit PpoTrainer(TrainerOptions options);
   ~PpoTrainer();
   PpoTrainer(const PpoTrainer&) = delete;
@@ -102,6 +122,20 @@ class PpoTrainer {
   /// @brief `episodes` greedy episodes of the current weights, in the driver (rl::evaluate, with
   /// the run's seed).
   EvalResult evaluate(int episodes, bool greedy = true) const;
+
+  /// @brief Writes the run's state to `path`, one HDF5 file that h5py reads (docs/rl.md has its
+  /// layout), atomically: a reader, or a process killed meanwhile, sees the old file or the new one
+  /// whole. Call it between iterations; it asks every rollout actor where its copies are (one
+  /// call each, bounded by sample_timeout_s as sample() is).
+  /// @throws Hdf5Error if the file cannot be written; Error as train() if an actor does not answer.
+  void save(const std::string& path);
+
+  /// @brief Iterations done so far (after a resume: those of the run it resumed too).
+  std::uint64_t iteration() const;
+  /// @brief Environment steps sampled so far, over all iterations.
+  std::uint64_t env_steps() const;
+  /// @brief The returns of the last 100 episodes that ended, oldest first (Iteration::mean_return's).
+  std::vector<double> recent_returns() const;
 
   const PolicySpec& spec() const;
   /// @brief The learner's current weights (what the next iteration sends out).
