@@ -3,6 +3,7 @@
 //   ppo [--env cartpole|acrobot|pendulum|<a registered name>] [--workers 4] [--envs-per-worker 2]
 //       [--steps 32] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--seed 1]
 //       [--target T] [--eval-episodes 100] [--window 20] [--csv PATH] [--state PATH] [--save-every 0]
+//       [--async]
 //
 // Each iteration the learner's weights go to every rollout actor, each steps its copies --steps
 // steps and sends its fragment back, and PPO updates the weights (fibra/rl/trainer.hpp). A line per
@@ -14,6 +15,12 @@
 // and exits 0 if the target was reached (1 if not). Pendulum-v1 has no threshold in Gymnasium: it
 // runs --total-steps and exits 0, saying what it reached (give --target to set one).
 // The CSV has a row per iteration: iteration,env_steps,wall_s,mean_return,sample_s,learn_s,lost.
+//
+// --async: the asynchronous learner (IMPALA/APPO): the workers never wait for the learner, which
+// learns from the fragments that have come with V-trace correcting their lag (4 epochs each, not
+// 20: TrainerOptions::async_epochs; --epochs sets it); each line says how
+// many fragments an update took and how many updates behind their weights were. Not bit for bit
+// from one run to the next (what an update gets depends on timing), resumed or not.
 //
 // Checkpoints: with --state PATH (else $FIBRA_CHECKPOINT, which `fibra slurm submit` sets) the
 // whole run is saved in that HDF5 file after an iteration, as often as keeps saving under 5% of
@@ -83,8 +90,10 @@ Options parse(int argc, char** argv) {
   if (const char* c = std::getenv("FIBRA_CHECKPOINT"); c && *c) o.state = c;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--async")
-      usage("--async (the asynchronous V-trace learner, issue 47 item 5) is not built yet; run without it");
+    if (a == "--async") {
+      o.trainer.asynchronous = true;
+      continue;
+    }
     if (i + 1 >= argc) usage("'" + a + "' needs a value");
     const char* v = argv[++i];
     if (a == "--env") {
@@ -118,7 +127,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--lr")
       o.trainer.ppo.learning_rate = x;
     else if (a == "--epochs")
-      o.trainer.ppo.epochs = int(whole(1));
+      o.trainer.ppo.epochs = o.trainer.async_epochs = int(whole(1));  // (the one the run uses)
     else if (a == "--minibatch")
       o.trainer.ppo.minibatch_size = int(whole(1));
     else if (a == "--seed")
@@ -251,9 +260,13 @@ void train(const Options& o, fibra::rl::PpoTrainer& trainer, Saver& saver, std::
         ::raise(SIGKILL);
     }
     // Printed once saved: a kill after this line loses nothing of this iteration.
-    std::printf("iteration %4llu: steps %8llu  mean return %8.2f  %7.0f steps/s  sample %.3f s  learn %.3f s%s%s\n",
+    char lag[48] = "";
+    if (o.trainer.asynchronous)
+      std::snprintf(lag, sizeof lag, "  %zu fragments, lag %.1f (at most %llu)", it.fragments, it.mean_lag,
+                    (unsigned long long)it.max_lag);
+    std::printf("iteration %4llu: steps %8llu  mean return %8.2f  %7.0f steps/s  sample %.3f s  learn %.3f s%s%s%s\n",
                 (unsigned long long)it.iteration, (unsigned long long)it.env_steps, it.mean_return, it.steps_per_s,
-                it.sample_s, it.learn_s, saving,
+                it.sample_s, it.learn_s, lag, saving,
                 it.lost_fragments ? ("  lost " + std::to_string(it.lost_fragments) + " fragments").c_str() : "");
     std::fflush(stdout);
     if (stop)

@@ -8,6 +8,7 @@
 #include <fibra/object.hpp>
 #include <fibra/pool.hpp>
 #include <fibra/serialization.hpp>
+#include <fibra/tasks.hpp>
 
 #include <boost/serialization/string.hpp>
 #include <boost/serialization/vector.hpp>
@@ -90,6 +91,9 @@ void check_options(const TrainerOptions& o) {
     bad("TrainerOptions::sample_timeout_s is " + std::to_string(o.sample_timeout_s) + "; it must be above 0");
   if (o.max_restarts < 0)
     bad("TrainerOptions::max_restarts is " + std::to_string(o.max_restarts) + "; it must be 0 or more");
+  if (o.asynchronous && (o.async_calls_per_worker < 1 || o.async_epochs < 1))
+    bad("TrainerOptions::async_calls_per_worker and async_epochs are " + std::to_string(o.async_calls_per_worker) +
+        " and " + std::to_string(o.async_epochs) + "; they must be at least 1");
 }
 
 // The returns of the episodes that ended in `fragments` (sorted by copy), in (step, global copy)
@@ -164,7 +168,86 @@ struct PpoTrainer::Impl {
 
   void restore(detail::TrainerFile file);
   std::vector<CopyState> copy_states();
+
+  // Asynchronous: the calls queued at the workers, oldest first, and the weights they are given.
+  struct Queued {
+    std::size_t worker;
+    Future<Fragment> call;
+    Clock::time_point since;
+  };
+  std::deque<Queued> queued;
+  std::optional<Future<PolicyWeights>> weights_out;
+  std::uint64_t weights_out_version = 0;
+  void queue_call(std::size_t i) {
+    const std::uint64_t v = learner->weights().version;
+    if (!weights_out || weights_out_version != v) {
+      weights_out = fibra::put(learner->weights());  // (once per host, and per update)
+      weights_out_version = v;
+    }
+    queued.push_back({i, actors[i].call(&detail::RolloutWorker::sample, *weights_out, o.fragment_steps), Clock::now()});
+  }
+  // Counts a fragment of worker i lost; throws when it lost max_restarts + 1 in a row.
+  void lost(std::size_t i, const std::string& why) {
+    if (++deaths_in_row[i] > o.max_restarts)
+      throw Error("fibra::rl::PpoTrainer: " + worker_name(i) + " lost " + std::to_string(deaths_in_row[i]) +
+                  " fragments in a row (TrainerOptions::max_restarts is " + std::to_string(o.max_restarts) +
+                  "); the last: " + why);
+  }
+  SampleRound take_ready();
 };
+
+// Asynchronous: the fragments that have come (waiting for the first, at most bound()); each taken
+// call is replaced at once by one with the newest weights, so no worker waits for the learner.
+SampleRound PpoTrainer::Impl::take_ready() {
+  SampleRound round;
+  const auto t0 = Clock::now();
+  if (queued.empty())
+    for (std::size_t i = 0; i < actors.size(); ++i)
+      for (int d = 0; d < o.async_calls_per_worker; ++d) queue_call(i);
+  const auto any_ready = [&] {
+    return std::any_of(queued.begin(), queued.end(), [](const Queued& q) { return q.call.ready(); });
+  };
+  if (!any_ready()) {
+    std::vector<Future<Fragment>> calls;
+    for (const auto& q : queued) calls.push_back(q.call);
+    (void)fibra::wait(calls, 1, bound());
+  }
+  std::vector<std::size_t> to_queue;
+  if (!any_ready()) {  // none within bound(): the oldest call's worker is replaced
+    const std::size_t i = queued.front().worker;
+    actors[i] = start(static_cast<int>(i));  // (the old one ends once its calls do)
+    ++restarts;
+    std::erase_if(queued, [&](const Queued& q) {
+      if (q.worker != i) return false;
+      ++round.lost;
+      to_queue.push_back(i);
+      return true;
+    });
+    lost(i, "no fragment within " + std::to_string(bound().count()) + " s");
+  }
+  for (auto q = queued.begin(); q != queued.end();) {
+    if (!q->call.ready()) {
+      ++q;
+      continue;
+    }
+    const std::size_t i = q->worker;
+    try {
+      round.fragments.push_back(std::move(q->call).get());  // (an environment's bug ends train())
+      deaths_in_row[i] = 0;
+    } catch (const ActorDied& e) {
+      ++round.lost;
+      ++restarts;
+      lost(i, e.what());
+    }
+    to_queue.push_back(i);
+    q = queued.erase(q);
+  }
+  for (std::size_t i : to_queue) queue_call(i);
+  std::sort(round.fragments.begin(), round.fragments.end(),
+            [](const Fragment& a, const Fragment& b) { return a.first_env < b.first_env; });
+  round.seconds = seconds_since(t0);
+  return round;
+}
 
 namespace {
 
@@ -297,7 +380,7 @@ Iteration PpoTrainer::train() {
   Iteration it;
   it.iteration = ++m.iteration;
   const auto t0 = Clock::now();
-  SampleRound round = sample();
+  SampleRound round = m.o.asynchronous ? m.take_ready() : sample();
   it.sample_s = round.seconds;
   it.fragments = round.fragments.size();
   it.lost_fragments = round.lost;
@@ -312,7 +395,18 @@ Iteration PpoTrainer::train() {
   }
   if (!round.fragments.empty()) {
     const auto t1 = Clock::now();
-    it.learn = m.learner->learn(round.fragments);
+    if (m.o.asynchronous) {
+      const std::uint64_t now = m.learner->weights().version;
+      for (const auto& f : round.fragments) {
+        const std::uint64_t lag = now - std::min(now, f.policy_version);
+        it.mean_lag += double(lag) / double(round.fragments.size());
+        it.max_lag = std::max(it.max_lag, lag);
+      }
+      it.learn = m.learner->learn_vtrace(
+          round.fragments, VtraceConfig{.gamma = m.o.ppo.gamma, .lambda = m.o.ppo.gae_lambda}, m.o.async_epochs);
+    } else {
+      it.learn = m.learner->learn(round.fragments);
+    }
     it.learn_s = seconds_since(t1);
   }
   m.env_steps += steps;

@@ -45,7 +45,7 @@ const std::string& marker_dir() {
   return d;
 }
 
-enum class Fault { kill, hang };
+enum class Fault { kill, hang, kill_async };  // (kill_async: a kill with a marker of its own)
 
 // CartPole-v1 whose step does `fault` once, in whichever process gets there first at its 50th step:
 // SIGKILL itself, or sleep for ever (the marker file says it happened, and that it happens once).
@@ -58,11 +58,13 @@ class Faulty : public rl::Env {
   std::span<const double> reset(std::uint64_t seed) override { return inner_->reset(seed); }
   rl::StepResult step(std::span<const double> action) override {
     if (++steps_ == 50) {
-      const std::string marker = marker_dir() + (fault == Fault::kill ? "/kill" : "/hang");
+      const std::string marker = marker_dir() + (fault == Fault::kill   ? "/kill"
+                                                 : fault == Fault::hang ? "/hang"
+                                                                        : "/kill_async");
       const int fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
       if (fd >= 0) {
         ::close(fd);
-        if (fault == Fault::kill) ::kill(::getpid(), SIGKILL);
+        if (fault != Fault::hang) ::kill(::getpid(), SIGKILL);
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
       }
     }
@@ -75,8 +77,10 @@ class Faulty : public rl::Env {
 };
 using Killing = Faulty<Fault::kill>;
 using Hanging = Faulty<Fault::hang>;
+using KillingAsync = Faulty<Fault::kill_async>;
 FIBRA_ENV("KillingCartPole-v0", Killing);
 FIBRA_ENV("HangingCartPole-v0", Hanging);
+FIBRA_ENV("KillingCartPoleAsync-v0", KillingAsync);
 
 rl::TrainerOptions small(int workers, int envs_per_worker) {
   rl::TrainerOptions o;
@@ -139,6 +143,35 @@ void survives(const char* env, const char* marker, double sample_timeout_s) {
 TEST(Trainer, AWorkerKilledMidFragmentCostsThatFragment) { survives("KillingCartPole-v0", "kill", 60); }
 
 TEST(Trainer, AWorkerThatHangsIsEndedAtTheSampleLimit) { survives("HangingCartPole-v0", "hang", 4); }
+
+// The asynchronous learner: each update takes the fragments that have come (between 1 and every
+// queued call), their lag is counted, and a worker SIGKILLed with calls queued loses those (at
+// most async_calls_per_worker), is restarted, and sends fragments again.
+TEST(Trainer, TheAsynchronousLearnerTakesWhatCameAndSurvivesAKill) {
+  rl::TrainerOptions o = small(2, 2);
+  o.env = "KillingCartPoleAsync-v0";
+  o.asynchronous = true;
+  rl::PpoTrainer t(o);
+  std::size_t lost = 0, fragments = 0;
+  std::uint64_t steps = 0, max_lag = 0, version = 0;
+  for (int i = 0; i < 30; ++i) {
+    const rl::Iteration it = t.train();
+    lost += it.lost_fragments;
+    fragments += it.fragments;
+    EXPECT_LE(it.fragments + it.lost_fragments, 4u) << "iteration " << it.iteration << ": more than were queued";
+    EXPECT_EQ(it.env_steps - steps, it.fragments * 2 * 16) << "iteration " << it.iteration;
+    steps = it.env_steps;
+    max_lag = std::max(max_lag, it.max_lag);
+    if (it.fragments > 0) {
+      EXPECT_EQ(t.weights().version, ++version) << "one update per train() with fragments";
+    }
+  }
+  EXPECT_TRUE(std::filesystem::exists(marker_dir() + "/kill_async")) << "the fault was never planted";
+  EXPECT_GE(lost, 1u);
+  EXPECT_LE(lost, 2u) << "a kill costs at most the calls queued at that worker";
+  EXPECT_GE(max_lag, 1u) << "with 2 calls queued a worker, some fragments come from older weights";
+  EXPECT_GT(fragments, 30u);
+}
 
 // A user's environment: a corridor of 6 cells, reward -1 a step until the right end; the optimum
 // takes 5 steps (return -5), a random walk about 30. PPO learns to walk right.

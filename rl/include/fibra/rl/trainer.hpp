@@ -21,6 +21,13 @@
 // restarted from its constructor (its copies start new episodes) and the iteration goes on with the
 // others' fragments (Iteration::lost_fragments). No wait is without a bound.
 //
+// Asynchronous (TrainerOptions::asynchronous, IMPALA's and APPO's idea): each rollout actor keeps
+// async_calls_per_worker sampling calls queued, so it never waits for the learner; each train()
+// takes the fragments that have come (at least one), sends their actors the next calls with the
+// weights the learner has, and learns from them with V-trace correcting for the lag
+// (PpoLearner::learn_vtrace); Iteration::mean_lag and max_lag say how stale they were. Not
+// deterministic: what a train() gets depends on timing.
+//
 // Checkpoints: save(path) writes the whole run in one HDF5 file (the learner's weights as datasets
 // named by layer, Adam, the normaliser, the counters, where every environment copy is), and a
 // trainer made with TrainerOptions::resume_from = path goes on from it: a run stopped after k
@@ -70,6 +77,16 @@ struct TrainerOptions {
   /// max_restarts and pool; workers and envs_per_worker only through their product, the number of
   /// copies) must be the file's: ConfigError naming each field that differs. Empty: a new run.
   std::string resume_from;
+  /// IMPALA/APPO: the rollout workers never wait for the learner, which corrects the fragments'
+  /// lag with V-trace (rho-bar and c-bar 1, lambda ppo.gae_lambda) and takes async_epochs of
+  /// PPO's clipped steps on each batch. False: synchronous PPO, one fragment from every worker an
+  /// iteration.
+  bool asynchronous = false;
+  /// Sampling calls each worker has queued when asynchronous (2: one runs while the next waits).
+  int async_calls_per_worker = 2;
+  /// Epochs over each asynchronous batch (ppo.epochs is synchronous PPO's): 4 solved CartPole-v1
+  /// where the synchronous 20 plateaued (fragments a step stale, learned from 20 times over).
+  int async_epochs = 4;
 };
 
 /// @brief What one train() did.
@@ -88,6 +105,10 @@ struct Iteration {
   double learn_s = 0;      ///< the learner's update
   double steps_per_s = 0;  ///< this iteration's steps over its whole time
   LearnStats learn{};      ///< the learner's figures (losses, KL, clip fraction...)
+  /// Asynchronous: how many learner updates behind its fragments' weights were, on average and at
+  /// most (0 for synchronous PPO).
+  double mean_lag = 0;
+  std::uint64_t max_lag = 0;
 };
 
 /// @brief One round of sampling: a fragment from every rollout actor that delivered.
@@ -112,7 +133,8 @@ class PpoTrainer {
   PpoTrainer(const PpoTrainer&) = delete;
   PpoTrainer& operator=(const PpoTrainer&) = delete;
 
-  /// @brief One iteration: sample(), then PPO's update from the fragments that came.
+  /// @brief One iteration: sample(), then PPO's update from the fragments that came (asynchronous:
+  /// the fragments that have come, at least one, and learn_vtrace).
   /// @throws Error if an actor lost max_restarts + 1 fragments in a row.
   Iteration train();
   /// @brief Sampling alone (train()'s first half; B12 measures it): the current weights to every
