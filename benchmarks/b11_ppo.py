@@ -3,7 +3,8 @@
 in Python with torch and multiprocessing (benchmarks/peers/ppo_peer.py), seed by seed, alternating.
 
     benchmarks/b11_ppo.py [--seeds 1,2,3,4,5] [--workers 4] [--envs-per-worker 2] [--steps 32]
-                          [--total-steps 200000] [--systems fibra,multiprocessing] [--build DIR] [--rows]
+                          [--total-steps 200000] [--systems fibra,multiprocessing] [--build DIR] [--async]
+                          [--rows]
 
 Solved means what both programs check the same way: the mean return of the last 20 episodes
 reaches 475, and then 100 greedy evaluation episodes average at least 475. Each program prints
@@ -62,6 +63,8 @@ def parse_args():
     p.add_argument("--systems", default=",".join(SYSTEMS))
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--time-limit", type=float, default=600, help="seconds per run")
+    p.add_argument("--async", dest="asynchronous", action="store_true",
+                   help="fibra's asynchronous learner (jobs/ppo --async); the peer is synchronous PPO either way")
     p.add_argument("--rows", action="store_true")
     a = p.parse_args()
     a.seeds = [int(s) for s in a.seeds.split(",") if s]
@@ -81,7 +84,7 @@ def command(a, system, seed, tmp):
     if system == "fibra":
         return [a.ppo, "--env", "cartpole", "--workers", str(a.workers), "--envs-per-worker", str(a.envs_per_worker),
                 "--steps", str(a.steps), "--total-steps", str(a.total_steps), "--seed", str(seed),
-                "--csv", os.path.join(tmp, "ppo.csv")]
+                "--csv", os.path.join(tmp, "ppo.csv")] + (["--async"] if a.asynchronous else [])
     return [PY, PEER, "--workers", str(a.workers), "--n-envs", str(a.workers * a.envs_per_worker),
             "--n-steps", str(a.steps), "--total-steps", str(a.total_steps), "--seed", str(seed),
             "--window", "20"]  # (both normalise observations: fibra's PpoConfig default, the peer's)

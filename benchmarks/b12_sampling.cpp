@@ -5,7 +5,7 @@
 // plain loop (rl::Sampler, no fibra). Nothing is learned; the weights are the initial ones.
 //
 //   b12_sampling [--env CartPole-v1] [--workers 1,2,4,8] [--envs-per-worker 8] [--steps 2048]
-//                [--rounds 20] [--repeats 3]
+//                [--rounds 100] [--repeats 3]
 //
 // Rows (benchmarks/README.md): `#` lines, then benchmark,metric,value,unit:
 //   b12,floor_steps_per_s,<rate>,steps/s                one process, M copies, plain loop
@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   const std::vector<int> workers = bench::int_list(argc, argv, "--workers", "1,2,4,8");
   const int m = static_cast<int>(arg(argc, argv, "--envs-per-worker", 8));
   const int steps = static_cast<int>(arg(argc, argv, "--steps", 2048));
-  const int rounds = static_cast<int>(arg(argc, argv, "--rounds", 20));
+  const int rounds = static_cast<int>(arg(argc, argv, "--rounds", 100));
   const int repeats = static_cast<int>(arg(argc, argv, "--repeats", 3));
   const unsigned cores = std::thread::hardware_concurrency();
   std::printf(
