@@ -71,7 +71,7 @@ struct Options {
   std::fprintf(stderr,
                "ppo: %s\nusage: ppo [--env cartpole|acrobot|pendulum|NAME] [--workers N] [--envs-per-worker M] "
                "[--steps T] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--seed S] [--target T] "
-               "[--eval-episodes E] [--window W] [--csv PATH] [--state PATH] [--save-every K]\n",
+               "[--eval-episodes E] [--window W] [--csv PATH] [--state PATH] [--save-every K] [--async]\n",
                why.c_str());
   std::exit(2);
 }

@@ -66,18 +66,33 @@ std::string encode(const std::vector<rl::NamedArray>& arrays, std::uint64_t iter
 std::vector<rl::NamedArray> decode(const std::string& in, std::uint64_t& iterations) {
   std::size_t at = 0;
   iterations = get_u64(in, at);
-  std::vector<rl::NamedArray> arrays(get_u64(in, at));
+  const std::uint64_t count = get_u64(in, at);
+  if (count > in.size() / 8) throw std::runtime_error("tune_ppo: a checkpoint with an impossible array count");
+  std::vector<rl::NamedArray> arrays(count);
   const auto take = [&](std::size_t bytes, void* to) {
     if (in.size() - at < bytes) throw std::runtime_error("tune_ppo: a checkpoint cut short");
     std::memcpy(to, in.data() + at, bytes);
     at += bytes;
   };
+  // (every count is checked against the bytes left before anything is allocated for it)
+  const auto count_of = [&](std::size_t each) {
+    const std::uint64_t n = get_u64(in, at);
+    if (n > (in.size() - at) / each) throw std::runtime_error("tune_ppo: a checkpoint cut short");
+    return n;
+  };
   for (auto& a : arrays) {
-    a.name.resize(get_u64(in, at));
+    a.name.resize(count_of(1));
     take(a.name.size(), a.name.data());
-    a.shape.resize(get_u64(in, at));
-    for (auto& d : a.shape) d = static_cast<std::int64_t>(get_u64(in, at));
-    const std::uint64_t kind = get_u64(in, at), n = get_u64(in, at);
+    a.shape.resize(count_of(8));
+    std::uint64_t product = 1;
+    for (auto& d : a.shape) {
+      d = static_cast<std::int64_t>(get_u64(in, at));
+      product *= static_cast<std::uint64_t>(d);
+    }
+    const std::uint64_t kind = get_u64(in, at);
+    if (kind > 2) throw std::runtime_error("tune_ppo: a checkpoint with an unknown array type");
+    const std::uint64_t n = count_of(kind == 0 ? 4 : 8);
+    if (n != product) throw std::runtime_error("tune_ppo: array '" + a.name + "' does not fit its shape");
     const auto fill = [&](auto v) {
       v.resize(n);
       take(n * sizeof(v[0]), v.data());

@@ -131,7 +131,9 @@ struct PpoTrainer::Impl {
   }
   Actor<detail::RolloutWorker> start(int i) {
     ActorOptions ao;
-    ao.max_restarts = o.max_restarts;
+    // fibra's budget of restarts is for the actor's life; the trainer's is for deaths in a row
+    // (TrainerOptions::max_restarts), so the actor's is all but unlimited.
+    ao.max_restarts = std::numeric_limits<int>::max() / 2;
     return Actor<detail::RolloutWorker>::start_on(*pool, ao, setup(i));
   }
   std::string worker_name(std::size_t i) const {
@@ -153,7 +155,7 @@ struct PpoTrainer::Impl {
   bool await(std::size_t i, F& call, Take&& take, std::string& why) {
     if (!call.wait_for(bound())) {
       why = "no answer within " + std::to_string(bound().count()) + " s";
-      actors[i] = start(static_cast<int>(i));
+      replace(i);
     } else {
       try {
         take(std::move(call));
@@ -178,6 +180,9 @@ struct PpoTrainer::Impl {
   std::deque<Queued> queued;
   std::optional<Future<PolicyWeights>> weights_out;
   std::uint64_t weights_out_version = 0;
+  // Asynchronous: a worker whose process died and has sent no fragment since (its other queued
+  // calls die with it: one death, counted once).
+  std::vector<bool> dead;
   void queue_call(std::size_t i) {
     const std::uint64_t v = learner->weights().version;
     if (!weights_out || weights_out_version != v) {
@@ -186,7 +191,20 @@ struct PpoTrainer::Impl {
     }
     queued.push_back({i, actors[i].call(&detail::RolloutWorker::sample, *weights_out, o.fragment_steps), Clock::now()});
   }
-  // Counts a fragment of worker i lost; throws when it lost max_restarts + 1 in a row.
+  // A new actor in worker i's place (the old one ends once its calls do); the calls queued at the
+  // old one are dropped: the number dropped.
+  std::size_t replace(std::size_t i) {
+    actors[i] = start(static_cast<int>(i));
+    return std::erase_if(queued, [&](const Queued& q) { return q.worker == i; });
+  }
+  // Every worker with async_calls_per_worker calls queued.
+  void top_up() {
+    std::vector<int> have(actors.size(), 0);
+    for (const auto& q : queued) ++have[q.worker];
+    for (std::size_t i = 0; i < actors.size(); ++i)
+      for (; have[i] < o.async_calls_per_worker; ++have[i]) queue_call(i);
+  }
+  // Counts a loss of worker i; throws when it lost max_restarts + 1 in a row.
   void lost(std::size_t i, const std::string& why) {
     if (++deaths_in_row[i] > o.max_restarts)
       throw Error("fibra::rl::PpoTrainer: " + worker_name(i) + " lost " + std::to_string(deaths_in_row[i]) +
@@ -196,14 +214,15 @@ struct PpoTrainer::Impl {
   SampleRound take_ready();
 };
 
-// Asynchronous: the fragments that have come (waiting for the first, at most bound()); each taken
-// call is replaced at once by one with the newest weights, so no worker waits for the learner.
+// Asynchronous: the fragments that have come (waiting for the first, at most bound(); none if
+// every worker's calls were lost); each taken call is replaced at once by one with the newest
+// weights, so no worker waits for the learner. A worker whose oldest call is older than bound() is
+// replaced (its calls lost), whether or not the others deliver: a pool given by the caller may
+// have no task limit to end a hung call.
 SampleRound PpoTrainer::Impl::take_ready() {
   SampleRound round;
   const auto t0 = Clock::now();
-  if (queued.empty())
-    for (std::size_t i = 0; i < actors.size(); ++i)
-      for (int d = 0; d < o.async_calls_per_worker; ++d) queue_call(i);
+  top_up();  // (also after a train() that threw)
   const auto any_ready = [&] {
     return std::any_of(queued.begin(), queued.end(), [](const Queued& q) { return q.call.ready(); });
   };
@@ -212,17 +231,12 @@ SampleRound PpoTrainer::Impl::take_ready() {
     for (const auto& q : queued) calls.push_back(q.call);
     (void)fibra::wait(calls, 1, bound());
   }
-  std::vector<std::size_t> to_queue;
-  if (!any_ready()) {  // none within bound(): the oldest call's worker is replaced
-    const std::size_t i = queued.front().worker;
-    actors[i] = start(static_cast<int>(i));  // (the old one ends once its calls do)
+  for (std::size_t i = 0; i < actors.size(); ++i) {
+    const auto oldest = std::find_if(queued.begin(), queued.end(), [&](const Queued& q) { return q.worker == i; });
+    if (oldest == queued.end() || oldest->call.ready() || Clock::now() - oldest->since < bound()) continue;
+    round.lost += replace(i);
     ++restarts;
-    std::erase_if(queued, [&](const Queued& q) {
-      if (q.worker != i) return false;
-      ++round.lost;
-      to_queue.push_back(i);
-      return true;
-    });
+    dead[i] = false;
     lost(i, "no fragment within " + std::to_string(bound().count()) + " s");
   }
   for (auto q = queued.begin(); q != queued.end();) {
@@ -231,18 +245,22 @@ SampleRound PpoTrainer::Impl::take_ready() {
       continue;
     }
     const std::size_t i = q->worker;
+    Future<Fragment> call = std::move(q->call);
+    q = queued.erase(q);  // (taken whatever get() does: a dead call never stays queued)
     try {
-      round.fragments.push_back(std::move(q->call).get());  // (an environment's bug ends train())
+      round.fragments.push_back(std::move(call).get());  // (an environment's bug ends train())
       deaths_in_row[i] = 0;
+      dead[i] = false;
     } catch (const ActorDied& e) {
       ++round.lost;
-      ++restarts;
-      lost(i, e.what());
+      if (!dead[i]) {  // (the calls queued with this one die with the same process)
+        dead[i] = true;
+        ++restarts;
+        lost(i, e.what());
+      }
     }
-    to_queue.push_back(i);
-    q = queued.erase(q);
   }
-  for (std::size_t i : to_queue) queue_call(i);
+  top_up();  // the next calls go out before the learner starts: no worker waits for it
   std::sort(round.fragments.begin(), round.fragments.end(),
             [](const Fragment& a, const Fragment& b) { return a.first_env < b.first_env; });
   round.seconds = seconds_since(t0);
@@ -339,6 +357,7 @@ PpoTrainer::PpoTrainer(TrainerOptions options) : impl_(std::make_unique<Impl>())
   }
   for (int i = 0; i < m.o.workers; ++i) m.actors.push_back(m.start(i));
   m.deaths_in_row.assign(static_cast<std::size_t>(m.o.workers), 0);
+  m.dead.assign(static_cast<std::size_t>(m.o.workers), false);
   if (saved) m.restore(std::move(*saved));
 }
 
@@ -378,9 +397,9 @@ SampleRound PpoTrainer::sample() {
 Iteration PpoTrainer::train() {
   Impl& m = *impl_;
   Iteration it;
-  it.iteration = ++m.iteration;
   const auto t0 = Clock::now();
   SampleRound round = m.o.asynchronous ? m.take_ready() : sample();
+  it.iteration = ++m.iteration;  // (once sampling went through: a throw above leaves the count)
   it.sample_s = round.seconds;
   it.fragments = round.fragments.size();
   it.lost_fragments = round.lost;

@@ -11,6 +11,7 @@
 #include <bit>
 #include <charconv>
 #include <map>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <variant>
@@ -104,6 +105,9 @@ Configuration configuration_of(const TrainerOptions& o) {
       {"ppo.adam_epsilon", number(p.adam_epsilon)},
       {"ppo.seed", std::to_string(p.seed)},
       {"ppo.float64", flag(p.float64)},
+      {"asynchronous", flag(o.asynchronous)},
+      {"async_epochs", o.asynchronous ? std::to_string(o.async_epochs) : "none"},
+      {"async_calls_per_worker", o.asynchronous ? std::to_string(o.async_calls_per_worker) : "none"},
   };
 }
 
@@ -188,12 +192,15 @@ TrainerFile read_trainer_file(const std::string& path, int action_size) {
   const auto& lengths = arrays.values<std::int64_t>("copies", "episode_length", n);
   const auto& returns = arrays.values<double>("copies", "episode_return", n);
   const auto a = static_cast<std::size_t>(action_size);
+  for (std::size_t i = 0; i < n; ++i)  // (before they are summed: {5, -5} would sum to 0)
+    if (lengths[i] < 0 || lengths[i] > std::numeric_limits<int>::max())
+      malformed(path, "copy " + std::to_string(i) + " has an episode length of " + std::to_string(lengths[i]));
   const std::int64_t rows = std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0});
   const auto& actions = arrays.values<double>("copies", "actions", static_cast<std::size_t>(rows) * a);
   std::size_t at = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    if (lengths[i] < 0) malformed(path, "copy " + std::to_string(i) + " has a negative episode length");
     const std::size_t k = static_cast<std::size_t>(lengths[i]) * a;
+    if (at + k > actions.size()) malformed(path, "copy " + std::to_string(i) + "'s actions run past the array");
     file.copies.push_back({.episodes = static_cast<std::uint64_t>(episodes[i]),
                            .rng = std::bit_cast<std::uint64_t>(rng[i]),
                            .steps = static_cast<std::uint64_t>(steps[i]),

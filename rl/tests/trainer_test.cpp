@@ -45,7 +45,7 @@ const std::string& marker_dir() {
   return d;
 }
 
-enum class Fault { kill, hang, kill_async };  // (kill_async: a kill with a marker of its own)
+enum class Fault { kill, hang, kill_async, hang_async };  // (*_async: a marker of their own)
 
 // CartPole-v1 whose step does `fault` once, in whichever process gets there first at its 50th step:
 // SIGKILL itself, or sleep for ever (the marker file says it happened, and that it happens once).
@@ -58,13 +58,12 @@ class Faulty : public rl::Env {
   std::span<const double> reset(std::uint64_t seed) override { return inner_->reset(seed); }
   rl::StepResult step(std::span<const double> action) override {
     if (++steps_ == 50) {
-      const std::string marker = marker_dir() + (fault == Fault::kill   ? "/kill"
-                                                 : fault == Fault::hang ? "/hang"
-                                                                        : "/kill_async");
+      const char* names[] = {"/kill", "/hang", "/kill_async", "/hang_async"};
+      const std::string marker = marker_dir() + names[static_cast<int>(fault)];
       const int fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
       if (fd >= 0) {
         ::close(fd);
-        if (fault != Fault::hang) ::kill(::getpid(), SIGKILL);
+        if (fault == Fault::kill || fault == Fault::kill_async) ::kill(::getpid(), SIGKILL);
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
       }
     }
@@ -78,9 +77,11 @@ class Faulty : public rl::Env {
 using Killing = Faulty<Fault::kill>;
 using Hanging = Faulty<Fault::hang>;
 using KillingAsync = Faulty<Fault::kill_async>;
+using HangingAsync = Faulty<Fault::hang_async>;
 FIBRA_ENV("KillingCartPole-v0", Killing);
 FIBRA_ENV("HangingCartPole-v0", Hanging);
 FIBRA_ENV("KillingCartPoleAsync-v0", KillingAsync);
+FIBRA_ENV("HangingCartPoleAsync-v0", HangingAsync);
 
 rl::TrainerOptions small(int workers, int envs_per_worker) {
   rl::TrainerOptions o;
@@ -170,7 +171,35 @@ TEST(Trainer, TheAsynchronousLearnerTakesWhatCameAndSurvivesAKill) {
   EXPECT_GE(lost, 1u);
   EXPECT_LE(lost, 2u) << "a kill costs at most the calls queued at that worker";
   EXPECT_GE(max_lag, 1u) << "with 2 calls queued a worker, some fragments come from older weights";
+  EXPECT_EQ(t.train().restarts, 1u) << "one death, counted once whatever calls it took with it";
   EXPECT_GT(fragments, 30u);
+}
+
+// ... and on a pool of the caller's with no task limit (nothing ends a hung call), a worker whose
+// oldest call is older than the bound is replaced while the other keeps delivering.
+TEST(Trainer, TheAsynchronousLearnerReplacesAHungWorkerOnAPoolWithoutLimits) {
+  fibra::Pool pool(1);
+  rl::TrainerOptions o = small(2, 2);
+  o.env = "HangingCartPoleAsync-v0";
+  o.asynchronous = true;
+  o.pool = &pool;
+  o.sample_timeout_s = 3;
+  rl::PpoTrainer t(o);
+  std::size_t lost = 0, fragments_after = 0;
+  bool replaced = false;
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {  // (bounded)
+    const rl::Iteration it = t.train();
+    lost += it.lost_fragments;
+    if (replaced) fragments_after += it.fragments;
+    replaced = replaced || it.restarts > 0;
+    if (replaced && fragments_after >= 20) break;
+  }
+  EXPECT_TRUE(std::filesystem::exists(marker_dir() + "/hang_async")) << "the fault was never planted";
+  EXPECT_TRUE(replaced) << "the hung worker was never replaced within 20 s (bound 3 s)";
+  EXPECT_GE(lost, 1u);
+  EXPECT_LE(lost, 2u) << "a hang costs at most the calls queued at that worker";
+  EXPECT_GE(fragments_after, 20u) << "fragments should flow again after the replacement";
 }
 
 // A user's environment: a corridor of 6 cells, reward -1 a step until the right end; the optimum

@@ -63,8 +63,10 @@ struct VtraceResult {
 /// @brief V-trace (Espeholt et al. 2018, eq. 1): with pi/mu = exp(target_logp - behaviour_logp),
 /// rho_t = min(rho_bar, pi/mu), c_t = lambda min(c_bar, pi/mu), delta_t = rho_t (r_t + gamma
 /// V(x_{t+1}) - V(x_t)), v_s - V(x_s) = delta_s + gamma c_s (v_{s+1} - V(x_{s+1})). `trajectory`'s
-/// values, bootstrap and last_values are the learner's (the target critic's); at an episode's end
-/// v_{s+1} is the bootstrap value and the recursion stops; after the last step v_T = V(x_T).
+/// values are the critic's whose targets these are (PpoLearner::learn_vtrace: the learner's); its
+/// bootstrap and last_values are whatever critic saw those observations (learn_vtrace: the
+/// sampler's, which alone had them); at an episode's end v_{s+1} is the bootstrap value and the
+/// recursion stops; after the last step v_T = V(x_T).
 /// Computed in double.
 /// @throws std::invalid_argument for arrays of the wrong sizes.
 VtraceResult vtrace(const Trajectory& trajectory, std::span<const float> behaviour_logp,

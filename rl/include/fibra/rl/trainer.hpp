@@ -23,7 +23,8 @@
 //
 // Asynchronous (TrainerOptions::asynchronous, IMPALA's and APPO's idea): each rollout actor keeps
 // async_calls_per_worker sampling calls queued, so it never waits for the learner; each train()
-// takes the fragments that have come (at least one), sends their actors the next calls with the
+// takes the fragments that have come (waiting for the first; none if every worker's calls were
+// lost, and then nothing is learned), sends their actors the next calls with the
 // weights the learner has, and learns from them with V-trace correcting for the lag
 // (PpoLearner::learn_vtrace); Iteration::mean_lag and max_lag say how stale they were. Not
 // deterministic: what a train() gets depends on timing.
@@ -134,7 +135,7 @@ class PpoTrainer {
   PpoTrainer& operator=(const PpoTrainer&) = delete;
 
   /// @brief One iteration: sample(), then PPO's update from the fragments that came (asynchronous:
-  /// the fragments that have come, at least one, and learn_vtrace).
+  /// the fragments that have come, waiting for the first, and learn_vtrace).
   /// @throws Error if an actor lost max_restarts + 1 fragments in a row.
   Iteration train();
   /// @brief Sampling alone (train()'s first half; B12 measures it): the current weights to every
