@@ -39,18 +39,14 @@ import sys
 import tempfile
 import time
 
+from job_runs import Stopped, on_signal, run_env, stop_group
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
 PEER = os.path.join(ROOT, "benchmarks", "peers", "ppo_peer.py")
 SYSTEMS = ["fibra", "multiprocessing"]
 SOLVED = re.compile(r"solved in (\d+) environment steps, ([0-9.]+) s")
 CURRENT = None
-
-
-class Stopped(Exception):
-    def __init__(self, signum):
-        super().__init__(f"signal {signum}")
-        self.signum = signum
 
 
 def parse_args():
@@ -90,29 +86,6 @@ def command(a, system, seed, tmp):
             "--window", "20"]  # (both normalise observations: fibra's PpoConfig default, the peer's)
 
 
-def env():
-    e = dict(os.environ)
-    for k, v in {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "EVENT_NOEPOLL": "1",
-                 "OMPI_MCA_rmaps_base_oversubscribe": "1", "FIBRA_PROGRESS": "0", "PYTHONDONTWRITEBYTECODE": "1",
-                 "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}.items():
-        e.setdefault(k, v)
-    return e
-
-
-def stop(proc):
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-
-
 def run(a, system, seed):
     """{solved, steps, seconds, command_s} or raises RuntimeError."""
     global CURRENT
@@ -120,14 +93,14 @@ def run(a, system, seed):
         cmd = command(a, system, seed, tmp)
         with open(os.path.join(tmp, "out"), "w+") as out:
             t0 = time.monotonic()
-            CURRENT = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env=env(), cwd=tmp,
+            CURRENT = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env=run_env(), cwd=tmp,
                                        start_new_session=True)
             try:
                 rc = CURRENT.wait(timeout=a.time_limit)
             except subprocess.TimeoutExpired:
                 rc = None
             finally:
-                stop(CURRENT)
+                stop_group(CURRENT)
                 CURRENT = None
             command_s = time.monotonic() - t0
             out.seek(0)
@@ -144,10 +117,6 @@ def run(a, system, seed):
 def median(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else float("nan")
-
-
-def on_signal(signum, _frame):
-    raise Stopped(signum)
 
 
 def measure():

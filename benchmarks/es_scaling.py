@@ -38,6 +38,8 @@ import sys
 import tempfile
 import time
 
+from job_runs import Stopped, on_signal, run_env, stop_group
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
 PEER = os.path.join(ROOT, "benchmarks", "peers", "es_mp.py")
@@ -45,14 +47,6 @@ SYSTEMS = ["fibra", "multiprocessing"]
 GENERATION = re.compile(r"^generation\s+(\d+): mean\s+(\S+)\s+best\s+(\S+)\s+(\S+) episodes/s\s+(\S+) k steps/s\s+"
                         r"\((\S+) s\)")
 CURRENT = None  # the process running now
-
-
-class Stopped(Exception):
-    """A signal arrived: the running program is stopped (by run()'s finally) and this one exits."""
-
-    def __init__(self, signum):
-        super().__init__(f"signal {signum}")
-        self.signum = signum
 
 
 def parse_args():
@@ -90,30 +84,20 @@ def command(a, system, n, tmp):
     return [PY, PEER] + common
 
 
-def env():
-    e = dict(os.environ)
-    for k, v in {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "EVENT_NOEPOLL": "1",
-                 "OMPI_MCA_rmaps_base_oversubscribe": "1", "FIBRA_PROGRESS": "0", "PYTHONDONTWRITEBYTECODE": "1",
-                 "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}.items():
-        e.setdefault(k, v)
-    e.pop("FIBRA_CHECKPOINT", None)  # no state file: nothing but the generations is timed
-    return e
-
-
 def run(a, system, n):
     """One run: {seconds, episodes_per_s, final_return, first_return} or raises RuntimeError."""
     global CURRENT
     with tempfile.TemporaryDirectory(prefix="es-scaling-") as tmp:
         cmd = command(a, system, n, tmp)
         with open(os.path.join(tmp, "out"), "w+") as out:
-            CURRENT = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env=env(), cwd=tmp,
+            CURRENT = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env=run_env(), cwd=tmp,
                                        start_new_session=True)
             try:
                 rc = CURRENT.wait(timeout=a.time_limit)
             except subprocess.TimeoutExpired:
                 rc = None
             finally:
-                stop(CURRENT)
+                stop_group(CURRENT)
                 CURRENT = None
             out.seek(0)
             text = out.read()
@@ -128,25 +112,6 @@ def run(a, system, n):
     t = statistics.median(times)
     return {"seconds": t, "episodes_per_s": a.population / t, "final_return": float(gens[-1][1]),
             "first_return": float(gens[0][1])}
-
-
-def stop(proc):
-    """SIGTERM to the run's process group, SIGKILL after 10 s, then SIGKILL to what is left."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-
-
-def on_signal(signum, _frame):
-    raise Stopped(signum)  # out of the wait in run(), whose finally stops the program
 
 
 def machine():

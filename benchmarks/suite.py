@@ -37,13 +37,13 @@ import json
 import math
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
 import time
 
 import report
+from job_runs import stop_group
 from report import TITLES, machine_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -194,22 +194,6 @@ def run_one(cmd, limit_s, log_base):
         error += f" after {time.monotonic() - start:.1f} s; its output is in {log_base}.out/.err"
         rows = []  # figures of a run that failed were not all checked
     return rows, comments, error
-
-
-def stop_group(proc):
-    """SIGTERM to the run's process group if its leader is still running, SIGKILL after 10 s; then
-    SIGKILL to whatever is left in the group."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
 
 
 def version_of(module):
