@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end Slurm tests on the local cluster the ctest fixture started (SLURM_CONF points at it).
 #   e2e.sh CASE FIBRA SWEEP WORK
-# CASE: map | requeue | requeue-pool | early-signal | relaunch | array | errors | es | tune
+# CASE: map | requeue | requeue-pool | early-signal | relaunch | array | errors | es | ppo | tune
 # FIBRA: the `fibra` command; SWEEP: tests/slurm/fibra_slurm_sweep; WORK: a scratch folder.
 # Each case writes a job spec, submits it with `fibra slurm submit`, and checks the results exactly.
 set -euo pipefail
@@ -55,6 +55,21 @@ case_es() {
   grep -q "over 100 episodes, target 475: reached" "es-$id.out" || fail "es-$id.out does not say the target was reached"
   /usr/bin/python3 -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r'); sys.exit(0 if f.attrs['generation'] > 0 else 1)" \
     "$work/es.ckpt.h5" || fail "no ES state in $work/es.ckpt.h5"
+}
+
+# PPO (jobs/ppo) through `fibra slurm submit`: it solves CartPole-v1 inside the allocation, its
+# rollout workers fibra actors beside the pool's one worker, its state where the spec's checkpoint
+# says ($FIBRA_CHECKPOINT, which the script sets).
+case_ppo() {
+  local ppo="${FIBRA_E2E_PPO:?FIBRA_E2E_PPO, the path of the ppo job, is not set}"
+  printf '[job]\nname = "ppo"\nprogram = "%s"\nargs = ["--env", "cartpole", "--workers", "2", "--envs-per-worker", "4", "--total-steps", "100000"]\nworkers = 1\nenv = { FIBRA_PROGRESS = "0" }\n[resources]\ntime = "5:00"\n[checkpoint]\npath = "%s/ppo.ckpt"\n' \
+    "$ppo" "$work" >ppo.toml
+  local out id
+  out="$(timeout 120 "$fibra" slurm submit ppo.toml --wait)" || fail "submit --wait exited $?: $out"
+  id="${out%%$'\n'*}"
+  grep -qx "job $id 'ppo': COMPLETED, exit code 0, restarts 0" <<<"$out" || fail "unexpected final status: $out"
+  grep -q "^ppo: CartPole-v1 solved in" "ppo-$id.out" || fail "ppo-$id.out does not say CartPole-v1 was solved"
+  ls "$work"/ppo.ckpt* >/dev/null 2>&1 || fail "no PPO state at $work/ppo.ckpt*"
 }
 
 # USR1 mid-run: the driver stops, the script requeues, the second run resumes and the result equals
@@ -240,6 +255,7 @@ case "$case_name" in
   array) case_array ;;
   errors) case_errors ;;
   es) case_es ;;
+  ppo) case_ppo ;;
   tune) case_tune ;;
   *) echo "e2e.sh: unknown case '$case_name'" >&2; exit 2 ;;
 esac
