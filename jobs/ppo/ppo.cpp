@@ -1,9 +1,9 @@
 // PPO (fibra::rl) on rollout actors: CartPole-v1, Acrobot-v1 or Pendulum-v1.
 //
 //   ppo [--env cartpole|acrobot|pendulum|<a registered name>] [--workers 4] [--envs-per-worker 2]
-//       [--steps 32] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--seed 1]
+//       [--steps 32] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--target-kl K] [--seed 1]
 //       [--target T] [--eval-episodes 100] [--window 20] [--csv PATH] [--state PATH] [--save-every 0]
-//       [--async]
+//       [--async] [--async-calls 2]
 //
 // Each iteration the learner's weights go to every rollout actor, each steps its copies --steps
 // steps and sends its fragment back, and PPO updates the weights (fibra/rl/trainer.hpp). A line per
@@ -68,11 +68,13 @@ struct Options {
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "ppo: %s\nusage: ppo [--env cartpole|acrobot|pendulum|NAME] [--workers N] [--envs-per-worker M] "
-               "[--steps T] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--seed S] [--target T] "
-               "[--eval-episodes E] [--window W] [--csv PATH] [--state PATH] [--save-every K] [--async]\n",
-               why.c_str());
+  std::fprintf(
+      stderr,
+      "ppo: %s\nusage: ppo [--env cartpole|acrobot|pendulum|NAME] [--workers N] [--envs-per-worker M] "
+      "[--steps T] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--target-kl K] [--seed S] [--target T] "
+      "[--eval-episodes E] [--window W] [--csv PATH] [--state PATH] [--save-every K] [--async] "
+      "[--async-calls C]\n",
+      why.c_str());
   std::exit(2);
 }
 
@@ -128,6 +130,10 @@ Options parse(int argc, char** argv) {
       o.trainer.ppo.learning_rate = x;
     else if (a == "--epochs")
       o.trainer.ppo.epochs = o.trainer.async_epochs = int(whole(1));  // (the one the run uses)
+    else if (a == "--async-calls")
+      o.trainer.async_calls_per_worker = int(whole(1));
+    else if (a == "--target-kl")
+      o.trainer.ppo.target_kl = x;
     else if (a == "--minibatch")
       o.trainer.ppo.minibatch_size = int(whole(1));
     else if (a == "--seed")
