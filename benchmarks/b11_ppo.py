@@ -34,19 +34,16 @@ import os
 import re
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
-from job_runs import Stopped, on_signal, run_env, stop_group
+from job_runs import Stopped, on_signal, run_program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
 PEER = os.path.join(ROOT, "benchmarks", "peers", "ppo_peer.py")
 SYSTEMS = ["fibra", "multiprocessing"]
 SOLVED = re.compile(r"solved in (\d+) environment steps, ([0-9.]+) s")
-CURRENT = None
 
 
 def parse_args():
@@ -88,23 +85,9 @@ def command(a, system, seed, tmp):
 
 def run(a, system, seed):
     """{solved, steps, seconds, command_s} or raises RuntimeError."""
-    global CURRENT
     with tempfile.TemporaryDirectory(prefix="b11-") as tmp:
         cmd = command(a, system, seed, tmp)
-        with open(os.path.join(tmp, "out"), "w+") as out:
-            t0 = time.monotonic()
-            CURRENT = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env=run_env(), cwd=tmp,
-                                       start_new_session=True)
-            try:
-                rc = CURRENT.wait(timeout=a.time_limit)
-            except subprocess.TimeoutExpired:
-                rc = None
-            finally:
-                stop_group(CURRENT)
-                CURRENT = None
-            command_s = time.monotonic() - t0
-            out.seek(0)
-            text = out.read()
+        rc, text, command_s = run_program(cmd, tmp, a.time_limit)
     m = SOLVED.search(text)
     if rc == 0 and m and "not solved" not in text:
         return {"solved": True, "steps": int(m.group(1)), "seconds": float(m.group(2)), "command_s": command_s}

@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 
-from job_runs import Stopped, on_signal, run_env, stop_group
+from job_runs import Stopped, on_signal, run_program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
@@ -46,7 +46,6 @@ PEER = os.path.join(ROOT, "benchmarks", "peers", "es_mp.py")
 SYSTEMS = ["fibra", "multiprocessing"]
 GENERATION = re.compile(r"^generation\s+(\d+): mean\s+(\S+)\s+best\s+(\S+)\s+(\S+) episodes/s\s+(\S+) k steps/s\s+"
                         r"\((\S+) s\)")
-CURRENT = None  # the process running now
 
 
 def parse_args():
@@ -86,21 +85,9 @@ def command(a, system, n, tmp):
 
 def run(a, system, n):
     """One run: {seconds, episodes_per_s, final_return, first_return} or raises RuntimeError."""
-    global CURRENT
     with tempfile.TemporaryDirectory(prefix="es-scaling-") as tmp:
         cmd = command(a, system, n, tmp)
-        with open(os.path.join(tmp, "out"), "w+") as out:
-            CURRENT = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env=run_env(), cwd=tmp,
-                                       start_new_session=True)
-            try:
-                rc = CURRENT.wait(timeout=a.time_limit)
-            except subprocess.TimeoutExpired:
-                rc = None
-            finally:
-                stop_group(CURRENT)
-                CURRENT = None
-            out.seek(0)
-            text = out.read()
+        rc, text, _ = run_program(cmd, tmp, a.time_limit)
     gens = [m.groups() for m in map(GENERATION.match, text.splitlines()) if m]
     # exit status 1 is the job's "target not reached", which a target of 1e9 always is
     if rc not in (0, 1) or len(gens) != a.generations or "not reached" not in text:

@@ -4,6 +4,7 @@ turned into an exception that stops the run under way."""
 import os
 import signal
 import subprocess
+import time
 
 
 class Stopped(Exception):
@@ -44,3 +45,22 @@ def stop_group(proc):
     except ProcessLookupError:
         pass
     proc.wait()
+
+
+def run_program(cmd, cwd, limit_s):
+    """Runs `cmd` in `cwd` (its own process group, run_env()'s environment) for at most `limit_s`
+    seconds: (exit status or None past the limit, stdout and stderr together, seconds it took).
+    Whatever of its group is left afterwards is stopped, also when a signal (Stopped) ends the wait."""
+    with open(os.path.join(cwd, "out"), "w+") as out:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env=run_env(), cwd=cwd,
+                                start_new_session=True)
+        try:
+            rc = proc.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            rc = None
+        finally:
+            stop_group(proc)
+        seconds = time.monotonic() - t0
+        out.seek(0)
+        return rc, out.read(), seconds
