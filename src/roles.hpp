@@ -27,6 +27,10 @@ inline constexpr const char* agent_flag = "--fibra-agent";
 inline constexpr const char* executor_flag = "--fibra-executor";
 /// A worker started apart joins a running driver: `./app --fibra-join <the driver's FIBRA_JOIN_FILE>`.
 inline constexpr const char* join_flag = "--fibra-join";
+/// The driver's join listener starts this binary as `<exe> --fibra-join-standin <MPI port>` when a
+/// joiner said hello and then never connected: the stand-in connects in its place and leaves, so
+/// that the driver's MPI_Comm_accept, which Open MPI cannot call off, returns (src/driver/joins.cpp).
+inline constexpr const char* join_standin_flag = "--fibra-join-standin";
 
 /// The exit status of an executor that ran its PoolOptions::max_tasks_per_child tasks and ended
 /// between two of them: its agent starts another at once, sends the chunks it had not started

@@ -130,6 +130,10 @@ Runtime::Runtime(int& argc, char**& argv) {
   }
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], detail::agent_flag) == 0) become_agent(argc, argv);
+    if (std::strcmp(argv[i], detail::join_standin_flag) == 0 && i + 1 < argc) {
+      const std::string port = argv[i + 1];
+      detail::stand_in_for_joiner(argc, argv, port.c_str());
+    }
     if (std::strcmp(argv[i], detail::join_flag) == 0) {
       if (i + 1 >= argc) {
         log::error("fibra: {} needs the driver's join file: ./app {} <file>", detail::join_flag, detail::join_flag);

@@ -20,5 +20,9 @@ namespace fibra::detail {
 /// go. Returns the intercommunicator to the driver (which is rank 0 there), for agent_main; on
 /// any failure it says why and ends the process.
 MPI_Comm join_driver(int& argc, char**& argv, const char* file);
+/// `./app --fibra-join-standin <port>` (src/roles.hpp): connects to the driver's MPI port in the
+/// place of a joiner that never did, says bye (tag_bye, no bytes), disconnects and exits 0; exits
+/// 3 when that takes longer than 30 s.
+[[noreturn]] void stand_in_for_joiner(int& argc, char**& argv, const char* port);
 
 }  // namespace fibra::detail

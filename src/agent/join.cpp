@@ -33,6 +33,7 @@ constexpr int connect_ms = 3'000;       // per address of the driver's hello
 constexpr int answer_ms = 120'000;      // the driver answers within its wait for a pool (60 s), and more
 constexpr double default_wait_s = 60;   // for the join file to appear (FIBRA_JOIN_WAIT_S)
 constexpr double connect_bound_s = 60;  // MPI_Comm_connect, once the driver said go
+constexpr double standin_bound_s = 30;  // a stand-in's connect, bye and disconnect
 constexpr double squeue_bound_s = 30;   // squeue, for the time its job has left (else: not known)
 
 [[noreturn]] void fail(const std::string& why) {
@@ -154,7 +155,7 @@ MPI_Comm join_driver(int& argc, char**& argv, const char* file) {
     if (!connected) fail("MPI_Comm_connect to the driver did not return within 60 s: the driver has ended?");
   }).detach();
   MPI_Comm inter = MPI_COMM_NULL;
-  const int rc = MPI_Comm_connect(a.port.c_str(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter);
+  const int rc = MPI_Comm_connect(answer.port.c_str(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter);
   connected = true;
   if (rc != MPI_SUCCESS) fail("MPI_Comm_connect to the driver's port failed: " + mpi::error_text(rc));
   // The hello's connection stays open while this process lives: the driver takes its end for a
@@ -162,6 +163,30 @@ MPI_Comm join_driver(int& argc, char**& argv, const char* file) {
   (void)s.release();
   MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
   return inter;
+}
+
+void stand_in_for_joiner(int& argc, char**& argv, const char* port) {
+  static std::atomic<bool> done{false};
+  std::thread([] {
+    for (int i = 0; i < static_cast<int>(standin_bound_s * 10) && !done; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (done) return;
+    log::error("fibra: the join stand-in did not connect to the driver and leave within {} s", standin_bound_s);
+    std::fflush(nullptr);
+    std::_Exit(3);
+  }).detach();
+  int provided = 0;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) std::_Exit(3);
+  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+  MPI_Comm inter = MPI_COMM_NULL;
+  if (MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter) != MPI_SUCCESS) std::_Exit(3);
+  MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+  if (MPI_Send(nullptr, 0, MPI_BYTE, 0, wire::tag_bye, inter) != MPI_SUCCESS) std::_Exit(3);
+  MPI_Comm_disconnect(&inter);
+  MPI_Finalize();
+  done = true;
+  std::fflush(nullptr);
+  std::_Exit(0);
 }
 
 }  // namespace fibra::detail

@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <poll.h>
+#include <spawn.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -30,6 +31,7 @@
 #include "common/log.hpp"
 #include "common/process.hpp"
 #include "common/unique_fd.hpp"
+#include "roles.hpp"
 #include "fibra/detail/registry.hpp"
 #include "fibra/error.hpp"
 #include "transport/join.hpp"
@@ -49,8 +51,9 @@ std::vector<std::string> g_launch_env;  // under g_mu: taken at prepare()
 constexpr double server_start_s = 10;  // ompi-server writes its URI within this
 constexpr double pool_wait_s = 60;     // a hello waits this long for a pool to run
 constexpr int hello_ms = 3'000;        // a joiner that connected sends its hello at once: within this
-constexpr double close_wait_s = 5;     // at close(), an accept under way gets this long to end
-constexpr double close_bound_s = 10;   // and anything else (a hello being read) this long
+constexpr double accept_bound_s = 90;  // a joiner told go connects within this (its own bound is 60 s)
+constexpr double standin_bye_s = 10;   // a stand-in that connected says bye within this
+constexpr double close_bound_s = 20;   // at close(), the listener's thread ends within this (a stand-in's start)
 
 std::string trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
@@ -104,7 +107,6 @@ struct JoinListener::Impl {
   bool own_server_file = false;
   pid_t server_pid = -1;  // the ompi-server this driver started, if it did
   std::uint64_t nonce = std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32);
-  std::string port;               // MPI's
   MPI_Comm self = MPI_COMM_NULL;  // a copy of MPI_COMM_SELF, the accept's own (a spawn may use SELF at the same time)
   tcp::Listener listener;
   UniqueFd stop[2];
@@ -193,11 +195,61 @@ struct JoinListener::Impl {
     done = true;
   }
 
-  static bool answer(int fd, bool go, const std::string& why) {
+  static bool answer(int fd, bool go, const std::string& why, const std::string& port = {}) {
     wire::JoinAnswer a;
     a.go = go;
     a.why = why;
+    a.port = port;
     return join::send_message(fd, wire::encode(a));
+  }
+
+  // This binary as `--fibra-join-standin <port>`, with the environment the driver was started
+  // with (no launcher's variables: it starts MPI as a process of its own) and the name server's
+  // URI; -1 if it cannot start.
+  pid_t start_stand_in(const std::string& port) const {
+    std::vector<std::string> env = launch_environment();
+    env.push_back("OMPI_MCA_pmix_server_uri=" + server_uri);
+    std::vector<std::string> argv = {self_exe(), join_standin_flag, port};
+    std::vector<char*> a, e;
+    for (auto& v : argv) a.push_back(v.data());
+    a.push_back(nullptr);
+    for (auto& v : env) e.push_back(v.data());
+    e.push_back(nullptr);
+    pid_t pid = -1;
+    if (const int rc = ::posix_spawn(&pid, a[0], nullptr, nullptr, a.data(), e.data()); rc != 0) {
+      log::warning("fibra: cannot start a join stand-in ({}): {}", a[0], std::strerror(rc));
+      return -1;
+    }
+    return pid;
+  }
+
+  // Whether the process that connected is the stand-in (its bye came within standin_bye_s); if it
+  // is, it is disconnected.
+  static bool let_stand_in_go(MPI_Comm& comm) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(standin_bye_s);
+    MPI_Status st;
+    int flag = 0;
+    while (!flag && std::chrono::steady_clock::now() < end) {
+      if (MPI_Iprobe(0, MPI_ANY_TAG, comm, &flag, &st) != MPI_SUCCESS) return false;
+      if (!flag) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    int bytes = -1;
+    if (!flag || st.MPI_TAG != wire::tag_bye || MPI_Get_count(&st, MPI_BYTE, &bytes) != MPI_SUCCESS || bytes != 0)
+      return false;
+    MPI_Recv(nullptr, 0, MPI_BYTE, 0, wire::tag_bye, comm, MPI_STATUS_IGNORE);
+    MPI_Comm_disconnect(&comm);
+    return true;
+  }
+
+  // Reaps the stand-in, ended by SIGKILL if it has not left within standin_bye_s.
+  static void end_stand_in(pid_t pid) {
+    if (pid <= 0) return;
+    for (int i = 0; i < static_cast<int>(standin_bye_s * 100); ++i) {
+      if (::waitpid(pid, nullptr, WNOHANG) != 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
   }
 
   // One joiner: its hello, the answer, and (having said "go") the accept of its connect.
@@ -236,28 +288,48 @@ struct JoinListener::Impl {
       answer(fd, false, why);
       return;
     }
-    if (!answer(fd, true, "")) return;
-    // The joiner calls MPI_Comm_connect as soon as it reads this; a joiner killed in between
-    // leaves this thread here for good (close() then says so).
+    char opened[MPI_MAX_PORT_NAME] = {};
+    if (const int rc = MPI_Open_port(MPI_INFO_NULL, opened); rc != MPI_SUCCESS) {
+      answer(fd, false, "the driver could not open an MPI port for it (" + mpi::error_text(rc) + ")");
+      return;
+    }
+    const std::string port = opened;
+    struct PortCloser {
+      const std::string& port;
+      ~PortCloser() { MPI_Close_port(port.c_str()); }
+    } closer{port};
+    if (!answer(fd, true, "", port)) return;
+    // The joiner calls MPI_Comm_connect as soon as it reads the answer. If it leaves first (its
+    // hello's connection, which it keeps for life, hangs up), or has not connected within
+    // accept_bound_s, or the driver ends meanwhile, a stand-in connects in its place: Open MPI
+    // cannot call an accept off, and an accept that never returns would end every later join.
     in_accept = true;
     MPI_Comm comm = MPI_COMM_NULL;
     std::atomic<bool> accepted{false};
-    // A joiner that hangs up before its connect is said at once (the accept cannot be called off).
+    pid_t stand_in = -1;
     std::thread watch([&] {
-      while (!accepted) {
-        pollfd p{fd, POLLIN, 0};
-        if (::poll(&p, 1, 100) > 0 && !accepted) {
-          char b;
-          if (::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
-            log::warning(
-                "fibra: the worker from {} on {} (pid {}) left after its hello, before it connected: the driver "
-                "waits in MPI_Comm_accept for good (Open MPI cannot call it off), and no other worker can join "
-                "this run",
-                h.origin, h.host, h.pid);
-            return;
-          }
-        }
+      const auto bound = std::chrono::steady_clock::now() + std::chrono::duration<double>(accept_bound_s);
+      std::string why;
+      while (!accepted && why.empty()) {
+        pollfd p[2] = {{fd, POLLIN, 0}, {stop[0].get(), POLLIN, 0}};
+        const int r = ::poll(p, 2, 100);
+        char b;
+        if (accepted) return;
+        const bool readable = r > 0 && (p[0].revents & (POLLIN | POLLHUP));
+        if (readable && ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+          why = "left after its hello, before it connected";
+        else if (r > 0 && (p[1].revents & POLLIN))
+          why = "had not connected when the driver began to end";
+        else if (std::chrono::steady_clock::now() >= bound)
+          why = "did not connect within " + std::to_string(static_cast<int>(accept_bound_s)) + " s of its go";
+        else if (readable)  // (bytes after its hello, which a joiner never sends: not read, not spun on)
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
+      stand_in = start_stand_in(port);
+      log::warning("fibra: the worker from {} on {} (pid {}) {}: {}", h.origin, h.host, h.pid, why,
+                   stand_in > 0 ? "a stand-in connects in its place so that workers may join again"
+                                : "no stand-in could start, so the driver waits in MPI_Comm_accept for good and "
+                                  "no other worker can join this run");
     });
     const int rc = MPI_Comm_accept(port.c_str(), MPI_INFO_NULL, 0, self, &comm);
     accepted = true;
@@ -266,9 +338,15 @@ struct JoinListener::Impl {
     if (rc != MPI_SUCCESS) {
       log::warning("fibra: a worker from {} on {} (pid {}) said hello but MPI_Comm_accept failed: {}", h.origin, h.host,
                    h.pid, mpi::error_text(rc));
+      end_stand_in(stand_in);
       return;
     }
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    if (stand_in > 0 && let_stand_in_go(comm)) {
+      end_stand_in(stand_in);
+      return;
+    }
+    end_stand_in(stand_in);  // (the joiner's connect came first after all: the stand-in is not needed)
     JoinedAgent j{comm, h};
     if (!offer_joined_agent(j)) {  // the pool ended since: the joiner is told to leave
       MPI_Send(nullptr, 0, MPI_BYTE, 0, wire::tag_shutdown, comm);
@@ -330,10 +408,7 @@ std::unique_ptr<JoinListener> JoinListener::prepare() {
 
 void JoinListener::open() {
   Impl& s = *impl_;
-  char port[MPI_MAX_PORT_NAME] = {};
-  mpi::check(MPI_Open_port(MPI_INFO_NULL, port), "MPI_Open_port");
   mpi::check(MPI_Comm_dup(MPI_COMM_SELF, &s.self), "MPI_Comm_dup");
-  s.port = port;
   s.opened = true;
   s.listener = tcp::listen_any("hear workers that join (FIBRA_JOIN_FILE)");
   join::Address a;
@@ -341,7 +416,6 @@ void JoinListener::open() {
   a.fingerprint = registry_fingerprint();
   a.server_uri = s.server_uri;
   a.server_file = s.server_file;
-  a.port = s.port;
   a.hello = hello_addresses(s.listener.port);
   join::write_file(s.path, a);
   int p[2];
@@ -369,27 +443,24 @@ bool JoinListener::close() noexcept {
   if (s.thread.joinable()) {
     const char b = 0;
     (void)!::write(s.stop[1].get(), &b, 1);
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(close_wait_s);
     const auto bound = std::chrono::steady_clock::now() + std::chrono::duration<double>(close_bound_s);
     for (;;) {
       const auto now = std::chrono::steady_clock::now();
-      if (s.done || now >= bound || (now >= end && s.in_accept)) break;
+      if (s.done || now >= bound) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     if (s.done) {
       s.thread.join();
     } else {
       log::warning("fibra: {}; the driver leaves without MPI_Finalize, which would wait for it",
-                   s.in_accept ? "a worker said hello to join and never connected" : "the join listener did not stop");
+                   s.in_accept ? "a worker said hello to join, and neither it nor a stand-in connected"
+                               : "the join listener did not stop");
       s.thread.detach();
       (void)impl_.release();  // the thread still uses it
       clean = false;
     }
   }
-  if (clean && s.opened) {
-    MPI_Close_port(s.port.c_str());
-    MPI_Comm_free(&s.self);
-  }
+  if (clean && s.opened) MPI_Comm_free(&s.self);
   std::remove(s.path.c_str());
   return clean;
 }

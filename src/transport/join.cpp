@@ -34,12 +34,11 @@ std::string hex(std::uint64_t v) {
 
 std::string to_text(const Address& a) {
   std::string t = std::string(first_line) + "\n";
-  t += "version 1\n";
+  t += "version 2\n";
   t += "nonce " + hex(a.nonce) + "\n";
   t += "fingerprint " + hex(a.fingerprint) + "\n";
   t += "server " + a.server_uri + "\n";
   t += "server_file " + a.server_file + "\n";
-  t += "port " + a.port + "\n";
   for (const auto& h : a.hello) t += "hello " + h.host + " " + std::to_string(h.port) + "\n";
   return t;
 }
@@ -67,7 +66,7 @@ Address parse(std::string_view text, const std::string& path) {
       return static_cast<std::uint64_t>(v);
     };
     if (key == "version") {
-      if (value != "1") throw bad("version " + value + ", where this build reads version 1");
+      if (value != "2") throw bad("version " + value + ", where this build reads version 2");
       version = true;
     } else if (key == "nonce") {
       a.nonce = number(16);
@@ -78,8 +77,6 @@ Address parse(std::string_view text, const std::string& path) {
       a.server_uri = value;
     } else if (key == "server_file") {
       a.server_file = value;
-    } else if (key == "port") {
-      a.port = value;
     } else if (key == "hello") {
       const auto s2 = value.rfind(' ');
       if (s2 == std::string::npos) throw bad("hello needs a host and a port");
@@ -91,8 +88,8 @@ Address parse(std::string_view text, const std::string& path) {
       throw bad("unknown key \"" + key + "\"");
     }
   }
-  if (!version || !nonce || a.server_uri.empty() || a.port.empty() || a.hello.empty())
-    throw bad("it lacks version, nonce, server, port or hello");
+  if (!version || !nonce || a.server_uri.empty() || a.hello.empty())
+    throw bad("it lacks version, nonce, server or hello");
   return a;
 }
 

@@ -2,11 +2,12 @@
 // node) joins a running driver (docs/architecture.md, "Joining a running driver").
 //
 // The driver writes a join file: the run's nonce, its build's fingerprint, the Open MPI name
-// server (ompi-server) both sides must use, the MPI port it accepts on, and the TCP addresses of
-// its hello. A joiner reads it, starts MPI with that name server, says hello over TCP
-// (wire::JoinHello), and only once the driver answers "go" (wire::JoinAnswer) calls
+// server (ompi-server) both sides must use, and the TCP addresses of its hello. A joiner reads it,
+// starts MPI with that name server, says hello over TCP (wire::JoinHello), and only once the
+// driver answers "go" (wire::JoinAnswer, with an MPI port opened for this joiner alone) calls
 // MPI_Comm_connect, which the driver's MPI_Comm_accept then meets at once: an accept never waits
-// for a joiner that might not come.
+// for a joiner that might not come. One that dies between its hello and its connect is connected
+// for by a stand-in (src/driver/joins.cpp), so the accept still returns.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,6 @@ struct Address {
   std::uint64_t fingerprint = 0;  ///< the driver's registry of remote functions
   std::string server_uri;         ///< ompi-server's URI (OMPI_MCA_pmix_server_uri of every side)
   std::string server_file;        ///< a file holding that URI, for `mpirun --ompi-server file:<it>`
-  std::string port;               ///< the MPI port name the driver accepts on
   struct Hello {
     std::string host;
     std::uint16_t port = 0;

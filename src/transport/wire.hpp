@@ -381,11 +381,12 @@ void fields(F&& f, M& m) {
 /// not, and why.
 struct JoinAnswer {
   bool go = false;
-  std::string why;
+  std::string why;   ///< when not go: the reason, for the joiner's last words
+  std::string port;  ///< when go: the MPI port opened for this joiner alone, to MPI_Comm_connect to
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, JoinAnswer>
-void fields(F&& f, M& m) { f(m.go, m.why); }
+void fields(F&& f, M& m) { f(m.go, m.why, m.port); }
 
 /// Messages on a join connection (transport/join.hpp: a JoinHello, then a JoinAnswer) are framed:
 /// a u32 length (join_frame_head bytes), then that many bytes, at most max_join_message. A reader

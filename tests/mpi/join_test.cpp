@@ -24,6 +24,11 @@
 #include <vector>
 
 #include "../common/bounded.hpp"
+#include "common/unique_fd.hpp"
+#include "fibra/detail/registry.hpp"
+#include "transport/join.hpp"
+#include "transport/tcp.hpp"
+#include "transport/wire.hpp"
 #include "../common/items.hpp"
 
 extern char** environ;
@@ -254,6 +259,49 @@ TEST(Join, AWorkerUnderItsOwnMpirunJoins) {
   pool.terminate();
   EXPECT_EQ(exit_status(mpirun, 30), 0) << "its mpirun did not end (status 0) within 30 s of the pool's end:\n"
                                         << text_of(log);
+}
+
+// A joiner that dies between its hello and its connect (here: this test says the hello itself,
+// reads "go", and hangs up without connecting) must not end later joins: the driver's
+// MPI_Comm_accept cannot be called off, so a stand-in connects in its place. Before that, the
+// accept waited for good and the next joiner was never answered.
+TEST(Join, AJoinerThatLeavesAfterItsHelloDoesNotEndLaterJoins) {
+  fibra::Pool pool(1);
+  const auto address = fibra::detail::join::read_file(join_file(), 10);
+  {
+    fibra::detail::UniqueFd s;
+    std::string why;
+    for (const auto& h : address.hello)
+      if ((s = fibra::detail::tcp::connect_to(h.host, h.port, 3'000, why))) break;
+    ASSERT_TRUE(s) << "cannot reach the driver's join listener: " << why;
+    fibra::wire::JoinHello hello;
+    hello.nonce = address.nonce;
+    hello.fingerprint = fibra::detail::registry_fingerprint();
+    hello.functions = fibra::detail::registry_size();
+    hello.pid = ::getpid();
+    hello.host = "nowhere";
+    hello.executors = 1;
+    hello.origin = "a joiner that leaves";
+    ASSERT_TRUE(fibra::detail::join::send_message(s.get(), fibra::wire::encode(hello)));
+    const auto reply = fibra::detail::join::receive_message(s.get(), 90'000);
+    ASSERT_TRUE(reply) << "the driver did not answer the hello within 90 s";
+    const auto answer = fibra::wire::decode<fibra::wire::JoinAnswer>(*reply);
+    ASSERT_TRUE(answer.go) << answer.why;
+    EXPECT_FALSE(answer.port.empty()) << "a go names the MPI port to connect to";
+  }  // hangs up, never connecting
+  const std::string log = log_path("after_leaver");
+  const pid_t joiner = start_joiner(1, log);
+  ASSERT_GT(joiner, 0);
+  Reaper reaper{joiner};
+  const fibra::WorkerInfo w = joined(pool, log);
+  EXPECT_EQ(w.joined_from.find("a joiner that leaves"), std::string::npos) << w.joined_from;
+  std::set<long> agents;
+  const auto out = call_within(bound, "map after a joiner left", [&] { return pool.map(where, upto(200)); });
+  for (long i = 0; i < 200; ++i) {
+    ASSERT_EQ(out[i].value, 3 * i + 1) << "item " << i;
+    agents.insert(out[i].agent);
+  }
+  EXPECT_TRUE(agents.count(w.pid)) << "the worker that joined after the one that left took no item";
 }
 
 // Refusals end the joiner with a sentence that names the problem and the fix, and cost the driver nothing.

@@ -510,4 +510,41 @@ TEST(Wire, AJoinMessageIsFramedByItsLengthUpTo64KiB) {
   EXPECT_EQ(detail::join::receive_message(b.get(), 5'000), std::nullopt);
 }
 
+// The join file (version 2) names no MPI port: each joiner's "go" carries one opened for it alone,
+// so a stand-in connecting for a joiner that left can never meet a later joiner's accept.
+TEST(Wire, AJoinFileRoundTripsAndAGoCarriesItsOwnPort) {
+  detail::join::Address a;
+  a.nonce = 0x0123456789abcdefULL;
+  a.fingerprint = 0xfedcba9876543210ULL;
+  a.server_uri = "1234.0;tcp://10.0.0.1:5000";
+  a.server_file = "/tmp/x.uri";
+  a.hello = {{"10.0.0.1", 4000}, {"127.0.0.1", 4000}};
+  const std::string text = detail::join::to_text(a);
+  EXPECT_EQ(text.find("\nport "), std::string::npos) << text;
+  const auto b = detail::join::parse(text, "join");
+  EXPECT_EQ(b.nonce, a.nonce);
+  EXPECT_EQ(b.fingerprint, a.fingerprint);
+  EXPECT_EQ(b.server_uri, a.server_uri);
+  EXPECT_EQ(b.server_file, a.server_file);
+  ASSERT_EQ(b.hello.size(), 2u);
+  EXPECT_EQ(b.hello[1].host, "127.0.0.1");
+  EXPECT_EQ(b.hello[1].port, 4000);
+  std::string old = text;
+  old.replace(old.find("version 2"), 9, "version 1");
+  try {
+    (void)detail::join::parse(old, "join");
+    ADD_FAILURE() << "a version 1 join file was read";
+  } catch (const fibra::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("version 1, where this build reads version 2"), std::string::npos) << e.what();
+  }
+
+  wire::JoinAnswer go;
+  go.go = true;
+  go.port = "2953052160.0:3457843723";
+  const auto back = wire::decode<wire::JoinAnswer>(wire::encode(go));
+  EXPECT_TRUE(back.go);
+  EXPECT_EQ(back.port, go.port);
+  EXPECT_EQ(back.why, "");
+}
+
 }  // namespace
