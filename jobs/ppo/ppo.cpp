@@ -18,7 +18,8 @@
 //
 // --async: the asynchronous learner (IMPALA/APPO): the workers never wait for the learner, which
 // learns from the fragments that have come with V-trace correcting their lag (4 epochs each, not
-// 20: TrainerOptions::async_epochs; --epochs sets it); each line says how
+// 20: TrainerOptions::async_epochs, --epochs sets it; a learning rate of 5e-4, not 1e-3:
+// TrainerOptions::async_learning_rate, --lr sets it); each line says how
 // many fragments an update took and how many updates behind their weights were. Not bit for bit
 // from one run to the next (what an update gets depends on timing), resumed or not.
 //
@@ -127,7 +128,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--total-steps")
       o.total_steps = whole(1);
     else if (a == "--lr")
-      o.trainer.ppo.learning_rate = x;
+      o.trainer.ppo.learning_rate = o.trainer.async_learning_rate = x;  // (the one the run uses)
     else if (a == "--epochs")
       o.trainer.ppo.epochs = o.trainer.async_epochs = int(whole(1));  // (the one the run uses)
     else if (a == "--async-calls")

@@ -94,6 +94,8 @@ void check_options(const TrainerOptions& o) {
   if (o.asynchronous && (o.async_calls_per_worker < 1 || o.async_epochs < 1))
     bad("TrainerOptions::async_calls_per_worker and async_epochs are " + std::to_string(o.async_calls_per_worker) +
         " and " + std::to_string(o.async_epochs) + "; they must be at least 1");
+  if (o.asynchronous && !(o.async_learning_rate > 0))
+    bad("TrainerOptions::async_learning_rate is " + std::to_string(o.async_learning_rate) + "; it must be above 0");
 }
 
 // The returns of the episodes that ended in `fragments` (sorted by copy), in (step, global copy)
@@ -346,7 +348,9 @@ PpoTrainer::PpoTrainer(TrainerOptions options) : impl_(std::make_unique<Impl>())
   // (a file of another run is refused before libtorch loads or a process starts)
   std::optional<detail::TrainerFile> saved;
   if (!m.o.resume_from.empty()) saved = read_for_resume(m.o, m.spec);
-  m.learner.emplace(m.spec, m.o.ppo);
+  PpoConfig learning = m.o.ppo;
+  if (m.o.asynchronous) learning.learning_rate = m.o.async_learning_rate;
+  m.learner.emplace(m.spec, learning);
   if (m.o.pool) {
     m.pool = m.o.pool;
   } else {

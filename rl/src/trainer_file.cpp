@@ -108,6 +108,7 @@ Configuration configuration_of(const TrainerOptions& o) {
       {"asynchronous", flag(o.asynchronous)},
       {"async_epochs", o.asynchronous ? std::to_string(o.async_epochs) : "none"},
       {"async_calls_per_worker", o.asynchronous ? std::to_string(o.async_calls_per_worker) : "none"},
+      {"async_learning_rate", o.asynchronous ? number(o.async_learning_rate) : "none"},
   };
 }
 
