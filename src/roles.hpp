@@ -10,7 +10,8 @@
 //   executor  a plain child of an agent, without MPI; runs user functions     (src/executor/)
 //
 // What two of them share crosses a process boundary only through src/transport/ (wire messages,
-// the lane and its mailbox); src/common/ is code every process links (logs, traces, the registry).
+// the lane and its mailbox); src/common/ is code every process links (logs, traces, the registry),
+// src/calls/ what any process that makes a call runs (a call's state, its checkpoint).
 #pragma once
 
 #include <cerrno>

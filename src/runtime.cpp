@@ -21,6 +21,7 @@
 #include "common/log.hpp"
 #include "transport/mpi.hpp"
 #include "agent/agent.hpp"
+#include "calls/calls.hpp"
 #include "common/process.hpp"
 #include "driver/driver.hpp"
 #include "driver/joins.hpp"
@@ -144,6 +145,7 @@ Runtime::Runtime(int& argc, char**& argv) {
     }
   }
 
+  detail::set_stop_teardown(&detail::stop_teardown);  // (this process is the driver from here on)
   if (g_active.exchange(true))
     throw ConfigError(
         "fibra: a second fibra::Runtime was created while the first is alive; create one, first thing "

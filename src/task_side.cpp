@@ -1,3 +1,4 @@
+// src/task_side.cpp: see task_side.hpp.
 #include "task_side.hpp"
 
 #include <atomic>
@@ -20,5 +21,11 @@ std::uint64_t lock_holder() noexcept {
 
 HolderScope::HolderScope() noexcept : was_(t_holder) { t_holder = g_next_holder++; }
 HolderScope::~HolderScope() { t_holder = was_; }
+
+// (declared in fibra/detail/codec.hpp: the executor's, through its side; nowhere else)
+bool spill_large(std::string& out, const void* p, std::size_t n) {
+  TaskSide* t = task_side();
+  return t && t->spill_large(out, p, n);
+}
 
 }  // namespace fibra::detail

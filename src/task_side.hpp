@@ -1,11 +1,13 @@
 // src/task_side.hpp: what code that runs in both roles asks of the executor when it runs inside a
-// task. fibra::submit, fibra::put, a Queue's calls and actors' handles are written once (src/driver/)
-// and run in the driver and in tasks alike; in a task they go through the executor, which registers
-// its side here as it starts (executor_main). The driver's code reaches the executor through this
-// interface only: src/driver/ includes nothing from src/executor/, nor the reverse (the test
-// layout.roles_apart checks it).
+// task. fibra::submit, fibra::put, a Queue's calls and actors' handles are written once (src/driver/,
+// src/calls/) and run in the driver and in tasks alike; in a task they go through the executor,
+// which registers its side here as it starts (executor_main). The driver's code reaches the
+// executor through this interface only: src/driver/ includes nothing from src/executor/, nor the
+// reverse (layout.roles_apart), and neither links a symbol of the other (layout.roles_linked_apart).
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,6 +29,13 @@ class TaskSide {
   /// fibra::put in a task (see executor/objects.hpp): the stored object, or nullptr where the
   /// Future must hold the value.
   virtual std::shared_ptr<const StoredObject> store_object(std::string& encoded) = 0;
+  /// This process will call channels (it runs a Process): its lane is asked for now.
+  virtual void want_lane() noexcept = 0;
+  /// Waits, at most `most`, until the driver reads this process's channel calls from its lane.
+  virtual void await_ring(std::chrono::milliseconds most) noexcept = 0;
+  /// The codec's spill_large (fibra/detail/codec.hpp): a large block of a result frame written
+  /// straight into the shared memory the frame is bound for.
+  virtual bool spill_large(std::string& out, const void* p, std::size_t n) = 0;
 };
 
 /// The executor's side; nullptr in the driver and in agents.

@@ -33,9 +33,10 @@ void note_lost_joined_host(const std::string& host);
 /// The hosts noted so far, "a, b"; empty: none.
 std::string lost_joined_hosts();
 
-/// Whether stderr is a terminal: progress lines are redrawn in place there ("\r"); into a file or a
-/// pipe each is a whole line of its own, at most every 10 s (src/driver/job.cpp, pool.cpp).
-bool stderr_is_terminal();
+/// The driver's part of a stop on SIGTERM/SIGUSR1 (registered with set_stop_teardown,
+/// src/calls/calls.hpp): every pool stopped, the checkpoints folded, MPI finalized unless an agent
+/// on another host was lost.
+void stop_teardown() noexcept;
 
 /// In the driver: the pool of that PoolCore::uid, or null if it is gone.
 std::shared_ptr<PoolCore> find_pool(std::uint64_t uid) noexcept;

@@ -21,6 +21,7 @@
 #include "common/freed_memory.hpp"
 #include "common/log.hpp"
 #include "common/process.hpp"
+#include "calls/calls.hpp"
 #include "driver/channels.hpp"
 #include "driver/pool_impl.hpp"
 #include "driver/resources.hpp"

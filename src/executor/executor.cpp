@@ -261,6 +261,9 @@ class ExecutorSide final : public TaskSide {
   std::shared_ptr<const StoredObject> store_object(std::string& encoded) override {
     return executor_store_object(encoded);
   }
+  void want_lane() noexcept override { executor_wants_lane(); }
+  void await_ring(std::chrono::milliseconds most) noexcept override { executor_await_ring(most); }
+  bool spill_large(std::string& out, const void* p, std::size_t n) override { return executor_spill_large(out, p, n); }
 };
 }  // namespace
 

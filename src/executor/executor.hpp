@@ -33,6 +33,9 @@ void executor_wants_lane() noexcept;
 /// function sends its first calls there rather than through its agent.
 void executor_await_ring(std::chrono::milliseconds most) noexcept;
 
+/// The codec's spill_large in an executor (src/executor/results.cpp; TaskSide::spill_large).
+bool executor_spill_large(std::string& out, const void* p, std::size_t n);
+
 /// Runs the executor on a socket and a mailbox (file descriptors) until the socket closes.
 [[noreturn]] void executor_main(int sock, int mailbox_fd, pid_t parent);
 

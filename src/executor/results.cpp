@@ -219,7 +219,7 @@ void run_chunk(const wire::TaskView& t, Mailbox& box, std::string& results, Fram
 
 namespace fibra::detail {
 
-bool spill_large(std::string& out, const void* p, std::size_t n) {
+bool executor_spill_large(std::string& out, const void* p, std::size_t n) {
   using namespace exec;
   if (KeepSpill* k = KeepSpill::current; k && k->spill(out, p, n)) return true;
   FrameSpill* s = FrameSpill::current;

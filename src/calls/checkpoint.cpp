@@ -1,4 +1,6 @@
-// A call's checkpoint (the untyped part) and the driver's stop on SIGTERM/SIGUSR1.
+// src/calls/checkpoint.cpp: a call's checkpoint (the untyped part) and the stop on SIGTERM/SIGUSR1,
+// in the driver and in tasks alike (calls.hpp); the driver's own part of a stop (pools, MPI) is
+// what it registers with set_stop_teardown.
 //
 // The signal handler only records the signal and wakes a watcher thread. A checkpointed call sees
 // the signal in its wait loop (pool.hpp), lets the chunks it handed out come back for a short grace,
@@ -21,13 +23,13 @@
 
 #include "fibra/error.hpp"
 #include "common/log.hpp"
-#include "transport/mpi.hpp"
-#include "driver/driver.hpp"
+#include "calls/calls.hpp"
 
 namespace fibra::detail {
 namespace {
 
 std::atomic<int> g_stop_signal{0};
+std::atomic<StopTeardown> g_teardown{nullptr};
 std::atomic<int> g_active_calls{0};
 int g_wake_pipe[2] = {-1, -1};
 
@@ -71,6 +73,8 @@ const char* signal_name(int sig) {
 int exit_status_for(int sig) { return sig == SIGINT ? 128 + SIGINT : stop_exit_status; }
 
 }  // namespace
+
+void set_stop_teardown(StopTeardown teardown) noexcept { g_teardown.store(teardown); }
 
 void checkpoint_opened() {
   static std::once_flag once;
@@ -116,17 +120,11 @@ void exit_for_stop(const std::string& what_was_saved, bool graceful) {
     std::fflush(nullptr);
     std::_Exit(status);
   }
-  stop_all_pools();
-  wait_for_checkpoints();
-  // Under the MPI lock: a Pool() still spawning on the user's thread is not among the pools just
-  // stopped, and must not have MPI finalized under it (the thread above bounds the wait).
-  std::lock_guard ml(mpi::lock());
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  // Not after an agent on another host was lost: Open MPI 4.1 may abort the process in it, and
-  // the status that asks for a requeue or a relaunch would be lost (see ~Runtime).
-  if (init && !fin && !remote_host_lost()) MPI_Finalize();
+  if (StopTeardown teardown = g_teardown.load()) {
+    teardown();
+  } else {
+    wait_for_checkpoints();
+  }
   std::fflush(nullptr);
   std::_Exit(status);
 }

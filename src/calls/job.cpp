@@ -1,4 +1,5 @@
-// JobState (outcomes handed from the communication thread to the user's thread) and Progress.
+// src/calls/job.cpp: JobState (a call's outcomes, handed from the thread that receives them to the
+// thread that waits for them) and Progress, in the driver and in tasks alike (calls.hpp).
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,7 +12,7 @@
 #include "fibra/error.hpp"
 #include "common/trace.hpp"
 #include "common/env.hpp"
-#include "driver/driver.hpp"
+#include "calls/calls.hpp"
 
 namespace fibra::detail {
 

@@ -1,15 +1,20 @@
-// The actor that runs a fibra::Process (fibra/process.hpp), in its own process on a worker.
+// src/calls/process_host.cpp: the actor that runs a fibra::Process (fibra/process.hpp), in its own
+// process on a worker. Its methods run in an executor, and the driver names them (registered by
+// address, as any actor's): so it is here, where both roles may reach it, and asks the executor
+// what it needs through src/task_side.hpp.
 #include <unistd.h>
 
 #include <climits>
 #include <string>
 
-#include "executor/executor.hpp"
 #include "fibra/process.hpp"
+#include "task_side.hpp"
 
 namespace fibra::detail {
 
-ProcessHost::ProcessHost() { executor_wants_lane(); }
+ProcessHost::ProcessHost() {
+  if (TaskSide* t = task_side()) t->want_lane();
+}
 
 std::pair<long, std::string> ProcessHost::where() {
   char host[HOST_NAME_MAX + 1] = {};
@@ -18,7 +23,7 @@ std::pair<long, std::string> ProcessHost::where() {
 }
 
 ProcessOutcome ProcessHost::run(std::uint64_t fn, std::string args) {
-  executor_await_ring(std::chrono::milliseconds(10));
+  if (TaskSide* t = task_side()) t->await_ring(std::chrono::milliseconds(10));
   const FunctionEntry* e = function_by_id(fn);
   if (!e || !e->run_tuple)
     return {1, "fibra::ConfigError",
