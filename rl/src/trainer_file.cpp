@@ -118,7 +118,11 @@ std::string differences(const Configuration& saved, const Configuration& now) {
   for (const auto& [name, value] : now) {
     if (name == "workers" || name == "envs_per_worker") continue;  // (copies: their product)
     const auto it = was.find(name);
-    const std::string before = it == was.end() ? "(none)" : it->second;
+    std::string before = it == was.end() ? "(none)" : it->second;
+    // A file from before async_learning_rate existed: its asynchronous learner learned at
+    // ppo.learning_rate, its synchronous one at none.
+    if (it == was.end() && name == "async_learning_rate")
+      before = was["asynchronous"] == "true" ? was["ppo.learning_rate"] : "none";
     if (before == value) continue;
     const std::string label = name == "copies" ? "copies (workers x envs_per_worker)" : name;
     d += (d.empty() ? "" : ", ") + label + " " + before + " (now " + value + ")";

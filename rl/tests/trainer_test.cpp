@@ -377,6 +377,35 @@ TEST(Trainer, RefusesToResumeAnotherRun) {
   EXPECT_THROW(rl::PpoTrainer{o}, fibra::CheckpointError);
 }
 
+// A file written before TrainerOptions::async_learning_rate existed lacks its attribute: a
+// synchronous run's resumes (it learned at none), an asynchronous run's too when its
+// ppo.learning_rate is the rate asked for now (the one it learned at), and is refused otherwise.
+TEST(Trainer, AFileFromBeforeTheAsynchronousLearningRateResumes) {
+  for (const bool asynchronous : {false, true}) {
+    const std::string path = scratch(asynchronous ? "old-async.h5" : "old-sync.h5");
+    rl::TrainerOptions o = small(2, 2);
+    o.asynchronous = asynchronous;
+    {
+      rl::PpoTrainer t(o);
+      t.save(path);
+    }
+    fibra::hdf5_io::TableFile f = fibra::hdf5_io::read_table_file(path);
+    ASSERT_EQ(f.attributes.erase("async_learning_rate"), 1u) << "the file names async_learning_rate";
+    fibra::hdf5_io::write_table_file(path, f);
+    o.resume_from = path;
+    if (asynchronous) o.async_learning_rate = o.ppo.learning_rate;
+    EXPECT_NO_THROW(rl::PpoTrainer{o}) << (asynchronous ? "asynchronous" : "synchronous");
+    if (!asynchronous) continue;
+    o.async_learning_rate = o.ppo.learning_rate / 2;
+    try {
+      rl::PpoTrainer t(o);
+      ADD_FAILURE() << "an asynchronous run resumed at another learning rate";
+    } catch (const fibra::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("async_learning_rate 0.001 (now 5e-04)"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -53,6 +53,7 @@ constexpr double pool_wait_s = 60;     // a hello waits this long for a pool to 
 constexpr int hello_ms = 3'000;        // a joiner that connected sends its hello at once: within this
 constexpr double accept_bound_s = 90;  // a joiner told go connects within this (its own bound is 60 s)
 constexpr double standin_bye_s = 10;   // a stand-in that connected says bye within this
+constexpr int standin_tries = 3;       // stand-ins started, one after another, for one joiner
 constexpr double close_bound_s = 20;   // at close(), the listener's thread ends within this (a stand-in's start)
 
 std::string trimmed(std::string s) {
@@ -206,21 +207,29 @@ struct JoinListener::Impl {
   // This binary as `--fibra-join-standin <port>`, with the environment the driver was started
   // with (no launcher's variables: it starts MPI as a process of its own) and the name server's
   // URI; -1 if it cannot start.
-  pid_t start_stand_in(const std::string& port) const {
-    std::vector<std::string> env = launch_environment();
-    env.push_back("OMPI_MCA_pmix_server_uri=" + server_uri);
-    std::vector<std::string> argv = {self_exe(), join_standin_flag, port};
-    std::vector<char*> a, e;
-    for (auto& v : argv) a.push_back(v.data());
-    a.push_back(nullptr);
-    for (auto& v : env) e.push_back(v.data());
-    e.push_back(nullptr);
-    pid_t pid = -1;
-    if (const int rc = ::posix_spawn(&pid, a[0], nullptr, nullptr, a.data(), e.data()); rc != 0) {
-      log::warning("fibra: cannot start a join stand-in ({}): {}", a[0], std::strerror(rc));
-      return -1;
+  pid_t start_stand_in(const std::string& port) const noexcept {
+    try {
+      std::vector<std::string> env = launch_environment();
+      env.push_back("OMPI_MCA_pmix_server_uri=" + server_uri);
+      // (this very binary, even if its file was replaced since it started)
+      std::vector<std::string> argv = {"/proc/self/exe", join_standin_flag, port};
+      std::vector<char*> a, e;
+      for (auto& v : argv) a.push_back(v.data());
+      a.push_back(nullptr);
+      for (auto& v : env) e.push_back(v.data());
+      e.push_back(nullptr);
+      posix_spawn_file_actions_t files;
+      posix_spawn_file_actions_init(&files);
+      posix_spawn_file_actions_addclosefrom_np(&files, 3);  // none of the driver's descriptors
+      pid_t pid = -1;
+      const int rc = ::posix_spawn(&pid, a[0], &files, nullptr, a.data(), e.data());
+      posix_spawn_file_actions_destroy(&files);
+      if (rc == 0) return pid;
+      log::warning("fibra: cannot start a join stand-in: {}", std::strerror(rc));
+    } catch (const std::exception& e) {
+      log::warning("fibra: cannot start a join stand-in: {}", e.what());
     }
-    return pid;
+    return -1;
   }
 
   // Whether the process that connected is the stand-in (its bye came within standin_bye_s); if it
@@ -241,15 +250,66 @@ struct JoinListener::Impl {
     return true;
   }
 
-  // Reaps the stand-in, ended by SIGKILL if it has not left within standin_bye_s.
-  static void end_stand_in(pid_t pid) {
+  // Reaps the stand-in: at once with SIGKILL (`now`), or once it leaves, SIGKILLed if it has not
+  // within standin_bye_s.
+  static void end_stand_in(pid_t pid, bool now) {
     if (pid <= 0) return;
-    for (int i = 0; i < static_cast<int>(standin_bye_s * 100); ++i) {
+    for (int i = 0; !now && i < static_cast<int>(standin_bye_s * 100); ++i) {
       if (::waitpid(pid, nullptr, WNOHANG) != 0) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
+  }
+
+  static constexpr const char* left_reason = "left after its hello, before it connected";
+
+  // Watches a joiner told go until its connect is accepted: empty then; else why it will not come
+  // (left_reason: it hung up; or the bound passed; or the driver began to end).
+  std::string wait_for_connect(int fd, const std::atomic<bool>& accepted) const {
+    const auto bound = std::chrono::steady_clock::now() + std::chrono::duration<double>(accept_bound_s);
+    while (!accepted) {
+      pollfd p[2] = {{fd, POLLIN, 0}, {stop[0].get(), POLLIN, 0}};
+      const int r = ::poll(p, 2, 100);
+      char b;
+      if (accepted) break;
+      const bool readable = r > 0 && (p[0].revents & (POLLIN | POLLHUP));
+      if (readable && ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) return left_reason;
+      if (r > 0 && (p[1].revents & POLLIN)) return "had not connected when the driver began to end";
+      if (std::chrono::steady_clock::now() >= bound)
+        return "did not connect within " + std::to_string(static_cast<int>(accept_bound_s)) + " s of its go";
+      if (readable)  // (bytes after its hello, which a joiner never sends: not read, not spun on)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return {};
+  }
+
+  // Starts stand-ins for a joiner that will not connect until one's connect is accepted: one that
+  // ends first (its MPI did not start, its connect failed) is followed by another, standin_tries in
+  // all. The stand-in running when the accept returned, or -1.
+  pid_t stand_in_until_accepted(const std::string& port, const std::atomic<bool>& accepted, const wire::JoinHello& h,
+                                const std::string& why) const {
+    log::warning(
+        "fibra: the worker from {} on {} (pid {}) {}: a stand-in connects in its place so that workers may "
+        "join again",
+        h.origin, h.host, h.pid, why);
+    std::string ended;
+    for (int i = 0; i < standin_tries && !accepted; ++i) {
+      const pid_t pid = start_stand_in(port);
+      if (pid <= 0) break;
+      int status = 0;
+      while (!accepted && ::waitpid(pid, &status, WNOHANG) == 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (accepted && ::waitpid(pid, &status, WNOHANG) == 0) return pid;  // (still running: reaped later)
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return -1;       // (it connected, said bye and left)
+      ended = describe_exit(status);
+    }
+    if (!accepted)
+      log::warning(
+          "fibra: no stand-in connected for the worker from {} (the last {}): the driver waits in "
+          "MPI_Comm_accept for good, and no other worker can join this run",
+          h.origin, ended.empty() ? "could not start" : ended);
+    return -1;
   }
 
   // One joiner: its hello, the answer, and (having said "go") the accept of its connect.
@@ -288,6 +348,10 @@ struct JoinListener::Impl {
       answer(fd, false, why);
       return;
     }
+    if (stopping(0)) {
+      answer(fd, false, "the driver is ending");
+      return;
+    }
     char opened[MPI_MAX_PORT_NAME] = {};
     if (const int rc = MPI_Open_port(MPI_INFO_NULL, opened); rc != MPI_SUCCESS) {
       answer(fd, false, "the driver could not open an MPI port for it (" + mpi::error_text(rc) + ")");
@@ -306,30 +370,13 @@ struct JoinListener::Impl {
     in_accept = true;
     MPI_Comm comm = MPI_COMM_NULL;
     std::atomic<bool> accepted{false};
-    pid_t stand_in = -1;
+    pid_t stand_in = -1;  // (the watch's; read once it is joined)
+    bool joiner_left = false;
     std::thread watch([&] {
-      const auto bound = std::chrono::steady_clock::now() + std::chrono::duration<double>(accept_bound_s);
-      std::string why;
-      while (!accepted && why.empty()) {
-        pollfd p[2] = {{fd, POLLIN, 0}, {stop[0].get(), POLLIN, 0}};
-        const int r = ::poll(p, 2, 100);
-        char b;
-        if (accepted) return;
-        const bool readable = r > 0 && (p[0].revents & (POLLIN | POLLHUP));
-        if (readable && ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
-          why = "left after its hello, before it connected";
-        else if (r > 0 && (p[1].revents & POLLIN))
-          why = "had not connected when the driver began to end";
-        else if (std::chrono::steady_clock::now() >= bound)
-          why = "did not connect within " + std::to_string(static_cast<int>(accept_bound_s)) + " s of its go";
-        else if (readable)  // (bytes after its hello, which a joiner never sends: not read, not spun on)
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-      stand_in = start_stand_in(port);
-      log::warning("fibra: the worker from {} on {} (pid {}) {}: {}", h.origin, h.host, h.pid, why,
-                   stand_in > 0 ? "a stand-in connects in its place so that workers may join again"
-                                : "no stand-in could start, so the driver waits in MPI_Comm_accept for good and "
-                                  "no other worker can join this run");
+      const std::string why = wait_for_connect(fd, accepted);
+      if (why.empty()) return;
+      joiner_left = why == left_reason;
+      stand_in = stand_in_until_accepted(port, accepted, h, why);
     });
     const int rc = MPI_Comm_accept(port.c_str(), MPI_INFO_NULL, 0, self, &comm);
     accepted = true;
@@ -338,15 +385,23 @@ struct JoinListener::Impl {
     if (rc != MPI_SUCCESS) {
       log::warning("fibra: a worker from {} on {} (pid {}) said hello but MPI_Comm_accept failed: {}", h.origin, h.host,
                    h.pid, mpi::error_text(rc));
-      end_stand_in(stand_in);
+      end_stand_in(stand_in, true);
       return;
     }
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     if (stand_in > 0 && let_stand_in_go(comm)) {
-      end_stand_in(stand_in);
+      end_stand_in(stand_in, false);
       return;
     }
-    end_stand_in(stand_in);  // (the joiner's connect came first after all: the stand-in is not needed)
+    end_stand_in(stand_in, true);  // (its connect meets a port about to close: it is not needed)
+    if (joiner_left) {             // neither the stand-in nor a joiner known to be gone: not a worker to trust
+      log::warning(
+          "fibra: what connected for the worker from {} on {} (pid {}) after it left did not say bye; it "
+          "is let go",
+          h.origin, h.host, h.pid);
+      MPI_Comm_free(&comm);
+      return;
+    }
     JoinedAgent j{comm, h};
     if (!offer_joined_agent(j)) {  // the pool ended since: the joiner is told to leave
       MPI_Send(nullptr, 0, MPI_BYTE, 0, wire::tag_shutdown, comm);

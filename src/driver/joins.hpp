@@ -38,7 +38,8 @@ class JoinListener {
   /// driver started as ./app, an ompi-server it starts itself. ConfigError when it cannot.
   static std::unique_ptr<JoinListener> prepare();
   /// After MPI_Init (which must give MPI_THREAD_MULTIPLE: the accept runs on a thread of its own,
-  /// outside the MPI lock): opens the MPI port, listens for hellos, writes the join file.
+  /// outside the MPI lock): listens for hellos and writes the join file (each joiner told go gets
+  /// an MPI port of its own).
   void open();
   /// Stops listening and removes the join file (before MPI_Finalize). False when its thread is
   /// stuck in MPI_Comm_accept (a joiner said hello and never connected): then MPI must not be

@@ -89,8 +89,8 @@ struct TrainerOptions {
   /// where the synchronous 20 plateaued (fragments a step stale, learned from 20 times over).
   int async_epochs = 4;
   /// The asynchronous learner's learning rate (ppo.learning_rate is synchronous PPO's; annealed as
-  /// ppo.anneal_lr says). At synchronous PPO's 1e-3, 3 of 14 CartPole-v1 runs on a loaded machine
-  /// collapsed (a mean return near 350 falling to 100 for good); at 5e-4, 14 of 14 solved
+  /// ppo.anneal_lr says). At synchronous PPO's 1e-3, 4 of 26 CartPole-v1 runs on a loaded machine
+  /// collapsed (a mean return of 180-360 falling to about 100 for good); at 5e-4, 14 of 14 solved
   /// (docs/rl.md).
   double async_learning_rate = 5e-4;
 };
