@@ -3,7 +3,7 @@
 # layout.roles_apart, does not see a call to a function declared in a shared header and defined in
 # a role's folder). The objects are sorted by where their source is: src/driver/, src/agent/,
 # src/executor/ (its object library), and what all of them share (src/calls/, src/transport/,
-# src/common/). A role's objects must use no symbol another role's objects define, and the shared
+# src/common/, src/task_side.cpp; src/runtime.cpp, which becomes each role, is in none). A role's objects must use no symbol another role's objects define, and the shared
 # ones none of any role's. Prints each crossing as "<user> uses <definer>'s <symbol>".
 #   roles_linked_apart.sh <object file>...   (libfibra's and its object libraries', from CMake)
 set -u
@@ -12,7 +12,7 @@ all="$*"
 executor=$(pick /fibra_executor.dir/)
 driver=$(pick /src/driver/)
 agent=$(pick /src/agent/)
-shared="$(pick /fibra_calls.dir/) $(pick /src/transport/) $(pick /src/common/)"
+shared="$(pick /fibra_calls.dir/) $(pick /src/transport/) $(pick /src/common/) $(pick /src/task_side.)"
 for role in driver agent executor; do
   if [ -z "$(eval echo \$$role)" ]; then echo "FAIL: no objects of src/$role/ among the arguments"; exit 1; fi
 done

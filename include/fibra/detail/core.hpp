@@ -358,7 +358,7 @@ class PoolCore {
 };
 
 /// The FunctionEntry that a task's Actor<T>::get names (no function runs for it): its request and
-/// its reply in the driver (src/driver/job.cpp).
+/// its reply in the driver (src/calls/job.cpp).
 const FunctionEntry& actor_find_entry();
 /// The FunctionEntry of a task's call on a Queue, Pipe or Event (fibra/queue.hpp).
 const FunctionEntry& channel_entry();
