@@ -118,6 +118,23 @@ void run_agent(MPI_Comm parent, bool joined) {
   std::_Exit(rc);  // the agent never runs the user's main past this point
 }
 
+// The driver's part of a stop on SIGTERM/SIGUSR1 (src/calls/calls.hpp), as ~Runtime ends a run:
+// every pool stopped, the checkpoints folded, the join listener closed, and MPI finalized unless
+// an agent was lost on another host (Open MPI 4.1 may hang or abort in it then) or the listener
+// could not stop.
+void stop_teardown() noexcept {
+  detail::stop_all_pools();
+  detail::wait_for_checkpoints();
+  const bool joins_clean = !g_joins || g_joins->close();
+  // Under the MPI lock: a Pool() still spawning on the user's thread is not among the pools just
+  // stopped, and must not have MPI finalized under it (exit_for_stop's own timer bounds the wait).
+  std::lock_guard ml(mpi::lock());
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin && joins_clean && !detail::remote_host_lost() && detail::lost_joined_hosts().empty()) MPI_Finalize();
+}
+
 }  // namespace
 
 Runtime::Runtime(int& argc, char**& argv) {
@@ -145,7 +162,7 @@ Runtime::Runtime(int& argc, char**& argv) {
     }
   }
 
-  detail::set_stop_teardown(&detail::stop_teardown);  // (this process is the driver from here on)
+  detail::set_stop_teardown(&stop_teardown);  // (this process is the driver from here on)
   if (g_active.exchange(true))
     throw ConfigError(
         "fibra: a second fibra::Runtime was created while the first is alive; create one, first thing "

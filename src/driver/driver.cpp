@@ -3,8 +3,6 @@
 // src/driver/tasks.cpp).
 #include "driver/driver.hpp"
 #include "common/env.hpp"
-#include "fibra/detail/checkpoint.hpp"
-#include "transport/mpi.hpp"
 
 #include <atomic>
 #include <cstdio>
@@ -62,20 +60,6 @@ void note_lost_remote_host(const std::string& host) {
       std::fclose(f);
     }
   }
-}
-
-void stop_teardown() noexcept {
-  stop_all_pools();
-  wait_for_checkpoints();
-  // Under the MPI lock: a Pool() still spawning on the user's thread is not among the pools just
-  // stopped, and must not have MPI finalized under it (exit_for_stop's own timer bounds the wait).
-  std::lock_guard ml(mpi::lock());
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  // Not after an agent on another host was lost: Open MPI 4.1 may abort the process in it, and
-  // the status that asks for a requeue or a relaunch would be lost (see ~Runtime).
-  if (init && !fin && !remote_host_lost()) MPI_Finalize();
 }
 
 }  // namespace fibra::detail

@@ -33,11 +33,6 @@ void note_lost_joined_host(const std::string& host);
 /// The hosts noted so far, "a, b"; empty: none.
 std::string lost_joined_hosts();
 
-/// The driver's part of a stop on SIGTERM/SIGUSR1 (registered with set_stop_teardown,
-/// src/calls/calls.hpp): every pool stopped, the checkpoints folded, MPI finalized unless an agent
-/// on another host was lost.
-void stop_teardown() noexcept;
-
 /// In the driver: the pool of that PoolCore::uid, or null if it is gone.
 std::shared_ptr<PoolCore> find_pool(std::uint64_t uid) noexcept;
 

@@ -122,11 +122,15 @@ case_tune() {
   local id out i
   id="$("$fibra" slurm submit tune.toml)" || fail "submit"
   requeueable "$id"
-  for i in $(seq 1 300); do  # until the file shows 2 trials done
-    /usr/bin/python3 -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r'); sys.exit(0 if sum(s == b'done' for s in f['trials']['status'][()]) >= 2 else 1)" \
-      "$work/store/experiment.h5" 2>/dev/null && break
-    sleep 0.2
+  # Until 16 of the 80 results are in (2 trials' worth): results.csv, rewritten whole at each flush
+  # (0.2 s), is read in no time, where starting Python and h5py for each look took seconds on a
+  # loaded machine and once missed the 6 s run entirely.
+  for i in $(seq 1 1200); do
+    [ "$(wc -l <"$work/store/results.csv" 2>/dev/null || echo 0)" -ge 17 ] && break
+    sleep 0.1
   done
+  scontrol -o show job "$id" | grep -q "JobState=RUNNING" ||
+    fail "job $id was no longer running when 16 results were in (this test needs the 6 s experiment still under way)"
   scancel --batch --signal=USR1 "$id"
   timeout 120 bash -c 'until scontrol -o show job "$0" | grep -Eq "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT)"; do sleep 0.5; done' "$id" ||
     { scancel "$id"; fail "job $id did not finish within 120 s"; }
