@@ -263,6 +263,7 @@ struct JoinListener::Impl {
   }
 
   static constexpr const char* left_reason = "left after its hello, before it connected";
+  static constexpr pid_t standin_gone = -2;
 
   // Watches a joiner told go until its connect is accepted: empty then; else why it will not come
   // (left_reason: it hung up; or the bound passed; or the driver began to end).
@@ -286,7 +287,8 @@ struct JoinListener::Impl {
 
   // Starts stand-ins for a joiner that will not connect until one's connect is accepted: one that
   // ends first (its MPI did not start, its connect failed) is followed by another, standin_tries in
-  // all. The stand-in running when the accept returned, or -1.
+  // all. The stand-in running when the accept returned; standin_gone if one connected and has
+  // already left (reaped: its pid is no longer this process's to signal); else -1.
   pid_t stand_in_until_accepted(const std::string& port, const std::atomic<bool>& accepted, const wire::JoinHello& h,
                                 const std::string& why) const {
     log::warning(
@@ -300,8 +302,8 @@ struct JoinListener::Impl {
       int status = 0;
       while (!accepted && ::waitpid(pid, &status, WNOHANG) == 0)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      if (accepted && ::waitpid(pid, &status, WNOHANG) == 0) return pid;  // (still running: reaped later)
-      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return -1;       // (it connected, said bye and left)
+      if (accepted && ::waitpid(pid, &status, WNOHANG) == 0) return pid;       // (still running: reaped later)
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return standin_gone;  // (connected, said bye, left)
       ended = describe_exit(status);
     }
     if (!accepted)
@@ -389,7 +391,7 @@ struct JoinListener::Impl {
       return;
     }
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-    if (stand_in > 0 && let_stand_in_go(comm)) {
+    if ((stand_in > 0 || stand_in == standin_gone) && let_stand_in_go(comm)) {
       end_stand_in(stand_in, false);
       return;
     }
