@@ -71,6 +71,16 @@ inline bool drain(UniqueFd out_fd, UniqueFd err_fd, std::string& out, std::strin
 }
 }  // namespace command_detail
 
+/// `words` as exec and posix_spawn take an argv or an environment: a pointer to each, then a null
+/// pointer. They point into `words`, which must outlive them.
+inline std::vector<char*> exec_words(const std::vector<std::string>& words) {
+  std::vector<char*> p;
+  p.reserve(words.size() + 1);
+  for (const std::string& w : words) p.push_back(const_cast<char*>(w.c_str()));
+  p.push_back(nullptr);
+  return p;
+}
+
 /// Runs `argv` (its first word searched in PATH) with stdin from /dev/null, to its end. `env`: its
 /// whole environment ("NAME=value" each); empty: this process's. `error` is set when it cannot
 /// even begin (no pipe, no fork), and the status is then -1; or when it runs past `timeout_s`
@@ -89,11 +99,7 @@ inline CommandOutput run_command(const std::vector<std::string>& argv, const std
     return r;
   }
   UniqueFd err_r(err_fds[0]), err_w(err_fds[1]);
-  std::vector<char*> args, envp;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  std::vector<char*> args = exec_words(argv), envp = exec_words(env);
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::dup2(out_w.get(), 1);

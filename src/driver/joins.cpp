@@ -28,6 +28,7 @@
 #include <string_view>
 #include <thread>
 
+#include "common/command.hpp"
 #include "common/log.hpp"
 #include "common/process.hpp"
 #include "common/unique_fd.hpp"
@@ -212,12 +213,8 @@ struct JoinListener::Impl {
       std::vector<std::string> env = launch_environment();
       env.push_back("OMPI_MCA_pmix_server_uri=" + server_uri);
       // (this very binary, even if its file was replaced since it started)
-      std::vector<std::string> argv = {"/proc/self/exe", join_standin_flag, port};
-      std::vector<char*> a, e;
-      for (auto& v : argv) a.push_back(v.data());
-      a.push_back(nullptr);
-      for (auto& v : env) e.push_back(v.data());
-      e.push_back(nullptr);
+      const std::vector<std::string> argv = {"/proc/self/exe", join_standin_flag, port};
+      std::vector<char*> a = exec_words(argv), e = exec_words(env);
       posix_spawn_file_actions_t files;
       posix_spawn_file_actions_init(&files);
       posix_spawn_file_actions_addclosefrom_np(&files, 3);  // none of the driver's descriptors

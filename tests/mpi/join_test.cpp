@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "../common/bounded.hpp"
+#include "common/command.hpp"
 #include "common/unique_fd.hpp"
 #include "fibra/detail/registry.hpp"
 #include "transport/join.hpp"
@@ -71,11 +72,7 @@ pid_t start(std::vector<std::string> argv, const std::vector<std::string>& extra
     if (!driver_mpi) env.push_back(v);
   }
   for (const auto& v : extra) env.push_back(v);
-  std::vector<char*> a, e;
-  for (auto& s : argv) a.push_back(s.data());
-  a.push_back(nullptr);
-  for (auto& s : env) e.push_back(s.data());
-  e.push_back(nullptr);
+  std::vector<char*> a = fibra::detail::exec_words(argv), e = fibra::detail::exec_words(env);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

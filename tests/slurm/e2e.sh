@@ -42,32 +42,33 @@ case_map() {
   [ "$status" = "job $id 'map': COMPLETED, exit code 0, restarts 0"$'\n'"checkpoint: none" ] || fail "status: $status"
 }
 
-# The ES demo job through `fibra slurm submit`: it solves CartPole-v1 inside the allocation, keeping
-# its state where the spec's checkpoint says ($FIBRA_CHECKPOINT, which the script sets).
-case_es() {
-  local es="${FIBRA_E2E_ES:?FIBRA_E2E_ES, the path of the es job, is not set}"
-  printf '[job]\nname = "es"\nprogram = "%s"\nargs = ["--workers", "2", "--population", "64", "--generations", "60"]\nworkers = 2\nenv = { FIBRA_PROGRESS = "0" }\n[resources]\ntime = "5:00"\n[checkpoint]\npath = "%s/es.ckpt"\n' \
-    "$es" "$work" >es.toml
+# A demo job that learns CartPole-v1 through `fibra slurm submit --wait`: NAME, PROGRAM, its ARGS (a
+# TOML list's items) and WORKERS; its state where the spec's checkpoint says ($FIBRA_CHECKPOINT,
+# which the script sets: WORK/NAME.ckpt). Checks that it completed at once, and prints its job id.
+submit_learner() {
+  printf '[job]\nname = "%s"\nprogram = "%s"\nargs = [%s]\nworkers = %s\nenv = { FIBRA_PROGRESS = "0" }\n[resources]\ntime = "5:00"\n[checkpoint]\npath = "%s/%s.ckpt"\n' \
+    "$1" "$2" "$3" "$4" "$work" "$1" >"$1.toml"
   local out id
-  out="$(timeout 120 "$fibra" slurm submit es.toml --wait)" || fail "submit --wait exited $?: $out"
+  out="$(timeout 120 "$fibra" slurm submit "$1.toml" --wait)" || fail "submit --wait exited $?: $out"
   id="${out%%$'\n'*}"
-  grep -qx "job $id 'es': COMPLETED, exit code 0, restarts 0" <<<"$out" || fail "unexpected final status: $out"
+  grep -qx "job $id '$1': COMPLETED, exit code 0, restarts 0" <<<"$out" || fail "unexpected final status: $out"
+  echo "$id"
+}
+
+# The ES demo job: it solves CartPole-v1 inside the allocation, its state in its checkpoint.
+case_es() {
+  local es="${FIBRA_E2E_ES:?FIBRA_E2E_ES, the path of the es job, is not set}" id
+  id="$(submit_learner es "$es" '"--workers", "2", "--population", "64", "--generations", "60"' 2)"
   grep -q "over 100 episodes, target 475: reached" "es-$id.out" || fail "es-$id.out does not say the target was reached"
   /usr/bin/python3 -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r'); sys.exit(0 if f.attrs['generation'] > 0 else 1)" \
     "$work/es.ckpt.h5" || fail "no ES state in $work/es.ckpt.h5"
 }
 
-# PPO (jobs/ppo) through `fibra slurm submit`: it solves CartPole-v1 inside the allocation, its
-# rollout workers fibra actors beside the pool's one worker, its state where the spec's checkpoint
-# says ($FIBRA_CHECKPOINT, which the script sets).
+# PPO (jobs/ppo): it solves CartPole-v1 inside the allocation, its rollout workers fibra actors
+# beside the pool's one worker, its state in its checkpoint.
 case_ppo() {
-  local ppo="${FIBRA_E2E_PPO:?FIBRA_E2E_PPO, the path of the ppo job, is not set}"
-  printf '[job]\nname = "ppo"\nprogram = "%s"\nargs = ["--env", "cartpole", "--workers", "2", "--envs-per-worker", "4", "--total-steps", "100000"]\nworkers = 1\nenv = { FIBRA_PROGRESS = "0" }\n[resources]\ntime = "5:00"\n[checkpoint]\npath = "%s/ppo.ckpt"\n' \
-    "$ppo" "$work" >ppo.toml
-  local out id
-  out="$(timeout 120 "$fibra" slurm submit ppo.toml --wait)" || fail "submit --wait exited $?: $out"
-  id="${out%%$'\n'*}"
-  grep -qx "job $id 'ppo': COMPLETED, exit code 0, restarts 0" <<<"$out" || fail "unexpected final status: $out"
+  local ppo="${FIBRA_E2E_PPO:?FIBRA_E2E_PPO, the path of the ppo job, is not set}" id
+  id="$(submit_learner ppo "$ppo" '"--env", "cartpole", "--workers", "2", "--envs-per-worker", "4", "--total-steps", "100000"' 1)"
   grep -q "^ppo: CartPole-v1 solved in" "ppo-$id.out" || fail "ppo-$id.out does not say CartPole-v1 was solved"
   ls "$work"/ppo.ckpt* >/dev/null 2>&1 || fail "no PPO state at $work/ppo.ckpt*"
 }
