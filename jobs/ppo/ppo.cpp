@@ -3,7 +3,7 @@
 //   ppo [--env cartpole|acrobot|pendulum|<a registered name>] [--workers 4] [--envs-per-worker 2]
 //       [--steps 32] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--target-kl K] [--seed 1]
 //       [--target T] [--eval-episodes 100] [--window 20] [--csv PATH] [--state PATH] [--save-every 0]
-//       [--async] [--async-calls 2]
+//       [--async] [--async-calls 2] [--torch-module /abs/path/libmy_policy.so]
 //
 // Each iteration the learner's weights go to every rollout actor, each steps its copies --steps
 // steps and sends its fragment back, and PPO updates the weights (fibra/rl/trainer.hpp). A line per
@@ -74,7 +74,7 @@ struct Options {
       "ppo: %s\nusage: ppo [--env cartpole|acrobot|pendulum|NAME] [--workers N] [--envs-per-worker M] "
       "[--steps T] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--target-kl K] [--seed S] [--target T] "
       "[--eval-episodes E] [--window W] [--csv PATH] [--state PATH] [--save-every K] [--async] "
-      "[--async-calls C]\n",
+      "[--async-calls C] [--torch-module PATH]\n",
       why.c_str());
   std::exit(2);
 }
@@ -109,6 +109,10 @@ Options parse(int argc, char** argv) {
     }
     if (a == "--state") {
       o.state = v;
+      continue;
+    }
+    if (a == "--torch-module") {  // a user's network (fibra/rl/torch_policy.hpp) in place of the MLPs
+      o.trainer.torch_module = v;
       continue;
     }
     char* end = nullptr;

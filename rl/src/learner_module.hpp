@@ -9,21 +9,29 @@
 // PPO loss and its gradient with libtorch's autograd, and steps Adam. Everything else (GAE, batches,
 // minibatch order, schedules, the normaliser, checkpoint names) is fibra_rl's, in plain C++.
 //
+// A user's network (PolicySpec::torch_module, a shared library made with FIBRA_RL_TORCH_POLICY from
+// <fibra/rl/torch_policy.hpp>) is opened by the module too: the learner trains it in place of the
+// built-in MLPs, and NetworkModule runs its forward pass for rollout workers, which then load
+// libtorch (the cost docs/rl.md states) since the user's layers are not fibra's kernels.
+//
 // Both sides are built together from this header, by one compiler and standard library; the ABI
 // number catches a module left over from another build. Data cross as spans and plain structs.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace fibra::rl::detail {
 
 /// @brief Bumped whenever anything in this header changes.
-inline constexpr int learner_module_abi = 1;
-/// @brief The module's one exported symbol, an extern "C" LearnerFactory.
+inline constexpr int learner_module_abi = 2;
+/// @brief The module's exported symbols: an extern "C" LearnerFactory and NetworkFactory.
 inline constexpr const char* learner_factory_symbol = "fibra_rl_torch_make_learner";
+inline constexpr const char* network_factory_symbol = "fibra_rl_torch_make_network";
 
 /// @brief One linear layer's place in the flat parameters: weight (out x in, row-major) at
 /// weight_offset, bias (out) at bias_offset.
@@ -34,10 +42,16 @@ struct LinearBlock {
 /// @brief What the module needs to build the network and its loss.
 struct ModuleSpec {
   std::int64_t observation_size = 0;
-  std::int64_t action_size = 0;  ///< values per action: 1 for discrete, the box's size for Gaussian
-  bool discrete = true;          ///< categorical head over actor outputs (logits), else a diagonal Gaussian
-  bool relu = false;             ///< the hidden activation: relu, else tanh
-  bool float64 = false;          ///< parameters, optimiser and loss in double (gradient tests)
+  std::int64_t action_size = 0;    ///< values per action: 1 for discrete, the box's size for Gaussian
+  std::int64_t actor_outputs = 0;  ///< the actor's outputs: Discrete::n logits, or the box's size means
+  /// A user's network (PolicySpec::torch_module): the shared library's path; then actor, critic
+  /// are empty, and the flat parameters are its parameters in named_parameters() order, then the
+  /// log std for a Gaussian (at log_std_offset). Empty: the built-in MLPs of actor and critic.
+  std::string torch_module;
+  std::vector<int> hidden;  ///< PolicySpec::hidden, passed to a user's network as a hint
+  bool discrete = true;     ///< categorical head over actor outputs (logits), else a diagonal Gaussian
+  bool relu = false;        ///< the hidden activation: relu, else tanh
+  bool float64 = false;     ///< parameters, optimiser and loss in double (gradient tests)
   std::vector<LinearBlock> actor, critic;
   std::int64_t log_std_offset = -1;  ///< Gaussian only
   std::int64_t parameter_count = 0;
@@ -86,12 +100,38 @@ class LearnerModule {
                         std::span<double> entropy, std::span<double> values) = 0;
 };
 
+/// @brief One parameter tensor of a user's network, as named_parameters() names it.
+struct NamedShape {
+  std::string name;
+  std::vector<std::int64_t> shape;
+};
+
+/// @brief A user's network for inference (float32, no autograd) and for its layout and initial
+/// values. Not thread-safe; one per Policy.
+class NetworkModule {
+ public:
+  virtual ~NetworkModule() = default;
+  /// @brief The network's parameters in named_parameters() order (the log std is not one).
+  virtual std::vector<NamedShape> layout() const = 0;
+  virtual void get_parameters(std::span<float> out) const = 0;
+  virtual void set_parameters(std::span<const float> in) = 0;
+  /// @brief For n rows of normalised observations: the actor's outputs (n x actor_outputs) and the
+  /// values (n).
+  virtual void forward(std::span<const float> observations, std::span<float> actor, std::span<float> values) = 0;
+};
+
 /// @brief The factory: a new LearnerModule, or nullptr with a message in `error` (NUL-terminated,
 /// at most error_size bytes) if `abi` is not the module's learner_module_abi or building fails.
 using LearnerFactory = LearnerModule* (*)(int abi, const ModuleSpec* spec, char* error, std::size_t error_size);
+/// @brief A new NetworkModule for spec.torch_module, its parameters drawn as the library's
+/// constructors draw them after torch's generator is seeded with spec.seed; or nullptr with a
+/// message, as LearnerFactory.
+using NetworkFactory = NetworkModule* (*)(int abi, const ModuleSpec* spec, char* error, std::size_t error_size);
 
-/// @brief The module's factory, loaded on first use (module_loader.cpp); the same for the process's life.
+/// @brief The module's factories, loaded on first use (module_loader.cpp); the same for the
+/// process's life.
 /// @throws ConfigError naming every path tried, each with dlerror(), and the fix.
 LearnerFactory learner_factory();
+NetworkFactory network_factory();
 
 }  // namespace fibra::rl::detail

@@ -1,4 +1,5 @@
-// Finds and opens libfibra_rl_torch.so, once per process, when the first PpoLearner is made.
+// Finds and opens libfibra_rl_torch.so, once per process, when the first PpoLearner (or the first
+// Policy of a user's torch network) is made.
 #include "learner_module.hpp"
 
 #include <fibra/error.hpp>
@@ -6,6 +7,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -27,7 +29,7 @@ std::vector<std::string> candidates() {
   return paths;
 }
 
-LearnerFactory load() {
+void* load(const char* symbol_name) {
   std::string tried;
   for (const std::string& path : candidates()) {
     // Never closed: libtorch registers operators and threads that do not survive an unload.
@@ -36,7 +38,7 @@ LearnerFactory load() {
       tried += "\n  " + path + ": " + dlerror();
       continue;
     }
-    if (void* symbol = dlsym(handle, learner_factory_symbol)) return reinterpret_cast<LearnerFactory>(symbol);
+    if (void* symbol = dlsym(handle, symbol_name)) return symbol;
     tried += "\n  " + path + ": " + dlerror();
   }
 #ifdef FIBRA_RL_TORCH_BUILD_PATH
@@ -44,21 +46,28 @@ LearnerFactory load() {
 #else
   const std::string build = "\nThis build of fibra was configured without libtorch (find_package(Torch) found none).";
 #endif
-  throw ConfigError("fibra::rl: cannot load the learner's libtorch module (libfibra_rl_torch.so); tried:" +
-                    (tried.empty() ? std::string("\n  (no path: FIBRA_RL_TORCH_MODULE is not set)") : tried) + build +
-                    "\nTo fix: install libtorch-dev (Debian, CPU), configure fibra again and build the target "
-                    "fibra_rl_torch (cmake --build BUILD --target fibra_rl_torch), or set FIBRA_RL_TORCH_MODULE to "
-                    "the path of libfibra_rl_torch.so. Only the learner needs it; rollout workers never load it.");
+  throw ConfigError(
+      "fibra::rl: cannot load the learner's libtorch module (libfibra_rl_torch.so); tried:" +
+      (tried.empty() ? std::string("\n  (no path: FIBRA_RL_TORCH_MODULE is not set)") : tried) + build +
+      "\nTo fix: install libtorch-dev (Debian, CPU), configure fibra again and build the target "
+      "fibra_rl_torch (cmake --build BUILD --target fibra_rl_torch), or set FIBRA_RL_TORCH_MODULE to "
+      "the path of libfibra_rl_torch.so. Only the learner needs it, and rollout workers of a user's torch "
+      "network (PolicySpec::torch_module); rollout workers of the built-in MLPs never load it.");
+}
+
+// The symbol, looked up once for the process's life.
+void* symbol(const char* name) {
+  static std::mutex mutex;
+  static std::map<std::string, void*> symbols;
+  std::lock_guard lock(mutex);
+  void*& found = symbols[name];
+  if (!found) found = load(name);
+  return found;
 }
 
 }  // namespace
 
-LearnerFactory learner_factory() {
-  static std::mutex mutex;
-  static LearnerFactory factory = nullptr;
-  std::lock_guard lock(mutex);
-  if (!factory) factory = load();
-  return factory;
-}
+LearnerFactory learner_factory() { return reinterpret_cast<LearnerFactory>(symbol(learner_factory_symbol)); }
+NetworkFactory network_factory() { return reinterpret_cast<NetworkFactory>(symbol(network_factory_symbol)); }
 
 }  // namespace fibra::rl::detail

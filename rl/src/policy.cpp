@@ -2,6 +2,7 @@
 #include <fibra/rl/policy.hpp>
 
 #include "kernels/mlp.hpp"
+#include "torch_network.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -87,8 +88,17 @@ std::vector<ParameterBlock> parameter_layout(const PolicySpec& spec) {
   check_spec(spec);
   std::vector<ParameterBlock> blocks;
   std::size_t offset = 0;
-  add_mlp(blocks, offset, "actor", spec.observation_size, spec.hidden, spec.actor_outputs());
-  add_mlp(blocks, offset, "critic", spec.observation_size, spec.hidden, 1);
+  if (!spec.torch_module.empty()) {
+    for (detail::NamedShape& p : detail::network_layout(spec)) {
+      std::size_t size = 1;
+      for (std::int64_t d : p.shape) size *= static_cast<std::size_t>(d);
+      blocks.push_back({std::move(p.name), std::move(p.shape), offset, size});
+      offset += size;
+    }
+  } else {
+    add_mlp(blocks, offset, "actor", spec.observation_size, spec.hidden, spec.actor_outputs());
+    add_mlp(blocks, offset, "critic", spec.observation_size, spec.hidden, 1);
+  }
   if (!spec.discrete())
     blocks.push_back({"actor_logstd", {spec.actor_outputs()}, offset, static_cast<std::size_t>(spec.actor_outputs())});
   return blocks;
@@ -104,6 +114,11 @@ PolicyWeights initial_weights(const PolicySpec& spec, std::uint64_t seed, bool n
   PolicyWeights w{.version = 0,
                   .params = std::vector<float>(blocks.back().offset + blocks.back().size, 0.0f),
                   .normaliser = ObsNormaliser(spec.observation_size, normalise_observations)};
+  if (!spec.torch_module.empty()) {
+    const std::size_t log_std = spec.discrete() ? 0 : static_cast<std::size_t>(spec.actor_outputs());
+    detail::make_network(spec, seed)->get_parameters(std::span<float>(w.params).first(w.params.size() - log_std));
+    return w;
+  }
   Rng rng(seed);
   const std::size_t layers = spec.hidden.size() + 1;
   for (std::size_t b = 0; b < blocks.size(); ++b) {
@@ -130,6 +145,14 @@ Policy::Policy(PolicySpec spec, const PolicyWeights& weights)
     throw ConfigError("fibra::rl: the policy's normaliser is for observations of " +
                       std::to_string(normaliser_.size()) + " values; its spec's are " +
                       std::to_string(spec_.observation_size));
+  const std::size_t log_std = spec_.discrete() ? 0 : static_cast<std::size_t>(spec_.actor_outputs());
+  if (!spec_.discrete())
+    log_std_.assign(weights.params.end() - static_cast<std::ptrdiff_t>(log_std), weights.params.end());
+  if (!spec_.torch_module.empty()) {
+    network_ = detail::make_network(spec_, 0);
+    network_->set_parameters(std::span<const float>(weights.params).first(count - log_std));
+    return;
+  }
   const std::size_t layers = spec_.hidden.size() + 1;
   for (std::size_t l = 0; l < 2 * layers; ++l) {
     const ParameterBlock& wb = blocks[2 * l];
@@ -144,8 +167,6 @@ Policy::Policy(PolicySpec spec, const PolicyWeights& weights)
                       weights.params.begin() + static_cast<std::ptrdiff_t>(bb.offset + bb.size));
     (l < layers ? actor_ : critic_).push_back(std::move(layer));
   }
-  if (!spec_.discrete())
-    log_std_.assign(weights.params.begin() + static_cast<std::ptrdiff_t>(blocks.back().offset), weights.params.end());
 }
 
 std::size_t Policy::rows_of(std::span<const double> obs) const {
@@ -174,13 +195,25 @@ void Policy::forward(const std::vector<Layer>& net, std::span<const float> x, st
   detail::mlp_forward<float>(layers, spec_.activation == Activation::relu, static_cast<int>(n), x.data(), outputs);
 }
 
+// The actor's outputs into actor_out_ (n x actor_outputs) and the values into critic_out_ (n), for n
+// normalised rows.
+void Policy::networks(std::span<const float> x, std::size_t n) {
+  if (network_) {
+    actor_out_.resize(n * static_cast<std::size_t>(spec_.actor_outputs()));
+    critic_out_.resize(n);
+    network_->forward(x, actor_out_, critic_out_);
+    return;
+  }
+  forward(actor_, x, n, actor_out_);
+  forward(critic_, x, n, critic_out_);
+}
+
 // Normalises, then runs both networks: actor_out_ (n x actor_outputs) and out.values.
 void Policy::heads(std::span<const double> obs, ActBatch& out) {
   const std::size_t n = rows_of(obs);
   out.observations.resize(obs.size());
   normaliser_.normalise(obs, out.observations);
-  forward(actor_, out.observations, n, actor_out_);
-  forward(critic_, out.observations, n, critic_out_);
+  networks(out.observations, n);
   out.values.assign(critic_out_.begin(), critic_out_.end());
   out.logp.resize(n);
   out.actions.resize(n * static_cast<std::size_t>(spec_.action_size()));
@@ -272,7 +305,10 @@ void Policy::values_normalised(std::span<const float> obs, std::vector<double>& 
   if (obs.size() % d != 0)
     throw std::invalid_argument("fibra::rl: Policy::values_normalised got " + std::to_string(obs.size()) +
                                 " values, not whole rows of " + std::to_string(d));
-  forward(critic_, obs, obs.size() / d, critic_out_);
+  if (network_)
+    networks(obs, obs.size() / d);  // a user's network gives both outputs in one pass
+  else
+    forward(critic_, obs, obs.size() / d, critic_out_);
   out.assign(critic_out_.begin(), critic_out_.end());
 }
 

@@ -4,6 +4,7 @@
 #include <fibra/rl/ppo.hpp>
 
 #include "learner_module.hpp"
+#include "torch_network.hpp"
 
 #include <algorithm>
 #include <array>
@@ -23,13 +24,9 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 
 detail::ModuleSpec module_spec(const PolicySpec& spec, const PpoConfig& config,
                                const std::vector<ParameterBlock>& layout) {
-  detail::ModuleSpec m;
-  m.observation_size = spec.observation_size;
-  m.action_size = spec.action_size();
-  m.discrete = spec.discrete();
-  m.relu = spec.activation == Activation::relu;
+  detail::ModuleSpec m = detail::network_spec(spec, config.seed);
   m.float64 = config.float64;
-  const std::size_t layers = spec.hidden.size() + 1;
+  const std::size_t layers = spec.torch_module.empty() ? spec.hidden.size() + 1 : 0;  // a user's: none of ours
   for (std::size_t l = 0; l < 2 * layers; ++l) {
     const ParameterBlock& w = layout[2 * l];
     const ParameterBlock& b = layout[2 * l + 1];
@@ -47,7 +44,6 @@ detail::ModuleSpec module_spec(const PolicySpec& spec, const PpoConfig& config,
   m.ent_coef = config.ent_coef;
   m.max_grad_norm = config.max_grad_norm;
   m.adam_epsilon = config.adam_epsilon;
-  m.seed = config.seed;
   return m;
 }
 
@@ -425,7 +421,8 @@ void PpoLearner::load_state(const std::vector<NamedArray>& state) { impl_->load_
 
 LocalTrainResult train_ppo_local(std::string_view env_name, const PpoConfig& config, const LocalTrainOptions& options) {
   const Clock::time_point start = Clock::now();
-  const PolicySpec spec = PolicySpec::for_env(env_name);
+  PolicySpec spec = PolicySpec::for_env(env_name);
+  spec.torch_module = options.torch_module;
   PpoLearner learner(spec, config);
   Sampler sampler(std::string(env_name), options.num_envs, 0, config.seed, spec);
   const std::uint64_t eval_seed = Rng(config.seed ^ 0xE7A1'0000'0000'0000ull).next();

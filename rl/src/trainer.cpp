@@ -44,7 +44,8 @@ struct RolloutSetup {
 };
 
 /// A rollout worker (RLlib's RolloutWorker): M environment copies and the policy, in an actor's
-/// process. Inference is rl::Policy's plain C++: this process never loads libtorch.
+/// process. Inference is rl::Policy's plain C++: this process never loads libtorch (unless the spec is a
+/// user's torch network, PolicySpec::torch_module).
 ///
 /// A resumed run starts it from its setup and then calls restore(): fibra restarts an actor that
 /// died from its constructor's argument, and a restarted worker's copies must start new episodes,
@@ -345,6 +346,7 @@ PpoTrainer::PpoTrainer(TrainerOptions options) : impl_(std::make_unique<Impl>())
   Impl& m = *impl_;
   m.o = std::move(options);
   m.spec = PolicySpec::for_env(m.o.env, m.o.hidden, m.o.activation);
+  m.spec.torch_module = m.o.torch_module;
   // (a file of another run is refused before libtorch loads or a process starts)
   std::optional<detail::TrainerFile> saved;
   if (!m.o.resume_from.empty()) saved = read_for_resume(m.o, m.spec);

@@ -86,6 +86,7 @@ Configuration configuration_of(const TrainerOptions& o) {
       {"fragment_steps", std::to_string(o.fragment_steps)},
       {"hidden", hidden},
       {"activation", o.activation == Activation::relu ? "relu" : "tanh"},
+      {"torch_module", o.torch_module.empty() ? "none" : o.torch_module},
       {"ppo.gamma", number(p.gamma)},
       {"ppo.gae_lambda", number(p.gae_lambda)},
       {"ppo.clip", number(p.clip)},
@@ -123,6 +124,7 @@ std::string differences(const Configuration& saved, const Configuration& now) {
     // ppo.learning_rate, its synchronous one at none.
     if (it == was.end() && name == "async_learning_rate")
       before = was["asynchronous"] == "true" ? was["ppo.learning_rate"] : "none";
+    if (it == was.end() && name == "torch_module") before = "none";  // a file from before user networks
     if (before == value) continue;
     const std::string label = name == "copies" ? "copies (workers x envs_per_worker)" : name;
     d += (d.empty() ? "" : ", ") + label + " " + before + " (now " + value + ")";

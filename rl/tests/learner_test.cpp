@@ -1,6 +1,8 @@
 // PpoLearner through the libtorch module: libtorch loaded only once a learner is made; Policy's
 // inference equal to the learner's own evaluation; the loss's gradient against central finite
 // differences in double; state() and load_state(); the same learning for any split of the copies.
+#include "learner_checks.hpp"
+
 #include <fibra/rl/ppo.hpp>
 
 #include <gtest/gtest.h>
@@ -22,6 +24,10 @@ using fibra::rl::PolicySpec;
 using fibra::rl::PpoConfig;
 using fibra::rl::PpoLearner;
 using fibra::rl::Sampler;
+using fibra::rl::test::expect_close;
+using fibra::rl::test::expect_gradient_matches_finite_differences;
+using fibra::rl::test::expect_policy_equals_learner;
+using fibra::rl::test::random_parameters;
 
 bool libtorch_loaded() {
   bool found = false;
@@ -59,51 +65,12 @@ TEST(LearnerModule, LibtorchIsLoadedOnlyWhenALearnerIsMade) {
       seconds, before, resident_mb(), resident_mb() - before);
 }
 
-// Random weights of visible size (the initial actor's output gain is 0.01).
-std::vector<double> random_parameters(PpoLearner& learner, std::uint64_t seed, double scale) {
-  std::vector<double> p = learner.parameters();
-  fibra::rl::Rng rng(seed);
-  for (double& v : p) v += scale * rng.normal();
-  return p;
+TEST(PolicyAndLearner, CategoricalAgree) {
+  expect_policy_equals_learner("CartPole-v1", PpoConfig{}, PolicySpec::for_env("CartPole-v1"));
 }
-
-void expect_close(double a, double b, const std::string& what) {
-  EXPECT_LE(std::abs(a - b), 1e-5 * std::max(1.0, std::abs(b))) << what << ": " << a << " vs " << b;
+TEST(PolicyAndLearner, GaussianAgree) {
+  expect_policy_equals_learner("Pendulum-v1", PpoConfig{}, PolicySpec::for_env("Pendulum-v1"));
 }
-
-void expect_policy_equals_learner(const std::string& env, PpoConfig config) {
-  const PolicySpec spec = PolicySpec::for_env(env);
-  config.normalise_observations = true;
-  PpoLearner learner(spec, config);
-  learner.set_parameters(random_parameters(learner, 2, 0.2));
-  fibra::rl::PolicyWeights w = learner.weights();
-  fibra::rl::Rng rng(3);
-  fibra::rl::ObsMoments m(spec.observation_size);  // statistics, so that normalisation matters
-  std::vector<double> obs(static_cast<std::size_t>(spec.observation_size) * 32);
-  for (double& v : obs) v = 3 * rng.normal() + 1;
-  for (std::size_t r = 0; r < 32; ++r)
-    m.add(std::span<const double>(obs).subspan(r * spec.observation_size, spec.observation_size));
-  w.normaliser.merge(m);
-  fibra::rl::Policy policy(spec, w);
-  std::vector<fibra::rl::Rng> rngs;
-  for (int i = 0; i < 32; ++i) rngs.emplace_back(100 + i);
-  fibra::rl::ActBatch act;
-  policy.act(obs, rngs, act);
-  fibra::rl::Evaluation mine;
-  policy.evaluate(obs, act.actions, mine);
-  const std::vector<float> actions(act.actions.begin(), act.actions.end());
-  const fibra::rl::Evaluation theirs = learner.evaluate(act.observations, actions);
-  for (std::size_t r = 0; r < 32; ++r) {
-    expect_close(act.logp[r], theirs.logp[r], env + " logp of act, row " + std::to_string(r));
-    // The critic's forward pass is the same code on the same floats on both sides: equal to the bit.
-    EXPECT_EQ(act.values[r], theirs.values[r]) << env << " value, row " << r;
-    expect_close(mine.logp[r], theirs.logp[r], env + " logp of evaluate, row " + std::to_string(r));
-    expect_close(mine.entropy[r], theirs.entropy[r], env + " entropy, row " + std::to_string(r));
-  }
-}
-
-TEST(PolicyAndLearner, CategoricalAgree) { expect_policy_equals_learner("CartPole-v1", PpoConfig{}); }
-TEST(PolicyAndLearner, GaussianAgree) { expect_policy_equals_learner("Pendulum-v1", PpoConfig{}); }
 TEST(PolicyAndLearner, ReluAgrees) {
   const PolicySpec spec = PolicySpec::for_env("Acrobot-v1", {32, 16}, fibra::rl::Activation::relu);
   PpoLearner learner(spec, PpoConfig{});
@@ -125,52 +92,12 @@ TEST(PolicyAndLearner, ReluAgrees) {
   }
 }
 
-// A batch sampled from the env, then parameters moved so that the ratios differ from 1 (some
-// clipped) and the value loss's clip engages.
-void expect_gradient_matches_finite_differences(const std::string& env) {
-  const PolicySpec spec = PolicySpec::for_env(env, {5, 4});
-  PpoConfig config;
-  config.float64 = true;
-  config.clip_vloss = true;
-  config.ent_coef = 0.01;
-  PpoLearner learner(spec, config);
-  Sampler sampler(env, 3, 0, 4, spec);
-  learner.set_parameters(random_parameters(learner, 7, 0.3));
-  sampler.set_weights(learner.weights());
-  const Fragment f = sampler.sample(20);
-  const fibra::rl::Batch batch = learner.make_batch({&f, 1});
-  const std::vector<double> at = random_parameters(learner, 8, 0.05);
-  learner.set_parameters(at);
-  const fibra::rl::LossAndGradient g = learner.loss_and_gradient(batch);
-  const double h = 1e-6;
-  int checked = 0;
-  double worst = 0;
-  for (std::size_t i = 0; i < at.size(); ++i) {
-    std::vector<double> p = at;
-    p[i] = at[i] + h;
-    learner.set_parameters(p);
-    const double up = learner.loss_and_gradient(batch).loss;
-    p[i] = at[i] - h;
-    learner.set_parameters(p);
-    const double down = learner.loss_and_gradient(batch).loss;
-    const double fd = (up - down) / (2 * h);
-    const double error = std::abs(fd - g.gradient[i]) / std::max(1e-3, std::abs(fd));
-    worst = std::max(worst, error);
-    EXPECT_LT(error, 1e-4) << env << " parameter " << i << ": finite difference " << fd << ", gradient "
-                           << g.gradient[i];
-    checked += std::abs(fd) > 1e-6;
-  }
-  learner.set_parameters(at);
-  EXPECT_DOUBLE_EQ(learner.loss_and_gradient(batch).loss, g.loss);  // nothing moved
-  EXPECT_GT(checked, static_cast<int>(at.size()) / 2) << "most of the gradient is zero: the test sees little";
-  std::printf("%s: %zu parameters, %d with a non-zero gradient, worst relative error %.2e\n", env.c_str(), at.size(),
-              checked, worst);
-}
-
 TEST(PpoLoss, CategoricalGradientMatchesFiniteDifferences) {
-  expect_gradient_matches_finite_differences("CartPole-v1");
+  expect_gradient_matches_finite_differences("CartPole-v1", PolicySpec::for_env("CartPole-v1", {5, 4}));
 }
-TEST(PpoLoss, GaussianGradientMatchesFiniteDifferences) { expect_gradient_matches_finite_differences("Pendulum-v1"); }
+TEST(PpoLoss, GaussianGradientMatchesFiniteDifferences) {
+  expect_gradient_matches_finite_differences("Pendulum-v1", PolicySpec::for_env("Pendulum-v1", {5, 4}));
+}
 
 // Two updates through one sampler of 8 copies or two of 4 (fragments given in either order).
 std::vector<double> learn_twice(const std::vector<std::pair<int, int>>& parts, bool reversed) {

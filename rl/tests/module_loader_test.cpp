@@ -24,15 +24,15 @@ std::string learner_error(const char* module) {
 const std::string fix =
     "\nTo fix: install libtorch-dev (Debian, CPU), configure fibra again and build the target fibra_rl_torch (cmake "
     "--build BUILD --target fibra_rl_torch), or set FIBRA_RL_TORCH_MODULE to the path of libfibra_rl_torch.so. Only "
-    "the "
-    "learner needs it; rollout workers never load it.";
+    "the learner needs it, and rollout workers of a user's torch network (PolicySpec::torch_module); rollout "
+    "workers of the built-in MLPs never load it.";
 #else
 const std::string fix =
     "\nThis build of fibra was configured without libtorch (find_package(Torch) found none)."
     "\nTo fix: install libtorch-dev (Debian, CPU), configure fibra again and build the target fibra_rl_torch (cmake "
     "--build BUILD --target fibra_rl_torch), or set FIBRA_RL_TORCH_MODULE to the path of libfibra_rl_torch.so. Only "
-    "the "
-    "learner needs it; rollout workers never load it.";
+    "the learner needs it, and rollout workers of a user's torch network (PolicySpec::torch_module); rollout "
+    "workers of the built-in MLPs never load it.";
 #endif
 
 TEST(LearnerModule, MissingModuleSaysWhereItLookedAndWhatToDo) {

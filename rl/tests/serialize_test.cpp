@@ -5,6 +5,7 @@
 
 #include <boost/archive/binary_iarchive.hpp>
 #include <boost/archive/binary_oarchive.hpp>
+#include <boost/serialization/string.hpp>
 #include <boost/serialization/vector.hpp>
 
 #include <gtest/gtest.h>
@@ -27,8 +28,10 @@ T round_trip(const T& value) {
 }
 
 TEST(Serialization, SpecsOfBothKinds) {
-  const auto cartpole = fibra::rl::PolicySpec::for_env("CartPole-v1", {32, 16}, fibra::rl::Activation::relu);
+  auto cartpole = fibra::rl::PolicySpec::for_env("CartPole-v1", {32, 16}, fibra::rl::Activation::relu);
+  cartpole.torch_module = "/shared/libmy_policy.so";
   const auto c = round_trip(cartpole);
+  EXPECT_EQ(c.torch_module, "/shared/libmy_policy.so");
   EXPECT_EQ(c.observation_size, 4);
   EXPECT_EQ(std::get<fibra::rl::Discrete>(c.action_space).n, 2);
   EXPECT_EQ(c.hidden, (std::vector<int>{32, 16}));

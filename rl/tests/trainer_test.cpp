@@ -343,6 +343,38 @@ print("h5py read the file")
   EXPECT_EQ(rc, 0) << "h5py's checks of " << path << " failed (its assertion is printed above)";
 }
 
+// A user's torch network (rl/tests/user_policy/shared_torso.cpp) on rollout workers in other
+// processes: they open the library by the spec's path (a spec that did not carry it would make
+// them refuse the weights' size), the learner trains it, and the file names its parameters as the
+// module does.
+TEST(Trainer, AUserNetworkTrainsOnRolloutWorkers) {
+  const std::string python = FIBRA_TEST_PYTHON;
+  if (python.empty() || std::system((python + " -c 'import h5py' 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << "no python3 with h5py: apt-get install python3-h5py";
+  const std::string path = scratch("user_network.h5"), script = scratch("check_user_network.py");
+  rl::TrainerOptions o = small(2, 2);
+  o.torch_module = FIBRA_RL_TEST_POLICY;
+  {
+    rl::PpoTrainer t(o);
+    const std::vector<float> before = t.weights().params;
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(t.train().lost_fragments, 0u) << "iteration " << i;
+    EXPECT_NE(t.weights().params, before) << "the learner did not move the user's network";
+    t.save(path);
+  }
+  std::ofstream(script) << R"(import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+L = f["learner"]
+for name, shape in {"torso.0.weight": (16, 4), "torso.2.bias": (16,), "actor.weight": (2, 16), "critic.bias": (1,),
+                    "adam.exp_avg.torso.0.weight": (16, 4)}.items():
+    assert L[name].shape == shape, (name, L[name].shape, shape)
+v = f.attrs["torch_module"]
+assert (v.decode() if isinstance(v, bytes) else v) == sys.argv[2], v
+print("h5py read the user network's file")
+)";
+  const int rc = std::system((python + " " + script + " " + path + " " + FIBRA_RL_TEST_POLICY).c_str());
+  EXPECT_EQ(rc, 0) << "h5py's checks of " << path << " failed (its assertion is printed above)";
+}
+
 TEST(Trainer, RefusesToResumeAnotherRun) {
   const std::string path = scratch("other.h5");
   {

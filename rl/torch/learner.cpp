@@ -8,8 +8,14 @@
 // fibra's kernels (rl/src/kernels): Debian's libtorch links the reference BLAS, 10 to 40 times
 // slower at these sizes (docs/rl.md has the measurements), and the float forward pass is then the
 // workers' to the bit. The heads, the PPO loss, the gradient through them and Adam are libtorch's.
+//
+// A user's network (ModuleSpec::torch_module, user_policy.hpp) keeps its own parameter tensors:
+// flat_ is then their values (in named_parameters() order, then the log std), copied into them
+// after every change, and the gradient is theirs gathered into the flat layout, so that Adam, the
+// gradient's clipping and the checkpoints are the same code for both.
 #include "kernels/mlp.hpp"
 #include "learner_module.hpp"
+#include "user_policy.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -120,13 +126,36 @@ class TorchLearner final : public LearnerModule {
         actor_{.layers = spec.actor, .relu = spec.relu},
         critic_{.layers = spec.critic, .relu = spec.relu} {
     const auto options = at::TensorOptions().dtype(dtype_);
-    flat_ = at::zeros({spec_.parameter_count}, options).requires_grad_(true);
+    flat_ = at::zeros({spec_.parameter_count}, options);
+    if (spec_.torch_module.empty()) {
+      flat_.requires_grad_(true);
+    } else {
+      user_ = load_user_policy(spec_);
+      std::int64_t count = 0;
+      for (const at::Tensor& p : user_->parameters()) {
+        user_params_.push_back(p);
+        count += p.numel();
+      }
+      if (!spec_.discrete) {
+        user_log_std_ = at::zeros({spec_.action_size}, options).requires_grad_(true);
+        user_params_.push_back(user_log_std_);
+        count += spec_.action_size;
+      }
+      if (count != spec_.parameter_count)
+        throw std::invalid_argument("fibra_rl_torch: the network of " + spec_.torch_module + " has " +
+                                    std::to_string(count) + " parameters here and " +
+                                    std::to_string(spec_.parameter_count) + " in the caller's layout");
+      flat_ = at::cat(flat_values(), 0);
+    }
     exp_avg_ = at::zeros({spec_.parameter_count}, options);
     exp_avg_sq_ = at::zeros({spec_.parameter_count}, options);
   }
 
   void get_parameters(std::span<double> out) const override { copy_out(flat_.detach(), out); }
-  void set_parameters(std::span<const double> in) override { copy_in(in, flat_); }
+  void set_parameters(std::span<const double> in) override {
+    copy_in(in, flat_);
+    to_user_network();
+  }
   void get_adam(std::span<double> exp_avg, std::span<double> exp_avg_sq, std::int64_t& step) const override {
     copy_out(exp_avg_, exp_avg);
     copy_out(exp_avg_sq_, exp_avg_sq);
@@ -152,7 +181,7 @@ class TorchLearner final : public LearnerModule {
   MinibatchStats update(std::span<const std::int64_t> rows, double lr, double clip) override {
     const MinibatchStats stats = backward(rows, clip);
     at::NoGradGuard no_grad;
-    at::Tensor g = flat_.mutable_grad();
+    at::Tensor g = gradient();
     const double norm = g.norm().item<double>();
     const double coef = spec_.max_grad_norm / (norm + 1e-6);  // torch.nn.utils.clip_grad_norm_
     if (coef < 1.0) g.mul_(coef);
@@ -163,7 +192,7 @@ class TorchLearner final : public LearnerModule {
   MinibatchStats loss_and_gradient(std::span<const std::int64_t> rows, double clip,
                                    std::span<double> gradient) override {
     const MinibatchStats stats = backward(rows, clip);
-    copy_out(flat_.grad(), gradient);
+    copy_out(this->gradient(), gradient);
     return stats;
   }
 
@@ -203,15 +232,56 @@ class TorchLearner final : public LearnerModule {
     t.copy_(at::from_blob(const_cast<double*>(in.data()), {t.numel()}, at::kDouble));
   }
 
+  // A user's network: each parameter's values, flat, in flat_'s order.
+  std::vector<at::Tensor> flat_values() const {
+    std::vector<at::Tensor> parts;
+    for (const at::Tensor& p : user_params_) parts.push_back(p.detach().reshape({-1}));
+    return parts;
+  }
+  // flat_ changed: a user's network takes its values.
+  void to_user_network() {
+    if (!user_) return;
+    at::NoGradGuard no_grad;
+    std::int64_t offset = 0;
+    for (at::Tensor& p : user_params_) {
+      p.copy_(flat_.narrow(0, offset, p.numel()).view(p.sizes()));
+      offset += p.numel();
+    }
+  }
+  // The gradient of the last backward(), flat.
+  at::Tensor gradient() {
+    if (!user_) return flat_.mutable_grad();
+    std::vector<at::Tensor> parts;
+    for (const at::Tensor& p : user_params_)
+      parts.push_back(p.grad().defined() ? p.grad().reshape({-1}) : at::zeros({p.numel()}, p.options()));
+    return at::cat(parts, 0);
+  }
+  void zero_gradient() {
+    if (!user_) {
+      if (flat_.grad().defined()) flat_.mutable_grad().zero_();
+      return;
+    }
+    for (at::Tensor& p : user_params_)
+      if (p.grad().defined()) p.mutable_grad().zero_();
+  }
+
   Heads heads(const at::Tensor& observations, const at::Tensor& actions) const {
-    const at::Tensor out = Mlp::apply(observations, flat_, &actor_);
-    const at::Tensor value = Mlp::apply(observations, flat_, &critic_).squeeze(1);
+    at::Tensor out, value, log_std;
+    if (user_) {
+      ActorCritic ac = user_forward(*user_, spec_, observations);
+      out = ac.actor;
+      value = ac.value;
+      log_std = user_log_std_;
+    } else {
+      out = Mlp::apply(observations, flat_, &actor_);
+      value = Mlp::apply(observations, flat_, &critic_).squeeze(1);
+      if (!spec_.discrete) log_std = flat_.narrow(0, spec_.log_std_offset, spec_.action_size);
+    }
     if (spec_.discrete) {
       const at::Tensor logp_all = at::log_softmax(out, 1);
       const at::Tensor logp = logp_all.gather(1, actions).squeeze(1);
       return {logp, -(logp_all.exp() * logp_all).sum(1), value};
     }
-    const at::Tensor log_std = flat_.narrow(0, spec_.log_std_offset, spec_.action_size);
     const at::Tensor z = (actions - out) * (-log_std).exp();
     const at::Tensor logp = (-0.5 * z * z - log_std - half_log_2pi).sum(1);
     const at::Tensor entropy = (0.5 + half_log_2pi + log_std).sum().expand({observations.size(0)});
@@ -240,7 +310,7 @@ class TorchLearner final : public LearnerModule {
     const at::Tensor entropy = h.entropy.mean();
     const at::Tensor loss = pg_loss - spec_.ent_coef * entropy + spec_.vf_coef * v_loss;
 
-    if (flat_.grad().defined()) flat_.mutable_grad().zero_();
+    zero_gradient();
     loss.backward();
 
     at::NoGradGuard no_grad;
@@ -263,6 +333,7 @@ class TorchLearner final : public LearnerModule {
     const double bias_correction2 = 1 - std::pow(spec_.adam_beta2, static_cast<double>(step_));
     const at::Tensor denom = (exp_avg_sq_.sqrt() / std::sqrt(bias_correction2)).add_(spec_.adam_epsilon);
     flat_.addcdiv_(exp_avg_, denom, -lr / bias_correction1);
+    to_user_network();
   }
 
   ModuleSpec spec_;
@@ -270,6 +341,9 @@ class TorchLearner final : public LearnerModule {
   Net actor_, critic_;
   at::Tensor flat_, exp_avg_, exp_avg_sq_;
   std::int64_t step_ = 0;
+  std::shared_ptr<TorchPolicy> user_;    // a user's network, or none: the built-in MLPs over flat_
+  std::vector<at::Tensor> user_params_;  // its parameters, then user_log_std_ for a Gaussian
+  at::Tensor user_log_std_;
   at::Tensor observations_, actions_, logp_, advantages_, returns_, values_;
 };
 

@@ -1,5 +1,5 @@
 // fibra/rl/policy.hpp: the policy network's shape, its weights as one flat array, and inference in
-// plain C++ for rollout workers (which never load libtorch).
+// plain C++ for rollout workers (which never load libtorch for the built-in MLPs).
 //
 //   auto spec = fibra::rl::PolicySpec::for_env("CartPole-v1");       // 4 -> 64 -> 64 -> 2, tanh
 //   fibra::rl::PolicyWeights w = fibra::rl::initial_weights(spec, 1);  // or PpoLearner::weights()
@@ -11,14 +11,16 @@
 // The network is CleanRL's ppo.py / ppo_continuous_action.py: separate actor and critic MLPs with
 // the same hidden sizes; a Discrete action space gets a categorical head (the actor's outputs are
 // logits), a Box a diagonal Gaussian whose mean is the actor's output and whose log standard
-// deviation is a parameter of its own, independent of the state.
+// deviation is a parameter of its own, independent of the state. Or a network of the user's, a
+// torch::nn::Module in a shared library of its own (PolicySpec::torch_module, <fibra/rl/torch_policy.hpp>),
+// whose forward pass rollout workers then run with libtorch.
 //
 // The flat layout of PolicyWeights::params, the one both the learner and the workers read: for the
 // actor's layers in order, then the critic's, each layer's weight (out x in, row-major, so row j holds
 // the input weights of output j), then its bias (out); then, for a Box only, the log standard
 // deviation (one value per action component). parameter_layout() names every block as CleanRL's
 // nn.Sequential would: actor.0.weight, actor.0.bias, actor.2.weight, ..., critic.4.bias,
-// actor_logstd.
+// actor_logstd. A user's network: its named_parameters() in order, then actor_logstd for a Box.
 #pragma once
 
 #include <fibra/rl/env.hpp>
@@ -27,12 +29,17 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace fibra::rl {
+
+namespace detail {
+class NetworkModule;
+}
 
 /// @brief The hidden layers' activation.
 enum class Activation { tanh, relu };
@@ -43,6 +50,10 @@ struct PolicySpec {
   Space action_space = Discrete{2};
   std::vector<int> hidden{64, 64};  ///< the hidden layers of the actor and of the critic alike
   Activation activation = Activation::tanh;
+  /// The absolute path of a shared library made with FIBRA_RL_TORCH_POLICY (torch_policy.hpp):
+  /// its network replaces the built-in MLPs (hidden and activation are passed to it as hints), and
+  /// every process that runs the policy opens it and libtorch. Empty: the built-in MLPs.
+  std::string torch_module{};
 
   /// @brief The spec for the environment registered as `env_name` (its observation box's size and
   /// its action space).
@@ -78,7 +89,7 @@ std::size_t parameter_count(const PolicySpec& spec);
 /// @brief What a rollout worker needs of the learner's policy: the flat parameters and the
 /// observation normaliser, with the version (the number of learner updates behind them). Plain
 /// members, so fibra ships it with Boost.Serialization (include <boost/serialization/vector.hpp>
-/// where an archive is written or read).
+/// and, for PolicySpec, <boost/serialization/string.hpp> where an archive is written or read).
 struct PolicyWeights {
   std::uint64_t version = 0;
   std::vector<float> params;  ///< the flat layout of the header's comment
@@ -93,7 +104,8 @@ struct PolicyWeights {
 /// @brief Weights to start from, a function of `seed` alone (drawn with Rng, so the same on every
 /// platform): CleanRL's layer_init, orthogonal weights (Gram-Schmidt over normal draws, as torch's
 /// orthogonal_) with gain sqrt(2) for hidden layers, 0.01 for the actor's output and 1 for the
-/// critic's, zero biases, log std 0; version 0 and a normaliser with no statistics yet.
+/// critic's, zero biases, log std 0; version 0 and a normaliser with no statistics yet. A user's
+/// network: what its constructors draw after torch's generator is seeded with `seed`, log std 0.
 PolicyWeights initial_weights(const PolicySpec& spec, std::uint64_t seed, bool normalise_observations = true);
 
 /// @brief Policy::act's results for n observation rows.
@@ -114,7 +126,8 @@ struct Evaluation {
 /// Each row is computed alone, in a fixed order of operations (sums in input order, no fused
 /// multiply-add), so its results do not depend on how many rows a batch holds nor on the SIMD
 /// width the CPU offers: a fragment is the same whether its environment copies are sampled in one
-/// worker or spread over several. Not thread-safe (scratch buffers); one Policy per thread.
+/// worker or spread over several. (A user's network runs in libtorch: that holds for it only as far
+/// as its layers compute each row alone.) Not thread-safe (scratch buffers); one Policy per thread.
 class Policy {
  public:
   /// @throws ConfigError if `weights.params` is not parameter_count(spec) long, or the normaliser's
@@ -152,6 +165,7 @@ class Policy {
   };
   std::size_t rows_of(std::span<const double> obs) const;
   void forward(const std::vector<Layer>& net, std::span<const float> x, std::size_t n, std::vector<float>& out);
+  void networks(std::span<const float> x, std::size_t n);
   void heads(std::span<const double> obs, ActBatch& out);
 
   PolicySpec spec_;
@@ -159,14 +173,15 @@ class Policy {
   ObsNormaliser normaliser_;
   std::vector<Layer> actor_, critic_;
   std::vector<float> log_std_;
-  std::vector<float> actor_out_, critic_out_;  // reused between calls
+  std::shared_ptr<detail::NetworkModule> network_;  // a user's network, in place of actor_ and critic_
+  std::vector<float> actor_out_, critic_out_;       // reused between calls
   std::vector<std::vector<float>> hidden_out_;
 };
 
 template <class Archive>
 void PolicySpec::serialize(Archive& ar, unsigned /*version*/) {
   int kind = discrete() ? 0 : 1;
-  ar& observation_size& kind& hidden& activation;
+  ar& observation_size& kind& hidden& activation& torch_module;
   if (kind == 0) {
     if (!discrete()) action_space = Discrete{};
     ar& std::get<Discrete>(action_space).n;

@@ -167,7 +167,8 @@ struct LocalTrainOptions {
   int num_envs = 8;         ///< environment copies (one Sampler)
   int fragment_steps = 32;  ///< steps per copy per update
   int eval_episodes = 100;
-  bool eval_greedy = true;  ///< the argmax / mean action, as Stable-Baselines3 evaluates
+  bool eval_greedy = true;     ///< the argmax / mean action, as Stable-Baselines3 evaluates
+  std::string torch_module{};  ///< PolicySpec::torch_module: a user's network (empty: the built-in MLPs)
   /// Evaluate every this many environment steps (0: only at the end) and stop once the mean
   /// return reaches stop_at_return.
   std::int64_t eval_every_steps = 0;

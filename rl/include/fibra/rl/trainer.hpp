@@ -64,6 +64,9 @@ struct TrainerOptions {
   int fragment_steps = 32;          ///< steps of each copy per iteration (T)
   std::vector<int> hidden{64, 64};  ///< the actor's and the critic's hidden layers
   Activation activation = Activation::tanh;
+  /// A user's network in place of the built-in MLPs (PolicySpec::torch_module: an absolute path
+  /// every host can read); rollout workers then load libtorch (docs/rl.md). Empty: the built-in.
+  std::string torch_module{};
   PpoConfig ppo{};  ///< the learner's settings; its seed seeds the weights, the copies and the shuffles
   /// A rollout actor whose fragment takes longer is killed (its pool's task limit), restarted, and
   /// its fragment counted lost. Used when the trainer makes its own pool.
