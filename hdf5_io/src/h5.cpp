@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "fibra/error.hpp"
+#include "fibra/hdf5_io/error.hpp"
 
 namespace fibra::hdf5_io {
 

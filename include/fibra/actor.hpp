@@ -26,21 +26,44 @@
 
 namespace fibra {
 
-/// @brief How an actor is kept.
+namespace detail {
+/// ActorOptions::name, the old spelling of ActorOptions::key, kept for one release: code that sets
+/// it still compiles, warned to use the new one (TaskOptions::name and ProcessOptions::name are
+/// labels; an actor's is the key Actor<T>::get finds it by).
+struct OldActorName {
+  std::string value;
+  OldActorName() = default;
+  [[deprecated("ActorOptions::name is now ActorOptions::key (a name elsewhere in fibra is a label)")]] OldActorName(
+      std::string key)
+      : value(std::move(key)) {}
+  [[deprecated("ActorOptions::name is now ActorOptions::key (a name elsewhere in fibra is a label)")]] OldActorName(
+      const char* key)
+      : value(key) {}
+};
+}  // namespace detail
+
+/// @brief How an actor is kept, and where.
 struct ActorOptions {
   /// When its process dies (crash, kill, its worker lost), start it again from its constructor
   /// this many times; the calls it held fail with ActorDied either way. 0: it stays dead.
   int max_restarts = 0;
   /// Placed on a worker that offers at least this much; its process sees that worker's GPUs. (It
   /// does not take them from the tasks that run there.)
-  Resources resources;
-  /// A name to find it by on its pool (Actor<T>::get, as Ray's get_actor), unique among the
-  /// pool's live actors; "": none. Its process ends when the last handle, from start or get, goes.
-  std::string name;
+  Resources resources{};
+  /// A key to find it by on its pool (Actor<T>::get, as Ray's get_actor finds a named actor),
+  /// unique among the pool's live actors; "": none. Its process ends when the last handle, from
+  /// start or get, goes.
+  std::string key{};
+  /// Deprecated: key, used when that one is not set. In the place it had, so that
+  /// `{.max_restarts = 1, .name = "ps"}` still compiles (with a warning).
+  detail::OldActorName name{};
   /// How many of its calls its process may run at once, each on a thread of its own (Ray's
   /// threaded actors): its methods must then be safe to run together, and calls may end in any
   /// order. 1 (the default): one at a time, in the order they were made.
   int max_concurrency = 1;
+  /// The pool it runs beside; nullptr: fibra::default_pool(). (As ProcessOptions::pool and
+  /// tune::RunOptions::pool: the one way to choose a pool for an actor, a process or a tune run.)
+  Pool* pool = nullptr;
 };
 
 namespace detail {
@@ -191,17 +214,45 @@ class Actor {
   requires(sizeof...(Args) == 0 ||
            !std::is_same_v<std::remove_cvref_t<std::tuple_element_t<0, std::tuple<Args..., int>>>,
                            ActorOptions>) static Actor start(Args&&... args) {
-    return start_on(default_pool(), ActorOptions{}, std::forward<Args>(args)...);
+    return start_in(default_pool(), ActorOptions{}, std::forward<Args>(args)...);
   }
-  /// @brief Starts an actor on the default pool with options.
-  template <class... Args>
-  static Actor start(const ActorOptions& options, Args&&... args) {
-    return start_on(default_pool(), options, std::forward<Args>(args)...);
-  }
-  /// @brief Starts an actor on `pool`: its process runs beside that pool's workers.
+  /// @brief Starts an actor with options, on options.pool (its process runs beside that pool's
+  /// workers), else the default pool.
   /// @throws ConfigError if no FIBRA_ACTOR registers a constructor of T for these argument types.
   template <class... Args>
-  static Actor start_on(Pool& pool, const ActorOptions& options, Args&&... args) {
+  static Actor start(const ActorOptions& options, Args&&... args) {
+    return start_in(options.pool ? *options.pool : default_pool(), options, std::forward<Args>(args)...);
+  }
+  /// @brief Deprecated: start() with ActorOptions::pool.
+  template <class... Args>
+  [[deprecated(
+      "Actor<T>::start_on(pool, options, ...) is now Actor<T>::start(options with .pool = &pool, ...)")]] static Actor
+  start_on(Pool& pool, const ActorOptions& options, Args&&... args) {
+    return start_in(pool, options, std::forward<Args>(args)...);
+  }
+
+  /// @brief A handle to the live actor started with ActorOptions::key == `key` on `pool`, or the
+  ///        default pool (as Ray's `ray.get_actor`); it keeps the actor alive as the first handle does.
+  /// @throws ConfigError if no live actor has that key, or it is not a T.
+  static Actor get(const std::string& key, Pool* pool = nullptr) {
+    Pool& p = pool ? *pool : default_pool();
+    auto core = p.live_core();
+    Actor a;
+    a.h_ = std::make_shared<Handle>();
+    a.h_->core = core;
+    a.h_->owner = core->owns_handles();
+    a.h_->id = core->find_actor(key, detail::demangle(typeid(T).name()), a.h_->owner);
+    return a;
+  }
+  /// @brief Deprecated: get(key, &pool).
+  [[deprecated("Actor<T>::get_on(pool, key) is now Actor<T>::get(key, &pool)")]] static Actor get_on(
+      Pool& pool, const std::string& key) {
+    return get(key, &pool);
+  }
+
+ private:
+  template <class... Args>
+  static Actor start_in(Pool& pool, const ActorOptions& options, Args&&... args) {
     using Ctor = detail::ActorClass<T, std::decay_t<Args>...>;
     const std::string name = Ctor::name();
     const detail::FunctionEntry* ctor = detail::function_by_id(detail::hash_name(name));
@@ -231,28 +282,15 @@ class Actor {
     a.h_->core = core;
     core->check_need(options.resources, "actor " + detail::demangle(typeid(T).name()));
     a.h_->owner = core->owns_handles();  // inside a task: the actor outlives the task's handle
-    a.h_->id =
-        core->start_actor(*ctor, std::move(payload),
-                          detail::ActorSettings{detail::demangle(typeid(T).name()), options.max_restarts,
-                                                options.resources, options.name, a.h_->owner, options.max_concurrency});
+    a.h_->id = core->start_actor(
+        *ctor, std::move(payload),
+        detail::ActorSettings{detail::demangle(typeid(T).name()), options.max_restarts, options.resources,
+                              options.key.empty() ? options.name.value : options.key, a.h_->owner,
+                              options.max_concurrency});
     return a;
   }
 
-  /// @brief A handle to the live actor started with ActorOptions::name == `name` on the default
-  ///        pool (as Ray's `ray.get_actor`); it keeps the actor alive as the first handle does.
-  /// @throws ConfigError if no live actor has that name, or it is not a T.
-  static Actor get(const std::string& name) { return get_on(default_pool(), name); }
-  /// @brief The same, on `pool`.
-  static Actor get_on(Pool& pool, const std::string& name) {
-    auto core = pool.live_core();
-    Actor a;
-    a.h_ = std::make_shared<Handle>();
-    a.h_->core = core;
-    a.h_->owner = core->owns_handles();
-    a.h_->id = core->find_actor(name, detail::demangle(typeid(T).name()), a.h_->owner);
-    return a;
-  }
-
+ public:
   /// @brief Calls `method` on the actor's object with `args`; the Future holds what it returns.
   /// @throws ConfigError if the method is not registered with FIBRA_ACTOR_METHOD.
   template <class M, class... Args>
@@ -343,12 +381,13 @@ class Manager {
   requires(sizeof...(Args) == 0 ||
            !std::is_same_v<std::remove_cvref_t<std::tuple_element_t<0, std::tuple<Args..., int>>>, ActorOptions>)
       Actor<T> start(Args&&... args) {
-    return keep(Actor<T>::start_on(*pool_, ActorOptions{}, std::forward<Args>(args)...));
+    return keep(Actor<T>::start(ActorOptions{.pool = pool_}, std::forward<Args>(args)...));
   }
   /// @brief Starts an object of class T with options.
   template <class T, class... Args>
-  Actor<T> start(const ActorOptions& options, Args&&... args) {
-    return keep(Actor<T>::start_on(*pool_, options, std::forward<Args>(args)...));
+  Actor<T> start(ActorOptions options, Args&&... args) {
+    if (!options.pool) options.pool = pool_;
+    return keep(Actor<T>::start(options, std::forward<Args>(args)...));
   }
   /// @brief A shared dict (Python's manager.dict()): it lives in the driver, not in a process of
   /// the pool, as long as a handle to it is kept there (fibra/shared.hpp).

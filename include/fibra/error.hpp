@@ -205,10 +205,8 @@ class MpiError : public Error {
   using Error::Error;
 };
 
-/// @brief An HDF5 call failed; the message carries HDF5's error stack.
-class Hdf5Error : public Error {
- public:
-  using Error::Error;
-};
+// An HDF5 call's failure is fibra::Hdf5Error, beside the library that throws it
+// (<fibra/hdf5_io/error.hpp>, which <fibra/fibra.hpp> includes); a Slurm command's is
+// fibra::slurm::SlurmError (<fibra/slurm/error.hpp>).
 
 }  // namespace fibra

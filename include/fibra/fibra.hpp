@@ -15,6 +15,7 @@
 //   shared.hpp         fibra::Value<T>, Array<T>, Dict<K, V>, List<T>: shared state in the driver
 //   resources.hpp      fibra::Resources: CPUs, GPUs and memory a pool's workers offer and a call needs
 //   error.hpp          fibra::Error and its subclasses (RemoteError, ExecutorCrashed, ConfigError, ...)
+//   hdf5_io/error.hpp  fibra::Hdf5Error, beside the HDF5 store that throws it (fibra links that store)
 //   log.hpp            fibra::log: the level of fibra's own lines (FIBRA_LOG_LEVEL) and where they go
 //   version.hpp        fibra::version
 //
@@ -27,6 +28,7 @@
 #include "fibra/actor.hpp"
 #include "fibra/error.hpp"
 #include "fibra/future.hpp"
+#include "fibra/hdf5_io/error.hpp"
 #include "fibra/log.hpp"
 #include "fibra/object.hpp"
 #include "fibra/options.hpp"

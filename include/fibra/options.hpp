@@ -84,6 +84,24 @@ class Initializer {
   std::string args_;
 };
 
+// The old spelling's fields are deprecated; the structs that hold them are not warned about when
+// they are made or copied (only code that names a field is).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+namespace detail {
+/// PoolOptions::resources, the old spelling of PoolOptions::offers, kept for one release: code
+/// that sets one of its fields still compiles (warned by GCC where it assigns one, by Clang in a
+/// designated initializer too). What a call needs keeps the name `resources`
+/// (MapOptions, TaskOptions, ActorOptions, ProcessOptions).
+struct OldPoolResources {
+  [[deprecated("PoolOptions::resources is now PoolOptions::offers (what each worker offers)")]] double cpus = 0;
+  [[deprecated("PoolOptions::resources is now PoolOptions::offers (what each worker offers)")]] int gpus = 0;
+  [[deprecated("PoolOptions::resources is now PoolOptions::offers (what each worker offers)")]] long memory_mb = 0;
+  Resources value() const { return {cpus, gpus, memory_mb}; }
+  bool set() const { return cpus != 0 || gpus != 0 || memory_mb != 0; }
+};
+}  // namespace detail
+
 /// @brief Settings of a pool, fixed when it starts. See docs/fault-tolerance.md.
 struct PoolOptions {
   double heartbeat_s = 1.0;       ///< each side says it is alive after this much silence
@@ -127,7 +145,10 @@ struct PoolOptions {
   /// What each worker offers; a field left at 0 comes from the allocation (SLURM_CPUS_PER_TASK,
   /// SLURM_GPUS_PER_TASK, SLURM_MEM_PER_CPU or SLURM_MEM_PER_NODE), else 1 CPU, the visible GPUs
   /// shared out (at least 1 each while they last), and memory not counted. docs/resources.md.
-  Resources resources;
+  Resources offers;
+  /// Deprecated: offers, used when that one is all 0. In the place it had, so that
+  /// `{.resources = {.gpus = 1}, .gpu_ids = {"0"}}` still compiles.
+  detail::OldPoolResources resources;
   /// GPU ids shared out among the workers (each sees its own as CUDA_VISIBLE_DEVICES); empty: the
   /// driver's CUDA_VISIBLE_DEVICES, else Slurm's SLURM_STEP_GPUS or SLURM_JOB_GPUS, else none.
   std::vector<std::string> gpu_ids;
@@ -151,6 +172,7 @@ struct PoolOptions {
   /// 0: never (Python's None).
   unsigned max_tasks_per_child = 0;
 };
+#pragma GCC diagnostic pop
 
 /// @brief How Pool::adapt grows a pool with Slurm worker jobs that join it, and shrinks it
 /// (docs/elastic.md).

@@ -3,7 +3,7 @@
 
 namespace fibra {
 
-/// @brief CPUs, GPUs and memory: what each worker of a pool offers (PoolOptions::resources) and
+/// @brief CPUs, GPUs and memory: what each worker of a pool offers (PoolOptions::offers) and
 /// what a task, a map or an actor needs (Pool::submit, MapOptions::resources,
 /// ActorOptions::resources). In a request a field left at 0 asks for nothing in particular. See
 /// docs/resources.md.

@@ -137,7 +137,8 @@ struct PpoTrainer::Impl {
     // fibra's budget of restarts is for the actor's life; the trainer's is for deaths in a row
     // (TrainerOptions::max_restarts), so the actor's is all but unlimited.
     ao.max_restarts = std::numeric_limits<int>::max() / 2;
-    return Actor<detail::RolloutWorker>::start_on(*pool, ao, setup(i));
+    ao.pool = pool;
+    return Actor<detail::RolloutWorker>::start(ao, setup(i));
   }
   std::string worker_name(std::size_t i) const {
     return "rollout worker " + std::to_string(i) + " (copies " + std::to_string(i * std::size_t(o.envs_per_worker)) +

@@ -9,6 +9,7 @@
 
 #include "fibra/detail/registry.hpp"
 #include "fibra/error.hpp"
+#include "fibra/hdf5_io/error.hpp"
 
 namespace fibra::detail {
 

@@ -62,7 +62,7 @@ struct Elastic::Impl {
   };
   // Set at the start and by no one after: read by the thread without a lock.
   int min = 1, max = 1;
-  int cpus_per_job = 1;  // its workers' CPUs (the pool's PoolOptions::resources.cpus each)
+  int cpus_per_job = 1;  // its workers' CPUs (the pool's PoolOptions::offers.cpus each)
   std::uint64_t pool = 0;
   AdaptOptions o;
   std::function<View()> view;
@@ -133,7 +133,7 @@ struct Elastic::Impl {
     if (v.unfit > 0 && !told_unfit) {
       log::warning(
           "fibra: Pool::adapt: {} chunk(s) wait, and the first of them need more than a worker job's worker "
-          "offers ({}, the pool's PoolOptions::resources without its GPUs): no worker job is submitted for them; "
+          "offers ({}, the pool's PoolOptions::offers without its GPUs): no worker job is submitted for them; "
           "they wait for the pool's own workers",
           v.unfit, v.unfit_example);
       told_unfit = true;

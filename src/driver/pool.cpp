@@ -621,7 +621,7 @@ void PoolImpl::check_fits(const Resources& need, const std::string& what) const 
   if (fits(need, best)) return;
   throw ConfigError("fibra: " + what + " asks for " + describe(need) + ", but a worker of this pool offers at most " +
                     describe(best) + ", so it could never run; ask for less, or give the pool's workers more " +
-                    "(PoolOptions::resources, PoolOptions::gpu_ids, or the allocation: docs/resources.md)");
+                    "(PoolOptions::offers, PoolOptions::gpu_ids, or the allocation: docs/resources.md)");
 }
 
 std::shared_ptr<PoolCore> core_for_actor_handle(std::uint64_t uid) {

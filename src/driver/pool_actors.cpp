@@ -32,8 +32,8 @@ std::uint64_t PoolImpl::start_actor(const FunctionEntry& ctor, std::string args,
   if (closed_) throw PoolClosed("fibra: an actor was started on a pool that " + closed_reason_);
   if (!settings.name.empty())
     if (const ActorState* other = live_actor_named(settings.name))
-      throw ConfigError("fibra: an actor named \"" + settings.name + "\" runs on this pool already (a " +
-                        other->settings.class_name + "): choose another name, or get that one with Actor<" +
+      throw ConfigError("fibra: an actor with key \"" + settings.name + "\" runs on this pool already (a " +
+                        other->settings.class_name + "): choose another key, or get that one with Actor<" +
                         other->settings.class_name + ">::get(\"" + settings.name + "\")");
   ActorState a;
   a.id = next_actor_id_++;
@@ -49,7 +49,7 @@ std::uint64_t PoolImpl::start_actor(const FunctionEntry& ctor, std::string args,
   return id;
 }
 
-// The live actor (not dead, a handle left) of that name, or nullptr. Under mu_.
+// The live actor (not dead, a handle left) of that key (ActorSettings::name), or nullptr. Under mu_.
 ActorState* PoolImpl::live_actor_named(const std::string& name) {
   for (auto& [id, a] : actors_)
     if (a.settings.name == name && a.state != ActorState::State::dead && !a.ended) return &a;
@@ -64,12 +64,12 @@ std::uint64_t PoolImpl::find_actor(const std::string& name, const std::string& c
     for (const auto& [id, x] : actors_)
       if (!x.settings.name.empty() && x.state != ActorState::State::dead && !x.ended)
         names += (names.empty() ? "" : ", ") + ("\"" + x.settings.name + "\"");
-    throw ConfigError("fibra: no live actor is named \"" + name + "\" on this pool (" +
-                      (names.empty() ? std::string("it has no named actors") : "named: " + names) +
-                      "); start it with ActorOptions::name, on the pool you look in");
+    throw ConfigError("fibra: no live actor has the key \"" + name + "\" on this pool (" +
+                      (names.empty() ? std::string("it has no actors with keys") : "keys: " + names) +
+                      "); start it with ActorOptions::key, on the pool you look in");
   }
   if (a->settings.class_name != class_name)
-    throw ConfigError("fibra: the actor named \"" + name + "\" is a " + a->settings.class_name + ", not a " +
+    throw ConfigError("fibra: the actor with key \"" + name + "\" is a " + a->settings.class_name + ", not a " +
                       class_name + ": get it as Actor<" + a->settings.class_name + ">");
   if (counted) ++a->handles;
   return a->id;

@@ -41,7 +41,8 @@ void Process::start() {
     throw ConfigError("fibra: Process " + s_->name + " was started already (a Process starts once, as in Python)");
   ActorOptions options;
   options.resources = s_->resources;
-  s_->host = Actor<detail::ProcessHost>::start_on(s_->pool ? *s_->pool : default_pool(), options);
+  options.pool = s_->pool;
+  s_->host = Actor<detail::ProcessHost>::start(options);
   s_->where = s_->host.call(&detail::ProcessHost::where);
   s_->outcome = s_->host.call(&detail::ProcessHost::run, s_->fn, std::move(s_->args));
   s_->core = s_->host.h_->core;

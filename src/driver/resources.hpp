@@ -14,7 +14,7 @@ struct WorkerResources {
   std::vector<std::string> gpu_ids;  ///< the GPUs shared out among workers, `each.gpus` per worker
 };
 
-/// PoolOptions::resources and gpu_ids, with the fields left at 0 taken from the environment
+/// PoolOptions::offers and gpu_ids, with the fields left at 0 taken from the environment
 /// (Slurm's variables, CUDA_VISIBLE_DEVICES). Throws ConfigError for what cannot be met.
 WorkerResources resolve_resources(const PoolOptions& o, int workers);
 

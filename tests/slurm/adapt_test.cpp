@@ -202,7 +202,7 @@ TEST(Adapt, NoWorkerJobForWorkThatNoWorkerJobCouldRun) {
     std::lock_guard lk(g_log_mu);
     g_log.clear();  // the lines of the tests before
   }
-  fibra::Pool pool(1, {.resources = {.gpus = 1}, .gpu_ids = {"0"}});
+  fibra::Pool pool(1, {.offers = {.gpus = 1}, .gpu_ids = {"0"}});
   pool.adapt(1, 3, {.sbatch_args = {"--mem=100M"}, .submit_gap_s = 0.1});
   std::string seen;  // worker jobs squeue showed while the map ran
   std::atomic<bool> done{false};

@@ -106,7 +106,7 @@ std::string joined(const std::vector<std::string>& v) {
 // around it run in order); the running call is not cancelled; force is refused for an actor's call.
 TEST(ActorEdges, ACallQueuedBehindARunningOneCanBeCancelledAndNeverRuns) {
   fibra::Pool pool(1);
-  auto t = fibra::Actor<Tally>::start_on(pool, fibra::ActorOptions{}, 0L);
+  auto t = fibra::Actor<Tally>::start({.pool = &pool}, 0L);
   auto warm = t.call(&Tally::add, 1L);
   ASSERT_TRUE(warm.wait_for(30s)) << "Tally::add(1) never returned";
   ASSERT_EQ(warm.get(), 1);
@@ -142,7 +142,7 @@ TEST(ActorEdges, ACallQueuedBehindARunningOneCanBeCancelledAndNeverRuns) {
 // comes, and never runs.
 TEST(ActorEdges, ACallWaitingForItsFutureArgumentCanBeCancelled) {
   fibra::Pool pool(2);
-  auto t = fibra::Actor<Tally>::start_on(pool, fibra::ActorOptions{}, 0L);
+  auto t = fibra::Actor<Tally>::start({.pool = &pool}, 0L);
   auto argument = pool.submit(value_after, 500);
   auto waiting = t.call(&Tally::add, argument);
   EXPECT_TRUE(fibra::cancel(waiting)) << "a call waiting for its Future argument said it would run";
@@ -177,7 +177,7 @@ TEST(ActorEdges, ACallQueuedWhileAMethodWaitsRunsAfterIt) {
 TEST(ActorEdges, ARestartRunsTheConstructorBeforeTheCallsQueuedMeanwhile) {
   fibra::Pool pool(1);
   constexpr int rounds = 3;
-  auto t = fibra::Actor<Tally>::start_on(pool, {.max_restarts = rounds}, 100L);
+  auto t = fibra::Actor<Tally>::start({.max_restarts = rounds, .pool = &pool}, 100L);
   bool queued_at_death = false;
   for (int round = 0; round < rounds && !queued_at_death; ++round) {
     auto pid_call = t.call(&Tally::pid);

@@ -354,7 +354,7 @@ TEST(Processes, AProcessWhoseWorkerIsLostShowsMinusNine) {
 TEST(Processes, AnActorConstructedWithAQueuePutsIntoIt) {
   fibra::Pool pool(1);
   fibra::Queue<long> q;
-  auto sink = fibra::Actor<Sink>::start_on(pool, {}, q);
+  auto sink = fibra::Actor<Sink>::start({.pool = &pool}, q);
   for (long v = 1; v <= 3; ++v) EXPECT_EQ(get_within(sink.call(&Sink::push, v), bound, "Sink::push"), v);
   EXPECT_EQ(q.get_many(10, 5s), (std::vector<long>{1, 2, 3}));
 }

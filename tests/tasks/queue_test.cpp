@@ -245,7 +245,7 @@ FIBRA_ACTOR_METHOD(Relay, drain);
 // has its own), which wait for the reader. Seen to hang with one list of puts per process.
 TEST(Queues, AWriterAndAReaderInOneThreadedActor) {
   fibra::Pool pool(2);
-  auto relay = fibra::Actor<Relay>::start_on(pool, {.max_concurrency = 2});
+  auto relay = fibra::Actor<Relay>::start({.max_concurrency = 2, .pool = &pool});
   fibra::Queue<long> q(10);
   auto filled = relay.call(&Relay::fill, q, 600L);
   auto drained = relay.call(&Relay::drain, q, 600L);
@@ -485,7 +485,7 @@ TEST(ReadAhead, ASlowReadersItemsComeBackInOrderForAnotherGet) {
 // second delivery that overwrote the first stranded its items (the drains never ended).
 TEST(ReadAhead, TwoThreadsOfOneProcessReadOneQueueAtOnce) {
   fibra::Pool pool(1);
-  auto relay = fibra::Actor<Relay>::start_on(pool, {.max_concurrency = 2});
+  auto relay = fibra::Actor<Relay>::start({.max_concurrency = 2, .pool = &pool});
   fibra::Queue<long> q;
   const long n = 20000;
   q.put_many(iota_from(0, n));

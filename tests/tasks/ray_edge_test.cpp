@@ -77,7 +77,7 @@ FIBRA_REMOTE(checkpointed_sum);
 TEST(RayEdges, AFinishedActorCallIsDeliveredWhenTheNextOneAborts) {
   fibra::Pool pool(1);
   for (int round = 0; round < 5; ++round) {
-    auto c = fibra::Actor<Loud>::start_on(pool, {}, 1L);
+    auto c = fibra::Actor<Loud>::start({.pool = &pool}, 1L);
     auto added = c.call(&Loud::add_loud, 1L);
     auto aborted = c.call(&Loud::abort_now);
     EXPECT_EQ(get_within(added, bound, "Loud::add_loud(1)"), 2) << "round " << round;
@@ -174,7 +174,7 @@ TEST(RayEdges, TwoThousandActorsStartWithoutStarvingTheHeartbeats) {
   std::vector<fibra::Actor<Cell>> cells;
   std::vector<fibra::Future<long>> got;
   for (long i = 0; i < n; ++i) {
-    cells.push_back(fibra::Actor<Cell>::start_on(pool, {}, i));
+    cells.push_back(fibra::Actor<Cell>::start({.pool = &pool}, i));
     got.push_back(cells.back().call(&Cell::get));
   }
   long wrong = 0;
@@ -428,7 +428,7 @@ FIBRA_ACTOR_METHOD(Picky, check);
 
 TEST(RayEdges, ARegisteredExceptionFromAnActorMethodIsRethrownAsItself) {
   fibra::Pool pool(1);
-  auto picky = fibra::Actor<Picky>::start_on(pool, {});
+  auto picky = fibra::Actor<Picky>::start({.pool = &pool});
   EXPECT_EQ(get_within(picky.call(&Picky::check, 5L), bound, "Picky::check(5)"), 5);
   auto f = picky.call(&Picky::check, -2L);
   wait_within(f, bound, "Picky::check(-2)");
@@ -632,7 +632,7 @@ FIBRA_ACTOR_METHOD(Summer, add_all);
 // stored with fibra::put reaches the actor by reference. Before: Future arguments did not compile.
 TEST(RayEdges, AnActorCallWaitsForItsFutureArgumentsInItsPlace) {
   fibra::Pool pool(2);
-  auto tally = fibra::Actor<Tally>::start_on(pool, {}, 0L);
+  auto tally = fibra::Actor<Tally>::start({.pool = &pool}, 0L);
   auto slow = pool.submit(later, 5L, 400);
   auto first = tally.call(&Tally::add, slow);  // waits for 5
   auto second = tally.call(&Tally::add, 1L);   // made after: runs after, on 5
@@ -648,7 +648,7 @@ TEST(RayEdges, AnActorCallWaitsForItsFutureArgumentsInItsPlace) {
   std::vector<long> big(1 << 20);
   std::iota(big.begin(), big.end(), 1L);  // 1 + ... + n = n (n + 1) / 2
   const long n = long(big.size());
-  auto summer = fibra::Actor<Summer>::start_on(pool, {});
+  auto summer = fibra::Actor<Summer>::start({.pool = &pool});
   auto stored = fibra::put(big);
   auto r = summer.call(&Summer::add_all, pool.submit(later, 3L, 10), stored);
   EXPECT_EQ(get_within(r, bound, "Summer::add_all(later(3), stored)"), 3 + n * (n + 1) / 2);
@@ -672,7 +672,7 @@ TEST(RayEdges, AnActorOnTheDriversHostTakesItsCallsThroughSharedMemory) {
   const char* lanes = std::getenv("FIBRA_LANES");
   const bool shared = !(lanes && std::string(lanes) == "0");
   fibra::Pool pool(2);
-  auto mirror = fibra::Actor<Mirror>::start_on(pool, {});
+  auto mirror = fibra::Actor<Mirror>::start({.pool = &pool});
   std::vector<double> big(std::size_t(4) << 20);  // 32 MiB: the large slot each way
   for (std::size_t i = 0; i < big.size(); ++i) big[i] = double(i);
   EXPECT_EQ(get_within(mirror.call(&Mirror::reversed, std::vector<double>{1, 2, 3}), bound, "Mirror::reversed(1 2 3)"),
@@ -702,7 +702,7 @@ long start_and_add(long base) {
 }
 FIBRA_REMOTE(start_and_add);
 fibra::Actor<Tally> start_named(std::string name) {
-  return fibra::Actor<Tally>::start(fibra::ActorOptions{.name = name}, 100L);
+  return fibra::Actor<Tally>::start(fibra::ActorOptions{.key = name}, 100L);
 }
 FIBRA_REMOTE(start_named);
 long add_to_named(std::string name, long d) { return fibra::Actor<Tally>::get(name).call(&Tally::add, d).get(); }
@@ -718,35 +718,51 @@ TEST(RayEdges, ATaskStartsAndFindsActors) {
   EXPECT_EQ(get_within(fibra::Actor<Tally>::get("from-a-task").call(&Tally::add, 100L), bound, "get in the driver"),
             211);
   // One the driver started, found by name in a task.
-  auto mine = fibra::Actor<Tally>::start(fibra::ActorOptions{.name = "from-the-driver"}, 0L);
+  auto mine = fibra::Actor<Tally>::start(fibra::ActorOptions{.key = "from-the-driver"}, 0L);
   EXPECT_EQ(get_within(pool.submit(add_to_named, std::string("from-the-driver"), 5L), bound, "add_to_named"), 5);
   EXPECT_EQ(get_within(mine.call(&Tally::add, 1L), bound, "Tally::add(1)"), 6);
   const std::string why =
       error_of([&] { get_within(pool.submit(add_to_named, std::string("nobody"), 1L), bound, "x"); });
-  EXPECT_NE(why.find("no live actor is named \"nobody\""), std::string::npos) << why;
+  EXPECT_NE(why.find("no live actor has the key \"nobody\""), std::string::npos) << why;
 }
 
 // Named actors (issue 28, item 12): found by name as Ray's get_actor finds them, the same object;
 // a name is unique among live actors; the handle from get keeps the actor alive too.
 TEST(RayEdges, ANamedActorIsFoundByItsName) {
   fibra::Pool pool(1);
-  auto first = fibra::Actor<Tally>::start_on(pool, {.name = "tally"}, 10L);
+  auto first = fibra::Actor<Tally>::start({.key = "tally", .pool = &pool}, 10L);
   EXPECT_EQ(get_within(first.call(&Tally::add, 1L), bound, "Tally::add(1)"), 11);
-  auto found = fibra::Actor<Tally>::get_on(pool, "tally");
+  auto found = fibra::Actor<Tally>::get("tally", &pool);
   EXPECT_EQ(get_within(found.call(&Tally::add, 2L), bound, "Tally::add(2) through get"), 13);
-  const std::string taken = error_of([&] { fibra::Actor<Tally>::start_on(pool, {.name = "tally"}, 0L); });
+  const std::string taken = error_of([&] { fibra::Actor<Tally>::start({.key = "tally", .pool = &pool}, 0L); });
   EXPECT_NE(taken.find("runs on this pool already"), std::string::npos) << taken;
-  const std::string missing = error_of([&] { fibra::Actor<Tally>::get_on(pool, "nope"); });
-  EXPECT_NE(missing.find("no live actor is named \"nope\""), std::string::npos) << missing;
+  const std::string missing = error_of([&] { fibra::Actor<Tally>::get("nope", &pool); });
+  EXPECT_NE(missing.find("no live actor has the key \"nope\""), std::string::npos) << missing;
   EXPECT_NE(missing.find("\"tally\""), std::string::npos) << missing;
-  const std::string other = error_of([&] { fibra::Actor<Cell>::get_on(pool, "tally"); });
+  const std::string other = error_of([&] { fibra::Actor<Cell>::get("tally", &pool); });
   EXPECT_NE(other.find("is a Tally, not a Cell"), std::string::npos) << other;
   first = {};  // the handle from get still holds it
   EXPECT_EQ(get_within(found.call(&Tally::add, 3L), bound, "Tally::add(3) after the first handle went"), 16);
   found = {};  // the last handle: the name is free again once it ends
-  auto fresh = fibra::Actor<Tally>::start_on(pool, {.name = "tally"}, 100L);
+  auto fresh = fibra::Actor<Tally>::start({.key = "tally", .pool = &pool}, 100L);
   EXPECT_EQ(get_within(fresh.call(&Tally::add, 1L), bound, "a new Tally named tally"), 101);
 }
+
+// The spellings before ActorOptions::key and ActorOptions::pool (issue 45, item 6) still compile,
+// deprecated, and mean what they meant: ActorOptions::name is the key, start_on and get_on choose
+// the pool.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST(RayEdges, TheOldSpellingsOfKeyAndPoolStillWork) {
+  fibra::Pool pool(1);
+  auto first = fibra::Actor<Tally>::start_on(pool, {.name = "old"}, 10L);
+  auto found = fibra::Actor<Tally>::get_on(pool, "old");
+  EXPECT_EQ(get_within(found.call(&Tally::add, 2L), bound, "Tally::add(2) through get_on"), 12);
+  EXPECT_EQ(get_within(fibra::Actor<Tally>::get("old", &pool).call(&Tally::add, 1L), bound, "through get"), 13);
+  const std::string taken = error_of([&] { fibra::Actor<Tally>::start({.key = "old", .pool = &pool}, 0L); });
+  EXPECT_NE(taken.find("an actor with key \"old\" runs on this pool already"), std::string::npos) << taken;
+}
+#pragma GCC diagnostic pop
 
 // The progress line of task graphs (issue 28, item 15): with FIBRA_PROGRESS=1 the pool draws what
 // was submitted as tasks and actor calls, done, running, queued and waiting for their arguments,
@@ -766,7 +782,7 @@ TEST(RayEdges, TheProgressLineCountsTasksAndActorCalls) {
     std::vector<fibra::Future<std::vector<double>>> naps;
     for (int i = 0; i < 20; ++i) naps.push_back(pool.submit(nap_ms, 100));
     auto after = pool.submit(first_of, naps.back());  // waits for its argument meanwhile
-    auto tally = fibra::Actor<Tally>::start_on(pool, {}, 0L);
+    auto tally = fibra::Actor<Tally>::start({.pool = &pool}, 0L);
     auto call = tally.call(&Tally::add, 1L);
     for (auto& f : naps) wait_within(f, bound, "nap_ms(100)");
     wait_within(after, bound, "first_of(the last nap)");

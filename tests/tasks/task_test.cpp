@@ -502,7 +502,7 @@ TEST(Actors, AManagerKeepsItsObjectsUntilShutdown) {
 
 TEST(Actors, OnAPoolOfItsOwn) {
   fibra::Pool pool(1);
-  auto c = fibra::Actor<Counter>::start_on(pool, {}, 3L);
+  auto c = fibra::Actor<Counter>::start({.pool = &pool}, 3L);
   EXPECT_EQ(get_within(c.call(&Counter::add, 4L), bound, "c.call(&Counter::add, 4L)"), 7);
   pool.terminate();
   EXPECT_THROW(get_within(c.call(&Counter::value), bound, "c.call(&Counter::value)"), fibra::PoolClosed);
@@ -574,7 +574,7 @@ TEST(Nested, AnActorCallsAnotherActor) {
 TEST(Resources, TasksAndActorsRunOnlyWhereTheirRequestFits) {
   const char* omp = std::getenv("OMP_NUM_THREADS");
   const std::string omp_expected = omp ? omp : "2";
-  fibra::Pool pool(3, {.resources = {2, 1, 0}, .gpu_ids = {"0", "1"}});
+  fibra::Pool pool(3, {.offers = {2, 1, 0}, .gpu_ids = {"0", "1"}});
   // Which worker takes a task is the scheduler's choice. What is guaranteed: a task that needs a GPU
   // never runs on the worker without one, and each worker sees its own devices. Rounds of tasks go
   // out until every worker has been seen (bounded), so that no verdict rests on who took one round.
@@ -600,7 +600,7 @@ TEST(Resources, TasksAndActorsRunOnlyWhereTheirRequestFits) {
   for (const auto& d : mapped) EXPECT_TRUE(d == "0" || d == "1") << d;
   EXPECT_EQ(get_within(pool.submit(omp_threads, 0), bound, "pool.submit(omp_threads, 0)"), omp_expected);
 
-  auto a = fibra::Actor<GpuUser>::start_on(pool, {.resources = {.gpus = 1}});
+  auto a = fibra::Actor<GpuUser>::start({.resources = {.gpus = 1}, .pool = &pool});
   const std::string d = get_within(a.call(&GpuUser::devices), bound, "a.call(&GpuUser::devices)");
   EXPECT_TRUE(d == "0" || d == "1") << d;
 
@@ -609,7 +609,7 @@ TEST(Resources, TasksAndActorsRunOnlyWhereTheirRequestFits) {
             std::string::npos)
       << e;
   EXPECT_THROW(pool.submit(fibra::Resources{.cpus = 4}, visible_gpus, 0), fibra::ConfigError);
-  EXPECT_THROW(fibra::Actor<GpuUser>::start_on(pool, {.resources = {.gpus = 3}}), fibra::ConfigError);
+  EXPECT_THROW(fibra::Actor<GpuUser>::start({.resources = {.gpus = 3}, .pool = &pool}), fibra::ConfigError);
   // The workers' memory is not known here (no option, no Slurm): a memory request is not checked.
   EXPECT_EQ(call_within(bound, "map of visible_gpus needing 1 MB",
                         [&] { return pool.map(visible_gpus, std::vector<int>{1}, {.resources = {.memory_mb = 1}}); })
@@ -691,7 +691,7 @@ TEST(Actors, AnInheritedMethodIsCalledOnTheActorsClass) {
 
 TEST(Actors, JoinWaitsForActorCallsAndTasksWaitingForTheirArguments) {
   fibra::Pool pool(1);
-  auto c = fibra::Actor<Counter>::start_on(pool, {}, 1L);
+  auto c = fibra::Actor<Counter>::start({.pool = &pool}, 1L);
   auto slow = c.call(&Counter::slow, 300, std::string());
   auto a = pool.submit(sleep_then, 300);
   auto b = pool.submit(add_longs, 1L, 2L);
@@ -711,13 +711,13 @@ FIBRA_REMOTE(executor_of_task);
 
 TEST(Resources, AGpuThatNoAgentCanGiveEveryWorkerIsAnErrorAtOnce) {
   // 2 workers under one agent, 1 GPU: an agent gets GPUs only for all its workers, so none has one.
-  fibra::Pool pool(2, {.workers_per_agent = 2, .resources = {.gpus = 1}, .gpu_ids = {"0"}});
+  fibra::Pool pool(2, {.workers_per_agent = 2, .offers = {.gpus = 1}, .gpu_ids = {"0"}});
   EXPECT_THROW(pool.submit(fibra::Resources{.gpus = 1}, visible_gpus, 0), fibra::ConfigError);
   EXPECT_EQ(get_within(pool.submit(visible_gpus, 0), bound, "pool.submit(visible_gpus, 0)"), "");  // it sees no GPU
 }
 
 TEST(Resources, AReplacementGetsTheGpusOfTheWorkerItReplaces) {
-  fibra::Pool pool(1, {.heartbeat_s = 0.25, .worker_silence_s = 1.0, .resources = {.gpus = 1}, .gpu_ids = {"0"}});
+  fibra::Pool pool(1, {.heartbeat_s = 0.25, .worker_silence_s = 1.0, .offers = {.gpus = 1}, .gpu_ids = {"0"}});
   const int agent = get_within(pool.submit(agent_of_task, 0), bound, "pool.submit(agent_of_task, 0)");
   const int executor = get_within(pool.submit(executor_of_task, 0), bound, "pool.submit(executor_of_task, 0)");
   ASSERT_GT(agent, 1);

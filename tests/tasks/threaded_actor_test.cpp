@@ -70,13 +70,13 @@ FIBRA_ACTOR_METHOD(Gate, abort_now);
 // time, each would see only itself and wait its 5 s out: 1, not 4).
 TEST(ThreadedActors, CallsRunAtOnceUpToTheActorsConcurrency) {
   fibra::Pool pool(2);
-  auto gate = fibra::Actor<Gate>::start_on(pool, {.max_concurrency = 4});
+  auto gate = fibra::Actor<Gate>::start({.max_concurrency = 4, .pool = &pool});
   std::vector<fibra::Future<long>> met;
   for (int i = 0; i < 4; ++i) met.push_back(gate.call(&Gate::meet, 4L, 5000L));
   for (auto& f : met) EXPECT_EQ(get_within(f, bound, "Gate::meet(4)"), 4);
 
   // Eight calls that wait for 5 inside: never more than 4 at once (two rounds of 1 s).
-  auto more = fibra::Actor<Gate>::start_on(pool, {.max_concurrency = 4});
+  auto more = fibra::Actor<Gate>::start({.max_concurrency = 4, .pool = &pool});
   std::vector<fibra::Future<long>> capped;
   for (int i = 0; i < 8; ++i) capped.push_back(more.call(&Gate::meet, 5L, 1000L));
   for (auto& f : capped) EXPECT_EQ(get_within(f, bound, "Gate::meet(5) on 4 threads"), 4);
@@ -85,7 +85,7 @@ TEST(ThreadedActors, CallsRunAtOnceUpToTheActorsConcurrency) {
 // 300 calls of add(1) on 8 threads: each runs once, so their results are 1..300, each once.
 TEST(ThreadedActors, NoCallIsLostOrRunTwice) {
   fibra::Pool pool(2);
-  auto gate = fibra::Actor<Gate>::start_on(pool, {.max_concurrency = 8});
+  auto gate = fibra::Actor<Gate>::start({.max_concurrency = 8, .pool = &pool});
   std::vector<fibra::Future<long>> sums;
   for (int i = 0; i < 300; ++i) sums.push_back(gate.call(&Gate::add, 1L));
   std::vector<long> got;
@@ -100,7 +100,7 @@ TEST(ThreadedActors, NoCallIsLostOrRunTwice) {
 // the actor runs calls at once (not that they never ran); the restart takes the next call.
 TEST(ThreadedActors, ADeathFailsTheCallsItHeldAndARestartTakesTheNext) {
   fibra::Pool pool(2);
-  auto gate = fibra::Actor<Gate>::start_on(pool, {.max_restarts = 1, .max_concurrency = 3});
+  auto gate = fibra::Actor<Gate>::start({.max_restarts = 1, .max_concurrency = 3, .pool = &pool});
   EXPECT_EQ(get_within(gate.call(&Gate::add, 10L), bound, "Gate::add(10)"), 10);
   auto a = gate.call(&Gate::nap, 3000L);
   auto b = gate.call(&Gate::nap, 3000L);
@@ -122,7 +122,7 @@ TEST(ThreadedActors, ADeathFailsTheCallsItHeldAndARestartTakesTheNext) {
 // A stored value (fibra::put) given to calls that run side by side: each reads it whole.
 TEST(ThreadedActors, CallsRunningTogetherReadAStoredValue) {
   fibra::Pool pool(2);
-  auto gate = fibra::Actor<Gate>::start_on(pool, {.max_concurrency = 4});
+  auto gate = fibra::Actor<Gate>::start({.max_concurrency = 4, .pool = &pool});
   const long n = 1 << 20;
   std::vector<long> v(static_cast<std::size_t>(n));
   std::iota(v.begin(), v.end(), 1L);
@@ -135,7 +135,7 @@ TEST(ThreadedActors, CallsRunningTogetherReadAStoredValue) {
 TEST(ThreadedActors, AConcurrencyOutOfRangeIsRefused) {
   fibra::Pool pool(1);
   for (int bad : {0, -2, 5000}) {
-    const std::string why = error_of([&] { (void)fibra::Actor<Gate>::start_on(pool, {.max_concurrency = bad}); });
+    const std::string why = error_of([&] { (void)fibra::Actor<Gate>::start({.max_concurrency = bad, .pool = &pool}); });
     EXPECT_NE(why.find("ActorOptions::max_concurrency is " + std::to_string(bad)), std::string::npos) << why;
   }
 }

@@ -58,7 +58,7 @@ TEST(Resources, OptionsWinAndVisibleGpusAreSharedOut) {
   EXPECT_EQ(r.each.gpus, 2);  // 4 visible over 2 workers
   EXPECT_EQ(r.each.cpus, 8);
   PoolOptions o;
-  o.resources = {2, 1, 512};
+  o.offers = {2, 1, 512};
   o.gpu_ids = {"7"};
   r = resolve_resources(o, 3);
   EXPECT_EQ(r.each.cpus, 2);
@@ -71,16 +71,34 @@ TEST(Resources, OptionsWinAndVisibleGpusAreSharedOut) {
 TEST(Resources, GpusAskedWithNoneVisibleIsAClearError) {
   clear_env();
   PoolOptions o;
-  o.resources.gpus = 1;
+  o.offers.gpus = 1;
   try {
     resolve_resources(o, 2);
     FAIL() << "no error";
   } catch (const fibra::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("no GPU is visible: set CUDA_VISIBLE_DEVICES"), std::string::npos) << e.what();
   }
-  o.resources = {-1, 0, 0};
+  o.offers = {-1, 0, 0};
   EXPECT_THROW(resolve_resources(o, 2), fibra::ConfigError);
 }
+
+// PoolOptions::resources, the old spelling of offers (issue 45, item 6), still compiles and means
+// what it meant, unless offers is set.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST(Resources, TheOldSpellingOfOffersStillWorks) {
+  clear_env();
+  PoolOptions o{.resources = {.cpus = 3, .memory_mb = 256}};
+  auto r = resolve_resources(o, 1);
+  EXPECT_EQ(r.each.cpus, 3);
+  EXPECT_EQ(r.each.memory_mb, 256);
+  o.resources.cpus = 5;
+  EXPECT_EQ(resolve_resources(o, 1).each.cpus, 5);
+  o.offers.cpus = 2;  // the new spelling wins
+  EXPECT_EQ(resolve_resources(o, 1).each.cpus, 2);
+  EXPECT_EQ(resolve_resources(o, 1).each.memory_mb, 0);
+}
+#pragma GCC diagnostic pop
 
 TEST(Resources, ARequestFitsAWorkerThatOffersAsMuch) {
   const Resources worker{2, 1, 1000};

@@ -120,8 +120,9 @@ class Runner {
     pool_ = &pool;
     actor_options_.max_restarts = 1 << 30;  // a trial's own retries are counted by the experiment
     actor_options_.resources = options_.resources_per_trial;
+    actor_options_.pool = &pool;
     hosts_.resize(n);
-    for (auto& h : hosts_) h.actor = Actor<TrialHost>::start_on(pool, actor_options_);
+    for (auto& h : hosts_) h.actor = Actor<TrialHost>::start(actor_options_);
     deadline_ = after(t0_, options_.time_budget_s);
     spent_.resize(experiment_.size());
     // One progress display at a time: the pool's line of actor calls waits while tune's is drawn.
@@ -382,7 +383,7 @@ class Runner {
                                seconds_text(ran) + " without returning): its process was ended, and it is not retried",
                            false);
     retire(h);
-    hosts_[h].actor = Actor<TrialHost>::start_on(*pool_, actor_options_);
+    hosts_[h].actor = Actor<TrialHost>::start(actor_options_);
     begin_next(h);
   }
 

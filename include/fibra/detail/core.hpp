@@ -236,7 +236,7 @@ struct ActorSettings {
   std::string class_name;  ///< demangled, for messages
   int max_restarts = 0;    ///< starts again from its constructor after a death, this many times
   Resources need;          ///< placed only on a worker that offers this much
-  std::string name;        ///< ActorOptions::name: Actor<T>::get finds it by that ("": none)
+  std::string name;        ///< ActorOptions::key: Actor<T>::get finds it by that ("": none)
   /// The driver holds its first handle. False for an actor started inside a task: no handle owns
   /// it until one reaches the driver (adopt_actor); it lives until the pool ends, or until the
   /// driver's handles to it are gone.
@@ -314,7 +314,7 @@ class PoolCore {
                                bool drop) {
     if (!drop) call_actor(actor, job, std::move(payload));
   }
-  /// A handle to the live actor named `name` (ActorOptions::name), whose class is `class_name`:
+  /// A handle to the live actor whose key is `name` (ActorOptions::key), whose class is `class_name`:
   /// its id, counted as one more handle (end_actor once it is dropped). Throws ConfigError.
   virtual std::uint64_t find_actor(const std::string& name, const std::string& class_name, bool counted = true);
   /// Whether the handles made here own their actor (the driver's: the last one ends it). A task's

@@ -23,6 +23,7 @@
 
 #include "fibra/error.hpp"
 #include "fibra/hdf5_io/element_type.hpp"
+#include "fibra/hdf5_io/error.hpp"
 
 namespace fibra::hdf5_io {
 

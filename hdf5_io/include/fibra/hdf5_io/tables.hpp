@@ -13,6 +13,8 @@
 // fibra::tune keeps an experiment's state in one such file, fibra::rl a training run's.
 #pragma once
 
+#include <fibra/hdf5_io/error.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <map>

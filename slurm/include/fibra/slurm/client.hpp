@@ -2,7 +2,7 @@
 // (`sbatch --parsable`, `scontrol show job`), with sbatch's errors put in plain words.
 #pragma once
 
-#include <fibra/error.hpp>
+#include <fibra/slurm/error.hpp>
 #include <fibra/slurm/spec.hpp>
 
 #include <functional>
@@ -11,12 +11,6 @@
 #include <vector>
 
 namespace fibra::slurm {
-
-/// @brief Slurm refused a request or could not be reached; the message says why in plain words.
-class SlurmError : public Error {
- public:
-  using Error::Error;
-};
 
 /// @brief What a finished command printed and how it ended.
 struct CommandResult {
