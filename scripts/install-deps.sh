@@ -17,6 +17,8 @@ packages=(
   libcli11-dev libtomlplusplus-dev libfmt-dev libspdlog-dev
   # tests and benchmarks
   googletest libgtest-dev libbenchmark-dev
+  # fibra::rl_mujoco: the MuJoCo engine and its humanoid model (issue 48)
+  libmujoco-dev libmujoco-samples
   # the benchmark suite's peers and plots (benchmarks/run.sh; Debian's /usr/bin/python3)
   python3-mpi4py python3-distributed python3-ipyparallel python3-matplotlib
   # the local Slurm cluster the Slurm tests run against (slurm/local-cluster.sh)
