@@ -2,7 +2,12 @@
 // policy's inference (an MLP of two hidden layers of 64, plain C++), for W rollout actors of M
 // copies each (PpoTrainer::sample: the weights out through fibra::put, a fragment of T steps back
 // from each actor), against the floor: one process stepping M copies with the same policy in a
-// plain loop (rl::Sampler, no fibra). Nothing is learned; the weights are the initial ones.
+// plain loop (rl::Sampler, no fibra). Nothing is learned; the weights are the initial ones. And the
+// engine alone: one environment stepped with zero actions in a plain loop (resets included), no
+// policy, no Sampler: what the simulator itself gives on one core.
+//
+// With MuJoCo (fibra::rl_mujoco), --env Hopper-v4 or Humanoid-v4 measures the bodies of issue 48:
+// its target is 2 workers on 2 cores at least 1.8x the single loop.
 //
 //   b12_sampling [--env CartPole-v1] [--workers 1,2,4,8] [--envs-per-worker 8] [--steps 2048]
 //                [--rounds 100] [--repeats 3]
@@ -11,6 +16,7 @@
 //   b12,floor_steps_per_s,<rate>,steps/s                one process, M copies, plain loop
 //   b12,workers_<W>_steps_per_s,<rate>,steps/s          W actors x M copies
 //   b12,workers_<W>_over_floor,<ratio>,x                the median of the pairs' ratios
+//   b12,engine_steps_per_s,<rate>,steps/s               one environment, zero actions, no policy
 // Each figure is the median of --repeats measurements of --rounds rounds (after one round to warm
 // up). The floor is measured in turn with the workers (a floor run, then a run of the W actors, for
 // each repeat) and each ratio is of a pair run side by side, so that this machine's drift (the
@@ -19,6 +25,9 @@
 #include <fibra/fibra.hpp>
 #include <fibra/rl.hpp>
 #include <fibra/rl/trainer.hpp>
+#ifdef FIBRA_BENCH_MUJOCO
+#include <fibra/rl/mujoco.hpp>
+#endif
 
 #include <cstdio>
 #include <string>
@@ -33,6 +42,9 @@ using bench::median;
 using bench::seconds_since;
 
 int main(int argc, char** argv) {
+#ifdef FIBRA_BENCH_MUJOCO
+  fibra::rl::register_mujoco_envs();  // in every process: the rollout actors make the environments
+#endif
   fibra::Runtime rt(argc, argv);
   const std::string env = bench::arg_str(argc, argv, "--env", "CartPole-v1");
   const std::vector<int> workers = bench::int_list(argc, argv, "--workers", "1,2,4,8");
@@ -85,5 +97,21 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   std::printf("b12,floor_steps_per_s,%.0f,steps/s\n", median(floor));
+
+  std::vector<double> engine;
+  for (int r = 0; r < repeats; ++r) {
+    const auto e = fibra::rl::make_env(env);
+    const std::vector<double> zero(fibra::rl::action_size(e->action_space()), 0.0);
+    std::uint64_t episode = 0;
+    e->reset(episode);
+    const long total = long(rounds) * m * steps;
+    const auto t = Clock::now();
+    for (long k = 0; k < total; ++k) {
+      const fibra::rl::StepResult s = e->step(zero);
+      if (s.terminated || s.truncated) e->reset(++episode);
+    }
+    engine.push_back(double(total) / seconds_since(t));
+  }
+  std::printf("b12,engine_steps_per_s,%.0f,steps/s\n", median(engine));
   return 0;
 }

@@ -152,6 +152,7 @@ def figures(summary, b):
                 ("solved_runs", "seeds solved", "higher")]
     elif b == "b12":
         out.append(("floor_steps_per_s", "the floor: one process, a plain loop: steps/s", None))
+        out.append(("engine_steps_per_s", "the engine alone: one environment, zero actions: steps/s", None))
         for metric, (n,) in _metrics(summary, b, r"workers_(\d+)_steps_per_s"):
             out.append((metric, f"{n} rollout actor{'s' if n != '1' else ''}: steps/s", "higher"))
             out.append((f"workers_{n}_over_floor", f"{n} rollout actor{'s' if n != '1' else ''} over the floor", "higher"))

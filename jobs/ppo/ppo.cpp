@@ -1,6 +1,7 @@
-// PPO (fibra::rl) on rollout actors: CartPole-v1, Acrobot-v1 or Pendulum-v1.
+// PPO (fibra::rl) on rollout actors: CartPole-v1, Acrobot-v1, Pendulum-v1, and where fibra was built
+// with MuJoCo, Hopper-v4 and Humanoid-v4 (fibra/rl/mujoco.hpp).
 //
-//   ppo [--env cartpole|acrobot|pendulum|<a registered name>] [--workers 4] [--envs-per-worker 2]
+//   ppo [--env cartpole|acrobot|pendulum|hopper|humanoid|<a registered name>] [--workers 4] [--envs-per-worker 2]
 //       [--steps 32] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--target-kl K] [--seed 1]
 //       [--target T] [--eval-episodes 100] [--window 20] [--csv PATH] [--state PATH] [--save-every 0]
 //       [--async] [--async-calls 2] [--torch-module /abs/path/libmy_policy.so]
@@ -15,6 +16,11 @@
 // and exits 0 if the target was reached (1 if not). Pendulum-v1 has no threshold in Gymnasium: it
 // runs --total-steps and exits 0, saying what it reached (give --target to set one).
 // The CSV has a row per iteration: iteration,env_steps,wall_s,mean_return,sample_s,learn_s,lost.
+//
+// The MuJoCo bodies (hopper, humanoid) get the settings PPO is usually run with on them (CleanRL's
+// ppo_continuous_action.py), where no option says otherwise: 2,048 steps an iteration (4 workers x
+// 1 copy x 512 steps), 10 epochs of minibatches of 64, learning rate 3e-4, gamma 0.99, lambda
+// 0.95, 1,000,000 steps; no threshold (Gymnasium's Hopper-v4 names 3,800: give --target to set one).
 //
 // --async: the asynchronous learner (IMPALA/APPO): the workers never wait for the learner, which
 // learns from the fragments that have come with V-trace correcting their lag (4 epochs each, not
@@ -37,6 +43,9 @@
 #include <fibra/detail/checkpoint.hpp>  // SIGTERM/SIGUSR1: fibra's stop, as fibra::tune uses it
 #include <fibra/fibra.hpp>
 #include <fibra/rl.hpp>
+#ifdef FIBRA_JOBS_MUJOCO
+#include <fibra/rl/mujoco.hpp>
+#endif
 
 #include <signal.h>
 
@@ -51,6 +60,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,14 +74,15 @@ struct Options {
   int eval_episodes = 100;
   int window = 20;  // the episodes whose mean return is checked against the target
   std::string csv = "ppo.csv";
-  std::string state;   // the checkpoint: --state, else $FIBRA_CHECKPOINT; empty: none
-  int save_every = 0;  // 0: when saving costs at most 5% of the time (Saver)
+  std::string state;            // the checkpoint: --state, else $FIBRA_CHECKPOINT; empty: none
+  int save_every = 0;           // 0: when saving costs at most 5% of the time (Saver)
+  std::set<std::string> given;  // the options given on the command line
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(
       stderr,
-      "ppo: %s\nusage: ppo [--env cartpole|acrobot|pendulum|NAME] [--workers N] [--envs-per-worker M] "
+      "ppo: %s\nusage: ppo [--env cartpole|acrobot|pendulum|hopper|humanoid|NAME] [--workers N] [--envs-per-worker M] "
       "[--steps T] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--target-kl K] [--seed S] [--target T] "
       "[--eval-episodes E] [--window W] [--csv PATH] [--state PATH] [--save-every K] [--async] "
       "[--async-calls C] [--torch-module PATH]\n",
@@ -83,6 +94,8 @@ std::string env_name(const std::string& v) {
   if (v == "cartpole") return "CartPole-v1";
   if (v == "acrobot") return "Acrobot-v1";
   if (v == "pendulum") return "Pendulum-v1";
+  if (v == "hopper") return "Hopper-v4";
+  if (v == "humanoid") return "Humanoid-v4";
   return v;  // a registered name: make_env says if it is not
 }
 
@@ -99,6 +112,7 @@ Options parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) usage("'" + a + "' needs a value");
     const char* v = argv[++i];
+    o.given.insert(a);
     if (a == "--env") {
       o.env = env_name(v);
       continue;
@@ -155,6 +169,20 @@ Options parse(int argc, char** argv) {
       usage("unknown option '" + a + "'");
   }
   o.trainer.env = o.env;
+  if (o.env == "Hopper-v4" || o.env == "Humanoid-v4") {  // CleanRL's continuous-control settings
+    const auto unless = [&](const char* option, auto& field, auto value) {
+      if (!o.given.contains(option)) field = value;
+    };
+    unless("--envs-per-worker", o.trainer.envs_per_worker, 1);
+    unless("--steps", o.trainer.fragment_steps, 2048 / (o.trainer.workers * o.trainer.envs_per_worker));
+    unless("--epochs", o.trainer.ppo.epochs, 10);
+    unless("--minibatch", o.trainer.ppo.minibatch_size, 64);
+    unless("--lr", o.trainer.ppo.learning_rate, 3e-4);
+    o.trainer.ppo.gamma = 0.99;
+    o.trainer.ppo.gae_lambda = 0.95;
+    o.trainer.ppo.anneal_clip = false;
+    if (o.total_steps == 0) o.total_steps = 1'000'000;
+  }
   if (o.window > 100) usage("--window takes 1 to 100 (the trainer keeps the returns of the last 100 episodes)");
   if (!o.target) {
     if (o.env == "CartPole-v1") o.target = 475;
@@ -292,6 +320,9 @@ void train(const Options& o, fibra::rl::PpoTrainer& trainer, Saver& saver, std::
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef FIBRA_JOBS_MUJOCO
+  fibra::rl::register_mujoco_envs();  // in every process of the run: the rollout actors make them too
+#endif
   fibra::Runtime rt(argc, argv);
   Options o = parse(argc, argv);
   std::error_code ec;
