@@ -1,7 +1,8 @@
 // PPO (fibra::rl) on rollout actors: CartPole-v1, Acrobot-v1, Pendulum-v1, and where fibra was built
-// with MuJoCo, Hopper-v4 and Humanoid-v4 (fibra/rl/mujoco.hpp).
+// with MuJoCo, Hopper-v4, HalfCheetah-v4 and Humanoid-v4 (fibra/rl/mujoco.hpp).
 //
-//   ppo [--env cartpole|acrobot|pendulum|hopper|humanoid|<a registered name>] [--workers 4] [--envs-per-worker 2]
+//   ppo [--env cartpole|acrobot|pendulum|hopper|halfcheetah|humanoid|<a registered name>] [--workers 4]
+//   [--envs-per-worker 2]
 //       [--steps 32] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--target-kl K] [--seed 1]
 //       [--target T] [--eval-episodes 100] [--window 20] [--csv PATH] [--state PATH] [--save-every 0]
 //       [--async] [--async-calls 2] [--torch-module /abs/path/libmy_policy.so]
@@ -17,7 +18,7 @@
 // runs --total-steps and exits 0, saying what it reached (give --target to set one).
 // The CSV has a row per iteration: iteration,env_steps,wall_s,mean_return,sample_s,learn_s,lost.
 //
-// The MuJoCo bodies (hopper, humanoid) get the settings PPO is usually run with on them (CleanRL's
+// The MuJoCo bodies (hopper, halfcheetah, humanoid) get the settings PPO is usually run with on them (CleanRL's
 // ppo_continuous_action.py), where no option says otherwise: 2,048 steps an iteration (4 workers x
 // 1 copy x 512 steps), 10 epochs of minibatches of 64, learning rate 3e-4, gamma 0.99, lambda
 // 0.95, 1,000,000 steps; no threshold (Gymnasium's Hopper-v4 names 3,800: give --target to set one).
@@ -82,7 +83,8 @@ struct Options {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(
       stderr,
-      "ppo: %s\nusage: ppo [--env cartpole|acrobot|pendulum|hopper|humanoid|NAME] [--workers N] [--envs-per-worker M] "
+      "ppo: %s\nusage: ppo [--env cartpole|acrobot|pendulum|hopper|halfcheetah|humanoid|NAME] [--workers N] "
+      "[--envs-per-worker M] "
       "[--steps T] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--target-kl K] [--seed S] [--target T] "
       "[--eval-episodes E] [--window W] [--csv PATH] [--state PATH] [--save-every K] [--async] "
       "[--async-calls C] [--torch-module PATH]\n",
@@ -95,6 +97,7 @@ std::string env_name(const std::string& v) {
   if (v == "acrobot") return "Acrobot-v1";
   if (v == "pendulum") return "Pendulum-v1";
   if (v == "hopper") return "Hopper-v4";
+  if (v == "halfcheetah") return "HalfCheetah-v4";
   if (v == "humanoid") return "Humanoid-v4";
   return v;  // a registered name: make_env says if it is not
 }
@@ -169,7 +172,8 @@ Options parse(int argc, char** argv) {
       usage("unknown option '" + a + "'");
   }
   o.trainer.env = o.env;
-  if (o.env == "Hopper-v4" || o.env == "Humanoid-v4") {  // CleanRL's continuous-control settings
+  if (o.env == "Hopper-v4" || o.env == "HalfCheetah-v4" ||
+      o.env == "Humanoid-v4") {  // CleanRL's continuous-control settings
     const auto unless = [&](const char* option, auto& field, auto value) {
       if (!o.given.contains(option)) field = value;
     };

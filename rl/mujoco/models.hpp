@@ -4,5 +4,6 @@
 namespace fibra::rl::detail {
 
 extern const char* const hopper_xml;
+extern const char* const half_cheetah_xml;
 
 }  // namespace fibra::rl::detail

@@ -32,7 +32,9 @@ ModelPtr compile(const std::string& name) {
       throw ConfigError(std::string("fibra::rl: cannot load MuJoCo's humanoid model ") + FIBRA_RL_MUJOCO_HUMANOID +
                         ": " + error.data() + "\nTo fix: apt-get install libmujoco-samples (the model comes with it)");
   } else {
-    const char* xml = name == "hopper" ? detail::hopper_xml : nullptr;
+    const char* xml = name == "hopper"         ? detail::hopper_xml
+                      : name == "half_cheetah" ? detail::half_cheetah_xml
+                                               : nullptr;
     if (!xml) throw std::logic_error("fibra::rl: no MuJoCo model named " + name);
     // From memory, through MuJoCo's virtual file system (large: on the heap, once per model).
     auto vfs = std::make_unique<mjVFS>();
@@ -132,13 +134,15 @@ namespace {
 constexpr int max_steps = 1000;  // Gymnasium's TimeLimit for these bodies
 
 // The model's initial positions (qpos0) and zero velocities, with noise from `rng`, uniform in
-// [-scale, scale]: positions first, then velocities.
-void noisy_start(const mjModel* m, Rng& rng, double scale, std::vector<double>& qpos, std::vector<double>& qvel) {
+// [-scale, scale] (velocities: scale times a normal draw with `normal_velocities`): positions
+// first, then velocities.
+void noisy_start(const mjModel* m, Rng& rng, double scale, std::vector<double>& qpos, std::vector<double>& qvel,
+                 bool normal_velocities = false) {
   qpos.assign(m->qpos0, m->qpos0 + m->nq);
   qvel.assign(static_cast<std::size_t>(m->nv), 0.0);
   const auto noise = [&] { return scale * (2 * rng.uniform() - 1); };
   for (double& q : qpos) q += noise();
-  for (double& v : qvel) v += noise();
+  for (double& v : qvel) v += normal_velocities ? scale * rng.normal() : noise();
 }
 
 Box control_box(const mjModel* m) {
@@ -190,6 +194,40 @@ class Hopper final : public MujocoEnv {
     const auto q = qpos(), v = qvel();
     obs_.assign(q.begin() + 1, q.end());
     for (double x : v) obs_.push_back(std::clamp(x, -10.0, 10.0));
+    return obs_;
+  }
+  std::vector<double> obs_, qpos0_, qvel0_;
+};
+
+/// HalfCheetah-v4: observation qpos[1:] and qvel (17 values); reward the torso's forward velocity
+/// - 0.1 * |action|^2; no end but the step limit; start noise uniform +-0.1 on the positions, 0.1
+/// times a normal draw on the velocities.
+class HalfCheetah final : public MujocoEnv {
+ public:
+  HalfCheetah() : MujocoEnv("half_cheetah", 5) {}
+  Box observation_space() const override { return unbounded(17); }
+  Space action_space() const override { return control_box(sim().model.get()); }
+  std::span<const double> reset(std::uint64_t seed) override {
+    Rng rng(seed);
+    noisy_start(sim().model.get(), rng, 0.1, qpos0_, qvel0_, /*normal_velocities=*/true);
+    reset_to(qpos0_, qvel0_);
+    return observe();
+  }
+  StepResult step(std::span<const double> action) override {
+    const double x_before = qpos()[0];
+    simulate(action);
+    StepResult r;
+    r.reward = (qpos()[0] - x_before) / dt() - 0.1 * square_sum(action);
+    r.truncated = steps() >= max_steps;
+    r.observation = observe();
+    return r;
+  }
+
+ private:
+  std::span<const double> observe() {
+    const auto q = qpos(), v = qvel();
+    obs_.assign(q.begin() + 1, q.end());
+    obs_.insert(obs_.end(), v.begin(), v.end());
     return obs_;
   }
   std::vector<double> obs_, qpos0_, qvel0_;
@@ -261,6 +299,7 @@ void register_mujoco_envs() {
   static std::once_flag once;
   std::call_once(once, [] {
     register_env("Hopper-v4", [] { return std::unique_ptr<Env>(std::make_unique<Hopper>()); });
+    register_env("HalfCheetah-v4", [] { return std::unique_ptr<Env>(std::make_unique<HalfCheetah>()); });
     register_env("Humanoid-v4", [] { return std::unique_ptr<Env>(std::make_unique<Humanoid>()); });
   });
 }

@@ -63,7 +63,7 @@ TEST(Mujoco, HopperSpaces) {
 }
 
 TEST(Mujoco, AnEpisodeIsAFunctionOfItsSeed) {
-  for (const std::string name : {"Hopper-v4", "Humanoid-v4"}) {
+  for (const std::string name : {"Hopper-v4", "HalfCheetah-v4", "Humanoid-v4"}) {
     auto a = make(name), b = make(name);
     const auto acts = actions(std::get<Box>(a->action_space()), 300, 7);
     const std::vector<double> one = episode(*a, 5, acts);
@@ -142,6 +142,35 @@ TEST(Mujoco, TheStepLimitIsAThousand) {
   }
   env->reset(2);
   EXPECT_EQ(env->steps(), 0);
+}
+
+// The half-cheetah never ends but by the limit: random torques for 1,000 steps, each reward
+// recomputed from the root's x before and after, each observation from the state.
+TEST(Mujoco, HalfCheetahByHand) {
+  auto env = make("HalfCheetah-v4");
+  EXPECT_EQ(env->observation_space().size(), 17u);
+  const Box box = std::get<Box>(env->action_space());
+  EXPECT_EQ(box.low, std::vector<double>(6, -1.0));
+  EXPECT_EQ(env->qpos().size(), 9u);  // the planar root (3) and six hinges
+  EXPECT_DOUBLE_EQ(env->dt(), 0.05);  // 10 ms x frame skip 5
+  const auto acts = actions(box, 1000, 17);
+  env->reset(9);
+  double travelled = env->qpos()[0];
+  for (std::size_t i = 0; i < acts.size(); ++i) {
+    const double x_before = env->qpos()[0];
+    const fibra::rl::StepResult r = env->step(acts[i]);
+    double control = 0;
+    for (double x : acts[i]) control += x * x;
+    EXPECT_DOUBLE_EQ(r.reward, (env->qpos()[0] - x_before) / 0.05 - 0.1 * control) << "step " << i + 1;
+    const auto q = env->qpos(), v = env->qvel();
+    for (std::size_t k = 0; k < 8; ++k) ASSERT_EQ(r.observation[k], q[k + 1]);
+    for (std::size_t k = 0; k < 9; ++k) ASSERT_EQ(r.observation[8 + k], v[k]);
+    ASSERT_FALSE(r.terminated) << "step " << i + 1;
+    ASSERT_EQ(r.truncated, i + 1 == 1000) << "step " << i + 1;
+    ASSERT_TRUE(std::isfinite(q[0]) && std::isfinite(q[1])) << "the simulation diverged at step " << i + 1;
+  }
+  travelled = env->qpos()[0] - travelled;
+  EXPECT_LT(std::abs(travelled), 100.0) << "random torques moved it " << travelled << " m in 50 s";
 }
 
 TEST(Mujoco, HumanoidByHand) {

@@ -3,6 +3,8 @@
 //
 //   Hopper-v4        a one-legged hopper in the plane (the project's own model): 11 observations,
 //                    3 torques in [-1, 1], frame skip 4
+//   HalfCheetah-v4   a two-legged runner in the plane (the project's own model): 17 observations,
+//                    6 torques in [-1, 1], frame skip 5
 //   Humanoid-v4      MuJoCo's own humanoid (libmujoco-samples' model/humanoid/humanoid.xml, 21
 //                    motors): its positions but the root's x and y, velocities, bodies' inertia
 //                    and velocity, actuator forces and contact forces; frame skip 5
@@ -27,7 +29,8 @@
 
 namespace fibra::rl {
 
-/// @brief Registers Hopper-v4 and Humanoid-v4 with make_env; calling it again does nothing.
+/// @brief Registers Hopper-v4, HalfCheetah-v4 and Humanoid-v4 with make_env; calling it again does
+/// nothing.
 void register_mujoco_envs();
 
 /// @brief What every MuJoCo environment offers beyond Env: its state, for tests and for
@@ -52,7 +55,7 @@ class MujocoEnv : public Env {
 
  protected:
   struct Sim;
-  /// @param model_name "hopper" or "humanoid" (the model cache's key)
+  /// @param model_name "hopper", "half_cheetah" or "humanoid" (the model cache's key)
   MujocoEnv(const std::string& model_name, int frame_skip);
   /// @brief Writes the controls (clipped to the actuators' ranges) and steps the engine frame_skip times.
   /// @throws std::invalid_argument for a span that is not one value per actuator.
