@@ -18,10 +18,10 @@
 //   b12,workers_<W>_over_floor,<ratio>,x                the median of the pairs' ratios
 //   b12,engine_steps_per_s,<rate>,steps/s               one environment, zero actions, no policy
 // Each figure is the median of --repeats measurements of --rounds rounds (after one round to warm
-// up). The floor is measured in turn with the workers (a floor run, then a run of the W actors, for
-// each repeat) and each ratio is of a pair run side by side, so that this machine's drift (the
-// floor moved 0.57 to 1.06 M steps/s between runs of an earlier, floor-first version) cancels.
-// Worker counts above the machine's cores are oversubscribed: the header says so.
+// up). The floor is measured in turn with the workers (a floor run and a run of the W actors for
+// each repeat, the floor first in every other one) and each ratio is of a pair run side by side, so that this machine's
+// drift (the floor moved 0.57 to 1.06 M steps/s between runs of an earlier, floor-first version) cancels. Worker counts
+// above the machine's cores are oversubscribed: the header says so.
 #include <fibra/fibra.hpp>
 #include <fibra/rl.hpp>
 #include <fibra/rl/trainer.hpp>
@@ -84,13 +84,15 @@ int main(int argc, char** argv) {
     (void)trainer.sample();  // (warm: the actors' processes start)
     std::vector<double> rates, ratios;
     for (int r = 0; r < repeats; ++r) {
-      const double floor_rate = floor_run();
+      // The floor first in even repeats, second in odd ones: a drift of the machine's speed during
+      // the run does not favour either side.
+      const double before = r % 2 == 0 ? floor_run() : 0;
       const auto t = Clock::now();
       std::size_t transitions = 0;
       for (int k = 0; k < rounds; ++k)
         for (const auto& f : trainer.sample().fragments) transitions += f.size();
       rates.push_back(double(transitions) / seconds_since(t));
-      ratios.push_back(rates.back() / floor_rate);
+      ratios.push_back(rates.back() / (r % 2 == 0 ? before : floor_run()));
     }
     std::printf("b12,workers_%d_steps_per_s,%.0f,steps/s\n", w, median(rates));
     std::printf("b12,workers_%d_over_floor,%.2f,x\n", w, median(ratios));

@@ -386,7 +386,11 @@ class Manager {
   /// @brief Starts an object of class T with options.
   template <class T, class... Args>
   Actor<T> start(ActorOptions options, Args&&... args) {
-    if (!options.pool) options.pool = pool_;
+    if (options.pool && options.pool != pool_)
+      throw ConfigError(
+          "fibra: Manager::start was given ActorOptions::pool of another pool than the manager's: "
+          "start it with Actor<T>::start, or from a Manager of that pool");
+    options.pool = pool_;
     return keep(Actor<T>::start(options, std::forward<Args>(args)...));
   }
   /// @brief A shared dict (Python's manager.dict()): it lives in the driver, not in a process of

@@ -3,6 +3,7 @@
 // throwing (ItemError).
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <exception>
 #include <optional>
@@ -99,6 +100,22 @@ struct OldPoolResources {
   [[deprecated("PoolOptions::resources is now PoolOptions::offers (what each worker offers)")]] long memory_mb = 0;
   Resources value() const { return {cpus, gpus, memory_mb}; }
   bool set() const { return cpus != 0 || gpus != 0 || memory_mb != 0; }
+  /// Read or assigned as a whole, as the Resources it was (not in a designated initializer: `{.resources
+  /// = r}` must become `{.offers = r}`; an aggregate cannot take a Resources there and stay one).
+  [[deprecated("PoolOptions::resources is now PoolOptions::offers (what each worker offers)")]] operator Resources()
+      const {
+    return value();
+  }
+  // (A template, so that `= {2, 1, 512}` still means the implicit assignment rather than being ambiguous.)
+  template <class R>
+  requires std::same_as<R, Resources>
+  [[deprecated("PoolOptions::resources is now PoolOptions::offers (what each worker offers)")]] OldPoolResources&
+  operator=(const R& r) {
+    cpus = r.cpus;
+    gpus = r.gpus;
+    memory_mb = r.memory_mb;
+    return *this;
+  }
 };
 }  // namespace detail
 
@@ -177,7 +194,7 @@ struct PoolOptions {
 /// @brief How Pool::adapt grows a pool with Slurm worker jobs that join it, and shrinks it
 /// (docs/elastic.md).
 struct AdaptOptions {
-  int workers_per_job = 1;  ///< workers each worker job runs (it asks for their CPUs: PoolOptions::resources.cpus each)
+  int workers_per_job = 1;  ///< workers each worker job runs (it asks for their CPUs: PoolOptions::offers.cpus each)
   std::string time = "01:00:00";         ///< each worker job's time limit (sbatch --time)
   std::string partition;                 ///< sbatch --partition; empty: the cluster's default
   std::vector<std::string> sbatch_args;  ///< more sbatch options, each as one word ("--mem=4G")

@@ -50,6 +50,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -178,10 +179,13 @@ Options parse(int argc, char** argv) {
       if (!o.given.contains(option)) field = value;
     };
     unless("--envs-per-worker", o.trainer.envs_per_worker, 1);
-    unless("--steps", o.trainer.fragment_steps, 2048 / (o.trainer.workers * o.trainer.envs_per_worker));
+    // 2,048 steps an iteration, or the nearest whole number of steps a copy (at least 1 each).
+    unless("--steps", o.trainer.fragment_steps, std::max(1, 2048 / (o.trainer.workers * o.trainer.envs_per_worker)));
     unless("--epochs", o.trainer.ppo.epochs, 10);
+    unless("--epochs", o.trainer.async_epochs, 10);  // (--async's; --epochs sets both)
     unless("--minibatch", o.trainer.ppo.minibatch_size, 64);
     unless("--lr", o.trainer.ppo.learning_rate, 3e-4);
+    unless("--lr", o.trainer.async_learning_rate, 3e-4);
     o.trainer.ppo.gamma = 0.99;
     o.trainer.ppo.gae_lambda = 0.95;
     o.trainer.ppo.anneal_clip = false;

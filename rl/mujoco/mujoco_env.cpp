@@ -79,6 +79,7 @@ struct MujocoEnv::Sim {
   ModelPtr model;
   mjData* data = nullptr;
   int frame_skip = 1;
+  std::vector<double> start_qpos, start_qvel;  // start_from's, kept to reuse their memory
   ~Sim() {
     if (data) mj_deleteData(data);
   }
@@ -113,8 +114,20 @@ void MujocoEnv::set_state(std::span<const double> qpos, std::span<const double> 
   mj_forward(m, sim_->data);
 }
 
-void MujocoEnv::reset_to(std::span<const double> qpos, std::span<const double> qvel) {
-  mj_resetData(sim_->model.get(), sim_->data);
+// The model's initial positions (qpos0) and zero velocities, with noise drawn from the seed,
+// uniform in [-scale, scale] (velocities: scale times a normal draw with `normal_velocities`):
+// positions first, then velocities; the episode's steps back to 0.
+void MujocoEnv::start_from(std::uint64_t seed, double scale, bool normal_velocities) {
+  const mjModel* m = sim_->model.get();
+  Rng rng(seed);
+  const auto noise = [&] { return scale * (2 * rng.uniform() - 1); };
+  std::vector<double>& qpos = sim_->start_qpos;
+  std::vector<double>& qvel = sim_->start_qvel;
+  qpos.assign(m->qpos0, m->qpos0 + m->nq);
+  qvel.assign(static_cast<std::size_t>(m->nv), 0.0);
+  for (double& q : qpos) q += noise();
+  for (double& v : qvel) v += normal_velocities ? scale * rng.normal() : noise();
+  mj_resetData(m, sim_->data);
   steps_ = 0;
   set_state(qpos, qvel);
 }
@@ -132,18 +145,6 @@ void MujocoEnv::simulate(std::span<const double> action) {
 namespace {
 
 constexpr int max_steps = 1000;  // Gymnasium's TimeLimit for these bodies
-
-// The model's initial positions (qpos0) and zero velocities, with noise from `rng`, uniform in
-// [-scale, scale] (velocities: scale times a normal draw with `normal_velocities`): positions
-// first, then velocities.
-void noisy_start(const mjModel* m, Rng& rng, double scale, std::vector<double>& qpos, std::vector<double>& qvel,
-                 bool normal_velocities = false) {
-  qpos.assign(m->qpos0, m->qpos0 + m->nq);
-  qvel.assign(static_cast<std::size_t>(m->nv), 0.0);
-  const auto noise = [&] { return scale * (2 * rng.uniform() - 1); };
-  for (double& q : qpos) q += noise();
-  for (double& v : qvel) v += normal_velocities ? scale * rng.normal() : noise();
-}
 
 Box control_box(const mjModel* m) {
   Box b{.shape = {static_cast<std::size_t>(m->nu)}, .low = {}, .high = {}};
@@ -164,9 +165,7 @@ class Hopper final : public MujocoEnv {
   Box observation_space() const override { return unbounded(11); }
   Space action_space() const override { return control_box(sim().model.get()); }
   std::span<const double> reset(std::uint64_t seed) override {
-    Rng rng(seed);
-    noisy_start(sim().model.get(), rng, 5e-3, qpos0_, qvel0_);
-    reset_to(qpos0_, qvel0_);
+    start_from(seed, 5e-3);
     return observe();
   }
   StepResult step(std::span<const double> action) override {
@@ -196,7 +195,7 @@ class Hopper final : public MujocoEnv {
     for (double x : v) obs_.push_back(std::clamp(x, -10.0, 10.0));
     return obs_;
   }
-  std::vector<double> obs_, qpos0_, qvel0_;
+  std::vector<double> obs_;
 };
 
 /// HalfCheetah-v4: observation qpos[1:] and qvel (17 values); reward the torso's forward velocity
@@ -208,9 +207,7 @@ class HalfCheetah final : public MujocoEnv {
   Box observation_space() const override { return unbounded(17); }
   Space action_space() const override { return control_box(sim().model.get()); }
   std::span<const double> reset(std::uint64_t seed) override {
-    Rng rng(seed);
-    noisy_start(sim().model.get(), rng, 0.1, qpos0_, qvel0_, /*normal_velocities=*/true);
-    reset_to(qpos0_, qvel0_);
+    start_from(seed, 0.1, /*normal_velocities=*/true);
     return observe();
   }
   StepResult step(std::span<const double> action) override {
@@ -230,7 +227,7 @@ class HalfCheetah final : public MujocoEnv {
     obs_.insert(obs_.end(), v.begin(), v.end());
     return obs_;
   }
-  std::vector<double> obs_, qpos0_, qvel0_;
+  std::vector<double> obs_;
 };
 
 /// Humanoid-v4 on MuJoCo's own humanoid: observation qpos[2:], qvel, every body's cinert and cvel,
@@ -248,9 +245,7 @@ class Humanoid final : public MujocoEnv {
   }
   Space action_space() const override { return control_box(sim().model.get()); }
   std::span<const double> reset(std::uint64_t seed) override {
-    Rng rng(seed);
-    noisy_start(sim().model.get(), rng, 1e-2, qpos0_, qvel0_);
-    reset_to(qpos0_, qvel0_);
+    start_from(seed, 1e-2);
     return observe();
   }
   StepResult step(std::span<const double> action) override {
@@ -290,7 +285,7 @@ class Humanoid final : public MujocoEnv {
     obs_.insert(obs_.end(), d->cfrc_ext, d->cfrc_ext + 6 * m->nbody);
     return obs_;
   }
-  std::vector<double> obs_, qpos0_, qvel0_;
+  std::vector<double> obs_;
 };
 
 }  // namespace

@@ -59,7 +59,7 @@ struct ModuleSpec {
   bool norm_adv = true, clip_vloss = false;
   double vf_coef = 0.5, ent_coef = 0.0, max_grad_norm = 0.5;
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-5;
-  std::uint64_t seed = 0;  ///< torch's own generator (nothing in the module draws from it today)
+  std::uint64_t seed = 0;  ///< torch's own generator: a user's network draws its initial weights from it
 };
 
 /// @brief A learn() call's batch; set_batch copies it.

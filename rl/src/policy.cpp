@@ -22,6 +22,11 @@ void check_spec(const PolicySpec& spec) {
     if (h < 1) throw ConfigError("fibra::rl: a PolicySpec's hidden sizes must be >= 1, got " + std::to_string(h));
 }
 
+// Values of the Gaussian's log standard deviation at the end of the flat parameters (0 for Discrete).
+std::size_t log_std_size(const PolicySpec& spec) {
+  return spec.discrete() ? 0 : static_cast<std::size_t>(spec.actor_outputs());
+}
+
 // One MLP's blocks: weight then bias per layer, named as nn.Sequential numbers Linear layers
 // between activations (0, 2, 4, ...).
 void add_mlp(std::vector<ParameterBlock>& blocks, std::size_t& offset, const std::string& name, int in,
@@ -115,8 +120,8 @@ PolicyWeights initial_weights(const PolicySpec& spec, std::uint64_t seed, bool n
                   .params = std::vector<float>(blocks.back().offset + blocks.back().size, 0.0f),
                   .normaliser = ObsNormaliser(spec.observation_size, normalise_observations)};
   if (!spec.torch_module.empty()) {
-    const std::size_t log_std = spec.discrete() ? 0 : static_cast<std::size_t>(spec.actor_outputs());
-    detail::make_network(spec, seed)->get_parameters(std::span<float>(w.params).first(w.params.size() - log_std));
+    detail::make_network(spec, seed)
+        ->get_parameters(std::span<float>(w.params).first(w.params.size() - log_std_size(spec)));
     return w;
   }
   Rng rng(seed);
@@ -134,25 +139,30 @@ PolicyWeights initial_weights(const PolicySpec& spec, std::uint64_t seed, bool n
   return w;
 }
 
-Policy::Policy(PolicySpec spec, const PolicyWeights& weights)
-    : spec_(std::move(spec)), version_(weights.version), normaliser_(weights.normaliser) {
+Policy::Policy(PolicySpec spec, const PolicyWeights& weights) : spec_(std::move(spec)) { set_weights(weights); }
+
+void Policy::set_weights(const PolicyWeights& weights) {
   const std::vector<ParameterBlock> blocks = parameter_layout(spec_);
   const std::size_t count = blocks.back().offset + blocks.back().size;
   if (weights.params.size() != count)
     throw ConfigError("fibra::rl: the policy's weights hold " + std::to_string(weights.params.size()) +
                       " values; its spec needs " + std::to_string(count) + " (were they made for another spec?)");
-  if (normaliser_.size() != spec_.observation_size)
+  if (weights.normaliser.size() != spec_.observation_size)
     throw ConfigError("fibra::rl: the policy's normaliser is for observations of " +
-                      std::to_string(normaliser_.size()) + " values; its spec's are " +
+                      std::to_string(weights.normaliser.size()) + " values; its spec's are " +
                       std::to_string(spec_.observation_size));
-  const std::size_t log_std = spec_.discrete() ? 0 : static_cast<std::size_t>(spec_.actor_outputs());
-  if (!spec_.discrete())
-    log_std_.assign(weights.params.end() - static_cast<std::ptrdiff_t>(log_std), weights.params.end());
+  version_ = weights.version;
+  normaliser_ = weights.normaliser;
+  const std::size_t log_std = log_std_size(spec_);
+  log_std_.assign(weights.params.end() - static_cast<std::ptrdiff_t>(log_std), weights.params.end());
   if (!spec_.torch_module.empty()) {
-    network_ = detail::make_network(spec_, 0);
+    // Built once per Policy (a library opened, constructors run); a copy that shares it gets its own.
+    if (!network_ || network_.use_count() > 1) network_ = detail::make_network(spec_, 0);
     network_->set_parameters(std::span<const float>(weights.params).first(count - log_std));
     return;
   }
+  actor_.clear();
+  critic_.clear();
   const std::size_t layers = spec_.hidden.size() + 1;
   for (std::size_t l = 0; l < 2 * layers; ++l) {
     const ParameterBlock& wb = blocks[2 * l];

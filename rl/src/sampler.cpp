@@ -62,7 +62,12 @@ Sampler::Sampler(const EnvFactory& make, std::string label, int num_envs, int fi
   obs_.assign(envs_.size() * static_cast<std::size_t>(spec_.observation_size), 0.0);
 }
 
-void Sampler::set_weights(const PolicyWeights& weights) { policy_.emplace(spec_, weights); }
+void Sampler::set_weights(const PolicyWeights& weights) {
+  if (policy_)
+    policy_->set_weights(weights);
+  else
+    policy_.emplace(spec_, weights);
+}
 
 void Sampler::reset_copy(std::size_t i) {
   const std::span<const double> o = envs_[i]->reset(episode_seed(copy_seeds_[i], episodes_[i]));

@@ -38,7 +38,8 @@ std::shared_ptr<NetworkModule> make_network(const PolicySpec& spec, std::uint64_
   const NetworkFactory factory = network_factory();
   std::array<char, 1024> error{};
   NetworkModule* network = factory(learner_module_abi, &m, error.data(), error.size());
-  if (!network) throw ConfigError(error.data());
+  if (!network)
+    throw ConfigError(std::string("fibra::rl: the libtorch module could not make the policy network: ") + error.data());
   return std::shared_ptr<NetworkModule>(network);
 }
 

@@ -347,31 +347,14 @@ class TorchLearner final : public LearnerModule {
   at::Tensor observations_, actions_, logp_, advantages_, returns_, values_;
 };
 
-void write_error(char* error, std::size_t size, const std::string& message) {
-  if (size == 0) return;
-  const std::size_t n = std::min(size - 1, message.size());
-  std::memcpy(error, message.data(), n);
-  error[n] = '\0';
-}
-
 }  // namespace
 }  // namespace fibra::rl::detail
 
 extern "C" __attribute__((visibility("default"))) fibra::rl::detail::LearnerModule* fibra_rl_torch_make_learner(
     int abi, const fibra::rl::detail::ModuleSpec* spec, char* error, std::size_t error_size) {
   using namespace fibra::rl::detail;
-  if (abi != learner_module_abi) {
-    write_error(error, error_size,
-                "it was built for learner module ABI " + std::to_string(learner_module_abi) + ", the caller's is " +
-                    std::to_string(abi) + " (a module from another build of fibra: rebuild the target fibra_rl_torch)");
-    return nullptr;
-  }
-  try {
-    at::set_num_threads(1);  // small networks on a few cores: threads cost more than they give
+  return make_in_module(abi, error, error_size, [&]() -> LearnerModule* {
     at::manual_seed(spec->seed);
     return new TorchLearner(*spec);
-  } catch (const std::exception& e) {
-    write_error(error, error_size, e.what());
-    return nullptr;
-  }
+  });
 }

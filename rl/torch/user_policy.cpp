@@ -129,9 +129,22 @@ std::shared_ptr<TorchPolicy> load_user_policy(const ModuleSpec& spec) {
   if (policy->parameters().empty())
     throw std::runtime_error("fibra::rl: the policy network of " + spec.torch_module +
                              " has no parameters (register its layers with register_module)");
+  // Only parameters travel to the workers and into checkpoints: state kept in buffers (BatchNorm's
+  // running statistics) would differ between the learner and every worker, silently.
+  if (const auto buffers = policy->named_buffers(); !buffers.is_empty())
+    throw std::runtime_error("fibra::rl: the policy network of " + spec.torch_module + " has buffers (" +
+                             buffers.begin()->key() +
+                             " ...): fibra ships and saves parameters only, so state kept in buffers (BatchNorm's "
+                             "running statistics) would differ between learner and workers; use layers without "
+                             "buffers (LayerNorm instead of BatchNorm)");
   torch::NoGradGuard no_grad;
   user_forward(*policy, spec, torch::zeros({2, spec.observation_size}, spec.float64 ? torch::kDouble : torch::kFloat));
   return policy;
+}
+
+std::string module_abi_mismatch(int caller_abi) {
+  return "it was built for learner module ABI " + std::to_string(learner_module_abi) + ", the caller's is " +
+         std::to_string(caller_abi) + " (a module from another build of fibra: rebuild the target fibra_rl_torch)";
 }
 
 ActorCritic user_forward(TorchPolicy& policy, const ModuleSpec& spec, const torch::Tensor& observations) {
@@ -156,18 +169,5 @@ ActorCritic user_forward(TorchPolicy& policy, const ModuleSpec& spec, const torc
 extern "C" __attribute__((visibility("default"))) fibra::rl::detail::NetworkModule* fibra_rl_torch_make_network(
     int abi, const fibra::rl::detail::ModuleSpec* spec, char* error, std::size_t error_size) {
   using namespace fibra::rl::detail;
-  if (abi != learner_module_abi) {
-    ::fibra::rl::detail::write_torch_policy_error(
-        error, error_size,
-        "it was built for learner module ABI " + std::to_string(learner_module_abi) + ", the caller's is " +
-            std::to_string(abi) + " (a module from another build of fibra: rebuild the target fibra_rl_torch)");
-    return nullptr;
-  }
-  try {
-    at::set_num_threads(1);
-    return new UserNetwork(*spec);
-  } catch (const std::exception& e) {
-    ::fibra::rl::detail::write_torch_policy_error(error, error_size, e.what());
-    return nullptr;
-  }
+  return make_in_module(abi, error, error_size, [&]() -> NetworkModule* { return new UserNetwork(*spec); });
 }

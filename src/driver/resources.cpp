@@ -198,11 +198,11 @@ std::string describe(const Resources& r) {
 }
 
 WorkerResources resolve_resources(const PoolOptions& o, int workers) {
-  const Resources r = o.resources.set() && o.offers.cpus == 0 && o.offers.gpus == 0 && o.offers.memory_mb == 0
-                          ? o.resources.value()  // the old spelling, deprecated
-                          : o.offers;
+  const bool old = o.resources.set() && o.offers.cpus == 0 && o.offers.gpus == 0 && o.offers.memory_mb == 0;
+  const Resources r = old ? o.resources.value() : o.offers;  // the old spelling, deprecated, if only it is set
   if (r.cpus < 0 || r.gpus < 0 || r.memory_mb < 0 || !std::isfinite(r.cpus))
-    throw ConfigError("fibra: PoolOptions::offers cannot be negative (got " + describe(r) + ")");
+    throw ConfigError(std::string("fibra: ") + (old ? "PoolOptions::resources" : "PoolOptions::offers") +
+                      " cannot be negative (got " + describe(r) + ")");
   WorkerResources w;
   w.each.cpus = r.cpus > 0 ? r.cpus : env_number("SLURM_CPUS_PER_TASK") > 0 ? env_number("SLURM_CPUS_PER_TASK") : 1;
 

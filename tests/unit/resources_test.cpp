@@ -97,6 +97,21 @@ TEST(Resources, TheOldSpellingOfOffersStillWorks) {
   o.offers.cpus = 2;  // the new spelling wins
   EXPECT_EQ(resolve_resources(o, 1).each.cpus, 2);
   EXPECT_EQ(resolve_resources(o, 1).each.memory_mb, 0);
+  // Read and assigned as a whole, as the Resources it was; a braced list still assigns it.
+  PoolOptions p;
+  p.resources = Resources{4, 1, 0};
+  const Resources back = p.resources;
+  EXPECT_EQ(back.cpus, 4);
+  EXPECT_EQ(back.gpus, 1);
+  p.resources = {6, 0, 0};
+  EXPECT_EQ(resolve_resources(p, 1).each.cpus, 6);
+  p.resources = {-1, 0, 0};
+  try {
+    resolve_resources(p, 1);
+    FAIL() << "no error";
+  } catch (const fibra::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("PoolOptions::resources cannot be negative"), std::string::npos) << e.what();
+  }
 }
 #pragma GCC diagnostic pop
 

@@ -46,7 +46,9 @@ class MujocoEnv : public Env {
   /// @throws std::invalid_argument for spans of the wrong sizes.
   void set_state(std::span<const double> qpos, std::span<const double> qvel);
   /// @brief The x of the whole body's centre of mass, as the engine computed it at the last step
-  /// (its position stage, before the last integration: what Gymnasium's mass_center reads).
+  /// (its position stage, before the last integration: what Gymnasium's mass_center reads). From
+  /// MuJoCo's subtree_com, not from the bodies' masses and centres as Humanoid-v4's reward sums
+  /// them, so that a test can hold one against the other.
   double centre_of_mass_x() const;
   /// @brief Seconds of simulated time per step: the model's timestep times the frame skip.
   double dt() const;
@@ -60,8 +62,10 @@ class MujocoEnv : public Env {
   /// @brief Writes the controls (clipped to the actuators' ranges) and steps the engine frame_skip times.
   /// @throws std::invalid_argument for a span that is not one value per actuator.
   void simulate(std::span<const double> action);
-  /// @brief Positions and velocities to start from: the model's initial ones plus noise.
-  void reset_to(std::span<const double> qpos, std::span<const double> qvel);
+  /// @brief Starts an episode: the model's initial positions and zero velocities plus noise drawn
+  /// from `seed`, uniform in [-scale, scale] (the velocities' `scale` times a normal draw with
+  /// `normal_velocities`).
+  void start_from(std::uint64_t seed, double scale, bool normal_velocities = false);
   Sim& sim() const { return *sim_; }
   int steps_ = 0;
 

@@ -133,6 +133,9 @@ class Policy {
   /// @throws ConfigError if `weights.params` is not parameter_count(spec) long, or the normaliser's
   /// size is not the observation size.
   Policy(PolicySpec spec, const PolicyWeights& weights);
+  /// @brief Takes new weights for the same spec (a rollout worker's every iteration): a user's
+  /// network is kept, not built again. @throws ConfigError as the constructor.
+  void set_weights(const PolicyWeights& weights);
 
   const PolicySpec& spec() const { return spec_; }
   std::uint64_t version() const { return version_; }
@@ -173,8 +176,10 @@ class Policy {
   ObsNormaliser normaliser_;
   std::vector<Layer> actor_, critic_;
   std::vector<float> log_std_;
-  std::shared_ptr<detail::NetworkModule> network_;  // a user's network, in place of actor_ and critic_
-  std::vector<float> actor_out_, critic_out_;       // reused between calls
+  // A user's network, in place of actor_ and critic_; a copy of this Policy shares it until either
+  // takes new weights (set_weights then builds its own).
+  std::shared_ptr<detail::NetworkModule> network_;
+  std::vector<float> actor_out_, critic_out_;  // reused between calls
   std::vector<std::vector<float>> hidden_out_;
 };
 

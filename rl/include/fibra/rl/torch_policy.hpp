@@ -4,6 +4,7 @@
 //
 //   // my_policy.cpp, built as a SHARED library linking ${TORCH_LIBRARIES}
 //   #include <fibra/rl/torch_policy.hpp>
+//   #include <torch/torch.h>  // the layers (this header brings torch::nn::Module only)
 //   struct SharedTorso : fibra::rl::TorchPolicy {
 //     torch::nn::Sequential torso;
 //     torch::nn::Linear actor{nullptr}, critic{nullptr};
@@ -33,7 +34,9 @@
 // checkpoints name them so. The learner trains it with PPO's loss and Adam; rollout workers run its
 // forward pass (in float32, without autograd). The library is opened by path in every process that
 // needs it, so the path must be valid on every host (a shared filesystem). The initial weights are
-// what the constructors draw after torch's generator is seeded with the run's seed.
+// what the constructors draw after torch's generator is seeded with the run's seed. The network
+// runs in training mode everywhere (a dropout layer drops in the workers too), and only its
+// parameters travel: a network with buffers (BatchNorm's running statistics) is refused.
 #pragma once
 
 #include <torch/nn/module.h>
