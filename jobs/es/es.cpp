@@ -1,15 +1,27 @@
 // The demo job: OpenAI's evolution strategy (Salimans et al. 2017) learning to control a simulated
-// system (jobs/envs: CartPole-v1, Acrobot-v1), each generation one map over the population.
+// system, each generation one round of tasks over the population: jobs/envs' CartPole-v1 and
+// Acrobot-v1 (discrete actions), and fibra::rl's environments with a box of actions: the MuJoCo
+// bodies (Hopper-v4, HalfCheetah-v4, Humanoid-v4, where MuJoCo was found) and Pendulum-v1.
 //
-//   es [--env cartpole|acrobot] [--workers 4] [--population 256] [--sigma 0.1] [--lr 0.05]
-//      [--l2 0.005] [--hidden 16] [--generations 100] [--target <the env's threshold>]
-//      [--eval-episodes 100] [--seed 1] [--state PATH] [--csv PATH]
+//   es [--env cartpole|acrobot|pendulum|hopper|halfcheetah|humanoid|<a registered name>] [--workers 4]
+//      [--population 256] [--sigma S] [--lr L] [--l2 0.005] [--hidden H] [--shift R] [--observe F]
+//      [--generations 100] [--target <the env's threshold>] [--eval-episodes 100] [--seed 1]
+//      [--state PATH] [--csv PATH]
 //
 // A candidate travels as a noise offset (a perturbation is sigma times a stretch of a shared
 // noise table that every process builds from the seed) and comes back as two returns (an
 // antithetic pair: theta + and - the same noise, on the same episode). The driver shapes the
 // returns into centred ranks, steps Adam on the estimated gradient (with L2 decay), and keeps
 // the observations' mean and spread, which the policy normalises its inputs with.
+//
+// On the bodies, as OpenAI's implementation runs them: the policy is a controller with a box of
+// outputs (es_control.hpp; linear by default, as ARS, or one tanh hidden layer with --hidden),
+// the parameters go out once per generation (fibra::put) and each pair is a task of its own, so
+// a worker that finishes a short episode takes the next pair at once and a generation of episodes
+// of 20 to 1,000 steps is balanced by steps, not by episodes; a sample of the pairs (--observe,
+// a fraction) sums its observations for the normalisation; --shift R takes R off each step's
+// reward in training only (ARS's removal of the alive bonus, which otherwise rewards standing
+// still), never in the returns reported or evaluated.
 //
 // Every number depends on the seed alone (portable generators, an ordered map), so a seed gives
 // the same curve on any number of workers. After each generation the whole run (policy,
@@ -30,17 +42,26 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#ifdef FIBRA_JOBS_MUJOCO
+#include <fibra/rl/mujoco.hpp>
+#endif
+
 #include "envs.hpp"
+#include "es_control.hpp"
 #include "es_core.hpp"
+#include "es_pairs.hpp"
 #include "es_state.hpp"
 
 namespace {
 
-enum Env : int { cartpole = 0, acrobot = 1 };
+// jobs/envs' two discrete environments, or one of fibra::rl's with a box of actions.
+enum Env : int { cartpole = 0, acrobot = 1, box = 2 };
 
 es::PolicyShape shape_of(int env, int hidden) {
   return env == cartpole ? es::PolicyShape{envs::CartPole::obs_size, hidden, envs::CartPole::actions}
@@ -94,19 +115,55 @@ namespace {
 
 struct Options {
   int env = cartpole;
-  int workers = 4, population = 256, hidden = 16, generations = 100, eval_episodes = 100;
-  double sigma = 0.1, lr = 0.05, l2 = 0.005, target = 0;
+  std::string env_name;  // the registered name, for env == box
+  int workers = 4, population = 0, hidden = -1, generations = 100, eval_episodes = 100;
+  double sigma = 0, lr = 0, l2 = 0.005, target = 0, shift = -1, observe = -1;
   std::uint64_t seed = 1;
   std::string state, csv;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
-               "es: %s\nusage: es [--env cartpole|acrobot] [--workers N] [--population P (even)] [--sigma S] "
-               "[--lr L] [--l2 C] [--hidden H] [--generations G] [--target T] [--eval-episodes E] [--seed S] "
-               "[--state PATH] [--csv PATH]\n",
+               "es: %s\nusage: es [--env cartpole|acrobot|pendulum|hopper|halfcheetah|humanoid|NAME] [--workers N] "
+               "[--population P (even)] [--sigma S] [--lr L] [--l2 C] [--hidden H] [--shift R] [--observe F] "
+               "[--generations G] [--target T] [--eval-episodes E] [--seed S] [--state PATH] [--csv PATH]\n",
                why.c_str());
   std::exit(2);
+}
+
+// The registered name of an environment with a box of actions, from its short name.
+std::string box_env_name(const std::string& v) {
+  if (v == "pendulum") return "Pendulum-v1";
+  if (v == "hopper") return "Hopper-v4";
+  if (v == "halfcheetah") return "HalfCheetah-v4";
+  if (v == "humanoid") return "Humanoid-v4";
+  return v;
+}
+
+// The target where none is given: Gymnasium's thresholds for the discrete two, the 3,000
+// for the hopper, Gymnasium's 4,800 for the half-cheetah, the ES paper's 6,000 for the humanoid.
+bool default_target(const Options& o, double& target) {
+  if (o.env == cartpole) return target = envs::CartPole::solved, true;
+  if (o.env == acrobot) return target = envs::Acrobot::solved, true;
+  const std::map<std::string, double> known{
+      {"Pendulum-v1", -200}, {"Hopper-v4", 3000}, {"HalfCheetah-v4", 4800}, {"Humanoid-v4", 6000}};
+  const auto it = known.find(o.env_name);
+  return it != known.end() && (target = it->second, true);
+}
+
+// Defaults that depend on the kind of environment: the discrete two keep the settings they are
+// solved with (a tanh MLP of 16, sigma 0.1, every + episode observed); the bodies get ARS's linear
+// controller and OpenAI's scale of noise, 10% of the pairs observed, and no shift (on this
+// project's hopper, ARS's shift of 1 a step leads to a dive forward that ends the episode within
+// a hundred steps, a return of 150; without it ES learns to stand, 1,000: docs/rl.md).
+void fill_defaults(Options& o) {
+  const bool b = o.env == box;
+  if (o.population == 0) o.population = b ? 64 : 256;
+  if (o.hidden < 0) o.hidden = b ? 0 : 16;
+  if (o.sigma == 0) o.sigma = b ? 0.02 : 0.1;
+  if (o.lr == 0) o.lr = b ? 0.02 : 0.05;
+  if (o.observe < 0) o.observe = b ? 0.1 : 1.0;
+  if (o.shift < 0) o.shift = 0;
 }
 
 Options parse(int argc, char** argv) {
@@ -129,7 +186,7 @@ Options parse(int argc, char** argv) {
       else if (std::strcmp(v, "acrobot") == 0)
         o.env = acrobot;
       else
-        usage(std::string("unknown environment '") + v + "' (cartpole or acrobot)");
+        o.env = box, o.env_name = box_env_name(v);
     } else if (a == "--state")
       o.state = v;
     else if (a == "--csv")
@@ -152,6 +209,10 @@ Options parse(int argc, char** argv) {
         o.lr = x;
       else if (a == "--l2")
         o.l2 = x;
+      else if (a == "--shift")
+        o.shift = x;
+      else if (a == "--observe")
+        o.observe = x;
       else if (a == "--target")
         o.target = x, target_set = true;
       else if (a == "--seed")
@@ -160,31 +221,69 @@ Options parse(int argc, char** argv) {
         usage("unknown option '" + a + "'");
     }
   }
+  if (o.sigma < 0 || o.lr < 0 || o.shift < 0 && o.shift != -1 || o.observe < 0 && o.observe != -1)
+    usage("--sigma, --lr, --shift and --observe cannot be negative");
+  fill_defaults(o);
   if (o.population < 2 || o.population % 2) usage("--population must be even and at least 2 (antithetic pairs)");
-  if (o.hidden < 1 || o.hidden > 256) usage("--hidden must be 1 to 256");
+  if (o.hidden < (o.env == box ? 0 : 1) || o.hidden > 256)
+    usage(o.env == box ? "--hidden must be 0 (a linear controller) to 256" : "--hidden must be 1 to 256");
   if (o.workers < 1 || o.generations < 0 || o.eval_episodes < 1 || !(o.sigma > 0) || !(o.lr > 0))
     usage("--workers, --eval-episodes at least 1, --generations at least 0, --sigma and --lr above 0");
-  if (!target_set) o.target = o.env == cartpole ? envs::CartPole::solved : envs::Acrobot::solved;
+  if (o.observe > 1) usage("--observe is a fraction of the pairs, 0 to 1");
+  if (o.env != box && o.shift != 0) usage("--shift is for environments with a box of actions (hopper, humanoid, ...)");
+  if (o.env == box) try {  // an unknown name: make_env's error lists the registered ones
+      (void)fibra::rl::make_env(o.env_name);
+    } catch (const std::exception& e) {
+      usage(e.what());
+    }
+  if (!target_set && !default_target(o, o.target)) usage("'" + o.env_name + "' has no known threshold: give --target");
   if (!o.state.empty() && !o.state.ends_with(".h5")) o.state += ".h5";
-  if (o.csv.empty()) o.csv = o.env == cartpole ? "es-cartpole.csv" : "es-acrobot.csv";
+  if (o.csv.empty()) {
+    std::string stem = o.env == cartpole ? "cartpole" : o.env == acrobot ? "acrobot" : o.env_name;
+    std::transform(stem.begin(), stem.end(), stem.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    o.csv = "es-" + stem + ".csv";
+  }
   return o;
 }
 
-// The run as it starts, when nothing was saved: theta small and random, no normalisation yet.
-es::RunState fresh(const Options& o, const es::PolicyShape& shape) {
+// What the driver needs to know of the policy: its parameters and its observations.
+struct Sizes {
+  std::size_t parameters = 0, observations = 0;
+};
+
+Sizes sizes_of(const Options& o) {
+  if (o.env != box) {
+    const es::PolicyShape shape = shape_of(o.env, o.hidden);
+    return {shape.parameters(), std::size_t(shape.obs)};
+  }
+  try {
+    const auto env = fibra::rl::make_env(o.env_name);
+    const es::Controller c = es::Controller::of(*env, o.hidden);
+    return {c.parameters(), std::size_t(c.observations())};
+  } catch (const std::exception& e) {  // an unknown name (the registered ones listed), discrete actions
+    usage(e.what());
+  }
+}
+
+// The run as it starts, when nothing was saved: theta small and random, no normalisation yet. (A
+// linear controller starts at zero, as ARS's: every action the middle of its range.)
+es::RunState fresh(const Options& o, const Sizes& sizes) {
   es::RunState s;
-  s.env = o.env == cartpole ? envs::CartPole::name : envs::Acrobot::name;
+  s.env = o.env == cartpole ? envs::CartPole::name : o.env == acrobot ? envs::Acrobot::name : o.env_name;
   s.seed = o.seed;
   s.population = o.population;
   s.hidden = o.hidden;
   s.sigma = o.sigma;
   s.lr = o.lr;
   s.l2 = o.l2;
+  s.shift = o.shift;
+  s.observe = o.observe;
   es::Random r(es::mix(o.seed, 0x7417));
-  s.theta.resize(shape.parameters());
-  for (auto& t : s.theta) t = 0.1 * r.normal();
-  s.obs_sum.assign(std::size_t(shape.obs), 0.0);
-  s.obs_sumsq.assign(std::size_t(shape.obs), 0.0);
+  s.theta.resize(sizes.parameters);
+  const double scale = o.env == box && o.hidden == 0 ? 0.0 : 0.1;
+  for (auto& t : s.theta) t = scale * r.normal();
+  s.obs_sum.assign(sizes.observations, 0.0);
+  s.obs_sumsq.assign(sizes.observations, 0.0);
   return s;
 }
 
@@ -206,10 +305,20 @@ struct Evaluation {
 };
 
 Evaluation evaluate(fibra::Pool& pool, const Options& o, const std::vector<double>& policy) {
-  std::vector<std::tuple<int, int, std::vector<double>, std::uint64_t>> episodes;
-  for (int k = 0; k < o.eval_episodes; ++k)  // seeds apart from training's
-    episodes.emplace_back(o.env, o.hidden, policy, es::mix(o.seed, 0xe7a1, std::uint64_t(k)));
-  const std::vector<double> r = pool.starmap(evaluate_policy, episodes);
+  std::vector<double> r;
+  if (o.env == box) {  // the policy stored once, an episode a task
+    const fibra::Future<std::vector<double>> p = fibra::put(policy);
+    std::vector<fibra::Future<double>> episodes;
+    for (int k = 0; k < o.eval_episodes; ++k)  // seeds apart from training's
+      episodes.push_back(
+          pool.submit(evaluate_policy_box, o.env_name, o.hidden, p, es::mix(o.seed, 0xe7a1, std::uint64_t(k))));
+    for (auto& f : episodes) r.push_back(f.get());
+  } else {
+    std::vector<std::tuple<int, int, std::vector<double>, std::uint64_t>> episodes;
+    for (int k = 0; k < o.eval_episodes; ++k)
+      episodes.emplace_back(o.env, o.hidden, policy, es::mix(o.seed, 0xe7a1, std::uint64_t(k)));
+    r = pool.starmap(evaluate_policy, episodes);
+  }
   Evaluation e;
   for (double x : r) e.mean += x / double(r.size());
   for (double x : r) e.stddev += (x - e.mean) * (x - e.mean) / double(r.size());
@@ -223,37 +332,92 @@ struct Generation {
   long steps = 0;
 };
 
-Generation step(fibra::Pool& pool, const Options& o, const es::PolicyShape& shape, es::RunState& s, es::Adam& adam) {
-  const std::size_t n = shape.parameters(), pairs = std::size_t(o.population / 2);
-  const std::uint64_t noise_seed = es::mix(o.seed, 0x401e);
-  const std::vector<double> policy = policy_of(s);
-  std::vector<std::tuple<int, int, std::vector<double>, std::uint64_t, std::uint64_t, std::uint64_t, double>> tasks;
-  std::vector<std::size_t> offsets;
-  for (std::size_t i = 0; i < pairs; ++i) {
-    const std::uint64_t pair_seed = es::mix(o.seed, std::uint64_t(s.generation), i);
-    offsets.push_back(es::NoiseTable::offset(pair_seed, n));
-    tasks.emplace_back(o.env, o.hidden, policy, noise_seed, offsets.back(), es::mix(pair_seed, 0xe915), o.sigma);
-  }
-  const std::vector<std::vector<double>> results = pool.starmap(evaluate_pair, tasks);
+// The population's pairs, as the workers returned them: the returns (all the + then all the -),
+// the fitness they are ranked by (the returns, less the shift per step), the steps, and the
+// observations of the pairs that summed theirs.
+struct Population {
+  std::vector<double> returns, fitness;
+  long steps = 0;
+};
 
-  Generation g;
-  std::vector<double> returns(2 * pairs);
+Population run_discrete(fibra::Pool& pool, const Options& o, const std::vector<double>& policy,
+                        const std::vector<std::size_t>& offsets, const std::vector<std::uint64_t>& pair_seeds,
+                        es::RunState& s) {
+  const std::size_t pairs = offsets.size(), obs = s.obs_sum.size();
+  std::vector<std::tuple<int, int, std::vector<double>, std::uint64_t, std::uint64_t, std::uint64_t, double>> tasks;
+  for (std::size_t i = 0; i < pairs; ++i)
+    tasks.emplace_back(o.env, o.hidden, policy, es::mix(o.seed, 0x401e), offsets[i], es::mix(pair_seeds[i], 0xe915),
+                       o.sigma);
+  const std::vector<std::vector<double>> results = pool.starmap(evaluate_pair, tasks);
+  Population p;
+  p.returns.resize(2 * pairs);
   for (std::size_t i = 0; i < pairs; ++i) {
     const auto& r = results[i];
-    returns[i] = r[0];
-    returns[pairs + i] = r[1];
-    g.steps += long(r[2]);
-    const std::size_t obs = std::size_t(shape.obs);
+    p.returns[i] = r[0];
+    p.returns[pairs + i] = r[1];
+    p.steps += long(r[2]);
     for (std::size_t k = 0; k < obs; ++k) {
       s.obs_sum[k] += r[3 + k];
       s.obs_sumsq[k] += r[3 + obs + k];
     }
     s.obs_count += r[3 + 2 * obs];
   }
-  for (double r : returns) g.mean += r / double(returns.size()), g.best = std::max(g.best, r);
+  p.fitness = p.returns;
+  return p;
+}
+
+// On a body: the policy stored once (fibra::put), a task per pair, so that the pool hands the next
+// pair to whichever worker frees first (episodes of 20 to 1,000 steps balance by their steps).
+Population run_box(fibra::Pool& pool, const Options& o, const std::vector<double>& policy,
+                   const std::vector<std::size_t>& offsets, const std::vector<std::uint64_t>& pair_seeds,
+                   es::RunState& s) {
+  const std::size_t pairs = offsets.size(), obs = s.obs_sum.size();
+  const fibra::Future<std::vector<double>> stored = fibra::put(policy);
+  std::vector<fibra::Future<std::vector<double>>> futures;
+  futures.reserve(pairs);
+  for (std::size_t i = 0; i < pairs; ++i)
+    futures.push_back(pool.submit(evaluate_pair_box, o.env_name, o.hidden, stored, es::mix(o.seed, 0x401e), offsets[i],
+                                  es::mix(pair_seeds[i], 0xe915), o.sigma,
+                                  int(es::observes(pair_seeds[i], o.observe))));
+  Population p;
+  p.returns.resize(2 * pairs);
+  p.fitness.resize(2 * pairs);
+  for (std::size_t i = 0; i < pairs; ++i) {
+    const std::vector<double> r = futures[i].get();
+    p.returns[i] = r[0];
+    p.returns[pairs + i] = r[1];
+    p.fitness[i] = r[0] - o.shift * r[2];
+    p.fitness[pairs + i] = r[1] - o.shift * r[3];
+    p.steps += long(r[2] + r[3]);
+    if (r[4] > 0) {
+      for (std::size_t k = 0; k < obs; ++k) {
+        s.obs_sum[k] += r[5 + k];
+        s.obs_sumsq[k] += r[5 + obs + k];
+      }
+      s.obs_count += r[4];
+    }
+  }
+  return p;
+}
+
+Generation step(fibra::Pool& pool, const Options& o, es::RunState& s, es::Adam& adam) {
+  const std::size_t n = s.theta.size(), pairs = std::size_t(o.population / 2);
+  const std::uint64_t noise_seed = es::mix(o.seed, 0x401e);
+  const std::vector<double> policy = policy_of(s);
+  std::vector<std::size_t> offsets;
+  std::vector<std::uint64_t> pair_seeds;
+  for (std::size_t i = 0; i < pairs; ++i) {
+    pair_seeds.push_back(es::mix(o.seed, std::uint64_t(s.generation), i));
+    offsets.push_back(es::NoiseTable::offset(pair_seeds.back(), n));
+  }
+  const Population p = o.env == box ? run_box(pool, o, policy, offsets, pair_seeds, s)
+                                    : run_discrete(pool, o, policy, offsets, pair_seeds, s);
+  Generation g;
+  g.steps = p.steps;
+  for (double r : p.returns) g.mean += r / double(p.returns.size()), g.best = std::max(g.best, r);
 
   // The gradient estimate from centred ranks, with L2 decay; Adam climbs it.
-  const std::vector<double> ranks = es::centred_ranks(returns);
+  const std::vector<double> ranks = es::centred_ranks(p.fitness);
   const es::NoiseTable& table = es::NoiseTable::of(noise_seed);
   std::vector<double> grad(n, 0.0);
   for (std::size_t i = 0; i < pairs; ++i) {
@@ -261,7 +425,7 @@ Generation step(fibra::Pool& pool, const Options& o, const es::PolicyShape& shap
     const float* eps = table.at(offsets[i]);
     for (std::size_t j = 0; j < n; ++j) grad[j] += w * double(eps[j]);
   }
-  for (std::size_t j = 0; j < n; ++j) grad[j] = grad[j] / double(returns.size()) - o.l2 * s.theta[j];
+  for (std::size_t j = 0; j < n; ++j) grad[j] = grad[j] / double(p.returns.size()) - o.l2 * s.theta[j];
   adam.step(s.theta, grad, o.lr);
   s.adam_m = adam.m;
   s.adam_v = adam.v;
@@ -275,19 +439,23 @@ void write_csv(const std::string& path, const es::RunState& s) {
     std::fprintf(stderr, "es: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
     return;
   }
-  std::fprintf(f, "generation,mean,best,wall_s\n");
-  for (std::size_t r = 0; r + 3 < s.curve.size(); r += 4)
-    std::fprintf(f, "%d,%.3f,%.3f,%.3f\n", int(s.curve[r]), s.curve[r + 1], s.curve[r + 2], s.curve[r + 3]);
+  std::fprintf(f, "generation,mean,best,wall_s,steps\n");
+  for (std::size_t r = 0; r + 4 < s.curve.size(); r += 5)
+    std::fprintf(f, "%d,%.3f,%.3f,%.3f,%.0f\n", int(s.curve[r]), s.curve[r + 1], s.curve[r + 2], s.curve[r + 3],
+                 s.curve[r + 4]);
   std::fclose(f);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef FIBRA_JOBS_MUJOCO
+  fibra::rl::register_mujoco_envs();  // in every process of the run: the workers make them too
+#endif
   fibra::Runtime rt(argc, argv);
   const Options o = parse(argc, argv);
-  const es::PolicyShape shape = shape_of(o.env, o.hidden);
-  es::RunState s = fresh(o, shape);
+  const Sizes sizes = sizes_of(o);
+  es::RunState s = fresh(o, sizes);
   try {
     if (!o.state.empty()) {
       if (auto saved = es::load_state(o.state)) {
@@ -309,9 +477,11 @@ int main(int argc, char** argv) {
   es::Adam adam{s.adam_m, s.adam_v, s.adam_t};
 
   fibra::Pool pool(o.workers);
-  std::printf("es: %s, %d workers, population %d (%d pairs), %zu parameters, sigma %g, lr %g, seed %llu, target %g\n",
-              s.env.c_str(), pool.size(), o.population, o.population / 2, shape.parameters(), o.sigma, o.lr,
+  std::printf("es: %s, %d workers, population %d (%d pairs), %zu parameters, sigma %g, lr %g, seed %llu, target %g",
+              s.env.c_str(), pool.size(), o.population, o.population / 2, sizes.parameters, o.sigma, o.lr,
               (unsigned long long)o.seed, o.target);
+  if (o.env == box) std::printf(", reward shift %g, %g of the pairs observed", o.shift, o.observe);
+  std::printf("\n");
   std::fflush(stdout);
   bool solved = false;
   Evaluation last{};
@@ -324,14 +494,15 @@ int main(int argc, char** argv) {
     std::printf("  policy over %d episodes: %.2f +- %.2f%s\n", o.eval_episodes, last.mean, last.stddev,
                 solved ? ": solved" : "");
   };
-  if (s.curve.size() >= 4) check(s.curve[s.curve.size() - 3]);
+  if (s.curve.size() >= 5) check(s.curve[s.curve.size() - 4]);
   while (s.generation < o.generations && !solved) {
     const auto t0 = std::chrono::steady_clock::now();
-    const Generation g = step(pool, o, shape, s, adam);
+    const Generation g = step(pool, o, s, adam);
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     s.wall_s += took;
     ++s.generation;
-    s.curve.insert(s.curve.end(), {double(s.generation), g.mean, g.best, s.wall_s});
+    s.steps += double(g.steps);
+    s.curve.insert(s.curve.end(), {double(s.generation), g.mean, g.best, s.wall_s, s.steps});
     try {
       if (!o.state.empty()) es::save_state(o.state, s);
     } catch (const es::StateError& e) {

@@ -46,6 +46,21 @@ std::vector<double> read_vector(hid_t file, const char* name) {
   return v;
 }
 
+// The curve's rows: 5 columns, or 4 in files written before the steps were kept (read with 0 steps).
+std::vector<double> read_curve(hid_t file) {
+  std::vector<double> v = read_vector(file, "curve");
+  Hid set(H5Dopen2(file, "curve", H5P_DEFAULT), H5Dclose, "opening dataset curve");
+  Hid space(H5Dget_space(set), H5Sclose, "curve");
+  hsize_t dims[2] = {0, 0};
+  if (H5Sget_simple_extent_ndims(space) != 2 || H5Sget_simple_extent_dims(space, dims, nullptr) != 2 ||
+      (dims[1] != 4 && dims[1] != 5))
+    throw StateError("es: the dataset curve is not a table of 4 or 5 columns");
+  if (dims[1] == 5) return v;
+  std::vector<double> wide;
+  for (std::size_t r = 0; r + 3 < v.size(); r += 4) wide.insert(wide.end(), {v[r], v[r + 1], v[r + 2], v[r + 3], 0.0});
+  return wide;
+}
+
 template <class T>
 void write_attr(hid_t file, const char* name, T value) {
   const hid_t type = std::is_same_v<T, double> ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64;
@@ -53,6 +68,17 @@ void write_attr(hid_t file, const char* name, T value) {
   Hid space(H5Screate(H5S_SCALAR), H5Sclose, name);
   Hid a(H5Acreate2(file, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose, name);
   check(H5Awrite(a, type, &value), name);
+}
+
+template <class T>
+T read_attr(hid_t file, const char* name);
+
+// An attribute added after the first files were written: `absent` where a file lacks it.
+template <class T>
+T read_attr_or(hid_t file, const char* name, T absent) {
+  const htri_t exists = H5Aexists(file, name);
+  check(exists, name);
+  return exists > 0 ? read_attr<T>(file, name) : absent;
 }
 
 template <class T>
@@ -100,12 +126,15 @@ void save_state(const std::string& path, const RunState& s) {
     write_attr<double>(f, "adam_t", s.adam_t);
     write_attr<double>(f, "obs_count", s.obs_count);
     write_attr<double>(f, "wall_s", s.wall_s);
+    write_attr<double>(f, "shift", s.shift);
+    write_attr<double>(f, "observe", s.observe);
+    write_attr<double>(f, "steps", s.steps);
     write_vector(f, "theta", s.theta);
     write_vector(f, "adam_m", s.adam_m);
     write_vector(f, "adam_v", s.adam_v);
     write_vector(f, "obs_sum", s.obs_sum);
     write_vector(f, "obs_sumsq", s.obs_sumsq);
-    write_vector(f, "curve", s.curve, 4);
+    write_vector(f, "curve", s.curve, 5);
     check(H5Fflush(f, H5F_SCOPE_GLOBAL), "flushing " + tmp);
   } catch (const StateError& e) {
     throw StateError(std::string(e.what()) + " (writing the ES state to " + tmp + ")");
@@ -132,12 +161,15 @@ std::optional<RunState> load_state(const std::string& path) {
     s.adam_t = read_attr<double>(f, "adam_t");
     s.obs_count = read_attr<double>(f, "obs_count");
     s.wall_s = read_attr<double>(f, "wall_s");
+    s.shift = read_attr_or<double>(f, "shift", 0.0);
+    s.observe = read_attr_or<double>(f, "observe", 1.0);
+    s.steps = read_attr_or<double>(f, "steps", 0.0);
     s.theta = read_vector(f, "theta");
     s.adam_m = read_vector(f, "adam_m");
     s.adam_v = read_vector(f, "adam_v");
     s.obs_sum = read_vector(f, "obs_sum");
     s.obs_sumsq = read_vector(f, "obs_sumsq");
-    s.curve = read_vector(f, "curve");
+    s.curve = read_curve(f);
   } catch (const StateError& e) {
     throw StateError(std::string(e.what()) + ": '" + path +
                      "' is not an ES state file this job wrote; move it away, or pass another --state");
@@ -157,6 +189,8 @@ std::string differences(const RunState& a, const RunState& b) {
   note("sigma", std::to_string(a.sigma), std::to_string(b.sigma));
   note("learning rate", std::to_string(a.lr), std::to_string(b.lr));
   note("l2", std::to_string(a.l2), std::to_string(b.l2));
+  note("reward shift", std::to_string(a.shift), std::to_string(b.shift));
+  note("observed fraction", std::to_string(a.observe), std::to_string(b.observe));
   return d;
 }
 

@@ -17,6 +17,10 @@ struct RunState {
   std::uint64_t seed = 0;
   std::int64_t population = 0, hidden = 0;
   double sigma = 0, lr = 0, l2 = 0;
+  /// Bodies (box actions) only: the reward taken off each step in training (ARS's shift of the
+  /// alive bonus), and the fraction of + episodes whose observations are summed. Files written
+  /// before these existed read as 0 and 1 (what the discrete environments use).
+  double shift = 0, observe = 1;
   // Where it stands after `generation` finished generations.
   std::int64_t generation = 0;
   std::vector<double> theta, adam_m, adam_v;
@@ -24,7 +28,8 @@ struct RunState {
   std::vector<double> obs_sum, obs_sumsq;
   double obs_count = 0;
   double wall_s = 0;          ///< training time so far, summed over the runs that made it
-  std::vector<double> curve;  ///< per generation: generation, mean, best, wall_s (rows of 4)
+  double steps = 0;           ///< environment steps so far (0 in files written before it was kept)
+  std::vector<double> curve;  ///< per generation: generation, mean, best, wall_s, steps so far (rows of 5)
 };
 
 /// Thrown for a state file that cannot be read or written, with the file and the reason.
