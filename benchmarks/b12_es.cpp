@@ -1,6 +1,6 @@
 // B12 for ES (issue 48): the ES job's sampling throughput on a body. Environment steps a second
-// for a generation of antithetic pairs (jobs/es/es_pairs.hpp: the parameters out once through
-// fibra::put, a task per pair, the next pair to whichever worker frees first), on W workers,
+// for a generation of antithetic pairs as the job runs them (jobs/es/es_pairs.hpp: one starmap,
+// a chunk per pair, the next pair to whichever worker frees first), on W workers,
 // against the floor: the same pairs, the same function, called one after another in a plain loop
 // in one process (no fibra). Nothing is learned. The parameters are those a run starts from (a
 // linear controller at zero, perturbed by --sigma: on the hopper, episodes of 20 to 150 steps),
@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <tuple>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -133,14 +134,13 @@ int main(int argc, char** argv) {
     return floor.back();
   };
   const auto generation = [&](fibra::Pool& pool, int round) {
-    const fibra::Future<std::vector<double>> stored = fibra::put(s.policy);
-    std::vector<fibra::Future<std::vector<double>>> futures;
+    std::vector<es::PairArgs> args;
     for (int i = 0; i < s.pairs; ++i) {
       const auto [offset, seed] = pair_of(s, round, i);
-      futures.push_back(pool.submit(evaluate_pair_box, s.env, s.hidden, stored, s.noise_seed, offset, seed, sigma, 0));
+      args.emplace_back(s.env, s.hidden, s.policy, s.noise_seed, offset, seed, sigma, 0);
     }
     long steps = 0;
-    for (auto& f : futures) steps += steps_of(f.get());
+    for (const auto& r : pool.starmap(evaluate_pair_box, args, {.chunksize = 1})) steps += steps_of(r);
     return steps;
   };
 

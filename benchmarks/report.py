@@ -23,7 +23,9 @@ TITLES = {"b1": "B1 framework overhead (Fiber's test)", "b2": "B2 throughput of 
           "tune": "B9 hyper-parameter search overhead (10,000 trials, ASHA)",
           "es": "ES scaling (CartPole-v1)",
           "b11": "B11 PPO: time to solve CartPole-v1 (5 seeds)",
-          "b12": "B12 rollout sampling: environment steps/s with inference"}
+          "b12": "B12 rollout sampling: environment steps/s with inference",
+          "b12es": "B12 for ES: a generation's pairs on the hopper, environment steps/s",
+          "esdriver": "The ES driver per generation against simulated agents (9,555 parameters)"}
 FAULTS = ["none", "executor_kill", "segfault_once", "agent_kill"]
 # B8's figures: (metric, table label, better, plot title)
 B8_FIGURES = [("queue_single_items_per_s", "`Queue`, writer to reader Process, one item at a time: items/s", "higher",
@@ -156,6 +158,17 @@ def figures(summary, b):
         for metric, (n,) in _metrics(summary, b, r"workers_(\d+)_steps_per_s"):
             out.append((metric, f"{n} rollout actor{'s' if n != '1' else ''}: steps/s", "higher"))
             out.append((f"workers_{n}_over_floor", f"{n} rollout actor{'s' if n != '1' else ''} over the floor", "higher"))
+    elif b == "b12es":
+        out.append(("floor_steps_per_s", "the floor: the same pairs in a plain loop: steps/s", None))
+        for metric, (n,) in _metrics(summary, b, r"workers_(\d+)_steps_per_s"):
+            out.append((metric, f"{n} worker{'s' if n != '1' else ''}: steps/s", "higher"))
+            out.append((f"workers_{n}_over_floor", f"{n} worker{'s' if n != '1' else ''} over the floor", "higher"))
+    elif b == "esdriver":
+        for metric, (a, p) in _metrics(summary, b, r"agents_(\d+)_population_(\d+)_generation_s"):
+            out.append((metric, f"{a} agents, population {p}: driver s per generation", "lower"))
+            out.append((f"agents_{a}_population_{p}_update_s", f"{a} agents, population {p}: the update alone, s", "lower"))
+            out.append((f"agents_{a}_population_{p}_saturates_at_workers",
+                        f"{a} agents, population {p}: workers a driver keeps busy (pairs of 0.2 s)", "higher"))
     elif b == "es":
         for metric, (n,) in _metrics(summary, b, r"generation_(\d+)_workers_s"):
             w = f"{n} worker{'s' if n != '1' else ''}"

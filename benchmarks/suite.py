@@ -48,7 +48,7 @@ from report import TITLES, machine_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
-BENCHES = ["b1", "b2", "b3", "b5", "b6", "b8", "b9", "sim", "tune", "es", "b11", "b12"]
+BENCHES = ["b1", "b2", "b3", "b5", "b6", "b8", "b9", "sim", "tune", "es", "b11", "b12", "b12es", "esdriver"]
 SYSTEMS = report.SYSTEMS
 PEER_SCRIPT = {"multiprocessing": "mp_peer.py", "mpi4py_futures": "mpi4py_peer.py", "dask": "dask_peer.py",
                "ipyparallel": "ipyparallel_peer.py", "optuna": "optuna_peer.py"}
@@ -59,7 +59,8 @@ PEER = {"b1": "multiprocessing", "b2": "multiprocessing", "b3": "multiprocessing
         "b11": "multiprocessing"}
 FIBRA_PROGRAM = {"b1": "b1_overhead", "b2": "b2_throughput", "b3": "b3_recovery", "b5": "b5_idle",
                  "b6": "b6_payload", "b8": "b8_queues", "b9": "b9_agents", "sim": "b9_simulated",
-                 "tune": "b9_tune", "b12": "b12_sampling"}
+                 "tune": "b9_tune", "b12": "b12_sampling", "b12es": "b12_es",
+                 "esdriver": "es_driver"}
 
 # The flags of each benchmark (benchmarks/README.md), full and quick. Every run makes one sample.
 FLAGS = {
@@ -77,6 +78,8 @@ FLAGS = {
         "es": ["--workers", "1,2,4,8", "--population", "1024", "--generations", "8", "--rounds", "1"],
         "b11": ["--seeds", "1,2,3,4,5"],
         "b12": ["--workers", "1,2,4,8", "--repeats", "3"],
+        "b12es": ["--workers", "1,2,4,8", "--rounds", "10", "--repeats", "3"],
+        "esdriver": ["--agents", "10,100,1000,10000", "--populations", "1000,10000,100000"],
     },
     "quick": {
         "b1": ["--repeats", "1", "--scale", "0.1", "--durations-ms", "1,10,100"],
@@ -91,6 +94,8 @@ FLAGS = {
         "es": ["--workers", "1,2", "--population", "64", "--generations", "3", "--rounds", "1"],
         "b11": ["--seeds", "1"],
         "b12": ["--workers", "1,2", "--rounds", "5", "--repeats", "1"],
+        "b12es": ["--workers", "1,2", "--rounds", "2", "--repeats", "1"],
+        "esdriver": ["--agents", "10,1000", "--populations", "1000,10000", "--generations", "1"],
     },
 }
 # raw_mpi is one program for B2's round trip, B5's spawn and B6's payload: the flags for each.
@@ -109,9 +114,9 @@ RAW_MPI_FLAGS = {
     },
 }
 TIME_LIMIT_S = {"full": {"b1": 900, "b2": 600, "b3": 900, "b5": 900, "b6": 300, "b8": 600, "b9": 900, "sim": 600, "tune": 1800, "es": 900,
-                         "b11": 900, "b12": 300},
+                         "b11": 900, "b12": 300, "b12es": 600, "esdriver": 300},
                 "quick": {"b1": 240, "b2": 240, "b3": 300, "b5": 300, "b6": 180, "b8": 180, "b9": 240, "sim": 180, "tune": 180, "es": 180,
-                          "b11": 180, "b12": 120}}
+                          "b11": 180, "b12": 120, "b12es": 120, "esdriver": 120}}
 # ES scaling: one runner for both of its systems (fibra's job and the multiprocessing peer).
 ES_SYSTEMS = ["fibra", "multiprocessing"]
 
@@ -127,7 +132,8 @@ def command(bench, system, mode, build):
             return None
         return [PY, os.path.join(ROOT, "benchmarks", "b11_ppo.py"), "--rows", "--systems", system, "--build",
                 build] + FLAGS[mode][bench]
-    if bench == "b12" and system != "fibra":  # sampling: its floor (one plain loop) is in the program
+    # sampling (its floor, one plain loop, is in the program) and the ES driver against simulated agents
+    if bench in ("b12", "b12es", "esdriver") and system != "fibra":
         return None
     if system == "fibra":
         return [os.path.join(build, "benchmarks", FIBRA_PROGRAM[bench])] + FLAGS[mode][bench]

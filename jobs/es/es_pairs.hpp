@@ -12,6 +12,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "es_control.hpp"
@@ -27,6 +28,10 @@ inline fibra::rl::Env& env_named(const std::string& name) {
   if (!e) e = fibra::rl::make_env(name);
   return *e;
 }
+
+/// One pair's arguments for evaluate_pair_box, as a starmap takes them.
+using PairArgs =
+    std::tuple<std::string, int, std::vector<double>, std::uint64_t, std::uint64_t, std::uint64_t, double, int>;
 
 }  // namespace es
 
