@@ -142,11 +142,14 @@ void MujocoEnv::simulate(std::span<const double> action) {
   ++steps_;
 }
 
-namespace {
+double MujocoEnv::simulate_forward(std::span<const double> action) {
+  const double x_before = qpos()[0];
+  simulate(action);
+  return (qpos()[0] - x_before) / dt();
+}
 
-constexpr int max_steps = 1000;  // Gymnasium's TimeLimit for these bodies
-
-Box control_box(const mjModel* m) {
+Space MujocoEnv::action_space() const {
+  const mjModel* m = sim_->model.get();
   Box b{.shape = {static_cast<std::size_t>(m->nu)}, .low = {}, .high = {}};
   for (int i = 0; i < m->nu; ++i) {
     b.low.push_back(m->actuator_ctrlrange[2 * i]);
@@ -154,6 +157,10 @@ Box control_box(const mjModel* m) {
   }
   return b;
 }
+
+namespace {
+
+constexpr int max_steps = 1000;  // Gymnasium's TimeLimit for these bodies
 
 /// Hopper-v4: observation qpos[1:] and qvel clipped to +-10 (11 values); reward the torso's forward
 /// velocity + 1 (healthy reward) - 1e-3 * |action|^2; unhealthy (the episode's end): the torso's
@@ -163,15 +170,12 @@ class Hopper final : public MujocoEnv {
  public:
   Hopper() : MujocoEnv("hopper", 4) {}
   Box observation_space() const override { return unbounded(11); }
-  Space action_space() const override { return control_box(sim().model.get()); }
   std::span<const double> reset(std::uint64_t seed) override {
     start_from(seed, 5e-3);
     return observe();
   }
   StepResult step(std::span<const double> action) override {
-    const double x_before = qpos()[0];
-    simulate(action);
-    const double x_velocity = (qpos()[0] - x_before) / dt();
+    const double x_velocity = simulate_forward(action);
     StepResult r;
     r.reward = x_velocity + 1.0 - 1e-3 * square_sum(action);
     r.terminated = !healthy();
@@ -205,16 +209,14 @@ class HalfCheetah final : public MujocoEnv {
  public:
   HalfCheetah() : MujocoEnv("half_cheetah", 5) {}
   Box observation_space() const override { return unbounded(17); }
-  Space action_space() const override { return control_box(sim().model.get()); }
   std::span<const double> reset(std::uint64_t seed) override {
     start_from(seed, 0.1, /*normal_velocities=*/true);
     return observe();
   }
   StepResult step(std::span<const double> action) override {
-    const double x_before = qpos()[0];
-    simulate(action);
+    const double x_velocity = simulate_forward(action);
     StepResult r;
-    r.reward = (qpos()[0] - x_before) / dt() - 0.1 * square_sum(action);
+    r.reward = x_velocity - 0.1 * square_sum(action);
     r.truncated = steps() >= max_steps;
     r.observation = observe();
     return r;
@@ -243,7 +245,6 @@ class Humanoid final : public MujocoEnv {
     return unbounded(
         static_cast<std::size_t>((m->nq - 2) + m->nv + 10 * m->nbody + 6 * m->nbody + m->nv + 6 * m->nbody));
   }
-  Space action_space() const override { return control_box(sim().model.get()); }
   std::span<const double> reset(std::uint64_t seed) override {
     start_from(seed, 1e-2);
     return observe();

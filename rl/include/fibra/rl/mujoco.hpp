@@ -54,6 +54,8 @@ class MujocoEnv : public Env {
   double dt() const;
   /// @brief Steps taken in this episode (Gymnasium's TimeLimit truncates at 1,000).
   int steps() const { return steps_; }
+  /// @brief The model's actuators' control ranges: a box of one value per actuator.
+  Space action_space() const override;
 
  protected:
   struct Sim;
@@ -62,6 +64,9 @@ class MujocoEnv : public Env {
   /// @brief Writes the controls (clipped to the actuators' ranges) and steps the engine frame_skip times.
   /// @throws std::invalid_argument for a span that is not one value per actuator.
   void simulate(std::span<const double> action);
+  /// @brief simulate(action), and the root's forward velocity over the step: the change of qpos[0]
+  /// over dt() (the hopper's and the half-cheetah's reward).
+  double simulate_forward(std::span<const double> action);
   /// @brief Starts an episode: the model's initial positions and zero velocities plus noise drawn
   /// from `seed`, uniform in [-scale, scale] (the velocities' `scale` times a normal draw with
   /// `normal_velocities`).
