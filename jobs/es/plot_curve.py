@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Draws an ES learning curve (the CSV that jobs/es writes) as a PNG, with Debian's matplotlib.
+"""Draws a learning curve as a PNG, with Debian's matplotlib: the CSV that jobs/es writes (the
+population's mean and best per generation), or the one jobs/ppo writes (the mean return of the
+last episodes against environment steps).
 
     plot_curve.py es-cartpole.csv es-cartpole.png [--target 475] [--title CartPole-v1]
+    plot_curve.py ppo-humanoid.csv ppo-humanoid.png --title Humanoid-v4
 """
 import argparse
 import csv
@@ -23,8 +26,21 @@ def main():
         rows = list(csv.DictReader(f))
     if not rows:
         raise SystemExit(f"plot_curve: {a.csv} has no generations")
-    gen = [int(r["generation"]) for r in rows]
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=120)
+    if "env_steps" in rows[0]:  # jobs/ppo's
+        steps = [int(r["env_steps"]) for r in rows]
+        ax.plot(steps, [float(r["mean_return"]) for r in rows], label="mean return, last episodes")
+        if a.target is not None:
+            ax.axhline(a.target, color="grey", ls="--", lw=1, label=f"target ({a.target:g})")
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel("episode return")
+        ax.set_title(f"{a.title} (PPO on fibra, {float(rows[-1]['wall_s']):.0f} s)")
+        ax.legend(loc="lower right")
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(a.png)
+        return
+    gen = [int(r["generation"]) for r in rows]
     ax.plot(gen, [float(r["mean"]) for r in rows], label="population mean", marker="o", ms=3)
     ax.plot(gen, [float(r["best"]) for r in rows], label="best candidate", alpha=0.6)
     if a.target is not None:

@@ -5,7 +5,7 @@
 //   [--envs-per-worker 2]
 //       [--steps 32] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--target-kl K] [--seed 1]
 //       [--target T] [--eval-episodes 100] [--window 20] [--csv PATH] [--state PATH] [--save-every 0]
-//       [--async] [--async-calls 2] [--torch-module /abs/path/libmy_policy.so]
+//       [--async] [--async-calls 2] [--torch-module /abs/path/libmy_policy.so] [--reward-clip C]
 //
 // Each iteration the learner's weights go to every rollout actor, each steps its copies --steps
 // steps and sends its fragment back, and PPO updates the weights (fibra/rl/trainer.hpp). A line per
@@ -21,7 +21,9 @@
 // The MuJoCo bodies (hopper, halfcheetah, humanoid) get the settings PPO is usually run with on them (CleanRL's
 // ppo_continuous_action.py), where no option says otherwise: 2,048 steps an iteration (4 workers x
 // 1 copy x 512 steps), 10 epochs of minibatches of 64, learning rate 3e-4, gamma 0.99, lambda
-// 0.95, 1,000,000 steps; no threshold (Gymnasium's Hopper-v4 names 3,800: give --target to set one).
+// 0.95, 1,000,000 steps, rewards normalised (by the running deviation of the discounted return) and
+// clipped to +-10 (--reward-clip C sets the clip, 0 turns it off; other environments have it off
+// unless given); no threshold (Gymnasium's Hopper-v4 names 3,800: give --target to set one).
 //
 // --async: the asynchronous learner (IMPALA/APPO): the workers never wait for the learner, which
 // learns from the fragments that have come with V-trace correcting their lag (4 epochs each, not
@@ -88,7 +90,7 @@ struct Options {
       "[--envs-per-worker M] "
       "[--steps T] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--target-kl K] [--seed S] [--target T] "
       "[--eval-episodes E] [--window W] [--csv PATH] [--state PATH] [--save-every K] [--async] "
-      "[--async-calls C] [--torch-module PATH]\n",
+      "[--async-calls C] [--torch-module PATH] [--reward-clip C]\n",
       why.c_str());
   std::exit(2);
 }
@@ -169,6 +171,8 @@ Options parse(int argc, char** argv) {
       o.window = int(whole(1));
     else if (a == "--save-every")
       o.save_every = int(whole(0));
+    else if (a == "--reward-clip")  // rewards normalised and clipped to +-x; 0: not normalised
+      o.trainer.ppo.normalise_rewards = x > 0, o.trainer.ppo.reward_clip = x;
     else
       usage("unknown option '" + a + "'");
   }
@@ -189,6 +193,7 @@ Options parse(int argc, char** argv) {
     o.trainer.ppo.gamma = 0.99;
     o.trainer.ppo.gae_lambda = 0.95;
     o.trainer.ppo.anneal_clip = false;
+    if (!o.given.contains("--reward-clip")) o.trainer.ppo.normalise_rewards = true;  // CleanRL's NormalizeReward
     if (o.total_steps == 0) o.total_steps = 1'000'000;
   }
   if (o.window > 100) usage("--window takes 1 to 100 (the trainer keeps the returns of the last 100 episodes)");

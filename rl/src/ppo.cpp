@@ -129,6 +129,14 @@ class PpoLearner::Impl {
   std::size_t count_;
   std::unique_ptr<detail::LearnerModule> module_;
   ObsNormaliser normaliser_;
+  // PpoConfig::normalise_rewards: each global copy's discounted return so far, and the running
+  // moments (Welford) of every such return seen.
+  struct RewardScale {
+    std::vector<double> returns;
+    std::int64_t count = 0;
+    double mean = 0, m2 = 0;
+  };
+  RewardScale reward_scale_;
   Rng shuffle_;  // minibatch order
   std::uint64_t version_ = 0;
   std::int64_t steps_ = 0;
@@ -190,12 +198,63 @@ class PpoLearner::Impl {
     std::vector<float> keep_logp, keep_values, keep_advantages, keep_returns;  // (what the spans view)
   };
 
+  // The fragments' rewards as the loss takes them (one array per fragment, in the fragments'
+  // order): with PpoConfig::normalise_rewards, each divided by the standard deviation of the
+  // copies' discounted returns so far (`s`, moved on by every step, in (step, global copy) order)
+  // and clipped; otherwise empty arrays (the fragments' own rewards).
+  std::vector<std::vector<float>> scaled_rewards(std::span<const Fragment> fragments, RewardScale& s) const {
+    std::vector<std::vector<float>> out(fragments.size());
+    if (!config_.normalise_rewards) return out;
+    const std::vector<std::size_t> order = global_order(fragments);
+    int steps = 0;
+    for (std::size_t i = 0; i < fragments.size(); ++i) {
+      check_fragment(fragments[i], spec_, i);
+      out[i].resize(fragments[i].size());
+      steps = std::max(steps, fragments[i].steps);
+    }
+    for (int t = 0; t < steps; ++t)
+      for (std::size_t index : order) {
+        const Fragment& f = fragments[index];
+        if (t >= f.steps) continue;
+        for (int c = 0; c < f.num_envs; ++c) {
+          const std::size_t k = static_cast<std::size_t>(t) * f.num_envs + c;
+          const auto copy = static_cast<std::size_t>(f.first_env + c);
+          if (s.returns.size() <= copy) s.returns.resize(copy + 1, 0.0);
+          double& g = s.returns[copy];
+          g = g * config_.gamma + f.rewards[k];
+          ++s.count;
+          const double delta = g - s.mean;
+          s.mean += delta / static_cast<double>(s.count);
+          s.m2 += delta * (g - s.mean);
+          const double scale = std::sqrt(s.m2 / static_cast<double>(s.count) + 1e-8);
+          out[index][k] =
+              static_cast<float>(std::clamp(f.rewards[k] / scale, -config_.reward_clip, config_.reward_clip));
+          if (f.dones[k]) g = 0;  // the next step starts an episode
+        }
+      }
+    return out;
+  }
+
+  // `f`'s trajectory with its scaled rewards, if there are any.
+  static Trajectory trajectory(const Fragment& f, std::span<const Fragment> fragments,
+                               const std::vector<std::vector<float>>& scaled) {
+    Trajectory traj = Trajectory::of(f);
+    const auto index = static_cast<std::size_t>(&f - fragments.data());
+    if (index < scaled.size() && !scaled[index].empty()) traj.rewards = scaled[index];
+    return traj;
+  }
+
   Batch make_batch(std::span<const Fragment> fragments) const {
+    RewardScale s = reward_scale_;  // (learn() moves the learner's on; this does not)
+    return make_batch(fragments, scaled_rewards(fragments, s));
+  }
+
+  Batch make_batch(std::span<const Fragment> fragments, const std::vector<std::vector<float>>& scaled) const {
     return gather(fragments, [&](const Fragment& f) {
       Targets_t t;
-      GaeResult g = gae(f, config_.gamma, config_.gae_lambda);
-      t.keep_advantages = std::move(g.advantages);
-      t.keep_returns = std::move(g.returns);
+      t.keep_advantages.resize(f.size());
+      t.keep_returns.resize(f.size());
+      gae(trajectory(f, fragments, scaled), config_.gamma, config_.gae_lambda, t.keep_advantages, t.keep_returns);
       t.logp = f.logp;
       t.values = f.values;
       t.advantages = t.keep_advantages;
@@ -208,12 +267,18 @@ class PpoLearner::Impl {
   // clipped surrogate compares with are the learner's own before this update (APPO's), the
   // behaviour's enter through V-trace's importance weights.
   Batch make_vtrace_batch(std::span<const Fragment> fragments, const VtraceConfig& config) {
+    RewardScale s = reward_scale_;
+    return make_vtrace_batch(fragments, config, scaled_rewards(fragments, s));
+  }
+
+  Batch make_vtrace_batch(std::span<const Fragment> fragments, const VtraceConfig& config,
+                          const std::vector<std::vector<float>>& scaled) {
     return gather(fragments, [&](const Fragment& f) {
       Targets_t t;
       const Evaluation e = evaluate(f.observations, f.actions);
       t.keep_logp.assign(e.logp.begin(), e.logp.end());
       t.keep_values.assign(e.values.begin(), e.values.end());
-      Trajectory traj = Trajectory::of(f);
+      Trajectory traj = trajectory(f, fragments, scaled);
       traj.values = t.keep_values;
       VtraceResult v = vtrace(traj, f.logp, t.keep_logp, config);
       t.keep_advantages = std::move(v.pg_advantages);
@@ -241,12 +306,18 @@ class PpoLearner::Impl {
 
   LearnStats learn(std::span<const Fragment> fragments) {
     const Clock::time_point start = Clock::now();
-    return epochs(make_batch(fragments), fragments, config_.epochs, start);
+    RewardScale s = reward_scale_;
+    const Batch batch = make_batch(fragments, scaled_rewards(fragments, s));
+    reward_scale_ = std::move(s);  // (once the fragments were found whole)
+    return epochs(batch, fragments, config_.epochs, start);
   }
 
   LearnStats learn_vtrace(std::span<const Fragment> fragments, const VtraceConfig& vtrace, int epoch_count) {
     const Clock::time_point start = Clock::now();
-    return epochs(make_vtrace_batch(fragments, vtrace), fragments, epoch_count, start);
+    RewardScale s = reward_scale_;
+    const Batch batch = make_vtrace_batch(fragments, vtrace, scaled_rewards(fragments, s));
+    reward_scale_ = std::move(s);
+    return epochs(batch, fragments, epoch_count, start);
   }
 
   // PPO's minibatch epochs over `batch`, then the fragments' moments into the normaliser.
@@ -315,6 +386,12 @@ class PpoLearner::Impl {
     out.push_back(array<std::int64_t>("normaliser.count", {}, {static_cast<std::int64_t>(m.count)}));
     out.push_back(array("normaliser.mean", {d}, m.mean));
     out.push_back(array("normaliser.m2", {d}, m.m2));
+    if (config_.normalise_rewards) {
+      const RewardScale& r = reward_scale_;
+      out.push_back(array("reward_normaliser.returns", {static_cast<std::int64_t>(r.returns.size())}, r.returns));
+      out.push_back(array<std::int64_t>("reward_normaliser.count", {}, {r.count}));
+      out.push_back(array<double>("reward_normaliser.mean_m2", {2}, {r.mean, r.m2}));
+    }
     out.push_back(array<std::int64_t>("learner.steps", {}, {steps_}));
     out.push_back(array<std::int64_t>("learner.version", {}, {static_cast<std::int64_t>(version_)}));
     out.push_back(array<std::int64_t>("learner.shuffle_rng", {}, {std::bit_cast<std::int64_t>(shuffle_.state())}));
@@ -367,6 +444,19 @@ class PpoLearner::Impl {
     const std::int64_t step = integer("adam.step"), steps = integer("learner.steps"),
                        version = integer("learner.version");
     const std::int64_t rng = integer("learner.shuffle_rng");
+    RewardScale rewards;
+    if (config_.normalise_rewards) {
+      const auto it = by_name.find("reward_normaliser.returns");
+      if (it == by_name.end() || it->second->shape.size() != 1)
+        throw CheckpointError(
+            "fibra::rl: the learner's state has no array 'reward_normaliser.returns' (a checkpoint of a run "
+            "without reward normalisation?)");
+      rewards.returns = doubles(*it->second);
+      rewards.count = integer("reward_normaliser.count");
+      const std::vector<double> mean_m2 = doubles(find("reward_normaliser.mean_m2", {2}));
+      rewards.mean = mean_m2[0];
+      rewards.m2 = mean_m2[1];
+    }
     // Everything read and checked: now change the learner.
     module_->set_parameters(params);
     module_->set_adam(exp_avg, exp_avg_sq, step);
@@ -374,6 +464,7 @@ class PpoLearner::Impl {
     steps_ = steps;
     version_ = static_cast<std::uint64_t>(version);
     shuffle_ = Rng(std::bit_cast<std::uint64_t>(rng));
+    reward_scale_ = std::move(rewards);
   }
 };
 

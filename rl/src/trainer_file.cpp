@@ -102,6 +102,7 @@ Configuration configuration_of(const TrainerOptions& o) {
       {"ppo.total_steps", number(p.total_steps)},
       {"ppo.norm_adv", flag(p.norm_adv)},
       {"ppo.normalise_observations", flag(p.normalise_observations)},
+      {"ppo.normalise_rewards", p.normalise_rewards ? number(p.reward_clip) : "off"},
       {"ppo.target_kl", p.target_kl ? number(*p.target_kl) : "none"},
       {"ppo.adam_epsilon", number(p.adam_epsilon)},
       {"ppo.seed", std::to_string(p.seed)},
@@ -124,7 +125,8 @@ std::string differences(const Configuration& saved, const Configuration& now) {
     // ppo.learning_rate, its synchronous one at none.
     if (it == was.end() && name == "async_learning_rate")
       before = was["asynchronous"] == "true" ? was["ppo.learning_rate"] : "none";
-    if (it == was.end() && name == "torch_module") before = "none";  // a file from before user networks
+    if (it == was.end() && name == "torch_module") before = "none";          // a file from before user networks
+    if (it == was.end() && name == "ppo.normalise_rewards") before = "off";  // from before reward normalisation
     if (before == value) continue;
     const std::string label = name == "copies" ? "copies (workers x envs_per_worker)" : name;
     d += (d.empty() ? "" : ", ") + label + " " + before + " (now " + value + ")";

@@ -59,7 +59,14 @@ struct PpoConfig {
   std::int64_t total_steps = 100'000;  ///< the schedules' horizon, in environment steps
   bool norm_adv = true;                ///< normalise advantages per minibatch
   bool normalise_observations = true;  ///< the shared running normaliser (normaliser.hpp)
-  std::optional<double> target_kl;     ///< stop an update's epochs once an epoch's mean approx_kl passes it
+  /// Rewards divided by the running standard deviation of each copy's discounted return (gamma),
+  /// then clipped to +-reward_clip, before GAE or V-trace: Gymnasium's NormalizeReward and
+  /// TransformReward as CleanRL's continuous PPO wraps its environments, here in the learner. The
+  /// statistics take the copies' steps in order (step, global copy), so a split over workers does
+  /// not change them; they go into checkpoints. Returns reported stay the environment's own.
+  bool normalise_rewards = false;
+  double reward_clip = 10;
+  std::optional<double> target_kl;  ///< stop an update's epochs once an epoch's mean approx_kl passes it
   double adam_epsilon = 1e-5;
   std::uint64_t seed = 1;  ///< initial weights, minibatch order, torch's generator
   bool float64 = false;    ///< the learner in double precision (for gradient tests); weights ship as float
