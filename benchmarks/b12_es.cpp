@@ -8,7 +8,7 @@
 // with the same --env and --hidden: a population part way through training, whose episodes run
 // to 1,000 steps). The episodes' lengths are printed.
 //
-//   b12_es [--env Hopper-v4] [--workers 1,2,4] [--pairs 64] [--hidden 0] [--sigma 0.02]
+//   b12_es [--env Hopper-v4 (Pendulum-v1 without MuJoCo)] [--workers 1,2,4] [--pairs 64] [--hidden 0] [--sigma 0.02]
 //          [--scale 0] [--state PATH] [--rounds 5] [--repeats 3]
 //
 // Rows (benchmarks/README.md): `#` lines, then benchmark,metric,value,unit:
@@ -68,7 +68,11 @@ int main(int argc, char** argv) {
 #endif
   fibra::Runtime rt(argc, argv);
   Setup s;
+#ifdef FIBRA_BENCH_MUJOCO
   s.env = bench::arg_str(argc, argv, "--env", "Hopper-v4");
+#else  // (built without MuJoCo: the suite still gets its rows)
+  s.env = bench::arg_str(argc, argv, "--env", "Pendulum-v1");
+#endif
   const std::vector<int> workers = bench::int_list(argc, argv, "--workers", "1,2,4");
   s.pairs = static_cast<int>(arg(argc, argv, "--pairs", 64));
   s.hidden = static_cast<int>(arg(argc, argv, "--hidden", 0));

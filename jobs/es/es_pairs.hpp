@@ -1,7 +1,7 @@
 // jobs/es/es_pairs.hpp: the ES job's tasks on environments with a box of actions (the MuJoCo
 // bodies, Pendulum-v1), registered with fibra: an antithetic pair, and one episode of the policy.
-// Included by the job (jobs/es/es.cpp) and by B13, which times them against a plain loop; one
-// translation unit of a program includes it.
+// Included by the job (jobs/es/es.cpp) and by B12 for ES (benchmarks/b12_es.cpp), which times them
+// against a plain loop; one translation unit of a program includes it.
 #pragma once
 
 #include <fibra/fibra.hpp>

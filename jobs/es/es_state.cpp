@@ -100,7 +100,9 @@ void write_string(hid_t file, const char* name, const std::string& s) {
 std::string read_string(hid_t file, const char* name) {
   Hid a(H5Aopen(file, name, H5P_DEFAULT), H5Aclose, std::string("reading attribute ") + name);
   Hid type(H5Aget_type(a), H5Tclose, name);
-  std::string s(H5Tget_size(type), '\0');
+  // One more byte than the stored size: a string stored without its terminator (h5py writes them
+  // null-padded) keeps its last character.
+  std::string s(H5Tget_size(type) + 1, '\0');
   Hid mem(H5Tcopy(H5T_C_S1), H5Tclose, name);
   check(H5Tset_size(mem, s.size()), name);
   check(H5Aread(a, mem, s.data()), name);

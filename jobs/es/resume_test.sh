@@ -3,13 +3,13 @@
 # 3 workers instead of 2, resumes from its state file and ends with the same policy, bit for bit,
 # as a run never stopped with the same seed; its learning curve matches too. h5py (Debian's
 # python3) reads both files.
-# Usage: resume_test.sh <es binary> <scratch dir>
+# Usage: resume_test.sh <es binary> <scratch dir> [more es options, e.g. --env pendulum]
 set -euo pipefail
 es=$1
 dir=$2
 rm -rf "$dir" && mkdir -p "$dir"
 # A budget that does not solve the task, so that both runs do all 6 generations.
-args=(--workers 2 --population 32 --generations 6 --target 1e9 --eval-episodes 5 --seed 7)
+args=(--workers 2 --population 32 --generations 6 --target 1e9 --eval-episodes 5 --seed 7 "${@:3}")
 
 timeout -s KILL 120 "$es" "${args[@]}" --state "$dir/whole.h5" --csv "$dir/whole.csv" > "$dir/whole.out" 2>&1 ||
   true  # the target is out of reach: exit status 1
@@ -27,6 +27,24 @@ timeout -s KILL 120 "$es" "${args[@]}" --workers 3 --state "$dir/cut.h5" --csv "
 grep -q "resuming from $dir/cut.h5 after generation 3" "$dir/cut2.out" ||
   { echo "FAIL: the rerun did not resume from the state file"; cat "$dir/cut2.out"; exit 1; }
 grep -q "generation   6:" "$dir/cut2.out" || { echo "FAIL: the resumed run did not finish"; cat "$dir/cut2.out"; exit 1; }
+
+# A state file as the job wrote them before it kept the steps (a curve of 4 columns; no shift,
+# observe or steps attributes), made from the finished run's: it resumes (seventh generation).
+if [ $# -eq 2 ]; then
+  /usr/bin/python3 - "$dir/whole.h5" "$dir/old.h5" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2], "w") as b:
+    for name, value in a.attrs.items():
+        if name not in ("shift", "observe", "steps"):
+            b.attrs[name] = value
+    for name in a:
+        b[name] = a[name][()][:, :4] if name == "curve" else a[name][()]
+PY
+  timeout -s KILL 120 "$es" "${args[@]}" --generations 7 --state "$dir/old.h5" --csv "$dir/old.csv" \
+    > "$dir/old.out" 2>&1 || true
+  grep -q "resuming from $dir/old.h5 after generation 6" "$dir/old.out" && grep -q "generation   7:" "$dir/old.out" ||
+    { echo "FAIL: a state file of the older format did not resume"; cat "$dir/old.out"; exit 1; }
+fi
 
 /usr/bin/python3 - "$dir/whole.h5" "$dir/cut.h5" <<'PY'
 import sys, h5py, numpy as np

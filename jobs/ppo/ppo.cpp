@@ -171,9 +171,10 @@ Options parse(int argc, char** argv) {
       o.window = int(whole(1));
     else if (a == "--save-every")
       o.save_every = int(whole(0));
-    else if (a == "--reward-clip")  // rewards normalised and clipped to +-x; 0: not normalised
+    else if (a == "--reward-clip") {  // rewards normalised and clipped to +-x; 0: not normalised
+      if (x < 0) usage("'--reward-clip' takes 0 (rewards as they are) or a clip above 0");
       o.trainer.ppo.normalise_rewards = x > 0, o.trainer.ppo.reward_clip = x;
-    else
+    } else
       usage("unknown option '" + a + "'");
   }
   o.trainer.env = o.env;

@@ -2,6 +2,8 @@
 // Policy of a user's torch network) is made.
 #include "learner_module.hpp"
 
+#include "common/env.hpp"  // the FIBRA_* names (header only)
+
 #include <fibra/error.hpp>
 
 #include <dlfcn.h>
@@ -18,7 +20,8 @@ namespace {
 // Where to look, in order: the variable if set (then nothing else: an explicit choice should not
 // fall back silently), else the build tree's module, else the installed one.
 std::vector<std::string> candidates() {
-  if (const char* path = std::getenv("FIBRA_RL_TORCH_MODULE"); path && *path) return {path};
+  if (const char* path = std::getenv(fibra::detail::env::Name("FIBRA_RL_TORCH_MODULE").c_str()); path && *path)
+    return {path};
   std::vector<std::string> paths;
 #ifdef FIBRA_RL_TORCH_BUILD_PATH
   paths.push_back(FIBRA_RL_TORCH_BUILD_PATH);

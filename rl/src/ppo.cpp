@@ -130,11 +130,17 @@ class PpoLearner::Impl {
   std::unique_ptr<detail::LearnerModule> module_;
   ObsNormaliser normaliser_;
   // PpoConfig::normalise_rewards: each global copy's discounted return so far, and the running
-  // moments (Welford) of every such return seen.
+  // mean and variance of every such return seen, starting as Gymnasium's RunningMeanStd does (a
+  // count of 1e-4, variance 1: the first rewards are not divided by nothing).
   struct RewardScale {
     std::vector<double> returns;
-    std::int64_t count = 0;
-    double mean = 0, m2 = 0;
+    double count = 1e-4, mean = 0, var = 1;
+    void add(double x) {  // RunningMeanStd's update with a batch of one
+      const double delta = x - mean, total = count + 1;
+      mean += delta / total;
+      var = (var * count + delta * delta * count / total) / total;
+      count = total;
+    }
   };
   RewardScale reward_scale_;
   Rng shuffle_;  // minibatch order
@@ -200,38 +206,45 @@ class PpoLearner::Impl {
 
   // The fragments' rewards as the loss takes them (one array per fragment, in the fragments'
   // order): with PpoConfig::normalise_rewards, each divided by the standard deviation of the
-  // copies' discounted returns so far (`s`, moved on by every step, in (step, global copy) order)
-  // and clipped; otherwise empty arrays (the fragments' own rewards).
+  // copies' discounted returns so far (`s`, moved on by every step) and clipped; otherwise empty
+  // arrays (the fragments' own rewards). The steps go in (step, global copy) order, so any split
+  // of the copies gives the same; where several fragments hold the same copies (the asynchronous
+  // learner's round may take two calls of a worker), the k-th of them in the fragments' order
+  // goes after the (k-1)-th, as they were sampled.
   std::vector<std::vector<float>> scaled_rewards(std::span<const Fragment> fragments, RewardScale& s) const {
     std::vector<std::vector<float>> out(fragments.size());
     if (!config_.normalise_rewards) return out;
-    const std::vector<std::size_t> order = global_order(fragments);
-    int steps = 0;
+    std::vector<int> nth(fragments.size());  // how many earlier fragments hold the same copies
+    std::map<int, int> seen;
+    int rounds = 0;
     for (std::size_t i = 0; i < fragments.size(); ++i) {
       check_fragment(fragments[i], spec_, i);
       out[i].resize(fragments[i].size());
-      steps = std::max(steps, fragments[i].steps);
+      nth[i] = seen[fragments[i].first_env]++;
+      rounds = std::max(rounds, nth[i] + 1);
     }
-    for (int t = 0; t < steps; ++t)
-      for (std::size_t index : order) {
-        const Fragment& f = fragments[index];
-        if (t >= f.steps) continue;
-        for (int c = 0; c < f.num_envs; ++c) {
-          const std::size_t k = static_cast<std::size_t>(t) * f.num_envs + c;
-          const auto copy = static_cast<std::size_t>(f.first_env + c);
-          if (s.returns.size() <= copy) s.returns.resize(copy + 1, 0.0);
-          double& g = s.returns[copy];
-          g = g * config_.gamma + f.rewards[k];
-          ++s.count;
-          const double delta = g - s.mean;
-          s.mean += delta / static_cast<double>(s.count);
-          s.m2 += delta * (g - s.mean);
-          const double scale = std::sqrt(s.m2 / static_cast<double>(s.count) + 1e-8);
-          out[index][k] =
-              static_cast<float>(std::clamp(f.rewards[k] / scale, -config_.reward_clip, config_.reward_clip));
-          if (f.dones[k]) g = 0;  // the next step starts an episode
+    const std::vector<std::size_t> order = global_order(fragments);
+    for (int round = 0; round < rounds; ++round) {
+      int steps = 0;
+      for (std::size_t index : order)
+        if (nth[index] == round) steps = std::max(steps, fragments[index].steps);
+      for (int t = 0; t < steps; ++t)
+        for (std::size_t index : order) {
+          const Fragment& f = fragments[index];
+          if (nth[index] != round || t >= f.steps) continue;
+          for (int c = 0; c < f.num_envs; ++c) {
+            const std::size_t k = static_cast<std::size_t>(t) * f.num_envs + c;
+            const auto copy = static_cast<std::size_t>(f.first_env + c);
+            if (s.returns.size() <= copy) s.returns.resize(copy + 1, 0.0);
+            double& g = s.returns[copy];
+            g = g * config_.gamma + f.rewards[k];
+            s.add(g);
+            out[index][k] = static_cast<float>(
+                std::clamp(f.rewards[k] / std::sqrt(s.var + 1e-8), -config_.reward_clip, config_.reward_clip));
+            if (f.dones[k]) g = 0;  // the next step starts an episode
+          }
         }
-      }
+    }
     return out;
   }
 
@@ -389,8 +402,7 @@ class PpoLearner::Impl {
     if (config_.normalise_rewards) {
       const RewardScale& r = reward_scale_;
       out.push_back(array("reward_normaliser.returns", {static_cast<std::int64_t>(r.returns.size())}, r.returns));
-      out.push_back(array<std::int64_t>("reward_normaliser.count", {}, {r.count}));
-      out.push_back(array<double>("reward_normaliser.mean_m2", {2}, {r.mean, r.m2}));
+      out.push_back(array<double>("reward_normaliser.count_mean_var", {3}, {r.count, r.mean, r.var}));
     }
     out.push_back(array<std::int64_t>("learner.steps", {}, {steps_}));
     out.push_back(array<std::int64_t>("learner.version", {}, {static_cast<std::int64_t>(version_)}));
@@ -452,10 +464,10 @@ class PpoLearner::Impl {
             "fibra::rl: the learner's state has no array 'reward_normaliser.returns' (a checkpoint of a run "
             "without reward normalisation?)");
       rewards.returns = doubles(*it->second);
-      rewards.count = integer("reward_normaliser.count");
-      const std::vector<double> mean_m2 = doubles(find("reward_normaliser.mean_m2", {2}));
-      rewards.mean = mean_m2[0];
-      rewards.m2 = mean_m2[1];
+      const std::vector<double> moments = doubles(find("reward_normaliser.count_mean_var", {3}));
+      rewards.count = moments[0];
+      rewards.mean = moments[1];
+      rewards.var = moments[2];
     }
     // Everything read and checked: now change the learner.
     module_->set_parameters(params);

@@ -265,8 +265,10 @@ SampleRound PpoTrainer::Impl::take_ready() {
     }
   }
   top_up();  // the next calls go out before the learner starts: no worker waits for it
-  std::sort(round.fragments.begin(), round.fragments.end(),
-            [](const Fragment& a, const Fragment& b) { return a.first_env < b.first_env; });
+  // Stable: two fragments of the same copies (a worker's queued calls) stay in the order they were
+  // sampled, which the reward normaliser's returns follow.
+  std::stable_sort(round.fragments.begin(), round.fragments.end(),
+                   [](const Fragment& a, const Fragment& b) { return a.first_env < b.first_env; });
   round.seconds = seconds_since(t0);
   return round;
 }
@@ -395,8 +397,10 @@ SampleRound PpoTrainer::sample() {
   }
   // (learn() orders its rows by copy whatever the order of the fragments; the window of returns
   // takes them in copy order too)
-  std::sort(round.fragments.begin(), round.fragments.end(),
-            [](const Fragment& a, const Fragment& b) { return a.first_env < b.first_env; });
+  // Stable: two fragments of the same copies (a worker's queued calls) stay in the order they were
+  // sampled, which the reward normaliser's returns follow.
+  std::stable_sort(round.fragments.begin(), round.fragments.end(),
+                   [](const Fragment& a, const Fragment& b) { return a.first_env < b.first_env; });
   round.seconds = seconds_since(t0);
   return round;
 }

@@ -29,6 +29,7 @@ inline constexpr Variable variables[] = {
   {"FIBRA_WORKERS", "number", "one worker per core", "workers of the default pool (fibra::submit without a pool)", false},
   {"FIBRA_LOG_LEVEL", "text", "info", "the least level of fibra's own log lines: debug, info, warning, error or off", false},
   {"FIBRA_TRACE", "path", "off", "a folder where every process appends its data-path trace (`trace.<pid>`)", false},
+  {"FIBRA_RL_TORCH_MODULE", "path", "the build tree's module, then the installed one", "fibra::rl's learner module (libfibra_rl_torch.so), looked for only there when set", false},
   {"FIBRA_CHECKPOINT", "path", "none", "the job's checkpoint (set by `fibra slurm` scripts): SIGTERM and SIGUSR1 are handled from the start", true},
   {"FIBRA_JOIN_FILE", "path", "no joins", "the driver writes there how workers started apart join it; a worker started with `--fibra-join` reads it", false},
   {"FIBRA_JOIN_WORKERS", "number", "the CPUs it may use, shared by its launch's ranks on the node", "executors a joining worker offers (1 to 4096)", false},
