@@ -493,6 +493,13 @@ int main(int argc, char** argv) {
               (unsigned long long)o.seed, o.target);
   if (o.env == box) std::printf(", reward shift %g, %g of the pairs observed", o.shift, o.observe);
   std::printf("\n");
+  // Where the workers run (one host here; a Slurm allocation's nodes on a cluster).
+  std::map<std::string, int> hosts;
+  for (const fibra::WorkerInfo& w : pool.workers())
+    if (w.state == "ready") hosts[w.host] += w.workers;
+  std::string where;
+  for (const auto& [host, n] : hosts) where += (where.empty() ? "" : ", ") + host + " (" + std::to_string(n) + ")";
+  std::printf("es: workers on %zu host%s: %s\n", hosts.size(), hosts.size() == 1 ? "" : "s", where.c_str());
   std::fflush(stdout);
   bool solved = false;
   Evaluation last{};

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Many-node tests on a virtual Slurm cluster of 3 nodes (slurm/virtual-cluster.sh) on this machine.
-#   run.sh spread|pack|silence|relaunch|queue_readers|locks|elastic <program> <work dir> [<fibra command>]
+#   run.sh spread|pack|silence|relaunch|queue_readers|locks|elastic|es <program> <work dir> [<fibra command>]
 # spread takes FIBRA_MN_NODES (3) and FIBRA_MN_WORKERS (6) from the environment: with 4 and 64 it
 # is the many-node scale figure of docs/benchmarks.md.
 # Starts the cluster (its own folder and ports), runs the program in a 3-node job with
@@ -282,6 +282,50 @@ SPEC
     if [ ${#fails[@]} -eq 0 ]; then echo "PASS: an elastic run grew onto 2 nodes and shrank back"; exit 0; fi
     printf 'FAIL: %s\n' "${fails[@]}"
     exit 1
+    ;;
+  es)
+    # ES on the MuJoCo hopper over the 3 nodes (6 workers, an agent of 2 on each) and the same run
+    # on this one host (2 workers): the same seed gives the same curve and the same policy, bit for
+    # bit, wherever the pairs ran (h5py compares the two state files).
+    out="$work/es.out"
+    rm -f "$out" "$work"/es_nodes.* "$work"/es_one.*
+    es_args="--env hopper --population 24 --generations 4 --target 1e9 --eval-episodes 2 --seed 3"
+    cat >"$work/es.sbatch" <<JOB
+#!/bin/bash
+#SBATCH -N 3 --ntasks-per-node=2 --time=5 -o $out
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 EVENT_NOEPOLL=1 FIBRA_PROGRESS=0
+export OMPI_MCA_btl_tcp_if_include=10.213.77.0/24 OMPI_MCA_oob_tcp_if_include=10.213.77.0/24
+mpirun --enable-recovery --mca orte_abort_on_non_zero_status 0 -n 1 $program $es_args --workers 6 \
+  --state $work/es_nodes.h5 --csv $work/es_nodes.csv
+JOB
+    job="$(sbatch --parsable "$work/es.sbatch")" || { echo "FAIL: sbatch"; exit 1; }
+    for _ in $(seq 1 480); do
+      state="$(job_state "$job")"
+      case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) break ;; esac
+      sleep 0.5
+    done
+    grep -v '^\[vnode' "$out" 2>/dev/null
+    echo "job $job ended as ${state:-unknown}"
+    grep -q "^es: workers on 3 hosts" "$out" || { echo "FAIL: es: its workers were not on the 3 nodes"; exit 1; }
+    grep -q "generation   4:" "$out" || { echo "FAIL: es: the run on the nodes did not finish"; exit 1; }
+    (export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 EVENT_NOEPOLL=1 FIBRA_PROGRESS=0
+     unset SLURM_CONF
+     timeout -s KILL 120 $program $es_args --workers 2 --state "$work/es_one.h5" --csv "$work/es_one.csv") \
+      > "$work/es_one.out" 2>&1
+    grep -q "generation   4:" "$work/es_one.out" || { echo "FAIL: es: the run on one host did not finish"; cat "$work/es_one.out"; exit 1; }
+    /usr/bin/python3 - "$work/es_nodes.h5" "$work/es_one.h5" <<'PY'
+import sys, h5py, numpy as np
+a, b = (h5py.File(p, "r") for p in sys.argv[1:3])
+for name in ("theta", "adam_m", "adam_v", "obs_sum", "obs_sumsq"):
+    if a[name][()].tobytes() != b[name][()].tobytes():
+        print(f"FAIL: es: {name} differs between 3 nodes and one host")
+        sys.exit(1)
+kept = [0, 1, 2, 4]  # generation, mean, best, steps (not the wall time)
+if not np.array_equal(a["curve"][()][:, kept], b["curve"][()][:, kept]):
+    print("FAIL: es: the curves differ:", a["curve"][()][:, kept].tolist(), b["curve"][()][:, kept].tolist())
+    sys.exit(1)
+print("PASS: es on 3 nodes gave the curve and policy of one host")
+PY
     ;;
   *) echo "run.sh: unknown test '$what'" >&2; exit 2 ;;
 esac
