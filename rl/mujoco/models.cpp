@@ -21,7 +21,7 @@ const char* const hopper_xml = R"(<mujoco model="fibra_hopper">
     <motor ctrllimited="true" ctrlrange="-1 1"/>
   </default>
   <worldbody>
-    <geom name="floor" type="plane" size="50 2 0.1" friction="0.9 0.1 0.1"/>
+    <geom name="floor" type="plane" size="50 2 0.1" condim="3" friction="0.9 0.1 0.1"/>
     <body name="torso" pos="0 0 1.2">
       <joint name="rootx" type="slide" axis="1 0 0" limited="false" armature="0" damping="0"/>
       <joint name="rootz" type="slide" axis="0 0 1" ref="1.2" limited="false" armature="0" damping="0"/>
