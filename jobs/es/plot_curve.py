@@ -28,31 +28,25 @@ def main():
         raise SystemExit(f"plot_curve: {a.csv} has no generations")
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=120)
     if "env_steps" in rows[0]:  # jobs/ppo's
-        steps = [int(r["env_steps"]) for r in rows]
-        ax.plot(steps, [float(r["mean_return"]) for r in rows], label="mean return, last episodes")
-        if a.target is not None:
-            ax.axhline(a.target, color="grey", ls="--", lw=1, label=f"target ({a.target:g})")
-        ax.set_xlabel("environment steps")
-        ax.set_ylabel("episode return")
-        ax.set_title(f"{a.title} (PPO on fibra, {float(rows[-1]['wall_s']):.0f} s)")
-        ax.legend(loc="lower right")
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(a.png)
-        return
-    gen = [int(r["generation"]) for r in rows]
-    ax.plot(gen, [float(r["mean"]) for r in rows], label="population mean", marker="o", ms=3)
-    ax.plot(gen, [float(r["best"]) for r in rows], label="best candidate", alpha=0.6)
+        ax.plot([int(r["env_steps"]) for r in rows], [float(r["mean_return"]) for r in rows],
+                label="mean return, last episodes")
+        x_label, target_label = "environment steps", "target"
+        title = f"{a.title} (PPO on fibra, {float(rows[-1]['wall_s']):.0f} s)"
+    else:  # jobs/es'
+        gen = [int(r["generation"]) for r in rows]
+        ax.plot(gen, [float(r["mean"]) for r in rows], label="population mean", marker="o", ms=3)
+        ax.plot(gen, [float(r["best"]) for r in rows], label="best candidate", alpha=0.6)
+        x_label, target_label = "generation", "solved"
+        title = f"{a.title} (OpenAI-ES on fibra, {float(rows[-1]['wall_s']):.1f} s of training)"
     if a.target is not None:
-        ax.axhline(a.target, color="grey", ls="--", lw=1, label=f"solved ({a.target:g})")
-    ax.set_xlabel("generation")
+        ax.axhline(a.target, color="grey", ls="--", lw=1, label=f"{target_label} ({a.target:g})")
+    ax.set_xlabel(x_label)
     ax.set_ylabel("episode return")
-    ax.set_title(f"{a.title} (OpenAI-ES on fibra, {float(rows[-1]['wall_s']):.1f} s of training)")
+    ax.set_title(title)
     ax.legend(loc="lower right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(a.png)
-
 
 if __name__ == "__main__":
     main()
