@@ -155,8 +155,8 @@ bool default_target(const Options& o, double& target) {
 // Defaults that depend on the kind of environment: the discrete two keep the settings they are
 // solved with (a tanh MLP of 16, sigma 0.1, every + episode observed); the bodies get ARS's linear
 // controller and OpenAI's scale of noise, 10% of the pairs observed, and no shift (on this
-// project's hopper, ARS's shift of 1 a step leads to a dive forward that ends the episode within
-// a hundred steps, a return of 150; without it ES learns to stand, 1,000: docs/rl.md).
+// project's hopper when its floor had no friction, ARS's shift of 1 a step led to a dive forward
+// that ended the episode within a hundred steps; untried since: docs/rl.md).
 // The options whose defaults depend on the environment, as given (empty: not given).
 struct Given {
   std::optional<int> population, hidden;

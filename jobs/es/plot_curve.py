@@ -48,5 +48,6 @@ def main():
     fig.tight_layout()
     fig.savefig(a.png)
 
+
 if __name__ == "__main__":
     main()

@@ -124,8 +124,16 @@ TEST(Mujoco, HopperRewardsObservationsAndHealthByHand) {
   tilted[2] = 0.3;
   EXPECT_TRUE(ends_after(tilted, still)) << "a pitch of 0.3 (beyond 0.2)";
   std::vector<double> fast = still;
-  fast[0] = 150;  // forward, in the air: nothing slows it within a step (a joint's would meet its limit)
+  fast[0] = 150;  // forward, the foot clear of the floor: nothing slows it within a step
   EXPECT_TRUE(ends_after(upright, fast)) << "a velocity beyond 100";
+  // A joint's: the knee, at its upper limit (0), turning into its range (to -140 degrees) at 150
+  // rad/s, the body in the air; its damping takes about 1 rad/s off within the step.
+  std::vector<double> aloft = upright;
+  aloft[1] = 1.5;
+  std::vector<double> knee = still;
+  knee[4] = -150;
+  EXPECT_TRUE(ends_after(aloft, knee)) << "a knee velocity beyond 100";
+  EXPECT_FALSE(ends_after(aloft, still)) << "the body in the air, still, is healthy";
 }
 
 TEST(Mujoco, TheStepLimitIsAThousand) {
