@@ -46,16 +46,15 @@ namespace {
 struct Setup {
   std::string env;
   int hidden = 0, pairs = 64;
-  std::vector<double> policy;  // theta, then the normalisation (mean 0, deviation 1)
+  std::size_t parameters = 0;  // the controller's
+  std::vector<double> policy;  // theta, then the normalisation
   std::uint64_t noise_seed = es::mix(1, 0x401e);
 };
 
 // The arguments of round `round`'s pair `i`: its noise offset and episode seed.
 std::pair<std::uint64_t, std::uint64_t> pair_of(const Setup& s, int round, int i) {
   const std::uint64_t seed = es::mix(7, std::uint64_t(round), std::uint64_t(i));
-  const std::size_t n =
-      s.policy.size() - 2 * std::size_t(es::Controller::of(es::env_named(s.env), s.hidden).observations());
-  return {es::NoiseTable::offset(seed, n), es::mix(seed, 0xe915)};
+  return {es::NoiseTable::offset(seed, s.parameters), es::mix(seed, 0xe915)};
 }
 
 long steps_of(const std::vector<double>& r) { return long(r[2] + r[3]); }
@@ -81,6 +80,7 @@ int main(int argc, char** argv) {
   const int repeats = static_cast<int>(arg(argc, argv, "--repeats", 3));
   const double sigma = bench::arg_double(argc, argv, "--sigma", 0.02);
   const es::Controller c = es::Controller::of(es::env_named(s.env), s.hidden);
+  s.parameters = c.parameters();
   const std::string state = bench::arg_str(argc, argv, "--state", "");
   if (!state.empty()) {  // theta and the normalisation as the ES job computes them
     const std::optional<es::RunState> saved = es::load_state(state);
@@ -89,15 +89,7 @@ int main(int argc, char** argv) {
                    s.env.c_str(), s.hidden);
       return 2;
     }
-    s.policy = saved->theta;
-    const std::size_t n = saved->obs_sum.size();
-    std::vector<double> mean(n), stddev(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      mean[i] = saved->obs_sum[i] / saved->obs_count;
-      stddev[i] = std::sqrt(std::max(saved->obs_sumsq[i] / saved->obs_count - mean[i] * mean[i], 1e-4));
-    }
-    s.policy.insert(s.policy.end(), mean.begin(), mean.end());
-    s.policy.insert(s.policy.end(), stddev.begin(), stddev.end());
+    s.policy = es::policy_of(*saved);
   } else {
     es::Random r(11);
     for (std::size_t k = 0; k < c.parameters(); ++k) s.policy.push_back(scale * r.normal());

@@ -298,19 +298,6 @@ es::RunState fresh(const Options& o, const Sizes& sizes) {
   return s;
 }
 
-// theta, then the observations' mean and standard deviation so far (0 and 1 before any).
-std::vector<double> policy_of(const es::RunState& s) {
-  std::vector<double> p = s.theta;
-  const std::size_t n = s.obs_sum.size();
-  for (std::size_t i = 0; i < n; ++i) p.push_back(s.obs_count > 0 ? s.obs_sum[i] / s.obs_count : 0.0);
-  for (std::size_t i = 0; i < n; ++i) {
-    const double m = s.obs_count > 0 ? s.obs_sum[i] / s.obs_count : 0.0;
-    const double var = s.obs_count > 0 ? s.obs_sumsq[i] / s.obs_count - m * m : 1.0;
-    p.push_back(std::sqrt(std::max(var, 1e-4)));
-  }
-  return p;
-}
-
 struct Evaluation {
   double mean = 0, stddev = 0;
 };
@@ -414,7 +401,7 @@ Population run_box(fibra::Pool& pool, const Options& o, const std::vector<double
 Generation step(fibra::Pool& pool, const Options& o, es::RunState& s, es::Adam& adam) {
   const std::size_t n = s.theta.size(), pairs = std::size_t(o.population / 2);
   const std::uint64_t noise_seed = es::mix(o.seed, 0x401e);
-  const std::vector<double> policy = policy_of(s);
+  const std::vector<double> policy = es::policy_of(s);
   std::vector<std::size_t> offsets;
   std::vector<std::uint64_t> pair_seeds;
   for (std::size_t i = 0; i < pairs; ++i) {
@@ -507,7 +494,7 @@ int main(int argc, char** argv) {
   // when that mean does too. (A resumed run looks at the last generation it finished first.)
   auto check = [&](double population_mean) {
     if (population_mean < o.target) return;
-    last = evaluate(pool, o, policy_of(s));
+    last = evaluate(pool, o, es::policy_of(s));
     solved = last.mean >= o.target;
     std::printf("  policy over %d episodes: %.2f +- %.2f%s\n", o.eval_episodes, last.mean, last.stddev,
                 solved ? ": solved" : "");
@@ -538,7 +525,7 @@ int main(int argc, char** argv) {
     write_csv(o.csv, s);
     check(g.mean);
   }
-  if (!solved) last = evaluate(pool, o, policy_of(s));
+  if (!solved) last = evaluate(pool, o, es::policy_of(s));
   std::printf(
       "es: %s after %lld generations (%.1f s of training): mean return %.2f +- %.2f over %d episodes, "
       "target %g: %s\n",

@@ -3,6 +3,8 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -194,6 +196,18 @@ std::string differences(const RunState& a, const RunState& b) {
   note("reward shift", std::to_string(a.shift), std::to_string(b.shift));
   note("observed fraction", std::to_string(a.observe), std::to_string(b.observe));
   return d;
+}
+
+std::vector<double> policy_of(const RunState& s) {
+  std::vector<double> p = s.theta;
+  const std::size_t n = s.obs_sum.size();
+  for (std::size_t i = 0; i < n; ++i) p.push_back(s.obs_count > 0 ? s.obs_sum[i] / s.obs_count : 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double m = s.obs_count > 0 ? s.obs_sum[i] / s.obs_count : 0.0;
+    const double var = s.obs_count > 0 ? s.obs_sumsq[i] / s.obs_count - m * m : 1.0;
+    p.push_back(std::sqrt(std::max(var, 1e-4)));
+  }
+  return p;
 }
 
 }  // namespace es

@@ -44,5 +44,8 @@ void save_state(const std::string& path, const RunState& s);
 std::optional<RunState> load_state(const std::string& path);
 /// Empty when `saved` can be resumed by a run configured as `now`; else what differs, in words.
 std::string differences(const RunState& saved, const RunState& now);
+/// What the workers are given: theta, then the observations' mean and standard deviation so far (0
+/// and 1 before any; deviations at least 0.01).
+std::vector<double> policy_of(const RunState& s);
 
 }  // namespace es

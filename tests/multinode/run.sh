@@ -19,6 +19,15 @@ trap cleanup EXIT
 started="$("$vc" start)" || { echo "FAIL: the virtual cluster did not start"; exit 1; }
 # A job's JobState, empty when slurmctld does not say.
 job_state() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
+# Polls job $1 every 0.5 s, at most $2 times, until it has ended (--wait would hold the test
+# without a bound); leaves its JobState in $state.
+wait_job() {
+  for _ in $(seq 1 "$2"); do
+    state="$(job_state "$1")"
+    case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) return ;; esac
+    sleep 0.5
+  done
+}
 eval "$started"
 [ "${SLURM_CONF:-}" = "$FIBRA_VC_DIR/slurm.conf" ] || { echo "FAIL: the virtual cluster gave no SLURM_CONF"; exit 1; }
 
@@ -39,12 +48,7 @@ export OMPI_MCA_btl_tcp_if_include=10.213.77.0/24 OMPI_MCA_oob_tcp_if_include=10
 mpirun --enable-recovery --mca orte_abort_on_non_zero_status 0 -n 1 $program $workers $expect_nodes $what
 JOB
     job="$(sbatch --parsable "$work/$what.sbatch")" || { echo "FAIL: sbatch"; exit 1; }
-    # --wait would hold the test without a bound: poll, with one
-    for _ in $(seq 1 240); do
-      state="$(job_state "$job")"
-      case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) break ;; esac
-      sleep 0.5
-    done
+    wait_job "$job" 240
     grep -v '^\[vnode' "$out" 2>/dev/null
     echo "job $job ended as ${state:-unknown}"
     if grep -q '^PASS$' "$out" 2>/dev/null; then echo "PASS: $what over $expect_nodes of $mn_nodes nodes"; exit 0; fi
@@ -97,11 +101,7 @@ export OMPI_MCA_btl_tcp_if_include=10.213.77.0/24 OMPI_MCA_oob_tcp_if_include=10
 mpirun --enable-recovery --mca orte_abort_on_non_zero_status 0 -n 1 $program
 JOB
     job="$(sbatch --parsable "$work/locks.sbatch")" || { echo "FAIL: sbatch"; exit 1; }
-    for _ in $(seq 1 480); do
-      state="$(job_state "$job")"
-      case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) break ;; esac
-      sleep 0.5
-    done
+    wait_job "$job" 480
     [ -n "$state" ] && ! [[ "$state" =~ ^(PENDING|RUNNING|CONFIGURING|COMPLETING)$ ]] || scancel "$job" 2>/dev/null
     grep -v '^\[vnode' "$out" 2>/dev/null
     echo "job $job ended as ${state:-unknown}"
@@ -299,11 +299,7 @@ mpirun --enable-recovery --mca orte_abort_on_non_zero_status 0 -n 1 $program $es
   --state $work/es_nodes.h5 --csv $work/es_nodes.csv
 JOB
     job="$(sbatch --parsable "$work/es.sbatch")" || { echo "FAIL: sbatch"; exit 1; }
-    for _ in $(seq 1 240); do  # (at most 2 minutes, and 90 s for the run below: within ctest's 300)
-      state="$(job_state "$job")"
-      case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) break ;; esac
-      sleep 0.5
-    done
+    wait_job "$job" 240  # (at most 2 minutes, and 90 s for the run below: within ctest's 300)
     grep -v '^\[vnode' "$out" 2>/dev/null
     echo "job $job ended as ${state:-unknown}"
     case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) ;; *) scancel "$job" 2>/dev/null ;; esac
