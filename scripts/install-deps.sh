@@ -15,6 +15,8 @@ packages=(
   python3-pandas python3-optuna
   # command line, config, formatting, logging
   libcli11-dev libtomlplusplus-dev libfmt-dev libspdlog-dev
+  # the event log's readers (fibra trace, fibra report), and a real browser for the report's test
+  nlohmann-json3-dev chromium
   # tests and benchmarks
   googletest libgtest-dev libbenchmark-dev
   # fibra::rl_mujoco: the MuJoCo engine and its humanoid model (issue 48)

@@ -188,6 +188,11 @@ struct PoolOptions {
   /// Its queued work goes to the next process, not lost, not run twice. For leaky task code.
   /// 0: never (Python's None).
   unsigned max_tasks_per_child = 0;
+  /// A folder for the run's event log (`events.jsonl`): every chunk's queued, sent, run and done
+  /// times with its worker, executor and attempt; workers that start and are lost; failed
+  /// attempts and retries. Empty: FIBRA_EVENTS, else no log. `fibra trace` turns it into a
+  /// timeline. docs/observability.md.
+  std::string events;
 };
 #pragma GCC diagnostic pop
 

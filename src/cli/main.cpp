@@ -5,7 +5,9 @@
 
 #include "fibra/version.hpp"
 #include "inspect.hpp"
+#include "report.hpp"
 #include "slurm.hpp"
+#include "trace.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"fibra: run many tasks over MPI, from a workstation to a Slurm cluster"};
@@ -13,6 +15,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(0);
   fibra::cli::add_inspect_command(app);
   fibra::cli::add_slurm_commands(app);
+  fibra::cli::add_trace_command(app);
+  fibra::cli::add_report_command(app);
   CLI11_PARSE(app, argc, argv);
   if (argc == 1) std::fputs(app.help().c_str(), stdout);
   return 0;

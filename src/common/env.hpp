@@ -28,6 +28,7 @@ inline constexpr Variable variables[] = {
   {"FIBRA_PEER_OBJECTS", "on/off", "on", "`0`: agents never copy stored objects from each other, only from the driver (a firewall that lets only MPI through)", false},
   {"FIBRA_WORKERS", "number", "one worker per core", "workers of the default pool (fibra::submit without a pool)", false},
   {"FIBRA_LOG_LEVEL", "text", "info", "the least level of fibra's own log lines: debug, info, warning, error or off", false},
+  {"FIBRA_EVENTS", "path", "no event log", "a folder for the run's event log (`events.jsonl`), for pools whose PoolOptions::events is empty", false},
   {"FIBRA_TRACE", "path", "off", "a folder where every process appends its data-path trace (`trace.<pid>`)", false},
   {"FIBRA_RL_TORCH_MODULE", "path", "the build tree's module, then the installed one", "fibra::rl's learner module (libfibra_rl_torch.so), looked for only there when set", false},
   {"FIBRA_CHECKPOINT", "path", "none", "the job's checkpoint (set by `fibra slurm` scripts): SIGTERM and SIGUSR1 are handled from the start", true},

@@ -57,6 +57,10 @@ void warn_if_crowded(int workers) {
 }
 
 void PoolImpl::start() {
+  if (!s_.events.empty()) {
+    events_ = EventLog::open(s_.events);
+    note_pool();
+  }
   if (simulation_wanted().agents == 0) warn_if_crowded(target_);  // (simulated agents: a few processes)
   // PoolOptions::start_timeout_s bounds the whole constructor: the spawns and the hellos.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(s_.start_timeout_s);
@@ -560,7 +564,10 @@ void PoolImpl::send(Worker& w, int tag, mpi::Pieces data) {
 // Every chunk still queued or running fails with `e`.
 void PoolImpl::fail_all(const std::exception_ptr& e) {
   fail_inbox(e);  // (closed by now: nothing comes in after)
-  for (auto& c : sched_.take_all()) c->job->deliver({c->first, c->count, {}, e, {}});
+  for (auto& c : sched_.take_all()) {
+    if (events_) note_outcome("abandoned", c->id, c->attempt);
+    c->job->deliver({c->first, c->count, {}, e, {}});
+  }
   fail_actors(e);
   for (auto& w : workers_) w->batches.clear();
   state_cv_.notify_all();
@@ -591,6 +598,7 @@ void PoolImpl::stop() {
   // Nothing answers once the communication thread is gone: what is left fails rather than waits
   // (join() and terminate() leave nothing queued; this is the net under them).
   fail_all(std::make_exception_ptr(PoolClosed("fibra: the pool " + closed_reason_ + " before this call finished")));
+  if (events_) events_->add("pool_end", ",\"pool\":" + std::to_string(uid_));
 }
 
 std::shared_ptr<PoolCore> start_pool(const PoolSettings& settings) {
@@ -736,6 +744,7 @@ Pool::Pool(int workers, PoolOptions options) {
   s.spare_processes = options.spare_processes;
   s.initializer = detail::checked_initializer(options.initializer);
   s.max_tasks_per_child = options.max_tasks_per_child;
+  s.events = !options.events.empty() ? options.events : detail::env::text("FIBRA_EVENTS");
   s.policy = detail::make_policy({}, options.retries, options.retry_exceptions, options.task_timeout_s);
   const auto r = detail::resolve_resources(options, s.workers);
   s.resources = r.each;

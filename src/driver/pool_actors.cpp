@@ -191,7 +191,10 @@ void PoolImpl::submit_dependent(const std::shared_ptr<JobState>& job, std::strin
     throw PoolClosed("fibra: the pool " + closed_reason_ + " before " + job->name() +
                      " could run (it waited for its Future arguments)");
   take_inbox();  // what was submitted before goes first
-  if (queue_unless_cancelled(job)) trace::mark(trace::submitted, sched_.add(job, 0, 1, std::move(payload)));
+  if (!queue_unless_cancelled(job)) return;
+  const std::uint64_t id = sched_.add(job, 0, 1, std::move(payload));
+  trace::mark(trace::submitted, id);
+  if (events_) note_queued(id, job, 0, 1, 0);
   kick();
 }
 

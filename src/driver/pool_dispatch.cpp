@@ -31,6 +31,7 @@ bool PoolImpl::cancel(const std::shared_ptr<JobState>& job, bool force) {
     if (take_inbox()) kick();  // it may wait there (and the others taken with it, for the next dispatch)
     bool any = false;
     for (auto& c : sched_.take_pending_of(job.get())) {
+      if (events_) note_outcome("cancelled", c->id, c->attempt);
       c->job->deliver({c->first, c->count, {}, cancelled_error(*c->job, "before it started"), {}});
       any = true;
     }
@@ -87,6 +88,7 @@ bool PoolImpl::take_back_unstarted(const std::shared_ptr<JobState>& job) {
   }
   bool any = false;
   for (auto& c : sched_.take_pending_of(job.get())) {
+    if (events_) note_outcome("cancelled", c->id, c->attempt);
     c->job->deliver({c->first, c->count, {}, cancelled_error(*c->job, "before it started"), {}});
     any = true;
   }
@@ -117,7 +119,9 @@ bool PoolImpl::take_inbox() {
     Submitted& t = inbox_taken_[inbox_next_++];
     moved = true;
     try {
-      trace::mark(trace::submitted, sched_.add(t.job, t.first, t.count, std::move(t.payload)));
+      const std::uint64_t id = sched_.add(t.job, t.first, t.count, std::move(t.payload));
+      trace::mark(trace::submitted, id);
+      if (events_) note_queued(id, t.job, t.first, t.count, t.at_us);
     } catch (...) {
       t.job->deliver({t.first, t.count, {}, std::current_exception(), {}});
       throw;
@@ -189,6 +193,7 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
           w->batches.add(batch);
           mark_hot(*w);  // (a batch through its lane is no send)
           for (const Chunk* c : batch) {
+            if (events_) note_sent(*c, *w);
             if (c->failures.empty()) continue;
             ++stats_.chunks_resubmitted;
             stats_.last_retry_sent = std::chrono::steady_clock::now();
@@ -268,7 +273,7 @@ bool PoolImpl::steal_for_idle() {
 void PoolImpl::requeue_or_cancel(std::uint64_t chunk, std::uint32_t attempt) {
   const Chunk* c = sched_.find(chunk, attempt);
   if (!c || !c->cancelled) {
-    sched_.requeue(chunk, attempt);
+    if (sched_.requeue(chunk, attempt) && events_) note_outcome("requeued", chunk, attempt);
     return;
   }
   std::unique_ptr<Chunk> out;

@@ -10,6 +10,7 @@
 //   pool_results.cpp   what comes back: results, failed attempts, retries and their messages
 //   pool_requests.cpp  what tasks ask of the pool: nested submits, actor calls, calls on channels
 //   pool_actors.cpp    actors' placement, calls and deaths
+//   pool_events.cpp    its entries in the event log (PoolOptions::events; event_log.hpp)
 // All MPI traffic of a pool runs on its one communication thread, except in start(): the user's
 // thread spawns the first workers, reading their hellos and sending them heartbeats in between,
 // before that thread exists.
@@ -71,6 +72,7 @@
 #include "transport/lane.hpp"
 #include "transport/mpi.hpp"
 #include "driver/elastic.hpp"
+#include "driver/event_log.hpp"
 #include "driver/joins.hpp"
 #include "driver/objects.hpp"
 #include "driver/scheduler.hpp"
@@ -289,7 +291,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
       if (inbox_open_) {
         job->set_pool_uid(uid_);  // fibra::cancel finds the pool from now on (cancel() takes the inbox first)
         first_in = inbox_.empty();
-        inbox_.push_back({job, first, count, std::move(payload)});
+        inbox_.push_back({job, first, count, std::move(payload), events_ ? event_time_us() : 0});
         if (first_in) inbox_waiting_.store(true);
         queued = true;
       }
@@ -694,6 +696,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::uint64_t first;
     std::uint32_t count;
     std::string payload;
+    std::int64_t at_us;  // when it was submitted, for the event log (0 with the log off)
   };
   std::mutex inbox_mu_;
   std::vector<Submitted> inbox_;        // under inbox_mu_
@@ -725,6 +728,23 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::lock_guard lk(freed_mu_);
     freed_objects_.push_back(id);
   }
+
+  // The event log (PoolOptions::events; src/driver/event_log.hpp), or nullptr: with it off, each
+  // event costs one branch. Set by start() before any call is submitted, then only read.
+  // The entries are written by pool_events.cpp, each under mu_ but note_pool's.
+  std::shared_ptr<EventLog> events_;
+  std::unordered_map<const JobState*, std::pair<std::weak_ptr<JobState>, std::uint64_t>> call_ids_;  // under mu_
+  std::uint64_t next_call_id_ = 1, call_ids_swept_at_ = 0;                                           // under mu_
+  std::uint64_t call_id(const std::shared_ptr<JobState>& job);  // a call's number in the log
+  void note_pool();
+  void note_queued(std::uint64_t chunk, const std::shared_ptr<JobState>& job, std::uint64_t first, std::uint32_t count,
+                   std::int64_t submitted_us);
+  void note_sent(const Chunk& c, const Worker& w);
+  void note_ran(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid);
+  void note_outcome(std::string_view ev, std::uint64_t chunk, std::uint32_t attempt);
+  void note_failed(std::uint64_t chunk, std::uint32_t attempt, FailKind kind, bool retried, const std::string& error);
+  void note_worker(const Worker& w);
+  void note_lost(const Worker& w, const std::string& why);
 };
 
 }  // namespace fibra::detail

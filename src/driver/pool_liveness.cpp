@@ -56,6 +56,7 @@ void PoolImpl::on_hello(Worker& w, const wire::Hello& h) {
       w.shared_memory || (!lanes_on() && same_host(h.host, my_host_)) || (w.object_port != 0 && h.copies_kept);
   w.lanes = std::move(lanes);
   if (w.state == Worker::State::starting) set_state(w, Worker::State::ready);
+  if (events_) note_worker(w);
   state_cv_.notify_all();
 }
 
@@ -139,6 +140,7 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
     std::lock_guard lk(mu_);
     const bool was_leaving = w.state == Worker::State::leaving;
     set_state(w, Worker::State::lost);
+    if (events_) note_lost(w, why);
     mark_hot(w);  // what it still sends is read at every pass while it is heard (still_heard)
     w.lost_at = mpi::now_s();
     // Copies of results it kept whose Kept will not come now (late ones are not taken).

@@ -88,7 +88,9 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
     if (broken_) std::rethrow_exception(broken_);
     if (stopping_) throw PoolClosed("fibra: a task submitted " + fn->name + " to a pool that " + closed_reason_);
     take_inbox();  // what the driver's threads submitted before goes first
-    trace::mark(trace::submitted, sched_.add(job, r.first, r.count, std::move(r.payload)));
+    const std::uint64_t id = sched_.add(job, r.first, r.count, std::move(r.payload));
+    trace::mark(trace::submitted, id);
+    if (events_) note_queued(id, job, r.first, r.count, 0);
     kick();
   } catch (...) {
     job->deliver({r.first, r.count, {}, std::current_exception(), {}});

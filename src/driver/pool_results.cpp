@@ -42,6 +42,7 @@ void PoolImpl::on_results(Worker& w, std::string_view message, std::string* owne
     }
     w.batches.done(h.chunk);
     trace::mark(trace::driver_received, h.chunk);
+    if (events_) note_ran(w, r, b.executor_pid);
     switch (h.status) {
       case wire::Status::not_run: requeue_or_cancel(h.chunk, h.attempt); break;
       case wire::Status::ok: accept_result(h, r.payload, {}, whole, held); break;
@@ -62,9 +63,11 @@ void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view paylo
   auto c = sched_.accept(h.chunk, h.attempt);
   if (!c) {
     ++stats_.late_results_dropped;
+    if (events_) note_outcome("late", h.chunk, h.attempt);
     return;
   }
   ++stats_.chunks_done;
+  if (events_) note_outcome(c->cancelled ? "cancelled" : "done", h.chunk, h.attempt);
   if (c->cancelled) {  // it finished before its agent could stop it: cancelled all the same, as promised
     c->job->deliver({c->first, c->count, {}, cancelled_error(*c->job, "(with force, as it ran)"), {}});
     return;
@@ -283,6 +286,7 @@ void PoolImpl::attempt_failed(std::uint64_t id, std::uint32_t attempt, FailKind 
   std::unique_ptr<Chunk> c;
   const Failed f = sched_.fail(id, attempt, error_text(e), e, retryable, c);
   if (f == Failed::stale) return;
+  if (events_) note_failed(id, attempt, kind, f == Failed::retried, error_text(e));
   ++stats_.attempts_failed;
   stats_.last_failure_seen = std::chrono::steady_clock::now();
   if (f != Failed::exhausted) return;

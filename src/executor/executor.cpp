@@ -53,6 +53,11 @@ std::int64_t now_ns() {
       .count();
 }
 
+std::int64_t wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 namespace {
 
 // `results` is the frame buffer, kept from batch to batch so that its memory stays warm.

@@ -566,10 +566,13 @@ struct ResultHeader {
   std::uint32_t attempt = 0;
   Status status = Status::ok;
   std::uint64_t run_ns = 0;  ///< how long the executor ran the chunk (0 in the agent's reports)
+  /// When it began, in microseconds since the Unix epoch on the executor's clock (0 in the
+  /// agent's reports): the event log places the run on its executor's row.
+  std::int64_t start_us = 0;
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, ResultHeader>
-void fields(F&& f, M& h) { f(h.chunk, h.attempt, h.status, h.run_ns); }
+void fields(F&& f, M& h) { f(h.chunk, h.attempt, h.status, h.run_ns, h.start_us); }
 
 /// Payload of a `raised`, `crashed` or `timed_out` result: detail::ItemFailure.
 template <class F, class M>

@@ -268,6 +268,7 @@ struct PoolSettings {
   bool pack = false;                          ///< fill hosts in order ("pack"), else one after another ("spread")
   Initializer initializer;                    ///< PoolOptions::initializer (checked: its arguments fit)
   std::uint32_t max_tasks_per_child = 0;      ///< PoolOptions::max_tasks_per_child; 0: no limit
+  std::string events;                         ///< PoolOptions::events, else FIBRA_EVENTS; empty: no event log
 };
 
 /// A pool's worker processes and queue, owned by the driver's runtime.

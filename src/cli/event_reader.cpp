@@ -1,0 +1,169 @@
+// src/cli/event_reader.cpp: events.jsonl read back (src/cli/event_reader.hpp).
+#include "event_reader.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace fibra::cli {
+
+namespace {
+
+using Json = nlohmann::json;
+
+template <class T>
+T field(const Json& e, const char* name, T otherwise = {}) {
+  auto it = e.find(name);
+  if (it == e.end() || it->is_null()) return otherwise;
+  return it->get<T>();
+}
+
+class Reader {
+ public:
+  explicit Reader(EventLogRecord& log) : log_(log) {}
+
+  void take(const Json& e) {
+    const auto ev = field<std::string>(e, "ev");
+    const auto t = field<std::int64_t>(e, "t");
+    if (t > 0) {
+      log_.first = log_.first ? std::min(log_.first, t) : t;
+      log_.last = std::max(log_.last, t);
+    }
+    if (ev == "log") {
+      log_.segments.push_back(
+          {field<std::int64_t>(e, "pid"), t, field<std::string>(e, "host"), field<std::string>(e, "program"), false});
+      return;
+    }
+    const int seg = std::max<int>(0, static_cast<int>(log_.segments.size()) - 1);
+    const auto pool = field<std::uint64_t>(e, "pool");
+    if (ev == "end") {
+      if (!log_.segments.empty()) log_.segments.back().ended = true;
+    } else if (ev == "dropped") {
+      log_.dropped += field<std::uint64_t>(e, "count");
+    } else if (ev == "worker") {
+      WorkerRecord& w = worker(seg, pool, field<int>(e, "worker"));
+      w.slot = field<int>(e, "slot");
+      w.executors = field<int>(e, "executors");
+      w.host = field<std::string>(e, "host");
+      w.pid = field<std::int64_t>(e, "pid");
+      w.started = t;
+    } else if (ev == "lost") {
+      WorkerRecord& w = worker(seg, pool, field<int>(e, "worker"));
+      w.lost = t;
+      w.why = field<std::string>(e, "why");
+    } else if (ev == "queued") {
+      const auto id = field<std::uint64_t>(e, "chunk");
+      chunk_at_[{seg, pool, id}] = log_.chunks.size();
+      ChunkRecord c;
+      c.segment = seg;
+      c.pool = pool;
+      c.chunk = id;
+      c.call = field<std::uint64_t>(e, "call");
+      c.first = field<std::uint64_t>(e, "first");
+      c.count = field<std::uint32_t>(e, "count");
+      c.fn = field<std::string>(e, "fn");
+      c.task = field<bool>(e, "task");
+      c.queued = field<std::int64_t>(e, "submitted", t);
+      log_.chunks.push_back(std::move(c));
+    } else if (ev == "sent") {
+      if (ChunkRecord* c = chunk(seg, pool, e)) {
+        AttemptRecord a;
+        a.attempt = field<std::uint32_t>(e, "attempt");
+        a.worker = field<int>(e, "worker");
+        a.sent = t;
+        a.ready = c->queued;
+        for (const auto& before : c->attempts)
+          if (before.ended > 0 && before.ended <= t) a.ready = std::max(a.ready, before.ended);
+        c->attempts.push_back(std::move(a));
+      }
+    } else if (ev == "ran") {
+      if (AttemptRecord* a = attempt(seg, pool, e)) {
+        a->exec = field<std::int64_t>(e, "exec");
+        a->start = field<std::int64_t>(e, "start");
+        a->run = field<std::int64_t>(e, "run");
+        a->status = field<std::string>(e, "status");
+        a->reported = t;
+      }
+    } else if (ev == "done" || ev == "late" || ev == "cancelled" || ev == "abandoned" || ev == "requeued" ||
+               ev == "failed") {
+      if (AttemptRecord* a = attempt(seg, pool, e)) {
+        if (ev == "late" && !a->outcome.empty()) return;  // a duplicate of an attempt already settled
+        a->outcome = ev;
+        a->ended = t;
+        if (ev == "failed") {
+          a->kind = field<std::string>(e, "kind");
+          a->error = field<std::string>(e, "error");
+          a->retried = field<bool>(e, "retried");
+        }
+      }
+    }
+  }
+
+ private:
+  WorkerRecord& worker(int seg, std::uint64_t pool, int id) {
+    auto [it, added] = worker_at_.try_emplace({seg, pool, static_cast<std::uint64_t>(id)}, log_.workers.size());
+    if (added) {
+      WorkerRecord w;
+      w.segment = seg;
+      w.pool = pool;
+      w.worker = id;
+      log_.workers.push_back(std::move(w));
+    }
+    return log_.workers[it->second];
+  }
+  ChunkRecord* chunk(int seg, std::uint64_t pool, const Json& e) {
+    auto it = chunk_at_.find({seg, pool, field<std::uint64_t>(e, "chunk")});
+    return it == chunk_at_.end() ? nullptr : &log_.chunks[it->second];
+  }
+  // The chunk's attempt the event names; one is added (never sent: a chunk cancelled while queued)
+  // if the log has none.
+  AttemptRecord* attempt(int seg, std::uint64_t pool, const Json& e) {
+    ChunkRecord* c = chunk(seg, pool, e);
+    if (!c) return nullptr;
+    const auto n = field<std::uint32_t>(e, "attempt");
+    for (auto it = c->attempts.rbegin(); it != c->attempts.rend(); ++it)
+      if (it->attempt == n) return &*it;
+    AttemptRecord a;
+    a.attempt = n;
+    c->attempts.push_back(std::move(a));
+    return &c->attempts.back();
+  }
+
+  EventLogRecord& log_;
+  std::map<std::tuple<int, std::uint64_t, std::uint64_t>, std::size_t> chunk_at_, worker_at_;
+};
+
+}  // namespace
+
+EventLogRecord read_event_log(const std::string& path) {
+  std::string file = path;
+  if (std::filesystem::is_directory(file)) file = (std::filesystem::path(file) / "events.jsonl").string();
+  std::ifstream in(file);
+  if (!in) throw std::runtime_error("cannot read " + file + " (is it a fibra event log, PoolOptions::events?)");
+  EventLogRecord log;
+  Reader reader(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    ++log.lines;
+    Json e = Json::parse(line, nullptr, false);
+    if (e.is_discarded() || !e.is_object()) {
+      ++log.unreadable;
+      continue;
+    }
+    try {
+      reader.take(e);
+    } catch (const Json::exception&) {  // a field of the wrong type
+      ++log.unreadable;
+    }
+  }
+  if (log.segments.empty())
+    throw std::runtime_error(file + " holds no fibra event log (no `log` event in its " + std::to_string(log.lines) +
+                             " lines)");
+  return log;
+}
+
+}  // namespace fibra::cli

@@ -1,0 +1,69 @@
+// src/cli/event_reader.hpp: a run's event log (events.jsonl, src/driver/event_log.hpp) read back
+// into chunks, their attempts, and workers, for `fibra trace` (and the tools after it).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace fibra::cli {
+
+/// One attempt of a chunk: where it was sent, where and when it ran, and how it ended.
+struct AttemptRecord {
+  std::uint32_t attempt = 0;
+  int worker = -1;                  ///< the worker (agent) it was sent to
+  std::int64_t exec = 0;            ///< the executor's pid that reported it (0: none did)
+  std::int64_t ready = 0;           ///< when it could be sent: queued, or when the attempt before ended
+  std::int64_t sent = 0;            ///< microseconds since the Unix epoch, as every time here
+  std::int64_t start = 0, run = 0;  ///< on the executor's clock (0: not reported)
+  std::int64_t reported = 0;        ///< when its result (or its agent's report) reached the driver
+  std::int64_t ended = 0;           ///< when the driver settled it (done, failed, ...); 0: never
+  std::string status;               ///< what the executor or agent reported ("ok", "crashed", ...)
+  std::string outcome;              ///< done, failed, requeued, late, cancelled, abandoned; "": unfinished
+  std::string kind, error;          ///< of a failed attempt
+  bool retried = false;             ///< a failed attempt that was tried again
+};
+
+struct ChunkRecord {
+  int segment = 0;  ///< which process wrote it (the log's `log` events, in order)
+  std::uint64_t pool = 0, chunk = 0, call = 0, first = 0;
+  std::uint32_t count = 0;
+  std::string fn;
+  bool task = false;
+  std::int64_t queued = 0;  ///< when it was submitted (else queued)
+  std::vector<AttemptRecord> attempts;
+};
+
+struct WorkerRecord {
+  int segment = 0;
+  std::uint64_t pool = 0;
+  int worker = 0, slot = 0, executors = 0;
+  std::string host;
+  std::int64_t pid = 0;
+  std::int64_t started = 0, lost = 0;  ///< 0: not lost
+  std::string why;                     ///< why it was lost
+};
+
+struct SegmentRecord {  ///< a process that wrote the log
+  std::int64_t pid = 0, started = 0;
+  std::string host, program;
+  bool ended = false;  ///< it wrote its `end` event (a killed driver does not)
+};
+
+struct EventLogRecord {
+  std::vector<SegmentRecord> segments;
+  std::vector<ChunkRecord> chunks;  ///< in the order they were queued
+  std::vector<WorkerRecord> workers;
+  std::int64_t first = 0, last = 0;  ///< the earliest and latest time in it
+  std::uint64_t dropped = 0;         ///< events the driver could not keep (its `dropped` events)
+  std::size_t unreadable = 0;        ///< lines that did not parse (the last one of a killed driver, cut)
+  std::size_t lines = 0;
+};
+
+/// Reads `path` (an events.jsonl, or the folder that holds one).
+/// @throws std::runtime_error naming the file if it cannot be read or holds no event log.
+EventLogRecord read_event_log(const std::string& path);
+
+}  // namespace fibra::cli

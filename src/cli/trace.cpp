@@ -1,0 +1,295 @@
+// src/cli/trace.cpp: `fibra trace` (src/cli/trace.hpp).
+//
+// Tracks: process 1.. per driver (one per process that wrote the log) with a thread of its
+// submissions, and a process per agent (a pool's worker) with a thread per executor, named by its
+// pid; an attempt whose executor never reported (its agent was lost) goes on thread 0 of its agent.
+// Times are microseconds from the log's first event. A run is placed by its executor's clock; where
+// an attempt's times come from the driver's clock (a crash its agent reported, a loss) and would
+// overlap the run before it on the same thread, it starts where that one ends, so that events
+// nest as the format requires.
+#include "trace.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "event_reader.hpp"
+
+namespace fibra::cli {
+
+namespace {
+
+std::string json_string(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+struct Slice {  // a complete event ("X")
+  int pid = 0;
+  std::int64_t tid = 0;
+  std::int64_t ts = 0, dur = 0;
+  std::string name, cat, args;
+  std::vector<std::uint64_t> flows_in;  // flow ids that end at its start
+};
+
+class TraceWriter {
+ public:
+  explicit TraceWriter(const EventLogRecord& log) : log_(log), base_(log.first) {}
+
+  std::string write() {
+    for (std::size_t s = 0; s < log_.segments.size(); ++s) driver_pid(static_cast<int>(s));
+    for (const auto& w : log_.workers) agent_pid(w.segment, w.pool, w.worker);
+    for (const auto& c : log_.chunks) add_chunk(c);
+    add_workers();
+    add_counters();
+    nest();
+    for (const auto& x : slices_) {
+      out_.push_back(
+          fmt::format(R"({{"name":{},"cat":"{}","ph":"X","ts":{},"dur":{},"pid":{},"tid":{},"args":{{{}}}}})",
+                      json_string(x.name), x.cat, x.ts, x.dur, x.pid, x.tid, x.args));
+      for (auto id : x.flows_in)
+        out_.push_back(
+            fmt::format(R"({{"name":"run","cat":"flow","ph":"f","bp":"e","id":{},"ts":{},"pid":{},"tid":{}}})", id,
+                        x.ts, x.pid, x.tid));
+    }
+    add_names();
+    std::string text = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"source\":\"fibra event log\",\"dropped_events\":" +
+                       std::to_string(log_.dropped) + "},\"traceEvents\":[\n";
+    for (std::size_t i = 0; i < out_.size(); ++i) {
+      text += out_[i];
+      text += i + 1 < out_.size() ? ",\n" : "\n";
+    }
+    text += "]}\n";
+    return text;
+  }
+
+ private:
+  std::int64_t us(std::int64_t t) const { return std::max<std::int64_t>(0, t - base_); }
+
+  int driver_pid(int segment) {
+    auto [it, added] = drivers_.try_emplace(segment, next_pid_);
+    if (added) ++next_pid_;
+    return it->second;
+  }
+  int agent_pid(int segment, std::uint64_t pool, int worker) {
+    auto [it, added] = agents_.try_emplace({segment, pool, worker}, next_pid_);
+    if (added) ++next_pid_;
+    return it->second;
+  }
+
+  void add_chunk(const ChunkRecord& c) {
+    const int driver = driver_pid(c.segment);
+    const std::string items =
+        c.count == 1 ? std::to_string(c.first) : fmt::format("{}..{}", c.first, c.first + c.count - 1);
+    // The submission: a point on the driver's thread that every run's flow starts from.
+    const std::uint64_t flow = ++next_flow_;
+    slices_.push_back({driver,
+                       1,
+                       us(c.queued),
+                       0,
+                       "submit " + c.fn,
+                       "submit",
+                       fmt::format(R"("chunk":{},"call":{},"items":"{}")", c.chunk, c.call, items),
+                       {}});
+    bool flow_started = false;
+    for (const auto& a : c.attempts) {
+      if (a.sent == 0 || a.outcome == "requeued") continue;  // never sent, or taken back before it ran
+      // The wait in the queue (async: waits overlap).
+      const std::string id = fmt::format("\"{}.{}.{}.{}\"", c.segment, c.pool, c.chunk, a.attempt);
+      out_.push_back(fmt::format(R"({{"name":{},"cat":"queued","ph":"b","id":{},"ts":{},"pid":{},"tid":1}})",
+                                 json_string(c.fn), id, us(a.ready), driver));
+      out_.push_back(fmt::format(R"({{"name":{},"cat":"queued","ph":"e","id":{},"ts":{},"pid":{},"tid":1}})",
+                                 json_string(c.fn), id, us(std::max(a.sent, a.ready)), driver));
+      Slice x;
+      x.pid = agent_pid(c.segment, c.pool, a.worker);
+      x.tid = a.exec;
+      x.name = c.fn;
+      x.cat = "attempt";
+      if (a.start > 0) {  // on the executor's clock
+        x.ts = us(a.start);
+        x.dur = a.run;
+      } else {  // on the driver's: from its sending to its report, loss or the log's end
+        const std::int64_t end = a.reported ? a.reported : a.ended ? a.ended : log_.last;
+        x.ts = us(a.sent);
+        x.dur = std::max<std::int64_t>(0, end - a.sent);
+      }
+      const std::string outcome = a.outcome.empty() ? "unfinished" : a.outcome;
+      x.args = fmt::format(R"("segment":{},"pool":{},"chunk":{},"call":{},"attempt":{},"items":"{}","outcome":"{}")",
+                           c.segment, c.pool, c.chunk, c.call, a.attempt, items, outcome);
+      if (!a.status.empty()) x.args += R"(,"status":")" + a.status + "\"";
+      if (!a.error.empty()) x.args += ",\"error\":" + json_string(a.error);
+      x.flows_in.push_back(flow);
+      flow_started = true;
+      slices_.push_back(std::move(x));
+      if (a.start > 0) {
+        busy_.push_back({a.start, +1});
+        busy_.push_back({a.start + a.run, -1});
+      }
+      if (a.outcome == "done") results_.push_back(a.ended);
+    }
+    if (flow_started)
+      out_.push_back(fmt::format(R"({{"name":"run","cat":"flow","ph":"s","id":{},"ts":{},"pid":{},"tid":1}})", flow,
+                                 us(c.queued), driver));
+    // Queued chunks over time: in at each wait's start, out at each sending.
+    for (const auto& a : c.attempts) {
+      if (a.sent == 0) continue;
+      queued_.push_back({a.ready, +1});
+      queued_.push_back({std::max(a.sent, a.ready), -1});
+    }
+  }
+
+  void add_workers() {
+    for (const auto& w : log_.workers) {
+      const int pid = agent_pid(w.segment, w.pool, w.worker);
+      if (w.started)
+        out_.push_back(
+            fmt::format(R"({{"name":"started","ph":"i","s":"p","ts":{},"pid":{},"tid":0}})", us(w.started), pid));
+      if (w.lost)
+        out_.push_back(fmt::format(R"({{"name":"lost","ph":"i","s":"p","ts":{},"pid":{},"tid":0,"args":{{"why":{}}}}})",
+                                   us(w.lost), pid, json_string(w.why)));
+    }
+  }
+
+  // A counter's value after each change (changes at the same microsecond taken together).
+  void counter(const char* name, const char* key, std::vector<std::pair<std::int64_t, int>>& changes, int pid) {
+    std::sort(changes.begin(), changes.end());
+    long value = 0;
+    for (std::size_t i = 0; i < changes.size(); ++i) {
+      value += changes[i].second;
+      if (i + 1 < changes.size() && changes[i + 1].first == changes[i].first) continue;
+      out_.push_back(fmt::format(R"({{"name":"{}","ph":"C","ts":{},"pid":{},"tid":0,"args":{{"{}":{}}}}})", name,
+                                 us(changes[i].first), pid, key, std::max(0L, value)));
+    }
+  }
+
+  void add_counters() {
+    const int driver = driver_pid(0);
+    counter("queued chunks", "queued", queued_, driver);
+    counter("busy executors", "busy", busy_, driver);
+    std::sort(results_.begin(), results_.end());  // results a second, per whole second of the run
+    std::map<std::int64_t, long> per_second;
+    for (auto t : results_) ++per_second[us(t) / 1'000'000];
+    for (auto [second, n] : per_second)
+      out_.push_back(fmt::format(R"({{"name":"results/s","ph":"C","ts":{},"pid":{},"tid":0,"args":{{"results":{}}}}})",
+                                 second * 1'000'000, driver, n));
+  }
+
+  // Slices on one thread must nest: sorted by start, each one that would begin inside the one
+  // before and end past it starts where that one ends instead.
+  void nest() {
+    std::stable_sort(slices_.begin(), slices_.end(), [](const Slice& a, const Slice& b) {
+      return std::tie(a.pid, a.tid, a.ts) < std::tie(b.pid, b.tid, b.ts);
+    });
+    for (std::size_t i = 1; i < slices_.size(); ++i) {
+      Slice& x = slices_[i];
+      const Slice& prev = slices_[i - 1];
+      if (prev.pid != x.pid || prev.tid != x.tid) continue;
+      const std::int64_t prev_end = prev.ts + prev.dur;
+      if (x.ts < prev_end) {
+        const std::int64_t end = x.ts + x.dur;
+        x.ts = prev_end;
+        x.dur = std::max<std::int64_t>(0, end - prev_end);
+      }
+    }
+  }
+
+  void add_names() {
+    for (auto [segment, pid] : drivers_) {
+      const auto& s = log_.segments.at(static_cast<std::size_t>(segment));
+      meta("process_name", pid, -1, fmt::format("driver {} on {} (pid {})", s.program, s.host, s.pid));
+      meta("process_sort_index", pid, -1, "", pid);
+      meta("thread_name", pid, 1, "submissions");
+      meta("thread_name", pid, 0, "counters");
+    }
+    std::map<std::tuple<int, std::uint64_t, int>, const WorkerRecord*> known;
+    for (const auto& w : log_.workers) known[{w.segment, w.pool, w.worker}] = &w;
+    for (const auto& [key, pid] : agents_) {
+      const auto it = known.find(key);
+      const WorkerRecord* w = it == known.end() ? nullptr : it->second;
+      meta("process_name", pid, -1,
+           w ? fmt::format("agent {} (pool {}, slot {}) on {} (pid {}){}", w->worker, w->pool, w->slot, w->host, w->pid,
+                           w->lost ? ", lost" : "")
+             : fmt::format("agent {} (pool {})", std::get<2>(key), std::get<1>(key)));
+      meta("process_sort_index", pid, -1, "", pid);
+    }
+    std::map<std::pair<int, std::int64_t>, bool> threads;
+    for (const auto& x : slices_)
+      if (x.cat == "attempt") threads[{x.pid, x.tid}] = true;
+    for (const auto& [track, _] : threads)
+      meta("thread_name", track.first, track.second,
+           track.second ? fmt::format("executor {}", track.second) : std::string("no executor reported (lost)"));
+  }
+
+  void meta(const char* what, int pid, std::int64_t tid, const std::string& name, int sort_index = 0) {
+    const std::string args = std::string(what) == "process_sort_index" ? fmt::format(R"("sort_index":{})", sort_index)
+                                                                       : "\"name\":" + json_string(name);
+    out_.push_back(
+        fmt::format(R"({{"name":"{}","ph":"M","pid":{},"tid":{},"args":{{{}}}}})", what, pid, tid < 0 ? 0 : tid, args));
+  }
+
+  const EventLogRecord& log_;
+  const std::int64_t base_;
+  int next_pid_ = 1;
+  std::uint64_t next_flow_ = 0;
+  std::map<int, int> drivers_;
+  std::map<std::tuple<int, std::uint64_t, int>, int> agents_;
+  std::vector<Slice> slices_;
+  std::vector<std::string> out_;
+  std::vector<std::pair<std::int64_t, int>> queued_, busy_;
+  std::vector<std::int64_t> results_;
+};
+
+}  // namespace
+
+std::string chrome_trace(const EventLogRecord& log) { return TraceWriter(log).write(); }
+
+void add_trace_command(CLI::App& app) {
+  auto* cmd =
+      app.add_subcommand("trace", "write a run's event log (PoolOptions::events) as a Chrome trace for Perfetto");
+  auto log_path = std::make_shared<std::string>();
+  auto out_path = std::make_shared<std::string>("trace.json");
+  cmd->add_option("log", *log_path, "the event log: events.jsonl, or the folder that holds it")->required();
+  cmd->add_option("-o,--output", *out_path, "where to write the trace (default trace.json)");
+  cmd->callback([log_path, out_path] {
+    EventLogRecord log;
+    try {
+      log = read_event_log(*log_path);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fibra trace: %s\n", e.what());
+      std::exit(1);
+    }
+    const std::string text = chrome_trace(log);
+    std::ofstream out(*out_path, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) {
+      std::fprintf(stderr, "fibra trace: cannot write %s\n", out_path->c_str());
+      std::exit(1);
+    }
+    std::size_t attempts = 0, failed = 0;
+    for (const auto& c : log.chunks)
+      for (const auto& a : c.attempts) {
+        attempts += a.sent != 0 && a.outcome != "requeued";
+        failed += a.outcome == "failed";
+      }
+    std::printf(
+        "fibra trace: %zu chunks, %zu attempts (%zu failed), %zu workers -> %s (open it in "
+        "https://ui.perfetto.dev or chrome://tracing)\n",
+        log.chunks.size(), attempts, failed, log.workers.size(), out_path->c_str());
+    if (log.unreadable)
+      std::fprintf(stderr, "fibra trace: %zu line(s) of %zu did not parse (a driver killed as it wrote its last?)\n",
+                   log.unreadable, log.lines);
+    if (log.dropped)
+      std::fprintf(stderr, "fibra trace: the driver dropped %llu events (its log fell behind)\n",
+                   static_cast<unsigned long long>(log.dropped));
+  });
+}
+
+}  // namespace fibra::cli

@@ -1,0 +1,194 @@
+// The event log's file and its writer thread (src/driver/event_log.hpp).
+#include "driver/event_log.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "common/log.hpp"
+#include "common/process.hpp"
+#include "common/unique_fd.hpp"
+#include "fibra/error.hpp"
+
+namespace fibra::detail {
+
+namespace {
+constexpr std::size_t most_waiting = std::size_t(64) << 20;  // bytes buffered before events are counted instead
+constexpr auto write_every = std::chrono::milliseconds(200);
+constexpr int format_version = 1;
+
+std::string program_name() {
+  char buf[256] = {};
+  if (std::FILE* f = std::fopen("/proc/self/comm", "r")) {
+    if (!std::fgets(buf, sizeof buf, f)) buf[0] = 0;
+    std::fclose(f);
+  }
+  std::string s = buf;
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+// The length of the well-formed UTF-8 sequence `s` starts with (two to four bytes), or 0.
+std::size_t utf8_length(std::string_view s) {
+  const auto b = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char c = b(0);
+  const std::size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
+  if (n == 0 || s.size() < n) return 0;
+  for (std::size_t i = 1; i < n; ++i)
+    if ((b(i) & 0xC0) != 0x80) return 0;
+  if (n == 3 && ((c == 0xE0 && b(1) < 0xA0) || (c == 0xED && b(1) >= 0xA0))) return 0;  // overlong, surrogate
+  if (n == 4 && ((c == 0xF0 && b(1) < 0x90) || (c == 0xF4 && b(1) >= 0x90))) return 0;  // overlong, past U+10FFFF
+  return n;
+}
+}  // namespace
+
+std::int64_t event_time_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+struct EventLog::Impl {
+  std::string path;
+  UniqueFd fd;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string waiting;        // under mu: lines not yet written
+  std::uint64_t dropped = 0;  // under mu: events not kept since the last `dropped` event
+  bool stopping = false;      // under mu
+  bool write_failed = false;  // the writer's: said once
+  std::thread writer;
+
+  // Writes `text` whole (a short write is continued); false if the file refuses it.
+  bool write_all(std::string_view text) {
+    while (!text.empty()) {
+      const ssize_t n = ::write(fd.get(), text.data(), text.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      text.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+
+  void write_out(std::string& batch) {
+    if (batch.empty() || write_failed) return;
+    if (!write_all(batch)) {
+      write_failed = true;
+      log::warning("fibra: the event log {} could not be written ({}); events from now on are not kept", path,
+                   std::strerror(errno));
+    }
+    batch.clear();
+  }
+
+  void run() {
+    std::string batch;
+    std::unique_lock lk(mu);
+    for (;;) {
+      cv.wait_for(lk, write_every, [&] { return stopping; });
+      if (dropped > 0) {  // said where it happened, in the order of the log
+        waiting += "{\"ev\":\"dropped\",\"t\":" + std::to_string(event_time_us()) +
+                   ",\"count\":" + std::to_string(dropped) + "}\n";
+        dropped = 0;
+      }
+      batch.swap(waiting);
+      const bool last = stopping;
+      lk.unlock();
+      write_out(batch);
+      lk.lock();
+      if (last && waiting.empty()) return;
+    }
+  }
+};
+
+EventLog::EventLog(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::shared_ptr<EventLog> EventLog::open(const std::string& folder) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<EventLog>> open_logs;  // by folder, as named
+  std::lock_guard lk(mu);
+  if (auto it = open_logs.find(folder); it != open_logs.end())
+    if (auto log = it->second.lock()) return log;
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  auto impl = std::make_unique<Impl>();
+  impl->path = (std::filesystem::path(folder) / "events.jsonl").string();
+  impl->fd.reset(::open(impl->path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!impl->fd)
+    throw ConfigError("fibra: the event log " + impl->path + " cannot be written (" + std::strerror(errno) +
+                      (ec ? ", and its folder could not be made: " + ec.message() : std::string()) +
+                      "); name a folder you can write (PoolOptions::events or FIBRA_EVENTS)");
+  std::shared_ptr<EventLog> log(new EventLog(std::move(impl)));
+  log->add("log", ",\"version\":" + std::to_string(format_version) + ",\"pid\":" + std::to_string(::getpid()) +
+                      ",\"host\":" + quoted(host_name()) + ",\"program\":" + quoted(program_name()));
+  log->impl_->writer = std::thread([raw = log->impl_.get()] { raw->run(); });
+  open_logs[folder] = log;
+  return log;
+}
+
+EventLog::~EventLog() {
+  add("end", {});
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->writer.joinable()) impl_->writer.join();
+}
+
+void EventLog::add(std::string_view ev, std::string_view fields) {
+  const std::int64_t t = event_time_us();
+  std::lock_guard lk(impl_->mu);
+  if (impl_->waiting.size() > most_waiting) {
+    ++impl_->dropped;
+    return;
+  }
+  std::string& w = impl_->waiting;
+  w += "{\"ev\":\"";
+  w += ev;
+  w += "\",\"t\":";
+  w += std::to_string(t);
+  w += fields;
+  w += "}\n";
+}
+
+std::string EventLog::quoted(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += '"';
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x80) {  // whole UTF-8 sequences as they are; any other byte as '?' (JSON is UTF-8)
+      const std::size_t n = utf8_length(s.substr(i));
+      if (n == 0) {
+        out += '?';
+      } else {
+        out.append(s.substr(i, n));
+        i += n - 1;
+      }
+    } else if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+const std::string& EventLog::path() const { return impl_->path; }
+
+}  // namespace fibra::detail

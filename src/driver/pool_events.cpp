@@ -1,0 +1,97 @@
+// A pool's entries in the event log (PoolOptions::events): each note_* writes one event, named and
+// with the fields docs/observability.md lists. Their callers test events_ first, so that a pool
+// without a log formats nothing.
+#include <fmt/format.h>
+
+#include "driver/pool_impl.hpp"
+
+namespace fibra::detail {
+
+namespace {
+const char* status_name(wire::Status s) {
+  switch (s) {
+    case wire::Status::ok: return "ok";
+    case wire::Status::raised: return "raised";
+    case wire::Status::crashed: return "crashed";
+    case wire::Status::not_run: return "not_run";
+    case wire::Status::unknown_fn: return "unknown_fn";
+    case wire::Status::timed_out: return "timed_out";
+    case wire::Status::partial: return "partial";
+    case wire::Status::kept: return "kept";
+    case wire::Status::init_failed: return "init_failed";
+  }
+  return "unknown";
+}
+
+const char* kind_name(FailKind k) {
+  switch (k) {
+    case FailKind::raised: return "raised";
+    case FailKind::crashed: return "crashed";
+    case FailKind::timed_out: return "timed_out";
+    case FailKind::lost: return "lost";
+    case FailKind::config: return "config";
+  }
+  return "unknown";
+}
+}  // namespace
+
+// A call's number, given at the first of its chunks the log sees. The map holds the call weakly;
+// calls that are gone are swept out whenever it has doubled since the last sweep. Under mu_.
+std::uint64_t PoolImpl::call_id(const std::shared_ptr<JobState>& job) {
+  auto [it, added] = call_ids_.try_emplace(job.get());
+  if (!added && !it->second.first.expired()) return it->second.second;
+  it->second = {job, next_call_id_++};  // new, or a new call where a gone one lived
+  if (call_ids_.size() > 2 * call_ids_swept_at_ + 1024) {
+    const std::uint64_t id = it->second.second;
+    std::erase_if(call_ids_, [](const auto& e) { return e.second.first.expired(); });
+    call_ids_swept_at_ = call_ids_.size();
+    return id;
+  }
+  return it->second.second;
+}
+
+void PoolImpl::note_pool() {
+  events_->add("pool", fmt::format(R"(,"pool":{},"workers":{},"host":{})", uid_, target_, EventLog::quoted(my_host_)));
+}
+
+void PoolImpl::note_queued(std::uint64_t chunk, const std::shared_ptr<JobState>& job, std::uint64_t first,
+                           std::uint32_t count, std::int64_t submitted_us) {
+  events_->add("queued",
+               fmt::format(R"(,"pool":{},"chunk":{},"call":{},"fn":{},"first":{},"count":{},"task":{}{})", uid_, chunk,
+                           call_id(job), EventLog::quoted(job->name()), first, count, job->is_task(),
+                           submitted_us ? fmt::format(R"(,"submitted":{})", submitted_us) : std::string()));
+}
+
+void PoolImpl::note_sent(const Chunk& c, const Worker& w) {
+  events_->add("sent", fmt::format(R"(,"pool":{},"chunk":{},"attempt":{},"worker":{})", uid_, c.id, c.attempt, w.id));
+}
+
+void PoolImpl::note_ran(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid) {
+  const auto& h = r.header;
+  events_->add(
+      "ran",
+      fmt::format(R"(,"pool":{},"chunk":{},"attempt":{},"worker":{},"exec":{},"start":{},"run":{},"status":"{}")", uid_,
+                  h.chunk, h.attempt, w.id, exec_pid, h.start_us, h.run_ns / 1000, status_name(h.status)));
+}
+
+void PoolImpl::note_outcome(std::string_view ev, std::uint64_t chunk, std::uint32_t attempt) {
+  events_->add(ev, fmt::format(R"(,"pool":{},"chunk":{},"attempt":{})", uid_, chunk, attempt));
+}
+
+void PoolImpl::note_failed(std::uint64_t chunk, std::uint32_t attempt, FailKind kind, bool retried,
+                           const std::string& error) {
+  events_->add("failed", fmt::format(R"(,"pool":{},"chunk":{},"attempt":{},"kind":"{}","retried":{},"error":{})", uid_,
+                                     chunk, attempt, kind_name(kind), retried, EventLog::quoted(error)));
+}
+
+void PoolImpl::note_worker(const Worker& w) {
+  events_->add("worker",
+               fmt::format(R"(,"pool":{},"worker":{},"slot":{},"host":{},"pid":{},"executors":{},"joined":{})", uid_,
+                           w.id, w.slot, EventLog::quoted(w.host), w.pid, w.executors, w.joined));
+}
+
+void PoolImpl::note_lost(const Worker& w, const std::string& why) {
+  events_->add("lost", fmt::format(R"(,"pool":{},"worker":{},"why":{})", uid_, w.id, EventLog::quoted(why)));
+}
+
+}  // namespace fibra::detail

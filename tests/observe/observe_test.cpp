@@ -1,0 +1,213 @@
+// The event log (PoolOptions::events, issue 49) of a run in which a worker's agent is SIGKILLed
+// mid-map and a task raises: read back line by line with an independent JSON parser, it must
+// hold every chunk queued once and done once, covering every item once, each attempt sent and
+// settled, the loss of the killed agent with the attempts it held failed as lost and retried
+// elsewhere, the runs placed on their executors with plausible times, and the raised task's
+// error. The folder is $FIBRA_TEST_EVENTS_DIR (observe.trace turns the same log into a trace).
+#include <fibra/fibra.hpp>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../common/bounded.hpp"
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+
+namespace {
+constexpr auto bound = 120s;
+
+struct Out {
+  long value = 0;
+  int pid = 0;   // executor
+  int ppid = 0;  // its agent
+};
+
+Out work(int i) {
+  std::this_thread::sleep_for(1ms);
+  return {long(i) * i, ::getpid(), ::getppid()};
+}
+FIBRA_REMOTE(work);
+
+int boom(int i) { throw std::runtime_error("boom " + std::to_string(i)); }
+FIBRA_REMOTE(boom);
+
+std::string events_dir() {
+  const char* d = std::getenv("FIBRA_TEST_EVENTS_DIR");
+  return d && *d ? d : "/tmp/fibra-observe-" + std::to_string(::getpid());
+}
+
+// The log's events, once its pool has ended (its `pool_end` written: at most 0.2 s later).
+std::vector<Json> read_events(const std::string& path) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
+    std::vector<Json> events;
+    bool ended = false;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      events.push_back(Json::parse(line));  // throws on a line that is not whole JSON
+      ended |= events.back().at("ev") == "pool_end";
+    }
+    if (ended) return events;
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("no pool_end event in " + path + " within 10 s of the pool's end");
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
+// Attempts are named by (chunk, attempt).
+using AttemptKey = std::pair<std::uint64_t, std::uint32_t>;
+AttemptKey key(const Json& e) { return {e.at("chunk").get<std::uint64_t>(), e.at("attempt").get<std::uint32_t>()}; }
+
+}  // namespace
+
+TEST(EventLog, HoldsEveryChunkItsAttemptsAKilledWorkerAndARaisedTask) {
+  const std::string dir = events_dir();
+  std::filesystem::create_directories(dir);
+  std::filesystem::remove(dir + "/events.jsonl");
+  const auto before_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  constexpr int n = 1200, chunksize = 10;
+  int victim = 0;
+  std::set<int> agents;
+  {
+    fibra::PoolOptions o;
+    o.events = dir;
+    fibra::Pool pool(3, o);
+    std::vector<int> in(n);
+    for (int i = 0; i < n; ++i) in[i] = i;
+    std::vector<int> seen(n, 0);
+    int got = 0;
+    fibra_test::call_within(bound, "imap_unordered of work over 1200 items, an agent killed at 400", [&] {
+      for (auto&& [index, out] : pool.imap_unordered(work, in, {.chunksize = chunksize})) {
+        ASSERT_EQ(out.value, long(index) * long(index));
+        ++seen[index];
+        agents.insert(out.ppid);
+        if (++got == 400) ASSERT_EQ(::kill(victim = out.ppid, SIGKILL), 0);
+      }
+    });
+    for (int i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << "item " << i;
+    EXPECT_THROW(fibra_test::get_within(pool.apply_async(boom, 7), bound, "boom(7)"), fibra::RemoteError);
+  }
+  const auto after_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  const auto events = read_events(dir + "/events.jsonl");
+
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.front().at("ev"), "log");
+  EXPECT_EQ(events.front().at("pid").get<long>(), long(::getpid()));
+
+  std::map<int, long> worker_pid;  // worker id -> its agent's pid
+  std::set<int> lost_workers;
+  std::map<std::uint64_t, Json> queued;       // chunk -> its queued event
+  std::map<AttemptKey, int> sent_to;          // attempt -> worker
+  std::map<AttemptKey, std::string> settled;  // attempt -> done, failed, requeued, ...
+  std::map<AttemptKey, Json> ran, failed;
+  std::map<std::uint64_t, int> done_per_chunk;
+  for (const auto& e : events) {
+    const std::string ev = e.at("ev");
+    if (ev != "log") {
+      EXPECT_GE(e.at("t").get<std::int64_t>(), before_us) << e.dump();
+      EXPECT_LE(e.at("t").get<std::int64_t>(), after_us + 1'000'000) << e.dump();
+    }
+    if (ev == "pool") EXPECT_EQ(e.at("workers"), 3);
+    if (ev == "worker") {
+      EXPECT_GT(e.at("pid").get<long>(), 0);
+      EXPECT_FALSE(e.at("host").get<std::string>().empty());
+      worker_pid[e.at("worker")] = e.at("pid");
+    }
+    if (ev == "lost") lost_workers.insert(e.at("worker").get<int>());
+    if (ev == "queued") EXPECT_TRUE(queued.emplace(e.at("chunk").get<std::uint64_t>(), e).second) << "queued twice";
+    if (ev == "sent") EXPECT_TRUE(sent_to.emplace(key(e), e.at("worker").get<int>()).second) << e.dump();
+    if (ev == "ran") ran[key(e)] = e;
+    if (ev == "done" || ev == "failed" || ev == "requeued" || ev == "cancelled" || ev == "abandoned")
+      EXPECT_TRUE(settled.emplace(key(e), ev).second) << "settled twice: " << e.dump();
+    if (ev == "failed") failed[key(e)] = e;
+    if (ev == "done") ++done_per_chunk[e.at("chunk").get<std::uint64_t>()];
+  }
+
+  // The killed agent: said hello, was declared lost, and a replacement said hello too.
+  int victim_id = -1;
+  for (auto [id, pid] : worker_pid)
+    if (pid == victim) victim_id = id;
+  ASSERT_NE(victim_id, -1) << "no worker event for the killed agent (pid " << victim << ")";
+  EXPECT_EQ(lost_workers, std::set<int>{victim_id});
+  EXPECT_GE(worker_pid.size(), 4u) << "no replacement's worker event";
+
+  // Every item of the map in exactly one chunk, each chunk done exactly once.
+  std::vector<int> covered(n, 0);
+  int work_chunks = 0;
+  for (const auto& [chunk, q] : queued) {
+    const std::string fn = q.at("fn");
+    if (fn.find("work") == std::string::npos) continue;
+    ++work_chunks;
+    EXPECT_EQ(done_per_chunk[chunk], 1) << "chunk " << chunk;
+    const auto first = q.at("first").get<int>(), count = q.at("count").get<int>();
+    for (int i = first; i < first + count; ++i) ++covered.at(i);
+  }
+  EXPECT_EQ(work_chunks, n / chunksize);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(covered[i], 1) << "item " << i;
+
+  // Every attempt sent is settled (the pool ended cleanly), and settled only if it was sent.
+  for (const auto& [a, w] : sent_to) EXPECT_TRUE(settled.count(a)) << "chunk " << a.first << " attempt " << a.second;
+  for (const auto& [a, how] : settled)
+    if (how != "cancelled") EXPECT_TRUE(sent_to.count(a)) << how << " but never sent: chunk " << a.first;
+
+  // The agent's attempts in flight failed as lost and ran again on another worker.
+  int lost_attempts = 0;
+  for (const auto& [a, f] : failed) {
+    if (f.at("kind") != "lost") continue;
+    ++lost_attempts;
+    EXPECT_EQ(sent_to.at(a), victim_id);
+    EXPECT_TRUE(f.at("retried").get<bool>());
+    const AttemptKey next{a.first, a.second + 1};
+    ASSERT_TRUE(sent_to.count(next)) << "chunk " << a.first << " was not sent again";
+    EXPECT_NE(sent_to.at(next), victim_id);
+  }
+  EXPECT_GE(lost_attempts, 1) << "no attempt failed as lost";
+
+  // Runs: on a real executor, within the run, at least 1 ms an item.
+  int runs = 0;
+  for (const auto& [a, r] : ran) {
+    if (r.at("status") != "ok" || !queued.count(a.first)) continue;
+    const auto& q = queued.at(a.first);
+    if (q.at("fn").get<std::string>().find("work") == std::string::npos) continue;
+    ++runs;
+    EXPECT_GT(r.at("exec").get<long>(), 0);
+    EXPECT_GE(r.at("start").get<std::int64_t>(), before_us);
+    EXPECT_LE(r.at("start").get<std::int64_t>() + r.at("run").get<std::int64_t>(),
+              r.at("t").get<std::int64_t>() + 1000);
+    EXPECT_GE(r.at("run").get<std::int64_t>(), 1000 * q.at("count").get<std::int64_t>()) << r.dump();
+  }
+  EXPECT_GE(runs, n / chunksize);
+
+  // The raised task: one attempt, failed as raised, not retried, its message kept.
+  int raised = 0;
+  for (const auto& [a, f] : failed)
+    if (f.at("kind") == "raised") {
+      ++raised;
+      EXPECT_FALSE(f.at("retried").get<bool>());
+      EXPECT_NE(f.at("error").get<std::string>().find("boom 7"), std::string::npos) << f.dump();
+    }
+  EXPECT_EQ(raised, 1);
+}
+
+int main(int argc, char** argv) {
+  fibra::Runtime rt(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
