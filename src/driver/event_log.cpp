@@ -162,6 +162,11 @@ void EventLog::add(std::string_view ev, std::string_view fields) {
 std::string EventLog::quoted(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 2);
+  append_quoted(out, s);
+  return out;
+}
+
+void EventLog::append_quoted(std::string& out, std::string_view s) {
   out += '"';
   for (std::size_t i = 0; i < s.size(); ++i) {
     const char ch = s[i];
@@ -186,7 +191,6 @@ std::string EventLog::quoted(std::string_view s) {
     }
   }
   out += '"';
-  return out;
 }
 
 const std::string& EventLog::path() const { return impl_->path; }

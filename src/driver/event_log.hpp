@@ -31,8 +31,11 @@ class EventLog {
   /// each with its leading comma) and `}`. `t` is microseconds since the Unix epoch.
   void add(std::string_view ev, std::string_view fields);
 
-  /// `s` as a JSON string: quoted, with quotes, backslashes and control characters escaped.
+  /// `s` as a JSON string: quoted, with quotes, backslashes and control characters escaped, and a
+  /// byte that is not part of well-formed UTF-8 written as '?'.
   static std::string quoted(std::string_view s);
+  /// The same, appended to `out`.
+  static void append_quoted(std::string& out, std::string_view s);
   /// The file's path.
   const std::string& path() const;
 

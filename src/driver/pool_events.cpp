@@ -23,6 +23,15 @@ const char* status_name(wire::Status s) {
   return "unknown";
 }
 
+// One event: its fields formatted into a buffer kept by the thread (no allocation once warm).
+template <class... A>
+void emit(EventLog& log, std::string_view ev, fmt::format_string<A...> f, A&&... a) {
+  thread_local std::string fields;
+  fields.clear();
+  fmt::format_to(std::back_inserter(fields), f, std::forward<A>(a)...);
+  log.add(ev, fields);
+}
+
 const char* kind_name(FailKind k) {
   switch (k) {
     case FailKind::raised: return "raised";
@@ -35,63 +44,68 @@ const char* kind_name(FailKind k) {
 }
 }  // namespace
 
-// A call's number, given at the first of its chunks the log sees. The map holds the call weakly;
-// calls that are gone are swept out whenever it has doubled since the last sweep. Under mu_.
-std::uint64_t PoolImpl::call_id(const std::shared_ptr<JobState>& job) {
+// A call's number: the id of the first of its chunks the log sees (a task's one chunk). A map's
+// chunks come one after another, so the last map's is remembered; other maps are looked up in a
+// map that holds them weakly, swept of the gone whenever it has doubled. Under mu_.
+std::uint64_t PoolImpl::call_id(const std::shared_ptr<JobState>& job, std::uint64_t chunk) {
+  if (job->is_task()) return chunk;
+  if (job == last_call_.first.lock()) return last_call_.second;
   auto [it, added] = call_ids_.try_emplace(job.get());
-  if (!added && !it->second.first.expired()) return it->second.second;
-  it->second = {job, next_call_id_++};  // new, or a new call where a gone one lived
-  if (call_ids_.size() > 2 * call_ids_swept_at_ + 1024) {
-    const std::uint64_t id = it->second.second;
+  if (added || it->second.first.expired()) it->second = {job, chunk};  // new, or new where a gone one lived
+  const std::uint64_t id = it->second.second;
+  if (call_ids_.size() > 2 * call_ids_swept_at_ + 64) {
     std::erase_if(call_ids_, [](const auto& e) { return e.second.first.expired(); });
     call_ids_swept_at_ = call_ids_.size();
-    return id;
   }
-  return it->second.second;
+  last_call_ = {job, id};
+  return id;
 }
 
 void PoolImpl::note_pool() {
-  events_->add("pool", fmt::format(R"(,"pool":{},"workers":{},"host":{})", uid_, target_, EventLog::quoted(my_host_)));
+  emit(*events_, "pool", R"(,"pool":{},"workers":{},"host":{})", uid_, target_, EventLog::quoted(my_host_));
 }
 
 void PoolImpl::note_queued(std::uint64_t chunk, const std::shared_ptr<JobState>& job, std::uint64_t first,
                            std::uint32_t count, std::int64_t submitted_us) {
-  events_->add("queued",
-               fmt::format(R"(,"pool":{},"chunk":{},"call":{},"fn":{},"first":{},"count":{},"task":{}{})", uid_, chunk,
-                           call_id(job), EventLog::quoted(job->name()), first, count, job->is_task(),
-                           submitted_us ? fmt::format(R"(,"submitted":{})", submitted_us) : std::string()));
+  thread_local std::string fn;  // the name, quoted: one allocation less an event
+  fn.clear();
+  EventLog::append_quoted(fn, job->name());
+  if (submitted_us)
+    emit(*events_, "queued",
+         R"(,"pool":{},"chunk":{},"call":{},"fn":{},"first":{},"count":{},"task":{},"submitted":{})", uid_, chunk,
+         call_id(job, chunk), fn, first, count, job->is_task(), submitted_us);
+  else
+    emit(*events_, "queued", R"(,"pool":{},"chunk":{},"call":{},"fn":{},"first":{},"count":{},"task":{})", uid_, chunk,
+         call_id(job, chunk), fn, first, count, job->is_task());
 }
 
 void PoolImpl::note_sent(const Chunk& c, const Worker& w) {
-  events_->add("sent", fmt::format(R"(,"pool":{},"chunk":{},"attempt":{},"worker":{})", uid_, c.id, c.attempt, w.id));
+  emit(*events_, "sent", R"(,"pool":{},"chunk":{},"attempt":{},"worker":{})", uid_, c.id, c.attempt, w.id);
 }
 
 void PoolImpl::note_ran(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid) {
   const auto& h = r.header;
-  events_->add(
-      "ran",
-      fmt::format(R"(,"pool":{},"chunk":{},"attempt":{},"worker":{},"exec":{},"start":{},"run":{},"status":"{}")", uid_,
-                  h.chunk, h.attempt, w.id, exec_pid, h.start_us, h.run_ns / 1000, status_name(h.status)));
+  emit(*events_, "ran", R"(,"pool":{},"chunk":{},"attempt":{},"worker":{},"exec":{},"start":{},"run":{},"status":"{}")",
+       uid_, h.chunk, h.attempt, w.id, exec_pid, h.start_us, h.run_ns / 1000, status_name(h.status));
 }
 
 void PoolImpl::note_outcome(std::string_view ev, std::uint64_t chunk, std::uint32_t attempt) {
-  events_->add(ev, fmt::format(R"(,"pool":{},"chunk":{},"attempt":{})", uid_, chunk, attempt));
+  emit(*events_, ev, R"(,"pool":{},"chunk":{},"attempt":{})", uid_, chunk, attempt);
 }
 
 void PoolImpl::note_failed(std::uint64_t chunk, std::uint32_t attempt, FailKind kind, bool retried,
                            const std::string& error) {
-  events_->add("failed", fmt::format(R"(,"pool":{},"chunk":{},"attempt":{},"kind":"{}","retried":{},"error":{})", uid_,
-                                     chunk, attempt, kind_name(kind), retried, EventLog::quoted(error)));
+  emit(*events_, "failed", R"(,"pool":{},"chunk":{},"attempt":{},"kind":"{}","retried":{},"error":{})", uid_, chunk,
+       attempt, kind_name(kind), retried, EventLog::quoted(error));
 }
 
 void PoolImpl::note_worker(const Worker& w) {
-  events_->add("worker",
-               fmt::format(R"(,"pool":{},"worker":{},"slot":{},"host":{},"pid":{},"executors":{},"joined":{})", uid_,
-                           w.id, w.slot, EventLog::quoted(w.host), w.pid, w.executors, w.joined));
+  emit(*events_, "worker", R"(,"pool":{},"worker":{},"slot":{},"host":{},"pid":{},"executors":{},"joined":{})", uid_,
+       w.id, w.slot, EventLog::quoted(w.host), w.pid, w.executors, w.joined);
 }
 
 void PoolImpl::note_lost(const Worker& w, const std::string& why) {
-  events_->add("lost", fmt::format(R"(,"pool":{},"worker":{},"why":{})", uid_, w.id, EventLog::quoted(why)));
+  emit(*events_, "lost", R"(,"pool":{},"worker":{},"why":{})", uid_, w.id, EventLog::quoted(why));
 }
 
 }  // namespace fibra::detail

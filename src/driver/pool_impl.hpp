@@ -734,8 +734,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // The entries are written by pool_events.cpp, each under mu_ but note_pool's.
   std::shared_ptr<EventLog> events_;
   std::unordered_map<const JobState*, std::pair<std::weak_ptr<JobState>, std::uint64_t>> call_ids_;  // under mu_
-  std::uint64_t next_call_id_ = 1, call_ids_swept_at_ = 0;                                           // under mu_
-  std::uint64_t call_id(const std::shared_ptr<JobState>& job);  // a call's number in the log
+  std::pair<std::weak_ptr<JobState>, std::uint64_t> last_call_;                                      // under mu_
+  std::size_t call_ids_swept_at_ = 0;                                                                // under mu_
+  std::uint64_t call_id(const std::shared_ptr<JobState>& job, std::uint64_t chunk);  // a call's number in the log
   void note_pool();
   void note_queued(std::uint64_t chunk, const std::shared_ptr<JobState>& job, std::uint64_t first, std::uint32_t count,
                    std::int64_t submitted_us);

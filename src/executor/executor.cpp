@@ -53,9 +53,17 @@ std::int64_t now_ns() {
       .count();
 }
 
-std::int64_t wall_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+std::int64_t wall_us_at(std::int64_t steady_ns) {
+  // The wall clock's lead over the steady one, read again once a second: one read of the wall
+  // clock a second rather than one a chunk (the two drift apart by microseconds an hour).
+  thread_local std::int64_t lead_ns = 0, read_at = INT64_MIN / 2;
+  if (steady_ns - read_at > 1'000'000'000) {
+    read_at = now_ns();
+    lead_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+                  .count() -
+              read_at;
+  }
+  return (steady_ns + lead_ns) / 1000;
 }
 
 namespace {

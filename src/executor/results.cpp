@@ -171,7 +171,7 @@ void run_chunk(const wire::TaskView& t, Mailbox& box, std::string& results, Fram
     return;
   }
   const std::int64_t began = now_ns();
-  h.start_us = wall_us();
+  h.start_us = wall_us_at(began);
   const std::size_t at = wire::open_result(results, h);
   const std::size_t body = results.size();
   ItemFailure fail;

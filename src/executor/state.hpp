@@ -85,8 +85,9 @@ void send_frame(int fd, const std::string& body, std::uint64_t kind = wire::fram
                 const std::vector<int>& fds = {});
 
 std::int64_t now_ns();
-/// Microseconds since the Unix epoch (wire::ResultHeader::start_us).
-std::int64_t wall_us();
+/// The moment `steady_ns` (a now_ns() reading) in microseconds since the Unix epoch
+/// (wire::ResultHeader::start_us).
+std::int64_t wall_us_at(std::int64_t steady_ns);
 
 // After a batch, the executor watches its lane this long before it sleeps: the next batch of a
 // quick succession of calls comes sooner than a wake-up from sleep would take.
