@@ -138,31 +138,68 @@ class Reader {
 
 }  // namespace
 
-EventLogRecord read_event_log(const std::string& path) {
-  std::string file = path;
-  if (std::filesystem::is_directory(file)) file = (std::filesystem::path(file) / "events.jsonl").string();
-  std::ifstream in(file);
-  if (!in) throw std::runtime_error("cannot read " + file + " (is it a fibra event log, PoolOptions::events?)");
+struct EventLogFollower::Impl {
+  std::string file;
+  std::ifstream in;
+  std::string partial;  // a last line not yet ended by its newline
   EventLogRecord log;
-  Reader reader(log);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    ++log.lines;
-    Json e = Json::parse(line, nullptr, false);
-    if (e.is_discarded() || !e.is_object()) {
-      ++log.unreadable;
-      continue;
+  Reader reader{log};
+};
+
+EventLogFollower::EventLogFollower(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  impl_->file = path;
+  if (std::filesystem::is_directory(path)) impl_->file = (std::filesystem::path(path) / "events.jsonl").string();
+  impl_->in.open(impl_->file, std::ios::binary);
+  if (!impl_->in)
+    throw std::runtime_error("cannot read " + impl_->file + " (is it a fibra event log, PoolOptions::events?)");
+}
+
+EventLogFollower::~EventLogFollower() = default;
+
+bool EventLogFollower::poll() {
+  Impl& m = *impl_;
+  m.in.clear();  // past the end the last time: read on from there
+  std::string chunk(1 << 16, '\0');
+  bool any = false;
+  for (;;) {
+    m.in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    const auto got = static_cast<std::size_t>(m.in.gcount());
+    if (got == 0) break;
+    m.partial.append(chunk.data(), got);
+    std::size_t from = 0;
+    for (std::size_t nl; (nl = m.partial.find('\n', from)) != std::string::npos; from = nl + 1) {
+      const std::string_view line(m.partial.data() + from, nl - from);
+      if (line.empty()) continue;
+      any = true;
+      ++m.log.lines;
+      Json e = Json::parse(line, nullptr, false);
+      if (e.is_discarded() || !e.is_object()) {
+        ++m.log.unreadable;
+        continue;
+      }
+      try {
+        m.reader.take(e);
+      } catch (const Json::exception&) {  // a field of the wrong type
+        ++m.log.unreadable;
+      }
     }
-    try {
-      reader.take(e);
-    } catch (const Json::exception&) {  // a field of the wrong type
-      ++log.unreadable;
-    }
+    m.partial.erase(0, from);
   }
+  return any;
+}
+
+const EventLogRecord& EventLogFollower::log() const { return impl_->log; }
+const std::string& EventLogFollower::file() const { return impl_->file; }
+bool EventLogFollower::ends_mid_line() const { return !impl_->partial.empty(); }
+
+EventLogRecord read_event_log(const std::string& path) {
+  EventLogFollower f(path);
+  f.poll();
+  EventLogRecord log = f.log();
+  if (f.ends_mid_line()) ++log.unreadable;  // a last line cut by a killed driver
   if (log.segments.empty())
-    throw std::runtime_error(file + " holds no fibra event log (no `log` event in its " + std::to_string(log.lines) +
-                             " lines)");
+    throw std::runtime_error(f.file() + " holds no fibra event log (no `log` event in its " +
+                             std::to_string(log.lines) + " lines)");
   return log;
 }
 

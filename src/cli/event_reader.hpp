@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -65,5 +66,23 @@ struct EventLogRecord {
 /// Reads `path` (an events.jsonl, or the folder that holds one).
 /// @throws std::runtime_error naming the file if it cannot be read or holds no event log.
 EventLogRecord read_event_log(const std::string& path);
+
+/// A log read as it grows (`fibra top`): each poll() reads the whole lines added since the last.
+class EventLogFollower {
+ public:
+  /// @throws std::runtime_error naming the file if it cannot be opened.
+  explicit EventLogFollower(const std::string& path);
+  ~EventLogFollower();
+  /// Reads what was added; returns whether anything was.
+  bool poll();
+  const EventLogRecord& log() const;
+  const std::string& file() const;
+  /// Whether the file ends in a line without its newline (being written, or cut by a killed driver).
+  bool ends_mid_line() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace fibra::cli

@@ -7,6 +7,7 @@
 #include "inspect.hpp"
 #include "report.hpp"
 #include "slurm.hpp"
+#include "status.hpp"
 #include "trace.hpp"
 
 int main(int argc, char** argv) {
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   fibra::cli::add_slurm_commands(app);
   fibra::cli::add_trace_command(app);
   fibra::cli::add_report_command(app);
+  fibra::cli::add_status_commands(app);
   CLI11_PARSE(app, argc, argv);
   if (argc == 1) std::fputs(app.help().c_str(), stdout);
   return 0;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# observe.killed_driver: a driver SIGKILLed in the middle of a map leaves an event log that
-# `fibra trace` and `fibra report` read, whose trace is valid and holds an event for every attempt
-# the log shows (at least the 100 done when it was killed), and which has no `end` event.
+# observe.killed_driver: while a map runs, `fibra status` says it runs and counts more items done
+# half a second later; SIGKILLed in its middle, its driver leaves an event log that `fibra top`
+# (which then ends by itself), `fibra trace` and `fibra report` read, whose trace is valid and holds
+# an event for every attempt the log shows (at least the 100 done when it was killed), and which
+# has no `end` event.
 #
 #   killed_driver.sh LONG_MAP FIBRA VALIDATOR
 set -u
@@ -26,8 +28,25 @@ while :; do
   fi
   sleep 0.1
 done
+status=0
+# While it runs: `fibra status` says so, and its count of items done grows.
+items_done() { "$fibra" status "$dir" | sed -n 's/^items *\([0-9]*\) of.*/\1/p'; }
+first=$(items_done)
+sleep 0.5
+second=$(items_done)
+"$fibra" status "$dir" | grep -q '^run .*, running:' || { echo "FAIL: fibra status does not say the run is running"; "$fibra" status "$dir"; status=1; }
+if [ -z "$first" ] || [ -z "$second" ] || [ "$second" -le "$first" ]; then
+  echo "FAIL: fibra status's items done did not grow in 0.5 s (${first:-none}, then ${second:-none})"
+  status=1
+fi
 kill -KILL "$pid"
 wait "$pid" 2>/dev/null
+# Once it is gone, `fibra top` draws once more and ends by itself, saying it is gone.
+if ! timeout 20 "$fibra" top "$dir" --interval 0.2 > "$dir/top.txt"; then
+  echo "FAIL: fibra top did not end by itself within 20 s of the driver's death"
+  status=1
+fi
+grep -q 'gone without ending its log' "$dir/top.txt" || { echo "FAIL: fibra top does not say the driver is gone"; cat "$dir/top.txt"; status=1; }
 # Its agents, which its pool started (their pids are in the log), end now rather than by their
 # orphan guard; a pid is only signalled while it still runs this program.
 name=$(basename "$prog" | cut -c1-15)
@@ -42,7 +61,6 @@ for line in open(sys.argv[1]):
         print(e["pid"])' "$log"); do
   [ "$(ps -o comm= -p "$agent" 2>/dev/null)" = "$name" ] && kill -KILL "$agent"
 done
-status=0
 if grep -q '"ev":"end"' "$log"; then
   echo "FAIL: the killed driver's log has an end event"
   status=1

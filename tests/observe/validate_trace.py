@@ -8,6 +8,7 @@ attempt the log shows (counted here from the log itself, not by fibra's reader).
 Exit status 0 when it holds; otherwise each problem on stderr (at most 20) and status 1.
 """
 import argparse
+import bisect
 import json
 import sys
 from collections import defaultdict
@@ -129,8 +130,14 @@ def main():
             problem(f"async {k}: {b} begin(s), {e} end(s)")
 
     # Flows: each end has its start, no later than it, and both sit in a slice of their thread.
+    starts = {track: [ts for ts, _, _ in xs] for track, xs in slices.items()}  # (sorted above)
+
     def enclosed(e):
-        return any(ts <= e["ts"] <= end for ts, end, _ in slices.get((e["pid"], e["tid"]), []))
+        track = (e["pid"], e["tid"])
+        xs = slices.get(track, [])
+        i = bisect.bisect_right(starts.get(track, []), e["ts"]) - 1
+        # The slice that starts last at or before it, or one of those just before (slices nest).
+        return any(xs[k][0] <= e["ts"] <= xs[k][1] for k in range(i, max(-1, i - 64), -1))
 
     for f in flow_ends:
         s = flow_starts.get(f.get("id"))
