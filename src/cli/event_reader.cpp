@@ -50,6 +50,23 @@ class Reader {
       w.host = field<std::string>(e, "host");
       w.pid = field<std::int64_t>(e, "pid");
       w.started = t;
+    } else if (ev == "spawn") {
+      log_.spawns.push_back({seg, pool, field<int>(e, "agents"), field<int>(e, "executors"),
+                             field<std::int64_t>(e, "start"), field<std::int64_t>(e, "took")});
+    } else if (ev == "actor_call") {
+      ActorCallRecord a;
+      a.segment = seg;
+      a.pool = pool;
+      a.actor = field<std::uint64_t>(e, "actor");
+      a.fn = field<std::string>(e, "fn");
+      a.status = field<std::string>(e, "status");
+      a.ctor = field<bool>(e, "ctor");
+      a.worker = field<int>(e, "worker");
+      a.exec = field<std::int64_t>(e, "exec");
+      a.start = field<std::int64_t>(e, "start");
+      a.run = field<std::int64_t>(e, "run");
+      a.reported = t;
+      log_.actor_calls.push_back(std::move(a));
     } else if (ev == "lost") {
       WorkerRecord& w = worker(seg, pool, field<int>(e, "worker"));
       w.lost = t;

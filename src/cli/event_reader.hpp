@@ -47,6 +47,25 @@ struct WorkerRecord {
   std::string why;                     ///< why it was lost
 };
 
+/// An MPI_Comm_spawn of agents: the driver's communication thread read no result meanwhile.
+struct SpawnRecord {
+  int segment = 0;
+  std::uint64_t pool = 0;
+  int agents = 0, executors = 0;
+  std::int64_t start = 0, took = 0;
+};
+
+/// An actor's call (or its constructor), as its process reported it.
+struct ActorCallRecord {
+  int segment = 0;
+  std::uint64_t pool = 0, actor = 0;
+  std::string fn, status;
+  bool ctor = false;
+  int worker = 0;
+  std::int64_t exec = 0, start = 0, run = 0;  ///< start and run on the executor's clock (0: not reported)
+  std::int64_t reported = 0;
+};
+
 struct SegmentRecord {  ///< a process that wrote the log
   std::int64_t pid = 0, started = 0;
   std::string host, program;
@@ -57,6 +76,8 @@ struct EventLogRecord {
   std::vector<SegmentRecord> segments;
   std::vector<ChunkRecord> chunks;  ///< in the order they were queued
   std::vector<WorkerRecord> workers;
+  std::vector<SpawnRecord> spawns;
+  std::vector<ActorCallRecord> actor_calls;
   std::int64_t first = 0, last = 0;  ///< the earliest and latest time in it
   std::uint64_t dropped = 0;         ///< events the driver could not keep (its `dropped` events)
   std::size_t unreadable = 0;        ///< lines that did not parse (the last one of a killed driver, cut)

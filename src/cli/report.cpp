@@ -167,6 +167,18 @@ th {{ background: #f3f3f3; }} td.error {{ font-family: monospace; white-space: p
         escaped(s.program), escaped(s.host), s.pid, span_ms_ / 1000.0,
         s.ended ? "" : " (the log has no end: the driver was killed, or still runs)", log_.chunks.size(), attempts_,
         done_, failed_.size(), log_.workers.size(), lost, row_names_.size());
+    if (!log_.spawns.empty()) {
+      std::int64_t total = 0, longest = 0;
+      for (const auto& sp : log_.spawns) {
+        total += sp.took;
+        longest = std::max(longest, sp.took);
+      }
+      text += fmt::format(
+          "<tr><th>spawns</th><td>{}, {:.3f} s in all, the longest {:.3f} s (no result is read meanwhile)</td></tr>",
+          log_.spawns.size(), double(total) / 1e6, double(longest) / 1e6);
+    }
+    if (!log_.actor_calls.empty())
+      text += fmt::format("<tr><th>actor calls</th><td>{}</td></tr>", log_.actor_calls.size());
     if (log_.dropped) text += fmt::format("<tr><th>dropped events</th><td>{}</td></tr>", log_.dropped);
     if (log_.unreadable)
       text += fmt::format("<tr><th>unreadable lines</th><td>{} of {}</td></tr>", log_.unreadable, log_.lines);

@@ -47,6 +47,8 @@ class TraceWriter {
     for (std::size_t s = 0; s < log_.segments.size(); ++s) driver_pid(static_cast<int>(s));
     for (const auto& w : log_.workers) agent_pid(w.segment, w.pool, w.worker);
     for (const auto& c : log_.chunks) add_chunk(c);
+    add_spawns();
+    add_actor_calls();
     add_workers();
     add_counters();
     nest();
@@ -145,6 +147,35 @@ class TraceWriter {
     }
   }
 
+  // Spawns on the driver's thread 2: its communication thread, which reads no result meanwhile.
+  void add_spawns() {
+    for (const auto& s : log_.spawns)
+      slices_.push_back({driver_pid(s.segment),
+                         2,
+                         us(s.start),
+                         s.took,
+                         fmt::format("spawn {} agent(s), {} worker(s)", s.agents, s.executors),
+                         "spawn",
+                         fmt::format(R"("pool":{},"agents":{},"executors":{})", s.pool, s.agents, s.executors),
+                         {}});
+  }
+
+  // Actor calls as async events on their process's agent (a threaded actor's calls overlap).
+  void add_actor_calls() {
+    std::uint64_t n = 0;
+    for (const auto& a : log_.actor_calls) {
+      if (a.start == 0) continue;  // not timed by its process
+      const int pid = agent_pid(a.segment, a.pool, a.worker);
+      const std::string id = fmt::format("\"a.{}.{}.{}\"", a.segment, a.pool, ++n);
+      const std::string name = json_string(a.ctor ? a.fn + " (constructor)" : a.fn);
+      out_.push_back(fmt::format(
+          R"({{"name":{},"cat":"actor","ph":"b","id":{},"ts":{},"pid":{},"tid":{},"args":{{"actor":{},"status":"{}"}}}})",
+          name, id, us(a.start), pid, a.exec, a.actor, a.status));
+      out_.push_back(fmt::format(R"({{"name":{},"cat":"actor","ph":"e","id":{},"ts":{},"pid":{},"tid":{}}})", name, id,
+                                 us(a.start + a.run), pid, a.exec));
+    }
+  }
+
   void add_workers() {
     for (const auto& w : log_.workers) {
       const int pid = agent_pid(w.segment, w.pool, w.worker);
@@ -206,6 +237,7 @@ class TraceWriter {
       meta("process_name", pid, -1, fmt::format("driver {} on {} (pid {})", s.program, s.host, s.pid));
       meta("process_sort_index", pid, -1, "", pid);
       meta("thread_name", pid, 1, "submissions");
+      meta("thread_name", pid, 2, "spawns (the communication thread)");
       meta("thread_name", pid, 0, "counters");
     }
     std::map<std::tuple<int, std::uint64_t, int>, const WorkerRecord*> known;

@@ -410,6 +410,7 @@ void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::
   if (!found) return;
   ActorState& a = *found;
   const std::string& fn = call.job->name();
+  if (events_) note_actor_call(a, call, w, r, exec_pid);
   const std::string at = actor_name(a) + ", " + where(w, static_cast<long>(exec_pid));
   switch (h.status) {
     case wire::Status::ok: {

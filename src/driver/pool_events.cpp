@@ -104,6 +104,27 @@ void PoolImpl::note_worker(const Worker& w) {
        w.id, w.slot, EventLog::quoted(w.host), w.pid, w.executors, w.joined);
 }
 
+// An MPI_Comm_spawn of agents that started: when it began (planning included) and how long it took,
+// the communication thread's time, in which no result is read.
+void PoolImpl::note_spawn(const std::vector<Worker*>& added, std::int64_t began_us) {
+  int executors = 0;
+  for (const Worker* w : added) executors += w->executors;
+  emit(*events_, "spawn", R"(,"pool":{},"agents":{},"executors":{},"start":{},"took":{})", uid_, added.size(),
+       executors, began_us, event_time_us() - began_us);
+}
+
+// An actor's call (its constructor included) as its process reported it.
+void PoolImpl::note_actor_call(const ActorState& a, const ActorCall& call, const Worker& w, const wire::ResultView& r,
+                               std::int64_t exec_pid) {
+  const auto& h = r.header;
+  thread_local std::string fn;
+  fn.clear();
+  EventLog::append_quoted(fn, call.job->name());
+  emit(*events_, "actor_call",
+       R"(,"pool":{},"actor":{},"fn":{},"ctor":{},"worker":{},"exec":{},"start":{},"run":{},"status":"{}")", uid_, a.id,
+       fn, call.ctor, w.id, exec_pid, h.start_us, h.run_ns / 1000, status_name(h.status));
+}
+
 void PoolImpl::note_lost(const Worker& w, const std::string& why) {
   emit(*events_, "lost", R"(,"pool":{},"worker":{},"why":{})", uid_, w.id, EventLog::quoted(why));
 }

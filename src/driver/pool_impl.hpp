@@ -746,6 +746,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void note_failed(std::uint64_t chunk, std::uint32_t attempt, FailKind kind, bool retried, const std::string& error);
   void note_worker(const Worker& w);
   void note_lost(const Worker& w, const std::string& why);
+  void note_spawn(const std::vector<Worker*>& added, std::int64_t began_us);
+  void note_actor_call(const ActorState& a, const ActorCall& call, const Worker& w, const wire::ResultView& r,
+                       std::int64_t exec_pid);
 };
 
 }  // namespace fibra::detail

@@ -195,6 +195,7 @@ bool PoolImpl::same_host(const std::string& a, const std::string& b) {
 // and where it goes, planned in turn (each sees the ones planned before it, as the workers that
 // stand for them are added first); then the spawn, and the setups.
 void PoolImpl::spawn_agents(const std::vector<int>& executors) {
+  const std::int64_t began_us = events_ ? event_time_us() : 0;
   if (remote_host_lost())  // a new pool, or one still starting, after another pool lost a node
     throw MpiError("fibra: MPI_Comm_spawn not tried for worker " + std::to_string(live_count() + 1) + " of " +
                    std::to_string(target_now()) + ": agents on " + lost_remote_hosts() + " were lost, and " +
@@ -290,6 +291,7 @@ void PoolImpl::spawn_agents(const std::vector<int>& executors) {
     unplan();
     throw;
   }
+  if (events_) note_spawn(added, began_us);
   auto group = std::make_shared<AgentGroup>();
   group->comm = inter;
   group->open = static_cast<int>(added.size());

@@ -1,9 +1,10 @@
 // The event log (PoolOptions::events, issue 49) of a run in which a worker's agent is SIGKILLed
-// mid-map and a task raises: read back line by line with an independent JSON parser, it must
-// hold every chunk queued once and done once, covering every item once, each attempt sent and
-// settled, the loss of the killed agent with the attempts it held failed as lost and retried
-// elsewhere, the runs placed on their executors with plausible times, and the raised task's
-// error. The folder is $FIBRA_TEST_EVENTS_DIR (observe.trace turns the same log into a trace).
+// mid-map, a task raises and an actor is called: read back line by line with an independent JSON
+// parser, it must hold every chunk queued once and done once, covering every item once, each
+// attempt sent and settled, the loss of the killed agent with the attempts it held failed as lost
+// and retried elsewhere, the runs placed on their executors with plausible times, the raised task's
+// error, every spawn timed (the replacement's too), and the actor's constructor and calls. The
+// folder is $FIBRA_TEST_EVENTS_DIR (observe.trace and observe.report read the same log).
 #include <fibra/fibra.hpp>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -42,6 +43,17 @@ FIBRA_REMOTE(work);
 
 int boom(int i) { throw std::runtime_error("boom " + std::to_string(i)); }
 FIBRA_REMOTE(boom);
+
+class Tally {
+ public:
+  explicit Tally(long start) : value_(start) {}
+  long add(long d) { return value_ += d; }
+
+ private:
+  long value_;
+};
+FIBRA_ACTOR(Tally, long);
+FIBRA_ACTOR_METHOD(Tally, add);
 
 std::string events_dir() {
   const char* d = std::getenv("FIBRA_TEST_EVENTS_DIR");
@@ -101,6 +113,9 @@ TEST(EventLog, HoldsEveryChunkItsAttemptsAKilledWorkerAndARaisedTask) {
     });
     for (int i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << "item " << i;
     EXPECT_THROW(fibra_test::get_within(pool.apply_async(boom, 7), bound, "boom(7)"), fibra::RemoteError);
+    auto tally = fibra::Actor<Tally>::start({.pool = &pool}, 5L);
+    for (long k = 1; k <= 3; ++k)
+      EXPECT_EQ(fibra_test::get_within(tally.call(&Tally::add, k), bound, "Tally::add"), 5 + k * (k + 1) / 2);
   }
   const auto after_us =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -118,6 +133,7 @@ TEST(EventLog, HoldsEveryChunkItsAttemptsAKilledWorkerAndARaisedTask) {
   std::map<AttemptKey, std::string> settled;  // attempt -> done, failed, requeued, ...
   std::map<AttemptKey, Json> ran, failed;
   std::map<std::uint64_t, int> done_per_chunk;
+  std::vector<Json> spawns, actor_calls;
   for (const auto& e : events) {
     const std::string ev = e.at("ev");
     if (ev != "log") {
@@ -138,7 +154,32 @@ TEST(EventLog, HoldsEveryChunkItsAttemptsAKilledWorkerAndARaisedTask) {
       EXPECT_TRUE(settled.emplace(key(e), ev).second) << "settled twice: " << e.dump();
     if (ev == "failed") failed[key(e)] = e;
     if (ev == "done") ++done_per_chunk[e.at("chunk").get<std::uint64_t>()];
+    if (ev == "spawn") spawns.push_back(e);
+    if (ev == "actor_call") actor_calls.push_back(e);
   }
+
+  // The spawns: the first agents and the replacement, each timed.
+  int spawned = 0;
+  for (const auto& s : spawns) {
+    spawned += s.at("agents").get<int>();
+    EXPECT_GE(s.at("start").get<std::int64_t>(), before_us);
+    EXPECT_GT(s.at("took").get<std::int64_t>(), 0);
+    EXPECT_LE(s.at("start").get<std::int64_t>() + s.at("took").get<std::int64_t>(), s.at("t").get<std::int64_t>() + 1);
+  }
+  EXPECT_GE(spawns.size(), 2u);
+  EXPECT_EQ(spawned, static_cast<int>(worker_pid.size())) << "agents spawned against agents that said hello";
+
+  // The actor: its constructor and three calls, each run and timed in its process.
+  int ctors = 0, calls = 0;
+  for (const auto& a : actor_calls) {
+    EXPECT_EQ(a.at("status"), "ok") << a.dump();
+    EXPECT_GT(a.at("exec").get<long>(), 0);
+    EXPECT_GE(a.at("start").get<std::int64_t>(), before_us);
+    (a.at("ctor").get<bool>() ? ctors : calls) += 1;
+    if (!a.at("ctor").get<bool>()) EXPECT_NE(a.at("fn").get<std::string>().find("add"), std::string::npos) << a.dump();
+  }
+  EXPECT_EQ(ctors, 1);
+  EXPECT_EQ(calls, 3);
 
   // The killed agent: said hello, was declared lost, and a replacement said hello too.
   int victim_id = -1;
