@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -703,6 +704,106 @@ void Experiment::write_csv(const std::string& path) const {
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     throw Error("fibra::tune: cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+}
+
+void Experiment::write_trial_csvs(const std::string& storage) {
+  std::vector<std::vector<const ResultRow*>> of(trials_.size());
+  for (const auto& r : rows_) of.at(r.trial).push_back(&r);
+  csv_rows_written_.resize(trials_.size(), 0);
+  for (std::size_t t = 0; t < trials_.size(); ++t) {
+    if (of[t].size() == csv_rows_written_[t] || (of[t].empty() && csv_rows_written_[t] == 0)) continue;
+    std::set<std::string> names;
+    for (const ResultRow* r : of[t])
+      for (const auto& [k, v] : r->metrics) names.insert(k);
+    const auto folder = std::filesystem::path(storage) / "trials" / std::to_string(trials_[t].r.id);
+    std::error_code ec;
+    std::filesystem::create_directories(folder, ec);
+    const std::string path = (folder / "progress.csv").string(), tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp);
+      if (!out) throw Error("fibra::tune: cannot write '" + tmp + "'");
+      out << "iteration,wall_time";
+      for (const auto& k : names) out << "," << csv_field(metric_column(k));
+      out << "\n";
+      char buf[40];
+      for (const ResultRow* r : of[t]) {
+        std::snprintf(buf, sizeof buf, "%.6f", r->wall_time);
+        out << r->iteration << "," << buf;
+        for (const auto& k : names) {
+          out << ",";
+          if (auto it = r->metrics.find(k); it != r->metrics.end()) out << exact(it->second);
+        }
+        out << "\n";
+      }
+      if (!out.flush()) throw Error("fibra::tune: cannot write '" + tmp + "'");
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+      throw Error("fibra::tune: cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+    csv_rows_written_[t] = of[t].size();
+  }
+}
+
+std::string Experiment::status_table(std::size_t most) const {
+  std::set<std::string> keys;
+  for (const auto& t : trials_)
+    for (const auto& [k, v] : t.r.config.values()) keys.insert(k);
+  // Running first, then by the metric's best (best first), then by id.
+  std::vector<const Trial*> order;
+  for (const auto& t : trials_) order.push_back(&t);
+  std::stable_sort(order.begin(), order.end(), [&](const Trial* a, const Trial* b) {
+    const bool ra = a->r.status == TrialStatus::running, rb = b->r.status == TrialStatus::running;
+    if (ra != rb) return ra;
+    const bool na = std::isnan(a->r.best_metric), nb = std::isnan(b->r.best_metric);
+    if (na != nb) return nb;
+    if (!na && a->r.best_metric != b->r.best_metric) return better(a->r.best_metric, b->r.best_metric);
+    return a->r.id < b->r.id;
+  });
+  std::vector<double> last_time(trials_.size(), nan);
+  for (const auto& r : rows_) last_time.at(r.trial) = r.wall_time;
+  std::vector<std::string> head{"trial", "status"};
+  for (const auto& k : keys) head.push_back(k);
+  for (const char* h : {"iter", "last result (s)"}) head.emplace_back(h);
+  head.push_back(options_.metric + " (last)");
+  head.push_back(options_.metric + " (best)");
+  const auto number = [](double v) {
+    if (std::isnan(v)) return std::string("-");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return std::string(buf);
+  };
+  std::vector<std::vector<std::string>> rows;
+  for (std::size_t i = 0; i < order.size() && i < most; ++i) {
+    const TrialResult& r = order[i]->r;
+    std::vector<std::string> row{std::to_string(r.id), to_string(r.status)};
+    for (const auto& k : keys)
+      row.push_back(!r.config.contains(k)        ? std::string("-")
+                    : r.config.at(k).is_double() ? number(r.config.number(k))
+                                                 : r.config.at(k).str());
+    row.push_back(std::to_string(r.iterations));
+    row.push_back(number(last_time.at(static_cast<std::size_t>(order[i] - trials_.data()))));
+    row.push_back(number(r.last_metric));
+    row.push_back(number(r.best_metric));
+    rows.push_back(std::move(row));
+  }
+  std::vector<std::size_t> width(head.size());
+  for (std::size_t c = 0; c < head.size(); ++c) {
+    width[c] = head[c].size();
+    for (const auto& row : rows) width[c] = std::max(width[c], row[c].size());
+  }
+  const auto line = [&](const std::vector<std::string>& cells) {
+    std::string s = "|";
+    for (std::size_t c = 0; c < cells.size(); ++c)
+      s += " " + cells[c] + std::string(width[c] - cells[c].size(), ' ') + " |";
+    return s + "\n";
+  };
+  std::string rule = "+";
+  for (auto w : width) rule += std::string(w + 2, '-') + "+";
+  rule += "\n";
+  std::string text = "Trials: " + summary() + "\n" + rule + line(head) + rule;
+  for (const auto& row : rows) text += line(row);
+  text += rule;
+  if (order.size() > most) text += "... and " + std::to_string(order.size() - most) + " more trials\n";
+  return text;
 }
 
 ResultGrid Experiment::grid(const std::string& path) const {

@@ -65,6 +65,14 @@ class Experiment {
   hdf5_io::TableFile to_file(bool complete, double elapsed) const;
   /// results.csv: one line per row, with the trial's configuration.
   void write_csv(const std::string& path) const;
+  /// <storage>/trials/<id>/progress.csv for each trial whose rows changed since the last call:
+  /// its rows (iteration, wall_time, its metrics) as Ray Tune's progress.csv has them.
+  void write_trial_csvs(const std::string& storage);
+  /// The trials as a table, as Ray Tune's status table shows them: a line of counts and the best,
+  /// then a row per trial (id, status, configuration, iterations, time of its last result, the
+  /// metric's last and best), running trials first, then the best; at most `most` rows, and how
+  /// many more.
+  std::string status_table(std::size_t most = 20) const;
 
   ResultGrid grid(const std::string& path) const;
   bool finished() const { return ended_ == trials_.size(); }
@@ -110,6 +118,7 @@ class Experiment {
   std::size_t ended_ = 0;
   bool metric_checked_ = false;  // a result had RunOptions::metric (or rows were resumed)
   double elapsed_before_ = 0;
+  std::vector<std::size_t> csv_rows_written_;  // by trial: its rows in its progress.csv (write_trial_csvs)
 };
 
 }  // namespace fibra::tune::detail

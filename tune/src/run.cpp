@@ -425,12 +425,18 @@ class Runner {
     if (path_.empty()) return;
     hdf5_io::write_table_file(path_, experiment_.to_file(complete && experiment_.finished(), elapsed()));
     experiment_.write_csv((std::filesystem::path(options_.storage) / "results.csv").string());
+    experiment_.write_trial_csvs(options_.storage);
   }
 
+  // The trials' table (Experiment::status_table) under a line of the time and results, written
+  // whole at once so that no other line lands inside it.
   void progress_line(bool last) {
     if (!(options_.progress_interval_s > 0) || !fibra::detail::progress_wanted()) return;
-    std::fprintf(stderr, "fibra::tune [%.1f s%s]: %s | %zu results\n", elapsed(), last ? ", finished" : "",
-                 experiment_.summary().c_str(), experiment_.rows());
+    char head[96];
+    std::snprintf(head, sizeof head, "fibra::tune [%.1f s%s]: %zu results\n", elapsed(), last ? ", finished" : "",
+                  experiment_.rows());
+    const std::string text = head + experiment_.status_table();
+    std::fwrite(text.data(), 1, text.size(), stderr);
   }
 
   std::string trainable_;

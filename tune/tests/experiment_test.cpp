@@ -7,6 +7,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "experiment.hpp"
 #include "fibra/error.hpp"
@@ -350,6 +354,63 @@ TEST_F(ExperimentTest, H5pyAndPandasReadBothTables) {
             "[0, 1] ['done', 'running'] [2, 1] [2.0, 9.0] [0.5, 0.25] ['adam', 'adam']\n"
             "[0, 0, 1] [1, 2, 1] [3.0, 2.0, 9.0] [0.5, 0.75, -1.0]\n"
             "3 ['trial', 'iteration', 'wall_time', 'acc', 'done', 'loss', 'config.lr', 'config.opt']\n");
+}
+
+std::string file_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The cells of the status table's rows ("| a | b |"), trimmed, the header's first.
+std::vector<std::vector<std::string>> table_rows(const std::string& table) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| ", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::istringstream parts(line.substr(1));
+    for (std::string cell; std::getline(parts, cell, '|');) {
+      const auto a = cell.find_first_not_of(' '), b = cell.find_last_not_of(' ');
+      cells.push_back(a == std::string::npos ? "" : cell.substr(a, b - a + 1));
+    }
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+// Issue 49, item 6: a progress.csv per trial (its rows, its own metrics, written again only when it
+// has new rows) and the status table (a row per trial, running first, then by the best metric).
+TEST_F(ExperimentTest, EachTrialHasItsCsvAndARowInTheStatusTable) {
+  Experiment ex("T", Space{{"lr", grid({0.5, 0.25})}}, RunOptions{.metric = "loss", .mode = Mode::min});
+  ex.start_next();
+  ex.start_next();
+  ex.on_result(0, {{"loss", 3.0}, {"acc", 0.5}}, 1.0);
+  ex.on_result(0, {{"loss", 2.0}}, 2.0);
+  ex.on_result(1, {{"loss", 1.5}}, 1.5);
+  ex.write_trial_csvs(dir_.string());
+  EXPECT_EQ(file_text(dir_ / "trials/0/progress.csv"),
+            "iteration,wall_time,acc,loss\n1,1.000000,0.5,3\n2,2.000000,,2\n");
+  EXPECT_EQ(file_text(dir_ / "trials/1/progress.csv"), "iteration,wall_time,loss\n1,1.500000,1.5\n");
+  std::filesystem::remove(dir_ / "trials/1/progress.csv");
+  ex.on_result(0, {{"loss", 1.0}}, 3.0);
+  ex.write_trial_csvs(dir_.string());
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "trials/1/progress.csv")) << "a trial without new rows was written again";
+  EXPECT_EQ(file_text(dir_ / "trials/0/progress.csv"),
+            "iteration,wall_time,acc,loss\n1,1.000000,0.5,3\n2,2.000000,,2\n3,3.000000,,1\n");
+
+  const std::string table = ex.status_table();
+  EXPECT_EQ(table.rfind("Trials: 2 running, 0 pending", 0), 0u) << table;
+  const auto rows = table_rows(table);
+  ASSERT_EQ(rows.size(), 3u) << table;
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"trial", "status", "lr", "iter", "last result (s)", "loss (last)",
+                                               "loss (best)"}));
+  EXPECT_EQ(rows[1], (std::vector<std::string>{"0", "running", "0.5", "3", "3", "1", "1"}));
+  EXPECT_EQ(rows[2], (std::vector<std::string>{"1", "running", "0.25", "1", "1.5", "1.5", "1.5"}));
+  const std::string short_table = ex.status_table(1);
+  EXPECT_EQ(table_rows(short_table).size(), 2u) << short_table;
+  EXPECT_NE(short_table.find("... and 1 more trials"), std::string::npos) << short_table;
 }
 
 }  // namespace

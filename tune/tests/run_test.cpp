@@ -596,6 +596,26 @@ TEST(TuneRun, ProgressLinesAreWholeWhenRedirected) {
     tune_lines += at == 0;
   }
   EXPECT_GE(tune_lines, 2) << text;
+  // The last table (issue 49, item 6): each trial done after its 100 iterations, the best first.
+  const auto last = text.rfind(", finished]");
+  ASSERT_NE(last, std::string::npos) << text;
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream table(text.substr(last));
+  for (std::string line; std::getline(table, line);) {
+    if (line.rfind("| ", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::istringstream parts(line.substr(1));
+    for (std::string cell; std::getline(parts, cell, '|');) {
+      const auto a = cell.find_first_not_of(' '), b = cell.find_last_not_of(' ');
+      cells.push_back(a == std::string::npos ? "" : cell.substr(a, b - a + 1));
+    }
+    if (cells.size() == 7) cells.erase(cells.begin() + 4);  // the time of the last result: not known here
+    rows.push_back(cells);
+  }
+  ASSERT_EQ(rows.size(), 3u) << text.substr(last);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"trial", "status", "start", "iter", "score (last)", "score (best)"}));
+  EXPECT_EQ(rows[1], (std::vector<std::string>{"1", "done", "100", "100", "200", "200"}));
+  EXPECT_EQ(rows[2], (std::vector<std::string>{"0", "done", "0", "100", "100", "100"}));
   std::filesystem::remove_all(dir);
 }
 
