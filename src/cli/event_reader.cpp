@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -218,6 +220,34 @@ EventLogRecord read_event_log(const std::string& path) {
     throw std::runtime_error(f.file() + " holds no fibra event log (no `log` event in its " +
                              std::to_string(log.lines) + " lines)");
   return log;
+}
+
+EventLogRecord read_event_log_or_exit(const std::string& path, const char* command) {
+  try {
+    return read_event_log(path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fibra %s: %s\n", command, e.what());
+    std::exit(1);
+  }
+}
+
+void write_or_exit(const std::string& path, const std::string& text, const char* command) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "fibra %s: cannot write %s\n", command, path.c_str());
+    std::exit(1);
+  }
+}
+
+void warn_about(const EventLogRecord& log, const char* command) {
+  if (log.unreadable)
+    std::fprintf(stderr, "fibra %s: %zu line(s) of %zu did not parse (a driver killed as it wrote its last?)\n",
+                 command, log.unreadable, log.lines);
+  if (log.dropped)
+    std::fprintf(stderr, "fibra %s: the driver dropped %llu events (its log fell behind)\n", command,
+                 static_cast<unsigned long long>(log.dropped));
 }
 
 }  // namespace fibra::cli

@@ -88,6 +88,14 @@ struct EventLogRecord {
 /// @throws std::runtime_error naming the file if it cannot be read or holds no event log.
 EventLogRecord read_event_log(const std::string& path);
 
+/// For the commands that read a log: the log at `path`, or exit status 1 after "fibra <command>:
+/// <why>" on stderr.
+EventLogRecord read_event_log_or_exit(const std::string& path, const char* command);
+/// Writes `text` to `path`, or exits with status 1 after "fibra <command>: cannot write <path>".
+void write_or_exit(const std::string& path, const std::string& text, const char* command);
+/// Says on stderr what the log lacks: lines that did not parse, events the driver dropped.
+void warn_about(const EventLogRecord& log, const char* command);
+
 /// A log read as it grows (`fibra top`): each poll() reads the whole lines added since the last.
 class EventLogFollower {
  public:

@@ -335,26 +335,12 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("log", *log_path, "the event log: events.jsonl, or the folder that holds it")->required();
   cmd->add_option("-o,--output", *out_path, "where to write the page (default report.html)");
   cmd->callback([log_path, out_path] {
-    EventLogRecord log;
-    try {
-      log = read_event_log(*log_path);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "fibra report: %s\n", e.what());
-      std::exit(1);
-    }
+    const EventLogRecord log = read_event_log_or_exit(*log_path, "report");
     const std::string page = html_report(log);
-    std::ofstream out(*out_path, std::ios::binary | std::ios::trunc);
-    out << page;
-    out.close();
-    if (!out) {
-      std::fprintf(stderr, "fibra report: cannot write %s\n", out_path->c_str());
-      std::exit(1);
-    }
+    write_or_exit(*out_path, page, "report");
     std::printf("fibra report: %zu chunks, %zu workers -> %s (%zu bytes; it needs no network)\n", log.chunks.size(),
                 log.workers.size(), out_path->c_str(), page.size());
-    if (log.unreadable)
-      std::fprintf(stderr, "fibra report: %zu line(s) of %zu did not parse (a driver killed as it wrote its last?)\n",
-                   log.unreadable, log.lines);
+    warn_about(log, "report");
   });
 }
 

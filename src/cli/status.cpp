@@ -148,15 +148,8 @@ void add_status_commands(CLI::App& app) {
   auto* status = app.add_subcommand("status", "print a run's state from its event log (PoolOptions::events)");
   auto run = std::make_shared<std::string>();
   status->add_option("run", *run, "the event log's folder, or its events.jsonl")->required();
-  status->callback([run] {
-    try {
-      const auto log = read_event_log(*run);
-      std::fputs(status_text(log, wall_us()).c_str(), stdout);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "fibra status: %s\n", e.what());
-      std::exit(1);
-    }
-  });
+  status->callback(
+      [run] { std::fputs(status_text(read_event_log_or_exit(*run, "status"), wall_us()).c_str(), stdout); });
 
   auto* top = app.add_subcommand("top", "redraw a run's state from its event log until the run ends");
   auto top_run = std::make_shared<std::string>();

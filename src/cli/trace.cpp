@@ -290,21 +290,8 @@ void add_trace_command(CLI::App& app) {
   cmd->add_option("log", *log_path, "the event log: events.jsonl, or the folder that holds it")->required();
   cmd->add_option("-o,--output", *out_path, "where to write the trace (default trace.json)");
   cmd->callback([log_path, out_path] {
-    EventLogRecord log;
-    try {
-      log = read_event_log(*log_path);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "fibra trace: %s\n", e.what());
-      std::exit(1);
-    }
-    const std::string text = chrome_trace(log);
-    std::ofstream out(*out_path, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) {
-      std::fprintf(stderr, "fibra trace: cannot write %s\n", out_path->c_str());
-      std::exit(1);
-    }
+    const EventLogRecord log = read_event_log_or_exit(*log_path, "trace");
+    write_or_exit(*out_path, chrome_trace(log), "trace");
     std::size_t attempts = 0, failed = 0;
     for (const auto& c : log.chunks)
       for (const auto& a : c.attempts) {
@@ -315,12 +302,7 @@ void add_trace_command(CLI::App& app) {
         "fibra trace: %zu chunks, %zu attempts (%zu failed), %zu workers -> %s (open it in "
         "https://ui.perfetto.dev or chrome://tracing)\n",
         log.chunks.size(), attempts, failed, log.workers.size(), out_path->c_str());
-    if (log.unreadable)
-      std::fprintf(stderr, "fibra trace: %zu line(s) of %zu did not parse (a driver killed as it wrote its last?)\n",
-                   log.unreadable, log.lines);
-    if (log.dropped)
-      std::fprintf(stderr, "fibra trace: the driver dropped %llu events (its log fell behind)\n",
-                   static_cast<unsigned long long>(log.dropped));
+    warn_about(log, "trace");
   });
 }
 

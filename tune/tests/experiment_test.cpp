@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "experiment.hpp"
+#include "status_table.hpp"
 #include "fibra/error.hpp"
 #include "fibra/hdf5_io/tables.hpp"
 
@@ -363,23 +364,6 @@ std::string file_text(const std::filesystem::path& p) {
   return s.str();
 }
 
-// The cells of the status table's rows ("| a | b |"), trimmed, the header's first.
-std::vector<std::vector<std::string>> table_rows(const std::string& table) {
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream lines(table);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("| ", 0) != 0) continue;
-    std::vector<std::string> cells;
-    std::istringstream parts(line.substr(1));
-    for (std::string cell; std::getline(parts, cell, '|');) {
-      const auto a = cell.find_first_not_of(' '), b = cell.find_last_not_of(' ');
-      cells.push_back(a == std::string::npos ? "" : cell.substr(a, b - a + 1));
-    }
-    rows.push_back(cells);
-  }
-  return rows;
-}
-
 // Issue 49, item 6: a progress.csv per trial (its rows, its own metrics, written again only when it
 // has new rows) and the status table (a row per trial, running first, then by the best metric).
 TEST_F(ExperimentTest, EachTrialHasItsCsvAndARowInTheStatusTable) {
@@ -402,14 +386,14 @@ TEST_F(ExperimentTest, EachTrialHasItsCsvAndARowInTheStatusTable) {
 
   const std::string table = ex.status_table();
   EXPECT_EQ(table.rfind("Trials: 2 running, 0 pending", 0), 0u) << table;
-  const auto rows = table_rows(table);
+  const auto rows = test::table_rows(table);
   ASSERT_EQ(rows.size(), 3u) << table;
   EXPECT_EQ(rows[0], (std::vector<std::string>{"trial", "status", "lr", "iter", "last result (s)", "loss (last)",
                                                "loss (best)"}));
   EXPECT_EQ(rows[1], (std::vector<std::string>{"0", "running", "0.5", "3", "3", "1", "1"}));
   EXPECT_EQ(rows[2], (std::vector<std::string>{"1", "running", "0.25", "1", "1.5", "1.5", "1.5"}));
   const std::string short_table = ex.status_table(1);
-  EXPECT_EQ(table_rows(short_table).size(), 2u) << short_table;
+  EXPECT_EQ(test::table_rows(short_table).size(), 2u) << short_table;
   EXPECT_NE(short_table.find("... and 1 more trials"), std::string::npos) << short_table;
 }
 

@@ -24,6 +24,8 @@
 #include <sstream>
 #include <thread>
 
+#include "status_table.hpp"
+
 namespace tune = fibra::tune;
 
 namespace {
@@ -599,19 +601,9 @@ TEST(TuneRun, ProgressLinesAreWholeWhenRedirected) {
   // The last table (issue 49, item 6): each trial done after its 100 iterations, the best first.
   const auto last = text.rfind(", finished]");
   ASSERT_NE(last, std::string::npos) << text;
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream table(text.substr(last));
-  for (std::string line; std::getline(table, line);) {
-    if (line.rfind("| ", 0) != 0) continue;
-    std::vector<std::string> cells;
-    std::istringstream parts(line.substr(1));
-    for (std::string cell; std::getline(parts, cell, '|');) {
-      const auto a = cell.find_first_not_of(' '), b = cell.find_last_not_of(' ');
-      cells.push_back(a == std::string::npos ? "" : cell.substr(a, b - a + 1));
-    }
+  auto rows = fibra::tune::test::table_rows(text.substr(last));
+  for (auto& cells : rows)
     if (cells.size() == 7) cells.erase(cells.begin() + 4);  // the time of the last result: not known here
-    rows.push_back(cells);
-  }
   ASSERT_EQ(rows.size(), 3u) << text.substr(last);
   EXPECT_EQ(rows[0], (std::vector<std::string>{"trial", "status", "start", "iter", "score (last)", "score (best)"}));
   EXPECT_EQ(rows[1], (std::vector<std::string>{"1", "done", "100", "100", "200", "200"}));
