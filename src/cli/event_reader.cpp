@@ -69,6 +69,8 @@ class Reader {
       a.run = field<std::int64_t>(e, "run");
       a.reported = t;
       log_.actor_calls.push_back(std::move(a));
+    } else if (ev == "left") {
+      worker(seg, pool, field<int>(e, "worker")).left = t;
     } else if (ev == "lost") {
       WorkerRecord& w = worker(seg, pool, field<int>(e, "worker"));
       w.lost = t;

@@ -44,6 +44,7 @@ struct WorkerRecord {
   std::string host;
   std::int64_t pid = 0;
   std::int64_t started = 0, lost = 0;  ///< 0: not lost
+  std::int64_t left = 0;               ///< when it said goodbye (retired, or the pool's end); 0: it did not
   std::string why;                     ///< why it was lost
 };
 

@@ -101,7 +101,7 @@ class Report {
         if (a.sent == 0 || a.outcome == "requeued") continue;
         ++attempts_;
         const int row = rows.at({c.segment, c.pool, a.worker, a.exec});
-        std::int64_t start = a.start, end = a.start + a.run;
+        std::int64_t start = std::max(a.start, base_), end = std::max(a.start + a.run, start);
         if (a.start == 0) {  // timed by the driver: from its sending to its report or end
           start = a.sent;
           end = a.reported ? a.reported : a.ended ? a.ended : log_.last;
@@ -129,8 +129,8 @@ class Report {
     int now = 0;
     std::size_t bin = 0;
     for (const auto& [t, d] : busy) {
-      const auto at = std::min<std::size_t>(busy_points - 1,
-                                            static_cast<std::size_t>(ms(t) / std::max(span_ms_, 1e-3) * busy_points));
+      const auto at = std::min<std::size_t>(
+          busy_points - 1, static_cast<std::size_t>(std::max(0.0, ms(t)) / std::max(span_ms_, 1e-3) * busy_points));
       for (; bin < at; ++bin) peak[bin + 1] = std::max(peak[bin + 1], now);
       now += d;
       peak[at] = std::max(peak[at], now);

@@ -114,8 +114,16 @@ std::string status_text(const EventLogRecord& log, std::int64_t now_us) {
                       done, failed, running, waiting, retried);
   text += fmt::format("items      {} of {} queued done ({:.1f}%)\n", items_done, items,
                       items ? 100.0 * double(items_done) / double(items) : 100.0);
+  // The last 10 s to now while the run lives (a stalled run's rate falls), else to its last event.
+  const std::int64_t until = live ? std::max(now_us, log.last) : log.last;
+  if (live) {
+    recent = 0;
+    for (const auto& c : log.chunks)
+      if (c.segment == segment && state_of(c) == State::done && c.attempts.back().ended > until - rate_window_us)
+        recent += c.count;
+  }
   const double window_s =
-      double(std::min<std::int64_t>(rate_window_us, log.last - (first_done ? first_done : log.last))) / 1e6;
+      double(std::min<std::int64_t>(rate_window_us, until - (first_done ? first_done : until))) / 1e6;
   if (recent > 0 && window_s > 0) {
     const double rate = double(recent) / window_s;
     text += fmt::format("rate       {:.1f} items/s over the last {:.1f} s", rate, window_s);
@@ -133,6 +141,7 @@ std::string status_text(const EventLogRecord& log, std::int64_t now_us) {
       ++lost;
       continue;
     }
+    if (w.left) continue;  // retired (resize, max_tasks_per_child), or the pool ended
     ++agents;
     alive[w.host] += w.executors;
   }

@@ -90,8 +90,7 @@ class TraceWriter {
     const int driver = driver_pid(c.segment);
     const std::string items =
         c.count == 1 ? std::to_string(c.first) : fmt::format("{}..{}", c.first, c.first + c.count - 1);
-    // The submission: a point on the driver's thread that every run's flow starts from.
-    const std::uint64_t flow = ++next_flow_;
+    // The submission: a point on the driver's thread that each run's flow starts from.
     slices_.push_back({driver,
                        1,
                        us(c.queued),
@@ -100,7 +99,6 @@ class TraceWriter {
                        "submit",
                        fmt::format(R"("chunk":{},"call":{},"items":"{}")", c.chunk, c.call, items),
                        {}});
-    bool flow_started = false;
     for (const auto& a : c.attempts) {
       if (a.sent == 0 || a.outcome == "requeued") continue;  // never sent, or taken back before it ran
       // The wait in the queue (async: waits overlap).
@@ -125,10 +123,12 @@ class TraceWriter {
       const std::string outcome = a.outcome.empty() ? "unfinished" : a.outcome;
       x.args = fmt::format(R"("segment":{},"pool":{},"chunk":{},"call":{},"attempt":{},"items":"{}","outcome":"{}")",
                            c.segment, c.pool, c.chunk, c.call, a.attempt, items, outcome);
-      if (!a.status.empty()) x.args += R"(,"status":")" + a.status + "\"";
+      if (!a.status.empty()) x.args += ",\"status\":" + json_string(a.status);
       if (!a.error.empty()) x.args += ",\"error\":" + json_string(a.error);
+      const std::uint64_t flow = ++next_flow_;
       x.flows_in.push_back(flow);
-      flow_started = true;
+      out_.push_back(fmt::format(R"({{"name":"run","cat":"flow","ph":"s","id":{},"ts":{},"pid":{},"tid":1}})", flow,
+                                 us(c.queued), driver));
       slices_.push_back(std::move(x));
       if (a.start > 0) {
         busy_.push_back({a.start, +1});
@@ -136,9 +136,6 @@ class TraceWriter {
       }
       if (a.outcome == "done") results_.push_back(a.ended);
     }
-    if (flow_started)
-      out_.push_back(fmt::format(R"({{"name":"run","cat":"flow","ph":"s","id":{},"ts":{},"pid":{},"tid":1}})", flow,
-                                 us(c.queued), driver));
     // Queued chunks over time: in at each wait's start, out at each sending.
     for (const auto& a : c.attempts) {
       if (a.sent == 0) continue;
@@ -169,8 +166,8 @@ class TraceWriter {
       const std::string id = fmt::format("\"a.{}.{}.{}\"", a.segment, a.pool, ++n);
       const std::string name = json_string(a.ctor ? a.fn + " (constructor)" : a.fn);
       out_.push_back(fmt::format(
-          R"({{"name":{},"cat":"actor","ph":"b","id":{},"ts":{},"pid":{},"tid":{},"args":{{"actor":{},"status":"{}"}}}})",
-          name, id, us(a.start), pid, a.exec, a.actor, a.status));
+          R"({{"name":{},"cat":"actor","ph":"b","id":{},"ts":{},"pid":{},"tid":{},"args":{{"actor":{},"status":{}}}}})",
+          name, id, us(a.start), pid, a.exec, a.actor, json_string(a.status)));
       out_.push_back(fmt::format(R"({{"name":{},"cat":"actor","ph":"e","id":{},"ts":{},"pid":{},"tid":{}}})", name, id,
                                  us(a.start + a.run), pid, a.exec));
     }
@@ -182,6 +179,8 @@ class TraceWriter {
       if (w.started)
         out_.push_back(
             fmt::format(R"({{"name":"started","ph":"i","s":"p","ts":{},"pid":{},"tid":0}})", us(w.started), pid));
+      if (w.left)
+        out_.push_back(fmt::format(R"({{"name":"left","ph":"i","s":"p","ts":{},"pid":{},"tid":0}})", us(w.left), pid));
       if (w.lost)
         out_.push_back(fmt::format(R"({{"name":"lost","ph":"i","s":"p","ts":{},"pid":{},"tid":0,"args":{{"why":{}}}}})",
                                    us(w.lost), pid, json_string(w.why)));
@@ -205,29 +204,42 @@ class TraceWriter {
     counter("queued chunks", "queued", queued_, driver);
     counter("busy executors", "busy", busy_, driver);
     std::sort(results_.begin(), results_.end());  // results a second, per whole second of the run
-    std::map<std::int64_t, long> per_second;
-    for (auto t : results_) ++per_second[us(t) / 1'000'000];
-    for (auto [second, n] : per_second)
+    std::vector<long> per_second;                 // every second of the run, those without a result too
+    for (auto t : results_) {
+      const auto second = static_cast<std::size_t>(us(t) / 1'000'000);
+      if (per_second.size() <= second) per_second.resize(second + 1, 0);
+      ++per_second[second];
+    }
+    for (std::size_t second = 0; second < per_second.size(); ++second)
       out_.push_back(fmt::format(R"({{"name":"results/s","ph":"C","ts":{},"pid":{},"tid":0,"args":{{"results":{}}}}})",
-                                 second * 1'000'000, driver, n));
+                                 std::int64_t(second) * 1'000'000, driver, per_second[second]));
   }
 
-  // Slices on one thread must nest: sorted by start, each one that would begin inside the one
-  // before and end past it starts where that one ends instead.
+  // Slices on one thread must nest: each inside the one it starts in, or after it. One that would
+  // overlap another without nesting (runs of one executor on two threads at once, or an attempt
+  // timed by the driver's clock against one timed by the executor's) goes to a thread of the
+  // same executor's of its own, numbered overlap_tid apart, rather than be moved or cut.
+  static constexpr std::int64_t overlap_tid = 10'000'000;
   void nest() {
     std::stable_sort(slices_.begin(), slices_.end(), [](const Slice& a, const Slice& b) {
-      return std::tie(a.pid, a.tid, a.ts) < std::tie(b.pid, b.tid, b.ts);
+      return std::tie(a.pid, a.tid, a.ts) < std::tie(b.pid, b.tid, b.ts) ||
+             (std::tie(a.pid, a.tid, a.ts) == std::tie(b.pid, b.tid, b.ts) && a.dur > b.dur);
     });
-    for (std::size_t i = 1; i < slices_.size(); ++i) {
+    std::vector<std::vector<std::int64_t>> lanes;  // each: the ends of the slices it is inside of
+    for (std::size_t i = 0; i < slices_.size(); ++i) {
       Slice& x = slices_[i];
-      const Slice& prev = slices_[i - 1];
-      if (prev.pid != x.pid || prev.tid != x.tid) continue;
-      const std::int64_t prev_end = prev.ts + prev.dur;
-      if (x.ts < prev_end) {
-        const std::int64_t end = x.ts + x.dur;
-        x.ts = prev_end;
-        x.dur = std::max<std::int64_t>(0, end - prev_end);
+      if (i == 0 || slices_[i - 1].pid != x.pid || slices_[i - 1].tid % overlap_tid != x.tid % overlap_tid)
+        lanes.clear();
+      const std::int64_t end = x.ts + x.dur;
+      std::size_t k = 0;
+      for (; k < lanes.size(); ++k) {
+        auto& stack = lanes[k];
+        while (!stack.empty() && stack.back() <= x.ts) stack.pop_back();
+        if (stack.empty() || end <= stack.back()) break;
       }
+      if (k == lanes.size()) lanes.emplace_back();
+      lanes[k].push_back(end);
+      x.tid += static_cast<std::int64_t>(k) * overlap_tid;
     }
   }
 
@@ -254,9 +266,12 @@ class TraceWriter {
     std::map<std::pair<int, std::int64_t>, bool> threads;
     for (const auto& x : slices_)
       if (x.cat == "attempt") threads[{x.pid, x.tid}] = true;
-    for (const auto& [track, _] : threads)
-      meta("thread_name", track.first, track.second,
-           track.second ? fmt::format("executor {}", track.second) : std::string("no executor reported (lost)"));
+    for (const auto& [track, _] : threads) {
+      const std::int64_t exec = track.second % overlap_tid, lane = track.second / overlap_tid;
+      std::string name = exec ? fmt::format("executor {}", exec) : std::string("no executor reported (lost)");
+      if (lane > 0) name += fmt::format(" (overlapping runs, {})", lane);
+      meta("thread_name", track.first, track.second, name);
+    }
   }
 
   void meta(const char* what, int pid, std::int64_t tid, const std::string& name, int sort_index = 0) {

@@ -2,8 +2,10 @@
 #include "driver/event_log.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -41,7 +43,7 @@ std::string program_name() {
 std::size_t utf8_length(std::string_view s) {
   const auto b = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
   const unsigned char c = b(0);
-  const std::size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
+  const std::size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
   if (n == 0 || s.size() < n) return 0;
   for (std::size_t i = 1; i < n; ++i)
     if ((b(i) & 0xC0) != 0x80) return 0;
@@ -64,7 +66,10 @@ struct EventLog::Impl {
   std::string waiting;        // under mu: lines not yet written
   std::uint64_t dropped = 0;  // under mu: events not kept since the last `dropped` event
   bool stopping = false;      // under mu
-  bool write_failed = false;  // the writer's: said once
+  // Held from taking a batch to its end in the file, so that batches are written in order (the
+  // writer's and flush()'s). Taken before mu, never after it.
+  std::mutex write_mu;
+  std::atomic<bool> failed{false};  // a write failed: said once, and nothing more is kept
   std::thread writer;
 
   // Writes `text` whole (a short write is continued); false if the file refuses it.
@@ -78,32 +83,40 @@ struct EventLog::Impl {
     return true;
   }
 
-  void write_out(std::string& batch) {
-    if (batch.empty() || write_failed) return;
-    if (!write_all(batch)) {
-      write_failed = true;
-      log::warning("fibra: the event log {} could not be written ({}); events from now on are not kept", path,
-                   std::strerror(errno));
-    }
-    batch.clear();
-  }
-
-  void run() {
-    std::string batch;
-    std::unique_lock lk(mu);
-    for (;;) {
-      cv.wait_for(lk, write_every, [&] { return stopping; });
+  // Takes what waits and writes it (under write_mu). Returns whether the log is stopping.
+  bool write_waiting(std::string& batch) {
+    std::lock_guard wl(write_mu);
+    bool last = false;
+    {
+      std::lock_guard lk(mu);
       if (dropped > 0) {  // said where it happened, in the order of the log
         waiting += "{\"ev\":\"dropped\",\"t\":" + std::to_string(event_time_us()) +
                    ",\"count\":" + std::to_string(dropped) + "}\n";
         dropped = 0;
       }
       batch.swap(waiting);
-      const bool last = stopping;
-      lk.unlock();
-      write_out(batch);
-      lk.lock();
-      if (last && waiting.empty()) return;
+      last = stopping;
+    }
+    if (!batch.empty() && !failed.load() && !write_all(batch)) {
+      failed.store(true);
+      log::warning("fibra: the event log {} could not be written ({}); it keeps no event from now on", path,
+                   std::strerror(errno));
+    }
+    batch.clear();
+    return last;
+  }
+
+  void run() {
+    std::string batch;
+    for (;;) {
+      {
+        std::unique_lock lk(mu);
+        cv.wait_for(lk, write_every, [&] { return stopping; });
+      }
+      if (write_waiting(batch)) {
+        std::lock_guard lk(mu);
+        if (waiting.empty()) return;
+      }
     }
   }
 };
@@ -112,12 +125,14 @@ EventLog::EventLog(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 std::shared_ptr<EventLog> EventLog::open(const std::string& folder) {
   static std::mutex mu;
-  static std::map<std::string, std::weak_ptr<EventLog>> open_logs;  // by folder, as named
+  static std::map<std::string, std::weak_ptr<EventLog>> open_logs;  // by the folder's canonical path
   std::lock_guard lk(mu);
-  if (auto it = open_logs.find(folder); it != open_logs.end())
-    if (auto log = it->second.lock()) return log;
   std::error_code ec;
   std::filesystem::create_directories(folder, ec);
+  std::error_code canon_ec;
+  const std::string key = std::filesystem::weakly_canonical(std::filesystem::absolute(folder), canon_ec).string();
+  if (auto it = open_logs.find(key); it != open_logs.end())
+    if (auto log = it->second.lock()) return log;
   auto impl = std::make_unique<Impl>();
   impl->path = (std::filesystem::path(folder) / "events.jsonl").string();
   impl->fd.reset(::open(impl->path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
@@ -125,11 +140,16 @@ std::shared_ptr<EventLog> EventLog::open(const std::string& folder) {
     throw ConfigError("fibra: the event log " + impl->path + " cannot be written (" + std::strerror(errno) +
                       (ec ? ", and its folder could not be made: " + ec.message() : std::string()) +
                       "); name a folder you can write (PoolOptions::events or FIBRA_EVENTS)");
+  // One writer at a time: two runs appending to one log would interleave their events. (A run
+  // that follows another, a requeued job's, finds the lock free once the first has ended.)
+  if (::flock(impl->fd.get(), LOCK_EX | LOCK_NB) != 0)
+    throw ConfigError("fibra: another process is writing the event log " + impl->path +
+                      " (two runs with one folder): give each run its own (PoolOptions::events or FIBRA_EVENTS)");
   std::shared_ptr<EventLog> log(new EventLog(std::move(impl)));
   log->add("log", ",\"version\":" + std::to_string(format_version) + ",\"pid\":" + std::to_string(::getpid()) +
                       ",\"host\":" + quoted(host_name()) + ",\"program\":" + quoted(program_name()));
   log->impl_->writer = std::thread([raw = log->impl_.get()] { raw->run(); });
-  open_logs[folder] = log;
+  open_logs[key] = log;
   return log;
 }
 
@@ -143,7 +163,13 @@ EventLog::~EventLog() {
   if (impl_->writer.joinable()) impl_->writer.join();
 }
 
+void EventLog::flush() {
+  std::string batch;
+  impl_->write_waiting(batch);
+}
+
 void EventLog::add(std::string_view ev, std::string_view fields) {
+  if (impl_->failed.load(std::memory_order_relaxed)) return;
   const std::int64_t t = event_time_us();
   std::lock_guard lk(impl_->mu);
   if (impl_->waiting.size() > most_waiting) {

@@ -6,7 +6,8 @@
 // that adding one never waits for the disk, and a driver killed by SIGKILL leaves every event but
 // those of its last fraction of a second, in whole lines but perhaps the last. Nothing is dropped
 // silently: past 64 MiB waiting to be written, events are counted instead, and a `dropped` event
-// says how many.
+// says how many; a file that refuses a write (a full disk) is said once, as a warning, and the log
+// keeps nothing more. One process writes a log at a time (a lock on the file).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,9 @@ class EventLog {
   ~EventLog();  ///< writes what is buffered, then an `end` event
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
+
+  /// Writes what is buffered now (a pool that stops: a program may end by _Exit after it).
+  void flush();
 
   /// Appends `{"ev":"<ev>","t":<now>` then `fields` (`,"pool":3,...`: members already encoded,
   /// each with its leading comma) and `}`. `t` is microseconds since the Unix epoch.

@@ -449,6 +449,7 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
       {
         std::lock_guard lk(mu_);
         set_state(w, Worker::State::gone);
+        if (events_) note_left(w);
         stopping = stopping_;
       }
       // A worker retired by resize() frees its side of the connection right after its bye and
@@ -565,7 +566,7 @@ void PoolImpl::send(Worker& w, int tag, mpi::Pieces data) {
 void PoolImpl::fail_all(const std::exception_ptr& e) {
   fail_inbox(e);  // (closed by now: nothing comes in after)
   for (auto& c : sched_.take_all()) {
-    if (events_) note_outcome("abandoned", c->id, c->attempt);
+    if (events_) note_unsent_or_in_flight("abandoned", *c);
     c->job->deliver({c->first, c->count, {}, e, {}});
   }
   fail_actors(e);
@@ -598,7 +599,7 @@ void PoolImpl::stop() {
   // Nothing answers once the communication thread is gone: what is left fails rather than waits
   // (join() and terminate() leave nothing queued; this is the net under them).
   fail_all(std::make_exception_ptr(PoolClosed("fibra: the pool " + closed_reason_ + " before this call finished")));
-  if (events_) events_->add("pool_end", ",\"pool\":" + std::to_string(uid_));
+  if (events_) note_pool_end();
 }
 
 std::shared_ptr<PoolCore> start_pool(const PoolSettings& settings) {

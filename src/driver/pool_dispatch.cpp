@@ -31,7 +31,7 @@ bool PoolImpl::cancel(const std::shared_ptr<JobState>& job, bool force) {
     if (take_inbox()) kick();  // it may wait there (and the others taken with it, for the next dispatch)
     bool any = false;
     for (auto& c : sched_.take_pending_of(job.get())) {
-      if (events_) note_outcome("cancelled", c->id, c->attempt);
+      if (events_) note_unsent_or_in_flight("cancelled", *c);
       c->job->deliver({c->first, c->count, {}, cancelled_error(*c->job, "before it started"), {}});
       any = true;
     }
@@ -88,7 +88,7 @@ bool PoolImpl::take_back_unstarted(const std::shared_ptr<JobState>& job) {
   }
   bool any = false;
   for (auto& c : sched_.take_pending_of(job.get())) {
-    if (events_) note_outcome("cancelled", c->id, c->attempt);
+    if (events_) note_unsent_or_in_flight("cancelled", *c);
     c->job->deliver({c->first, c->count, {}, cancelled_error(*c->job, "before it started"), {}});
     any = true;
   }
@@ -209,6 +209,8 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
       }
     }
     // Chunks of cancelled calls are dropped by take_batch: join() may be waiting for that.
+    for (const auto& [id, attempt] : sched_.take_dropped())
+      if (events_) note_outcome("cancelled", id, attempt);
     if (sched_.idle()) state_cv_.notify_all();
   }
   std::uint64_t shared = 0;
@@ -277,8 +279,10 @@ void PoolImpl::requeue_or_cancel(std::uint64_t chunk, std::uint32_t attempt) {
     return;
   }
   std::unique_ptr<Chunk> out;
-  if (sched_.fail(chunk, attempt, "cancelled", nullptr, false, out) == Failed::exhausted && out)
+  if (sched_.fail(chunk, attempt, "cancelled", nullptr, false, out) == Failed::exhausted && out) {
+    if (events_) note_outcome("cancelled", chunk, attempt);
     out->job->deliver({out->first, out->count, {}, cancelled_error(*out->job, "before it started"), {}});
+  }
 }
 
 // Whether the next chunk is short enough that queueing it behind a running batch pays: it hides

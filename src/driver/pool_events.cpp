@@ -125,6 +125,14 @@ void PoolImpl::note_actor_call(const ActorState& a, const ActorCall& call, const
        fn, call.ctor, w.id, exec_pid, h.start_us, h.run_ns / 1000, status_name(h.status));
 }
 
+void PoolImpl::note_left(const Worker& w) { emit(*events_, "left", R"(,"pool":{},"worker":{})", uid_, w.id); }
+
+// The pool has stopped: its last event, written now, since a program may end by _Exit after it.
+void PoolImpl::note_pool_end() {
+  emit(*events_, "pool_end", R"(,"pool":{})", uid_);
+  events_->flush();
+}
+
 void PoolImpl::note_lost(const Worker& w, const std::string& why) {
   emit(*events_, "lost", R"(,"pool":{},"worker":{},"why":{})", uid_, w.id, EventLog::quoted(why));
 }

@@ -45,6 +45,9 @@
 //  - freed_objects_: under freed_mu_ (a lock of its own: objects are freed on any thread, some of
 //    them holding mu_); Worker::objects: the communication thread's alone.
 //  - A call's outcomes go to its JobState, which has its own mutex; g_agents_in_slots is atomic.
+//  - events_ (the event log): set by start() before the pool is handed out, then only read; the
+//    log has a lock of its own, taken inside mu_ and never around a call into the pool.
+//    call_ids_, last_call_, call_ids_swept_at_ (call_id()): under mu_.
 #pragma once
 
 #include <algorithm>
@@ -730,8 +733,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   }
 
   // The event log (PoolOptions::events; src/driver/event_log.hpp), or nullptr: with it off, each
-  // event costs one branch. Set by start() before any call is submitted, then only read.
-  // The entries are written by pool_events.cpp, each under mu_ but note_pool's.
+  // event costs one branch. Its entries are written by pool_events.cpp, each under mu_ but
+  // note_pool's and note_spawn's (see the lock table above).
   std::shared_ptr<EventLog> events_;
   std::unordered_map<const JobState*, std::pair<std::weak_ptr<JobState>, std::uint64_t>> call_ids_;  // under mu_
   std::pair<std::weak_ptr<JobState>, std::uint64_t> last_call_;                                      // under mu_
@@ -746,6 +749,12 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   void note_failed(std::uint64_t chunk, std::uint32_t attempt, FailKind kind, bool retried, const std::string& error);
   void note_worker(const Worker& w);
   void note_lost(const Worker& w, const std::string& why);
+  void note_left(const Worker& w);
+  void note_pool_end();
+  // `ev` for a chunk that is ended while queued (the attempt it would have been) or in flight.
+  void note_unsent_or_in_flight(std::string_view ev, const Chunk& c) {
+    note_outcome(ev, c.id, c.worker >= 0 ? c.attempt : c.attempt + 1);
+  }
   void note_spawn(const std::vector<Worker*>& added, std::int64_t began_us);
   void note_actor_call(const ActorState& a, const ActorCall& call, const Worker& w, const wire::ResultView& r,
                        std::int64_t exec_pid);

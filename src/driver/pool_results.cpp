@@ -142,6 +142,7 @@ void PoolImpl::on_kept(Worker& w, const wire::ResultHeader& h, std::string_view 
     if (k.id != 0) queue_object_free(k.id);
     if (!c) {
       ++stats_.late_results_dropped;
+      if (events_) note_outcome("late", h.chunk, h.attempt);
       return;
     }
     RemoteSite site{c->job->name(), c->first, w.slot, w.host, static_cast<long>(exec_pid)};
@@ -193,6 +194,7 @@ void PoolImpl::on_partial(const Worker& w, const wire::ResultHeader& h, std::str
   const Chunk* c = sched_.find(h.chunk, h.attempt);
   if (!c) {
     ++stats_.late_results_dropped;
+    if (events_) note_outcome("late", h.chunk, h.attempt);
     return;
   }
   std::vector<ItemOutcomeError> errors;
@@ -205,8 +207,9 @@ void PoolImpl::on_partial(const Worker& w, const wire::ResultHeader& h, std::str
   }
   if (!errors.empty() && c->job->policy().retry_exceptions && c->failures.size() < c->job->policy().retries) {
     std::unique_ptr<Chunk> out;
-    sched_.fail(h.chunk, h.attempt, std::to_string(errors.size()) + " items raised, first: " + first_error,
-                errors.front().error, true, out);
+    const std::string what = std::to_string(errors.size()) + " items raised, first: " + first_error;
+    const Failed f = sched_.fail(h.chunk, h.attempt, what, errors.front().error, true, out);
+    if (f != Failed::stale && events_) note_failed(h.chunk, h.attempt, FailKind::raised, f == Failed::retried, what);
     ++stats_.attempts_failed;
     stats_.last_failure_seen = std::chrono::steady_clock::now();
     return;
@@ -219,6 +222,7 @@ void PoolImpl::on_failed_attempt(const Worker& w, const wire::ResultView& r, std
   const Chunk* c = sched_.find(r.header.chunk, r.header.attempt);
   if (!c) {  // an attempt already given up on
     ++stats_.late_results_dropped;
+    if (events_) note_outcome("late", r.header.chunk, r.header.attempt);
     return;
   }
   const auto& fn = c->job->name();
@@ -276,6 +280,7 @@ void PoolImpl::attempt_failed(std::uint64_t id, std::uint32_t attempt, FailKind 
   if (c0->cancelled) {  // its executor was killed for fibra::cancel (or died anyway): not retried
     std::unique_ptr<Chunk> c;
     if (sched_.fail(id, attempt, "cancelled", nullptr, false, c) != Failed::exhausted || !c) return;
+    if (events_) note_outcome("cancelled", id, attempt);
     ++stats_.chunks_done;
     c->job->deliver({c->first, c->count, {}, cancelled_error(*c->job, "(with force, as it ran)"), {}});
     return;

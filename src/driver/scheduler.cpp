@@ -28,6 +28,7 @@ std::vector<Chunk*> Scheduler::take_batch(int worker, int workers, const std::fu
     auto it = chunks_.find(pending_.front());
     Chunk* c = it->second.get();
     if (c->job->cancelled()) {  // nobody waits for it any more
+      dropped_.emplace_back(c->id, c->attempt + 1);
       pending_.pop_front();
       chunks_.erase(it);
       continue;

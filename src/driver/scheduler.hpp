@@ -108,6 +108,10 @@ class Scheduler {
   /// Removes and returns every chunk (pending and in flight).
   std::vector<std::unique_ptr<Chunk>> take_all();
 
+  /// The chunks take_batch dropped since the last call (their calls were cancelled), each with
+  /// the attempt it would have been.
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> take_dropped() { return std::exchange(dropped_, {}); }
+
   std::size_t pending() const { return pending_.size(); }
   /// Whether one of the first `look_at` pending chunks (of jobs not cancelled) is one that a worker
   /// offering `has` could run (Pool::adapt submits worker jobs only for those). Stops at the first.
@@ -121,6 +125,7 @@ class Scheduler {
   std::uint64_t next_id_ = 1;
   std::deque<std::uint64_t> pending_;
   std::unordered_map<std::uint64_t, std::unique_ptr<Chunk>> chunks_;
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> dropped_;  // take_dropped()
 };
 
 }  // namespace fibra::detail

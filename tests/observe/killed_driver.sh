@@ -69,6 +69,10 @@ fi
 /usr/bin/python3 "$validator" "$dir/trace.json" --log "$log" --min-attempts 100 || status=1
 "$fibra" report "$dir" -o "$dir/report.html" || { echo "FAIL: fibra report could not read the killed driver's log"; status=1; }
 grep -q 'id="failures"' "$dir/report.html" 2>/dev/null || { echo "FAIL: fibra report wrote no page"; status=1; }
-[ $status -eq 0 ] && echo "PASS: $(done_count) chunks done before the kill; the trace of its log is valid"
-rm -rf "$dir"
+if [ $status -eq 0 ]; then
+  echo "PASS: $(done_count) chunks done before the kill; the trace of its log is valid"
+  rm -rf "$dir"
+else
+  echo "(the log and what was made of it are kept in $dir)"
+fi
 exit $status

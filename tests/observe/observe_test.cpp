@@ -112,6 +112,14 @@ TEST(EventLog, HoldsEveryChunkItsAttemptsAKilledWorkerAndARaisedTask) {
       }
     });
     for (int i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << "item " << i;
+    // The loss declared and the replacement ready before the rest (the killed agent's executors may
+    // still answer through their lanes until it has exited: see tests/faults/fault_test.cpp).
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while ((pool.stats().workers_lost == 0 || pool.stats().workers_ready < 3) &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(20ms);
+    ASSERT_EQ(pool.stats().workers_lost, 1u) << "the killed agent was not declared lost within 60 s";
+    ASSERT_EQ(pool.stats().workers_ready, 3) << "no replacement ready within 60 s of the loss";
     EXPECT_THROW(fibra_test::get_within(pool.apply_async(boom, 7), bound, "boom(7)"), fibra::RemoteError);
     auto tally = fibra::Actor<Tally>::start({.pool = &pool}, 5L);
     for (long k = 1; k <= 3; ++k)

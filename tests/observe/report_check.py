@@ -23,7 +23,7 @@ def fail(text):
 def from_log(path):
     """Executors (pool, worker, executor pid; 0 where none reported), attempts, and the lost agents' pids."""
     sent, requeued, exec_of, agent_pid, lost = {}, set(), {}, {}, []
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             e = json.loads(line)
             ev = e["ev"]

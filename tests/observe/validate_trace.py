@@ -32,7 +32,7 @@ def attempts_in_log(path):
     """(segment, pool, chunk, attempt) of every attempt sent and not taken back before it ran."""
     sent, requeued = set(), set()
     segment = -1
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             try:
                 e = json.loads(line)
@@ -139,6 +139,12 @@ def main():
         # The slice that starts last at or before it, or one of those just before (slices nest).
         return any(xs[k][0] <= e["ts"] <= xs[k][1] for k in range(i, max(-1, i - 64), -1))
 
+    ends_per_id = defaultdict(int)
+    for f in flow_ends:
+        ends_per_id[f.get("id")] += 1
+    for fid, n in ends_per_id.items():
+        if n > 1:
+            problem(f"flow {fid} ends {n} times (a flow ends at its first end: one id per arrow)")
     for f in flow_ends:
         s = flow_starts.get(f.get("id"))
         if s is None:

@@ -4,6 +4,8 @@
 #include "driver/event_log.hpp"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "fibra/error.hpp"
+#include "fibra/log.hpp"
 
 using fibra::detail::EventLog;
 
@@ -45,6 +48,7 @@ TEST(EventLog, QuotesStringsAsJsonDoes) {
   EXPECT_EQ(EventLog::quoted("a\x80z"), "\"a?z\"");
   EXPECT_EQ(EventLog::quoted("cut \xe2\x82"), "\"cut ??\"");
   EXPECT_EQ(EventLog::quoted("\xc0\xaf"), "\"??\"");
+  EXPECT_EQ(EventLog::quoted("\xf8\x80\x80 \xff \xed\xa0\x80"), "\"??? ? ???\"");  // no lead byte; a surrogate
   // What it writes, a JSON parser reads back as the text it was given (where it was UTF-8).
   const std::string text = "x \"y\" \\ \b\f\r\n\x1f caf\xc3\xa9";
   EXPECT_EQ(nlohmann::json::parse(EventLog::quoted(text)).get<std::string>(), text);
@@ -82,13 +86,54 @@ TEST(EventLog, WritesWhileOpenWithinASecond) {
   TempDir dir;
   auto log = EventLog::open(dir.path);
   log->add("early", {});
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   bool seen = false;
   while (!seen && std::chrono::steady_clock::now() < deadline) {
     for (const auto& line : lines_of(log->path())) seen |= line.find("\"ev\":\"early\"") != std::string::npos;
     if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_TRUE(seen) << "an event added to an open log was not in its file within 1 s";
+  EXPECT_TRUE(seen) << "an event added to an open log was not in its file within 5 s (it is written every 0.2 s)";
+}
+
+// A file that refuses writes (a full disk: /dev/full) costs a warning, never a hang at the end.
+TEST(EventLog, AFileThatRefusesWritesIsSaidOnceAndTheLogStillCloses) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path);
+  std::filesystem::create_symlink("/dev/full", dir.path + "/events.jsonl");
+  std::vector<std::string> warnings;
+  fibra::log::set_sink([&](fibra::log::Level l, std::string_view s) {
+    if (l == fibra::log::Level::warning) warnings.emplace_back(s);
+  });
+  {
+    auto log = EventLog::open(dir.path);
+    for (int i = 0; i < 100; ++i) log->add("sample", {});
+    log->flush();
+    for (int i = 0; i < 100; ++i) log->add("sample", {});
+  }  // would wait for ever if the writer could not finish
+  fibra::log::set_sink({});
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("could not be written"), std::string::npos) << warnings[0];
+}
+
+// Another writer of the file (another process's lock: flock locks belong to an open file, so a
+// second open here stands for it) gets a ConfigError naming the file, not a log interleaved with
+// its own.
+TEST(EventLog, ASecondWriterOfOneFileIsRefused) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path);
+  const std::string path = dir.path + "/events.jsonl";
+  const int other = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(other, 0);
+  ASSERT_EQ(::flock(other, LOCK_EX | LOCK_NB), 0);
+  try {
+    EventLog::open(dir.path);
+    ADD_FAILURE() << "a log another writer holds was opened";
+  } catch (const fibra::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("another process is writing the event log " + path), std::string::npos)
+        << e.what();
+  }
+  ::close(other);
+  EXPECT_NO_THROW(EventLog::open(dir.path)) << "once the other writer is gone";
 }
 
 TEST(EventLog, OneLogPerFolderAndAnotherAfterItClosed) {

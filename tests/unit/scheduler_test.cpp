@@ -81,13 +81,17 @@ TEST(Scheduler, CancelledJobsAreDroppedBeforeTheyRun) {
   Scheduler s;
   auto j = job();
   auto k = job();
-  s.add(j, 0, 1000, "p");
+  const auto dropped = s.add(j, 0, 1000, "p");
   s.add(k, 0, 1000, "p");
   j->cancel();
   auto b = s.take_batch(1, 1);
   ASSERT_EQ(b.size(), 1u);
   EXPECT_EQ(b[0]->job, k);
   EXPECT_EQ(s.pending(), 0u);
+  // ... and said (the event log names each dropped chunk, with the attempt it would have been).
+  using Dropped = std::vector<std::pair<std::uint64_t, std::uint32_t>>;
+  EXPECT_EQ(s.take_dropped(), (Dropped{{dropped, 1u}}));
+  EXPECT_EQ(s.take_dropped(), Dropped{});
 }
 
 TEST(Scheduler, KnowsWhatAWorkerOwnsAndTakesEverything) {

@@ -110,13 +110,15 @@ TEST(Wire, ResultBatchRoundTrips) {
   std::string b = wire::begin_results(4242);
   wire::append_result(b, {7, 1, wire::Status::ok}, "xyz");
   detail::ItemFailure f{5, "std::runtime_error", "boom"};
-  wire::append_result(b, {8, 3, wire::Status::raised, 1234}, wire::encode(f));
+  wire::append_result(b, {8, 3, wire::Status::raised, 1234, 1796600000123456}, wire::encode(f));
   auto r = wire::parse_results(b);
   EXPECT_EQ(r.executor_pid, 4242);
   ASSERT_EQ(r.results.size(), 2u);
   EXPECT_EQ(r.results[0].payload, "xyz");
   EXPECT_EQ(r.results[1].header.status, wire::Status::raised);
   EXPECT_EQ(r.results[1].header.run_ns, 1234u);
+  EXPECT_EQ(r.results[1].header.start_us, 1796600000123456);  // when it began, for the event log
+  EXPECT_EQ(r.results[0].header.start_us, 0);
   EXPECT_EQ(wire::result_count(b), 2u);
   auto g = wire::decode<detail::ItemFailure>(r.results[1].payload);
   EXPECT_EQ(g.offset, 5u);
