@@ -17,6 +17,8 @@ packages=(
   libcli11-dev libtomlplusplus-dev libfmt-dev libspdlog-dev
   # the event log's readers (fibra trace, fibra report), and a real browser for the report's test
   nlohmann-json3-dev chromium
+  # the live page's server (PoolOptions::dashboard)
+  libcpp-httplib-dev
   # tests and benchmarks
   googletest libgtest-dev libbenchmark-dev
   # fibra::rl_mujoco: the MuJoCo engine and its humanoid model (issue 48)

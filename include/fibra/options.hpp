@@ -193,6 +193,11 @@ struct PoolOptions {
   /// attempts and retries. Empty: FIBRA_EVENTS, else no log. `fibra trace` turns it into a
   /// timeline. docs/observability.md.
   std::string events;
+  /// The live page's address, "host:port" or "port" (127.0.0.1 then; port 0: a free one): the
+  /// driver serves the run's state, its report's views and /metrics there, to requests that bring
+  /// the token in the event log's folder (`dashboard.token`), whose address is in `dashboard.url`.
+  /// Needs the event log (events). Empty: FIBRA_DASHBOARD, else none. docs/observability.md.
+  std::string dashboard;
 };
 #pragma GCC diagnostic pop
 

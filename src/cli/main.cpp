@@ -5,10 +5,8 @@
 
 #include "fibra/version.hpp"
 #include "inspect.hpp"
-#include "report.hpp"
+#include "observe.hpp"
 #include "slurm.hpp"
-#include "status.hpp"
-#include "trace.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"fibra: run many tasks over MPI, from a workstation to a Slurm cluster"};
@@ -16,9 +14,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(0);
   fibra::cli::add_inspect_command(app);
   fibra::cli::add_slurm_commands(app);
-  fibra::cli::add_trace_command(app);
-  fibra::cli::add_report_command(app);
-  fibra::cli::add_status_commands(app);
+  fibra::cli::add_observe_commands(app);
   CLI11_PARSE(app, argc, argv);
   if (argc == 1) std::fputs(app.help().c_str(), stdout);
   return 0;

@@ -29,6 +29,7 @@ inline constexpr Variable variables[] = {
   {"FIBRA_WORKERS", "number", "one worker per core", "workers of the default pool (fibra::submit without a pool)", false},
   {"FIBRA_LOG_LEVEL", "text", "info", "the least level of fibra's own log lines: debug, info, warning, error or off", false},
   {"FIBRA_EVENTS", "path", "no event log", "a folder for the run's event log (`events.jsonl`), for pools whose PoolOptions::events is empty", false},
+  {"FIBRA_DASHBOARD", "text", "no live page", "the live page's address (`host:port`, or a port on 127.0.0.1; 0: a free one), for pools whose PoolOptions::dashboard is empty; needs the event log", false},
   {"FIBRA_TRACE", "path", "off", "a folder where every process appends its data-path trace (`trace.<pid>`)", false},
   {"FIBRA_RL_TORCH_MODULE", "path", "the build tree's module, then the installed one", "fibra::rl's learner module (libfibra_rl_torch.so), looked for only there when set", false},
   {"FIBRA_CHECKPOINT", "path", "none", "the job's checkpoint (set by `fibra slurm` scripts): SIGTERM and SIGUSR1 are handled from the start", true},

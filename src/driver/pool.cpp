@@ -60,6 +60,7 @@ void PoolImpl::start() {
   if (!s_.events.empty()) {
     events_ = EventLog::open(s_.events);
     note_pool();
+    if (!s_.dashboard.empty()) dashboard_ = Dashboard::open(s_.dashboard, s_.events);
   }
   if (simulation_wanted().agents == 0) warn_if_crowded(target_);  // (simulated agents: a few processes)
   // PoolOptions::start_timeout_s bounds the whole constructor: the spawns and the hellos.
@@ -746,6 +747,12 @@ Pool::Pool(int workers, PoolOptions options) {
   s.initializer = detail::checked_initializer(options.initializer);
   s.max_tasks_per_child = options.max_tasks_per_child;
   s.events = !options.events.empty() ? options.events : detail::env::text("FIBRA_EVENTS");
+  s.dashboard = !options.dashboard.empty() ? options.dashboard : detail::env::text("FIBRA_DASHBOARD");
+  if (!s.dashboard.empty() && s.events.empty())
+    throw ConfigError("fibra: the live page (" +
+                      (options.dashboard.empty() ? detail::env::shown("FIBRA_DASHBOARD") : "PoolOptions::dashboard") +
+                      ") is made from the run's event log, and there is none: name its folder (PoolOptions::events "
+                      "or FIBRA_EVENTS)");
   s.policy = detail::make_policy({}, options.retries, options.retry_exceptions, options.task_timeout_s);
   const auto r = detail::resolve_resources(options, s.workers);
   s.resources = r.each;

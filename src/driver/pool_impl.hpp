@@ -75,6 +75,7 @@
 #include "transport/lane.hpp"
 #include "transport/mpi.hpp"
 #include "driver/elastic.hpp"
+#include "driver/dashboard.hpp"
 #include "driver/event_log.hpp"
 #include "driver/joins.hpp"
 #include "driver/objects.hpp"
@@ -736,6 +737,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // event costs one branch. Its entries are written by pool_events.cpp, each under mu_ but
   // note_pool's and note_spawn's (see the lock table above).
   std::shared_ptr<EventLog> events_;
+  std::shared_ptr<Dashboard> dashboard_;  // the live page (PoolOptions::dashboard), or nullptr; set as events_
   std::unordered_map<const JobState*, std::pair<std::weak_ptr<JobState>, std::uint64_t>> call_ids_;  // under mu_
   std::pair<std::weak_ptr<JobState>, std::uint64_t> last_call_;                                      // under mu_
   std::size_t call_ids_swept_at_ = 0;                                                                // under mu_

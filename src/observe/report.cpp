@@ -1,9 +1,9 @@
-// src/cli/report.cpp: `fibra report` (src/cli/report.hpp).
+// src/observe/report.cpp: `fibra report` (src/observe/report.hpp).
 //
 // The page's tables are written here as HTML; its charts (the timeline's bars, busy executors over
 // time, the histogram) are drawn on canvases by the script inside it, from the data inside it. The
 // script marks <body data-bars="N"> with the bars it drew, so a test can tell that it ran.
-#include "report.hpp"
+#include "observe/report.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,9 +17,9 @@
 #include <tuple>
 #include <vector>
 
-#include "event_reader.hpp"
+#include "observe/event_reader.hpp"
 
-namespace fibra::cli {
+namespace fibra::observe {
 
 namespace {
 
@@ -327,21 +327,4 @@ th {{ background: #f3f3f3; }} td.error {{ font-family: monospace; white-space: p
 
 std::string html_report(const EventLogRecord& log) { return Report(log).write(); }
 
-void add_report_command(CLI::App& app) {
-  auto* cmd =
-      app.add_subcommand("report", "write a run's event log (PoolOptions::events) as one self-contained HTML page");
-  auto log_path = std::make_shared<std::string>();
-  auto out_path = std::make_shared<std::string>("report.html");
-  cmd->add_option("log", *log_path, "the event log: events.jsonl, or the folder that holds it")->required();
-  cmd->add_option("-o,--output", *out_path, "where to write the page (default report.html)");
-  cmd->callback([log_path, out_path] {
-    const EventLogRecord log = read_event_log_or_exit(*log_path, "report");
-    const std::string page = html_report(log);
-    write_or_exit(*out_path, page, "report");
-    std::printf("fibra report: %zu chunks, %zu workers -> %s (%zu bytes; it needs no network)\n", log.chunks.size(),
-                log.workers.size(), out_path->c_str(), page.size());
-    warn_about(log, "report");
-  });
-}
-
-}  // namespace fibra::cli
+}  // namespace fibra::observe

@@ -1,4 +1,4 @@
-// src/cli/trace.cpp: `fibra trace` (src/cli/trace.hpp).
+// src/observe/trace.cpp: `fibra trace` (src/observe/trace.hpp).
 //
 // Tracks: process 1.. per driver (one per process that wrote the log) with a thread of its
 // submissions, and a process per agent (a pool's worker) with a thread per executor, named by its
@@ -7,7 +7,7 @@
 // an attempt's times come from the driver's clock (a crash its agent reported, a loss) and would
 // overlap the run before it on the same thread, it starts where that one ends, so that events
 // nest as the format requires.
-#include "trace.hpp"
+#include "observe/trace.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -21,9 +21,9 @@
 #include <tuple>
 #include <vector>
 
-#include "event_reader.hpp"
+#include "observe/event_reader.hpp"
 
-namespace fibra::cli {
+namespace fibra::observe {
 
 namespace {
 
@@ -297,28 +297,4 @@ class TraceWriter {
 
 std::string chrome_trace(const EventLogRecord& log) { return TraceWriter(log).write(); }
 
-void add_trace_command(CLI::App& app) {
-  auto* cmd =
-      app.add_subcommand("trace", "write a run's event log (PoolOptions::events) as a Chrome trace for Perfetto");
-  auto log_path = std::make_shared<std::string>();
-  auto out_path = std::make_shared<std::string>("trace.json");
-  cmd->add_option("log", *log_path, "the event log: events.jsonl, or the folder that holds it")->required();
-  cmd->add_option("-o,--output", *out_path, "where to write the trace (default trace.json)");
-  cmd->callback([log_path, out_path] {
-    const EventLogRecord log = read_event_log_or_exit(*log_path, "trace");
-    write_or_exit(*out_path, chrome_trace(log), "trace");
-    std::size_t attempts = 0, failed = 0;
-    for (const auto& c : log.chunks)
-      for (const auto& a : c.attempts) {
-        attempts += a.sent != 0 && a.outcome != "requeued";
-        failed += a.outcome == "failed";
-      }
-    std::printf(
-        "fibra trace: %zu chunks, %zu attempts (%zu failed), %zu workers -> %s (open it in "
-        "https://ui.perfetto.dev or chrome://tracing)\n",
-        log.chunks.size(), attempts, failed, log.workers.size(), out_path->c_str());
-    warn_about(log, "trace");
-  });
-}
-
-}  // namespace fibra::cli
+}  // namespace fibra::observe

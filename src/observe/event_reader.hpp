@@ -1,5 +1,5 @@
-// src/cli/event_reader.hpp: a run's event log (events.jsonl, src/driver/event_log.hpp) read back
-// into chunks, their attempts, and workers, for `fibra trace` (and the tools after it).
+// src/observe/event_reader.hpp: a run's event log (events.jsonl, src/driver/event_log.hpp) read back
+// into chunks, their attempts, and workers, for `fibra trace`, `report`, `status`, `top` and the live page.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include <tuple>
 #include <vector>
 
-namespace fibra::cli {
+namespace fibra::observe {
 
 /// One attempt of a chunk: where it was sent, where and when it ran, and how it ended.
 struct AttemptRecord {
@@ -85,17 +85,14 @@ struct EventLogRecord {
   std::size_t lines = 0;
 };
 
+/// Where a chunk stands, by its last attempt: waiting (queued, or to be tried again), running,
+/// done, failed (for good), or other (cancelled, abandoned).
+enum class ChunkState { waiting, running, done, failed, other };
+ChunkState state_of(const ChunkRecord& c);
+
 /// Reads `path` (an events.jsonl, or the folder that holds one).
 /// @throws std::runtime_error naming the file if it cannot be read or holds no event log.
 EventLogRecord read_event_log(const std::string& path);
-
-/// For the commands that read a log: the log at `path`, or exit status 1 after "fibra <command>:
-/// <why>" on stderr.
-EventLogRecord read_event_log_or_exit(const std::string& path, const char* command);
-/// Writes `text` to `path`, or exits with status 1 after "fibra <command>: cannot write <path>".
-void write_or_exit(const std::string& path, const std::string& text, const char* command);
-/// Says on stderr what the log lacks: lines that did not parse, events the driver dropped.
-void warn_about(const EventLogRecord& log, const char* command);
 
 /// A log read as it grows (`fibra top`): each poll() reads the whole lines added since the last.
 class EventLogFollower {
@@ -115,4 +112,4 @@ class EventLogFollower {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace fibra::cli
+}  // namespace fibra::observe

@@ -1,16 +1,14 @@
-// src/cli/event_reader.cpp: events.jsonl read back (src/cli/event_reader.hpp).
-#include "event_reader.hpp"
+// src/observe/event_reader.cpp: events.jsonl read back (src/observe/event_reader.hpp).
+#include "observe/event_reader.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
-namespace fibra::cli {
+namespace fibra::observe {
 
 namespace {
 
@@ -159,6 +157,18 @@ class Reader {
 
 }  // namespace
 
+ChunkState state_of(const ChunkRecord& c) {
+  for (auto a = c.attempts.rbegin(); a != c.attempts.rend(); ++a) {
+    if (a->sent == 0 && a->outcome.empty()) continue;
+    if (a->outcome == "done") return ChunkState::done;
+    if (a->outcome == "failed") return a->retried ? ChunkState::waiting : ChunkState::failed;
+    if (a->outcome == "requeued") return ChunkState::waiting;
+    if (a->outcome.empty()) return ChunkState::running;
+    return ChunkState::other;  // cancelled, abandoned
+  }
+  return ChunkState::waiting;
+}
+
 struct EventLogFollower::Impl {
   std::string file;
   std::ifstream in;
@@ -224,32 +234,4 @@ EventLogRecord read_event_log(const std::string& path) {
   return log;
 }
 
-EventLogRecord read_event_log_or_exit(const std::string& path, const char* command) {
-  try {
-    return read_event_log(path);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "fibra %s: %s\n", command, e.what());
-    std::exit(1);
-  }
-}
-
-void write_or_exit(const std::string& path, const std::string& text, const char* command) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) {
-    std::fprintf(stderr, "fibra %s: cannot write %s\n", command, path.c_str());
-    std::exit(1);
-  }
-}
-
-void warn_about(const EventLogRecord& log, const char* command) {
-  if (log.unreadable)
-    std::fprintf(stderr, "fibra %s: %zu line(s) of %zu did not parse (a driver killed as it wrote its last?)\n",
-                 command, log.unreadable, log.lines);
-  if (log.dropped)
-    std::fprintf(stderr, "fibra %s: the driver dropped %llu events (its log fell behind)\n", command,
-                 static_cast<unsigned long long>(log.dropped));
-}
-
-}  // namespace fibra::cli
+}  // namespace fibra::observe

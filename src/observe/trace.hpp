@@ -1,15 +1,12 @@
-// src/cli/trace.hpp: `fibra trace LOG -o trace.json`, a run's event log as a Chrome trace (the
-// JSON format that Perfetto and chrome://tracing open).
+// src/observe/trace.hpp: a run's event log as a Chrome trace (the JSON format that Perfetto and
+// chrome://tracing open), for `fibra trace`.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include <string>
 
-namespace fibra::cli {
+namespace fibra::observe {
 
 struct EventLogRecord;
-
-/// @brief Adds the `trace` subcommand to `app`.
-void add_trace_command(CLI::App& app);
 
 /// The Chrome trace of `log`, as JSON text: a process per driver and per agent, a thread per
 /// executor, a complete event per attempt, the waits in the queue as async events, a flow from
@@ -17,4 +14,4 @@ void add_trace_command(CLI::App& app);
 /// results a second).
 std::string chrome_trace(const EventLogRecord& log);
 
-}  // namespace fibra::cli
+}  // namespace fibra::observe

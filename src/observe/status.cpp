@@ -1,5 +1,5 @@
-// src/cli/status.cpp: `fibra status` and `fibra top` (src/cli/status.hpp).
-#include "status.hpp"
+// src/observe/status.cpp: `fibra status` and `fibra top` (src/observe/status.hpp).
+#include "observe/status.hpp"
 
 #include <fmt/format.h>
 #include <signal.h>
@@ -11,41 +11,20 @@
 #include <cstdio>
 #include <map>
 #include <set>
-#include <thread>
 #include <tuple>
 
-#include "event_reader.hpp"
+#include "observe/event_reader.hpp"
 
-namespace fibra::cli {
+namespace fibra::observe {
 
 namespace {
 
 constexpr std::int64_t rate_window_us = 10'000'000;
 
-std::int64_t wall_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string this_host() {
   char name[256] = {};
   ::gethostname(name, sizeof name - 1);
   return name;
-}
-
-// A chunk's state: its last attempt's outcome.
-enum class State { waiting, running, done, failed, other };
-
-State state_of(const ChunkRecord& c) {
-  for (auto a = c.attempts.rbegin(); a != c.attempts.rend(); ++a) {
-    if (a->sent == 0 && a->outcome.empty()) continue;
-    if (a->outcome == "done") return State::done;
-    if (a->outcome == "failed") return a->retried ? State::waiting : State::failed;
-    if (a->outcome == "requeued") return State::waiting;
-    if (a->outcome.empty()) return State::running;
-    return State::other;  // cancelled, abandoned
-  }
-  return State::waiting;
 }
 
 }  // namespace
@@ -80,7 +59,7 @@ std::string status_text(const EventLogRecord& log, std::int64_t now_us) {
     for (const auto& a : c.attempts) retried += a.outcome == "failed" && a.retried;
     auto& call = calls[{c.pool, c.call}];
     switch (state_of(c)) {
-      case State::done: {
+      case ChunkState::done: {
         ++done;
         items_done += c.count;
         const std::int64_t at = c.attempts.back().ended;
@@ -88,19 +67,19 @@ std::string status_text(const EventLogRecord& log, std::int64_t now_us) {
         first_done = first_done ? std::min(first_done, at) : at;
         break;
       }
-      case State::failed:
+      case ChunkState::failed:
         ++failed;
         ++call.second;
         break;
-      case State::running:
+      case ChunkState::running:
         ++running;
         ++call.first;
         break;
-      case State::waiting:
+      case ChunkState::waiting:
         ++waiting;
         ++call.first;
         break;
-      case State::other: break;
+      case ChunkState::other: break;
     }
   }
   std::size_t open = 0, failed_calls = 0;
@@ -119,7 +98,7 @@ std::string status_text(const EventLogRecord& log, std::int64_t now_us) {
   if (live) {
     recent = 0;
     for (const auto& c : log.chunks)
-      if (c.segment == segment && state_of(c) == State::done && c.attempts.back().ended > until - rate_window_us)
+      if (c.segment == segment && state_of(c) == ChunkState::done && c.attempts.back().ended > until - rate_window_us)
         recent += c.count;
   }
   const double window_s =
@@ -153,41 +132,4 @@ std::string status_text(const EventLogRecord& log, std::int64_t now_us) {
   return text;
 }
 
-void add_status_commands(CLI::App& app) {
-  auto* status = app.add_subcommand("status", "print a run's state from its event log (PoolOptions::events)");
-  auto run = std::make_shared<std::string>();
-  status->add_option("run", *run, "the event log's folder, or its events.jsonl")->required();
-  status->callback(
-      [run] { std::fputs(status_text(read_event_log_or_exit(*run, "status"), wall_us()).c_str(), stdout); });
-
-  auto* top = app.add_subcommand("top", "redraw a run's state from its event log until the run ends");
-  auto top_run = std::make_shared<std::string>();
-  auto interval = std::make_shared<double>(1.0);
-  top->add_option("run", *top_run, "the event log's folder, or its events.jsonl")->required();
-  top->add_option("--interval", *interval, "seconds between two redraws (default 1)")->check(CLI::Range(0.05, 3600.0));
-  top->callback([top_run, interval] {
-    try {
-      EventLogFollower follower(*top_run);
-      const bool terminal = ::isatty(STDOUT_FILENO);
-      for (;;) {
-        follower.poll();
-        const auto& log = follower.log();
-        if (log.segments.empty()) {
-          std::printf("fibra top: %s has no event yet\n", follower.file().c_str());
-        } else {
-          if (terminal) std::fputs("\x1b[H\x1b[2J", stdout);  // home, clear
-          std::fputs(status_text(log, wall_us()).c_str(), stdout);
-          if (!terminal) std::fputs("\n", stdout);
-          if (!run_is_live(log)) break;
-        }
-        std::fflush(stdout);
-        std::this_thread::sleep_for(std::chrono::duration<double>(*interval));
-      }
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "fibra top: %s\n", e.what());
-      std::exit(1);
-    }
-  });
-}
-
-}  // namespace fibra::cli
+}  // namespace fibra::observe

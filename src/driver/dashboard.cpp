@@ -1,0 +1,218 @@
+// The live page's server (src/driver/dashboard.hpp), on cpp-httplib.
+#include "driver/dashboard.hpp"
+
+#include <fcntl.h>
+#include <httplib.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "common/log.hpp"
+#include "common/unique_fd.hpp"
+#include "fibra/error.hpp"
+#include "observe/event_reader.hpp"
+#include "observe/metrics.hpp"
+#include "observe/report.hpp"
+#include "observe/status.hpp"
+
+namespace fibra::detail {
+
+namespace {
+
+// 32 random bytes, as 64 hexadecimal digits.
+std::string new_token() {
+  unsigned char bytes[32];
+  for (std::size_t got = 0; got < sizeof bytes;) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(std::string("fibra: no random bytes for the live page's token: ") + std::strerror(errno));
+    got += static_cast<std::size_t>(n);
+  }
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char b : bytes) {
+    hex += digits[b >> 4];
+    hex += digits[b & 15];
+  }
+  return hex;
+}
+
+// Whether `a` equals `b`, in a time that depends on their lengths only.
+bool same_secret(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// Writes `text` to `path` as the only owner may read it (made anew: an old file, or a link put
+// there, is replaced, never followed).
+void write_private(const std::string& path, const std::string& text) {
+  ::unlink(path.c_str());
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+    throw ConfigError("fibra: the live page's token cannot be written to " + path + " (" + std::strerror(errno) +
+                      "): name an event log folder of your own (PoolOptions::events)");
+}
+
+std::int64_t wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The page itself: no data in it; its script asks for the token (or takes it from the address's
+// #token=...), then fetches the state and the report every 2 s with it.
+constexpr const char* shell_page = R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>fibra: live</title>
+<style>body{font:14px/1.4 system-ui,sans-serif;margin:16px}pre{background:#f6f6f6;padding:8px}
+iframe{width:100%;height:80vh;border:1px solid #ccc}#why{color:#b00}</style></head><body>
+<h1>fibra: live</h1>
+<p><label>token (dashboard.token) <input id="token" type="password" size="70"></label> <span id="why"></span></p>
+<pre id="status">waiting for the token</pre>
+<iframe id="report" title="report"></iframe>
+<script>
+const box = document.getElementById('token');
+const m = location.hash.match(/token=([0-9a-f]+)/);
+if (m) { box.value = m[1]; history.replaceState(null, '', location.pathname); }
+async function get(path) {
+  const r = await fetch(path, {headers: {Authorization: 'Bearer ' + box.value.trim()}});
+  if (!r.ok) throw new Error(r.status + ' ' + (await r.text()));
+  return r;
+}
+async function refresh() {
+  if (!box.value) return;
+  try {
+    const s = await (await get('/status.json')).json();
+    document.getElementById('status').textContent = s.status;
+    document.getElementById('report').srcdoc = await (await get('/report')).text();
+    document.getElementById('why').textContent = '';
+  } catch (e) { document.getElementById('why').textContent = String(e); }
+}
+refresh();
+setInterval(refresh, 2000);
+</script></body></html>
+)";
+
+}  // namespace
+
+struct Dashboard::Impl {
+  httplib::Server server;
+  std::thread thread;
+  std::string token, url;
+  std::set<std::string> hosts;  // Host headers that name this page
+  std::mutex mu;                // the follower's
+  std::unique_ptr<observe::EventLogFollower> follower;
+
+  // Refuses a request with a foreign Host or without the token (the shell page needs no token).
+  httplib::Server::HandlerResponse check(const httplib::Request& req, httplib::Response& res) {
+    if (!hosts.count(req.get_header_value("Host"))) {
+      res.status = 403;
+      res.set_content("fibra: this page answers only to its own address (Host header)\n", "text/plain");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    if (auth.rfind("Bearer ", 0) != 0 || !same_secret(auth.substr(7), token)) {
+      res.status = 401;
+      res.set_header("WWW-Authenticate", "Bearer");
+      res.set_content("fibra: send the token in dashboard.token as Authorization: Bearer <token>\n", "text/plain");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+
+  // What the log says now.
+  template <class F>
+  void answer(httplib::Response& res, const char* type, F make) {
+    std::lock_guard lk(mu);
+    follower->poll();
+    if (follower->log().segments.empty()) {
+      res.status = 503;
+      res.set_content("fibra: the event log has no event yet\n", "text/plain");
+      return;
+    }
+    res.set_content(make(follower->log()), type);
+  }
+};
+
+Dashboard::Dashboard(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::shared_ptr<Dashboard> Dashboard::open(const std::string& address, const std::string& events_folder) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<Dashboard>> open_pages;
+  std::lock_guard lk(mu);
+  if (auto it = open_pages.find(address); it != open_pages.end())
+    if (auto page = it->second.lock()) return page;
+  const auto colon = address.rfind(':');
+  std::string host = colon == std::string::npos || colon == 0 ? "127.0.0.1" : address.substr(0, colon);
+  const std::string port_text = colon == std::string::npos ? address : address.substr(colon + 1);
+  int port = -1;
+  try {
+    std::size_t used = 0;
+    port = std::stoi(port_text, &used);
+    if (used != port_text.size()) port = -1;
+  } catch (const std::exception&) {
+  }
+  if (port < 0 || port > 65535)
+    throw ConfigError("fibra: the live page's address '" + address +
+                      "' is not host:port (PoolOptions::dashboard or FIBRA_DASHBOARD; 127.0.0.1:8265, or 0 for a free "
+                      "port)");
+  auto impl = std::make_unique<Impl>();
+  impl->token = new_token();
+  impl->follower = std::make_unique<observe::EventLogFollower>(events_folder);
+  impl->server.set_pre_routing_handler(
+      [m = impl.get()](const httplib::Request& req, httplib::Response& res) { return m->check(req, res); });
+  impl->server.Get("/",
+                   [](const httplib::Request&, httplib::Response& res) { res.set_content(shell_page, "text/html"); });
+  impl->server.Get("/status.json", [m = impl.get()](const httplib::Request&, httplib::Response& res) {
+    m->answer(res, "application/json", [](const observe::EventLogRecord& log) {
+      std::string text = observe::status_text(log, wall_us()), quoted = "\"";
+      for (char c : text) {
+        if (c == '"' || c == '\\') quoted += '\\';
+        quoted += c == '\n' ? std::string("\\n") : std::string(1, c);
+      }
+      return "{\"status\":" + quoted + "\",\"live\":" + (observe::run_is_live(log) ? "true" : "false") + "}";
+    });
+  });
+  impl->server.Get("/report", [m = impl.get()](const httplib::Request&, httplib::Response& res) {
+    m->answer(res, "text/html", [](const observe::EventLogRecord& log) { return observe::html_report(log); });
+  });
+  impl->server.Get("/metrics", [m = impl.get()](const httplib::Request&, httplib::Response& res) {
+    m->answer(res, "text/plain; version=0.0.4",
+              [](const observe::EventLogRecord& log) { return observe::prometheus_text(log); });
+  });
+  port = port == 0 ? impl->server.bind_to_any_port(host) : (impl->server.bind_to_port(host, port) ? port : -1);
+  if (port <= 0)
+    throw ConfigError("fibra: the live page cannot listen on " + address +
+                      " (in use, or not an address of this host): name another (PoolOptions::dashboard or "
+                      "FIBRA_DASHBOARD; port 0 takes a free one)");
+  const std::string shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  for (const std::string& h : {shown, std::string("localhost"), std::string("127.0.0.1"), std::string("[::1]")})
+    impl->hosts.insert(h + ":" + std::to_string(port));
+  impl->url = "http://" + shown + ":" + std::to_string(port) + "/";
+  const auto folder = std::filesystem::path(events_folder);
+  write_private((folder / "dashboard.token").string(), impl->token + "\n");
+  write_private((folder / "dashboard.url").string(), impl->url + "\n");
+  impl->thread = std::thread([m = impl.get()] { m->server.listen_after_bind(); });
+  std::shared_ptr<Dashboard> page(new Dashboard(std::move(impl)));
+  open_pages[address] = page;
+  log::info("fibra: the live page is at {} (its token is in {})", page->url(), (folder / "dashboard.token").string());
+  return page;
+}
+
+Dashboard::~Dashboard() {
+  impl_->server.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+const std::string& Dashboard::url() const { return impl_->url; }
+
+}  // namespace fibra::detail
