@@ -135,7 +135,7 @@ std::shared_ptr<EventLog> EventLog::open(const std::string& folder) {
     if (auto log = it->second.lock()) return log;
   auto impl = std::make_unique<Impl>();
   impl->path = (std::filesystem::path(folder) / "events.jsonl").string();
-  impl->fd.reset(::open(impl->path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  impl->fd.reset(::open(impl->path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (!impl->fd)
     throw ConfigError("fibra: the event log " + impl->path + " cannot be written (" + std::strerror(errno) +
                       (ec ? ", and its folder could not be made: " + ec.message() : std::string()) +

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """observe.dashboard: the live page of a run (FIBRA_DASHBOARD) answers only those who bring its token
 and name its address. The driver (dashboard_run) maps 240 items in 120 chunks and waits; then:
-a page without an event log is refused first, saying why; its token file is the owner's alone (0600); a request without the token, with a wrong one, or with a
+a page without an event log is refused first, saying why; its token, address and log files are the owner's alone (0600); a POST is refused (405); a request without the token, with a wrong one, or with a
 foreign Host header is refused (401, 401, 403); /metrics, parsed, counts the 120 chunks and 240 items
 done and none failed, 2 workers alive, and a duration histogram of 120 runs; /status.json says it
 runs; /report is the report's page; the shell page is served without the token.
@@ -48,6 +48,13 @@ def main():
                        env=dict(env, FIBRA_DASHBOARD="127.0.0.1:0"))
     if r.returncode == 0 or "is made from the run's event log" not in r.stderr:
         fail(f"a live page without an event log was not refused as it should be: {r.returncode} {r.stderr[-400:]}")
+    # Nor in a folder others may write (they could swap its address file, or watch its token).
+    shared = tempfile.mkdtemp(prefix="fibra-dashboard-shared-")
+    os.chmod(shared, 0o777)
+    r = subprocess.run([prog], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+                       env=dict(env, FIBRA_EVENTS=shared, FIBRA_DASHBOARD="127.0.0.1:0"))
+    if r.returncode == 0 or "writable by you alone" not in r.stderr:
+        fail(f"a live page in a folder others may write was not refused: {r.returncode} {r.stderr[-400:]}")
     folder = tempfile.mkdtemp(prefix="fibra-dashboard-")
     env = dict(os.environ, FIBRA_EVENTS=folder, FIBRA_DASHBOARD="127.0.0.1:0")
     proc = subprocess.Popen([prog], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
@@ -61,9 +68,10 @@ def main():
         fail(f"the driver's map: {line.strip() or 'nothing within 90 s'}", proc)
     try:
         token_path = os.path.join(folder, "dashboard.token")
-        mode = stat.S_IMODE(os.stat(token_path).st_mode)
-        if mode != 0o600:
-            fail(f"dashboard.token has mode {oct(mode)}, not 0600", proc)
+        for name in ("dashboard.token", "dashboard.url", "events.jsonl"):
+            mode = stat.S_IMODE(os.stat(os.path.join(folder, name)).st_mode)
+            if mode != 0o600:
+                fail(f"{name} has mode {oct(mode)}, not 0600", proc)
         token = open(token_path).read().strip()
         url = open(os.path.join(folder, "dashboard.url")).read().strip()
         if not re.fullmatch(r"http://127\.0\.0\.1:\d+/", url) or len(token) != 64:
@@ -77,6 +85,20 @@ def main():
             code, _ = get(base + "/metrics", **args)
             if code != want:
                 fail(f"/metrics with {what} answered {code}, not {want}", proc)
+        # Only GET and HEAD, and no body read: a POST with a body is refused at once.
+        req = urllib.request.Request(base + "/", data=b"x" * 100000, method="POST")
+        req.add_header("Authorization", f"Bearer {token}")
+        started = time.time()
+        try:
+            urllib.request.urlopen(req, timeout=20)
+            fail("a POST was answered", proc)
+        except urllib.error.HTTPError as e:
+            if e.code != 405:
+                fail(f"a POST answered {e.code}, not 405", proc)
+        except (urllib.error.URLError, ConnectionError):
+            pass  # refused before its body was read: the connection may close under the sender
+        if time.time() - started > 10:
+            fail("a POST took over 10 s to be refused", proc)
         code, shell = get(base + "/")
         if code != 200 or "dashboard.token" not in shell:
             fail(f"the shell page answered {code}", proc)
