@@ -23,6 +23,7 @@
 
 #include "common/log.hpp"
 #include "common/unique_fd.hpp"
+#include "driver/event_log.hpp"
 #include "fibra/error.hpp"
 #include <nlohmann/json.hpp>
 #include "observe/event_reader.hpp"
@@ -128,11 +129,6 @@ class BoundedQueue : public httplib::TaskQueue {
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };
-
-std::int64_t wall_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // The page itself: no data in it; its script asks for the token (or takes it from the address's
 // #token=...), then fetches the state and the report every 2 s with it.
@@ -269,7 +265,7 @@ std::shared_ptr<Dashboard> Dashboard::open(const std::string& address, const std
   });
   server.Get("/status.json", [m = impl.get()](const httplib::Request& req, httplib::Response& res) {
     m->answer(req, res, "application/json", [](const observe::EventLogRecord& log) {
-      const nlohmann::json status = {{"status", observe::status_text(log, wall_us())},
+      const nlohmann::json status = {{"status", observe::status_text(log, event_time_us())},
                                      {"live", observe::run_is_live(log)}};
       return status.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     });

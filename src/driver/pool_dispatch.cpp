@@ -29,12 +29,7 @@ bool PoolImpl::cancel(const std::shared_ptr<JobState>& job, bool force) {
   {
     std::lock_guard lk(mu_);
     if (take_inbox()) kick();  // it may wait there (and the others taken with it, for the next dispatch)
-    bool any = false;
-    for (auto& c : sched_.take_pending_of(job.get())) {
-      if (events_) note_unsent_or_in_flight("cancelled", *c);
-      c->job->deliver({c->first, c->count, {}, cancelled_error(*c->job, "before it started"), {}});
-      any = true;
-    }
+    bool any = cancel_pending(job);
     const auto in_flight = sched_.in_flight_of(job.get());
     if (force) {
       for (Chunk* c : in_flight) {
@@ -86,6 +81,11 @@ bool PoolImpl::take_back_unstarted(const std::shared_ptr<JobState>& job) {
       }
     }
   }
+  return cancel_pending(job);
+}
+
+// The chunks of `job` still queued get their TaskCancelled; whether there were any. Under mu_.
+bool PoolImpl::cancel_pending(const std::shared_ptr<JobState>& job) {
   bool any = false;
   for (auto& c : sched_.take_pending_of(job.get())) {
     if (events_) note_unsent_or_in_flight("cancelled", *c);

@@ -666,7 +666,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     std::promise<bool> verdict;
   };
   std::vector<UnstartedCancel> unstarted_cancels_;
-  bool take_back_unstarted(const std::shared_ptr<JobState>& job);  // (pool_dispatch.cpp, as the next)
+  bool take_back_unstarted(const std::shared_ptr<JobState>& job);  // (pool_dispatch.cpp, as the next two)
+  bool cancel_pending(const std::shared_ptr<JobState>& job);
   void requeue_or_cancel(std::uint64_t chunk, std::uint32_t attempt);
   std::map<const Lane*, std::uint64_t> stolen_while_;  // steal_for_idle: the chunk a lane ran at its last steal
   // The progress line of task graphs (issue 28, item 15; docs/tasks.md): counts under mu_, the

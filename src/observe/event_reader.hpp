@@ -35,6 +35,10 @@ struct ChunkRecord {
   bool task = false;
   std::int64_t queued = 0;  ///< when it was submitted (else queued)
   std::vector<AttemptRecord> attempts;
+  /// Its items as messages name them: "7", or "10..19".
+  std::string items() const {
+    return count == 1 ? std::to_string(first) : std::to_string(first) + ".." + std::to_string(first + count - 1);
+  }
 };
 
 struct WorkerRecord {

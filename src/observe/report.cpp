@@ -41,10 +41,6 @@ std::string escaped(const std::string& s) {
   return out;
 }
 
-std::string items_of(const ChunkRecord& c) {
-  return c.count == 1 ? std::to_string(c.first) : fmt::format("{}..{}", c.first, c.first + c.count - 1);
-}
-
 class Report {
  public:
   explicit Report(const EventLogRecord& log) : log_(log), base_(log.first) {
@@ -205,7 +201,7 @@ th {{ background: #f3f3f3; }} td.error {{ font-family: monospace; white-space: p
     for (const auto& [run, c, a] : slow_)
       text +=
           fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3f}</td></tr>\n",
-                      escaped(c->fn), items_of(*c), a->attempt, escaped(worker_label(c->segment, c->pool, a->worker)),
+                      escaped(c->fn), c->items(), a->attempt, escaped(worker_label(c->segment, c->pool, a->worker)),
                       escaped(host_of(c->segment, c->pool, a->worker)), a->exec, run);
     return text + "</table>\n";
   }
@@ -220,7 +216,7 @@ th {{ background: #f3f3f3; }} td.error {{ font-family: monospace; white-space: p
       text += fmt::format(
           "<tr class=\"failure\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
           "<td>{}</td><td class=\"error\">{}</td></tr>\n",
-          escaped(c->fn), items_of(*c), a->attempt, escaped(a->kind), a->retried ? "yes" : "no",
+          escaped(c->fn), c->items(), a->attempt, escaped(a->kind), a->retried ? "yes" : "no",
           escaped(worker_label(c->segment, c->pool, a->worker)), escaped(host_of(c->segment, c->pool, a->worker)),
           a->exec ? std::to_string(a->exec) : std::string("-"), escaped(a->error));
     }

@@ -13,27 +13,20 @@
 #include <set>
 #include <tuple>
 
+#include "common/process.hpp"
 #include "observe/event_reader.hpp"
 
 namespace fibra::observe {
 
 namespace {
-
 constexpr std::int64_t rate_window_us = 10'000'000;
-
-std::string this_host() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return name;
-}
-
 }  // namespace
 
 bool run_is_live(const EventLogRecord& log) {
   if (log.segments.empty()) return false;
   const SegmentRecord& s = log.segments.back();
   if (s.ended) return false;
-  if (s.host != this_host()) return true;
+  if (s.host != fibra::detail::host_name()) return true;
   return ::kill(static_cast<pid_t>(s.pid), 0) == 0 || errno == EPERM;
 }
 

@@ -88,8 +88,7 @@ class TraceWriter {
 
   void add_chunk(const ChunkRecord& c) {
     const int driver = driver_pid(c.segment);
-    const std::string items =
-        c.count == 1 ? std::to_string(c.first) : fmt::format("{}..{}", c.first, c.first + c.count - 1);
+    const std::string items = c.items();
     // The submission: a point on the driver's thread that each run's flow starts from.
     slices_.push_back({driver,
                        1,
