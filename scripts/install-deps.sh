@@ -19,6 +19,8 @@ packages=(
   nlohmann-json3-dev chromium
   # the live page's server (PoolOptions::dashboard)
   libcpp-httplib-dev
+  # authenticated listeners (docs/security.md), and the fuzz targets of their decoders (clang's libFuzzer)
+  libsodium-dev clang libclang-rt-14-dev
   # tests and benchmarks
   googletest libgtest-dev libbenchmark-dev
   # fibra::rl_mujoco: the MuJoCo engine and its humanoid model (issue 48)

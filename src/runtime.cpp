@@ -25,6 +25,7 @@
 #include "common/process.hpp"
 #include "driver/driver.hpp"
 #include "driver/joins.hpp"
+#include "driver/run_secret.hpp"
 #include "executor/executor.hpp"
 #include "roles.hpp"
 #include "common/env.hpp"
@@ -126,6 +127,7 @@ void stop_teardown() noexcept {
   detail::stop_all_pools();
   detail::wait_for_checkpoints();
   const bool joins_clean = !g_joins || g_joins->close();
+  detail::remove_run_secret();
   // Under the MPI lock: a Pool() still spawning on the user's thread is not among the pools just
   // stopped, and must not have MPI finalized under it (exit_for_stop's own timer bounds the wait).
   std::lock_guard ml(mpi::lock());
@@ -228,6 +230,7 @@ Runtime::~Runtime() {
   detail::stop_task_thread();
   detail::wait_for_checkpoints();  // checkpoints of finished calls still being folded into their .h5
   const bool joins_clean = !g_joins || g_joins->close();
+  detail::remove_run_secret();  // (its agents have read it; a worker that joins reads the join file)
   // After an agent on another host was lost, Open MPI 4.1's MPI_Finalize can hang for good (a node
   // cut off) or abort the process (a node dead), measured on the virtual cluster: every result is
   // delivered by now, so the driver leaves without it and ends with its own exit status.

@@ -198,6 +198,10 @@ struct PoolOptions {
   /// the token in the event log's folder (`dashboard.token`), whose address is in `dashboard.url`.
   /// Needs the event log (events). Empty: FIBRA_DASHBOARD, else none. docs/observability.md.
   std::string dashboard;
+  /// Stored objects that agents on other hosts copy from each other travel encrypted
+  /// (XChaCha20-Poly1305), not only authenticated: for data that others on the network must not
+  /// read. Costs a pass over the bytes on each side (docs/security.md has the figures).
+  bool encrypt_objects = false;
 };
 #pragma GCC diagnostic pop
 

@@ -89,7 +89,10 @@ class Agent {
     // the driver cannot open them (another host), the results it keeps are copied to the driver too.
     copies_to_driver_ = !shares_driver_host() || env::flag("FIBRA_OBJECTS_AS_REMOTE").value_or(false);  // tests
     try {
-      server_ = std::make_unique<ObjectServer>(cfg.lane_nonce);
+      secret_ = joined_secret();
+      if (!secret_ && !cfg.secret_file.empty()) secret_ = auth::Secret::from_file(cfg.secret_file);
+      if (!secret_) throw Error("fibra: no run secret was given to it");
+      server_ = std::make_unique<ObjectServer>(*secret_, cfg.lane_nonce, cfg.encrypt_objects);
       held_objects_ = HeldObjects(server_.get());
     } catch (const Error& e) {
       log::warning("fibra agent pid {} on {}: {}; stored objects reach it through the driver", ::getpid(), host_name(),
@@ -210,6 +213,7 @@ class Agent {
     h.host = host_name();
     for (auto& e : executors_) h.lane_fds.push_back(e->lane_fd());
     h.object_port = server_ ? server_->port() : 0;
+    h.object_host = server_ ? server_->address() : std::string();
     h.copies_kept = copies_to_driver_;
     send(wire::tag_hello, wire::encode(h));
   }
@@ -323,10 +327,14 @@ class Agent {
     pending_.insert(f.head.id);
     ++fetching_;
     try {
-      std::thread([box = fetched_, f, key = cfg_.lane_nonce] {
+      std::thread([box = fetched_, f, secret = secret_, pool = cfg_.lane_nonce, encrypt = cfg_.encrypt_objects] {
         Fetched done{f.head.id, f.head.origin, f.head.size, nullptr, {}};
-        done.memory = fetch_object(f.host, std::uint16_t(f.port), key, object_memfd_name(f.head.origin, f.head.id),
-                                   f.head.size, peer_wait_s, done.why);
+        if (secret)
+          done.memory =
+              fetch_object(f.host, std::uint16_t(f.port), *secret, pool, object_memfd_name(f.head.origin, f.head.id),
+                           f.head.size, peer_wait_s, encrypt, done.why);
+        else
+          done.why = "it holds no run secret to fetch with";
         std::lock_guard lk(box->mu);
         box->done.push_back(std::move(done));
       }).detach();
@@ -732,6 +740,7 @@ class Agent {
   bool spares_failed_ = false;                               // one died unused or could not start: no more
   int blocked_delta_ = 0;                       // change in its executors' waiting tasks, not yet told to the driver
   std::map<std::uint64_t, double> cancelling_;  // chunks to stop (tag_cancel), watched until then
+  std::optional<auth::Secret> secret_;          // the run's: its object server's and its fetches' (docs/security.md)
   // Serves the objects it holds to peer agents (on another host than the driver's).
   std::unique_ptr<ObjectServer> server_;
   // Stored objects: copies the driver sent (tag_object) or a peer served, results its executors kept.

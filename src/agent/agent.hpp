@@ -4,6 +4,10 @@
 
 #include <mpi.h>
 
+#include <optional>
+
+#include "transport/auth.hpp"
+
 namespace fibra::detail {
 
 /// Runs the worker agent until the driver says stop or goes silent; returns the exit status. Its
@@ -24,5 +28,8 @@ MPI_Comm join_driver(int& argc, char**& argv, const char* file);
 /// place of a joiner that never did, says bye (tag_bye, no bytes), disconnects and exits 0; exits
 /// 3 when that takes longer than 30 s.
 [[noreturn]] void stand_in_for_joiner(int& argc, char**& argv, const char* port);
+/// The run's secret as a joined worker read it from the join file (set by join_driver); empty in
+/// a spawned agent, which reads it from AgentSetup::secret_file.
+std::optional<auth::Secret>& joined_secret();
 
 }  // namespace fibra::detail

@@ -19,6 +19,7 @@
 #include "common/process.hpp"
 #include "common/slurm_time.hpp"
 #include "fibra/detail/registry.hpp"
+#include "transport/auth.hpp"
 #include "transport/join.hpp"
 #include "transport/mpi.hpp"
 #include "transport/tcp.hpp"
@@ -30,6 +31,7 @@ namespace fibra::detail {
 namespace {
 
 constexpr int connect_ms = 3'000;       // per address of the driver's hello
+constexpr int join_tries = 20;          // connections turned away by the listener's door (about 35 s)
 constexpr int answer_ms = 120'000;      // the driver answers within its wait for a pool (60 s), and more
 constexpr double default_wait_s = 60;   // for the join file to appear (FIBRA_JOIN_WAIT_S)
 constexpr double connect_bound_s = 60;  // MPI_Comm_connect, once the driver said go
@@ -85,6 +87,11 @@ std::string origin() {
 
 }  // namespace
 
+std::optional<auth::Secret>& joined_secret() {
+  static std::optional<auth::Secret> secret;
+  return secret;
+}
+
 MPI_Comm join_driver(int& argc, char**& argv, const char* file) {
   // Its variables first: a typo is said at once, not after waiting for the join file.
   const double wait_s = number_or_fail("FIBRA_JOIN_WAIT_S", default_wait_s, 0.001, 1e9, false);
@@ -114,7 +121,6 @@ MPI_Comm join_driver(int& argc, char**& argv, const char* file) {
   }
   // Its hello, before MPI starts (squeue is a child process: none is forked once MPI runs).
   wire::JoinHello hello;
-  hello.nonce = a.nonce;
   hello.fingerprint = registry_fingerprint();
   hello.functions = registry_size();
   hello.pid = ::getpid();
@@ -130,18 +136,35 @@ MPI_Comm join_driver(int& argc, char**& argv, const char* file) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
 
+  // The listener's door may be full (many workers joining at once, or a flood): a connection it
+  // turned away is tried again, for up to join_tries.
   UniqueFd s;
-  std::string why, tried;
-  for (const auto& h : a.hello) {
-    s = tcp::connect_to(h.host, h.port, connect_ms, why);
-    if (s) break;
-    tried += (tried.empty() ? "" : "; ") + why;
+  std::unique_ptr<auth::Session> session;
+  std::string why;
+  for (int attempt = 1; !session; ++attempt) {
+    std::string tried;
+    for (const auto& h : a.hello) {
+      s = tcp::connect_to(h.host, h.port, connect_ms, why);
+      if (s) break;
+      tried += (tried.empty() ? "" : "; ") + why;
+    }
+    if (!s)
+      fail("the driver does not answer at the addresses " + std::string(file) + " names (" + tried +
+           "): it has ended, or this node cannot reach it");
+    bool turned_away = false;
+    session =
+        auth::Session::connect(s.get(), *a.secret, wire::AuthRole::join, 0, auth::handshake_ms, why, &turned_away);
+    if (session) break;
+    if (!turned_away)
+      fail("the driver's join listener and this worker do not share the join file's secret (" + why +
+           "): the file may be an earlier run's; use the one the driver's FIBRA_JOIN_FILE names now");
+    if (attempt == join_tries)
+      fail("the driver's join listener turned it away " + std::to_string(join_tries) + " times (" + why + ")");
+    std::this_thread::sleep_for(std::chrono::milliseconds(250 * std::min(attempt, 8)));
   }
-  if (!s)
-    fail("the driver does not answer at the addresses " + std::string(file) + " names (" + tried +
-         "): it has ended, or this node cannot reach it");
-  if (!join::send_message(s.get(), wire::encode(hello))) fail("the driver closed the connection before the hello");
-  const auto reply = join::receive_message(s.get(), answer_ms);
+  joined_secret() = *a.secret;  // its object server's and fetches' (AgentSetup::secret_file may not be readable here)
+  if (!session->send(wire::encode(hello))) fail("the driver closed the connection before the hello");
+  const auto reply = session->receive(answer_ms, wire::max_join_message);
   if (!reply)
     fail("no answer from the driver to its hello within " + std::to_string(answer_ms / 1000) +
          " s: it may be stuck in an earlier worker's join (its log says)");

@@ -33,6 +33,8 @@ inline constexpr Variable variables[] = {
   {"FIBRA_TRACE", "path", "off", "a folder where every process appends its data-path trace (`trace.<pid>`)", false},
   {"FIBRA_RL_TORCH_MODULE", "path", "the build tree's module, then the installed one", "fibra::rl's learner module (libfibra_rl_torch.so), looked for only there when set", false},
   {"FIBRA_CHECKPOINT", "path", "none", "the job's checkpoint (set by `fibra slurm` scripts): SIGTERM and SIGUSR1 are handled from the start", true},
+  {"FIBRA_LISTEN", "text", "the address this host's name resolves to, else its first interface", "where fibra's own listeners (joins, object servers) listen and what peers are given: an address, an interface's name, or `any` (every address)", false},
+  {"FIBRA_SECRET_DIR", "path", "`~/.fibra/secrets`", "a folder of yours alone (0700) where a driver keeps its run's secret file (docs/security.md); its agents on other nodes read it there", false},
   {"FIBRA_JOIN_FILE", "path", "no joins", "the driver writes there how workers started apart join it; a worker started with `--fibra-join` reads it", false},
   {"FIBRA_JOIN_WORKERS", "number", "the CPUs it may use, shared by its launch's ranks on the node", "executors a joining worker offers (1 to 4096)", false},
   {"FIBRA_JOIN_WAIT_S", "seconds", "60", "how long a joining worker waits for the join file to appear", false},

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +36,8 @@
 #include "roles.hpp"
 #include "fibra/detail/registry.hpp"
 #include "fibra/error.hpp"
+#include "driver/run_secret.hpp"
+#include "transport/doorman.hpp"
 #include "transport/join.hpp"
 #include "transport/mpi.hpp"
 #include "transport/tcp.hpp"
@@ -81,8 +84,10 @@ bool launcher_variable(std::string_view v) {
   return !(starts("OMPI_ALLOW_RUN_AS_ROOT") || starts("OMPI_MCA_btl") || starts("OMPI_MCA_oob"));
 }
 
-// Where joiners may say hello: this host's IPv4 addresses (loopback last), then its name.
-std::vector<join::Address::Hello> hello_addresses(std::uint16_t port) {
+// Where joiners may say hello: the address it listens on; listening on every address
+// (FIBRA_LISTEN=any), this host's IPv4 addresses (loopback last), then its name.
+std::vector<join::Address::Hello> hello_addresses(const std::string& address, std::uint16_t port) {
+  if (!address.empty()) return {{address, port}};
   std::vector<join::Address::Hello> out;
   ifaddrs* all = nullptr;
   if (::getifaddrs(&all) == 0) {
@@ -107,10 +112,13 @@ struct JoinListener::Impl {
   std::string server_uri;   // ompi-server's
   std::string server_file;  // holding that URI
   bool own_server_file = false;
-  pid_t server_pid = -1;  // the ompi-server this driver started, if it did
-  std::uint64_t nonce = std::random_device{}() ^ (std::uint64_t(std::random_device{}()) << 32);
+  pid_t server_pid = -1;          // the ompi-server this driver started, if it did
   MPI_Comm self = MPI_COMM_NULL;  // a copy of MPI_COMM_SELF, the accept's own (a spawn may use SELF at the same time)
-  tcp::Listener listener;
+  // Connections let in by the door (authenticated: their hellos are sealed), heard one at a time.
+  std::mutex arrived_mu;
+  std::deque<std::pair<UniqueFd, std::unique_ptr<auth::Session>>> arrived;  // under arrived_mu
+  UniqueFd wake[2];                                                         // a byte per arrival
+  std::unique_ptr<Doorman> door;
   UniqueFd stop[2];
   std::thread thread;
   std::atomic<bool> done{false}, in_accept{false};
@@ -176,33 +184,50 @@ struct JoinListener::Impl {
     return ::poll(&p, 1, ms) > 0;
   }
 
+  // The door's: a connection let in waits for the listener's thread.
+  void arrive(UniqueFd c, std::unique_ptr<auth::Session> session) {
+    {
+      std::lock_guard lk(arrived_mu);
+      arrived.emplace_back(std::move(c), std::move(session));
+    }
+    const char b = 0;
+    (void)!::write(wake[1].get(), &b, 1);
+  }
+
   void serve() {
-    pollfd p[2] = {{listener.fd.get(), POLLIN, 0}, {stop[0].get(), POLLIN, 0}};
+    pollfd p[2] = {{wake[0].get(), POLLIN, 0}, {stop[0].get(), POLLIN, 0}};
     for (;;) {
       const int r = ::poll(p, 2, -1);
       if (r < 0 && errno == EINTR) continue;
       if (r < 0 || (p[1].revents & POLLIN)) break;
       if (!(p[0].revents & POLLIN)) continue;
-      UniqueFd c(::accept4(listener.fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      if (!c) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // out of descriptors: it waits in the backlog
-        continue;
-      }
-      try {
-        hear(c.get());
-      } catch (const std::exception& e) {
-        log::warning("fibra: a worker's join failed: {}", e.what());
+      char b[64];
+      (void)!::read(wake[0].get(), b, sizeof b);
+      for (;;) {
+        std::pair<UniqueFd, std::unique_ptr<auth::Session>> next;
+        {
+          std::lock_guard lk(arrived_mu);
+          if (arrived.empty()) break;
+          next = std::move(arrived.front());
+          arrived.pop_front();
+        }
+        try {
+          hear(next.first.get(), *next.second);
+        } catch (const std::exception& e) {
+          log::warning("fibra: a worker's join failed: {}", e.what());
+        }
+        if (stopping(0)) break;
       }
     }
     done = true;
   }
 
-  static bool answer(int fd, bool go, const std::string& why, const std::string& port = {}) {
+  static bool answer(auth::Session& s, bool go, const std::string& why, const std::string& port = {}) {
     wire::JoinAnswer a;
     a.go = go;
     a.why = why;
     a.port = port;
-    return join::send_message(fd, wire::encode(a));
+    return s.send(wire::encode(a));
   }
 
   // This binary as `--fibra-join-standin <port>`, with the environment the driver was started
@@ -312,22 +337,18 @@ struct JoinListener::Impl {
   }
 
   // One joiner: its hello, the answer, and (having said "go") the accept of its connect.
-  void hear(int fd) {
-    const auto m = join::receive_message(fd, hello_ms);
-    if (!m) return;  // not a joiner, or it left
+  void hear(int fd, auth::Session& s) {
+    const auto m = s.receive(hello_ms, wire::max_join_message);
+    if (!m) return;  // it left
     wire::JoinHello h;
     try {
       h = wire::decode<wire::JoinHello>(*m);
     } catch (const std::exception&) {
-      answer(fd, false, "its hello does not decode: another version of fibra, or not a fibra worker");
+      answer(s, false, "its hello does not decode: another version of fibra");
       return;
     }
     std::string why;
-    if (h.nonce != nonce)
-      why =
-          "its join file is not this run's (one of an earlier run, or a copy): use the file the driver's "
-          "FIBRA_JOIN_FILE names now";
-    else if (h.fingerprint != registry_fingerprint())
+    if (h.fingerprint != registry_fingerprint())
       why = "it runs another build of the program (" + std::to_string(h.functions) +
             " remote functions registered, the driver has " + std::to_string(registry_size()) +
             " or others): start workers from the driver's binary";
@@ -336,7 +357,7 @@ struct JoinListener::Impl {
     if (why.empty()) {
       for (int i = 0; i < static_cast<int>(pool_wait_s * 20) && !pool_running(); ++i)
         if (stopping(50)) {
-          answer(fd, false, "the driver is ending");
+          answer(s, false, "the driver is ending");
           return;
         }
       if (!pool_running())
@@ -344,16 +365,16 @@ struct JoinListener::Impl {
     }
     if (!why.empty()) {
       log::warning("fibra: a worker from {} on {} (pid {}) may not join: {}", h.origin, h.host, h.pid, why);
-      answer(fd, false, why);
+      answer(s, false, why);
       return;
     }
     if (stopping(0)) {
-      answer(fd, false, "the driver is ending");
+      answer(s, false, "the driver is ending");
       return;
     }
     char opened[MPI_MAX_PORT_NAME] = {};
     if (const int rc = MPI_Open_port(MPI_INFO_NULL, opened); rc != MPI_SUCCESS) {
-      answer(fd, false, "the driver could not open an MPI port for it (" + mpi::error_text(rc) + ")");
+      answer(s, false, "the driver could not open an MPI port for it (" + mpi::error_text(rc) + ")");
       return;
     }
     const std::string port = opened;
@@ -361,7 +382,7 @@ struct JoinListener::Impl {
       const std::string& port;
       ~PortCloser() { MPI_Close_port(port.c_str()); }
     } closer{port};
-    if (!answer(fd, true, "", port)) return;
+    if (!answer(s, true, "", port)) return;
     // The joiner calls MPI_Comm_connect as soon as it reads the answer. If it leaves first (its
     // hello's connection, which it keeps for life, hangs up), or has not connected within
     // accept_bound_s, or the driver ends meanwhile, a stand-in connects in its place: Open MPI
@@ -464,19 +485,26 @@ void JoinListener::open() {
   Impl& s = *impl_;
   mpi::check(MPI_Comm_dup(MPI_COMM_SELF, &s.self), "MPI_Comm_dup");
   s.opened = true;
-  s.listener = tcp::listen_any("hear workers that join (FIBRA_JOIN_FILE)");
-  join::Address a;
-  a.nonce = s.nonce;
-  a.fingerprint = registry_fingerprint();
-  a.server_uri = s.server_uri;
-  a.server_file = s.server_file;
-  a.hello = hello_addresses(s.listener.port);
-  join::write_file(s.path, a);
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0)
+  int p[2], w[2];
+  if (::pipe2(p, O_CLOEXEC) != 0 || ::pipe2(w, O_CLOEXEC | O_NONBLOCK) != 0)
     throw Error(std::string("fibra: cannot listen for workers that join (pipe: ") + std::strerror(errno) + ")");
   s.stop[0] = UniqueFd(p[0]);
   s.stop[1] = UniqueFd(p[1]);
+  s.wake[0] = UniqueFd(w[0]);
+  s.wake[1] = UniqueFd(w[1]);
+  const std::string address = tcp::listen_address();
+  const auth::Secret& secret = run_secret().secret;
+  s.door = std::make_unique<Doorman>(
+      tcp::listen_on(address, "hear workers that join (FIBRA_JOIN_FILE)"), secret, wire::AuthRole::join, 0,
+      "the join listener",
+      [&s](UniqueFd c, std::unique_ptr<auth::Session> session) { s.arrive(std::move(c), std::move(session)); });
+  join::Address a;
+  a.secret = secret;
+  a.fingerprint = registry_fingerprint();
+  a.server_uri = s.server_uri;
+  a.server_file = s.server_file;
+  a.hello = hello_addresses(address, s.door->port());
+  join::write_file(s.path, a);
   s.thread = std::thread([&s] { s.serve(); });
   {
     std::lock_guard lk(g_mu);
@@ -493,6 +521,7 @@ bool JoinListener::close() noexcept {
     std::lock_guard lk(g_mu);
     g_listening.clear();
   }
+  s.door.reset();  // no more joiners let in
   bool clean = true;
   if (s.thread.joinable()) {
     const char b = 0;

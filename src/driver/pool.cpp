@@ -748,6 +748,7 @@ Pool::Pool(int workers, PoolOptions options) {
   s.max_tasks_per_child = options.max_tasks_per_child;
   s.events = !options.events.empty() ? options.events : detail::env::text("FIBRA_EVENTS");
   s.dashboard = !options.dashboard.empty() ? options.dashboard : detail::env::text("FIBRA_DASHBOARD");
+  s.encrypt_objects = options.encrypt_objects;
   if (!s.dashboard.empty() && s.events.empty())
     throw ConfigError("fibra: the live page (" +
                       (options.dashboard.empty() ? detail::env::shown("FIBRA_DASHBOARD") : "PoolOptions::dashboard") +

@@ -100,8 +100,10 @@ void PoolImpl::note_failed(std::uint64_t chunk, std::uint32_t attempt, FailKind 
 }
 
 void PoolImpl::note_worker(const Worker& w) {
-  emit(*events_, "worker", R"(,"pool":{},"worker":{},"slot":{},"host":{},"pid":{},"executors":{},"joined":{})", uid_,
-       w.id, w.slot, EventLog::quoted(w.host), w.pid, w.executors, w.joined);
+  emit(*events_, "worker",
+       R"(,"pool":{},"worker":{},"slot":{},"host":{},"pid":{},"executors":{},"joined":{},"objects":{})", uid_, w.id,
+       w.slot, EventLog::quoted(w.host), w.pid, w.executors, w.joined,
+       EventLog::quoted(w.object_port == 0 ? std::string() : w.object_host + ":" + std::to_string(w.object_port)));
 }
 
 // An MPI_Comm_spawn of agents that started: when it began (planning included) and how long it took,

@@ -173,6 +173,7 @@ struct Worker {
   // Its agent's ObjectServer (Hello::object_port; 0: none, or FIBRA_PEER_OBJECTS=0): peers copy
   // the objects it holds from there, and it copies from them (send_objects).
   std::uint32_t object_port = 0;
+  std::string object_host;  // the address its ObjectServer listens on (Hello::object_host)
   // Objects it was told to copy from a peer (tag_object_fetch), and from which (Worker::id), in
   // case the copy fails (tag_object_missing): then the driver sends them, and that peer is not
   // asked of this worker again (a firewall, say). The communication thread's alone.

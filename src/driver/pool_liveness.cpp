@@ -50,6 +50,7 @@ void PoolImpl::on_hello(Worker& w, const wire::Hello& h) {
   }
   w.shared_memory = !lanes.empty();
   w.object_port = peer_objects_on() ? h.object_port : 0;
+  w.object_host = h.object_host;
   // Its tasks' large results that tasks take stay where they are made: on this host the driver
   // opens its memfds; on another, its agent (which serves its objects to peers) sends a copy.
   w.keeps_results =

@@ -36,8 +36,11 @@ void PoolImpl::send_objects(Worker& w, const std::vector<std::shared_ptr<const S
   for (const auto& o : objects) {
     if (!w.objects.insert(o->id).second) continue;
     if (const Worker* peer = w.object_port != 0 ? object_peer(w, o->id) : nullptr) {
-      // A peer on its own host is reached through the loopback (its host name may not resolve).
-      const std::string& host = peer->host == w.host ? loopback : peer->host;
+      // The address its server listens on; listening on every address, a peer on its own host is
+      // reached through the loopback (its host name may not resolve).
+      const std::string& host = !peer->object_host.empty() ? peer->object_host
+                                : peer->host == w.host     ? loopback
+                                                           : peer->host;
       send(w, wire::tag_object_fetch,
            wire::encode(wire::ObjectFetch{{o->id, o->origin, o->bytes.size()}, host, peer->object_port}));
       w.fetching[o->id] = {o, peer->id};

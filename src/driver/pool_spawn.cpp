@@ -19,6 +19,7 @@
 #include "common/log.hpp"
 #include "driver/channels.hpp"
 #include "driver/pool_impl.hpp"
+#include "driver/run_secret.hpp"
 #include "driver/resources.hpp"
 #include "common/process.hpp"
 #include "driver/driver.hpp"
@@ -339,6 +340,8 @@ wire::AgentSetup PoolImpl::agent_setup(int executors) const {
   setup.max_tasks_per_child = s_.max_tasks_per_child;
   setup.driver_host = my_host_;
   setup.driver_pid = ::getpid();
+  if (peer_objects_on()) setup.secret_file = run_secret().file;  // its path: the bytes never travel
+  setup.encrypt_objects = s_.encrypt_objects;
   return setup;
 }
 

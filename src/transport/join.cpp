@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "fibra/error.hpp"
+#include "common/private_file.hpp"
 #include "common/unique_fd.hpp"
-#include "transport/tcp.hpp"
 #include "transport/wire.hpp"
 
 namespace fibra::detail::join {
@@ -34,8 +34,8 @@ std::string hex(std::uint64_t v) {
 
 std::string to_text(const Address& a) {
   std::string t = std::string(first_line) + "\n";
-  t += "version 2\n";
-  t += "nonce " + hex(a.nonce) + "\n";
+  t += "version 3\n";
+  t += "secret " + (a.secret ? a.secret->hex() : std::string()) + "\n";
   t += "fingerprint " + hex(a.fingerprint) + "\n";
   t += "server " + a.server_uri + "\n";
   t += "server_file " + a.server_file + "\n";
@@ -45,7 +45,7 @@ std::string to_text(const Address& a) {
 
 Address parse(std::string_view text, const std::string& path) {
   Address a;
-  bool version = false, nonce = false;
+  bool version = false;
   std::istringstream in{std::string(text)};
   std::string line;
   int n = 0;
@@ -66,11 +66,10 @@ Address parse(std::string_view text, const std::string& path) {
       return static_cast<std::uint64_t>(v);
     };
     if (key == "version") {
-      if (value != "2") throw bad("version " + value + ", where this build reads version 2");
+      if (value != "3") throw bad("version " + value + ", where this build reads version 3");
       version = true;
-    } else if (key == "nonce") {
-      a.nonce = number(16);
-      nonce = true;
+    } else if (key == "secret") {
+      a.secret = auth::Secret::from_hex(value, "the join file " + path);
     } else if (key == "fingerprint") {
       a.fingerprint = number(16);
     } else if (key == "server") {
@@ -84,20 +83,22 @@ Address parse(std::string_view text, const std::string& path) {
       const unsigned long p = std::strtoul(value.c_str() + s2 + 1, &end, 10);
       if (*end != '\0' || p == 0 || p > 65535) throw bad("hello's port is not a TCP port");
       a.hello.push_back({value.substr(0, s2), static_cast<std::uint16_t>(p)});
-    } else {
-      throw bad("unknown key \"" + key + "\"");
+    } else {  // (a key is shown cut short, and never one that may be the secret)
+      throw bad("unknown key \"" + (key.rfind("secret", 0) == 0 ? std::string("secret...") : key.substr(0, 24)) + "\"");
     }
   }
-  if (!version || !nonce || a.server_uri.empty() || a.hello.empty())
-    throw bad("it lacks version, nonce, server or hello");
+  if (!version || !a.secret || a.server_uri.empty() || a.hello.empty())
+    throw bad("it lacks version, secret, server or hello");
   return a;
 }
 
 void write_file(const std::string& path, const Address& a) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
-    // Its owner's alone: its nonce is what lets a worker join (and be given tasks).
-    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    // Its owner's alone: its secret is what lets a worker join (and be given tasks).
+    ::unlink(tmp.c_str());
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (fd) ::fchmod(fd.get(), 0600);
     const std::string text = to_text(a);
     if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
       throw Error("fibra: cannot write the join file " + tmp + " (" + std::strerror(errno) + ")");
@@ -112,37 +113,13 @@ void write_file(const std::string& path, const Address& a) {
 Address read_file(const std::string& path, double wait_s) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
   for (;;) {
-    std::ifstream in(path);
-    if (in) {
-      std::stringstream s;
-      s << in.rdbuf();
-      return parse(s.str(), path);
-    }
+    if (::access(path.c_str(), F_OK) == 0) return parse(read_private_file(path, "the join file"), path);
     if (std::chrono::steady_clock::now() >= end)
       throw ConfigError("fibra: no join file " + path + " after waiting " + std::to_string(static_cast<int>(wait_s)) +
                         " s (FIBRA_JOIN_WAIT_S): start the driver with FIBRA_JOIN_FILE=" + path +
                         ", on a file system this node reads too");
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-}
-
-bool send_message(int fd, std::string_view bytes) {
-  const std::optional<std::string> frame = wire::join_frame(bytes);
-  return frame && tcp::write_all(fd, frame->data(), frame->size());
-}
-
-std::optional<std::string> receive_message(int fd, int ms) {
-  char head[wire::join_frame_head];
-  if (!tcp::read_all(fd, head, sizeof head, ms)) return std::nullopt;
-  std::uint32_t n = 0;
-  try {
-    n = wire::join_frame_length(std::string_view(head, sizeof head));
-  } catch (const wire::Malformed&) {  // longer than a join message: not read
-    return std::nullopt;
-  }
-  std::string bytes(n, '\0');
-  if (!tcp::read_all(fd, bytes.data(), n, ms)) return std::nullopt;
-  return bytes;
 }
 
 }  // namespace fibra::detail::join

@@ -1,20 +1,18 @@
 // src/transport/object_server.cpp: see object_server.hpp.
 //
-// The exchange, one object per connection: the fetcher sends a wire::ObjectRequest (the server's
-// key, the object's name, how long to wait for it to be offered); the server answers a
-// wire::ObjectReply (the object's size, or why not), followed by its bytes (sendfile from the memfd).
+// The exchange, one object per connection, once the handshake has let the fetcher in (a
+// transport/doorman.hpp): the fetcher sends a sealed wire::ObjectRequest (the object's name, how
+// long to wait for it to be offered, whether to seal its bytes); the server answers a sealed
+// wire::ObjectReply (its size, or not held), then its bytes: sealed in pieces of piece_bytes, or
+// as they are followed by a sealed keyed hash of them.
 #include "transport/object_server.hpp"
 
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/sendfile.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -24,11 +22,11 @@
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <system_error>
 #include <vector>
 
 #include "common/unique_fd.hpp"
 #include "fibra/error.hpp"
+#include "transport/doorman.hpp"
 #include "transport/tcp.hpp"
 #include "transport/wire.hpp"
 
@@ -36,132 +34,109 @@ namespace fibra::detail {
 
 namespace {
 
-constexpr int io_timeout_ms = 30'000;  // a peer that stops reading or writing this long is given up
+constexpr int io_timeout_ms = 30'000;                      // a peer that stops reading or writing this long is given up
+constexpr std::size_t piece_bytes = std::size_t(1) << 20;  // sealed, or hashed and sent, at a time
 
 std::string sys_error(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
-using tcp::read_all;
-using tcp::wait_for;
-using tcp::write_all;
-
-// A fetcher's request: its head, then the rest the head announces; nullopt if it is cut short or
-// malformed (a name too long is refused before it is read).
-std::optional<wire::ObjectRequest> read_request(int c) {
-  std::string bytes(wire::object_request_head, '\0');
-  if (!read_all(c, bytes.data(), bytes.size(), io_timeout_ms)) return std::nullopt;
-  try {
-    const std::size_t rest = wire::object_request_rest(bytes);
-    bytes.resize(wire::object_request_head + rest);
-    if (!read_all(c, bytes.data() + wire::object_request_head, rest, io_timeout_ms)) return std::nullopt;
-    return wire::decode_object_request(bytes);
-  } catch (const wire::Malformed&) {
-    return std::nullopt;
+// A read-only view of a memfd's bytes for as long as it lives.
+class Mapping {
+ public:
+  Mapping(int fd, std::uint64_t size) : size_(size) {
+    if (size_ > 0) base_ = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
   }
-}
+  ~Mapping() {
+    if (base_ != MAP_FAILED && base_) ::munmap(base_, size_);
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  bool ok() const { return size_ == 0 || base_ != MAP_FAILED; }
+  const char* data() const { return static_cast<const char*>(base_); }
 
-bool send_reply(int c, const wire::ObjectReply& r) {
-  const std::string bytes = wire::encode_object_reply(r);
-  return write_all(c, bytes.data(), bytes.size());
+ private:
+  void* base_ = nullptr;
+  std::uint64_t size_;
+};
+
+// The object's bytes to an authenticated fetcher: sealed pieces, or the bytes and their hash.
+bool send_bytes(int c, auth::Session& s, const ObjectMemory& memory, std::uint64_t size, bool encrypted) {
+  const Mapping m(memory.fd(), size);
+  if (!m.ok()) return false;
+  auth::Session::Digest digest(s);
+  for (std::uint64_t at = 0; at < size; at += piece_bytes) {
+    const std::size_t n = std::size_t(std::min<std::uint64_t>(piece_bytes, size - at));
+    if (encrypted) {
+      if (!s.send(std::string_view(m.data() + at, n))) return false;
+    } else {
+      digest.update(m.data() + at, n);
+      if (!tcp::write_all(c, m.data() + at, n)) return false;
+    }
+  }
+  return encrypted || s.send(digest.final());
 }
 
 }  // namespace
 
 struct ObjectServer::Impl {
-  std::uint64_t key = 0;
-  UniqueFd listener;
-  UniqueFd stop_pipe[2];
-  std::uint16_t port = 0;
-  std::thread acceptor;
+  bool encrypt = false;
+  std::string address;
   std::mutex mu;
   std::condition_variable offered;
-  std::condition_variable all_served;
   struct Held {
     std::shared_ptr<const ObjectMemory> memory;  // the holder's own: a copy under way keeps it
     std::uint64_t size = 0;
   };
-  std::map<std::string, Held> held;   // under mu
-  int serving = 0;                    // under mu: connections being served, a thread each (detached)
-  std::vector<int> open_connections;  // under mu: shut down at the end
-  bool stopping = false;              // under mu
+  std::map<std::string, Held> held;  // under mu
+  std::vector<int> serving;          // under mu: connections being served, shut down at the end
+  bool stopping = false;             // under mu
   std::atomic<std::uint64_t> served{0};
-
-  void accept_loop() {
-    pollfd p[2] = {{listener.get(), POLLIN, 0}, {stop_pipe[0].get(), POLLIN, 0}};
-    for (;;) {
-      const int r = ::poll(p, 2, -1);
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0 || (p[1].revents & POLLIN)) return;
-      if (!(p[0].revents & POLLIN)) continue;
-      const int c = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (c < 0) {
-        // Out of descriptors: the connection waits in the backlog (a fetcher gives up in time).
-        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        continue;
-      }
-      std::lock_guard lk(mu);
-      if (stopping) {
-        ::close(c);
-        return;
-      }
-      try {
-        std::thread([this, c] { serve(c); }).detach();
-      } catch (const std::system_error&) {  // no thread to be had: this fetcher gets the bytes elsewhere
-        ::close(c);
-        continue;
-      }
-      open_connections.push_back(c);
-      ++serving;
-    }
-  }
+  std::unique_ptr<Doorman> door;  // last: it goes first, its threads done
 
   // One fetch: the name, how long to wait for it, then its size and bytes.
-  void serve(int c) {
-    // (The whole request is read before any answer: a socket closed with bytes unread resets it.)
-    const std::optional<wire::ObjectRequest> request = read_request(c);
-    if (request && request->key != key) {
-      (void)send_reply(c, {wire::ObjectAnswer::wrong_key});
-    } else if (request) {
-      Held h;
-      {
-        std::unique_lock lk(mu);
-        offered.wait_for(lk, std::chrono::milliseconds(std::min<std::uint64_t>(request->wait_ms, 60'000)),
-                         [&] { return stopping || held.count(request->name) > 0; });
-        if (!stopping)
-          if (auto it = held.find(request->name); it != held.end()) h = it->second;
+  void serve(UniqueFd c, std::unique_ptr<auth::Session> s) {
+    {
+      std::lock_guard lk(mu);
+      if (stopping) return;
+      serving.push_back(c.get());
+    }
+    if (const auto bytes = s->receive(io_timeout_ms, wire::max_object_request)) {
+      std::optional<wire::ObjectRequest> request;
+      try {
+        request = wire::decode_object_request(*bytes);
+      } catch (const wire::Malformed&) {
       }
-      const wire::ObjectReply reply = h.memory ? wire::ObjectReply{wire::ObjectAnswer::held, h.size}
-                                               : wire::ObjectReply{wire::ObjectAnswer::not_held};
-      if (send_reply(c, reply) && h.memory) {
-        off_t at = 0;
-        bool ok = true;
-        while (ok && std::uint64_t(at) < h.size) {
-          const ssize_t k = ::sendfile(c, h.memory->fd(), &at, std::size_t(h.size - std::uint64_t(at)));
-          if (k < 0 && errno == EINTR) continue;
-          if (k < 0 && errno == EAGAIN && wait_for(c, POLLOUT, io_timeout_ms)) continue;
-          ok = k > 0;
-        }
-        if (ok) served.fetch_add(1);
-      }
+      if (request) answer(c.get(), *s, *request);
     }
     std::lock_guard lk(mu);
-    std::erase(open_connections, c);
-    ::close(c);
-    if (--serving == 0) all_served.notify_all();  // (under mu: the destructor waits for it)
+    std::erase(serving, c.get());
+  }
+
+  void answer(int c, auth::Session& s, const wire::ObjectRequest& request) {
+    Held h;
+    {
+      std::unique_lock lk(mu);
+      offered.wait_for(lk, std::chrono::milliseconds(std::min<std::uint64_t>(request.wait_ms, 60'000)),
+                       [&] { return stopping || held.count(request.name) > 0; });
+      if (!stopping)
+        if (auto it = held.find(request.name); it != held.end()) h = it->second;
+    }
+    const bool sealed = encrypt || request.encrypted;
+    const wire::ObjectReply reply = h.memory ? wire::ObjectReply{wire::ObjectAnswer::held, h.size, sealed}
+                                             : wire::ObjectReply{wire::ObjectAnswer::not_held, 0, false};
+    if (s.send(wire::encode_object_reply(reply)) && h.memory && send_bytes(c, s, *h.memory, h.size, sealed))
+      served.fetch_add(1);
   }
 };
 
-ObjectServer::ObjectServer(std::uint64_t key) : impl_(std::make_unique<Impl>()) {
+ObjectServer::ObjectServer(const auth::Secret& secret, std::uint64_t pool, bool encrypt)
+    : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
-  s.key = key;
-  tcp::Listener l = tcp::listen_any("serve stored objects to other hosts");
-  s.listener = std::move(l.fd);
-  s.port = l.port;
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) throw Error("fibra: cannot serve stored objects (" + sys_error("pipe") + ")");
-  s.stop_pipe[0] = UniqueFd(p[0]);
-  s.stop_pipe[1] = UniqueFd(p[1]);
-  s.acceptor = std::thread([&s] { s.accept_loop(); });
+  s.encrypt = encrypt;
+  s.address = tcp::listen_address();
+  s.door = std::make_unique<Doorman>(
+      tcp::listen_on(s.address, "serve stored objects to other hosts"), secret, wire::AuthRole::object, pool,
+      "the object server",
+      [&s](UniqueFd c, std::unique_ptr<auth::Session> session) { s.serve(std::move(c), std::move(session)); });
 }
 
 ObjectServer::~ObjectServer() {
@@ -169,17 +144,15 @@ ObjectServer::~ObjectServer() {
   {
     std::lock_guard lk(s.mu);
     s.stopping = true;
-    for (int c : s.open_connections) ::shutdown(c, SHUT_RDWR);  // a fetch under way ends short
+    for (int c : s.serving) ::shutdown(c, SHUT_RDWR);  // a fetch under way ends short
   }
   s.offered.notify_all();
-  const char b = 0;
-  (void)!::write(s.stop_pipe[1].get(), &b, 1);
-  s.acceptor.join();
-  std::unique_lock lk(s.mu);
-  s.all_served.wait(lk, [&] { return s.serving == 0; });  // their threads touch nothing after
+  s.door.reset();  // waits for its threads
 }
 
-std::uint16_t ObjectServer::port() const { return impl_->port; }
+std::uint16_t ObjectServer::port() const { return impl_->door->port(); }
+
+const std::string& ObjectServer::address() const { return impl_->address; }
 
 std::uint64_t ObjectServer::served() const { return impl_->served.load(); }
 
@@ -196,30 +169,101 @@ void ObjectServer::withdraw(const std::string& name) {
   impl_->held.erase(name);
 }
 
-std::unique_ptr<ObjectMemory> fetch_object(const std::string& host, std::uint16_t port, std::uint64_t key,
-                                           const std::string& name, std::uint64_t size, double wait_s,
-                                           std::string& why) {
+namespace {
+
+// The bytes that follow a held reply, into `fd`; false and `why` when cut short or changed.
+bool receive_bytes(int s, auth::Session& session, int fd, std::uint64_t size, bool sealed, const std::string& where,
+                   const std::string& name, std::string& why) {
+  auth::Session::Digest digest(session);
+  std::vector<char> buf(sealed ? 0 : std::min<std::uint64_t>(std::max<std::uint64_t>(size, 1), 4u << 20));
+  for (std::uint64_t at = 0; at < size;) {
+    std::string piece;
+    std::string_view got;
+    if (sealed) {
+      auto m = session.receive(io_timeout_ms, piece_bytes);
+      if (!m || m->empty() || m->size() > size - at) {
+        why = where + " sent " + name + " cut short or changed after " + std::to_string(at) + " bytes";
+        return false;
+      }
+      piece = std::move(*m);
+      got = piece;
+    } else {
+      const std::size_t want = std::size_t(std::min<std::uint64_t>(size - at, buf.size()));
+      if (!tcp::wait_for(s, POLLIN, io_timeout_ms)) {
+        why = where + " stopped sending " + name + " after " + std::to_string(at) + " bytes";
+        return false;
+      }
+      const ssize_t k = ::recv(s, buf.data(), want, 0);
+      if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (k <= 0) {
+        why = where + " ended its copy of " + name + " after " + std::to_string(at) + " of " + std::to_string(size) +
+              " bytes";
+        return false;
+      }
+      got = std::string_view(buf.data(), std::size_t(k));
+      digest.update(got.data(), got.size());
+    }
+    if (!ObjectMemory::write_at(fd, got, at)) {
+      why = sys_error("writing a fetched object");
+      return false;
+    }
+    at += got.size();
+  }
+  if (sealed) return true;
+  const auto theirs = session.receive(io_timeout_ms, 64);
+  if (!theirs || !auth::same_bytes(*theirs, digest.final())) {
+    why = "the copy of " + name + " from " + where + " was changed on the way (its hash does not match)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<ObjectMemory> fetch_object(const std::string& host, std::uint16_t port, const auth::Secret& secret,
+                                           std::uint64_t pool, const std::string& name, std::uint64_t size,
+                                           double wait_s, bool encrypt, std::string& why) {
   const std::string where = host + ":" + std::to_string(port);
-  UniqueFd s = tcp::connect_to(host, port, 5'000, why);
-  if (!s) return nullptr;
-  // The request in one write.
-  const wire::ObjectRequest request{key, name, static_cast<std::uint64_t>(wait_s * 1000)};
-  const std::string bytes = wire::encode_object_request(request);
-  std::string answer(wire::object_reply_bytes, '\0');
-  if (!write_all(s.get(), bytes.data(), bytes.size()) ||
-      !read_all(s.get(), answer.data(), answer.size(), int(request.wait_ms) + io_timeout_ms)) {
+  // A server whose door is full (turned away) is tried again, a few times, before the caller gets
+  // the object another way.
+  UniqueFd s;
+  std::unique_ptr<auth::Session> session;
+  for (int attempt = 1; !session; ++attempt) {
+    s = tcp::connect_to(host, port, 5'000, why);
+    if (!s) return nullptr;
+    bool turned_away = false;
+    session =
+        auth::Session::connect(s.get(), secret, wire::AuthRole::object, pool, auth::handshake_ms, why, &turned_away);
+    if (session) break;
+    if (!turned_away || attempt == 4) {
+      why = where + ": " + why;
+      return nullptr;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 * attempt));
+  }
+  const wire::ObjectRequest request{name, static_cast<std::uint64_t>(wait_s * 1000), encrypt};
+  if (!session->send(wire::encode_object_request(request))) {
+    why = where + " closed the connection before the request";
+    return nullptr;
+  }
+  const auto answer = session->receive(int(request.wait_ms) + io_timeout_ms, wire::object_reply_bytes);
+  std::optional<wire::ObjectReply> got;
+  try {
+    if (answer) got = wire::decode_object_reply(*answer);
+  } catch (const wire::Malformed&) {
+  }
+  if (!got) {
     why = "no answer from " + where;
     return nullptr;
   }
-  const wire::ObjectReply got = wire::decode_object_reply(answer);
-  if (got.answer == wire::ObjectAnswer::wrong_key) {
-    why = where + " serves another pool's objects (its key is not this pool's)";
+  if (got->answer == wire::ObjectAnswer::not_held || got->size != size) {
+    why = got->answer == wire::ObjectAnswer::not_held
+              ? where + " does not hold " + name
+              : where + " holds " + name + " with " + std::to_string(got->size) + " bytes, not " + std::to_string(size);
     return nullptr;
   }
-  if (got.answer == wire::ObjectAnswer::not_held || got.size != size) {
-    why = got.answer == wire::ObjectAnswer::not_held
-              ? where + " does not hold " + name
-              : where + " holds " + name + " with " + std::to_string(got.size) + " bytes, not " + std::to_string(size);
+  if (encrypt && !got->encrypted) {
+    why = where + " would send " + name + " unsealed, where this pool seals copies";
     return nullptr;
   }
   UniqueFd fd = ObjectMemory::new_memfd(name);
@@ -227,26 +271,7 @@ std::unique_ptr<ObjectMemory> fetch_object(const std::string& host, std::uint16_
     why = sys_error("memfd for a fetched object");
     return nullptr;
   }
-  std::vector<char> buf(std::min<std::uint64_t>(size, 4u << 20));
-  for (std::uint64_t at = 0; at < size;) {
-    const std::size_t want = std::size_t(std::min<std::uint64_t>(size - at, buf.size()));
-    if (!wait_for(s.get(), POLLIN, io_timeout_ms)) {
-      why = where + " stopped sending " + name + " after " + std::to_string(at) + " bytes";
-      return nullptr;
-    }
-    const ssize_t k = ::recv(s.get(), buf.data(), want, 0);
-    if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (k <= 0) {
-      why = where + " ended its copy of " + name + " after " + std::to_string(at) + " of " + std::to_string(size) +
-            " bytes";
-      return nullptr;
-    }
-    if (!ObjectMemory::write_at(fd.get(), std::string_view(buf.data(), std::size_t(k)), at)) {
-      why = sys_error("writing a fetched object");
-      return nullptr;
-    }
-    at += std::uint64_t(k);
-  }
+  if (!receive_bytes(s.get(), *session, fd.get(), size, got->encrypted, where, name, why)) return nullptr;
   ObjectMemory::seal(fd.get());
   auto m = ObjectMemory::adopt(std::move(fd), name, size);
   if (!m) why = "the fetched copy of " + name + " could not be kept";

@@ -1,6 +1,9 @@
 // src/transport/tcp.cpp: see tcp.hpp.
 #include "transport/tcp.hpp"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -8,8 +11,14 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
+#include "common/env.hpp"
+#include "common/log.hpp"
+#include "common/process.hpp"
 #include "fibra/error.hpp"
 
 namespace fibra::detail::tcp {
@@ -45,6 +54,21 @@ bool read_all(int fd, void* data, std::size_t n, int ms) {
   char* p = static_cast<char*>(data);
   while (n > 0) {
     if (!wait_for(fd, POLLIN, ms)) return false;
+    const ssize_t k = ::recv(fd, p, n, 0);
+    if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= std::size_t(k);
+  }
+  return true;
+}
+
+bool read_within(int fd, void* data, std::size_t n, int ms) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || !wait_for(fd, POLLIN, static_cast<int>(left.count()))) return false;
     const ssize_t k = ::recv(fd, p, n, 0);
     if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (k <= 0) return false;
@@ -95,6 +119,93 @@ Listener listen_any(const std::string& what) {
   l.port = ntohs(got.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&got)->sin6_port
                                            : reinterpret_cast<sockaddr_in*>(&got)->sin_port);
   return l;
+}
+
+Listener listen_on(const std::string& address, const std::string& what) {
+  if (address.empty()) return listen_any(what);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(address.c_str(), "0", &hints, &found); rc != 0)
+    throw ConfigError("fibra: cannot " + what + " on " + address + " (" + ::gai_strerror(rc) +
+                      "): FIBRA_LISTEN takes an address of this host, an interface's name, or `any`");
+  Listener l;
+  l.fd = UniqueFd(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  int on = 1;
+  if (l.fd) ::setsockopt(l.fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  const bool ok = l.fd && ::bind(l.fd.get(), found->ai_addr, found->ai_addrlen) == 0 && ::listen(l.fd.get(), 64) == 0;
+  ::freeaddrinfo(found);
+  if (!ok) throw Error("fibra: cannot " + what + " on " + address + " (" + sys_error("bind/listen") + ")");
+  sockaddr_storage got{};
+  socklen_t n = sizeof got;
+  ::getsockname(l.fd.get(), reinterpret_cast<sockaddr*>(&got), &n);
+  l.port = ntohs(got.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&got)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&got)->sin_port);
+  return l;
+}
+
+namespace {
+// This host's interfaces that are up: (name, numeric address, loopback), IPv4 first.
+struct Interface {
+  std::string name, address;
+  bool loopback = false;
+};
+std::vector<Interface> interfaces() {
+  std::vector<Interface> v4, v6;
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return {};
+  for (ifaddrs* i = all; i; i = i->ifa_next) {
+    if (!i->ifa_addr || !(i->ifa_flags & IFF_UP) || !(i->ifa_flags & IFF_RUNNING)) continue;
+    const int family = i->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    char b[INET6_ADDRSTRLEN] = {};
+    const void* a = family == AF_INET
+                        ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr)
+                        : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr);
+    if (!::inet_ntop(family, a, b, sizeof b)) continue;
+    if (family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr)) continue;
+    (family == AF_INET ? v4 : v6).push_back({i->ifa_name, b, (i->ifa_flags & IFF_LOOPBACK) != 0});
+  }
+  ::freeifaddrs(all);
+  v4.insert(v4.end(), v6.begin(), v6.end());
+  return v4;
+}
+}  // namespace
+
+std::string listen_address() {
+  const std::vector<Interface> mine = interfaces();
+  if (const std::string asked = env::text("FIBRA_LISTEN"); !asked.empty()) {
+    if (asked == "any") return {};
+    for (const auto& i : mine)  // (an interface's IPv4 address first: interfaces() lists those first)
+      if (i.address == asked || i.name == asked) return i.address;
+    // (Agents on other hosts inherit the driver's FIBRA_LISTEN: an address is the driver's host's.)
+    static std::once_flag said;
+    std::call_once(said, [&] {
+      log::warning(
+          "fibra: FIBRA_LISTEN={} is neither an address nor an interface of {}: its listeners use the default "
+          "address there; name an interface (`ip -br addr`, say ib0) for a run over several hosts",
+          asked, host_name());
+    });
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_INET;  // IPv4 first: peers on a cluster network may have no IPv6 route
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host_name().c_str(), nullptr, &hints, &found) == 0) {
+    std::string chosen;
+    for (addrinfo* a = found; a && chosen.empty(); a = a->ai_next) {
+      char b[INET6_ADDRSTRLEN] = {};
+      if (::getnameinfo(a->ai_addr, a->ai_addrlen, b, sizeof b, nullptr, 0, NI_NUMERICHOST) != 0) continue;
+      for (const auto& i : mine)
+        if (!i.loopback && i.address == b) chosen = b;
+    }
+    ::freeaddrinfo(found);
+    if (!chosen.empty()) return chosen;
+  }
+  for (const auto& i : mine)
+    if (!i.loopback) return i.address;
+  return "127.0.0.1";
 }
 
 UniqueFd connect_to(const std::string& host, std::uint16_t port, int ms, std::string& why) {

@@ -1,6 +1,7 @@
 #include "transport/wire.hpp"
 
 #include <cstdio>
+#include <limits>
 
 namespace fibra::wire {
 
@@ -42,16 +43,21 @@ void skip_pad(Reader& r, std::string_view message) { r.take(pad_at(message.size(
 
 // An ObjectReply's u64 when it is not a size.
 constexpr std::uint64_t object_not_held = ~std::uint64_t(0);
-constexpr std::uint64_t object_wrong_key = ~std::uint64_t(1);
 
-// An ObjectRequest's name length, read after its key; refused past max_object_name, before any of
-// the name is read.
+// An ObjectRequest's name length; refused past max_object_name, before any of the name is read.
 std::uint32_t object_name_length(Reader& r) {
   const auto n = r.pod<std::uint32_t>();
   if (n > max_object_name)
     throw Malformed("fibra: a malformed object request: a name of " + std::to_string(n) + " bytes, over the " +
                     std::to_string(max_object_name) + " a server reads");
   return n;
+}
+
+// A u8 that must be 0 or 1.
+bool flag_byte(Reader& r, const char* what) {
+  const auto v = r.pod<std::uint8_t>();
+  if (v > 1) throw Malformed(std::string("fibra: a malformed ") + what + ": a flag of " + std::to_string(v));
+  return v == 1;
 }
 
 }  // namespace
@@ -237,24 +243,11 @@ Partial decode_partial(std::string_view s) {
 std::string encode_object_request(const ObjectRequest& r) {
   std::string s;
   Writer w(s);
-  w.pod(r.key);
   w.pod(static_cast<std::uint32_t>(r.name.size()));
   w.raw(r.name.data(), r.name.size());
   w.pod(r.wait_ms);
+  w.pod(static_cast<std::uint8_t>(r.encrypted));
   return s;
-}
-
-std::size_t object_request_rest(std::string_view head) {
-  return parsing(
-      [&] {
-        if (head.size() != object_request_head)
-          throw Malformed("fibra: a malformed object request: a head of " + std::to_string(head.size()) +
-                          " bytes, not " + std::to_string(object_request_head));
-        Reader r(head);
-        r.pod<std::uint64_t>();  // the key
-        return std::size_t(object_name_length(r)) + sizeof(std::uint64_t);
-      },
-      "object request");
 }
 
 ObjectRequest decode_object_request(std::string_view bytes) {
@@ -262,9 +255,9 @@ ObjectRequest decode_object_request(std::string_view bytes) {
       [&] {
         Reader r(bytes);
         ObjectRequest q;
-        q.key = r.pod<std::uint64_t>();
         q.name = r.take(object_name_length(r));
         q.wait_ms = r.pod<std::uint64_t>();
+        q.encrypted = flag_byte(r, "object request");
         if (r.left() != 0)
           throw Malformed("fibra: a malformed object request: " + std::to_string(r.left()) + " bytes after its end");
         return q;
@@ -273,11 +266,10 @@ ObjectRequest decode_object_request(std::string_view bytes) {
 }
 
 std::string encode_object_reply(const ObjectReply& r) {
-  const std::uint64_t v = r.answer == ObjectAnswer::not_held    ? object_not_held
-                          : r.answer == ObjectAnswer::wrong_key ? object_wrong_key
-                                                                : r.size;
   std::string s;
-  Writer(s).pod(v);
+  Writer w(s);
+  w.pod(r.answer == ObjectAnswer::not_held ? object_not_held : r.size);
+  w.pod(static_cast<std::uint8_t>(r.encrypted));
   return s;
 }
 
@@ -285,30 +277,60 @@ ObjectReply decode_object_reply(std::string_view bytes) {
   if (bytes.size() != object_reply_bytes)
     throw Malformed("fibra: a malformed object reply: " + std::to_string(bytes.size()) + " bytes, not " +
                     std::to_string(object_reply_bytes));
-  const auto v = Reader(bytes).pod<std::uint64_t>();
-  if (v == object_not_held) return {ObjectAnswer::not_held};
-  if (v == object_wrong_key) return {ObjectAnswer::wrong_key};
-  return {ObjectAnswer::held, v};
+  Reader r(bytes);
+  const auto v = r.pod<std::uint64_t>();
+  ObjectReply reply{v == object_not_held ? ObjectAnswer::not_held : ObjectAnswer::held, v == object_not_held ? 0 : v};
+  reply.encrypted = flag_byte(r, "object reply");
+  return reply;
 }
 
-std::optional<std::string> join_frame(std::string_view message) {
-  if (message.size() > max_join_message) return std::nullopt;
+std::string encode_auth_hello(const AuthHello& h) {
   std::string s;
-  s.reserve(join_frame_head + message.size());
+  Writer w(s);
+  w.pod(auth_magic);
+  w.pod(h.version);
+  w.pod(static_cast<std::uint8_t>(h.role));
+  w.pod(std::uint8_t(0));
+  w.pod(h.pool);
+  std::string nonce = h.nonce;
+  nonce.resize(auth_nonce_bytes, '\0');
+  w.raw(nonce.data(), nonce.size());
+  return s;
+}
+
+AuthHello decode_auth_hello(std::string_view bytes) {
+  if (bytes.size() != auth_hello_bytes)
+    throw Malformed("fibra: a malformed handshake: " + std::to_string(bytes.size()) + " bytes, not " +
+                    std::to_string(auth_hello_bytes));
+  Reader r(bytes);
+  if (r.pod<std::uint32_t>() != auth_magic) throw Malformed("fibra: a malformed handshake: not fibra's");
+  AuthHello h;
+  h.version = r.pod<std::uint16_t>();
+  h.role = static_cast<AuthRole>(r.pod<std::uint8_t>());
+  r.pod<std::uint8_t>();
+  h.pool = r.pod<std::uint64_t>();
+  h.nonce = r.take(auth_nonce_bytes);
+  return h;
+}
+
+std::optional<std::string> frame(std::string_view message, std::size_t most) {
+  if (message.size() > most || message.size() > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
+  std::string s;
+  s.reserve(frame_head + message.size());
   Writer w(s);
   w.pod(static_cast<std::uint32_t>(message.size()));
   w.raw(message.data(), message.size());
   return s;
 }
 
-std::uint32_t join_frame_length(std::string_view head) {
-  if (head.size() != join_frame_head)
-    throw Malformed("fibra: a malformed join message: a head of " + std::to_string(head.size()) + " bytes, not " +
-                    std::to_string(join_frame_head));
+std::uint32_t frame_length(std::string_view head, std::size_t most) {
+  if (head.size() != frame_head)
+    throw Malformed("fibra: a malformed frame: a head of " + std::to_string(head.size()) + " bytes, not " +
+                    std::to_string(frame_head));
   const auto n = Reader(head).pod<std::uint32_t>();
-  if (n > max_join_message)
-    throw Malformed("fibra: a malformed join message: it announces " + std::to_string(n) + " bytes, over the " +
-                    std::to_string(max_join_message) + " a join connection carries");
+  if (n > most)
+    throw Malformed("fibra: a malformed frame: it announces " + std::to_string(n) + " bytes, over the " +
+                    std::to_string(most) + " its reader takes");
   return n;
 }
 

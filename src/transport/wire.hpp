@@ -312,8 +312,9 @@ struct AgentSetup {
   std::vector<std::string> gpus;
   double cpus = 1;             ///< per executor: OMP_NUM_THREADS, unless the environment sets it
   detail::RetryPolicy policy;  ///< the pool's default, for calls its tasks make (policy_text)
-  std::uint64_t lane_nonce =
-      0;  ///< written in its executors' lanes: the driver maps only its own (src/transport/lane.hpp)
+  /// written in its executors' lanes: the driver maps only its own (src/transport/lane.hpp); and
+  /// the pool its object server serves (bound into each fetch's handshake). Not a secret.
+  std::uint64_t lane_nonce = 0;
   std::uint64_t keep_freed_bytes =
       0;                        ///< freed memory each executor keeps (FIBRA_KEEP_FREED, src/common/freed_memory.hpp)
   std::string driver_host;      ///< the driver's host: executors on it store what tasks put (FIBRA_DRIVER_HOST)
@@ -322,13 +323,17 @@ struct AgentSetup {
   std::int32_t spare_processes = 0;       ///< PoolOptions::spare_processes
   Initializer initializer;                ///< run by each worker's executor first (FIBRA_INITIALIZER)
   std::uint32_t max_tasks_per_child = 0;  ///< an executor ends after this many chunks (FIBRA_MAX_TASKS); 0: never
+  /// The file holding the run's secret (transport/auth.hpp; its path, never its bytes): its object
+  /// server and its fetches authenticate with it. Empty: none (no object server).
+  std::string secret_file;
+  bool encrypt_objects = false;  ///< PoolOptions::encrypt_objects: object copies between agents sealed
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, AgentSetup>
 void fields(F&& f, M& m) {
   f(m.heartbeat_s, m.driver_silence_s, m.executors, m.slot, m.prefix_output, m.gpus, m.cpus, m.policy, m.lane_nonce,
     m.keep_freed_bytes, m.driver_host, m.driver_pid, m.simulation, m.spare_processes, m.initializer,
-    m.max_tasks_per_child);
+    m.max_tasks_per_child, m.secret_file, m.encrypt_objects);
 }
 
 /// A RetryPolicy as text for an environment variable: its encoding (the list above), in hex. An
@@ -349,18 +354,22 @@ struct Hello {
   /// Its ObjectServer's TCP port (transport/object_server.hpp): peers copy the objects it holds
   /// from it. 0: none (it could not listen).
   std::uint32_t object_port = 0;
+  /// The address its ObjectServer listens on (transport/tcp.hpp's listen_address): what peers
+  /// connect to.
+  std::string object_host;
   /// It sends the driver a copy of each result its executors keep (tag_kept_copy): the driver
   /// cannot open its memfds (another host).
   bool copies_kept = false;
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, Hello>
-void fields(F&& f, M& m) { f(m.fingerprint, m.functions, m.pid, m.host, m.lane_fds, m.object_port, m.copies_kept); }
+void fields(F&& f, M& m) {
+  f(m.fingerprint, m.functions, m.pid, m.host, m.lane_fds, m.object_port, m.object_host, m.copies_kept);
+}
 
 /// A worker started apart (another mpirun, another Slurm job) -> the driver, over TCP before it
 /// connects through MPI (transport/join.hpp): who it is, and whether it runs the same build.
 struct JoinHello {
-  std::uint64_t nonce = 0;        ///< read from the join file: the run it means to join
   std::uint64_t fingerprint = 0;  ///< of its registry of remote functions
   std::uint64_t functions = 0;
   std::int64_t pid = 0;
@@ -374,7 +383,7 @@ struct JoinHello {
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, JoinHello>
 void fields(F&& f, M& m) {
-  f(m.nonce, m.fingerprint, m.functions, m.pid, m.host, m.executors, m.origin, m.time_left_s, m.pool, m.ranks);
+  f(m.fingerprint, m.functions, m.pid, m.host, m.executors, m.origin, m.time_left_s, m.pool, m.ranks);
 }
 
 /// The driver's answer to a JoinHello: connect now (MPI_Comm_connect to the join file's port), or
@@ -388,16 +397,9 @@ template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, JoinAnswer>
 void fields(F&& f, M& m) { f(m.go, m.why, m.port); }
 
-/// Messages on a join connection (transport/join.hpp: a JoinHello, then a JoinAnswer) are framed:
-/// a u32 length (join_frame_head bytes), then that many bytes, at most max_join_message. A reader
-/// reads the head, then the length it announces, and no more.
+/// Messages on a join connection (transport/join.hpp: a JoinHello, then a JoinAnswer) are sealed
+/// frames of at most max_join_message bytes.
 inline constexpr std::uint32_t max_join_message = 64 * 1024;
-inline constexpr std::size_t join_frame_head = sizeof(std::uint32_t);
-/// The message framed; nullopt if it is longer than max_join_message (it is not sent).
-std::optional<std::string> join_frame(std::string_view message);
-/// The length a frame's head announces; throws Malformed if `head` is not join_frame_head bytes or
-/// announces more than max_join_message.
-std::uint32_t join_frame_length(std::string_view head);
 
 /// One chunk of a task batch (its payload follows it).
 
@@ -459,34 +461,65 @@ requires std::is_same_v<std::remove_const_t<M>, ObjectFetch>
 void fields(F&& f, M& m) { f(m.head.id, m.head.origin, m.head.size, m.host, m.port); }
 
 /// A fetch from a peer's ObjectServer (transport/object_server.hpp), one object per TCP
-/// connection. The fetcher sends: the server's key (u64), the object's name (a u32 length, at most
-/// max_object_name, then its bytes), how long to wait for it (u64 milliseconds). The server reads
-/// the object_request_head bytes, then the object_request_rest they announce, and no more.
+/// connection, sent sealed once the connection is authenticated (transport/auth.hpp): the object's
+/// name (a u32 length, at most max_object_name, then its bytes), how long to wait for it (u64
+/// milliseconds), and whether its bytes are to be encrypted (u8).
 struct ObjectRequest {
-  std::uint64_t key = 0;      ///< AgentSetup::lane_nonce of the fetcher's pool: another pool's server refuses
   std::string name;           ///< its memfd's (detail::object_memfd_name); a longer one than max_object_name is refused
   std::uint64_t wait_ms = 0;  ///< how long the server waits for it to be offered (at most a minute)
+  bool encrypted = false;     ///< its bytes sealed (PoolOptions::encrypt_objects), not only authenticated
 };
 inline constexpr std::uint32_t max_object_name = 256;
-inline constexpr std::size_t object_request_head = sizeof(std::uint64_t) + sizeof(std::uint32_t);
+/// A request's sealed message is at most this long (a name of max_object_name and the rest).
+inline constexpr std::size_t max_object_request = 512;
 std::string encode_object_request(const ObjectRequest& r);
-/// How many bytes follow a request's first object_request_head bytes (its name and wait_ms);
-/// throws Malformed for a name longer than max_object_name.
-std::size_t object_request_rest(std::string_view head);
 /// A whole request; throws Malformed if it is cut short, its name is too long, or bytes follow it.
 ObjectRequest decode_object_request(std::string_view bytes);
 
-/// The ObjectServer's answer, one u64 (object_reply_bytes): the object's size, its bytes following
-/// it; all ones: not held; all ones but the last bit: a wrong key. (No object is that large.)
-enum class ObjectAnswer : std::uint8_t { held, not_held, wrong_key };
+/// The ObjectServer's answer, sealed: a u64, the object's size (its bytes follow), or all ones: not
+/// held; then a u8, whether the bytes come sealed (ObjectRequest::encrypted, or the server's pool
+/// asks it). Unsealed bytes are followed by a sealed message of their keyed hash.
+enum class ObjectAnswer : std::uint8_t { held, not_held };
 struct ObjectReply {
   ObjectAnswer answer = ObjectAnswer::held;
   std::uint64_t size = 0;  ///< held: the object's bytes, which follow the reply
+  bool encrypted = false;
 };
-inline constexpr std::size_t object_reply_bytes = sizeof(std::uint64_t);
+inline constexpr std::size_t object_reply_bytes = sizeof(std::uint64_t) + 1;
 std::string encode_object_reply(const ObjectReply& r);
-/// Throws Malformed if `bytes` are not object_reply_bytes.
+/// Throws Malformed if `bytes` are not object_reply_bytes, or its last byte is not 0 or 1.
 ObjectReply decode_object_reply(std::string_view bytes);
+
+/// The handshake on fibra's own TCP listeners (transport/auth.hpp), before any other byte: the
+/// client sends an AuthHello (auth_hello_bytes); the server answers its nonce, its proof and its
+/// stream's header (auth_challenge_bytes); the client sends its proof and its stream's header
+/// (auth_answer_bytes). From then on each side's messages are sealed frames (below).
+enum class AuthRole : std::uint8_t { join = 1, object = 2 };
+inline constexpr std::uint32_t auth_magic = 0x61726266;  // "fbra", little-endian
+inline constexpr std::uint16_t auth_version = 1;
+inline constexpr std::size_t auth_nonce_bytes = 32, auth_proof_bytes = 32, auth_header_bytes = 24;
+struct AuthHello {
+  std::uint16_t version = auth_version;
+  AuthRole role = AuthRole::join;
+  std::uint64_t pool = 0;  ///< the pool it is for (the object server's pool; 0 for joins)
+  std::string nonce;       ///< auth_nonce_bytes, fresh
+};
+inline constexpr std::size_t auth_hello_bytes = 4 + 2 + 1 + 1 + 8 + auth_nonce_bytes;
+inline constexpr std::size_t auth_challenge_bytes = auth_nonce_bytes + auth_proof_bytes + auth_header_bytes;
+inline constexpr std::size_t auth_answer_bytes = auth_proof_bytes + auth_header_bytes;
+std::string encode_auth_hello(const AuthHello& h);
+/// Throws Malformed if `bytes` are not auth_hello_bytes, or do not start with auth_magic.
+AuthHello decode_auth_hello(std::string_view bytes);
+
+/// Sealed messages (and, before the handshake had them, join messages) are framed: a u32 length
+/// (frame_head bytes), then that many bytes, at most the reader's bound. A reader reads the head,
+/// then the length it announces if it is within its bound, and no more.
+inline constexpr std::size_t frame_head = sizeof(std::uint32_t);
+/// The message framed; nullopt if it is longer than `most` (it is not sent).
+std::optional<std::string> frame(std::string_view message, std::size_t most);
+/// The length a frame's head announces; throws Malformed if `head` is not frame_head bytes or
+/// announces more than `most`.
+std::uint32_t frame_length(std::string_view head, std::size_t most);
 
 /// Payload of a `kept` result: a task's result left in a memfd of its executor's, named
 /// detail::object_memfd_name(executor pid, id), whose descriptor went to the agent with the frame

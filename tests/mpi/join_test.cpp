@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -27,6 +28,7 @@
 #include "common/command.hpp"
 #include "common/unique_fd.hpp"
 #include "fibra/detail/registry.hpp"
+#include "transport/auth.hpp"
 #include "transport/join.hpp"
 #include "transport/tcp.hpp"
 #include "transport/wire.hpp"
@@ -271,16 +273,18 @@ TEST(Join, AJoinerThatLeavesAfterItsHelloDoesNotEndLaterJoins) {
     for (const auto& h : address.hello)
       if ((s = fibra::detail::tcp::connect_to(h.host, h.port, 3'000, why))) break;
     ASSERT_TRUE(s) << "cannot reach the driver's join listener: " << why;
+    auto session = fibra::detail::auth::Session::connect(s.get(), *address.secret, fibra::wire::AuthRole::join, 0,
+                                                         fibra::detail::auth::handshake_ms, why);
+    ASSERT_TRUE(session) << "the join listener did not let the join file's holder in: " << why;
     fibra::wire::JoinHello hello;
-    hello.nonce = address.nonce;
     hello.fingerprint = fibra::detail::registry_fingerprint();
     hello.functions = fibra::detail::registry_size();
     hello.pid = ::getpid();
     hello.host = "nowhere";
     hello.executors = 1;
     hello.origin = "a joiner that leaves";
-    ASSERT_TRUE(fibra::detail::join::send_message(s.get(), fibra::wire::encode(hello)));
-    const auto reply = fibra::detail::join::receive_message(s.get(), 90'000);
+    ASSERT_TRUE(session->send(fibra::wire::encode(hello)));
+    const auto reply = session->receive(90'000, fibra::wire::max_join_message);
     ASSERT_TRUE(reply) << "the driver did not answer the hello within 90 s";
     const auto answer = fibra::wire::decode<fibra::wire::JoinAnswer>(*reply);
     ASSERT_TRUE(answer.go) << answer.why;
@@ -314,7 +318,9 @@ TEST(Join, AJoinerUnderMpirunWithoutTheNameServerIsToldHow) {
   for (const auto& w : pool.workers()) EXPECT_TRUE(w.joined_from.empty()) << "a worker joined from " << w.joined_from;
 }
 
-TEST(Join, AJoinFileOfAnotherRunIsRefused) {
+// A join file of another run (another secret) is refused by the handshake, before the joiner says
+// who it is; one that others may read is refused by the joiner before it connects.
+TEST(Join, AJoinFileOfAnotherRunOrReadableByOthersIsRefused) {
   const std::string log = log_path("stale");
   const std::string stale = join_file() + ".other-run";
   {
@@ -322,15 +328,27 @@ TEST(Join, AJoinFileOfAnotherRunIsRefused) {
     std::ofstream out(stale);
     std::string line;
     while (std::getline(in, line))
-      out << (line.rfind("nonce ", 0) == 0 ? std::string("nonce 0123456789abcdef") : line) << "\n";
+      out << (line.rfind("secret ", 0) == 0 ? "secret " + std::string(64, 'a') : line) << "\n";
   }
+  ::chmod(stale.c_str(), 0600);
   fibra::Pool pool(1);
   const pid_t joiner = start({self_exe(), "--fibra-join", stale}, {}, log);
   ASSERT_GT(joiner, 0);
   Reaper reaper{joiner};
   EXPECT_EQ(exit_status(joiner, 60), 2);
   const std::string said = text_of(log);
-  EXPECT_NE(said.find("not this run's"), std::string::npos) << said;
+  EXPECT_NE(said.find("do not share the join file's secret"), std::string::npos) << said;
+  EXPECT_NE(said.find("does not hold this run's secret"), std::string::npos) << said;
+  // the real file, readable by others
+  const std::string open_copy = join_file() + ".readable";
+  std::filesystem::copy_file(join_file(), open_copy, std::filesystem::copy_options::overwrite_existing);
+  ::chmod(open_copy.c_str(), 0644);
+  const std::string log2 = log_path("readable");
+  const pid_t reader = start({self_exe(), "--fibra-join", open_copy}, {}, log2);
+  ASSERT_GT(reader, 0);
+  Reaper reaper2{reader};
+  EXPECT_EQ(exit_status(reader, 60), 2);
+  EXPECT_NE(text_of(log2).find("has mode 0644: others may read or write it"), std::string::npos) << text_of(log2);
   for (const auto& w : pool.workers()) EXPECT_TRUE(w.joined_from.empty()) << "a worker joined from " << w.joined_from;
   EXPECT_EQ(pool.map(where, upto(20)).size(), 20u);  // the driver goes on
 }

@@ -392,6 +392,22 @@ TEST(ObjectStorePeers, APutValueLeavesTheDriverOnce) {
   expect_agents_hold_none(pool, "object");
 }
 
+// The same with PoolOptions::encrypt_objects: the copy between agents is sealed, and arrives whole.
+TEST(ObjectStorePeers, APutValueCopiedSealedBetweenAgentsArrivesWhole) {
+  if (!peers_on()) GTEST_SKIP() << "tasks.object_store.peers runs it";
+  fibra::Pool pool(2, {.workers_per_agent = 1, .encrypt_objects = true});
+  constexpr std::size_t n = 1 << 19;
+  std::vector<fibra::Future<Probe>> parts;
+  {
+    auto ref = fibra::put(halves(n));
+    for (int k = 0; k < 16; ++k) parts.push_back(pool.submit(strided_sum, ref, k, 16));
+  }
+  EXPECT_DOUBLE_EQ(expect_parts(parts, n, "strided_sum(ref, k, 16) between peers, sealed"), halves_sum(n));
+  const auto s = pool.stats();
+  EXPECT_EQ(s.objects_sent, 1u) << "one copy leaves the driver";
+  EXPECT_EQ(s.objects_fetched_from_peers, executors_of(parts).size() - 1) << "the other agent copies it, sealed";
+}
+
 // The agent that kept a result is SIGKILLed (a process this test's pool started): the tasks given
 // the result afterwards still read it exactly, copied from the driver's copy (or from the peer, if
 // it was asked before its death was seen, and then from the driver when the copy failed).

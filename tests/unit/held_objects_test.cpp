@@ -20,12 +20,13 @@ using fibra::detail::ObjectServer;
 namespace {
 
 constexpr std::uint64_t key = 0x5eed'1234'abcd'0002;
+const fibra::detail::auth::Secret secret = fibra::detail::auth::Secret::random();
 
 // Whether a peer can copy object `name` of `bytes` from `server`, waiting up to `wait_s` for it to
 // be offered (the copy is held unmapped: read back through a mapping of its own).
 bool served(const ObjectServer& server, const std::string& name, const std::string& bytes, double wait_s = 5) {
   std::string why;
-  auto copy = fetch_object("127.0.0.1", server.port(), key, name, bytes.size(), wait_s, why);
+  auto copy = fetch_object(server.address(), server.port(), secret, key, name, bytes.size(), wait_s, false, why);
   if (!copy) return false;
   void* p = ::mmap(nullptr, bytes.size(), PROT_READ, MAP_SHARED, copy->fd(), 0);
   if (p == MAP_FAILED) return false;
@@ -35,7 +36,7 @@ bool served(const ObjectServer& server, const std::string& name, const std::stri
 }
 
 TEST(HeldObjects, HandedTwiceAndFreedAfterOneIsStillHeldAndServed) {
-  ObjectServer server(key);
+  ObjectServer server(secret, key, false);
   HeldObjects held(&server);
   const std::string name = object_memfd_name(4242, 7), bytes = "the result of task 7";
   std::shared_ptr<const ObjectMemory> m = ObjectMemory::create(name, bytes, "test");
@@ -52,7 +53,7 @@ TEST(HeldObjects, HandedTwiceAndFreedAfterOneIsStillHeldAndServed) {
 }
 
 TEST(HeldObjects, ACopyTheDriverSentGoesAtItsFree) {
-  ObjectServer server(key);
+  ObjectServer server(secret, key, false);
   HeldObjects held(&server);
   const std::string name = object_memfd_name(4242, 8), bytes = "a value fibra::put stored";
   held.hold(8, 4242, bytes.size(), ObjectMemory::create(name, bytes, "test"));

@@ -3,8 +3,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "transport/auth.hpp"
 #include "transport/join.hpp"
-#include "transport/object_server.hpp"
 #include "transport/tcp.hpp"
 #include "transport/wire.hpp"
 
@@ -135,7 +135,7 @@ TEST(Wire, TruncatedBatchIsAnError) {
 }
 
 TEST(Wire, HelloRoundTrips) {
-  wire::Hello h{123, 4, 999, "node7", {5, 6}, 40123, true};
+  wire::Hello h{123, 4, 999, "node7", {5, 6}, 40123, "10.1.2.3", true};
   auto g = wire::decode<wire::Hello>(wire::encode(h));
   EXPECT_EQ(g.fingerprint, 123u);
   EXPECT_EQ(g.functions, 4u);
@@ -143,6 +143,7 @@ TEST(Wire, HelloRoundTrips) {
   EXPECT_EQ(g.host, "node7");
   EXPECT_EQ(g.lane_fds, (std::vector<std::int32_t>{5, 6}));
   EXPECT_EQ(g.object_port, 40123u);
+  EXPECT_EQ(g.object_host, "10.1.2.3");
   EXPECT_TRUE(g.copies_kept);
 }
 
@@ -220,11 +221,12 @@ TEST(Wire, AgentSetupRoundTrips) {
   // policy (u32, bool, double, bool, then its needs: double, i32, i64), the lanes' nonce, the freed
   // memory its executors keep, the driver's host (a sized string) and pid, the simulation (u32,
   // u32, double), the spare processes (i32), the initializer (u64, u8, two sized strings), the
-  // tasks per executor (u32)
+  // tasks per executor (u32), the secret file's path (a sized string: never the secret) and whether
+  // copies between agents are sealed (a bool)
   constexpr std::size_t policy_bytes = 4u + 1u + 8u + 1u + (8u + 4u + 8u);
   EXPECT_EQ(wire::encode(policy).size(), policy_bytes);
   EXPECT_EQ(wire::encode(s).size(), 8u + 8u + 4u + 4u + 1u + (8u + (8u + 3u) + (8u + 0u)) + 8u + policy_bytes + 8u +
-                                        8u + (8u + 5u) + 8u + (4u + 4u + 8u) + 4u + (8u + 1u + 8u + 8u) + 4u);
+                                        8u + (8u + 5u) + 8u + (4u + 4u + 8u) + 4u + (8u + 1u + 8u + 8u) + 4u + 8u + 1u);
 }
 
 // The pool's initializer reaches executors as text in their environment, whole: its function,
@@ -405,41 +407,42 @@ TEST(Wire, AHugeCountInAMalformedBatchIsRefusedNotAllocated) {
   EXPECT_THROW(wire::decode<wire::Hello>("xx"), wire::Malformed);
 }
 
-// A fetch from a peer's ObjectServer: the key, the name (a u32 length and its bytes), how long to
-// wait. The server reads a fixed head first and learns from it how much follows: a name longer than
-// max_object_name is refused there, before any of it is read.
+// A fetch from a peer's ObjectServer, sealed once the connection is authenticated: the name (a
+// u32 length and its bytes), how long to wait, whether to seal the bytes. A name longer than
+// max_object_name is refused.
 TEST(Wire, AnObjectRequestRoundTripsAndATooLongOrCutOneIsRefused) {
-  const wire::ObjectRequest r{0x1234567890abcdefULL, "fibra-obj-42-7", 2500};
+  const wire::ObjectRequest r{"fibra-obj-42-7", 2500, true};
   const std::string bytes = wire::encode_object_request(r);
-  EXPECT_EQ(bytes.size(), 8u + 4u + r.name.size() + 8u);  // the layout: key, name's length, name, wait
-  EXPECT_EQ(wire::object_request_rest(bytes.substr(0, wire::object_request_head)), r.name.size() + 8u);
+  EXPECT_EQ(bytes.size(), 4u + r.name.size() + 8u + 1u);  // the layout: name's length, name, wait, sealed
   const auto g = wire::decode_object_request(bytes);
-  EXPECT_EQ(g.key, 0x1234567890abcdefULL);
   EXPECT_EQ(g.name, "fibra-obj-42-7");
   EXPECT_EQ(g.wait_ms, 2500u);
-  EXPECT_EQ(wire::decode_object_request(wire::encode_object_request({7, "", 0})).name, "");
+  EXPECT_TRUE(g.encrypted);
+  EXPECT_EQ(wire::decode_object_request(wire::encode_object_request({"", 0, false})).name, "");
   const std::string longest(wire::max_object_name, 'n');
-  EXPECT_EQ(wire::decode_object_request(wire::encode_object_request({7, longest, 1})).name, longest);
+  EXPECT_EQ(wire::decode_object_request(wire::encode_object_request({longest, 1, false})).name, longest);
+  EXPECT_LE(wire::encode_object_request({longest, 1, false}).size(), wire::max_object_request);
 
   EXPECT_THROW(wire::decode_object_request(bytes.substr(0, bytes.size() - 1)), wire::Malformed) << "a byte short";
   EXPECT_THROW(wire::decode_object_request(bytes + "x"), wire::Malformed) << "a byte over";
   EXPECT_THROW(wire::decode_object_request(""), wire::Malformed);
-  EXPECT_THROW(wire::object_request_rest(bytes.substr(0, wire::object_request_head - 1)), wire::Malformed);
-  const std::string too_long = wire::encode_object_request({7, longest + "n", 1});
+  std::string two = bytes;
+  two.back() = '\x02';
+  EXPECT_THROW(wire::decode_object_request(two), wire::Malformed) << "a flag of 2";
+  const std::string too_long = wire::encode_object_request({longest + "n", 1, false});
   try {
-    (void)wire::object_request_rest(too_long.substr(0, wire::object_request_head));
+    (void)wire::decode_object_request(too_long);
     ADD_FAILURE() << "a name of 257 bytes announced";
   } catch (const wire::Malformed& e) {
     EXPECT_STREQ(e.what(), "fibra: a malformed object request: a name of 257 bytes, over the 256 a server reads");
   }
-  EXPECT_THROW(wire::decode_object_request(too_long), wire::Malformed);
 }
 
-// The server's answer is one u64: the object's size, or all ones (not held), or all ones but the
-// last bit (a wrong key).
-TEST(Wire, AnObjectReplyIsOneU64OfTheSizeOrWhyNot) {
+// The server's answer: a u64, the object's size or all ones (not held), then whether its bytes
+// come sealed.
+TEST(Wire, AnObjectReplyIsTheSizeOrNotHeldAndWhetherSealed) {
   for (const std::uint64_t size : {std::uint64_t(0), std::uint64_t(5), std::uint64_t(1) << 40}) {
-    const std::string bytes = wire::encode_object_reply({wire::ObjectAnswer::held, size});
+    const std::string bytes = wire::encode_object_reply({wire::ObjectAnswer::held, size, size == 5});
     ASSERT_EQ(bytes.size(), wire::object_reply_bytes);
     std::uint64_t raw = 0;
     std::memcpy(&raw, bytes.data(), sizeof raw);
@@ -447,76 +450,69 @@ TEST(Wire, AnObjectReplyIsOneU64OfTheSizeOrWhyNot) {
     const auto g = wire::decode_object_reply(bytes);
     EXPECT_EQ(g.answer, wire::ObjectAnswer::held);
     EXPECT_EQ(g.size, size);
+    EXPECT_EQ(g.encrypted, size == 5);
   }
-  const auto refusal = [](wire::ObjectAnswer a) {
-    const std::string bytes = wire::encode_object_reply({a});
-    std::uint64_t raw = 0;
-    std::memcpy(&raw, bytes.data(), sizeof raw);
-    EXPECT_EQ(wire::decode_object_reply(bytes).answer, a);
-    return raw;
-  };
-  EXPECT_EQ(refusal(wire::ObjectAnswer::not_held), ~std::uint64_t(0));
-  EXPECT_EQ(refusal(wire::ObjectAnswer::wrong_key), ~std::uint64_t(1));
-  EXPECT_THROW(wire::decode_object_reply(std::string(7, '\0')), wire::Malformed);
-  EXPECT_THROW(wire::decode_object_reply(std::string(9, '\0')), wire::Malformed);
+  const std::string no = wire::encode_object_reply({wire::ObjectAnswer::not_held});
+  std::uint64_t raw = 0;
+  std::memcpy(&raw, no.data(), sizeof raw);
+  EXPECT_EQ(raw, ~std::uint64_t(0));
+  EXPECT_EQ(wire::decode_object_reply(no).answer, wire::ObjectAnswer::not_held);
+  EXPECT_THROW(wire::decode_object_reply(std::string(8, '\0')), wire::Malformed);
+  EXPECT_THROW(wire::decode_object_reply(std::string(10, '\0')), wire::Malformed);
+  EXPECT_THROW(wire::decode_object_reply(std::string(8, '\0') + "\x07"), wire::Malformed) << "a flag of 7";
 }
 
-// A server told of a longer name than it reads closes the connection without reading the name
-// (nor answering): the request is never read unbounded.
-TEST(Wire, AnObjectServerRefusesARequestWithATooLongNameUnread) {
-  detail::ObjectServer server(42);
-  std::string why;
-  detail::UniqueFd s = detail::tcp::connect_to("127.0.0.1", server.port(), 5'000, why);
-  ASSERT_TRUE(s) << why;
-  const std::string head =
-      wire::encode_object_request({42, std::string(1 << 20, 'n'), 0}).substr(0, wire::object_request_head);
-  ASSERT_TRUE(detail::tcp::write_all(s.get(), head.data(), head.size()));
-  char answer[wire::object_reply_bytes];
-  EXPECT_FALSE(detail::tcp::read_all(s.get(), answer, sizeof answer, 10'000)) << "an answer came";
+// The handshake's first message: fixed size, fibra's magic first; anything else is refused.
+TEST(Wire, AnAuthHelloHasAFixedSizeAndFibrasMagic) {
+  const std::string nonce(wire::auth_nonce_bytes, '\x5a');
+  const std::string bytes = wire::encode_auth_hello({wire::auth_version, wire::AuthRole::object, 77, nonce});
+  ASSERT_EQ(bytes.size(), wire::auth_hello_bytes);
+  EXPECT_EQ(bytes.substr(0, 4), "fbra");
+  const auto h = wire::decode_auth_hello(bytes);
+  EXPECT_EQ(h.version, wire::auth_version);
+  EXPECT_EQ(h.role, wire::AuthRole::object);
+  EXPECT_EQ(h.pool, 77u);
+  EXPECT_EQ(h.nonce, nonce);
+  EXPECT_THROW(wire::decode_auth_hello(bytes.substr(1)), wire::Malformed);
+  EXPECT_THROW(wire::decode_auth_hello(bytes + "x"), wire::Malformed);
+  std::string other = bytes;
+  other[0] = 'G';  // "GET / HTTP/1.1..." or any other protocol
+  EXPECT_THROW(wire::decode_auth_hello(other), wire::Malformed);
 }
 
-// A join connection's messages: a u32 length, then the bytes, at most 64 KiB; a reader refuses a
-// longer announcement from the head, before reading the rest.
-TEST(Wire, AJoinMessageIsFramedByItsLengthUpTo64KiB) {
-  const auto frame = wire::join_frame("hello");
+// A frame: a u32 length, then the bytes, at most the reader's bound; a reader refuses a longer
+// announcement from the head, before reading the rest.
+TEST(Wire, AFrameIsItsLengthThenItsBytesUpToTheReadersBound) {
+  const auto frame = wire::frame("hello", 64);
   ASSERT_TRUE(frame);
   EXPECT_EQ(frame->size(), 4u + 5u);
-  EXPECT_EQ(wire::join_frame_length(frame->substr(0, wire::join_frame_head)), 5u);
-  EXPECT_EQ(frame->substr(wire::join_frame_head), "hello");
-  EXPECT_EQ(wire::join_frame_length(*wire::join_frame("")), 0u);
+  EXPECT_EQ(wire::frame_length(frame->substr(0, wire::frame_head), 64), 5u);
+  EXPECT_EQ(frame->substr(wire::frame_head), "hello");
+  EXPECT_EQ(wire::frame_length(*wire::frame("", 64), 64), 0u);
   const std::string largest(wire::max_join_message, 'x');
-  ASSERT_TRUE(wire::join_frame(largest));
-  EXPECT_EQ(wire::join_frame_length(wire::join_frame(largest)->substr(0, 4)), 64u * 1024u);
-  EXPECT_FALSE(wire::join_frame(largest + "x")) << "a message over 64 KiB is not framed";
+  ASSERT_TRUE(wire::frame(largest, wire::max_join_message));
+  EXPECT_EQ(wire::frame_length(wire::frame(largest, wire::max_join_message)->substr(0, 4), wire::max_join_message),
+            64u * 1024u);
+  EXPECT_FALSE(wire::frame(largest + "x", wire::max_join_message)) << "a message over the bound is not framed";
 
   const std::uint32_t over = wire::max_join_message + 1;
   std::string head(sizeof over, '\0');
   std::memcpy(head.data(), &over, sizeof over);
   try {
-    (void)wire::join_frame_length(head);
+    (void)wire::frame_length(head, wire::max_join_message);
     ADD_FAILURE() << "65537 bytes announced";
   } catch (const wire::Malformed& e) {
-    EXPECT_STREQ(e.what(),
-                 "fibra: a malformed join message: it announces 65537 bytes, over the 65536 a join connection carries");
+    EXPECT_STREQ(e.what(), "fibra: a malformed frame: it announces 65537 bytes, over the 65536 its reader takes");
   }
-  EXPECT_THROW(wire::join_frame_length(head.substr(0, 3)), wire::Malformed) << "a head cut short";
-
-  // Both ends of a connection (transport/join.hpp) use it.
-  int fds[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-  const detail::UniqueFd a(fds[0]), b(fds[1]);
-  ASSERT_TRUE(detail::join::send_message(a.get(), "hello"));
-  EXPECT_EQ(detail::join::receive_message(b.get(), 5'000), std::optional<std::string>("hello"));
-  EXPECT_FALSE(detail::join::send_message(a.get(), largest + "x"));
-  ASSERT_TRUE(detail::tcp::write_all(a.get(), head.data(), head.size()));  // announces 65537 bytes
-  EXPECT_EQ(detail::join::receive_message(b.get(), 5'000), std::nullopt);
+  EXPECT_THROW(wire::frame_length(head.substr(0, 3), 64), wire::Malformed) << "a head cut short";
 }
 
-// The join file (version 2) names no MPI port: each joiner's "go" carries one opened for it alone,
-// so a stand-in connecting for a joiner that left can never meet a later joiner's accept.
+// The join file (version 3) holds the run's secret and names no MPI port: each joiner's "go"
+// carries one opened for it alone, so a stand-in connecting for a joiner that left can never meet a
+// later joiner's accept.
 TEST(Wire, AJoinFileRoundTripsAndAGoCarriesItsOwnPort) {
   detail::join::Address a;
-  a.nonce = 0x0123456789abcdefULL;
+  a.secret = detail::auth::Secret::random();
   a.fingerprint = 0xfedcba9876543210ULL;
   a.server_uri = "1234.0;tcp://10.0.0.1:5000";
   a.server_file = "/tmp/x.uri";
@@ -524,7 +520,8 @@ TEST(Wire, AJoinFileRoundTripsAndAGoCarriesItsOwnPort) {
   const std::string text = detail::join::to_text(a);
   EXPECT_EQ(text.find("\nport "), std::string::npos) << text;
   const auto b = detail::join::parse(text, "join");
-  EXPECT_EQ(b.nonce, a.nonce);
+  ASSERT_TRUE(b.secret);
+  EXPECT_EQ(b.secret->hex(), a.secret->hex());
   EXPECT_EQ(b.fingerprint, a.fingerprint);
   EXPECT_EQ(b.server_uri, a.server_uri);
   EXPECT_EQ(b.server_file, a.server_file);
@@ -532,13 +529,16 @@ TEST(Wire, AJoinFileRoundTripsAndAGoCarriesItsOwnPort) {
   EXPECT_EQ(b.hello[1].host, "127.0.0.1");
   EXPECT_EQ(b.hello[1].port, 4000);
   std::string old = text;
-  old.replace(old.find("version 2"), 9, "version 1");
+  old.replace(old.find("version 3"), 9, "version 2");
   try {
     (void)detail::join::parse(old, "join");
-    ADD_FAILURE() << "a version 1 join file was read";
+    ADD_FAILURE() << "a version 2 join file was read";
   } catch (const fibra::ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("version 1, where this build reads version 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("version 2, where this build reads version 3"), std::string::npos) << e.what();
   }
+  std::string cut = text;
+  cut.replace(cut.find("secret ") + 7, 64, std::string(63, 'a'));
+  EXPECT_THROW((void)detail::join::parse(cut, "join"), fibra::ConfigError) << "a secret of 63 digits";
 
   wire::JoinAnswer go;
   go.go = true;

@@ -129,6 +129,7 @@ class Reader {
   explicit Reader(std::string_view in) : p_(in.data()), end_(in.data() + in.size()) {}
   void raw(void* dst, std::size_t n) {
     need(n);
+    if (n == 0) return;  // (an empty destination may be null, which memcpy must not be given)
     if (n >= large_buffer)
       copy_large(dst, p_, n);
     else

@@ -270,6 +270,7 @@ struct PoolSettings {
   std::uint32_t max_tasks_per_child = 0;      ///< PoolOptions::max_tasks_per_child; 0: no limit
   std::string events;                         ///< PoolOptions::events, else FIBRA_EVENTS; empty: no event log
   std::string dashboard;                      ///< PoolOptions::dashboard, else FIBRA_DASHBOARD; empty: no live page
+  bool encrypt_objects = false;               ///< PoolOptions::encrypt_objects
 };
 
 /// A pool's worker processes and queue, owned by the driver's runtime.
