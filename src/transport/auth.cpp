@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 #include "common/private_file.hpp"
 #include "fibra/error.hpp"
@@ -146,6 +147,7 @@ struct Session::Impl {
   Stream out{}, in{};
   Key digest_key{};
   bool broken = false;
+  bool digest_made = false;
   ~Impl() {
     sodium_memzero(&out, sizeof out);
     sodium_memzero(&in, sizeof in);
@@ -306,21 +308,25 @@ std::optional<std::string> Session::receive(int ms, std::size_t most) {
 }
 
 struct Session::Digest::State {
-  crypto_generichash_state h{};
+  crypto_onetimeauth_state h{};
 };
+static_assert(crypto_onetimeauth_KEYBYTES == Secret::size);
 
-Session::Digest::Digest(const Session& s) : state_(std::make_unique<State>()) {
-  crypto_generichash_init(&state_->h, s.impl_->digest_key.data(), s.impl_->digest_key.size(), crypto_generichash_BYTES);
+Session::Digest::Digest(Session& s) : state_(std::make_unique<State>()) {
+  // Poly1305 under a key of this connection's alone, for one message: never a second one.
+  if (std::exchange(s.impl_->digest_made, true))
+    throw Error("fibra: a second digest on one authenticated connection (its key is for one message)");
+  crypto_onetimeauth_init(&state_->h, s.impl_->digest_key.data());
 }
 Session::Digest::~Digest() { sodium_memzero(&state_->h, sizeof state_->h); }
 
 void Session::Digest::update(const void* data, std::size_t n) {
-  crypto_generichash_update(&state_->h, static_cast<const unsigned char*>(data), n);
+  crypto_onetimeauth_update(&state_->h, static_cast<const unsigned char*>(data), n);
 }
 
 std::string Session::Digest::final() {
-  std::string d(crypto_generichash_BYTES, '\0');
-  crypto_generichash_final(&state_->h, reinterpret_cast<unsigned char*>(d.data()), d.size());
+  std::string d(crypto_onetimeauth_BYTES, '\0');
+  crypto_onetimeauth_final(&state_->h, reinterpret_cast<unsigned char*>(d.data()));
   return d;
 }
 

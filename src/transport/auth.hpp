@@ -74,11 +74,12 @@ class Session {
   /// replayed, reordered or from another connection. After a nullopt the session is done.
   std::optional<std::string> receive(int ms, std::size_t most = max_sealed);
 
-  /// A keyed hash (BLAKE2b) under this connection's key, for bytes sent unsealed (object copies):
-  /// the sender sends its digest sealed after them, the receiver compares with its own.
+  /// An authenticator (Poly1305) under a key of this connection's alone, for the one run of bytes
+  /// it sends or receives unsealed (an object copy): the sender sends its digest sealed after
+  /// them, the receiver compares with its own. One per session: a second throws Error.
   class Digest {
    public:
-    explicit Digest(const Session& s);
+    explicit Digest(Session& s);
     ~Digest();
     void update(const void* data, std::size_t n);
     std::string final();

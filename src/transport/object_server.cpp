@@ -9,6 +9,7 @@
 
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -62,17 +63,24 @@ class Mapping {
 bool send_bytes(int c, auth::Session& s, const ObjectMemory& memory, std::uint64_t size, bool encrypted) {
   const Mapping m(memory.fd(), size);
   if (!m.ok()) return false;
-  auth::Session::Digest digest(s);
+  std::optional<auth::Session::Digest> digest;
+  if (!encrypted) digest.emplace(s);
   for (std::uint64_t at = 0; at < size; at += piece_bytes) {
     const std::size_t n = std::size_t(std::min<std::uint64_t>(piece_bytes, size - at));
     if (encrypted) {
       if (!s.send(std::string_view(m.data() + at, n))) return false;
-    } else {
-      digest.update(m.data() + at, n);
-      if (!tcp::write_all(c, m.data() + at, n)) return false;
+      continue;
+    }
+    digest->update(m.data() + at, n);
+    // the piece from the memfd itself (sendfile: not copied through this process)
+    for (off_t from = off_t(at); std::uint64_t(from) < at + n;) {
+      const ssize_t k = ::sendfile(c, memory.fd(), &from, std::size_t(at + n - std::uint64_t(from)));
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0 && errno == EAGAIN && tcp::wait_for(c, POLLOUT, io_timeout_ms)) continue;
+      if (k <= 0) return false;
     }
   }
-  return encrypted || s.send(digest.final());
+  return encrypted || s.send(digest->final());
 }
 
 }  // namespace
@@ -174,7 +182,8 @@ namespace {
 // The bytes that follow a held reply, into `fd`; false and `why` when cut short or changed.
 bool receive_bytes(int s, auth::Session& session, int fd, std::uint64_t size, bool sealed, const std::string& where,
                    const std::string& name, std::string& why) {
-  auth::Session::Digest digest(session);
+  std::optional<auth::Session::Digest> digest;
+  if (!sealed) digest.emplace(session);
   std::vector<char> buf(sealed ? 0 : std::min<std::uint64_t>(std::max<std::uint64_t>(size, 1), 4u << 20));
   for (std::uint64_t at = 0; at < size;) {
     std::string piece;
@@ -201,7 +210,7 @@ bool receive_bytes(int s, auth::Session& session, int fd, std::uint64_t size, bo
         return false;
       }
       got = std::string_view(buf.data(), std::size_t(k));
-      digest.update(got.data(), got.size());
+      digest->update(got.data(), got.size());
     }
     if (!ObjectMemory::write_at(fd, got, at)) {
       why = sys_error("writing a fetched object");
@@ -211,7 +220,7 @@ bool receive_bytes(int s, auth::Session& session, int fd, std::uint64_t size, bo
   }
   if (sealed) return true;
   const auto theirs = session.receive(io_timeout_ms, 64);
-  if (!theirs || !auth::same_bytes(*theirs, digest.final())) {
+  if (!theirs || !auth::same_bytes(*theirs, digest->final())) {
     why = "the copy of " + name + " from " + where + " was changed on the way (its hash does not match)";
     return false;
   }
