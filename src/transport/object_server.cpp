@@ -4,7 +4,7 @@
 // transport/doorman.hpp): the fetcher sends a sealed wire::ObjectRequest (the object's name, how
 // long to wait for it to be offered, whether to seal its bytes); the server answers a sealed
 // wire::ObjectReply (its size, or not held), then its bytes: sealed in pieces of piece_bytes, or
-// as they are followed by a sealed keyed hash of them.
+// as they are followed by a sealed Poly1305 tag of them.
 #include "transport/object_server.hpp"
 
 #include <poll.h>
@@ -221,7 +221,7 @@ bool receive_bytes(int s, auth::Session& session, int fd, std::uint64_t size, bo
   if (sealed) return true;
   const auto theirs = session.receive(io_timeout_ms, 64);
   if (!theirs || !auth::same_bytes(*theirs, digest->final())) {
-    why = "the copy of " + name + " from " + where + " was changed on the way (its hash does not match)";
+    why = "the copy of " + name + " from " + where + " was changed on the way (its tag does not match)";
     return false;
   }
   return true;

@@ -43,7 +43,7 @@ class ObjectServer {
 
 /// Copies object `name` (`size` bytes) from the ObjectServer at `host`:`port` (of pool `pool`, both
 /// proving they hold `secret`) into a new sealed memfd of that name, held (ObjectMemory::adopt: not
-/// mapped; executors map it); its bytes sealed when `encrypt`, else authenticated by a keyed hash.
+/// mapped; executors map it); its bytes sealed when `encrypt`, else authenticated by a Poly1305 tag.
 /// A server that does not hold it yet is waited for up to `wait_s` (it may be on its way to the
 /// peer). nullptr with `why` set when it cannot (no such host, refused, not held, cut short,
 /// changed on the way): the caller gets it another way.

@@ -478,7 +478,7 @@ ObjectRequest decode_object_request(std::string_view bytes);
 
 /// The ObjectServer's answer, sealed: a u64, the object's size (its bytes follow), or all ones: not
 /// held; then a u8, whether the bytes come sealed (ObjectRequest::encrypted, or the server's pool
-/// asks it). Unsealed bytes are followed by a sealed message of their keyed hash.
+/// asks it). Unsealed bytes are followed by a sealed message of their Poly1305 tag (auth::Session::Digest).
 enum class ObjectAnswer : std::uint8_t { held, not_held };
 struct ObjectReply {
   ObjectAnswer answer = ObjectAnswer::held;

@@ -33,6 +33,7 @@
 #include "transport/tcp.hpp"
 #include "transport/wire.hpp"
 #include "../common/items.hpp"
+#include "../common/proxy.hpp"
 
 extern char** environ;
 
@@ -258,6 +259,45 @@ TEST(Join, AWorkerUnderItsOwnMpirunJoins) {
   pool.terminate();
   EXPECT_EQ(exit_status(mpirun, 30), 0) << "its mpirun did not end (status 0) within 30 s of the pool's end:\n"
                                         << text_of(log);
+}
+
+// A join seen on the wire (through a recording proxy the join file's copy points the joiner at):
+// the run's secret is not there, neither its bytes nor its text, and the hello is sealed.
+TEST(Join, AJoinOnTheWireShowsNoSecretAndNoHello) {
+  fibra::Pool pool(1);
+  const auto address = fibra::detail::join::read_file(join_file(), 10);
+  fibra_test::Proxy proxy(address.hello.front().host, address.hello.front().port);
+  const std::string through = join_file() + ".through-proxy";
+  {
+    std::ifstream in(join_file());
+    std::ofstream out(through);
+    std::string line;
+    bool said = false;
+    while (std::getline(in, line)) {
+      if (line.rfind("hello ", 0) == 0) {
+        if (!said) out << "hello 127.0.0.1 " << proxy.port() << "\n";
+        said = true;
+      } else {
+        out << line << "\n";
+      }
+    }
+  }
+  ::chmod(through.c_str(), 0600);
+  const std::string log = log_path("proxied");
+  const pid_t joiner = start({self_exe(), "--fibra-join", through}, {"FIBRA_JOIN_WORKERS=1"}, log);
+  ASSERT_GT(joiner, 0);
+  Reaper reaper{joiner};
+  const fibra::WorkerInfo w = joined(pool, log);
+  EXPECT_EQ(w.pid, joiner);
+  const auto out = call_within(bound, "map through a proxied join", [&] { return pool.map(where, upto(50)); });
+  for (long i = 0; i < 50; ++i) ASSERT_EQ(out[static_cast<std::size_t>(i)].value, 3 * i + 1) << i;
+  const std::string wire_bytes = proxy.to_listener() + proxy.from_listener();
+  EXPECT_GT(wire_bytes.size(), fibra::wire::auth_hello_bytes + fibra::wire::auth_challenge_bytes)
+      << "the proxy saw no join";
+  const std::string raw(reinterpret_cast<const char*>(address.secret->data()), fibra::detail::auth::Secret::size);
+  EXPECT_EQ(wire_bytes.find(raw), std::string::npos) << "the secret's bytes on the wire";
+  EXPECT_EQ(wire_bytes.find(address.secret->hex()), std::string::npos) << "the secret's text on the wire";
+  EXPECT_EQ(wire_bytes.find("a launch of its own"), std::string::npos) << "the hello in clear";
 }
 
 // A joiner that dies between its hello and its connect (here: this test says the hello itself,

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/proxy.hpp"
 #include "common/private_file.hpp"
 #include "fibra/error.hpp"
 #include "transport/auth.hpp"
@@ -35,6 +36,7 @@ namespace {
 using namespace fibra::detail;
 namespace wire = fibra::wire;
 using Clock = std::chrono::steady_clock;
+using fibra_test::Proxy;
 constexpr std::uint64_t pool = 0xabc0'0000'0000'0042;
 
 // A listener on the loopback and a connection to it: (client, server) sockets.
@@ -64,65 +66,6 @@ Both handshake(int c, int s, const auth::Secret& client_secret, const auth::Secr
   t.join();
   return b;
 }
-
-// Everything that passes between a connector and a listener, both ways, as it passes; `change`
-// may alter what the listener sends (its stream's offset, the bytes).
-class Proxy {
- public:
-  using Change = std::function<void(std::size_t offset, std::string& bytes)>;
-  Proxy(const std::string& host, std::uint16_t port, Change change = {}) : change_(std::move(change)) {
-    tcp::Listener l = tcp::listen_on("127.0.0.1", "proxy");
-    port_ = l.port;
-    thread_ = std::thread([this, l = std::move(l), host, port]() mutable { run(std::move(l), host, port); });
-  }
-  ~Proxy() {
-    stop_ = true;
-    thread_.join();
-  }
-  std::uint16_t port() const { return port_; }
-  std::string to_listener() {
-    std::lock_guard lk(mu_);
-    return up_;
-  }
-  std::string from_listener() {
-    std::lock_guard lk(mu_);
-    return down_;
-  }
-
- private:
-  void run(tcp::Listener l, const std::string& host, std::uint16_t port) {
-    while (!stop_ && !tcp::wait_for(l.fd.get(), POLLIN, 100)) {
-    }
-    if (stop_) return;
-    UniqueFd a(::accept4(l.fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    std::string why;
-    UniqueFd b = tcp::connect_to(host, port, 5'000, why);
-    if (!a || !b) return;
-    pollfd p[2] = {{a.get(), POLLIN, 0}, {b.get(), POLLIN, 0}};
-    char buf[65536];
-    while (!stop_) {
-      if (::poll(p, 2, 100) <= 0) continue;
-      for (int i = 0; i < 2; ++i) {
-        if (!(p[i].revents & (POLLIN | POLLHUP))) continue;
-        const ssize_t k = ::recv(p[i].fd, buf, sizeof buf, 0);
-        if (k <= 0) return;  // (both ends close with the proxy)
-        std::string bytes(buf, std::size_t(k));
-        {
-          std::lock_guard lk(mu_);
-          if (i == 1 && change_) change_(down_.size(), bytes);
-          (i == 0 ? up_ : down_) += std::string(buf, std::size_t(k));  // (as it came)
-        }
-        if (!tcp::write_all(p[1 - i].fd, bytes.data(), bytes.size())) return;
-      }
-    }
-  }
-  Change change_;
-  std::uint16_t port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  std::string up_, down_;
-  std::thread thread_;
-};
 
 std::string pattern(std::size_t n) {
   std::string s(n, '\0');
