@@ -50,10 +50,14 @@ bool write_all(int fd, const void* data, std::size_t n) {
   return true;
 }
 
-bool read_all(int fd, void* data, std::size_t n, int ms) {
+namespace {
+// Exactly `n` bytes, waiting at most `wait_ms()` for each next piece (negative: no more time).
+template <class WaitMs>
+bool read_exactly(int fd, void* data, std::size_t n, WaitMs wait_ms) {
   char* p = static_cast<char*>(data);
   while (n > 0) {
-    if (!wait_for(fd, POLLIN, ms)) return false;
+    const int ms = wait_ms();
+    if (ms < 0 || !wait_for(fd, POLLIN, ms)) return false;
     const ssize_t k = ::recv(fd, p, n, 0);
     if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (k <= 0) return false;
@@ -62,20 +66,18 @@ bool read_all(int fd, void* data, std::size_t n, int ms) {
   }
   return true;
 }
+}  // namespace
+
+bool read_all(int fd, void* data, std::size_t n, int ms) {
+  return read_exactly(fd, data, n, [ms] { return ms; });
+}
 
 bool read_within(int fd, void* data, std::size_t n, int ms) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
+  return read_exactly(fd, data, n, [end] {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-    if (left.count() <= 0 || !wait_for(fd, POLLIN, static_cast<int>(left.count()))) return false;
-    const ssize_t k = ::recv(fd, p, n, 0);
-    if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= std::size_t(k);
-  }
-  return true;
+    return left.count() > 0 ? static_cast<int>(left.count()) : -1;
+  });
 }
 
 Listener listen_any(const std::string& what) {
