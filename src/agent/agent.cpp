@@ -89,11 +89,14 @@ class Agent {
     // the driver cannot open them (another host), the results it keeps are copied to the driver too.
     copies_to_driver_ = !shares_driver_host() || env::flag("FIBRA_OBJECTS_AS_REMOTE").value_or(false);  // tests
     try {
+      // No secret given (FIBRA_PEER_OBJECTS=0, or the driver could not keep one, which it said):
+      // no server, and every object comes from the driver.
       secret_ = joined_secret();
       if (!secret_ && !cfg.secret_file.empty()) secret_ = auth::Secret::from_file(cfg.secret_file);
-      if (!secret_) throw Error("fibra: no run secret was given to it");
-      server_ = std::make_unique<ObjectServer>(*secret_, cfg.lane_nonce, cfg.encrypt_objects);
-      held_objects_ = HeldObjects(server_.get());
+      if (secret_) {
+        server_ = std::make_unique<ObjectServer>(*secret_, cfg.lane_nonce, cfg.encrypt_objects);
+        held_objects_ = HeldObjects(server_.get());
+      }
     } catch (const Error& e) {
       log::warning("fibra agent pid {} on {}: {}; stored objects reach it through the driver", ::getpid(), host_name(),
                    e.what());
