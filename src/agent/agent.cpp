@@ -89,8 +89,7 @@ class Agent {
     // the driver cannot open them (another host), the results it keeps are copied to the driver too.
     copies_to_driver_ = !shares_driver_host() || env::flag("FIBRA_OBJECTS_AS_REMOTE").value_or(false);  // tests
     try {
-      // No secret given (FIBRA_PEER_OBJECTS=0, or the driver could not keep one, which it said):
-      // no server, and every object comes from the driver.
+      // No secret given (FIBRA_PEER_OBJECTS=0, or none the driver could keep): objects come from it.
       secret_ = joined_secret();
       if (!secret_ && !cfg.secret_file.empty()) secret_ = auth::Secret::from_file(cfg.secret_file);
       if (secret_) {
