@@ -80,6 +80,17 @@ bool read_within(int fd, void* data, std::size_t n, int ms) {
   });
 }
 
+namespace {
+// The port a listening socket was given.
+std::uint16_t bound_port(int fd) {
+  sockaddr_storage got{};
+  socklen_t n = sizeof got;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&got), &n);
+  return ntohs(got.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&got)->sin6_port
+                                         : reinterpret_cast<sockaddr_in*>(&got)->sin_port);
+}
+}  // namespace
+
 Listener listen_any(const std::string& what) {
   Listener l;
   l.fd = UniqueFd(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -115,11 +126,7 @@ Listener listen_any(const std::string& what) {
   }
   if (rc != 0 || ::listen(l.fd.get(), 64) != 0)
     throw Error("fibra: cannot " + what + " (" + sys_error("bind/listen") + ")");
-  sockaddr_storage got{};
-  socklen_t n = sizeof got;
-  ::getsockname(l.fd.get(), reinterpret_cast<sockaddr*>(&got), &n);
-  l.port = ntohs(got.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&got)->sin6_port
-                                           : reinterpret_cast<sockaddr_in*>(&got)->sin_port);
+  l.port = bound_port(l.fd.get());
   return l;
 }
 
@@ -139,11 +146,7 @@ Listener listen_on(const std::string& address, const std::string& what) {
   const bool ok = l.fd && ::bind(l.fd.get(), found->ai_addr, found->ai_addrlen) == 0 && ::listen(l.fd.get(), 64) == 0;
   ::freeaddrinfo(found);
   if (!ok) throw Error("fibra: cannot " + what + " on " + address + " (" + sys_error("bind/listen") + ")");
-  sockaddr_storage got{};
-  socklen_t n = sizeof got;
-  ::getsockname(l.fd.get(), reinterpret_cast<sockaddr*>(&got), &n);
-  l.port = ntohs(got.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&got)->sin6_port
-                                           : reinterpret_cast<sockaddr_in*>(&got)->sin_port);
+  l.port = bound_port(l.fd.get());
   return l;
 }
 
