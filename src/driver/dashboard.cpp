@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <httplib.h>
 #include <netinet/in.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,12 +21,14 @@
 #include <thread>
 
 #include "common/log.hpp"
+#include "common/private_file.hpp"
 #include "common/unique_fd.hpp"
 #include "driver/event_log.hpp"
 #include "fibra/error.hpp"
 #include <nlohmann/json.hpp>
 #include "observe/event_reader.hpp"
 #include "observe/metrics.hpp"
+#include "transport/auth.hpp"
 #include "observe/report.hpp"
 #include "observe/status.hpp"
 
@@ -35,42 +36,14 @@ namespace fibra::detail {
 
 namespace {
 
-// 32 random bytes, as 64 hexadecimal digits.
-std::string new_token() {
-  unsigned char bytes[32];
-  for (std::size_t got = 0; got < sizeof bytes;) {
-    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error(std::string("fibra: no random bytes for the live page's token: ") + std::strerror(errno));
-    got += static_cast<std::size_t>(n);
-  }
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char b : bytes) {
-    hex += digits[b >> 4];
-    hex += digits[b & 15];
-  }
-  return hex;
-}
-
-// Whether `a` equals `b`, in a time that depends on their lengths only.
-bool same_secret(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 // Writes `text` to `path` as the only owner may read it (made anew: an old file, or a link put
-// there, is replaced, never followed).
+// there, is replaced, never followed), saying where a failure leaves the user.
 void write_private(const std::string& path, const std::string& text, const char* what) {
-  ::unlink(path.c_str());
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  const std::string why = !fd ? std::strerror(errno) : "";
-  if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-    throw ConfigError(std::string("fibra: the live page's ") + what + " cannot be written to " + path + " (" +
-                      (why.empty() ? "a short write" : why) +
-                      "): name an event log folder of your own (PoolOptions::events)");
+  try {
+    write_private_file(path, text, std::string("the live page's ") + what, true);
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string(e.what()) + ": name an event log folder of your own (PoolOptions::events)");
+  }
 }
 
 // The folder holds the token: refused if it is not this user's alone to write (another user could
@@ -186,8 +159,8 @@ struct Dashboard::Impl {
       return httplib::Server::HandlerResponse::Handled;
     }
     if (req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
-    const std::string auth = req.get_header_value("Authorization");
-    if (auth.rfind("Bearer ", 0) != 0 || !same_secret(auth.substr(7), token)) {
+    const std::string bearer = req.get_header_value("Authorization");
+    if (bearer.rfind("Bearer ", 0) != 0 || !auth::same_bytes(std::string_view(bearer).substr(7), token)) {
       res.status = 401;
       res.set_header("WWW-Authenticate", "Bearer");
       res.set_content("fibra: send the token in dashboard.token as Authorization: Bearer <token>\n", "text/plain");
@@ -242,7 +215,7 @@ std::shared_ptr<Dashboard> Dashboard::open(const std::string& address, const std
                       "port)");
   check_folder_is_private(events_folder);
   auto impl = std::make_unique<Impl>();
-  impl->token = new_token();
+  impl->token = auth::Secret::random().hex();  // 32 random bytes, as 64 hexadecimal digits
   impl->follower = std::make_unique<observe::EventLogFollower>(events_folder);
   httplib::Server& server = impl->server;
   // Not SO_REUSEPORT (cpp-httplib's default on Linux): a second page on a port in use must fail,

@@ -4,9 +4,6 @@
 #include "driver/joins.hpp"
 
 #include <fcntl.h>
-#include <ifaddrs.h>
-#include <arpa/inet.h>
-#include <net/if.h>
 #include <poll.h>
 #include <spawn.h>
 #include <signal.h>
@@ -85,22 +82,12 @@ bool launcher_variable(std::string_view v) {
 }
 
 // Where joiners may say hello: the address it listens on; listening on every address
-// (FIBRA_LISTEN=any), this host's IPv4 addresses (loopback last), then its name.
+// (FIBRA_LISTEN=any), this host's IPv4 addresses, then its name, then the loopback.
 std::vector<join::Address::Hello> hello_addresses(const std::string& address, std::uint16_t port) {
   if (!address.empty()) return {{address, port}};
   std::vector<join::Address::Hello> out;
-  ifaddrs* all = nullptr;
-  if (::getifaddrs(&all) == 0) {
-    for (ifaddrs* i = all; i; i = i->ifa_next) {
-      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
-          (i->ifa_flags & IFF_LOOPBACK))
-        continue;
-      char b[INET_ADDRSTRLEN];
-      if (::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, b, sizeof b))
-        out.push_back({b, port});
-    }
-    ::freeifaddrs(all);
-  }
+  for (const auto& i : tcp::interfaces())
+    if (!i.loopback && i.address.find(':') == std::string::npos) out.push_back({i.address, port});
   out.push_back({host_name(), port});
   out.push_back({"127.0.0.1", port});
   return out;

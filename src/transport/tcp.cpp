@@ -150,12 +150,6 @@ Listener listen_on(const std::string& address, const std::string& what) {
   return l;
 }
 
-namespace {
-// This host's interfaces that are up: (name, numeric address, loopback), IPv4 first.
-struct Interface {
-  std::string name, address;
-  bool loopback = false;
-};
 std::vector<Interface> interfaces() {
   std::vector<Interface> v4, v6;
   ifaddrs* all = nullptr;
@@ -176,7 +170,6 @@ std::vector<Interface> interfaces() {
   v4.insert(v4.end(), v6.begin(), v6.end());
   return v4;
 }
-}  // namespace
 
 std::string listen_address() {
   const std::vector<Interface> mine = interfaces();

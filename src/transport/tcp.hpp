@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/unique_fd.hpp"
 
@@ -29,6 +30,14 @@ struct Listener {
 Listener listen_any(const std::string& what);
 /// The same on `address` alone (a numeric IPv4 or IPv6 address); on every address when it is empty.
 Listener listen_on(const std::string& address, const std::string& what);
+/// This host's interfaces that are up and running, by address (IPv6 link-local ones left out),
+/// IPv4 first.
+struct Interface {
+  std::string name, address;  ///< its name ("eth0"), one numeric address of it
+  bool loopback = false;
+};
+std::vector<Interface> interfaces();
+
 /// The address fibra's own listeners use (and their peers are given): FIBRA_LISTEN (an address,
 /// an interface's name, or `any`: empty, every address); else the IPv4 address this host's name
 /// resolves to, where that is one of its interfaces' and not a loopback, else the first address
