@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "observe/event_reader.hpp"
+#include "observe/event_clock.hpp"
 #include "observe/report.hpp"
 #include "observe/status.hpp"
 #include "observe/trace.hpp"
@@ -21,11 +22,6 @@ namespace fibra::cli {
 namespace {
 
 using namespace fibra::observe;
-
-std::int64_t wall_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // The log at `path`, or exit status 1 after "fibra <command>: <why>" on stderr.
 EventLogRecord read_event_log_or_exit(const std::string& path, const char* command) {
@@ -71,7 +67,7 @@ void add_trace_command(CLI::App& app) {
     std::size_t attempts = 0, failed = 0;
     for (const auto& c : log.chunks)
       for (const auto& a : c.attempts) {
-        attempts += a.sent != 0 && a.outcome != "requeued";
+        attempts += a.reached_a_worker();
         failed += a.outcome == "failed";
       }
     std::printf(
@@ -104,25 +100,37 @@ void add_status_commands(CLI::App& app) {
   auto run = std::make_shared<std::string>();
   status->add_option("run", *run, "the event log's folder, or its events.jsonl")->required();
   status->callback(
-      [run] { std::fputs(status_text(read_event_log_or_exit(*run, "status"), wall_us()).c_str(), stdout); });
+      [run] { std::fputs(status_text(read_event_log_or_exit(*run, "status"), event_time_us()).c_str(), stdout); });
 
   auto* top = app.add_subcommand("top", "redraw a run's state from its event log until the run ends");
   auto top_run = std::make_shared<std::string>();
   auto interval = std::make_shared<double>(1.0);
+  auto first_wait = std::make_shared<double>(60.0);
   top->add_option("run", *top_run, "the event log's folder, or its events.jsonl")->required();
   top->add_option("--interval", *interval, "seconds between two redraws (default 1)")->check(CLI::Range(0.05, 3600.0));
-  top->callback([top_run, interval] {
+  top->add_option("--wait", *first_wait, "seconds to wait for the run's first event (default 60)")
+      ->check(CLI::Range(0.0, 86400.0));
+  top->callback([top_run, interval, first_wait] {
     try {
       EventLogFollower follower(*top_run);
       const bool terminal = ::isatty(STDOUT_FILENO);
+      const std::int64_t began = event_time_us();
       for (;;) {
         follower.poll();
         const auto& log = follower.log();
         if (log.segments.empty()) {
+          const double waited = double(event_time_us() - began) / 1e6;
+          if (waited >= *first_wait) {
+            std::fprintf(stderr,
+                         "fibra top: %s has had no event in %.0f s: no run writes it. Start the run with "
+                         "FIBRA_EVENTS=<this folder> (or PoolOptions::events), or give --wait a longer bound\n",
+                         follower.file().c_str(), waited);
+            std::exit(1);
+          }
           std::printf("fibra top: %s has no event yet\n", follower.file().c_str());
         } else {
           if (terminal) std::fputs("\x1b[H\x1b[2J", stdout);  // home, clear
-          std::fputs(status_text(log, wall_us()).c_str(), stdout);
+          std::fputs(status_text(log, event_time_us()).c_str(), stdout);
           if (!terminal) std::fputs("\n", stdout);
           if (!run_is_live(log)) break;
         }

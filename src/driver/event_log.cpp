@@ -53,11 +53,6 @@ std::size_t utf8_length(std::string_view s) {
 }
 }  // namespace
 
-std::int64_t event_time_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 struct EventLog::Impl {
   std::string path;
   UniqueFd fd;

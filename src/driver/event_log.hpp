@@ -15,6 +15,8 @@
 #include <string>
 #include <string_view>
 
+#include "observe/event_clock.hpp"
+
 namespace fibra::detail {
 
 class EventLog {
@@ -50,7 +52,6 @@ class EventLog {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Microseconds since the Unix epoch: the log's clock.
-std::int64_t event_time_us();
+using observe::event_time_us;  // the log's clock
 
 }  // namespace fibra::detail

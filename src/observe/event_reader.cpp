@@ -169,6 +169,23 @@ ChunkState state_of(const ChunkRecord& c) {
   return ChunkState::waiting;
 }
 
+WorkerCounts count_workers(const EventLogRecord& log, int segment) {
+  WorkerCounts n;
+  for (const auto& w : log.workers) {
+    if (w.segment != segment) continue;
+    if (w.lost) {
+      ++n.lost;
+    } else if (w.left) {  // retired (resize, max_tasks_per_child), or the pool ended
+      ++n.left;
+    } else {
+      ++n.alive;
+      n.executors += w.executors;
+      n.executors_by_host[w.host] += w.executors;
+    }
+  }
+  return n;
+}
+
 struct EventLogFollower::Impl {
   std::string file;
   std::ifstream in;

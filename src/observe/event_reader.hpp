@@ -25,6 +25,8 @@ struct AttemptRecord {
   std::string outcome;              ///< done, failed, requeued, late, cancelled, abandoned; "": unfinished
   std::string kind, error;          ///< of a failed attempt
   bool retried = false;             ///< a failed attempt that was tried again
+  /// Whether it reached a worker: sent, and not taken back before it ran.
+  bool reached_a_worker() const { return sent != 0 && outcome != "requeued"; }
 };
 
 struct ChunkRecord {
@@ -71,6 +73,13 @@ struct ActorCallRecord {
   std::int64_t reported = 0;
 };
 
+/// The workers (agents) of one process's pools, by state: alive (neither lost nor gone), lost,
+/// left (retired, or said goodbye at the pool's end); the executors of the alive ones, by host.
+struct WorkerCounts {
+  int alive = 0, lost = 0, left = 0, executors = 0;
+  std::map<std::string, int> executors_by_host;
+};
+
 struct SegmentRecord {  ///< a process that wrote the log
   std::int64_t pid = 0, started = 0;
   std::string host, program;
@@ -93,6 +102,9 @@ struct EventLogRecord {
 /// done, failed (for good), or other (cancelled, abandoned).
 enum class ChunkState { waiting, running, done, failed, other };
 ChunkState state_of(const ChunkRecord& c);
+
+/// The workers that the process of `segment` (the log's `log` events, in order) had, by state.
+WorkerCounts count_workers(const EventLogRecord& log, int segment);
 
 /// Reads `path` (an events.jsonl, or the folder that holds one).
 /// @throws std::runtime_error naming the file if it cannot be read or holds no event log.

@@ -41,18 +41,7 @@ std::string prometheus_text(const EventLogRecord& log) {
       for (std::size_t b = 0; b < bounds.size(); ++b) below[b] += seconds <= bounds[b];
     }
   }
-  int alive = 0, lost = 0, left = 0, executors = 0;
-  for (const auto& w : log.workers) {
-    if (w.segment != segment) continue;
-    if (w.lost) {
-      ++lost;
-    } else if (w.left) {
-      ++left;
-    } else {
-      ++alive;
-      executors += w.executors;
-    }
-  }
+  const WorkerCounts workers = count_workers(log, segment);
   const std::pair<ChunkState, const char*> states[] = {{ChunkState::waiting, "waiting"},
                                                        {ChunkState::running, "running"},
                                                        {ChunkState::done, "done"},
@@ -70,10 +59,11 @@ std::string prometheus_text(const EventLogRecord& log) {
   metric(out, "fibra_attempts_retried_total", "counter", "Failed attempts that were tried again.");
   out += fmt::format("fibra_attempts_retried_total {}\n", retried);
   metric(out, "fibra_workers", "gauge", "Agents (processes of one or more workers), by state.");
-  out += fmt::format("fibra_workers{{state=\"alive\"}} {}\nfibra_workers{{state=\"lost\"}} {}\n", alive, lost);
-  out += fmt::format("fibra_workers{{state=\"left\"}} {}\n", left);
+  out += fmt::format("fibra_workers{{state=\"alive\"}} {}\nfibra_workers{{state=\"lost\"}} {}\n", workers.alive,
+                     workers.lost);
+  out += fmt::format("fibra_workers{{state=\"left\"}} {}\n", workers.left);
   metric(out, "fibra_executors_alive", "gauge", "Workers (executors) of the agents alive.");
-  out += fmt::format("fibra_executors_alive {}\n", executors);
+  out += fmt::format("fibra_executors_alive {}\n", workers.executors);
   metric(out, "fibra_task_duration_seconds", "histogram", "Run time of done attempts, on their executors' clocks.");
   for (std::size_t b = 0; b < bounds.size(); ++b)
     out += fmt::format("fibra_task_duration_seconds_bucket{{le=\"{}\"}} {}\n", bounds[b], below[b]);

@@ -83,7 +83,7 @@ class Report {
     std::map<Track, int> rows;
     for (const auto& c : log_.chunks)
       for (const auto& a : c.attempts)
-        if (a.sent != 0 && a.outcome != "requeued") rows.try_emplace({c.segment, c.pool, a.worker, a.exec}, 0);
+        if (a.reached_a_worker()) rows.try_emplace({c.segment, c.pool, a.worker, a.exec}, 0);
     for (auto& [track, index] : rows) {
       index = static_cast<int>(row_names_.size());
       const auto [segment, pool, worker, exec] = track;
@@ -94,7 +94,7 @@ class Report {
     std::vector<std::pair<std::int64_t, int>> busy;
     for (const auto& c : log_.chunks) {
       for (const auto& a : c.attempts) {
-        if (a.sent == 0 || a.outcome == "requeued") continue;
+        if (!a.reached_a_worker()) continue;
         ++attempts_;
         const int row = rows.at({c.segment, c.pool, a.worker, a.exec});
         std::int64_t start = std::max(a.start, base_), end = std::max(a.start + a.run, start);

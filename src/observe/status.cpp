@@ -105,22 +105,12 @@ std::string status_text(const EventLogRecord& log, std::int64_t now_us) {
   } else {
     text += "rate       no item done yet\n";
   }
-  std::map<std::string, int> alive;  // host -> executors
-  int agents = 0, lost = 0;
-  for (const auto& w : log.workers) {
-    if (w.segment != segment) continue;
-    if (w.lost) {
-      ++lost;
-      continue;
-    }
-    if (w.left) continue;  // retired (resize, max_tasks_per_child), or the pool ended
-    ++agents;
-    alive[w.host] += w.executors;
-  }
+  const WorkerCounts workers = count_workers(log, segment);
   std::string hosts;
-  for (const auto& [host, n] : alive) hosts += fmt::format("{}{} ({})", hosts.empty() ? "" : ", ", host, n);
-  text += fmt::format("workers    {} agents {}: {}; {} lost\n", agents, s.ended ? "at the end" : "alive",
-                      hosts.empty() ? "none" : hosts, lost);
+  for (const auto& [host, n] : workers.executors_by_host)
+    hosts += fmt::format("{}{} ({})", hosts.empty() ? "" : ", ", host, n);
+  text += fmt::format("workers    {} agents {}: {}; {} lost\n", workers.alive, s.ended ? "at the end" : "alive",
+                      hosts.empty() ? "none" : hosts, workers.lost);
   if (log.dropped) text += fmt::format("dropped    {} events (the log fell behind)\n", log.dropped);
   return text;
 }

@@ -99,7 +99,7 @@ class TraceWriter {
                        fmt::format(R"("chunk":{},"call":{},"items":"{}")", c.chunk, c.call, items),
                        {}});
     for (const auto& a : c.attempts) {
-      if (a.sent == 0 || a.outcome == "requeued") continue;  // never sent, or taken back before it ran
+      if (!a.reached_a_worker()) continue;  // never sent, or taken back before it ran
       // The wait in the queue (async: waits overlap).
       const std::string id = fmt::format("\"{}.{}.{}.{}\"", c.segment, c.pool, c.chunk, a.attempt);
       out_.push_back(fmt::format(R"({{"name":{},"cat":"queued","ph":"b","id":{},"ts":{},"pid":{},"tid":1}})",

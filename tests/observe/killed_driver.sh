@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # observe.killed_driver: while a map runs, `fibra status` says it runs and counts more items done
 # half a second later; SIGKILLed in its middle, its driver leaves an event log that `fibra top`
-# (which then ends by itself), `fibra trace` and `fibra report` read, whose trace is valid and holds
+# (which then ends by itself; on a log no run writes, after its --wait), `fibra trace` and `fibra report` read, whose trace is valid and holds
 # an event for every attempt the log shows (at least the 100 done when it was killed), and which
 # has no `end` event.
 #
@@ -61,6 +61,19 @@ for line in open(sys.argv[1]):
         print(e["pid"])' "$log"); do
   [ "$(ps -o comm= -p "$agent" 2>/dev/null)" = "$name" ] && kill -KILL "$agent"
 done
+# A log that no run writes (an empty file): `fibra top` gives up after its --wait, naming the file
+# and the fix, rather than waiting for ever.
+empty=$dir/never/events.jsonl
+mkdir -p "$dir/never" && : > "$empty"
+if timeout 20 "$fibra" top "$dir/never" --interval 0.2 --wait 1 > /dev/null 2> "$dir/top-never.txt"; then
+  echo "FAIL: fibra top on a log with no event exited 0"
+  status=1
+elif [ $? -eq 124 ]; then
+  echo "FAIL: fibra top on a log with no event did not end within 20 s (its --wait was 1 s)"
+  status=1
+fi
+grep -q "$empty has had no event in 1 s: no run writes it" "$dir/top-never.txt" ||
+  { echo "FAIL: fibra top does not say the log has no event:"; cat "$dir/top-never.txt"; status=1; }
 if grep -q '"ev":"end"' "$log"; then
   echo "FAIL: the killed driver's log has an end event"
   status=1
