@@ -3,7 +3,8 @@
 //
 //   ppo [--env cartpole|acrobot|pendulum|hopper|halfcheetah|humanoid|<a registered name>] [--workers 4]
 //   [--envs-per-worker 2]
-//       [--steps 32] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--target-kl K] [--seed 1]
+//       [--steps 32] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--target-kl K] [--ent-coef C]
+//       [--seed 1]
 //       [--target T] [--eval-episodes 100] [--window 20] [--csv PATH] [--state PATH] [--save-every 0]
 //       [--async] [--async-calls 2] [--torch-module /abs/path/libmy_policy.so] [--reward-clip C]
 //
@@ -28,7 +29,8 @@
 // --async: the asynchronous learner (IMPALA/APPO): the workers never wait for the learner, which
 // learns from the fragments that have come with V-trace correcting their lag (4 epochs each, not
 // 20: TrainerOptions::async_epochs, --epochs sets it; a learning rate of 5e-4, not 1e-3:
-// TrainerOptions::async_learning_rate, --lr sets it); each line says how
+// TrainerOptions::async_learning_rate, --lr sets it; an entropy bonus of 0.01, not 0:
+// TrainerOptions::async_ent_coef, --ent-coef sets it); each line says how
 // many fragments an update took and how many updates behind their weights were. Not bit for bit
 // from one run to the next (what an update gets depends on timing), resumed or not.
 //
@@ -88,7 +90,8 @@ struct Options {
       stderr,
       "ppo: %s\nusage: ppo [--env cartpole|acrobot|pendulum|hopper|halfcheetah|humanoid|NAME] [--workers N] "
       "[--envs-per-worker M] "
-      "[--steps T] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--target-kl K] [--seed S] [--target T] "
+      "[--steps T] [--total-steps N] [--lr L] [--epochs E] [--minibatch B] [--target-kl K] [--ent-coef C] [--seed S] "
+      "[--target T] "
       "[--eval-episodes E] [--window W] [--csv PATH] [--state PATH] [--save-every K] [--async] "
       "[--async-calls C] [--torch-module PATH] [--reward-clip C]\n",
       why.c_str());
@@ -159,6 +162,10 @@ Options parse(int argc, char** argv) {
       o.trainer.async_calls_per_worker = int(whole(1));
     else if (a == "--target-kl")
       o.trainer.ppo.target_kl = x;
+    else if (a == "--ent-coef" && x < 0)
+      usage("'--ent-coef' takes 0 (no entropy bonus) or more");
+    else if (a == "--ent-coef")
+      o.trainer.ppo.ent_coef = o.trainer.async_ent_coef = x;  // (the one the run uses)
     else if (a == "--minibatch")
       o.trainer.ppo.minibatch_size = int(whole(1));
     else if (a == "--seed")

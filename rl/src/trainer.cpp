@@ -97,6 +97,8 @@ void check_options(const TrainerOptions& o) {
         " and " + std::to_string(o.async_epochs) + "; they must be at least 1");
   if (o.asynchronous && !(o.async_learning_rate > 0))
     bad("TrainerOptions::async_learning_rate is " + std::to_string(o.async_learning_rate) + "; it must be above 0");
+  if (o.asynchronous && !(o.async_ent_coef >= 0))
+    bad("TrainerOptions::async_ent_coef is " + std::to_string(o.async_ent_coef) + "; it must be 0 or more");
 }
 
 // The returns of the episodes that ended in `fragments` (sorted by copy), in (step, global copy)
@@ -354,7 +356,7 @@ PpoTrainer::PpoTrainer(TrainerOptions options) : impl_(std::make_unique<Impl>())
   std::optional<detail::TrainerFile> saved;
   if (!m.o.resume_from.empty()) saved = read_for_resume(m.o, m.spec);
   PpoConfig learning = m.o.ppo;
-  if (m.o.asynchronous) learning.learning_rate = m.o.async_learning_rate;
+  if (m.o.asynchronous) learning.learning_rate = m.o.async_learning_rate, learning.ent_coef = m.o.async_ent_coef;
   m.learner.emplace(m.spec, learning);
   if (m.o.pool) {
     m.pool = m.o.pool;

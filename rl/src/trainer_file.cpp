@@ -111,6 +111,7 @@ Configuration configuration_of(const TrainerOptions& o) {
       {"async_epochs", o.asynchronous ? std::to_string(o.async_epochs) : "none"},
       {"async_calls_per_worker", o.asynchronous ? std::to_string(o.async_calls_per_worker) : "none"},
       {"async_learning_rate", o.asynchronous ? number(o.async_learning_rate) : "none"},
+      {"async_ent_coef", o.asynchronous ? number(o.async_ent_coef) : "none"},
   };
 }
 
@@ -125,6 +126,9 @@ std::string differences(const Configuration& saved, const Configuration& now) {
     // ppo.learning_rate, its synchronous one at none.
     if (it == was.end() && name == "async_learning_rate")
       before = was["asynchronous"] == "true" ? was["ppo.learning_rate"] : "none";
+    // From before async_ent_coef: its asynchronous learner had ppo.ent_coef's bonus.
+    if (it == was.end() && name == "async_ent_coef")
+      before = was["asynchronous"] == "true" ? was["ppo.ent_coef"] : "none";
     if (it == was.end() && name == "torch_module") before = "none";          // a file from before user networks
     if (it == was.end() && name == "ppo.normalise_rewards") before = "off";  // from before reward normalisation
     if (before == value) continue;

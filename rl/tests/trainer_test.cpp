@@ -438,6 +438,36 @@ TEST(Trainer, AFileFromBeforeTheAsynchronousLearningRateResumes) {
   }
 }
 
+// The asynchronous learner learns with async_ent_coef's bonus (0.01 unless set), the synchronous
+// one with ppo.ent_coef's; a file from before async_ent_coef resumes when the bonus asked for is
+// the one its asynchronous learner had (ppo.ent_coef), and is refused otherwise, naming the field.
+TEST(Trainer, TheAsynchronousLearnerHasItsOwnEntropyBonus) {
+  rl::TrainerOptions o = small(2, 2);
+  EXPECT_EQ(rl::PpoTrainer{o}.learner().config().ent_coef, 0.0) << "synchronous: ppo.ent_coef";
+  o.asynchronous = true;
+  EXPECT_EQ(rl::PpoTrainer{o}.learner().config().ent_coef, 0.01) << "asynchronous: async_ent_coef's default";
+  const std::string path = scratch("old-async-entropy.h5");
+  {
+    rl::PpoTrainer t(o);
+    t.save(path);
+  }
+  fibra::hdf5_io::TableFile f = fibra::hdf5_io::read_table_file(path);
+  ASSERT_EQ(f.attributes.erase("async_ent_coef"), 1u) << "the file names async_ent_coef";
+  fibra::hdf5_io::write_table_file(path, f);
+  o.resume_from = path;
+  try {
+    rl::PpoTrainer t(o);
+    ADD_FAILURE() << "a file whose asynchronous learner had no entropy bonus resumed with one";
+  } catch (const fibra::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("async_ent_coef 0 (now 0.01)"), std::string::npos) << e.what();
+  }
+  o.async_ent_coef = o.ppo.ent_coef;
+  EXPECT_NO_THROW(rl::PpoTrainer{o}) << "the bonus it had";
+  o.resume_from.clear();
+  o.async_ent_coef = -1;
+  EXPECT_THROW(rl::PpoTrainer{o}, fibra::ConfigError);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
