@@ -397,7 +397,7 @@ std::string PoolImpl::place_agent(int executors, int slot, mpi::Info& info) cons
         load[h].workers += w->executors;
       }
   }
-  const std::size_t h = choose_host(Placement{s_.pack, s_.hosts, s_.host_slots}, usable, load, executors, slot);
+  const std::size_t h = choose_host(Placement{s_.pack, s_.hosts, s_.host_slots, {}}, usable, load, executors, slot);
   const int count = s_.host_slots[h] > 0 ? s_.host_slots[h] : load[h].processes + 1;
   info.set("host", (s_.hosts[h] + ":" + std::to_string(count)).c_str());
   return s_.hosts[h];
