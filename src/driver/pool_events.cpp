@@ -3,7 +3,9 @@
 // without a log formats nothing.
 #include <fmt/format.h>
 
+#include "driver/driver.hpp"
 #include "driver/pool_impl.hpp"
+#include "fibra/detail/events.hpp"
 
 namespace fibra::detail {
 
@@ -138,5 +140,22 @@ void PoolImpl::note_pool_end() {
 void PoolImpl::note_lost(const Worker& w, const std::string& why) {
   emit(*events_, "lost", R"(,"pool":{},"worker":{},"why":{})", uid_, w.id, EventLog::quoted(why));
 }
+
+// A library's way into a pool's log (fibra/detail/events.hpp): the pools find_pool knows are
+// PoolImpls (an executor's process has none).
+EventSink pool_event_sink(std::uint64_t pool_uid) {
+  const auto core = find_pool(pool_uid);
+  if (!core) return {};
+  std::shared_ptr<EventLog> log = std::static_pointer_cast<PoolImpl>(core)->event_log();
+  if (!log) return {};
+  return [log = std::move(log), pool = fmt::format(R"(,"pool":{})", pool_uid)](std::string_view ev,
+                                                                               std::string_view fields) {
+    std::string all = pool;
+    all += fields;
+    log->add(ev, all);
+  };
+}
+
+std::string json_quoted(std::string_view s) { return EventLog::quoted(s); }
 
 }  // namespace fibra::detail

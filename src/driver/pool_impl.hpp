@@ -273,6 +273,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
  public:
   explicit PoolImpl(const PoolSettings& s) : s_(s), target_(s.workers) {}
   std::uint64_t uid() const override { return uid_; }
+  /// The event log, or nullptr (set before the pool is handed out, then only read).
+  const std::shared_ptr<EventLog>& event_log() const { return events_; }
   ~PoolImpl() override {
     forget_object_frees(object_frees_token_);
     terminate();

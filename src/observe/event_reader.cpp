@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <stdexcept>
 
 namespace fibra::observe {
@@ -67,6 +68,13 @@ class Reader {
       a.run = field<std::int64_t>(e, "run");
       a.reported = t;
       log_.actor_calls.push_back(std::move(a));
+    } else if (ev == "tune") {
+      tune_of_[{seg, pool}] = log_.tunes.size();
+      log_.tunes.push_back({seg, pool, field<std::string>(e, "trainable"), field<std::string>(e, "metric"),
+                            field<std::string>(e, "mode"), field<std::string>(e, "scheduler"),
+                            field<std::size_t>(e, "trials"), t});
+    } else if (ev.starts_with("trial_")) {
+      take_trial(ev, e, seg, pool, t);
     } else if (ev == "left") {
       worker(seg, pool, field<int>(e, "worker")).left = t;
     } else if (ev == "lost") {
@@ -151,8 +159,49 @@ class Reader {
     return &c->attempts.back();
   }
 
+  // trial_start, trial_result, trial_failed, trial_end: of the latest experiment on that pool.
+  void take_trial(const std::string& ev, const Json& e, int seg, std::uint64_t pool, std::int64_t t) {
+    const auto tune = tune_of_.find({seg, pool});
+    if (tune == tune_of_.end()) return;  // (a log cut before its `tune` event)
+    const auto id = field<std::size_t>(e, "trial");
+    auto [at, added] = trial_at_.try_emplace({seg, pool, tune->second, id}, log_.trials.size());
+    if (added) {
+      TrialRecord r;
+      r.segment = seg;
+      r.pool = pool;
+      r.experiment = tune->second;
+      r.trial = id;
+      r.started = t;
+      log_.trials.push_back(std::move(r));
+    }
+    TrialRecord& r = log_.trials[at->second];
+    if (ev == "trial_start") {
+      r.status = "running";
+      r.config = field<std::string>(e, "config");
+      const auto from = field<std::int64_t>(e, "iteration");
+      std::erase_if(r.points, [&](const TrialPoint& p) { return p.iteration > from; });
+    } else if (ev == "trial_result") {
+      const std::string& metric = log_.tunes[tune->second].metric;
+      double value = std::numeric_limits<double>::quiet_NaN();
+      if (auto m = e.find("metrics"); m != e.end() && m->is_object())
+        if (auto v = m->find(metric); v != m->end() && v->is_number()) value = v->get<double>();
+      r.points.push_back({field<std::int64_t>(e, "iteration"), field<double>(e, "wall"), value});
+    } else if (ev == "trial_failed") {
+      r.status = "pending";
+      ++r.failures;
+      r.error = field<std::string>(e, "error");
+    } else if (ev == "trial_end") {
+      r.status = field<std::string>(e, "status");
+      r.ended = t;
+      if (r.status == "error") ++r.failures;
+      if (auto why = field<std::string>(e, "error"); !why.empty()) r.error = std::move(why);
+    }
+  }
+
   EventLogRecord& log_;
   std::map<std::tuple<int, std::uint64_t, std::uint64_t>, std::size_t> chunk_at_, worker_at_;
+  std::map<std::pair<int, std::uint64_t>, std::size_t> tune_of_;
+  std::map<std::tuple<int, std::uint64_t, std::size_t, std::size_t>, std::size_t> trial_at_;
 };
 
 }  // namespace

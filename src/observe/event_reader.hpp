@@ -80,6 +80,36 @@ struct WorkerCounts {
   std::map<std::string, int> executors_by_host;
 };
 
+/// A fibra::tune experiment on one of the process's pools (its `tune` event).
+struct TuneRecord {
+  int segment = 0;
+  std::uint64_t pool = 0;
+  std::string trainable, metric, mode, scheduler;  ///< mode: "max" or "min"
+  std::size_t trials = 0;
+  std::int64_t started = 0;
+};
+
+/// One result of a trial: its iteration, seconds since the experiment began, and the value of the
+/// experiment's metric (NaN where the row had none).
+struct TrialPoint {
+  std::int64_t iteration = 0;
+  double wall = 0, value = 0;
+};
+
+struct TrialRecord {
+  int segment = 0;
+  std::uint64_t pool = 0;
+  std::size_t experiment = 0;  ///< its TuneRecord in EventLogRecord::tunes
+  std::size_t trial = 0;
+  std::string config;
+  std::string status;  ///< running, pending (to be retried), done, stopped, error
+  std::string error;   ///< the last failure, or why it was stopped
+  int failures = 0;
+  std::int64_t started = 0, ended = 0;  ///< its first start; its end (0: it did not end in the log)
+  /// Its results in order; a retry from a checkpoint drops those after it, as the experiment does.
+  std::vector<TrialPoint> points;
+};
+
 struct SegmentRecord {  ///< a process that wrote the log
   std::int64_t pid = 0, started = 0;
   std::string host, program;
@@ -92,6 +122,8 @@ struct EventLogRecord {
   std::vector<WorkerRecord> workers;
   std::vector<SpawnRecord> spawns;
   std::vector<ActorCallRecord> actor_calls;
+  std::vector<TuneRecord> tunes;
+  std::vector<TrialRecord> trials;   ///< in the order they first started
   std::int64_t first = 0, last = 0;  ///< the earliest and latest time in it
   std::uint64_t dropped = 0;         ///< events the driver could not keep (its `dropped` events)
   std::size_t unreadable = 0;        ///< lines that did not parse (the last one of a killed driver, cut)

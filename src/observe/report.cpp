@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <string>
 #include <tuple>
@@ -57,6 +58,7 @@ class Report {
     page += slowest();
     page += failures();
     page += losses();
+    page += trials();
     page += "<script id=\"data\" type=\"application/json\">" + data_json() + "</script>\n";
     page += script();
     page += "</body></html>\n";
@@ -238,6 +240,44 @@ th {{ background: #f3f3f3; }} td.error {{ font-family: monospace; white-space: p
     return text + "</table>\n";
   }
 
+  // Per fibra::tune experiment: a canvas for its trials' curves (the metric by iteration, drawn by
+  // the script) and a table of its trials.
+  std::string trials() const {
+    std::string text;
+    for (std::size_t x = 0; x < log_.tunes.size(); ++x) {
+      const TuneRecord& tune = log_.tunes[x];
+      const bool max = tune.mode != "min";
+      text += fmt::format(
+          "<h2>Trials of '{}' ({} {}, {} trials, {})</h2>"
+          "<canvas class=\"curves\" data-experiment=\"{}\" width=\"1100\" height=\"240\"></canvas>\n"
+          "<table class=\"trials\" id=\"trials-{}\"><tr><th>trial</th><th>config</th><th>status</th>"
+          "<th>iterations</th><th>last</th><th>best</th><th>failures</th><th>last failure, or why it stopped</th></tr>\n",
+          escaped(tune.trainable), max ? "max" : "min", escaped(tune.metric), tune.trials, escaped(tune.scheduler), x,
+          x);
+      std::size_t rows = 0;
+      for (const auto& r : log_.trials) {
+        if (r.experiment != x) continue;
+        if (++rows > most_failure_rows) continue;
+        double best = std::numeric_limits<double>::quiet_NaN(), last = best;
+        for (const auto& p : r.points) {
+          if (std::isnan(p.value)) continue;
+          last = p.value;
+          if (std::isnan(best) || (max ? p.value > best : p.value < best)) best = p.value;
+        }
+        const auto number = [](double v) { return std::isnan(v) ? std::string("-") : fmt::format("{:.6g}", v); };
+        text += fmt::format(
+            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+            "<td class=\"error\">{}</td></tr>\n",
+            escaped(r.status), r.trial, escaped(r.config), escaped(r.status),
+            r.points.empty() ? 0 : r.points.back().iteration, number(last), number(best), r.failures, escaped(r.error));
+      }
+      text += "</table>\n";
+      if (rows > most_failure_rows)
+        text += fmt::format("<p>... and {} more trials (the event log has them all).</p>\n", rows - most_failure_rows);
+    }
+    return text;
+  }
+
   std::string data_json() const {
     // Run times in 30 bins spaced evenly on a log scale between the shortest and the longest.
     Json hist = {{"edges", Json::array()}, {"counts", Json::array()}};
@@ -255,8 +295,24 @@ th {{ background: #f3f3f3; }} td.error {{ font-family: monospace; white-space: p
     }
     Json bars = Json::array();
     for (double v : bars_) bars.push_back(std::round(v * 1000.0) / 1000.0);
+    // Each experiment's curves: a trial's iterations and values (null where it reported none).
+    Json curves = Json::array();
+    for (std::size_t x = 0; x < log_.tunes.size(); ++x) {
+      Json lines = Json::array();
+      for (const auto& r : log_.trials) {
+        if (r.experiment != x || r.points.empty()) continue;
+        Json xs = Json::array(), ys = Json::array();
+        for (const auto& p : r.points) {
+          xs.push_back(p.iteration);
+          ys.push_back(std::isnan(p.value) ? Json() : Json(p.value));
+        }
+        lines.push_back({{"trial", r.trial}, {"x", xs}, {"y", ys}});
+      }
+      curves.push_back(std::move(lines));
+    }
     const Json data = {
-        {"rows", row_names_.size()}, {"span_ms", span_ms_}, {"bars", bars}, {"busy", busy_}, {"hist", hist}};
+        {"rows", row_names_.size()}, {"span_ms", span_ms_}, {"bars", bars}, {"busy", busy_}, {"hist", hist},
+        {"curves", curves}};
     std::string text = data.dump(-1, ' ', false, Json::error_handler_t::replace);
     // Inside <script>, "</" would end it.
     for (std::size_t at = text.find("</"); at != std::string::npos; at = text.find("</", at + 2))
@@ -300,6 +356,39 @@ th {{ background: #f3f3f3; }} td.error {{ font-family: monospace; white-space: p
     g.fillText(e[0].toPrecision(3) + ' ms', 4, 178);
     g.fillText(e[e.length - 1].toPrecision(3) + ' ms', 1040, 178);
   }
+  // Each experiment's trials: the metric by iteration, a line per trial, on common axes.
+  let lines = 0;
+  document.querySelectorAll('canvas.curves').forEach((c) => {
+    const trials = d.curves[Number(c.dataset.experiment)] || [];
+    const g = c.getContext('2d');
+    let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+    trials.forEach((t) => {
+      t.x.forEach((x) => { x0 = Math.min(x0, x); x1 = Math.max(x1, x); });
+      t.y.forEach((y) => { if (y !== null) { y0 = Math.min(y0, y); y1 = Math.max(y1, y); } });
+    });
+    if (!isFinite(y0)) return;
+    if (y1 === y0) { y0 -= 1; y1 += 1; }
+    if (x1 === x0) x1 = x0 + 1;
+    const px = (x) => 40 + (x - x0) / (x1 - x0) * (c.width - 50), py = (y) => c.height - 15 - (y - y0) / (y1 - y0) * (c.height - 30);
+    trials.forEach((t, i) => {
+      g.strokeStyle = 'hsl(' + (i * 137 % 360) + ',60%,45%)';
+      g.beginPath();
+      let on = false;
+      t.x.forEach((x, k) => {
+        if (t.y[k] === null) { on = false; return; }
+        if (on) g.lineTo(px(x), py(t.y[k])); else g.moveTo(px(x), py(t.y[k]));
+        on = true;
+      });
+      g.stroke();
+      lines++;
+    });
+    g.fillStyle = '#222';
+    g.fillText(y1.toPrecision(4), 2, 12);
+    g.fillText(y0.toPrecision(4), 2, c.height - 15);
+    g.fillText('iteration ' + x0, 40, c.height - 2);
+    g.fillText('iteration ' + x1, c.width - 90, c.height - 2);
+  });
+  document.body.dataset.curves = String(lines);
   document.body.dataset.bars = String(drawn);
 })();
 </script>

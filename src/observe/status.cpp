@@ -20,6 +20,35 @@ namespace fibra::observe {
 
 namespace {
 constexpr std::int64_t rate_window_us = 10'000'000;
+
+// A line per fibra::tune experiment of the segment: its trials by status, and the best so far.
+std::string trials_text(const EventLogRecord& log, int segment) {
+  std::string text;
+  for (std::size_t x = 0; x < log.tunes.size(); ++x) {
+    const TuneRecord& tune = log.tunes[x];
+    if (tune.segment != segment) continue;
+    std::map<std::string, std::size_t> by_status;
+    std::size_t started = 0;
+    const TrialRecord* best_trial = nullptr;
+    double best = 0;
+    for (const auto& r : log.trials) {
+      if (r.experiment != x) continue;
+      ++started;
+      ++by_status[r.status];
+      for (const auto& p : r.points)
+        if (p.value == p.value && (!best_trial || (tune.mode == "min" ? p.value < best : p.value > best)))
+          best = p.value, best_trial = &r;
+    }
+    std::string counts;
+    for (const auto& [status, n] : by_status) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, status);
+    text += fmt::format("trials     '{}': {} of {} started{}{}", tune.trainable, started, tune.trials,
+                        counts.empty() ? "" : ": ", counts);
+    if (best_trial)
+      text += fmt::format("; best {} {:.6g} (trial {}: {})", tune.metric, best, best_trial->trial, best_trial->config);
+    text += "\n";
+  }
+  return text;
+}
 }  // namespace
 
 bool run_is_live(const EventLogRecord& log) {
@@ -111,6 +140,7 @@ std::string status_text(const EventLogRecord& log, std::int64_t now_us) {
     hosts += fmt::format("{}{} ({})", hosts.empty() ? "" : ", ", host, n);
   text += fmt::format("workers    {} agents {}: {}; {} lost\n", workers.alive, s.ended ? "at the end" : "alive",
                       hosts.empty() ? "none" : hosts, workers.lost);
+  text += trials_text(log, segment);
   if (log.dropped) text += fmt::format("dropped    {} events (the log fell behind)\n", log.dropped);
   return text;
 }

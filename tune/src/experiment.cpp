@@ -252,15 +252,45 @@ double Experiment::score_of(const Metrics& m) const {
   return options_.mode == Mode::max ? it->second : -it->second;
 }
 
+void Experiment::set_events(fibra::detail::EventSink sink) {
+  events_ = std::move(sink);
+  if (!events_) return;
+  std::string fields = ",\"trials\":" + std::to_string(trials_.size());
+  for (const auto& [name, value] : identity()) fields += ",\"" + name + "\":" + fibra::detail::json_quoted(value);
+  events_("tune", fields);
+}
+
+void Experiment::note(std::string_view ev, const Trial& t, const std::string& fields) const {
+  if (events_) events_(ev, ",\"trial\":" + std::to_string(t.r.id) + fields);
+}
+
+namespace {
+// A metric as JSON: a number, or null for NaN and infinities (JSON has neither).
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+}  // namespace
+
 std::optional<Experiment::Start> Experiment::start_next() {
   if (pending_.empty()) return std::nullopt;
   Trial& t = trials_[pending_.front()];
   pending_.pop_front();
   t.r.status = TrialStatus::running;
+  // (`iteration`: where it goes on from; rows past it, if it ran further before, were dropped)
+  note("trial_start", t,
+       ",\"config\":" + fibra::detail::json_quoted(t.r.config.str()) +
+           ",\"iteration\":" + std::to_string(t.checkpoint.empty() ? 0 : t.checkpoint_iteration));
   return Start{t.r.id, t.r.config, t.checkpoint};
 }
 
 void Experiment::end_trial(Trial& t, TrialStatus s) {
+  note("trial_end", t,
+       std::string(",\"status\":\"") + to_string(s) + "\",\"iterations\":" + std::to_string(t.r.iterations) +
+           (s == TrialStatus::done || t.r.error.empty() ? std::string()
+                                                        : ",\"error\":" + fibra::detail::json_quoted(t.r.error)));
   t.r.status = s;
   ++ended_;
   scheduler_->on_end(t.r.id);
@@ -338,6 +368,16 @@ Experiment::Next Experiment::record(std::size_t trial, const Metrics& metrics, d
   metric_checked_ = true;
   const std::int64_t it = ++t.r.iterations;
   rows_.push_back(ResultRow{trial, it, wall + elapsed_before_, metrics});
+  if (events_) {
+    std::string fields =
+        ",\"iteration\":" + std::to_string(it) + ",\"wall\":" + json_number(rows_.back().wall_time) + ",\"metrics\":{";
+    bool first = true;
+    for (const auto& [k, v] : metrics) {
+      fields += (first ? "" : ",") + fibra::detail::json_quoted(k) + ":" + json_number(v);
+      first = false;
+    }
+    note("trial_result", t, fields + "}");
+  }
   t.r.last = metrics;
   const double score = score_of(metrics);
   if (!std::isnan(score)) {
@@ -432,6 +472,7 @@ void Experiment::on_failure(std::size_t trial, const std::string& cause, bool re
     apply_rulings();
     return;
   }
+  note("trial_failed", t, ",\"error\":" + fibra::detail::json_quoted(t.r.error));
   // Again from its checkpoint: the rows after it will be reported again, once.
   drop_rows_after(trial, t.checkpoint.empty() ? 0 : t.checkpoint_iteration);
   if (t.checkpoint.empty()) t.checkpoint_iteration = 0;

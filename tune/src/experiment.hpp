@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fibra/detail/events.hpp"
 #include "fibra/hdf5_io/tables.hpp"
 #include "fibra/tune.hpp"
 #include "internal.hpp"
@@ -35,6 +36,11 @@ class Experiment {
     Config config;
     std::string checkpoint;
   };
+
+  /// From now on, the trials' starts, results, failures and ends go to `sink` as events (`tune`
+  /// first, naming the experiment; then `trial_start`, `trial_result`, `trial_failed`,
+  /// `trial_end`: docs/observability.md). An empty sink: none.
+  void set_events(fibra::detail::EventSink sink);
 
   /// The next trial to start, marked running; nullopt when none waits.
   std::optional<Start> start_next();
@@ -100,6 +106,8 @@ class Experiment {
   const std::string* reported_time() const;
   bool better(double a, double b) const { return options_.mode == Mode::max ? a > b : a < b; }
   void end_trial(Trial& t, TrialStatus s);
+  /// An event about `t` (`,"trial":<id>` then `fields`), if there is a sink.
+  void note(std::string_view ev, const Trial& t, const std::string& fields = {}) const;
   void drop_rows_after(std::size_t trial, std::int64_t iteration);
   std::string fingerprint() const;
   /// What makes this experiment the one a file holds, as the file's attributes say it, in order:
@@ -118,6 +126,7 @@ class Experiment {
   std::size_t ended_ = 0;
   bool metric_checked_ = false;  // a result had RunOptions::metric (or rows were resumed)
   double elapsed_before_ = 0;
+  fibra::detail::EventSink events_;            // the pool's event log, or empty
   std::vector<std::size_t> csv_rows_written_;  // by trial: its rows in its progress.csv (write_trial_csvs)
 };
 

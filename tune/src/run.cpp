@@ -78,17 +78,22 @@ std::string cause_of(const std::exception& e) {
   return e.what();
 }
 
-// Ends an actor's process at once with SIGKILL, as Process::kill does: a step that never returns
-// cannot be stopped any other way. The handle goes first, so that the death does not start the
-// actor again; its calls then fail with ActorDied, and no one waits for them. Actor<T> keeps its
-// pool and id to itself: they are read as a handle sent to a task carries them.
-void kill_actor(Actor<TrialHost> actor) {
+// The actor's pool (its uid) and its id. Actor<T> keeps them to itself: they are read as a handle
+// sent to a task carries them.
+std::pair<std::uint64_t, std::uint64_t> pool_and_id(const Actor<TrialHost>& actor) {
   std::string bytes;
   fibra::detail::Writer w(bytes);
   fibra::detail::Codec<Actor<TrialHost>>::encode(w, actor);
   fibra::detail::Reader r(bytes);
   const auto pool_uid = r.pod<std::uint64_t>();
-  const auto id = r.pod<std::uint64_t>();
+  return {pool_uid, r.pod<std::uint64_t>()};
+}
+
+// Ends an actor's process at once with SIGKILL, as Process::kill does: a step that never returns
+// cannot be stopped any other way. The handle goes first, so that the death does not start the
+// actor again; its calls then fail with ActorDied, and no one waits for them.
+void kill_actor(Actor<TrialHost> actor) {
+  const auto [pool_uid, id] = pool_and_id(actor);
   const auto core = fibra::detail::core_for_actor_handle(pool_uid);
   actor = {};
   core->signal_actor(id, SIGKILL);
@@ -123,6 +128,9 @@ class Runner {
     actor_options_.pool = &pool;
     hosts_.resize(n);
     for (auto& h : hosts_) h.actor = Actor<TrialHost>::start(actor_options_);
+    // The trials in the pool's event log, if it writes one (PoolOptions::events, FIBRA_EVENTS).
+    if (!hosts_.empty())
+      experiment_.set_events(fibra::detail::pool_event_sink(pool_and_id(hosts_.front().actor).first));
     deadline_ = after(t0_, options_.time_budget_s);
     spent_.resize(experiment_.size());
     // One progress display at a time: the pool's line of actor calls waits while tune's is drawn.

@@ -6,6 +6,7 @@
 #include <fibra/fibra.hpp>
 #include <fibra/tune.hpp>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -690,6 +691,76 @@ TEST(TuneRun, AnUnregisteredTrainableIsRefused) {
     EXPECT_NE(std::string(e.what()).find("is not a registered trainable: add FIBRA_TRAINABLE("), std::string::npos)
         << e.what();
   }
+}
+
+// The trials in the event log of the pool they ran on (PoolOptions::events, issue 49): the
+// experiment named once, then for each trial its start, each result with the metric's value (read
+// back with another JSON parser and checked against Flaky's closed form v * 10 + t), the failure
+// at iteration 2 and the start again from nothing, the four results, and its end. The folder is
+// $FIBRA_TEST_TUNE_EVENTS_DIR when set (tune.report reads it: `fibra report` and `fibra status`).
+TEST(TuneRun, TheTrialsAreInThePoolsEventLog) {
+  const char* given = std::getenv("FIBRA_TEST_TUNE_EVENTS_DIR");
+  const std::string events = given && *given ? given : scratch() + "/events";
+  std::filesystem::remove_all(events);
+  const std::string dir = scratch();
+  {
+    fibra::PoolOptions po;
+    po.events = events;
+    fibra::Pool p(2, po);
+    const auto g = tune::run<Flaky>({{"v", tune::grid({0, 1, 2})}, {"abort", 0}, {"always", 0}, {"dir", dir}},
+                                    {.metric = "score", .stop = {{"training_iteration", 4}}, .pool = &p});
+    ASSERT_EQ(g.trials().size(), 3u);
+  }
+  std::vector<nlohmann::json> all;
+  {
+    std::ifstream in(events + "/events.jsonl");
+    for (std::string line; std::getline(in, line);) all.push_back(nlohmann::json::parse(line));
+  }
+  int tunes = 0;
+  std::map<std::size_t, std::vector<std::string>> seen;  // trial -> its events, as "start 0", "result 1 11", ...
+  std::map<std::size_t, std::int64_t> v_of;
+  for (const auto& e : all) {
+    const std::string ev = e.at("ev");
+    if (ev == "tune") {
+      ++tunes;
+      EXPECT_EQ(e.at("trainable"), "(anonymous namespace)::Flaky");
+      EXPECT_EQ(e.at("metric"), "score");
+      EXPECT_EQ(e.at("mode"), "max");
+      EXPECT_EQ(e.at("trials"), 3);
+      continue;
+    }
+    if (!ev.starts_with("trial_")) continue;
+    const std::size_t trial = e.at("trial");
+    auto& s = seen[trial];
+    if (ev == "trial_start") {
+      const std::string config = e.at("config");  // "abort=0, always=0, dir=..., v=1"
+      v_of[trial] = std::stoll(config.substr(config.rfind("v=") + 2));
+      s.push_back("start " + std::to_string(e.at("iteration").get<int>()));
+    } else if (ev == "trial_result") {
+      s.push_back("result " + std::to_string(e.at("iteration").get<int>()) + " " +
+                  std::to_string(e.at("metrics").at("score").get<double>()));
+    } else if (ev == "trial_failed") {
+      const std::string error = e.at("error");
+      EXPECT_NE(error.find("flaky at 2"), std::string::npos) << error;
+      s.push_back("failed");
+    } else if (ev == "trial_end") {
+      s.push_back("end " + e.at("status").get<std::string>() + " " + std::to_string(e.at("iterations").get<int>()));
+    }
+  }
+  EXPECT_EQ(tunes, 1);
+  ASSERT_EQ(seen.size(), 3u);
+  std::set<std::int64_t> vs;
+  for (const auto& [trial, s] : seen) {
+    const std::int64_t v = v_of[trial];
+    vs.insert(v);
+    const auto result = [&](int t) { return "result " + std::to_string(t) + " " + std::to_string(double(v * 10 + t)); };
+    const std::vector<std::string> want = {"start 0", result(1), "failed",  "start 0",   result(1),
+                                           result(2), result(3), result(4), "end done 4"};
+    EXPECT_EQ(s, want) << "trial " << trial;
+  }
+  EXPECT_EQ(vs, (std::set<std::int64_t>{0, 1, 2}));
+  std::filesystem::remove_all(dir);
+  if (!given || !*given) std::filesystem::remove_all(std::filesystem::path(events).parent_path());
 }
 
 }  // namespace

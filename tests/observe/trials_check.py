@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""tune.report: the event log of tune.run's experiment (three trials of Flaky, each failing once at
+iteration 2 and run again from nothing), through `fibra report` opened in headless Chromium and
+through `fibra status`. Counted here from the log itself: the page's script must draw a curve per
+trial that reported, its table of trials must have a row per trial with its status, iterations and
+best score, and `fibra status` must count the trials by status and name the best one.
+
+  trials_check.py FIBRA LOG_DIR OUT_DIR
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_check import Page, fail  # noqa: E402
+
+
+class TrialsPage(Page):
+    def __init__(self):
+        super().__init__()
+        self.curves = None
+
+    def handle_starttag(self, tag, attrs):
+        super().handle_starttag(tag, attrs)
+        if tag == "body":
+            self.curves = dict(attrs).get("data-curves")
+
+
+def from_log(path):
+    """The experiment's trainable and metric, and per trial: status, points (iteration -> score)."""
+    tune, trials = None, {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            e = json.loads(line)
+            if e["ev"] == "tune":
+                tune = e
+            elif e["ev"].startswith("trial_"):
+                t = trials.setdefault(e["trial"], {"status": None, "points": {}})
+                if e["ev"] == "trial_start":
+                    t["points"] = {i: s for i, s in t["points"].items() if i <= e["iteration"]}
+                elif e["ev"] == "trial_result":
+                    t["points"][e["iteration"]] = e["metrics"][tune["metric"]]
+                elif e["ev"] == "trial_end":
+                    t["status"] = e["status"]
+    if tune is None:
+        fail(f"{path} has no tune event")
+    return tune, trials
+
+
+def main():
+    fibra, log_dir, out = sys.argv[1:4]
+    os.makedirs(out, exist_ok=True)
+    tune, trials = from_log(os.path.join(log_dir, "events.jsonl"))
+    if len(trials) != tune["trials"]:
+        fail(f"the log shows {len(trials)} trials; its tune event says {tune['trials']}")
+
+    status = subprocess.run([fibra, "status", log_dir], capture_output=True, text=True, timeout=60)
+    best_id = max(trials, key=lambda i: max(trials[i]["points"].values()))
+    best = max(trials[best_id]["points"].values())
+    want = (f"trials     '{tune['trainable']}': {len(trials)} of {tune['trials']} started: {len(trials)} done; "
+            f"best {tune['metric']} {best:.6g} (trial {best_id}: ")
+    if want not in status.stdout:
+        fail(f"fibra status does not say\n  {want}...\nit printed:\n{status.stdout}{status.stderr}")
+
+    html = os.path.join(out, "report.html")
+    r = subprocess.run([fibra, "report", log_dir, "-o", html], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        fail(f"fibra report exited {r.returncode}: {r.stderr.strip()}")
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not browser:
+        fail("no chromium to open the report in: scripts/install-deps.sh installs Debian's chromium")
+    flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+             "--user-data-dir=" + os.path.join(out, "chromium-profile")]
+    url = "file://" + os.path.abspath(html)
+    try:
+        dom = subprocess.run([browser, *flags, "--virtual-time-budget=5000", "--dump-dom", url], capture_output=True,
+                             text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        fail("chromium did not print the report's DOM within 120 s")
+    page = TrialsPage()
+    page.feed(dom.stdout)
+    reported = sum(1 for t in trials.values() if t["points"])
+    if page.curves != str(reported):
+        fail(f"the page's script drew {page.curves} trial curves; the log shows {reported} trials with results")
+    rows = page.tables.get("trials-0", [])[1:]
+    if len(rows) != len(trials):
+        fail(f"the table of trials has {len(rows)} rows; the log shows {len(trials)} trials: {rows}")
+    for i, t in trials.items():
+        top = max(t["points"].values())
+        last_it = max(t["points"])
+        row = next((r for r in rows if r.startswith(f"{i} ")), None)
+        if row is None:
+            fail(f"no row for trial {i} in the table of trials: {rows}")
+        cells = row.split(" ")
+        if t["status"] not in cells or str(last_it) not in cells or f"{top:.6g}" not in cells:
+            fail(f"trial {i}'s row does not show status {t['status']}, {last_it} iterations and best {top:.6g}: {row}")
+    if page.outside:
+        fail(f"the report loads from outside itself: {page.outside[:3]}")
+    shot = os.path.join(out, "report-trials.png")
+    try:
+        subprocess.run([browser, *flags, "--virtual-time-budget=5000", "--window-size=1400,1800",
+                        "--screenshot=" + shot, url], capture_output=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        fail("chromium did not take the report's screenshot within 120 s")
+    print(f"PASS: {len(trials)} trials: {page.curves} curves drawn, a row each, fibra status names the best "
+          f"({tune['metric']} {best:.6g}, trial {best_id}); screenshot {shot}")
+
+
+if __name__ == "__main__":
+    main()
