@@ -2,13 +2,19 @@
 // of this driver SIGKILLs, every 1 to 2.5 s, one of the pool's processes chosen at random (an agent,
 // or a process it started: an executor or an actor's process), by pid. Each round: a checkpointed
 // map of 200 items, 20 chains of three dependent tasks, and 20 calls on an actor started with
-// restarts. Every result is checked against its formula: a map or a task must give exactly its
-// value (a lost worker costs a retry, never a result); an actor call may fail with ActorDied (its
-// process was killed with the call in it) and is then made again, but never gives a wrong value.
+// restarts; two Processes over a Queue (a producer puts 1..50, a consumer sums them and puts the sum
+// on a second queue); and a fibra::tune experiment of 4 trials of 5 iterations. Every result is
+// checked against its formula: a map or a task must give exactly its value (a lost worker costs a
+// retry, never a result); an actor call may fail with ActorDied (its process was killed with the
+// call in it) and is then made again, but never gives a wrong value; a Process killed ends with a
+// nonzero exit code (the pair is then run again on fresh queues), and a pair that both exit 0 must
+// have passed the exact sum; every trial must end done with its closed-form score (a trial whose
+// process was killed is retried from its start).
 // At the end every process the run started is gone within 20 s (no orphans).
 //   soak [seconds]   (FIBRA_SOAK_SECONDS, else 30; by hand: 600 or more)
 // Prints "PASS: ..." or "FAIL: ...".
 #include <fibra/fibra.hpp>
+#include <fibra/tune.hpp>
 
 #include <signal.h>
 #include <unistd.h>
@@ -57,8 +63,40 @@ class Squarer {
   long offset_;
 };
 
+// The Process pair: the producer puts 1..n then 0 (the end); the consumer sums until the end, each
+// get bounded (a producer killed mid-way leaves it waiting: it ends by throwing, a nonzero exit).
+void produce(fibra::Queue<long> items, long n) {
+  for (long i = 1; i <= n; ++i) {
+    items.put(i);
+    if (i % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  }
+  items.put(0L);
+}
+void consume(fibra::Queue<long> items, fibra::Queue<long> sums) {
+  long sum = 0;
+  for (long x; (x = items.get(std::chrono::seconds(10))) != 0;) sum += x;
+  sums.put(sum);
+}
+
+// score = v * t at iteration t.
+class Line {
+ public:
+  explicit Line(const fibra::tune::Config& c) : v_(c.number("v")) {}
+  fibra::tune::Metrics step() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return {{"score", v_ * double(++t_)}};
+  }
+
+ private:
+  double v_;
+  int t_ = 0;
+};
+FIBRA_TRAINABLE(Line);
+
 }  // namespace
 
+FIBRA_REMOTE(produce);
+FIBRA_REMOTE(consume);
 FIBRA_REMOTE(triple);
 FIBRA_REMOTE(plus);
 FIBRA_REMOTE(times);
@@ -138,7 +176,7 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   std::map<long, std::string> seen;  // every process of the run and its start time, to find orphans at the end
   std::mutex seen_mu;
-  int rounds = 0, actor_retries = 0;
+  int rounds = 0, actor_retries = 0, process_reruns = 0, trial_retries = 0;
   std::atomic<int> kills_agent{0}, kills_child{0};
   long results = 0;
   {
@@ -202,6 +240,48 @@ int main(int argc, char** argv) {
           }
         }
       }
+      for (int attempt = 0; !failed; ++attempt) {
+        fibra::Queue<long> items, sums;
+        fibra::Process producer(fibra::ProcessOptions{.pool = &pool}, produce, items, 50L);
+        fibra::Process consumer(fibra::ProcessOptions{.pool = &pool}, consume, items, sums);
+        producer.start();
+        consumer.start();
+        if (!producer.join(std::chrono::seconds(60)) || !consumer.join(std::chrono::seconds(60))) {
+          fail("round " + std::to_string(rounds) + ": a Process of the queue pair did not end within 60 s");
+          break;
+        }
+        if (producer.exitcode() == 0 && consumer.exitcode() == 0) {
+          const long sum = sums.get(std::chrono::seconds(10));
+          if (sum != 50 * 51 / 2)
+            fail("round " + std::to_string(rounds) + ": the consumer summed " + std::to_string(sum));
+          ++results;
+          break;
+        }
+        ++process_reruns;  // one was killed (or its queue's producer was): a nonzero exit code says so
+        if (attempt == 20)
+          fail("the Process pair failed 20 times; the last: producer exit code " +
+               std::to_string(producer.exitcode().value_or(999)) + ", consumer " +
+               std::to_string(consumer.exitcode().value_or(999)));
+      }
+      try {
+        const auto grid =
+            fibra::tune::run<Line>({{"v", fibra::tune::grid({1, 2, 3, 4})}}, {.metric = "score",
+                                                                              .stop = {{"training_iteration", 5}},
+                                                                              .max_failures = 50,
+                                                                              .progress_interval_s = 0,
+                                                                              .pool = &pool});
+        for (const auto& t : grid.trials()) {
+          trial_retries += t.failures;
+          if (t.status != fibra::tune::TrialStatus::done || t.iterations != 5 ||
+              t.last.at("score") != 5 * t.config.number("v"))
+            fail("round " + std::to_string(rounds) + ": trial " + std::to_string(t.id) + " (" + t.config.str() +
+                 ") ended " + fibra::tune::to_string(t.status) + " after " + std::to_string(t.iterations) +
+                 " iterations: " + t.error);
+          ++results;
+        }
+      } catch (const std::exception& e) {
+        fail("round " + std::to_string(rounds) + ": the tune run failed: " + e.what());
+      }
       std::filesystem::remove(ckpt);
       ++rounds;
       std::printf("round %d: %ld results exact, %d agents and %d of their processes killed so far\n", rounds, results,
@@ -233,7 +313,7 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "PASS: %d rounds in %.0f s, %ld results exact, %d agents and %d of their processes SIGKILLed, %d actor "
-      "calls made again after ActorDied, no process left\n",
-      rounds, seconds, results, kills_agent.load(), kills_child.load(), actor_retries);
+      "calls made again after ActorDied, %d Process pairs run again, %d trial failures retried, no process left\n",
+      rounds, seconds, results, kills_agent.load(), kills_child.load(), actor_retries, process_reruns, trial_retries);
   return 0;
 }
