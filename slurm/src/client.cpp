@@ -214,15 +214,21 @@ std::vector<JobStatus> wait_for_job(const std::string& id, double max_interval_s
   }
 }
 
-std::string job_checkpoint_path(const std::string& id) {
+namespace {
+// What a fibra batch script records after `# fibra-<name>: `; empty if it records none.
+std::string script_marker(const std::string& id, const std::string& name) {
   CommandResult r = run_command({"scontrol", "write", "batch_script", id, "-"});
   if (r.status != 0) return "";
   std::istringstream in(r.out);
-  const std::string marker = "# fibra-checkpoint: ";
+  const std::string marker = "# fibra-" + name + ": ";
   for (std::string line; std::getline(in, line);)
     if (line.rfind(marker, 0) == 0) return line.substr(marker.size());
   return "";
 }
+}  // namespace
+
+std::string job_checkpoint_path(const std::string& id) { return script_marker(id, "checkpoint"); }
+std::string job_events_path(const std::string& id) { return script_marker(id, "events"); }
 
 std::string checkpoint_progress(const std::string& path) {
   if (!std::filesystem::exists(path)) return "not written yet";

@@ -136,6 +136,9 @@ void render_environment(std::ostringstream& o, const JobSpec& s) {
     o << "export " << env::Name("FIBRA_CHECKPOINT").c_str() << "="
       << with_variable(s.checkpoint->path, "%a", "SLURM_ARRAY_TASK_ID") << '\n';
   }
+  if (!s.events.empty())
+    o << "export " << env::Name("FIBRA_EVENTS").c_str() << "=" << with_variable(s.events, "%a", "SLURM_ARRAY_TASK_ID")
+      << '\n';
   o << "export " << env::Name("FIBRA_OVERSUBSCRIBE").c_str() << "=" << (s.oversubscribe ? 1 : 0)
     << (s.oversubscribe ? "  # the spec allows more processes than slots\n"
                         : "  # the allocation has a slot for the driver and each worker\n");
@@ -385,6 +388,7 @@ std::string render_script(const JobSpec& s) {
   o << "# Rendered by 'fibra slurm render' from " << s.source << ".\n";
   render_sbatch_lines(o, s);
   if (s.checkpoint && !s.checkpoint->path.empty()) o << "# fibra-checkpoint: " << s.checkpoint->path << '\n';
+  if (!s.events.empty()) o << "# fibra-events: " << s.events << '\n';
   render_signals(o);
   render_environment(o, s);
   render_launch(o, s);

@@ -54,6 +54,7 @@ void read_job(JobSpec& s, const toml::table* t) {
   r.read("error", s.error);
   r.read("setup", s.setup);
   r.read("env", s.env);
+  r.read("events", s.events);
   r.read("mpirun_args", s.mpirun_args);
   r.finish();
   if (!t) throw SpecError(s.source + ": the [job] table is missing; it needs at least 'name' and 'program'");
@@ -65,6 +66,22 @@ void read_job(JobSpec& s, const toml::table* t) {
   no_spaces(r, "workdir", s.workdir);
   no_spaces(r, "output", s.output);
   no_spaces(r, "error", s.error);
+  no_spaces(r, "events", s.events);
+  if (s.env.count("FIBRA_EVENTS"))
+    r.fail("env", "sets FIBRA_EVENTS; give the folder as 'job.events' instead, which 'fibra slurm status' reads too");
+}
+
+// After [array]: each task of an array writes a log of its own (a folder has one writer).
+void check_events(const JobSpec& s, const toml::table* job) {
+  const bool per_task = s.events.find("%a") != std::string::npos;
+  const std::string where = TableReader(s.source, "job", job).where_of("events");
+  if (!s.array && per_task)
+    throw SpecError(where + "'job.events' is \"" + s.events +
+                    "\"; %a stands for an array task's id, and this job has no [array]");
+  if (s.array && !s.events.empty() && !per_task)
+    throw SpecError(where + "'job.events' is \"" + s.events +
+                    "\"; with [array] every task needs its own event log (one process writes a folder): put %a "
+                    "(the task id) in it, like \"events-%a\"");
 }
 
 void read_resources(JobSpec& s, const toml::table* t) {
@@ -252,6 +269,7 @@ JobSpec parse_spec(std::string_view text, const std::string& source) {
   read_resources(s, sub_table(doc, source, "resources"));
   read_array(s, sub_table(doc, source, "array"));
   read_checkpoint(s, sub_table(doc, source, "checkpoint"));  // after [array]: its path then needs %a
+  check_events(s, sub_table(doc, source, "job"));
   read_elastic(s, sub_table(doc, source, "elastic"));
   read_sbatch(s, sub_table(doc, source, "sbatch"));
   return s;

@@ -14,6 +14,12 @@
 #include <iostream>
 #include <memory>
 #include <set>
+#include <string>
+#include <vector>
+
+#include "observe/event_clock.hpp"
+#include "observe/event_reader.hpp"
+#include "observe/status.hpp"
 
 namespace fibra::cli {
 namespace {
@@ -117,6 +123,27 @@ void run_submit(const SlurmArgs& a) {
   }
 }
 
+// A path from the job's script (its checkpoint, its event log), as each task of the job sees it:
+// %a is an array task's id, and a relative path is relative to the job's working folder, not to
+// this command's. None for an empty path.
+std::vector<std::string> paths_as_the_job_sees_them(const std::string& spec_path,
+                                                    const std::vector<fs::JobStatus>& jobs) {
+  std::vector<std::string> paths;
+  if (spec_path.empty()) return paths;
+  std::set<std::string> shown;
+  for (const fs::JobStatus& j : jobs) {
+    // a pending array's own record names a range of tasks ("2-3%2"), not one task: no file of its own
+    const bool one_task =
+        std::all_of(j.array_task.begin(), j.array_task.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!one_task) continue;
+    std::string path = spec_path;
+    for (std::size_t at; (at = path.find("%a")) != std::string::npos;) path.replace(at, 2, j.array_task);
+    if (!path.empty() && path[0] != '/' && !j.work_dir.empty()) path = j.work_dir + "/" + path;
+    if (shown.insert(path).second) paths.push_back(path);
+  }
+  return paths;
+}
+
 void run_status(const SlurmArgs& a) {
   try {
     const auto jobs = fs::query_job(a.job_id);
@@ -132,25 +159,32 @@ void run_status(const SlurmArgs& a) {
     } catch (const fs::SlurmError& e) {
       std::printf("worker jobs: unknown (%s)\n", e.what());
     }
+    // The run's event log (the spec's job.events): where each task's run stands, as `fibra status`
+    // says it, indented.
+    for (const std::string& path : paths_as_the_job_sees_them(fs::job_events_path(a.job_id), jobs)) {
+      std::string text;
+      try {
+        text = observe::status_text(observe::read_event_log(path), observe::event_time_us());
+      } catch (const std::exception& e) {
+        std::printf(
+            "events: %s: %s\n", path.c_str(),
+            std::filesystem::exists(path) ? ("cannot be read: " + std::string(e.what())).c_str() : "not written yet");
+        continue;
+      }
+      std::printf("events: %s\n", path.c_str());
+      for (std::size_t at = 0, end; at < text.size(); at = end + 1) {
+        end = text.find('\n', at);
+        if (end == std::string::npos) end = text.size();
+        std::printf("  %s\n", text.substr(at, end - at).c_str());
+      }
+    }
     const std::string spec_path = fs::job_checkpoint_path(a.job_id);
     if (spec_path.empty()) {
       std::printf("checkpoint: none\n");
       return;
     }
-    // The spec's path, as the job sees it: %a is an array task's id, and a relative path is
-    // relative to the job's working folder, not to this command's.
-    std::set<std::string> shown;
-    for (const fs::JobStatus& j : jobs) {
-      // a pending array's own record names a range of tasks ("2-3%2"), not one task: no file of its own
-      const bool one_task =
-          std::all_of(j.array_task.begin(), j.array_task.end(), [](char c) { return c >= '0' && c <= '9'; });
-      if (!one_task) continue;
-      std::string path = spec_path;
-      for (std::size_t at; (at = path.find("%a")) != std::string::npos;) path.replace(at, 2, j.array_task);
-      if (!path.empty() && path[0] != '/' && !j.work_dir.empty()) path = j.work_dir + "/" + path;
-      if (!shown.insert(path).second) continue;
+    for (const std::string& path : paths_as_the_job_sees_them(spec_path, jobs))
       std::printf("checkpoint: %s: %s\n", path.c_str(), fs::checkpoint_progress(path).c_str());
-    }
   } catch (const fs::SlurmError& e) {
     fail(e, 1);
   }

@@ -31,15 +31,20 @@ requeueable() {
 }
 
 case_map() {
-  { spec_header map 3 --items 300 --workers 3; printf '[resources]\ntime = "5:00"\n'; } >map.toml
+  { spec_header map 3 --items 300 --workers 3; printf 'events = "map-events"\n[resources]\ntime = "5:00"\n'; } >map.toml
   local out status
   out="$(timeout 90 "$fibra" slurm submit map.toml --wait)" || fail "submit --wait exited $?: $out"
   local id="${out%%$'\n'*}"
   grep -qx "job $id 'map': COMPLETED, exit code 0, restarts 0" <<<"$out" || fail "unexpected final status: $out"
   grep -qx "$(expected 300 0)" "map-$id.out" || fail "map-$id.out lacks '$(expected 300 0)'"
   grep -qx "sweep: 3 workers, 300 items from 0, mode plain, run 0" "map-$id.out" || fail "not 3 workers"
+  # Its event log (job.events), as `fibra status` reads it, under the job's line.
   status="$("$fibra" slurm status "$id")"
-  [ "$status" = "job $id 'map': COMPLETED, exit code 0, restarts 0"$'\n'"checkpoint: none" ] || fail "status: $status"
+  [ "$(head -n 2 <<<"$status")" = "job $id 'map': COMPLETED, exit code 0, restarts 0"$'\n'"events: $work/map-events" ] ||
+    fail "status: $status"
+  grep -Eq '^  run +fibra_slurm_sw.* ended: ' <<<"$status" || fail "status does not say the run ended: $status"
+  grep -qx '  items      300 of 300 queued done (100.0%)' <<<"$status" || fail "status does not count 300 items done: $status"
+  [ "$(tail -n 1 <<<"$status")" = "checkpoint: none" ] || fail "status: $status"
 }
 
 # A demo job that learns CartPole-v1 through `fibra slurm submit --wait`: NAME, PROGRAM, its ARGS (a

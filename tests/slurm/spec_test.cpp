@@ -78,7 +78,7 @@ TEST(Spec, TimeFormats) {
 TEST(SpecErrors, UnknownKeyNamesKeyAndLine) {
   EXPECT_EQ(error_of(std::string(minimal) + "wrokers = 4\n"),
             "t.toml:5: unknown key 'job.wrokers'; [job] takes name, program, args, workers, oversubscribe, workdir, "
-            "output, error, setup, env, mpirun_args");
+            "output, error, setup, env, events, mpirun_args");
 }
 
 TEST(SpecErrors, UnknownTable) {
@@ -165,6 +165,20 @@ TEST(SpecErrors, ArrayTasksNeedTheirOwnCheckpoint) {
   EXPECT_EQ(
       error_of(std::string(minimal) + "[checkpoint]\npath = \"r-%a.h5\"\n"),
       "t.toml:6: 'checkpoint.path' is \"r-%a.h5\"; %a stands for an array task's id, and this job has no [array]");
+}
+
+// job.events: the run's event log folder; an array's tasks each need their own (%a), a job without
+// [array] has no %a to give, and FIBRA_EVENTS in env would be a second way to say it.
+TEST(SpecErrors, EventsLikeTheCheckpointTakeTheTaskIdInAnArray) {
+  EXPECT_EQ(fs::parse_spec(std::string(minimal) + "events = \"run-events\"\n", "t.toml").events, "run-events");
+  EXPECT_EQ(error_of(std::string(minimal) + "events = \"ev\"\n[array]\nindices = \"0-3\"\n"),
+            "t.toml:5: 'job.events' is \"ev\"; with [array] every task needs its own event log (one process writes a "
+            "folder): put %a (the task id) in it, like \"events-%a\"");
+  EXPECT_EQ(error_of(std::string(minimal) + "events = \"ev-%a\"\n"),
+            "t.toml:5: 'job.events' is \"ev-%a\"; %a stands for an array task's id, and this job has no [array]");
+  EXPECT_EQ(error_of(std::string(minimal) + "env = { FIBRA_EVENTS = \"ev\" }\n"),
+            "t.toml:5: 'job.env' sets FIBRA_EVENTS; give the folder as 'job.events' instead, which 'fibra slurm "
+            "status' reads too");
 }
 
 // A job of several nodes with a checkpoint relaunches its driver twice by default; one node, or no

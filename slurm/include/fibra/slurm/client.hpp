@@ -71,6 +71,10 @@ std::vector<JobStatus> wait_for_job(const std::string& id, double max_interval_s
 /// with `scontrol write batch_script`; empty if the job has none.
 std::string job_checkpoint_path(const std::string& id);
 
+/// @brief The event log folder a fibra batch script records (`# fibra-events: <path>`, the spec's
+/// `job.events`), read the same way; empty if the job has none.
+std::string job_events_path(const std::string& id);
+
 /// @brief A one-line summary of a checkpoint's progress, read with the checkpoint store
 /// ("812/1000 items of rollout done (81.2%), running, updated 2026-11-30T08:00:00Z"), "not written
 /// yet", or "cannot be read: <why>".

@@ -73,7 +73,10 @@ struct JobSpec {
   std::string error;                       ///< `--error`; empty: with the output
   std::vector<std::string> setup;          ///< shell lines run first (module load ...)
   std::map<std::string, std::string> env;  ///< variables exported before the program starts
-  std::vector<std::string> mpirun_args;    ///< extra mpirun arguments
+  /// The run's event log folder (FIBRA_EVENTS; docs/observability.md), relative to workdir; %a is
+  /// an array task's id (each task needs its own). Empty: none.
+  std::string events;
+  std::vector<std::string> mpirun_args;  ///< extra mpirun arguments
 
   int nodes = 1;          ///< `--nodes`
   int tasks = 0;          ///< `--ntasks`; default workers + 1 (1 with oversubscribe)
