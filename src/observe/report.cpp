@@ -251,7 +251,8 @@ th {{ background: #f3f3f3; }} td.error {{ font-family: monospace; white-space: p
           "<h2>Trials of '{}' ({} {}, {} trials, {})</h2>"
           "<canvas class=\"curves\" data-experiment=\"{}\" width=\"1100\" height=\"240\"></canvas>\n"
           "<table class=\"trials\" id=\"trials-{}\"><tr><th>trial</th><th>config</th><th>status</th>"
-          "<th>iterations</th><th>last</th><th>best</th><th>failures</th><th>last failure, or why it stopped</th></tr>\n",
+          "<th>iterations</th><th>last</th><th>best</th><th>failures</th><th>last failure, or why it "
+          "stopped</th></tr>\n",
           escaped(tune.trainable), max ? "max" : "min", escaped(tune.metric), tune.trials, escaped(tune.scheduler), x,
           x);
       std::size_t rows = 0;
