@@ -6,11 +6,15 @@ foreign Host header is refused (401, 401, 403); /metrics, parsed, counts the 120
 done and none failed, 2 workers alive, and a duration histogram of 120 runs; /status.json says it
 runs; /report is the report's page; the shell page is served without the token.
 
-  dashboard_check.py DASHBOARD_RUN
+Then the page in headless Chromium, with its token in the address: the status its script fetched
+is on the page and the report in its frame; a screenshot is kept in OUT_DIR.
+
+  dashboard_check.py DASHBOARD_RUN [OUT_DIR]
 """
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -40,8 +44,40 @@ def get(url, token=None, host=None):
         return e.code, e.read().decode("utf-8", "replace")
 
 
+def browser_check(url, token, out, proc):
+    """The page in headless Chromium, given its token in the address (#token=...): its script must
+    have fetched the status with it (the run's line in the page's <pre id="status">) and put the
+    report in its frame; a screenshot is kept in OUT."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not browser:
+        fail("no chromium to open the live page in: scripts/install-deps.sh installs Debian's chromium", proc)
+    os.makedirs(out, exist_ok=True)
+    flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+             "--user-data-dir=" + os.path.join(out, "chromium-profile"), "--virtual-time-budget=5000"]
+    page = f"{url}#token={token}"
+    try:
+        dom = subprocess.run([browser, *flags, "--dump-dom", page], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        fail("chromium did not print the live page's DOM within 120 s", proc)
+    status = re.search(r'<pre id="status">(.*?)</pre>', dom.stdout, re.S)
+    if not status or ", running:" not in status.group(1):
+        fail(f"the live page in Chromium does not show the run's status: {(status.group(1) if status else dom.stdout)[:300]!r}",
+             proc)
+    if "srcdoc=" not in dom.stdout or token in dom.stdout.split("<body", 1)[-1].split("<script", 1)[0]:
+        fail("the live page in Chromium has no report in its frame, or shows its token", proc)
+    shot = os.path.join(out, "live-page.png")
+    try:
+        subprocess.run([browser, *flags, "--window-size=1300,1000", "--screenshot=" + shot, page],
+                       capture_output=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        fail("chromium did not take the live page's screenshot within 120 s", proc)
+    if not os.path.exists(shot) or os.path.getsize(shot) == 0:
+        fail("chromium wrote no screenshot of the live page", proc)
+
+
 def main():
     prog = sys.argv[1]
+    out = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="fibra-dashboard-")
     # Without an event log the page has nothing to show: refused at once, saying so.
     env = {k: v for k, v in os.environ.items() if k != "FIBRA_EVENTS"}
     r = subprocess.run([prog], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
@@ -134,6 +170,7 @@ def main():
         code, report = get(base + "/report", token=token)
         if code != 200 or 'id="timeline"' not in report:
             fail(f"/report: {code}", proc)
+        browser_check(url, token, out, proc)
     finally:
         proc.stdin.close()
         try:
@@ -142,7 +179,7 @@ def main():
             proc.kill()
             fail("the driver did not end within 60 s of its stdin's close")
     print(f"PASS: {url} refused no token, a wrong one and foreign Hosts; /metrics counts 120 chunks and 240 items "
-          f"done; status and report served")
+          f"done; status and report served; the page in Chromium shows them (screenshot in {out})")
 
 
 if __name__ == "__main__":
