@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -49,6 +50,7 @@ class TraceWriter {
     for (const auto& c : log_.chunks) add_chunk(c);
     add_spawns();
     add_actor_calls();
+    add_trials();
     add_workers();
     add_counters();
     nest();
@@ -172,6 +174,41 @@ class TraceWriter {
     }
   }
 
+  // fibra::tune's trials on the driver's thread 3, as async events (they overlap) from a trial's
+  // first start to its end (or the log's last event), and per experiment a counter of the best
+  // value of its metric so far, at each result.
+  void add_trials() {
+    for (std::size_t x = 0; x < log_.tunes.size(); ++x) {
+      const TuneRecord& tune = log_.tunes[x];
+      const int pid = driver_pid(tune.segment);
+      const bool min = tune.mode == "min";
+      std::vector<std::pair<std::int64_t, double>> results;
+      for (const auto& r : log_.trials) {
+        if (r.experiment != x) continue;
+        const std::string id = fmt::format("\"t.{}.{}\"", x, r.trial);
+        const std::string name = json_string(fmt::format("trial {}", r.trial));
+        out_.push_back(fmt::format(
+            R"({{"name":{},"cat":"trial","ph":"b","id":{},"ts":{},"pid":{},"tid":3,"args":{{"config":{},"status":{},"failures":{}}}}})",
+            name, id, us(r.started), pid, json_string(r.config), json_string(r.status), r.failures));
+        out_.push_back(fmt::format(R"({{"name":{},"cat":"trial","ph":"e","id":{},"ts":{},"pid":{},"tid":3}})", name, id,
+                                   us(std::max(r.started, r.ended ? r.ended : log_.last)), pid));
+        for (const auto& p : r.points)
+          if (std::isfinite(p.value))
+            results.push_back({tune.started + static_cast<std::int64_t>(p.wall * 1e6), p.value});
+      }
+      std::sort(results.begin(), results.end());
+      const std::string counter = json_string(fmt::format("best {} ({})", tune.metric, tune.trainable));
+      bool any = false;
+      double best = 0;
+      for (const auto& [t, v] : results) {
+        if (any && (min ? v >= best : v <= best)) continue;
+        best = v, any = true;
+        out_.push_back(fmt::format(R"({{"name":{},"ph":"C","ts":{},"pid":{},"tid":0,"args":{{"best":{}}}}})", counter,
+                                   us(std::max(t, log_.first)), pid, best));
+      }
+    }
+  }
+
   void add_workers() {
     for (const auto& w : log_.workers) {
       const int pid = agent_pid(w.segment, w.pool, w.worker);
@@ -249,6 +286,7 @@ class TraceWriter {
       meta("process_sort_index", pid, -1, "", pid);
       meta("thread_name", pid, 1, "submissions");
       meta("thread_name", pid, 2, "spawns (the communication thread)");
+      meta("thread_name", pid, 3, "tune trials");
       meta("thread_name", pid, 0, "counters");
     }
     std::map<std::tuple<int, std::uint64_t, int>, const WorkerRecord*> known;

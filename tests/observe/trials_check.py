@@ -98,13 +98,35 @@ def main():
             fail(f"trial {i}'s row does not show status {t['status']}, {last_it} iterations and best {top:.6g}: {row}")
     if page.outside:
         fail(f"the report loads from outside itself: {page.outside[:3]}")
+
+    # `fibra trace`: valid by the format's own validator, an async slice per trial on the driver's
+    # "tune trials" thread, and a counter of the best value that ends at the log's best.
+    trace = os.path.join(out, "trace.json")
+    r = subprocess.run([fibra, "trace", log_dir, "-o", trace], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        fail(f"fibra trace exited {r.returncode}: {r.stderr.strip()}")
+    validator = os.path.join(os.path.dirname(os.path.abspath(__file__)), "validate_trace.py")
+    v = subprocess.run([sys.executable, validator, trace, "--min-attempts", "0"], capture_output=True, text=True,
+                       timeout=60)
+    if v.returncode != 0:
+        fail(f"the trace is not valid: {v.stdout.strip()} {v.stderr.strip()}")
+    with open(trace, encoding="utf-8") as f:
+        events = json.load(f)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    begun = sorted(e["name"] for e in events if e.get("cat") == "trial" and e["ph"] == "b")
+    if begun != sorted(f"trial {i}" for i in trials):
+        fail(f"the trace's trial slices are {begun}, not one per trial of the log ({sorted(trials)})")
+    counter = [e["args"]["best"] for e in events if e["ph"] == "C" and e["name"].startswith(f"best {tune['metric']}")]
+    if not counter or counter[-1] != best or counter != sorted(counter):
+        fail(f"the trace's best-{tune['metric']} counter is {counter}, not rising to the log's best {best}")
     shot = os.path.join(out, "report-trials.png")
     try:
         subprocess.run([browser, *flags, "--virtual-time-budget=5000", "--window-size=1400,1800",
                         "--screenshot=" + shot, url], capture_output=True, timeout=120)
     except subprocess.TimeoutExpired:
         fail("chromium did not take the report's screenshot within 120 s")
-    print(f"PASS: {len(trials)} trials: {page.curves} curves drawn, a row each, fibra status names the best "
+    print(f"PASS: {len(trials)} trials: {page.curves} curves drawn, a row each, a slice each in the trace, "
+          f"fibra status names the best "
           f"({tune['metric']} {best:.6g}, trial {best_id}); screenshot {shot}")
 
 
