@@ -165,6 +165,7 @@ Runtime::Runtime(int& argc, char**& argv) {
   }
 
   detail::set_stop_teardown(&stop_teardown);  // (this process is the driver from here on)
+  detail::set_pool_event_sink_finder(&detail::driver_event_sink);
   if (g_active.exchange(true))
     throw ConfigError(
         "fibra: a second fibra::Runtime was created while the first is alive; create one, first thing "

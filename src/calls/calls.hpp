@@ -5,6 +5,10 @@
 // driver alone adds to a stop it registers here.
 #pragma once
 
+#include <cstdint>
+
+#include "fibra/detail/events.hpp"
+
 namespace fibra::detail {
 
 /// Whether stderr is a terminal: progress lines are redrawn in place there ("\r"); into a file or a
@@ -16,5 +20,9 @@ bool stderr_is_terminal();
 /// one (an executor), a stop folds the checkpoints and ends the process.
 using StopTeardown = void (*)() noexcept;
 void set_stop_teardown(StopTeardown teardown) noexcept;
+
+/// How pool_event_sink (fibra/detail/events.hpp; events.cpp) finds a pool's event log: the
+/// driver's Runtime registers its own; in a process without one, there is no log to find.
+void set_pool_event_sink_finder(EventSink (*finder)(std::uint64_t pool_uid)) noexcept;
 
 }  // namespace fibra::detail

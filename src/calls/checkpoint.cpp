@@ -184,6 +184,7 @@ void CallCheckpoint::open(const std::string& path, const hdf5_io::RunRecord& run
     throw ConfigError("fibra: MapOptions::checkpoint_flush_s must be between 0 and 86400 seconds (got " +
                       std::to_string(flush_s) + ")");
   wait_for_checkpoints();  // a call's checkpoint still being folded may be this one
+  path_ = path;
   hdf5_io::StoreOptions options;
   options.flush_interval = std::chrono::milliseconds(static_cast<long long>(flush_s * 1000));
   n_inputs_ = run.n_inputs;
@@ -214,12 +215,26 @@ std::uint64_t CallCheckpoint::run_length(std::uint64_t first, std::uint64_t max)
   return p ? static_cast<std::uint64_t>(p - done.data()) - first : end - first;
 }
 
-void CallCheckpoint::flush_if_due() { store().flush_if_due(); }
+void CallCheckpoint::note(const char* how) {
+  if (!events_) return;
+  const auto& s = store();
+  events_("checkpoint", ",\"path\":" + json_quoted(path_) + ",\"how\":\"" + how + "\",\"done\":" +
+                            std::to_string(s.n_done()) + ",\"of\":" + std::to_string(s.run().n_inputs));
+}
 
-void CallCheckpoint::flush() { store().flush(); }
+void CallCheckpoint::flush_if_due() {
+  if (store().flush_if_due()) note("flush");
+}
+
+void CallCheckpoint::flush() {
+  store().flush();
+  note("flush");
+}
 
 void CallCheckpoint::finish() {
-  if (recorded_ || !folded_at_open_) store().finish();
+  if (!recorded_ && folded_at_open_) return;
+  store().finish();
+  note("fold");
 }
 
 void CallCheckpoint::stop_and_exit() {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fibra/detail/core.hpp"
+#include "fibra/detail/events.hpp"
 
 namespace fibra::detail {
 
@@ -35,6 +36,9 @@ std::string lost_joined_hosts();
 
 /// In the driver: the pool of that PoolCore::uid, or null if it is gone.
 std::shared_ptr<PoolCore> find_pool(std::uint64_t uid) noexcept;
+/// The sink of that pool's event log (fibra/detail/events.hpp), or an empty one; the Runtime
+/// registers it for pool_event_sink (set_pool_event_sink_finder).
+EventSink driver_event_sink(std::uint64_t pool_uid);
 
 /// Terminates every pool still running (the Runtime's destructor calls it before MPI_Finalize).
 void stop_all_pools() noexcept;

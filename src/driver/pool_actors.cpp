@@ -194,7 +194,7 @@ void PoolImpl::submit_dependent(const std::shared_ptr<JobState>& job, std::strin
   if (!queue_unless_cancelled(job)) return;
   const std::uint64_t id = sched_.add(job, 0, 1, std::move(payload));
   trace::mark(trace::submitted, id);
-  if (events_) note_queued(id, job, 0, 1, 0);
+  if (events_) note_queued(id, job, 0, 1, 0, dependencies_text(job));
   kick();
 }
 

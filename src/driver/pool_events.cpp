@@ -5,7 +5,6 @@
 
 #include "driver/driver.hpp"
 #include "driver/pool_impl.hpp"
-#include "fibra/detail/events.hpp"
 
 namespace fibra::detail {
 
@@ -68,17 +67,55 @@ void PoolImpl::note_pool() {
 }
 
 void PoolImpl::note_queued(std::uint64_t chunk, const std::shared_ptr<JobState>& job, std::uint64_t first,
-                           std::uint32_t count, std::int64_t submitted_us) {
+                           std::uint32_t count, std::int64_t submitted_us, std::string_view extra) {
   thread_local std::string fn;  // the name, quoted: one allocation less an event
   fn.clear();
   EventLog::append_quoted(fn, job->name());
+  if (job->is_task()) {  // (a task submitted later may wait on it)
+    task_ids_[job.get()] = {job, chunk};
+    if (task_ids_.size() > 2 * task_ids_swept_at_ + 1024) {  // the gone swept whenever it has doubled
+      std::erase_if(task_ids_, [](const auto& e) { return e.second.first.expired(); });
+      std::erase_if(waits_for_, [](const auto& e) { return e.second.first.expired(); });
+      task_ids_swept_at_ = task_ids_.size();
+    }
+  }
   if (submitted_us)
     emit(*events_, "queued",
-         R"(,"pool":{},"chunk":{},"call":{},"fn":{},"first":{},"count":{},"task":{},"submitted":{})", uid_, chunk,
-         call_id(job, chunk), fn, first, count, job->is_task(), submitted_us);
+         R"(,"pool":{},"chunk":{},"call":{},"fn":{},"first":{},"count":{},"task":{},"submitted":{}{})", uid_, chunk,
+         call_id(job, chunk), fn, first, count, job->is_task(), submitted_us, extra);
   else
-    emit(*events_, "queued", R"(,"pool":{},"chunk":{},"call":{},"fn":{},"first":{},"count":{},"task":{})", uid_, chunk,
-         call_id(job, chunk), fn, first, count, job->is_task());
+    emit(*events_, "queued", R"(,"pool":{},"chunk":{},"call":{},"fn":{},"first":{},"count":{},"task":{}{})", uid_,
+         chunk, call_id(job, chunk), fn, first, count, job->is_task(), extra);
+}
+
+// Called as the task is submitted, before it waits (fibra/detail/deps.hpp): its dependencies are
+// kept until it is queued; each of them that is a task of this pool has its chunk id in task_ids_
+// from its own `queued` event on.
+void PoolImpl::note_dependencies(const std::shared_ptr<JobState>& job,
+                                 const std::vector<std::shared_ptr<JobState>>& deps) {
+  if (!events_) return;
+  std::vector<std::weak_ptr<JobState>> weak(deps.begin(), deps.end());
+  std::lock_guard lk(mu_);
+  waits_for_[job.get()] = {job, std::move(weak)};
+}
+
+// The `after` field of a task that waited on others: the chunk ids of those that were tasks of
+// this pool (a fibra::put value, or another pool's task, has none here).
+std::string PoolImpl::dependencies_text(const std::shared_ptr<JobState>& job) {
+  const auto it = waits_for_.find(job.get());
+  if (it == waits_for_.end()) return {};
+  std::string text;
+  if (it->second.first.lock() == job) {
+    for (const auto& d : it->second.second) {
+      const auto dep = d.lock();
+      const auto t = dep ? task_ids_.find(dep.get()) : task_ids_.end();
+      if (t == task_ids_.end() || t->second.first.lock() != dep) continue;
+      text += (text.empty() ? ",\"after\":[" : ",") + std::to_string(t->second.second);
+    }
+    if (!text.empty()) text += "]";
+  }
+  waits_for_.erase(it);
+  return text;
 }
 
 void PoolImpl::note_sent(const Chunk& c, const Worker& w) {
@@ -141,9 +178,9 @@ void PoolImpl::note_lost(const Worker& w, const std::string& why) {
   emit(*events_, "lost", R"(,"pool":{},"worker":{},"why":{})", uid_, w.id, EventLog::quoted(why));
 }
 
-// A library's way into a pool's log (fibra/detail/events.hpp): the pools find_pool knows are
-// PoolImpls (an executor's process has none).
-EventSink pool_event_sink(std::uint64_t pool_uid) {
+// How pool_event_sink (calls/events.cpp, fibra/detail/events.hpp) finds a pool's log in the
+// driver (its Runtime registers it): the pools find_pool knows are PoolImpls.
+EventSink driver_event_sink(std::uint64_t pool_uid) {
   const auto core = find_pool(pool_uid);
   if (!core) return {};
   std::shared_ptr<EventLog> log = std::static_pointer_cast<PoolImpl>(core)->event_log();
@@ -155,7 +192,5 @@ EventSink pool_event_sink(std::uint64_t pool_uid) {
     log->add(ev, all);
   };
 }
-
-std::string json_quoted(std::string_view s) { return EventLog::quoted(s); }
 
 }  // namespace fibra::detail

@@ -47,7 +47,7 @@
 //  - A call's outcomes go to its JobState, which has its own mutex; g_agents_in_slots is atomic.
 //  - events_ (the event log): set by start() before the pool is handed out, then only read; the
 //    log has a lock of its own, taken inside mu_ and never around a call into the pool.
-//    call_ids_, last_call_, call_ids_swept_at_ (call_id()): under mu_.
+//    call_ids_, last_call_, call_ids_swept_at_ (call_id()), task_ids_, waits_for_, task_ids_swept_at_: under mu_.
 #pragma once
 
 #include <algorithm>
@@ -273,6 +273,8 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
  public:
   explicit PoolImpl(const PoolSettings& s) : s_(s), target_(s.workers) {}
   std::uint64_t uid() const override { return uid_; }
+  void note_dependencies(const std::shared_ptr<JobState>& job,
+                         const std::vector<std::shared_ptr<JobState>>& deps) override;  // pool_events.cpp
   /// The event log, or nullptr (set before the pool is handed out, then only read).
   const std::shared_ptr<EventLog>& event_log() const { return events_; }
   ~PoolImpl() override {
@@ -744,11 +746,20 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   std::shared_ptr<Dashboard> dashboard_;  // the live page (PoolOptions::dashboard), or nullptr; set as events_
   std::unordered_map<const JobState*, std::pair<std::weak_ptr<JobState>, std::uint64_t>> call_ids_;  // under mu_
   std::pair<std::weak_ptr<JobState>, std::uint64_t> last_call_;                                      // under mu_
-  std::size_t call_ids_swept_at_ = 0;                                                                // under mu_
+  std::size_t call_ids_swept_at_ = 0;
+  // With the log on, under mu_: a task's chunk id by its state, for the tasks that waited on it;
+  // the calls a task waits on (note_dependencies) until it is queued. Swept of the gone whenever
+  // task_ids_ has doubled.
+  std::unordered_map<const JobState*, std::pair<std::weak_ptr<JobState>, std::uint64_t>> task_ids_;
+  std::unordered_map<const JobState*, std::pair<std::weak_ptr<JobState>, std::vector<std::weak_ptr<JobState>>>>
+      waits_for_;
+  std::size_t task_ids_swept_at_ = 0;                                                // under mu_
   std::uint64_t call_id(const std::shared_ptr<JobState>& job, std::uint64_t chunk);  // a call's number in the log
   void note_pool();
+  // `extra`: fields its `queued` event adds (a nested call's asker, a task's dependencies)
   void note_queued(std::uint64_t chunk, const std::shared_ptr<JobState>& job, std::uint64_t first, std::uint32_t count,
-                   std::int64_t submitted_us);
+                   std::int64_t submitted_us, std::string_view extra = {});
+  std::string dependencies_text(const std::shared_ptr<JobState>& job);  // ,"after":[...] or ""
   void note_sent(const Chunk& c, const Worker& w);
   void note_ran(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid);
   void note_outcome(std::string_view ev, std::uint64_t chunk, std::uint32_t attempt);

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "fibra/error.hpp"
 #include "driver/channels.hpp"
 #include "driver/pool_impl.hpp"
@@ -90,7 +92,9 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
     take_inbox();  // what the driver's threads submitted before goes first
     const std::uint64_t id = sched_.add(job, r.first, r.count, std::move(r.payload));
     trace::mark(trace::submitted, id);
-    if (events_) note_queued(id, job, r.first, r.count, 0);
+    // (a task's call: the worker and route, wire::RequestRoute, of the executor or actor that asked)
+    if (events_)
+      note_queued(id, job, r.first, r.count, 0, fmt::format(R"(,"asked_by":{{"worker":{},"route":{}}})", w.id, route));
     kick();
   } catch (...) {
     job->deliver({r.first, r.count, {}, std::current_exception(), {}});

@@ -68,6 +68,9 @@ class Reader {
       a.run = field<std::int64_t>(e, "run");
       a.reported = t;
       log_.actor_calls.push_back(std::move(a));
+    } else if (ev == "checkpoint") {
+      log_.checkpoints.push_back({seg, pool, t, field<std::string>(e, "path"), field<std::string>(e, "how"),
+                                  field<std::uint64_t>(e, "done"), field<std::uint64_t>(e, "of")});
     } else if (ev == "tune") {
       tune_of_[{seg, pool}] = log_.tunes.size();
       log_.tunes.push_back({seg, pool, field<std::string>(e, "trainable"), field<std::string>(e, "metric"),
@@ -94,6 +97,11 @@ class Reader {
       c.fn = field<std::string>(e, "fn");
       c.task = field<bool>(e, "task");
       c.queued = field<std::int64_t>(e, "submitted", t);
+      c.after = field<std::vector<std::uint64_t>>(e, "after");
+      if (auto a = e.find("asked_by"); a != e.end() && a->is_object()) {
+        c.asked_by_worker = field<int>(*a, "worker", -1);
+        c.asked_by_route = field<std::uint64_t>(*a, "route");
+      }
       log_.chunks.push_back(std::move(c));
     } else if (ev == "sent") {
       if (ChunkRecord* c = chunk(seg, pool, e)) {

@@ -35,7 +35,10 @@ struct ChunkRecord {
   std::uint32_t count = 0;
   std::string fn;
   bool task = false;
-  std::int64_t queued = 0;  ///< when it was submitted (else queued)
+  std::int64_t queued = 0;           ///< when it was submitted (else queued)
+  std::vector<std::uint64_t> after;  ///< the chunks (tasks) whose outcomes it waited for as arguments
+  int asked_by_worker = -1;          ///< a task's call: the worker whose task asked for it (-1: the driver)
+  std::uint64_t asked_by_route = 0;  ///< ... and its route there (wire::RequestRoute)
   std::vector<AttemptRecord> attempts;
   /// Its items as messages name them: "7", or "10..19".
   std::string items() const {
@@ -80,6 +83,15 @@ struct WorkerCounts {
   std::map<std::string, int> executors_by_host;
 };
 
+/// A map's checkpoint made durable (`flush`) or folded into its .h5 file (`fold`).
+struct CheckpointRecord {
+  int segment = 0;
+  std::uint64_t pool = 0;
+  std::int64_t t = 0;
+  std::string path, how;
+  std::uint64_t done = 0, of = 0;  ///< items done, of the call's inputs
+};
+
 /// A fibra::tune experiment on one of the process's pools (its `tune` event).
 struct TuneRecord {
   int segment = 0;
@@ -122,6 +134,7 @@ struct EventLogRecord {
   std::vector<WorkerRecord> workers;
   std::vector<SpawnRecord> spawns;
   std::vector<ActorCallRecord> actor_calls;
+  std::vector<CheckpointRecord> checkpoints;
   std::vector<TuneRecord> tunes;
   std::vector<TrialRecord> trials;   ///< in the order they first started
   std::int64_t first = 0, last = 0;  ///< the earliest and latest time in it

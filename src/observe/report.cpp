@@ -177,6 +177,19 @@ th {{ background: #f3f3f3; }} td.error {{ font-family: monospace; white-space: p
     }
     if (!log_.actor_calls.empty())
       text += fmt::format("<tr><th>actor calls</th><td>{}</td></tr>", log_.actor_calls.size());
+    std::size_t nested = 0, waited = 0;
+    for (const auto& c : log_.chunks) {
+      nested += c.asked_by_worker >= 0;
+      waited += !c.after.empty();
+    }
+    if (nested) text += fmt::format("<tr><th>chunks a task asked for</th><td>{}</td></tr>", nested);
+    if (waited) text += fmt::format("<tr><th>tasks that waited for others</th><td>{}</td></tr>", waited);
+    if (!log_.checkpoints.empty()) {
+      const CheckpointRecord& last = log_.checkpoints.back();
+      text += fmt::format(
+          "<tr><th>checkpoint writes</th><td>{}; the last ({}, {:.3f} s): {} of {} items in {}</td></tr>",
+          log_.checkpoints.size(), escaped(last.how), ms(last.t) / 1000.0, last.done, last.of, escaped(last.path));
+    }
     if (log_.dropped) text += fmt::format("<tr><th>dropped events</th><td>{}</td></tr>", log_.dropped);
     if (log_.unreadable)
       text += fmt::format("<tr><th>unreadable lines</th><td>{} of {}</td></tr>", log_.unreadable, log_.lines);

@@ -37,7 +37,7 @@ struct Slice {  // a complete event ("X")
   std::int64_t tid = 0;
   std::int64_t ts = 0, dur = 0;
   std::string name, cat, args;
-  std::vector<std::uint64_t> flows_in;  // flow ids that end at its start
+  std::vector<std::pair<std::uint64_t, bool>> flows_in;  // flows that end at its start: id, a dependency's
 };
 
 class TraceWriter {
@@ -47,6 +47,7 @@ class TraceWriter {
   std::string write() {
     for (std::size_t s = 0; s < log_.segments.size(); ++s) driver_pid(static_cast<int>(s));
     for (const auto& w : log_.workers) agent_pid(w.segment, w.pool, w.worker);
+    for (const auto& c : log_.chunks) queued_at_[{c.segment, c.pool, c.chunk}] = c.queued;
     for (const auto& c : log_.chunks) add_chunk(c);
     add_spawns();
     add_actor_calls();
@@ -58,10 +59,10 @@ class TraceWriter {
       out_.push_back(
           fmt::format(R"({{"name":{},"cat":"{}","ph":"X","ts":{},"dur":{},"pid":{},"tid":{},"args":{{{}}}}})",
                       json_string(x.name), x.cat, x.ts, x.dur, x.pid, x.tid, x.args));
-      for (auto id : x.flows_in)
-        out_.push_back(
-            fmt::format(R"({{"name":"run","cat":"flow","ph":"f","bp":"e","id":{},"ts":{},"pid":{},"tid":{}}})", id,
-                        x.ts, x.pid, x.tid));
+      for (auto [id, dependency] : x.flows_in)
+        out_.push_back(fmt::format(R"({{"name":"{}","cat":"{}","ph":"f","bp":"e","id":{},"ts":{},"pid":{},"tid":{}}})",
+                                   dependency ? "argument" : "run", dependency ? "dependency" : "flow", id, x.ts, x.pid,
+                                   x.tid));
     }
     add_names();
     std::string text = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"source\":\"fibra event log\",\"dropped_events\":" +
@@ -91,15 +92,29 @@ class TraceWriter {
   void add_chunk(const ChunkRecord& c) {
     const int driver = driver_pid(c.segment);
     const std::string items = c.items();
-    // The submission: a point on the driver's thread that each run's flow starts from.
-    slices_.push_back({driver,
-                       1,
-                       us(c.queued),
-                       0,
-                       "submit " + c.fn,
-                       "submit",
-                       fmt::format(R"("chunk":{},"call":{},"items":"{}")", c.chunk, c.call, items),
-                       {}});
+    // The submission: a point on the driver's thread that each run's flow starts from, and that a
+    // flow from each task it waited for (its Future arguments) ends at.
+    Slice submit{driver,
+                 1,
+                 us(c.queued),
+                 0,
+                 "submit " + c.fn,
+                 "submit",
+                 fmt::format(R"("chunk":{},"call":{},"items":"{}")", c.chunk, c.call, items),
+                 {}};
+    if (c.asked_by_worker >= 0)
+      submit.args += fmt::format(R"(,"asked_by_worker":{},"asked_by_route":{})", c.asked_by_worker, c.asked_by_route);
+    for (const auto dep : c.after) {
+      submit.args += fmt::format(R"(,"after_{}":{})", dep, dep);
+      const auto at = queued_at_.find({c.segment, c.pool, dep});
+      if (at == queued_at_.end()) continue;
+      const std::uint64_t flow = ++next_flow_;
+      submit.flows_in.push_back({flow, true});
+      out_.push_back(
+          fmt::format(R"({{"name":"argument","cat":"dependency","ph":"s","id":{},"ts":{},"pid":{},"tid":1}})", flow,
+                      us(at->second), driver));
+    }
+    slices_.push_back(std::move(submit));
     for (const auto& a : c.attempts) {
       if (!a.reached_a_worker()) continue;  // never sent, or taken back before it ran
       // The wait in the queue (async: waits overlap).
@@ -127,7 +142,7 @@ class TraceWriter {
       if (!a.status.empty()) x.args += ",\"status\":" + json_string(a.status);
       if (!a.error.empty()) x.args += ",\"error\":" + json_string(a.error);
       const std::uint64_t flow = ++next_flow_;
-      x.flows_in.push_back(flow);
+      x.flows_in.push_back({flow, false});
       out_.push_back(fmt::format(R"({{"name":"run","cat":"flow","ph":"s","id":{},"ts":{},"pid":{},"tid":1}})", flow,
                                  us(c.queued), driver));
       slices_.push_back(std::move(x));
@@ -323,6 +338,7 @@ class TraceWriter {
   int next_pid_ = 1;
   std::uint64_t next_flow_ = 0;
   std::map<int, int> drivers_;
+  std::map<std::tuple<int, std::uint64_t, std::uint64_t>, std::int64_t> queued_at_;  // (segment, pool, chunk)
   std::map<std::tuple<int, std::uint64_t, int>, int> agents_;
   std::vector<Slice> slices_;
   std::vector<std::string> out_;

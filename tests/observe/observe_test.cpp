@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
@@ -43,6 +44,20 @@ FIBRA_REMOTE(work);
 
 int boom(int i) { throw std::runtime_error("boom " + std::to_string(i)); }
 FIBRA_REMOTE(boom);
+
+long square(long x) { return x * x; }
+FIBRA_REMOTE(square);
+long plus(long a, long b) { return a + b; }
+FIBRA_REMOTE(plus);
+// A task that asks its pool for n tasks of its own (nested), and sums their results.
+long fan(int n) {
+  std::vector<fibra::Future<long>> parts;
+  for (int i = 1; i <= n; ++i) parts.push_back(fibra::submit(square, long(i)));
+  long sum = 0;
+  for (auto& f : parts) sum += f.get();
+  return sum;
+}
+FIBRA_REMOTE(fan);
 
 class Tally {
  public:
@@ -253,6 +268,67 @@ TEST(EventLog, HoldsEveryChunkItsAttemptsAKilledWorkerAndARaisedTask) {
       EXPECT_NE(f.at("error").get<std::string>().find("boom 7"), std::string::npos) << f.dump();
     }
   EXPECT_EQ(raised, 1);
+}
+
+// A task given other tasks' Futures as arguments names them in its `queued` event (`after`: their
+// chunk ids, as their own `queued` events give them); the tasks a task asks for name it
+// (`asked_by`: a worker of the pool, as its `worker` events name them); a checkpointed map's writes are `checkpoint`
+// events, the last a fold of every item into the file. Its log stays in <events_dir()>-deps
+// (observe.trace.deps makes a trace of it, with the dependencies' flows).
+TEST(EventLog, NamesDependenciesNestedCallsAndCheckpointWrites) {
+  std::string dir = "/tmp/fibra-observe-deps-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string ckpt = dir + "/squares.h5", log_dir = events_dir() + "-deps";
+  std::filesystem::remove_all(log_dir);
+  std::set<int> workers;
+  {
+    fibra::PoolOptions o;
+    o.events = log_dir;
+    fibra::Pool pool(2, o);
+    auto a = pool.submit(square, 3L);
+    auto b = pool.submit(square, 4L);
+    auto c = pool.submit(plus, a, b);
+    EXPECT_EQ(c.get(bound), 25);
+    EXPECT_EQ(pool.submit(fan, 5).get(bound), 1 + 4 + 9 + 16 + 25);
+    std::vector<long> items(300);
+    std::iota(items.begin(), items.end(), 0L);
+    const auto out = pool.map(square, items, {.chunksize = 10, .checkpoint = ckpt});
+    ASSERT_EQ(out.size(), items.size());
+    EXPECT_EQ(out[299], 299L * 299);
+  }
+  const auto events = read_events(log_dir + "/events.jsonl");
+  std::vector<Json> queued_squares, nested;
+  Json plus_queued, last_checkpoint;
+  int checkpoints = 0;
+  for (const auto& e : events) {
+    if (e.at("ev") == "queued" && e.at("fn").get<std::string>().find("plus") != std::string::npos) plus_queued = e;
+    if (e.at("ev") == "queued" && e.contains("asked_by")) nested.push_back(e);
+    if (e.at("ev") == "queued" && e.at("fn").get<std::string>().find("square") != std::string::npos &&
+        !e.contains("asked_by") && e.at("task").get<bool>())
+      queued_squares.push_back(e);
+    if (e.at("ev") == "worker") workers.insert(e.at("worker").get<int>());
+    if (e.at("ev") == "checkpoint") {
+      ++checkpoints;
+      last_checkpoint = e;
+    }
+  }
+  ASSERT_GE(queued_squares.size(), 2u);
+  ASSERT_FALSE(plus_queued.is_null()) << "no queued event of plus";
+  const std::vector<std::uint64_t> want = {queued_squares[0].at("chunk"), queued_squares[1].at("chunk")};
+  ASSERT_TRUE(plus_queued.contains("after")) << plus_queued.dump();
+  EXPECT_EQ(plus_queued.at("after").get<std::vector<std::uint64_t>>(), want) << plus_queued.dump();
+  ASSERT_EQ(nested.size(), 5u);
+  for (const auto& e : nested) {
+    EXPECT_NE(e.at("fn").get<std::string>().find("square"), std::string::npos) << e.dump();
+    EXPECT_TRUE(workers.count(e.at("asked_by").at("worker").get<int>())) << e.dump();
+  }
+  EXPECT_GE(checkpoints, 1);
+  ASSERT_FALSE(last_checkpoint.is_null());
+  EXPECT_EQ(last_checkpoint.at("path"), ckpt);
+  EXPECT_EQ(last_checkpoint.at("how"), "fold");
+  EXPECT_EQ(last_checkpoint.at("done"), 300);
+  EXPECT_EQ(last_checkpoint.at("of"), 300);
+  std::filesystem::remove_all(dir);
 }
 
 int main(int argc, char** argv) {

@@ -21,6 +21,7 @@
 
 #include "fibra/detail/codec.hpp"
 #include "fibra/detail/core.hpp"
+#include "fibra/detail/events.hpp"
 #include "fibra/hdf5_io/store.hpp"
 
 namespace fibra::detail {
@@ -95,6 +96,9 @@ class CallCheckpoint {
     record_items(o);
     store().write_out();
   }
+  /// From now on, each flush and fold goes to `sink` as a `checkpoint` event (the call's pool's
+  /// event log; fibra/detail/events.hpp). An empty sink: none.
+  void set_events(EventSink sink) { events_ = std::move(sink); }
   /// Flushes when the flush interval has passed; cheap otherwise.
   void flush_if_due();
   /// Makes everything recorded durable (the journal; cheap).
@@ -130,6 +134,9 @@ class CallCheckpoint {
   std::optional<ActiveCheckpoint> active_{std::in_place};
   bool recorded_ = false;
   bool folded_at_open_ = false;  // the .h5 file held everything when the call opened it
+  EventSink events_;             // the pool's event log, or empty
+  std::string path_;             // as given to open()
+  void note(const char* how);    // a `checkpoint` event, if there is a sink
 };
 
 /// A checkpoint for results of type R: native numbers, or the codec's bytes per item.

@@ -342,6 +342,12 @@ class PoolCore {
   /// A task waiting for its Future arguments (+1), or queued or failed once they came (-1): join()
   /// waits for those too.
   virtual void hold_dependent(int delta) { (void)delta; }
+  /// `job` waits for the outcomes of `deps` (its Future arguments): the event log says so when it
+  /// is queued.
+  virtual void note_dependencies(const std::shared_ptr<JobState>& job,
+                                 const std::vector<std::shared_ptr<JobState>>& deps) {
+    (void)job, (void)deps;
+  }
   /// Queues the chunk of a task whose Future arguments came: as submit, but also after close().
   virtual void submit_dependent(const std::shared_ptr<JobState>& job, std::string payload) {
     submit(job, 0, 1, std::move(payload));

@@ -175,6 +175,7 @@ void submit_after(std::shared_ptr<PoolCore> core, std::shared_ptr<JobState> job,
       },
       t->args);
   t->left.store(deps.size());
+  if (!deps.empty()) t->core->note_dependencies(t->job, deps);
   if (actor == 0) t->job->set_pool_uid(waiting_for_arguments);  // fibra::cancel: not queued yet
   t->core->hold_dependent(+1);                                  // join() waits for it
   for (auto& d : deps) {

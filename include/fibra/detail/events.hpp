@@ -15,10 +15,14 @@ namespace fibra::detail {
 using EventSink = std::function<void(std::string_view ev, std::string_view fields)>;
 
 /// The sink of the pool whose uid an actor handle carries, in this process; empty when that pool
-/// writes no event log (or is gone). A sink keeps the log open while it is held.
+/// writes no event log (or is gone), and in a process that holds no pool (an agent, an executor).
+/// A sink keeps the log open while it is held.
 EventSink pool_event_sink(std::uint64_t pool_uid);
 
-/// `s` as a JSON string, quoted and escaped as the log writes its own strings.
+/// `s` as a JSON string: quoted, with quotes, backslashes and control characters escaped, and a
+/// byte that is not part of well-formed UTF-8 written as '?' (the log's strings are all written so).
 std::string json_quoted(std::string_view s);
+/// The same, appended to `out`.
+void append_json_quoted(std::string& out, std::string_view s);
 
 }  // namespace fibra::detail

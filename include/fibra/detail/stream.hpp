@@ -148,6 +148,8 @@ class ChunkStream {
 
   /// From now on, items done in `c` are skipped and what arrives is recorded in it.
   void attach(std::unique_ptr<CallCheckpoint> c) { ckpt_ = std::move(c); }
+  /// The pool's uid (PoolCore::uid), as its event log names it.
+  std::uint64_t pool_uid() const { return core_->uid(); }
 
   /// Takes the next finished chunk (any order); false when every chunk has come back.
   /// Rethrows the chunk's error (RemoteError, ExecutorCrashed, PoolClosed).
@@ -292,7 +294,9 @@ void attach_checkpoint(Stream& s, const FunctionEntry& fn, const MapOptions& o, 
                         "' needs a sized input range (a checkpoint records the number of inputs before the run "
                         "starts); this one is not sized: collect the inputs into a std::vector first");
     hdf5_io::RunRecord run{fn.name, *s.known_size(), s.inputs_digest(), s.chunksize(), fibra::version};
-    s.attach(make_checkpoint<R>(o.checkpoint, run, o.checkpoint_flush_s));
+    auto c = make_checkpoint<R>(o.checkpoint, run, o.checkpoint_flush_s);
+    c->set_events(pool_event_sink(s.pool_uid()));  // its flushes in the pool's event log, if it writes one
+    s.attach(std::move(c));
   }
 }
 
