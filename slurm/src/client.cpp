@@ -214,21 +214,20 @@ std::vector<JobStatus> wait_for_job(const std::string& id, double max_interval_s
   }
 }
 
-namespace {
-// What a fibra batch script records after `# fibra-<name>: `; empty if it records none.
-std::string script_marker(const std::string& id, const std::string& name) {
+std::map<std::string, std::string> job_script_markers(const std::string& id) {
+  std::map<std::string, std::string> markers;
   CommandResult r = run_command({"scontrol", "write", "batch_script", id, "-"});
-  if (r.status != 0) return "";
+  if (r.status != 0) return markers;
   std::istringstream in(r.out);
-  const std::string marker = "# fibra-" + name + ": ";
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(marker, 0) == 0) return line.substr(marker.size());
-  return "";
+  const std::string lead = "# fibra-";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(lead, 0) != 0) continue;
+    const auto colon = line.find(": ", lead.size());
+    if (colon != std::string::npos)
+      markers.emplace(line.substr(lead.size(), colon - lead.size()), line.substr(colon + 2));
+  }
+  return markers;
 }
-}  // namespace
-
-std::string job_checkpoint_path(const std::string& id) { return script_marker(id, "checkpoint"); }
-std::string job_events_path(const std::string& id) { return script_marker(id, "events"); }
 
 std::string checkpoint_progress(const std::string& path) {
   if (!std::filesystem::exists(path)) return "not written yet";

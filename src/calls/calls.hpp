@@ -1,6 +1,7 @@
 // src/calls/calls.hpp: code that runs in any process that makes a call (the driver, or a task in an
 // executor): a call's state and progress (job.cpp), its checkpoint and a stop on SIGTERM/SIGUSR1
-// (checkpoint.cpp), and the actor that hosts a Process (process_host.cpp). Both roles link it; it
+// (checkpoint.cpp), the actor that hosts a Process (process_host.cpp), and the way into a pool's
+// event log with its JSON quoting (events.cpp). Both roles link it; it
 // includes no role's folder and, compiled like src/executor/, cannot reach <mpi.h>. What the
 // driver alone adds to a stop it registers here.
 #pragma once

@@ -122,9 +122,9 @@ void add_status_commands(CLI::App& app) {
           const double waited = double(event_time_us() - began) / 1e6;
           if (waited >= *first_wait) {
             std::fprintf(stderr,
-                         "fibra top: %s has had no event in %.0f s: no run writes it. Start the run with "
+                         "fibra top: %s has had no event in %g s (--wait): no run writes it. Start the run with "
                          "FIBRA_EVENTS=<this folder> (or PoolOptions::events), or give --wait a longer bound\n",
-                         follower.file().c_str(), waited);
+                         follower.file().c_str(), *first_wait);
             std::exit(1);
           }
           std::printf("fibra top: %s has no event yet\n", follower.file().c_str());

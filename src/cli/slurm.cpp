@@ -123,12 +123,12 @@ void run_submit(const SlurmArgs& a) {
   }
 }
 
-// A path from the job's script (its checkpoint, its event log), as each task of the job sees it:
-// %a is an array task's id, and a relative path is relative to the job's working folder, not to
-// this command's. None for an empty path.
-std::vector<std::string> paths_as_the_job_sees_them(const std::string& spec_path,
-                                                    const std::vector<fs::JobStatus>& jobs) {
-  std::vector<std::string> paths;
+// A path from the job's script (its checkpoint, its event log), as each task of the job sees it,
+// with that task: %a is an array task's id, and a relative path is relative to the job's working
+// folder, not to this command's. None for an empty path.
+std::vector<std::pair<std::string, const fs::JobStatus*>> paths_as_the_job_sees_them(
+    const std::string& spec_path, const std::vector<fs::JobStatus>& jobs) {
+  std::vector<std::pair<std::string, const fs::JobStatus*>> paths;
   if (spec_path.empty()) return paths;
   std::set<std::string> shown;
   for (const fs::JobStatus& j : jobs) {
@@ -139,7 +139,7 @@ std::vector<std::string> paths_as_the_job_sees_them(const std::string& spec_path
     std::string path = spec_path;
     for (std::size_t at; (at = path.find("%a")) != std::string::npos;) path.replace(at, 2, j.array_task);
     if (!path.empty() && path[0] != '/' && !j.work_dir.empty()) path = j.work_dir + "/" + path;
-    if (shown.insert(path).second) paths.push_back(path);
+    if (shown.insert(path).second) paths.emplace_back(path, &j);
   }
   return paths;
 }
@@ -161,10 +161,18 @@ void run_status(const SlurmArgs& a) {
     }
     // The run's event log (the spec's job.events): where each task's run stands, as `fibra status`
     // says it, indented.
-    for (const std::string& path : paths_as_the_job_sees_them(fs::job_events_path(a.job_id), jobs)) {
+    // (the script read once: its markers name the event log and the checkpoint)
+    const auto markers = fs::job_script_markers(a.job_id);
+    const auto marker = [&](const char* name) {
+      const auto it = markers.find(name);
+      return it == markers.end() ? std::string() : it->second;
+    };
+    for (const auto& [path, job] : paths_as_the_job_sees_them(marker("events"), jobs)) {
       std::string text;
       try {
-        text = observe::status_text(observe::read_event_log(path), observe::event_time_us());
+        // (the job's state says whether its run still runs: its driver is on another host)
+        text = observe::status_text(observe::read_event_log(path), observe::event_time_us(),
+                                    !fs::is_final_state(job->state));
       } catch (const std::exception& e) {
         std::printf(
             "events: %s: %s\n", path.c_str(),
@@ -178,12 +186,12 @@ void run_status(const SlurmArgs& a) {
         std::printf("  %s\n", text.substr(at, end - at).c_str());
       }
     }
-    const std::string spec_path = fs::job_checkpoint_path(a.job_id);
+    const std::string spec_path = marker("checkpoint");
     if (spec_path.empty()) {
       std::printf("checkpoint: none\n");
       return;
     }
-    for (const std::string& path : paths_as_the_job_sees_them(spec_path, jobs))
+    for (const auto& [path, job] : paths_as_the_job_sees_them(spec_path, jobs))
       std::printf("checkpoint: %s: %s\n", path.c_str(), fs::checkpoint_progress(path).c_str());
   } catch (const fs::SlurmError& e) {
     fail(e, 1);

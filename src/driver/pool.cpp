@@ -58,8 +58,8 @@ void warn_if_crowded(int workers) {
 
 void PoolImpl::start() {
   if (!s_.events.empty()) {
-    events_ = EventLog::open(s_.events);
-    note_pool();
+    events_ = std::make_unique<PoolEvents>(EventLog::open(s_.events), uid_);
+    events_->pool_started(target_, my_host_);
     if (!s_.dashboard.empty()) dashboard_ = Dashboard::open(s_.dashboard, s_.events);
   }
   if (simulation_wanted().agents == 0) warn_if_crowded(target_);  // (simulated agents: a few processes)
@@ -450,7 +450,7 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
       {
         std::lock_guard lk(mu_);
         set_state(w, Worker::State::gone);
-        if (events_) note_left(w);
+        if (events_) events_->left(w.id);
         stopping = stopping_;
       }
       // A worker retired by resize() frees its side of the connection right after its bye and
@@ -600,7 +600,7 @@ void PoolImpl::stop() {
   // Nothing answers once the communication thread is gone: what is left fails rather than waits
   // (join() and terminate() leave nothing queued; this is the net under them).
   fail_all(std::make_exception_ptr(PoolClosed("fibra: the pool " + closed_reason_ + " before this call finished")));
-  if (events_) note_pool_end();
+  if (events_) events_->pool_ended();
 }
 
 std::shared_ptr<PoolCore> start_pool(const PoolSettings& settings) {

@@ -194,7 +194,7 @@ void PoolImpl::submit_dependent(const std::shared_ptr<JobState>& job, std::strin
   if (!queue_unless_cancelled(job)) return;
   const std::uint64_t id = sched_.add(job, 0, 1, std::move(payload));
   trace::mark(trace::submitted, id);
-  if (events_) note_queued(id, job, 0, 1, 0, dependencies_text(job));
+  if (events_) events_->queued(id, job, 0, 1, 0, events_->after(job));
   kick();
 }
 
@@ -410,7 +410,7 @@ void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::
   if (!found) return;
   ActorState& a = *found;
   const std::string& fn = call.job->name();
-  if (events_) note_actor_call(a, call, w, r, exec_pid);
+  if (events_) events_->actor_call(a.id, call.job->name(), call.ctor, w.id, r, exec_pid);
   const std::string at = actor_name(a) + ", " + where(w, static_cast<long>(exec_pid));
   switch (h.status) {
     case wire::Status::ok: {

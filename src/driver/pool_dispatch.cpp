@@ -121,7 +121,7 @@ bool PoolImpl::take_inbox() {
     try {
       const std::uint64_t id = sched_.add(t.job, t.first, t.count, std::move(t.payload));
       trace::mark(trace::submitted, id);
-      if (events_) note_queued(id, t.job, t.first, t.count, t.at_us);
+      if (events_) events_->queued(id, t.job, t.first, t.count, t.at_us);
     } catch (...) {
       t.job->deliver({t.first, t.count, {}, std::current_exception(), {}});
       throw;
@@ -193,7 +193,7 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
           w->batches.add(batch);
           mark_hot(*w);  // (a batch through its lane is no send)
           for (const Chunk* c : batch) {
-            if (events_) note_sent(*c, *w);
+            if (events_) events_->sent(c->id, c->attempt, w->id);
             if (c->failures.empty()) continue;
             ++stats_.chunks_resubmitted;
             stats_.last_retry_sent = std::chrono::steady_clock::now();
@@ -210,7 +210,7 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
     }
     // Chunks of cancelled calls are dropped by take_batch: join() may be waiting for that.
     for (const auto& [id, attempt] : sched_.take_dropped())
-      if (events_) note_outcome("cancelled", id, attempt);
+      if (events_) events_->outcome("cancelled", id, attempt);
     if (sched_.idle()) state_cv_.notify_all();
   }
   std::uint64_t shared = 0;
@@ -275,12 +275,12 @@ bool PoolImpl::steal_for_idle() {
 void PoolImpl::requeue_or_cancel(std::uint64_t chunk, std::uint32_t attempt) {
   const Chunk* c = sched_.find(chunk, attempt);
   if (!c || !c->cancelled) {
-    if (sched_.requeue(chunk, attempt) && events_) note_outcome("requeued", chunk, attempt);
+    if (sched_.requeue(chunk, attempt) && events_) events_->outcome("requeued", chunk, attempt);
     return;
   }
   std::unique_ptr<Chunk> out;
   if (sched_.fail(chunk, attempt, "cancelled", nullptr, false, out) == Failed::exhausted && out) {
-    if (events_) note_outcome("cancelled", chunk, attempt);
+    if (events_) events_->outcome("cancelled", chunk, attempt);
     out->job->deliver({out->first, out->count, {}, cancelled_error(*out->job, "before it started"), {}});
   }
 }

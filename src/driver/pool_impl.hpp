@@ -10,7 +10,8 @@
 //   pool_results.cpp   what comes back: results, failed attempts, retries and their messages
 //   pool_requests.cpp  what tasks ask of the pool: nested submits, actor calls, calls on channels
 //   pool_actors.cpp    actors' placement, calls and deaths
-//   pool_events.cpp    its entries in the event log (PoolOptions::events; event_log.hpp)
+// and one part that owns its state: PoolEvents (pool_events.hpp), its entries in the event log
+// (PoolOptions::events; event_log.hpp).
 // All MPI traffic of a pool runs on its one communication thread, except in start(): the user's
 // thread spawns the first workers, reading their hellos and sending them heartbeats in between,
 // before that thread exists.
@@ -45,9 +46,10 @@
 //  - freed_objects_: under freed_mu_ (a lock of its own: objects are freed on any thread, some of
 //    them holding mu_); Worker::objects: the communication thread's alone.
 //  - A call's outcomes go to its JobState, which has its own mutex; g_agents_in_slots is atomic.
-//  - events_ (the event log): set by start() before the pool is handed out, then only read; the
-//    log has a lock of its own, taken inside mu_ and never around a call into the pool.
-//    call_ids_, last_call_, call_ids_swept_at_ (call_id()), task_ids_, waits_for_, task_ids_swept_at_: under mu_.
+//  - events_ (the event log's part, pool_events.hpp): set by start() before the pool is handed
+//    out, then only read. What it keeps (a call's number, the tasks' chunk ids, what a task waits
+//    on) is under a lock of its own, and the log has one too: both taken inside mu_ where the
+//    caller holds it, and never around a call into the pool.
 #pragma once
 
 #include <algorithm>
@@ -77,6 +79,7 @@
 #include "driver/elastic.hpp"
 #include "driver/dashboard.hpp"
 #include "driver/event_log.hpp"
+#include "driver/pool_events.hpp"
 #include "driver/joins.hpp"
 #include "driver/objects.hpp"
 #include "driver/scheduler.hpp"
@@ -252,6 +255,16 @@ struct ActorState {
 
 // How an attempt failed, for retry decisions and messages.
 enum class FailKind { raised, crashed, timed_out, lost, config };
+inline const char* name_of(FailKind k) {
+  switch (k) {
+    case FailKind::raised: return "raised";
+    case FailKind::crashed: return "crashed";
+    case FailKind::timed_out: return "timed_out";
+    case FailKind::lost: return "lost";
+    case FailKind::config: return "config";
+  }
+  return "unknown";
+}
 
 /// A large result frame left in its lane's slot (PoolImpl::drain_lanes): the slot is given back
 /// when the last outcome that views it is dropped (the call decoded it), from whichever thread that
@@ -274,9 +287,11 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   explicit PoolImpl(const PoolSettings& s) : s_(s), target_(s.workers) {}
   std::uint64_t uid() const override { return uid_; }
   void note_dependencies(const std::shared_ptr<JobState>& job,
-                         const std::vector<std::shared_ptr<JobState>>& deps) override;  // pool_events.cpp
+                         const std::vector<std::shared_ptr<JobState>>& deps) override {
+    if (events_) events_->dependencies(job, deps);
+  }
   /// The event log, or nullptr (set before the pool is handed out, then only read).
-  const std::shared_ptr<EventLog>& event_log() const { return events_; }
+  std::shared_ptr<EventLog> event_log() const { return events_ ? events_->log() : nullptr; }
   ~PoolImpl() override {
     forget_object_frees(object_frees_token_);
     terminate();
@@ -739,42 +754,14 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
     freed_objects_.push_back(id);
   }
 
-  // The event log (PoolOptions::events; src/driver/event_log.hpp), or nullptr: with it off, each
-  // event costs one branch. Its entries are written by pool_events.cpp, each under mu_ but
-  // note_pool's and note_spawn's (see the lock table above).
-  std::shared_ptr<EventLog> events_;
+  // The event log's part (PoolOptions::events; src/driver/pool_events.hpp), or null: with it off,
+  // each event costs one branch. Set by start() before the pool is handed out, then only read.
+  std::unique_ptr<PoolEvents> events_;
   std::shared_ptr<Dashboard> dashboard_;  // the live page (PoolOptions::dashboard), or nullptr; set as events_
-  std::unordered_map<const JobState*, std::pair<std::weak_ptr<JobState>, std::uint64_t>> call_ids_;  // under mu_
-  std::pair<std::weak_ptr<JobState>, std::uint64_t> last_call_;                                      // under mu_
-  std::size_t call_ids_swept_at_ = 0;
-  // With the log on, under mu_: a task's chunk id by its state, for the tasks that waited on it;
-  // the calls a task waits on (note_dependencies) until it is queued. Swept of the gone whenever
-  // task_ids_ has doubled.
-  std::unordered_map<const JobState*, std::pair<std::weak_ptr<JobState>, std::uint64_t>> task_ids_;
-  std::unordered_map<const JobState*, std::pair<std::weak_ptr<JobState>, std::vector<std::weak_ptr<JobState>>>>
-      waits_for_;
-  std::size_t task_ids_swept_at_ = 0;                                                // under mu_
-  std::uint64_t call_id(const std::shared_ptr<JobState>& job, std::uint64_t chunk);  // a call's number in the log
-  void note_pool();
-  // `extra`: fields its `queued` event adds (a nested call's asker, a task's dependencies)
-  void note_queued(std::uint64_t chunk, const std::shared_ptr<JobState>& job, std::uint64_t first, std::uint32_t count,
-                   std::int64_t submitted_us, std::string_view extra = {});
-  std::string dependencies_text(const std::shared_ptr<JobState>& job);  // ,"after":[...] or ""
-  void note_sent(const Chunk& c, const Worker& w);
-  void note_ran(const Worker& w, const wire::ResultView& r, std::int64_t exec_pid);
-  void note_outcome(std::string_view ev, std::uint64_t chunk, std::uint32_t attempt);
-  void note_failed(std::uint64_t chunk, std::uint32_t attempt, FailKind kind, bool retried, const std::string& error);
-  void note_worker(const Worker& w);
-  void note_lost(const Worker& w, const std::string& why);
-  void note_left(const Worker& w);
-  void note_pool_end();
   // `ev` for a chunk that is ended while queued (the attempt it would have been) or in flight.
   void note_unsent_or_in_flight(std::string_view ev, const Chunk& c) {
-    note_outcome(ev, c.id, c.worker >= 0 ? c.attempt : c.attempt + 1);
+    events_->outcome(ev, c.id, c.worker >= 0 ? c.attempt : c.attempt + 1);
   }
-  void note_spawn(const std::vector<Worker*>& added, std::int64_t began_us);
-  void note_actor_call(const ActorState& a, const ActorCall& call, const Worker& w, const wire::ResultView& r,
-                       std::int64_t exec_pid);
 };
 
 }  // namespace fibra::detail

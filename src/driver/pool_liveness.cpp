@@ -57,7 +57,9 @@ void PoolImpl::on_hello(Worker& w, const wire::Hello& h) {
       w.shared_memory || (!lanes_on() && same_host(h.host, my_host_)) || (w.object_port != 0 && h.copies_kept);
   w.lanes = std::move(lanes);
   if (w.state == Worker::State::starting) set_state(w, Worker::State::ready);
-  if (events_) note_worker(w);
+  if (events_)
+    events_->worker(w.id, w.slot, w.host, w.pid, w.executors, w.joined,
+                    w.object_port == 0 ? std::string() : w.object_host + ":" + std::to_string(w.object_port));
   state_cv_.notify_all();
 }
 
@@ -141,7 +143,7 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
     std::lock_guard lk(mu_);
     const bool was_leaving = w.state == Worker::State::leaving;
     set_state(w, Worker::State::lost);
-    if (events_) note_lost(w, why);
+    if (events_) events_->lost(w.id, why);
     mark_hot(w);  // what it still sends is read at every pass while it is heard (still_heard)
     w.lost_at = mpi::now_s();
     // Copies of results it kept whose Kept will not come now (late ones are not taken).

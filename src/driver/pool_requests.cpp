@@ -94,7 +94,8 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
     trace::mark(trace::submitted, id);
     // (a task's call: the worker and route, wire::RequestRoute, of the executor or actor that asked)
     if (events_)
-      note_queued(id, job, r.first, r.count, 0, fmt::format(R"(,"asked_by":{{"worker":{},"route":{}}})", w.id, route));
+      events_->queued(id, job, r.first, r.count, 0,
+                      fmt::format(R"(,"asked_by":{{"worker":{},"route":{}}})", w.id, route));
     kick();
   } catch (...) {
     job->deliver({r.first, r.count, {}, std::current_exception(), {}});

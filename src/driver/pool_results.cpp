@@ -42,7 +42,7 @@ void PoolImpl::on_results(Worker& w, std::string_view message, std::string* owne
     }
     w.batches.done(h.chunk);
     trace::mark(trace::driver_received, h.chunk);
-    if (events_) note_ran(w, r, b.executor_pid);
+    if (events_) events_->ran(w.id, r, b.executor_pid);
     switch (h.status) {
       case wire::Status::not_run: requeue_or_cancel(h.chunk, h.attempt); break;
       case wire::Status::ok: accept_result(h, r.payload, {}, whole, held); break;
@@ -63,11 +63,11 @@ void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view paylo
   auto c = sched_.accept(h.chunk, h.attempt);
   if (!c) {
     ++stats_.late_results_dropped;
-    if (events_) note_outcome("late", h.chunk, h.attempt);
+    if (events_) events_->outcome("late", h.chunk, h.attempt);
     return;
   }
   ++stats_.chunks_done;
-  if (events_) note_outcome(c->cancelled ? "cancelled" : "done", h.chunk, h.attempt);
+  if (events_) events_->outcome(c->cancelled ? "cancelled" : "done", h.chunk, h.attempt);
   if (c->cancelled) {  // it finished before its agent could stop it: cancelled all the same, as promised
     c->job->deliver({c->first, c->count, {}, cancelled_error(*c->job, "(with force, as it ran)"), {}});
     return;
@@ -142,7 +142,7 @@ void PoolImpl::on_kept(Worker& w, const wire::ResultHeader& h, std::string_view 
     if (k.id != 0) queue_object_free(k.id);
     if (!c) {
       ++stats_.late_results_dropped;
-      if (events_) note_outcome("late", h.chunk, h.attempt);
+      if (events_) events_->outcome("late", h.chunk, h.attempt);
       return;
     }
     RemoteSite site{c->job->name(), c->first, w.slot, w.host, static_cast<long>(exec_pid)};
@@ -194,7 +194,7 @@ void PoolImpl::on_partial(const Worker& w, const wire::ResultHeader& h, std::str
   const Chunk* c = sched_.find(h.chunk, h.attempt);
   if (!c) {
     ++stats_.late_results_dropped;
-    if (events_) note_outcome("late", h.chunk, h.attempt);
+    if (events_) events_->outcome("late", h.chunk, h.attempt);
     return;
   }
   std::vector<ItemOutcomeError> errors;
@@ -209,7 +209,8 @@ void PoolImpl::on_partial(const Worker& w, const wire::ResultHeader& h, std::str
     std::unique_ptr<Chunk> out;
     const std::string what = std::to_string(errors.size()) + " items raised, first: " + first_error;
     const Failed f = sched_.fail(h.chunk, h.attempt, what, errors.front().error, true, out);
-    if (f != Failed::stale && events_) note_failed(h.chunk, h.attempt, FailKind::raised, f == Failed::retried, what);
+    if (f != Failed::stale && events_)
+      events_->failed(h.chunk, h.attempt, name_of(FailKind::raised), f == Failed::retried, what);
     ++stats_.attempts_failed;
     stats_.last_failure_seen = std::chrono::steady_clock::now();
     return;
@@ -222,7 +223,7 @@ void PoolImpl::on_failed_attempt(const Worker& w, const wire::ResultView& r, std
   const Chunk* c = sched_.find(r.header.chunk, r.header.attempt);
   if (!c) {  // an attempt already given up on
     ++stats_.late_results_dropped;
-    if (events_) note_outcome("late", r.header.chunk, r.header.attempt);
+    if (events_) events_->outcome("late", r.header.chunk, r.header.attempt);
     return;
   }
   const auto& fn = c->job->name();
@@ -280,7 +281,7 @@ void PoolImpl::attempt_failed(std::uint64_t id, std::uint32_t attempt, FailKind 
   if (c0->cancelled) {  // its executor was killed for fibra::cancel (or died anyway): not retried
     std::unique_ptr<Chunk> c;
     if (sched_.fail(id, attempt, "cancelled", nullptr, false, c) != Failed::exhausted || !c) return;
-    if (events_) note_outcome("cancelled", id, attempt);
+    if (events_) events_->outcome("cancelled", id, attempt);
     ++stats_.chunks_done;
     c->job->deliver({c->first, c->count, {}, cancelled_error(*c->job, "(with force, as it ran)"), {}});
     return;
@@ -291,7 +292,7 @@ void PoolImpl::attempt_failed(std::uint64_t id, std::uint32_t attempt, FailKind 
   std::unique_ptr<Chunk> c;
   const Failed f = sched_.fail(id, attempt, error_text(e), e, retryable, c);
   if (f == Failed::stale) return;
-  if (events_) note_failed(id, attempt, kind, f == Failed::retried, error_text(e));
+  if (events_) events_->failed(id, attempt, name_of(kind), f == Failed::retried, error_text(e));
   ++stats_.attempts_failed;
   stats_.last_failure_seen = std::chrono::steady_clock::now();
   if (f != Failed::exhausted) return;

@@ -292,7 +292,11 @@ void PoolImpl::spawn_agents(const std::vector<int>& executors) {
     unplan();
     throw;
   }
-  if (events_) note_spawn(added, began_us);
+  if (events_) {
+    int executors = 0;
+    for (const Worker* w : added) executors += w->executors;
+    events_->spawn(added.size(), executors, began_us);
+  }
   auto group = std::make_shared<AgentGroup>();
   group->comm = inter;
   group->open = static_cast<int>(added.size());

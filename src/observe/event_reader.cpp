@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -72,8 +73,9 @@ class Reader {
       log_.checkpoints.push_back({seg, pool, t, field<std::string>(e, "path"), field<std::string>(e, "how"),
                                   field<std::uint64_t>(e, "done"), field<std::uint64_t>(e, "of")});
     } else if (ev == "tune") {
-      tune_of_[{seg, pool}] = log_.tunes.size();
-      log_.tunes.push_back({seg, pool, field<std::string>(e, "trainable"), field<std::string>(e, "metric"),
+      const auto number = field<std::uint64_t>(e, "experiment");
+      tune_of_[{seg, pool, number}] = log_.tunes.size();
+      log_.tunes.push_back({seg, pool, number, field<std::string>(e, "trainable"), field<std::string>(e, "metric"),
                             field<std::string>(e, "mode"), field<std::string>(e, "scheduler"),
                             field<std::size_t>(e, "trials"), t});
     } else if (ev.starts_with("trial_")) {
@@ -167,9 +169,9 @@ class Reader {
     return &c->attempts.back();
   }
 
-  // trial_start, trial_result, trial_failed, trial_end: of the latest experiment on that pool.
+  // trial_start, trial_result, trial_failed, trial_paused, trial_end: of the experiment they name.
   void take_trial(const std::string& ev, const Json& e, int seg, std::uint64_t pool, std::int64_t t) {
-    const auto tune = tune_of_.find({seg, pool});
+    const auto tune = tune_of_.find({seg, pool, field<std::uint64_t>(e, "experiment")});
     if (tune == tune_of_.end()) return;  // (a log cut before its `tune` event)
     const auto id = field<std::size_t>(e, "trial");
     auto [at, added] = trial_at_.try_emplace({seg, pool, tune->second, id}, log_.trials.size());
@@ -193,7 +195,9 @@ class Reader {
       double value = std::numeric_limits<double>::quiet_NaN();
       if (auto m = e.find("metrics"); m != e.end() && m->is_object())
         if (auto v = m->find(metric); v != m->end() && v->is_number()) value = v->get<double>();
-      r.points.push_back({field<std::int64_t>(e, "iteration"), field<double>(e, "wall"), value});
+      r.points.push_back({field<std::int64_t>(e, "iteration"), t, field<double>(e, "wall"), value});
+    } else if (ev == "trial_paused") {
+      r.status = "pending";
     } else if (ev == "trial_failed") {
       r.status = "pending";
       ++r.failures;
@@ -208,7 +212,7 @@ class Reader {
 
   EventLogRecord& log_;
   std::map<std::tuple<int, std::uint64_t, std::uint64_t>, std::size_t> chunk_at_, worker_at_;
-  std::map<std::pair<int, std::uint64_t>, std::size_t> tune_of_;
+  std::map<std::tuple<int, std::uint64_t, std::uint64_t>, std::size_t> tune_of_;  // (segment, pool, experiment)
   std::map<std::tuple<int, std::uint64_t, std::size_t, std::size_t>, std::size_t> trial_at_;
 };
 
@@ -224,6 +228,13 @@ ChunkState state_of(const ChunkRecord& c) {
     return ChunkState::other;  // cancelled, abandoned
   }
   return ChunkState::waiting;
+}
+
+const TrialPoint* best_point(const TrialRecord& r, bool min) {
+  const TrialPoint* best = nullptr;
+  for (const auto& p : r.points)
+    if (std::isfinite(p.value) && (!best || (min ? p.value < best->value : p.value > best->value))) best = &p;
+  return best;
 }
 
 WorkerCounts count_workers(const EventLogRecord& log, int segment) {

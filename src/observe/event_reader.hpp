@@ -96,15 +96,18 @@ struct CheckpointRecord {
 struct TuneRecord {
   int segment = 0;
   std::uint64_t pool = 0;
+  std::uint64_t experiment = 0;                    ///< its number among the process's experiments
   std::string trainable, metric, mode, scheduler;  ///< mode: "max" or "min"
   std::size_t trials = 0;
   std::int64_t started = 0;
 };
 
-/// One result of a trial: its iteration, seconds since the experiment began, and the value of the
-/// experiment's metric (NaN where the row had none).
+/// One result of a trial: its iteration, when the driver had it, seconds since the experiment
+/// began (its earlier runs' included, after a resume), and the value of the experiment's metric
+/// (NaN where the row had none).
 struct TrialPoint {
   std::int64_t iteration = 0;
+  std::int64_t t = 0;
   double wall = 0, value = 0;
 };
 
@@ -114,7 +117,7 @@ struct TrialRecord {
   std::size_t experiment = 0;  ///< its TuneRecord in EventLogRecord::tunes
   std::size_t trial = 0;
   std::string config;
-  std::string status;  ///< running, pending (to be retried), done, stopped, error
+  std::string status;  ///< running, pending (to be retried, or paused at a rung), done, stopped, error
   std::string error;   ///< the last failure, or why it was stopped
   int failures = 0;
   std::int64_t started = 0, ended = 0;  ///< its first start; its end (0: it did not end in the log)
@@ -147,6 +150,10 @@ struct EventLogRecord {
 /// done, failed (for good), or other (cancelled, abandoned).
 enum class ChunkState { waiting, running, done, failed, other };
 ChunkState state_of(const ChunkRecord& c);
+
+/// The result of `r` with the best finite value of its experiment's metric (the least for `min`),
+/// or null when it has none.
+const TrialPoint* best_point(const TrialRecord& r, bool min);
 
 /// The workers that the process of `segment` (the log's `log` events, in order) had, by state.
 WorkerCounts count_workers(const EventLogRecord& log, int segment);

@@ -272,13 +272,12 @@ th {{ background: #f3f3f3; }} td.error {{ font-family: monospace; white-space: p
       for (const auto& r : log_.trials) {
         if (r.experiment != x) continue;
         if (++rows > most_failure_rows) continue;
-        double best = std::numeric_limits<double>::quiet_NaN(), last = best;
-        for (const auto& p : r.points) {
-          if (std::isnan(p.value)) continue;
-          last = p.value;
-          if (std::isnan(best) || (max ? p.value > best : p.value < best)) best = p.value;
-        }
-        const auto number = [](double v) { return std::isnan(v) ? std::string("-") : fmt::format("{:.6g}", v); };
+        const TrialPoint* top = best_point(r, !max);
+        const double best = top ? top->value : std::numeric_limits<double>::quiet_NaN();
+        double last = std::numeric_limits<double>::quiet_NaN();
+        for (const auto& p : r.points)
+          if (std::isfinite(p.value)) last = p.value;
+        const auto number = [](double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string("-"); };
         text += fmt::format(
             "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
             "<td class=\"error\">{}</td></tr>\n",

@@ -29,15 +29,15 @@ std::string trials_text(const EventLogRecord& log, int segment) {
     if (tune.segment != segment) continue;
     std::map<std::string, std::size_t> by_status;
     std::size_t started = 0;
+    const bool min = tune.mode == "min";
     const TrialRecord* best_trial = nullptr;
     double best = 0;
     for (const auto& r : log.trials) {
       if (r.experiment != x) continue;
       ++started;
       ++by_status[r.status];
-      for (const auto& p : r.points)
-        if (p.value == p.value && (!best_trial || (tune.mode == "min" ? p.value < best : p.value > best)))
-          best = p.value, best_trial = &r;
+      const TrialPoint* p = best_point(r, min);
+      if (p && (!best_trial || (min ? p->value < best : p->value > best))) best = p->value, best_trial = &r;
     }
     std::string counts;
     for (const auto& [status, n] : by_status) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, status);
@@ -59,10 +59,10 @@ bool run_is_live(const EventLogRecord& log) {
   return ::kill(static_cast<pid_t>(s.pid), 0) == 0 || errno == EPERM;
 }
 
-std::string status_text(const EventLogRecord& log, std::int64_t now_us) {
+std::string status_text(const EventLogRecord& log, std::int64_t now_us, std::optional<bool> known_live) {
   const SegmentRecord& s = log.segments.back();
   const int segment = static_cast<int>(log.segments.size()) - 1;
-  const bool live = run_is_live(log);
+  const bool live = known_live ? *known_live && !s.ended : run_is_live(log);
   std::string text =
       fmt::format("run        {} on {} (pid {}), {}: {:.1f} s since it started, last event {:.1f} s ago\n", s.program,
                   s.host, s.pid,

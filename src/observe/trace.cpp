@@ -208,8 +208,7 @@ class TraceWriter {
         out_.push_back(fmt::format(R"({{"name":{},"cat":"trial","ph":"e","id":{},"ts":{},"pid":{},"tid":3}})", name, id,
                                    us(std::max(r.started, r.ended ? r.ended : log_.last)), pid));
         for (const auto& p : r.points)
-          if (std::isfinite(p.value))
-            results.push_back({tune.started + static_cast<std::int64_t>(p.wall * 1e6), p.value});
+          if (std::isfinite(p.value)) results.push_back({p.t, p.value});  // (when the driver had it)
       }
       std::sort(results.begin(), results.end());
       const std::string counter = json_string(fmt::format("best {} ({})", tune.metric, tune.trainable));

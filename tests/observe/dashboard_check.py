@@ -14,7 +14,6 @@ is on the page and the report in its frame; a screenshot is kept in OUT_DIR.
 import json
 import os
 import re
-import shutil
 import stat
 import subprocess
 import sys
@@ -22,6 +21,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_check import chromium  # noqa: E402
 
 
 def fail(text, proc=None):
@@ -48,12 +50,11 @@ def browser_check(url, token, out, proc):
     """The page in headless Chromium, given its token in the address (#token=...): its script must
     have fetched the status with it (the run's line in the page's <pre id="status">) and put the
     report in its frame; a screenshot is kept in OUT."""
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    browser, flags = chromium(out)
     if not browser:
         fail("no chromium to open the live page in: scripts/install-deps.sh installs Debian's chromium", proc)
     os.makedirs(out, exist_ok=True)
-    flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-             "--user-data-dir=" + os.path.join(out, "chromium-profile"), "--virtual-time-budget=5000"]
+    flags.append("--virtual-time-budget=5000")
     page = f"{url}#token={token}"
     try:
         dom = subprocess.run([browser, *flags, "--dump-dom", page], capture_output=True, text=True, timeout=120)

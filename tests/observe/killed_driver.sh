@@ -72,7 +72,7 @@ elif [ $? -eq 124 ]; then
   echo "FAIL: fibra top on a log with no event did not end within 20 s (its --wait was 1 s)"
   status=1
 fi
-grep -q "$empty has had no event in 1 s: no run writes it" "$dir/top-never.txt" ||
+grep -q "$empty has had no event in 1 s (--wait): no run writes it" "$dir/top-never.txt" ||
   { echo "FAIL: fibra top does not say the log has no event:"; cat "$dir/top-never.txt"; status=1; }
 if grep -q '"ev":"end"' "$log"; then
   echo "FAIL: the killed driver's log has an end event"

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -296,7 +297,16 @@ TEST(EventLog, NamesDependenciesNestedCallsAndCheckpointWrites) {
     ASSERT_EQ(out.size(), items.size());
     EXPECT_EQ(out[299], 299L * 299);
   }
-  const auto events = read_events(log_dir + "/events.jsonl");
+  // The map's checkpoint is folded on a thread of its own, which may end after the pool did: its
+  // `fold` event is waited for (10 s at most), then the log is read again.
+  auto events = read_events(log_dir + "/events.jsonl");
+  for (const auto deadline = std::chrono::steady_clock::now() + 10s;
+       std::none_of(events.begin(), events.end(),
+                    [](const Json& e) { return e.at("ev") == "checkpoint" && e.at("how") == "fold"; }) &&
+       std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(50ms);
+    events = read_events(log_dir + "/events.jsonl");
+  }
   std::vector<Json> queued_squares, nested;
   Json plus_queued, last_checkpoint;
   int checkpoints = 0;

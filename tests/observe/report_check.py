@@ -20,6 +20,15 @@ def fail(text):
     sys.exit(1)
 
 
+def chromium(profile_dir):
+    """Debian's chromium and the flags a headless run here needs (a profile of its own in profile_dir)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not browser:
+        return None, []
+    return browser, ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                     "--user-data-dir=" + os.path.join(profile_dir, "chromium-profile")]
+
+
 def from_log(path):
     """Executors (pool, worker, executor pid; 0 where none reported), attempts, and the lost agents' pids."""
     sent, requeued, exec_of, agent_pid, lost = {}, set(), {}, {}, []
@@ -97,11 +106,9 @@ def main():
     if not lost_pids:
         fail("the log shows no lost worker (observe.event_log kills one)")
 
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    browser, flags = chromium(out)
     if not browser:
         fail("no chromium to open the report in: scripts/install-deps.sh installs Debian's chromium")
-    flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-             "--user-data-dir=" + os.path.join(out, "chromium-profile")]
     url = "file://" + os.path.abspath(html)
     try:
         dom = subprocess.run([browser, *flags, "--virtual-time-budget=5000", "--dump-dom", url], capture_output=True,

@@ -9,23 +9,41 @@ best score, and `fibra status` must count the trials by status and name the best
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_check import Page, fail  # noqa: E402
+from report_check import Page, chromium, fail  # noqa: E402
 
 
 class TrialsPage(Page):
+    """Page's, and <body>'s data-curves, and the cells of each row of the first table of trials."""
+
     def __init__(self):
         super().__init__()
         self.curves = None
+        self.trial_rows = []
+        self.cells = None
 
     def handle_starttag(self, tag, attrs):
         super().handle_starttag(tag, attrs)
         if tag == "body":
             self.curves = dict(attrs).get("data-curves")
+        if tag == "tr" and self.table == "trials-0":
+            self.trial_rows.append([])
+        if tag == "td" and self.table == "trials-0":
+            self.cells = []
+
+    def handle_endtag(self, tag):
+        super().handle_endtag(tag)
+        if tag == "td" and self.cells is not None:
+            self.trial_rows[-1].append(" ".join(self.cells).strip())
+            self.cells = None
+
+    def handle_data(self, data):
+        super().handle_data(data)
+        if self.cells is not None:
+            self.cells.append(data.strip())
 
 
 def from_log(path):
@@ -68,11 +86,9 @@ def main():
     r = subprocess.run([fibra, "report", log_dir, "-o", html], capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         fail(f"fibra report exited {r.returncode}: {r.stderr.strip()}")
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    browser, flags = chromium(out)
     if not browser:
         fail("no chromium to open the report in: scripts/install-deps.sh installs Debian's chromium")
-    flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-             "--user-data-dir=" + os.path.join(out, "chromium-profile")]
     url = "file://" + os.path.abspath(html)
     try:
         dom = subprocess.run([browser, *flags, "--virtual-time-budget=5000", "--dump-dom", url], capture_output=True,
@@ -84,18 +100,16 @@ def main():
     reported = sum(1 for t in trials.values() if t["points"])
     if page.curves != str(reported):
         fail(f"the page's script drew {page.curves} trial curves; the log shows {reported} trials with results")
-    rows = page.tables.get("trials-0", [])[1:]
+    # Columns: trial, config, status, iterations, last, best, failures, last failure or why it stopped.
+    rows = [r for r in page.trial_rows if r]  # (the header's row has no <td>)
     if len(rows) != len(trials):
         fail(f"the table of trials has {len(rows)} rows; the log shows {len(trials)} trials: {rows}")
     for i, t in trials.items():
-        top = max(t["points"].values())
         last_it = max(t["points"])
-        row = next((r for r in rows if r.startswith(f"{i} ")), None)
-        if row is None:
-            fail(f"no row for trial {i} in the table of trials: {rows}")
-        cells = row.split(" ")
-        if t["status"] not in cells or str(last_it) not in cells or f"{top:.6g}" not in cells:
-            fail(f"trial {i}'s row does not show status {t['status']}, {last_it} iterations and best {top:.6g}: {row}")
+        want = [str(i), t["status"], str(last_it), f"{t['points'][last_it]:.6g}", f"{max(t['points'].values()):.6g}"]
+        row = next((r for r in rows if r[0] == str(i)), None)
+        if row is None or len(row) < 6 or [row[0], row[2], row[3], row[4], row[5]] != want:
+            fail(f"trial {i}'s row is {row}; the log gives trial, status, iterations, last and best {want}")
     if page.outside:
         fail(f"the report loads from outside itself: {page.outside[:3]}")
 

@@ -2,6 +2,7 @@
 #include "experiment.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <charconv>
 #include <cerrno>
@@ -255,13 +256,24 @@ double Experiment::score_of(const Metrics& m) const {
 void Experiment::set_events(fibra::detail::EventSink sink) {
   events_ = std::move(sink);
   if (!events_) return;
-  std::string fields = ",\"trials\":" + std::to_string(trials_.size());
+  // A number for this experiment among the process's: two on one pool at once stay apart.
+  static std::atomic<std::uint64_t> experiments{0};
+  experiment_id_ = ++experiments;
+  std::string fields =
+      ",\"experiment\":" + std::to_string(experiment_id_) + ",\"trials\":" + std::to_string(trials_.size());
   for (const auto& [name, value] : identity()) fields += ",\"" + name + "\":" + fibra::detail::json_quoted(value);
   events_("tune", fields);
 }
 
 void Experiment::note(std::string_view ev, const Trial& t, const std::string& fields) const {
-  if (events_) events_(ev, ",\"trial\":" + std::to_string(t.r.id) + fields);
+  if (events_)
+    events_(ev, ",\"experiment\":" + std::to_string(experiment_id_) + ",\"trial\":" + std::to_string(t.r.id) + fields);
+}
+
+// (`iteration`: where it goes on from; rows past it, if it ran further before, were dropped)
+void Experiment::note_start(const Trial& t, std::int64_t iteration) const {
+  note("trial_start", t,
+       ",\"config\":" + fibra::detail::json_quoted(t.r.config.str()) + ",\"iteration\":" + std::to_string(iteration));
 }
 
 namespace {
@@ -279,18 +291,16 @@ std::optional<Experiment::Start> Experiment::start_next() {
   Trial& t = trials_[pending_.front()];
   pending_.pop_front();
   t.r.status = TrialStatus::running;
-  // (`iteration`: where it goes on from; rows past it, if it ran further before, were dropped)
-  note("trial_start", t,
-       ",\"config\":" + fibra::detail::json_quoted(t.r.config.str()) +
-           ",\"iteration\":" + std::to_string(t.checkpoint.empty() ? 0 : t.checkpoint_iteration));
+  note_start(t, t.checkpoint.empty() ? 0 : t.checkpoint_iteration);
   return Start{t.r.id, t.r.config, t.checkpoint};
 }
 
-void Experiment::end_trial(Trial& t, TrialStatus s) {
+void Experiment::end_trial(Trial& t, TrialStatus s, bool error_says_why) {
+  // (an error field only where it says why this end: a failure, or a budget; not an earlier failure)
   note("trial_end", t,
        std::string(",\"status\":\"") + to_string(s) + "\",\"iterations\":" + std::to_string(t.r.iterations) +
-           (s == TrialStatus::done || t.r.error.empty() ? std::string()
-                                                        : ",\"error\":" + fibra::detail::json_quoted(t.r.error)));
+           (error_says_why && !t.r.error.empty() ? ",\"error\":" + fibra::detail::json_quoted(t.r.error)
+                                                 : std::string()));
   t.r.status = s;
   ++ended_;
   scheduler_->on_end(t.r.id);
@@ -328,6 +338,7 @@ void Experiment::on_paused(std::size_t trial, std::string bytes) {
   Trial& t = trials_.at(trial);
   t.r.status = TrialStatus::pending;
   t.waiting = true;
+  note("trial_paused", t, ",\"iteration\":" + std::to_string(t.r.iterations));
   apply_rulings();
 }
 
@@ -341,7 +352,7 @@ void Experiment::stop_for_budget(std::size_t trial, const std::string& why) {
   Trial& t = trials_.at(trial);
   t.r.error = who(t) + " was stopped after " + std::to_string(t.r.iterations) + " iteration" +
               (t.r.iterations == 1 ? "" : "s") + ": " + why;
-  end_trial(t, TrialStatus::stopped);
+  end_trial(t, TrialStatus::stopped, true);
   apply_rulings();
 }
 
@@ -415,6 +426,7 @@ Experiment::Next Experiment::record(std::size_t trial, const Metrics& metrics, d
         t.r.config = d.config;
         t.checkpoint = trials_[d.donor].checkpoint;
         t.checkpoint_iteration = it;
+        note_start(t, it);  // (PBT's exploit: the donor's state under the new configuration)
         next.restart = true;
         next.config = d.config;
         next.checkpoint = t.checkpoint;
@@ -468,7 +480,7 @@ void Experiment::on_failure(std::size_t trial, const std::string& cause, bool re
   t.r.error = who(t) + " failed at iteration " + std::to_string(t.r.iterations + 1) + ": " + cause;
   t.waiting = false;
   if (!retryable || t.r.failures > options_.max_failures) {
-    end_trial(t, TrialStatus::error);
+    end_trial(t, TrialStatus::error, true);
     apply_rulings();
     return;
   }

@@ -37,9 +37,9 @@ class Experiment {
     std::string checkpoint;
   };
 
-  /// From now on, the trials' starts, results, failures and ends go to `sink` as events (`tune`
-  /// first, naming the experiment; then `trial_start`, `trial_result`, `trial_failed`,
-  /// `trial_end`: docs/observability.md). An empty sink: none.
+  /// From now on, the trials' starts, results, failures, pauses and ends go to `sink` as events
+  /// (`tune` first, naming the experiment; then `trial_start`, `trial_result`, `trial_failed`,
+  /// `trial_paused`, `trial_end`: docs/observability.md). An empty sink: none.
   void set_events(fibra::detail::EventSink sink);
 
   /// The next trial to start, marked running; nullopt when none waits.
@@ -105,7 +105,9 @@ class Experiment {
   /// The metric the scheduler's time is, or nullptr when it is the iteration count.
   const std::string* reported_time() const;
   bool better(double a, double b) const { return options_.mode == Mode::max ? a > b : a < b; }
-  void end_trial(Trial& t, TrialStatus s);
+  /// `error_says_why`: its error field says why it ends now (a failure, a budget), not an earlier failure.
+  void end_trial(Trial& t, TrialStatus s, bool error_says_why = false);
+  void note_start(const Trial& t, std::int64_t iteration) const;  // a trial_start event
   /// An event about `t` (`,"trial":<id>` then `fields`), if there is a sink.
   void note(std::string_view ev, const Trial& t, const std::string& fields = {}) const;
   void drop_rows_after(std::size_t trial, std::int64_t iteration);
@@ -127,6 +129,7 @@ class Experiment {
   bool metric_checked_ = false;  // a result had RunOptions::metric (or rows were resumed)
   double elapsed_before_ = 0;
   fibra::detail::EventSink events_;            // the pool's event log, or empty
+  std::uint64_t experiment_id_ = 0;            // its number in the log
   std::vector<std::size_t> csv_rows_written_;  // by trial: its rows in its progress.csv (write_trial_csvs)
 };
 

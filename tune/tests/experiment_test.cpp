@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -183,6 +184,44 @@ TEST_F(ExperimentTest, HyperBandTrialsWaitAtTheirRungThroughAResume) {
     EXPECT_EQ(g.trials()[t].iterations, iterations[t]) << "trial " << t;
   }
   EXPECT_TRUE(again.finished());
+}
+
+// The events an experiment gives the pool's log (Experiment::set_events), on the HyperBand of the
+// test above: the experiment named first; trial 0 fails once (trial_failed), starts again from
+// nothing (trial_start, iteration 0), reports and pauses at the rung (trial_paused, so no reader
+// takes it for running), and the rung's decision stops it: its trial_end says stopped and carries
+// no error (its failure was retried, not why it ends).
+TEST_F(ExperimentTest, TheEventsSayPausesAndAStopCarriesNoEarlierError) {
+  const Space space{{"v", grid({1, 3, 2, 5, 4})}};
+  Experiment ex("T", space, {.metric = "score", .scheduler = HyperBand{.max_t = 3, .reduction_factor = 3}});
+  std::vector<std::string> events;
+  ex.set_events(
+      [&](std::string_view ev, std::string_view fields) { events.push_back(std::string(ev) + std::string(fields)); });
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events[0].rfind("tune,\"experiment\":", 0), 0u) << events[0];
+  while (ex.start_next()) {
+  }
+  ex.on_failure(0, "std::runtime_error: boom");
+  const auto again = ex.start_next();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->trial, 0u);
+  for (std::size_t t : {0, 1}) {
+    ASSERT_TRUE(ex.on_result(t, {{"score", double(t == 0 ? 1 : 3)}}, 0).pause);
+    ex.on_paused(t, "at-rung");
+  }
+  EXPECT_TRUE(ex.on_result(2, {{"score", 2}}, 0).end);  // decides the rung: 0 and 2 stop, 1 goes on
+  std::vector<std::string> of0;
+  for (const auto& e : events)
+    if (e.find(",\"trial\":0,") != std::string::npos || e.ends_with(",\"trial\":0"))
+      of0.push_back(e.substr(0, e.find(',')));
+  EXPECT_EQ(of0, (std::vector<std::string>{"trial_start", "trial_failed", "trial_start", "trial_result", "trial_paused",
+                                           "trial_end"}));
+  const auto end0 = std::find_if(events.begin(), events.end(), [](const std::string& e) {
+    return e.starts_with("trial_end") && e.find(",\"trial\":0,") != std::string::npos;
+  });
+  ASSERT_NE(end0, events.end());
+  EXPECT_NE(end0->find("\"status\":\"stopped\""), std::string::npos) << *end0;
+  EXPECT_EQ(end0->find("\"error\""), std::string::npos) << *end0;
 }
 
 TEST_F(ExperimentTest, TheFileResumesEveryTrialOnceAndRefusesAnotherExperiment) {

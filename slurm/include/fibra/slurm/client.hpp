@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -67,13 +68,10 @@ std::vector<JobStatus> query_worker_jobs(const std::string& id);
 std::vector<JobStatus> wait_for_job(const std::string& id, double max_interval_s,
                                     const std::function<void(const JobStatus&)>& on_change);
 
-/// @brief The checkpoint path a fibra batch script records (`# fibra-checkpoint: <path>`), read
-/// with `scontrol write batch_script`; empty if the job has none.
-std::string job_checkpoint_path(const std::string& id);
-
-/// @brief The event log folder a fibra batch script records (`# fibra-events: <path>`, the spec's
-/// `job.events`), read the same way; empty if the job has none.
-std::string job_events_path(const std::string& id);
+/// @brief What a fibra batch script records in its `# fibra-<name>: <value>` lines, read with
+/// `scontrol write batch_script`: "checkpoint" (the spec's checkpoint path) and "events" (its
+/// event log folder, job.events), by name; empty if the job's script cannot be read.
+std::map<std::string, std::string> job_script_markers(const std::string& id);
 
 /// @brief A one-line summary of a checkpoint's progress, read with the checkpoint store
 /// ("812/1000 items of rollout done (81.2%), running, updated 2026-11-30T08:00:00Z"), "not written
