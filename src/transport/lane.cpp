@@ -58,6 +58,12 @@ static constexpr off_t large_offset(bool down) {
   return static_cast<off_t>(lane::region_bytes + (down ? 0 : lane::large_bytes));
 }
 
+// What slot i of a way holds at most: a size past it was not written by its owner's post (a task's
+// wild pointer scribbled it) and is never read as it says.
+std::size_t Lane::capacity(std::size_t i, bool down) {
+  return i < (down ? lane::down_slots : lane::up_slots) ? lane::slot_bytes : lane::large_bytes;
+}
+
 char* Lane::slot_data(bool down, std::size_t i, std::size_t need) {
   const std::size_t small = down ? lane::down_slots : lane::up_slots;
   if (i < small) return base_ + lane::data_offset + ((down ? 0 : lane::down_slots) + i) * lane::slot_bytes;
@@ -136,7 +142,8 @@ std::vector<Lane::Held> Lane::close() {
         // The executor is dead; a posted slot is closed already, so the driver can neither take
         // it back nor write it again: its batch stays as it is.
         const std::uint32_t sent = st == taken ? s.sent.load(std::memory_order_acquire) : 0;
-        const std::size_t n = s.size.load(std::memory_order_relaxed);
+        // (no further than the slot: what a scribbled size says past it was never the batch)
+        const std::size_t n = std::min(s.size.load(std::memory_order_relaxed), capacity(i, true));
         // A batch whose every result was sent is done: it died in finish(), whose trim may have
         // zeroed the batch's tail already.
         if (sent < s.chunks.load(std::memory_order_relaxed)) {
@@ -230,6 +237,9 @@ Lane::Took Lane::take_result(std::string& frame, std::string_view& held, bool ma
     Slot& s = c.up[i];
     if (s.state.load(std::memory_order_acquire) != full) continue;
     const std::size_t n = s.size.load(std::memory_order_relaxed);
+    if (n > capacity(i, false))  // the driver then declares that worker lost
+      throw wire::Malformed("fibra: a malformed message: a lane's result slot says it holds " + std::to_string(n) +
+                            " bytes, more than its " + std::to_string(capacity(i, false)));
     if (in_place) *in_place = s.chunks.load(std::memory_order_relaxed) == 1;
     const char* data = slot_data(false, i, n);
     if (data && may_hold && i == lane::up_slots) {
@@ -266,6 +276,7 @@ bool Lane::withdraw(std::string& batch) {
   // Read while posted (nobody writes a posted slot), then taken back only if the executor has not
   // taken it meanwhile: it reads a slot before its own posted -> taken, and loses to this one.
   const std::size_t n = s.size.load(std::memory_order_relaxed);
+  if (n > capacity(std::size_t(newest), true)) return false;  // scribbled: not read; it stays for the executor
   const char* data = slot_data(true, std::size_t(newest), n);
   if (data)
     batch.assign(data, n);
@@ -429,6 +440,11 @@ bool ring_take(Lane::RingEnds& r, const char* data, std::string& partial, std::s
     const std::uint64_t tail = r.tail.load(std::memory_order_relaxed);
     const std::uint64_t head = r.head.load(std::memory_order_acquire);
     if (tail == head) return false;
+    // Ends further apart than the ring is long were not written by its writer (a task's wild
+    // pointer): read on, its records would come round again and again.
+    if (head - tail > cap)
+      throw wire::Malformed("fibra: a malformed message: a lane's ring says " + std::to_string(head - tail) +
+                            " bytes wait in its " + std::to_string(cap));
     const std::uint64_t at = tail % cap, to_end = cap - at;
     std::uint64_t header = 0;
     std::memcpy(&header, data + at, 8);

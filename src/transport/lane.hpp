@@ -252,6 +252,7 @@ class Lane {
 
  private:
   /// Where slot i's bytes are (nullptr: the large slot could not be mapped that far).
+  static std::size_t capacity(std::size_t i, bool down);  // what slot i of a way holds at most
   char* slot_data(bool down, std::size_t i, std::size_t need);
   Took take_result(std::string& frame, std::string_view& held, bool may_hold, bool* in_place);
   /// Reads a large slot's bytes with pread, for when it cannot be mapped: no address space needed.

@@ -10,7 +10,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 build="$(cd "$1" && pwd)/fuzz"
 shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_wire fuzz_join_file fuzz_job_spec fuzz_journal)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_wire fuzz_join_file fuzz_job_spec fuzz_journal fuzz_lane)
 seconds="${FIBRA_FUZZ_SECONDS:-10}"
 command -v clang++ >/dev/null || { echo "FAIL: clang++ is not installed (scripts/install-deps.sh installs it)"; exit 1; }
 mkdir -p "$build"

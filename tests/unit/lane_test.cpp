@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "transport/lane.hpp"
+#include "transport/wire.hpp"
 
 namespace {
 
@@ -430,3 +431,34 @@ TEST(Lane, TheMailboxSitsAtTheStartOfTheRegion) {
 }
 
 }  // namespace
+
+// What a task's wild pointer may leave in its lane before it dies (found by tests/fuzz/fuzz_lane):
+// a result slot whose size says more than the slot holds is a malformed message (the driver then
+// declares the worker lost), not a read past it; a posted batch whose size was scribbled is not
+// taken back (it stays for the executor); a ring whose ends are further apart than it is long is
+// malformed at once, not read round and round for ever; the agent reads no held batch past its slot.
+TEST(LaneScribbled, SizesAndRingEndsPastTheirBoundsAreRefusedNotRead) {
+  auto r = open_lane();
+  Lane& l = r->lane();
+  ASSERT_TRUE(l.post_result("a frame"));
+  l.control().up[0].size.store(lane::slot_bytes + 1);
+  std::string frame;
+  EXPECT_THROW(l.take_result(frame), fibra::wire::Malformed);
+
+  ASSERT_TRUE(post(l, "batch", 1));
+  auto& posted = l.control().down[0];
+  posted.size.store(std::uint64_t(1) << 40);
+  std::string back;
+  EXPECT_FALSE(l.withdraw(back)) << "a batch the size of which is no longer its own was read back";
+  const auto held = l.close();
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].batch.size(), lane::slot_bytes) << "the agent read a held batch past its slot";
+
+  auto r2 = open_lane();
+  Lane& l2 = r2->lane();
+  std::string_view call = "a call";
+  ASSERT_TRUE(l2.put_request(call));
+  l2.control().requests.head.store(l2.control().requests.tail.load() + 3 * lane::ring_bytes);
+  std::string partial, out;
+  EXPECT_THROW(l2.take_request(partial, out), fibra::wire::Malformed);
+}
