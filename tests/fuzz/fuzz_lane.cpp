@@ -24,7 +24,7 @@ std::size_t target_of(std::uint32_t pick, std::size_t& room) {
   const std::size_t control = lane::data_offset;  // mailbox and control
   switch (pick % 4) {
     case 0: room = control; return 0;
-    case 1: room = 4096; return lane::data_offset;                                         // the first down slot
+    case 1: room = 4096; return lane::data_offset;                                        // the first down slot
     case 2: room = 4096; return lane::data_offset + lane::down_slots * lane::slot_bytes;  // the first up slot
     default: room = 4096; return lane::requests_offset;                                   // the calls' ring
   }
