@@ -29,6 +29,36 @@ def chromium(profile_dir):
                      "--user-data-dir=" + os.path.join(profile_dir, "chromium-profile")]
 
 
+def page_dom(html, out):
+    """The DOM headless Chromium built from the page `html` once its scripts ran: (url, its text)."""
+    browser, flags = chromium(out)
+    if not browser:
+        fail("no chromium to open the report in: scripts/install-deps.sh installs Debian's chromium")
+    url = "file://" + os.path.abspath(html)
+    try:
+        dom = subprocess.run([browser, *flags, "--virtual-time-budget=5000", "--dump-dom", url], capture_output=True,
+                             text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        fail("chromium did not print the report's DOM within 120 s")
+    if dom.returncode != 0 or "<body" not in dom.stdout:
+        fail(f"chromium could not open the report (exit {dom.returncode}): {dom.stderr.strip()[-500:]}")
+    return url, dom.stdout
+
+
+def screenshot(url, out, name, height):
+    """A screenshot of `url` (1400 pixels wide) as out/name; fails the test if none is written."""
+    browser, flags = chromium(out)
+    shot = os.path.join(out, name)
+    try:
+        subprocess.run([browser, *flags, "--virtual-time-budget=5000", f"--window-size=1400,{height}",
+                        "--screenshot=" + shot, url], capture_output=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        fail("chromium did not take the report's screenshot within 120 s")
+    if not os.path.exists(shot) or os.path.getsize(shot) == 0:
+        fail("chromium wrote no screenshot of the report")
+    return shot
+
+
 def from_log(path):
     """Executors (pool, worker, executor pid; 0 where none reported), attempts, and the lost agents' pids."""
     sent, requeued, exec_of, agent_pid, lost = {}, set(), {}, {}, []
@@ -106,19 +136,9 @@ def main():
     if not lost_pids:
         fail("the log shows no lost worker (observe.event_log kills one)")
 
-    browser, flags = chromium(out)
-    if not browser:
-        fail("no chromium to open the report in: scripts/install-deps.sh installs Debian's chromium")
-    url = "file://" + os.path.abspath(html)
-    try:
-        dom = subprocess.run([browser, *flags, "--virtual-time-budget=5000", "--dump-dom", url], capture_output=True,
-                             text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        fail("chromium did not print the report's DOM within 120 s")
-    if dom.returncode != 0 or "<body" not in dom.stdout:
-        fail(f"chromium could not open the report (exit {dom.returncode}): {dom.stderr.strip()[-500:]}")
+    url, dom = page_dom(html, out)
     page = Page()
-    page.feed(dom.stdout)
+    page.feed(dom)
 
     if page.rows != len(executors):
         fail(f"the timeline has {page.rows} rows; the log shows {len(executors)} executors")
@@ -135,14 +155,7 @@ def main():
     if page.outside:
         fail(f"the report loads from outside itself: {page.outside[:3]}")
 
-    shot = os.path.join(out, "report.png")
-    try:
-        subprocess.run([browser, *flags, "--virtual-time-budget=5000", "--window-size=1400,1600",
-                        "--screenshot=" + shot, url], capture_output=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        fail("chromium did not take the report's screenshot within 120 s")
-    if not os.path.exists(shot) or os.path.getsize(shot) == 0:
-        fail("chromium wrote no screenshot of the report")
+    shot = screenshot(url, out, "report.png", 1600)
     print(f"PASS: the report ({size} bytes) shows {page.rows} executors, {page.bars} attempts drawn, "
           f"the killed agent in its failures; screenshot {shot}")
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_check import Page, chromium, fail  # noqa: E402
+from report_check import Page, fail, page_dom, screenshot  # noqa: E402
 
 
 class TrialsPage(Page):
@@ -86,17 +86,9 @@ def main():
     r = subprocess.run([fibra, "report", log_dir, "-o", html], capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         fail(f"fibra report exited {r.returncode}: {r.stderr.strip()}")
-    browser, flags = chromium(out)
-    if not browser:
-        fail("no chromium to open the report in: scripts/install-deps.sh installs Debian's chromium")
-    url = "file://" + os.path.abspath(html)
-    try:
-        dom = subprocess.run([browser, *flags, "--virtual-time-budget=5000", "--dump-dom", url], capture_output=True,
-                             text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        fail("chromium did not print the report's DOM within 120 s")
+    url, dom = page_dom(html, out)
     page = TrialsPage()
-    page.feed(dom.stdout)
+    page.feed(dom)
     reported = sum(1 for t in trials.values() if t["points"])
     if page.curves != str(reported):
         fail(f"the page's script drew {page.curves} trial curves; the log shows {reported} trials with results")
@@ -133,12 +125,7 @@ def main():
     counter = [e["args"]["best"] for e in events if e["ph"] == "C" and e["name"].startswith(f"best {tune['metric']}")]
     if not counter or counter[-1] != best or counter != sorted(counter):
         fail(f"the trace's best-{tune['metric']} counter is {counter}, not rising to the log's best {best}")
-    shot = os.path.join(out, "report-trials.png")
-    try:
-        subprocess.run([browser, *flags, "--virtual-time-budget=5000", "--window-size=1400,1800",
-                        "--screenshot=" + shot, url], capture_output=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        fail("chromium did not take the report's screenshot within 120 s")
+    shot = screenshot(url, out, "report-trials.png", 1800)
     print(f"PASS: {len(trials)} trials: {page.curves} curves drawn, a row each, a slice each in the trace, "
           f"fibra status names the best "
           f"({tune['metric']} {best:.6g}, trial {best_id}); screenshot {shot}")
