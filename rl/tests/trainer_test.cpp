@@ -412,18 +412,23 @@ TEST(Trainer, RefusesToResumeAnotherRun) {
 // A file written before TrainerOptions::async_learning_rate existed lacks its attribute: a
 // synchronous run's resumes (it learned at none), an asynchronous run's too when its
 // ppo.learning_rate is the rate asked for now (the one it learned at), and is refused otherwise.
+// A trainer file of `o`'s run at `path`, as a build from before `attribute` existed wrote it.
+void save_without(const rl::TrainerOptions& o, const std::string& path, const char* attribute) {
+  {
+    rl::PpoTrainer t(o);
+    t.save(path);
+  }
+  fibra::hdf5_io::TableFile f = fibra::hdf5_io::read_table_file(path);
+  EXPECT_EQ(f.attributes.erase(attribute), 1u) << "the file names " << attribute;
+  fibra::hdf5_io::write_table_file(path, f);
+}
+
 TEST(Trainer, AFileFromBeforeTheAsynchronousLearningRateResumes) {
   for (const bool asynchronous : {false, true}) {
     const std::string path = scratch(asynchronous ? "old-async.h5" : "old-sync.h5");
     rl::TrainerOptions o = small(2, 2);
     o.asynchronous = asynchronous;
-    {
-      rl::PpoTrainer t(o);
-      t.save(path);
-    }
-    fibra::hdf5_io::TableFile f = fibra::hdf5_io::read_table_file(path);
-    ASSERT_EQ(f.attributes.erase("async_learning_rate"), 1u) << "the file names async_learning_rate";
-    fibra::hdf5_io::write_table_file(path, f);
+    save_without(o, path, "async_learning_rate");
     o.resume_from = path;
     if (asynchronous) o.async_learning_rate = o.ppo.learning_rate;
     EXPECT_NO_THROW(rl::PpoTrainer{o}) << (asynchronous ? "asynchronous" : "synchronous");
@@ -447,13 +452,7 @@ TEST(Trainer, TheAsynchronousLearnerHasItsOwnEntropyBonus) {
   o.asynchronous = true;
   EXPECT_EQ(rl::PpoTrainer{o}.learner().config().ent_coef, 0.01) << "asynchronous: async_ent_coef's default";
   const std::string path = scratch("old-async-entropy.h5");
-  {
-    rl::PpoTrainer t(o);
-    t.save(path);
-  }
-  fibra::hdf5_io::TableFile f = fibra::hdf5_io::read_table_file(path);
-  ASSERT_EQ(f.attributes.erase("async_ent_coef"), 1u) << "the file names async_ent_coef";
-  fibra::hdf5_io::write_table_file(path, f);
+  save_without(o, path, "async_ent_coef");
   o.resume_from = path;
   try {
     rl::PpoTrainer t(o);
