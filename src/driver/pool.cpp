@@ -263,6 +263,10 @@ bool PoolImpl::receive() {
   for (Worker* w : probing_) {
     if (w->comm == MPI_COMM_NULL) continue;
     const bool lost = !w->alive();
+    if (!lost && !w->lane_damage.empty()) {
+      declare_lost(*w, "its executor's lane held a batch that does not decode (" + w->lane_damage + ")");
+      continue;
+    }
     try {
       got |= drain_lanes(*w) && !lost;
     } catch (const wire::Malformed& e) {

@@ -72,8 +72,8 @@ bool PoolImpl::take_back_unstarted(const std::shared_ptr<JobState>& job) {
     if (!w || !w->alive()) continue;
     for (auto& r : w->lanes) {
       std::string batch;
-      while (r->lane().withdraw(batch)) {
-        const auto tasks = wire::parse_tasks(batch);
+      while (w->lane_damage.empty() && r->lane().withdraw(batch)) {
+        const auto tasks = parse_withdrawn(*w, batch);
         for (auto t = tasks.rbegin(); t != tasks.rend(); ++t) {
           w->batches.done(t->header.chunk);
           requeue_or_cancel(t->header.chunk, t->header.attempt);
@@ -256,9 +256,9 @@ bool PoolImpl::steal_for_idle() {
       const std::uint64_t running = l.running_chunk();
       if (running == 0 || stolen_while_[&l] == running) continue;
       std::string batch;
-      if (!l.withdraw(batch)) continue;
+      if (!w->lane_damage.empty() || !l.withdraw(batch)) continue;
       stolen_while_[&l] = running;
-      const auto tasks = wire::parse_tasks(batch);
+      const auto tasks = parse_withdrawn(*w, batch);
       for (auto t = tasks.rbegin(); t != tasks.rend(); ++t) {  // each to the queue's front: in their order
         w->batches.done(t->header.chunk);
         requeue_or_cancel(t->header.chunk, t->header.attempt);
@@ -268,6 +268,18 @@ bool PoolImpl::steal_for_idle() {
     }
   }
   return false;
+}
+
+// A batch taken back from `w`'s lane, as its tasks; none if it does not decode (its executor
+// scribbled over it): the worker is then marked, and the next pass over the lanes declares it lost,
+// which retries its batches (this one's chunks among them). Under mu_.
+std::vector<wire::TaskView> PoolImpl::parse_withdrawn(Worker& w, const std::string& batch) {
+  try {
+    return wire::parse_tasks(batch);
+  } catch (const wire::Malformed& e) {
+    w.lane_damage = e.what();
+    return {};
+  }
 }
 
 // A chunk taken back before it started goes back to the queue, or, cancelled with force

@@ -207,6 +207,9 @@ struct Worker {
   bool hot = false;             // listed in PoolImpl::hot_: probed at every pass (PoolImpl::urgent)
   bool holds_slot = true;       // counted in g_agents_in_slots until its process is surely gone
   bool read_after_loss = true;  // lost, but what it still sends is read (late results)
+  // A batch taken back from one of its lanes did not decode (its executor scribbled over it):
+  // why, until the next pass over the lanes declares the worker lost (its batches retried).
+  std::string lane_damage;
   // It joined from a launch of its own (src/driver/joins.hpp), not spawned: outside the pool's
   // target (Pool::resize), holding none of the allocation's slots, never replaced when lost.
   bool joined = false;
@@ -452,6 +455,7 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   // prefetch_pays' guess for a call not timed yet.
   std::unordered_map<std::uint64_t, double> seconds_per_item_of_;
   bool steal_for_idle();
+  std::vector<wire::TaskView> parse_withdrawn(Worker& w, const std::string& batch);  // (pool_dispatch.cpp)
   static mpi::Pieces encode_batch(const std::vector<Chunk*>& chunks,
                                   std::vector<std::shared_ptr<const StoredObject>>& objects, std::uint64_t keep_from);
 

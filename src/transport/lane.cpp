@@ -409,7 +409,12 @@ constexpr std::uint64_t padded(std::uint64_t n) { return (n + 7) & ~std::uint64_
 bool ring_put(Lane::RingEnds& r, char* data, std::string_view& rest, bool whole) {
   constexpr std::uint64_t cap = lane::ring_bytes;
   std::uint64_t head = r.head.load(std::memory_order_relaxed);
-  std::uint64_t free = cap - (head - r.tail.load(std::memory_order_acquire));
+  const std::uint64_t tail = r.tail.load(std::memory_order_acquire);
+  // Ends its writer and reader never leave like this (a multiple of 8 each, at most the ring apart)
+  // were scribbled by the other side (a task's wild pointer): nothing is written past the ring or
+  // over what waits to be read; the caller goes another way (the agent's).
+  if (((head | tail) & 7) != 0 || head - tail > cap) return false;
+  std::uint64_t free = cap - (head - tail);
   std::uint64_t at = head % cap, to_end = cap - at;
   const std::uint64_t all = 8 + padded(rest.size());
   const std::uint64_t need = whole ? all : std::min<std::uint64_t>(16, all);  // at least a header and 8 bytes
@@ -440,11 +445,13 @@ bool ring_take(Lane::RingEnds& r, const char* data, std::string& partial, std::s
     const std::uint64_t tail = r.tail.load(std::memory_order_relaxed);
     const std::uint64_t head = r.head.load(std::memory_order_acquire);
     if (tail == head) return false;
-    // Ends further apart than the ring is long were not written by its writer (a task's wild
-    // pointer): read on, its records would come round again and again.
-    if (head - tail > cap)
-      throw wire::Malformed("fibra: a malformed message: a lane's ring says " + std::to_string(head - tail) +
-                            " bytes wait in its " + std::to_string(cap));
+    // Ends further apart than the ring is long, or a tail off its 8-byte steps, were not left by
+    // the two sides (a task's wild pointer): read on, records would come round again and again,
+    // or a header be read across the ring's end.
+    if (head - tail > cap || (tail & 7) != 0)
+      throw wire::Malformed("fibra: a malformed message: a lane's ring has its ends at " + std::to_string(tail) +
+                            " and " + std::to_string(head) + ", which its two sides never leave (a ring of " +
+                            std::to_string(cap) + " bytes)");
     const std::uint64_t at = tail % cap, to_end = cap - at;
     std::uint64_t header = 0;
     std::memcpy(&header, data + at, 8);

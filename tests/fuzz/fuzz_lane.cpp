@@ -19,14 +19,18 @@
 using namespace fibra::detail;
 
 namespace {
-// Where a write may land: the control block, the start of each small slot, and the rings' heads.
+// Where a write may land: the control block, the start of the first slot each way, and both
+// ends of each ring.
 std::size_t target_of(std::uint32_t pick, std::size_t& room) {
-  const std::size_t control = lane::data_offset;  // mailbox and control
-  switch (pick % 4) {
-    case 0: room = control; return 0;
-    case 1: room = 4096; return lane::data_offset;                                        // the first down slot
-    case 2: room = 4096; return lane::data_offset + lane::down_slots * lane::slot_bytes;  // the first up slot
-    default: room = 4096; return lane::requests_offset;                                   // the calls' ring
+  room = 4096;
+  switch (pick % 7) {
+    case 0: room = lane::data_offset; return 0;                              // mailbox and control
+    case 1: return lane::data_offset;                                        // the first down slot
+    case 2: return lane::data_offset + lane::down_slots * lane::slot_bytes;  // the first up slot
+    case 3: return lane::requests_offset;                                    // the calls' ring
+    case 4: return lane::requests_offset + lane::ring_bytes - room;          // ... its end
+    case 5: return lane::replies_offset;                                     // the answers' ring
+    default: return lane::replies_offset + lane::ring_bytes - room;          // ... its end
   }
 }
 }  // namespace
@@ -38,12 +42,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   lane.init(0x5eed, 1);
   lane.reopen();
   std::memset(base + lane::requests_offset, 0, 64);
+  std::memset(base + lane::replies_offset, 0, 64);
   // The honest traffic first: a batch down, a result and a call up.
   const std::string batch(100, 'b'), frame(60, 'r');
   (void)lane.post(batch.size(), 1, [&](char* p) { std::memcpy(p, batch.data(), batch.size()); });
   (void)lane.post_result(frame);
   std::string_view call = "a call";
   (void)lane.put_request(call);
+  (void)lane.put_reply("an answer");
   // Then the scribbles.
   for (std::size_t at = 0; at + 5 <= size;) {
     std::uint32_t pick = 0;
@@ -68,6 +74,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (int i = 0; i < 8; ++i)
       if (lane.take_result(out, held) == Lane::Took::held) lane.release_held(held.size());
     for (int i = 0; i < 8 && lane.take_request(partial, out); ++i) {
+    }
+  } catch (const fibra::wire::Malformed&) {
+  }
+  // The driver answers on a ring the executor may have scribbled, and the executor reads it.
+  (void)lane.put_reply(std::string(300, 'a'));
+  try {
+    std::string out, partial;
+    for (int i = 0; i < 8 && lane.take_reply(partial, out); ++i) {
     }
   } catch (const fibra::wire::Malformed&) {
   }

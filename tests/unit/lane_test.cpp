@@ -461,4 +461,14 @@ TEST(LaneScribbled, SizesAndRingEndsPastTheirBoundsAreRefusedNotRead) {
   l2.control().requests.head.store(l2.control().requests.tail.load() + 3 * lane::ring_bytes);
   std::string partial, out;
   EXPECT_THROW(l2.take_request(partial, out), fibra::wire::Malformed);
+
+  // The answers' ring with its ends scribbled: the driver writes nothing (the agent's way then),
+  // in particular no wrap marker across the ring's end, which is the region's.
+  auto& replies = l2.control().replies;
+  replies.head.store(lane::ring_bytes - 3);
+  replies.tail.store(lane::ring_bytes - 3);
+  EXPECT_FALSE(l2.put_reply("an answer")) << "an answer was written at an end off the ring's 8-byte steps";
+  replies.head.store(5 * lane::ring_bytes);
+  replies.tail.store(0);
+  EXPECT_FALSE(l2.put_reply("an answer")) << "an answer was written over what waits to be read";
 }
