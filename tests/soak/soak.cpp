@@ -106,6 +106,18 @@ FIBRA_ACTOR_METHOD(Squarer, square);
 namespace {
 
 std::atomic<bool> failed{false};
+// What the round does now, for the watchdog's message (a part that never ends names itself).
+std::atomic<const char*> phase{"starting the pool"};
+std::atomic<long> phase_since_ms{0};
+std::atomic<int> current_round{0};
+long now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+void enter(const char* what) {
+  phase = what;
+  phase_since_ms = now_ms();
+}
 
 void fail(const std::string& why) {
   std::printf("FAIL: %s\n", why.c_str());
@@ -183,6 +195,21 @@ int main(int argc, char** argv) {
     fibra::Pool pool(3, {.heartbeat_s = 0.2, .worker_silence_s = 1.5, .retries = 50});
     auto actor = fibra::Actor<Squarer>::start({.max_restarts = 1000, .pool = &pool}, 7L);
     std::atomic<bool> stop{false};
+    enter("the first round's start");
+    // Every wait below is on other processes: one part of a round that takes over 90 s (a round
+    // takes about 2 s) ends the test saying which, rather than ctest's timeout saying nothing.
+    std::thread watchdog([&] {
+      while (!stop) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        if (!stop && now_ms() - phase_since_ms.load() > 90'000) {
+          std::printf(
+              "FAIL: round %d: %s did not end within 90 s (%d agents and %d of their processes killed so far)\n",
+              current_round.load(), phase.load(), kills_agent.load(), kills_child.load());
+          std::fflush(stdout);
+          std::_Exit(1);
+        }
+      }
+    });
     std::thread killer([&] {
       std::mt19937 rng(12345);
       std::uniform_real_distribution<double> gap(1.0, 2.5);
@@ -206,12 +233,15 @@ int main(int argc, char** argv) {
     std::iota(items.begin(), items.end(), 0L);
     while (!failed && std::chrono::steady_clock::now() - start < std::chrono::duration<double>(seconds)) {
       const std::string ckpt = dir + "/round" + std::to_string(rounds) + ".h5";
+      current_round = rounds + 1;
+      enter("the checkpointed map");
       const auto out = pool.map(triple, items, {.chunksize = 2, .checkpoint = ckpt});
       for (long i = 0; i < 200 && !failed; ++i)
         if (out[std::size_t(i)] != 3 * i + 1)
           fail("round " + std::to_string(rounds) + ": map item " + std::to_string(i) + " gave " +
                std::to_string(out[std::size_t(i)]));
       results += 200;
+      enter("the chains of tasks");
       std::vector<fibra::Future<long>> chains;
       for (long i = 0; i < 20; ++i) {
         auto a = pool.submit(plus, i, 1L);
@@ -224,6 +254,7 @@ int main(int argc, char** argv) {
           fail("round " + std::to_string(rounds) + ": chain " + std::to_string(i) + " gave " + std::to_string(got));
         ++results;
       }
+      enter("the actor's calls");
       for (long x = 0; x < 20 && !failed; ++x) {
         for (int attempt = 0;; ++attempt) {
           try {
@@ -240,6 +271,7 @@ int main(int argc, char** argv) {
           }
         }
       }
+      enter("the Processes over a Queue");
       for (int attempt = 0; !failed; ++attempt) {
         fibra::Queue<long> items, sums;
         fibra::Process producer(fibra::ProcessOptions{.pool = &pool}, produce, items, 50L);
@@ -263,6 +295,7 @@ int main(int argc, char** argv) {
                std::to_string(producer.exitcode().value_or(999)) + ", consumer " +
                std::to_string(consumer.exitcode().value_or(999)));
       }
+      enter("the tune run");
       try {
         const auto grid =
             fibra::tune::run<Line>({{"v", fibra::tune::grid({1, 2, 3, 4})}}, {.metric = "score",
@@ -290,6 +323,7 @@ int main(int argc, char** argv) {
     }
     stop = true;
     killer.join();
+    watchdog.join();
     for (const auto& [pid, agent] : victims(pool)) seen.emplace(pid, start_time(pid));
   }  // the pool ends: every process it started must go
   std::vector<long> left;
