@@ -195,7 +195,7 @@ class Reader {
       double value = std::numeric_limits<double>::quiet_NaN();
       if (auto m = e.find("metrics"); m != e.end() && m->is_object())
         if (auto v = m->find(metric); v != m->end() && v->is_number()) value = v->get<double>();
-      r.points.push_back({field<std::int64_t>(e, "iteration"), t, field<double>(e, "wall"), value});
+      r.points.push_back({field<std::int64_t>(e, "iteration"), t, value});
     } else if (ev == "trial_paused") {
       r.status = "pending";
     } else if (ev == "trial_failed") {

@@ -102,13 +102,12 @@ struct TuneRecord {
   std::int64_t started = 0;
 };
 
-/// One result of a trial: its iteration, when the driver had it, seconds since the experiment
-/// began (its earlier runs' included, after a resume), and the value of the experiment's metric
-/// (NaN where the row had none).
+/// One result of a trial: its iteration, when the driver had it, and the value of the
+/// experiment's metric (NaN where the row had none).
 struct TrialPoint {
   std::int64_t iteration = 0;
   std::int64_t t = 0;
-  double wall = 0, value = 0;
+  double value = 0;
 };
 
 struct TrialRecord {
