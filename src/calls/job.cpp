@@ -58,10 +58,16 @@ void ChunkOutcome::unshare() {
 }
 
 void JobState::unshare_held() {
-  std::lock_guard lk(mu_);
-  if (!unshare_pending_) return;
-  unshare_pending_ = false;
-  for (std::size_t i = done_head_; i < done_.size(); ++i) done_[i].unshare();
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> callbacks;
+  {
+    std::lock_guard lk(mu_);
+    if (uncounted_ == 0) return;
+    for (std::size_t i = done_head_; i < done_.size(); ++i) done_[i].unshare();
+    if (delivered_.fetch_add(std::exchange(uncounted_, 0), std::memory_order_release) == 0)
+      callbacks.swap(on_delivered_);
+  }
+  cv_.notify_all();
+  for (auto& [token, f] : callbacks) f();
 }
 
 void JobState::deliver(ChunkOutcome o) {
@@ -71,10 +77,14 @@ void JobState::deliver(ChunkOutcome o) {
     std::lock_guard lk(mu_);
     done_with.swap(objects_);
     has_objects_.store(false, std::memory_order_release);
-    // Nobody waits to take it: the deliverer copies it out of shared memory next (unshare_held).
-    // A stored object (a kept result) is not a lane's slot: it stays where it is.
-    if (o.keep && !object_ && waiters_.load(std::memory_order_acquire) == 0) unshare_pending_ = true;
+    // Nobody waits to take it: the deliverer copies it out of its lane's slot next, and counts it
+    // then (unshare_held). A stored object (put's, a kept result) is not a slot: it stays there.
+    const bool later = o.keep && !object_ && waiters_.load(std::memory_order_acquire) == 0;
     done_.push_back(std::move(o));
+    if (later) {
+      ++uncounted_;
+      return;
+    }
     if (delivered_.fetch_add(1, std::memory_order_release) == 0) callbacks.swap(on_delivered_);
   }
   cv_.notify_all();

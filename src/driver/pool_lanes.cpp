@@ -28,7 +28,8 @@ bool PoolImpl::post_to_lane(Worker& w, const mpi::Pieces& batch, std::uint32_t c
 // Result frames its executors put in their lanes, handled as if the agent had sent them. A large
 // one is not copied out: its result is decoded where it lies (ChunkOutcome::keep) by a thread that
 // waits for it. One that nobody waits for yet is copied out, here, outside mu_, so that the slot
-// is free for the executor's next large result (a waiter that comes meanwhile gets the copy).
+// is free for the executor's next large result; its call is ready only after that (a waiter that
+// comes meanwhile gets the copy).
 bool PoolImpl::drain_lanes(Worker& w) {
   bool got = false;
   for (auto& r : w.lanes) got |= drain_lane(w, r);
@@ -77,8 +78,17 @@ bool PoolImpl::drain_lane(Worker& w, const std::shared_ptr<LaneRegion>& r) {
           r->lane().release_held(held.size());
           throw;
         }
-        on_results(w, held, nullptr, keep);
-        if (const auto job = keep->job.lock()) job->unshare_held();
+        // Its call counts it delivered only after unshare_held (JobState::deliver): always called.
+        const auto unshare = [&keep] {
+          if (const auto job = keep->job.lock()) job->unshare_held();
+        };
+        try {
+          on_results(w, held, nullptr, keep);
+        } catch (...) {
+          unshare();
+          throw;
+        }
+        unshare();
       } else {
         on_results(w, frame);
         frame = std::string();

@@ -109,9 +109,11 @@ class JobState {
   const RetryPolicy& policy() const { return policy_; }
 
   void deliver(ChunkOutcome o);
-  /// If an outcome that views shared memory was delivered while no thread waited for one (in
-  /// wait_until), copies the outcomes not yet taken out of it (unshare()). The deliverer calls it
-  /// after deliver(), outside its own locks.
+  /// If an outcome that views a lane's slot (not a stored object) was delivered while no thread
+  /// waited for one (in wait_until), copies the outcomes not yet taken out of shared memory
+  /// (unshare()). The deliverer must call it after deliver(), outside its own locks: such an
+  /// outcome is counted delivered (ready(), waits, on_delivered) only then, so that whoever sees
+  /// it ready finds its slot free for the executor's next large result.
   void unshare_held();
   /// Takes the next outcome, waiting for it; returns false if `timeout` passed first.
   bool wait_next(ChunkOutcome& out, std::optional<std::chrono::nanoseconds> timeout = std::nullopt);
@@ -197,7 +199,7 @@ class JobState {
   std::atomic<std::uint64_t> delivered_{0};
   std::atomic<std::uint64_t> taken_{0};  // written under mu_
   std::atomic<int> waiters_{0};          // threads in wait_until: one will take a delivery soon
-  bool unshare_pending_ = false;         // under mu_: see unshare_held()
+  std::uint32_t uncounted_ = 0;          // under mu_: outcomes unshare_held() copies, then counts
 
   // Spins briefly, then waits on cv_ until `pred` holds (delivered_ and taken_ change under mu_).
   template <class Pred>
