@@ -256,6 +256,15 @@ void PoolImpl::say_goodbye() {
     free_slot(*w);  // best effort for the ones that did not say bye: they leave by the orphan guard
   }
   sends_.abandon();
+  // Nothing is read from them now: the communicators of agents lost, or that did not say bye, are
+  // freed too. One left would make Open MPI 4.1's MPI_Finalize disconnect from its agents (it does
+  // so for every dynamic communicator not freed), and for one that is dead it can wait for good:
+  // seen in the soak, the driver in MPI_Finalize (ompi_dpm_dyn_finalize) after agents were killed.
+  for (auto& w : workers_) {
+    if (!w->group || w->group->comm == MPI_COMM_NULL) continue;
+    for (Worker* m : w->group->members) m->comm = MPI_COMM_NULL;
+    MPI_Comm_free(&w->group->comm);
+  }
 }
 
 }  // namespace fibra::detail

@@ -29,6 +29,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -110,6 +111,7 @@ std::atomic<bool> failed{false};
 std::atomic<const char*> phase{"starting the pool"};
 std::atomic<long> phase_since_ms{0};
 std::atomic<int> current_round{0};
+std::atomic<int> kills_agent{0}, kills_child{0};  // by the killer thread
 long now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -181,7 +183,9 @@ std::string start_time(long pid) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  fibra::Runtime rt(argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it is printed, also into a pipe
+  std::optional<fibra::Runtime> rt;
+  rt.emplace(argc, argv);
   const char* env = std::getenv("FIBRA_SOAK_SECONDS");
   const double seconds = argc > 1 ? std::atof(argv[1]) : env ? std::atof(env) : 30.0;
   const std::string dir = "/tmp/fibra-soak-" + std::to_string(::getpid());
@@ -189,19 +193,19 @@ int main(int argc, char** argv) {
   std::map<long, std::string> seen;  // every process of the run and its start time, to find orphans at the end
   std::mutex seen_mu;
   int rounds = 0, actor_retries = 0, process_reruns = 0, trial_retries = 0;
-  std::atomic<int> kills_agent{0}, kills_child{0};
   long results = 0;
   {
     fibra::Pool pool(3, {.heartbeat_s = 0.2, .worker_silence_s = 1.5, .retries = 50});
     auto actor = fibra::Actor<Squarer>::start({.max_restarts = 1000, .pool = &pool}, 7L);
     std::atomic<bool> stop{false};
     enter("the first round's start");
-    // Every wait below is on other processes: one part of a round that takes over 90 s (a round
-    // takes about 2 s) ends the test saying which, rather than ctest's timeout saying nothing.
-    std::thread watchdog([&] {
-      while (!stop) {
+    // Every wait below is on other processes: one part of a round, or of the run's end, that takes
+    // over 90 s (a round takes about 2 s) ends the test saying which, rather than ctest's timeout
+    // saying nothing. It watches until main returns (the pool's end, and MPI_Finalize in ~Runtime).
+    std::thread([] {
+      for (;;) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        if (!stop && now_ms() - phase_since_ms.load() > 90'000) {
+        if (now_ms() - phase_since_ms.load() > 90'000) {
           std::printf(
               "FAIL: round %d: %s did not end within 90 s (%d agents and %d of their processes killed so far)\n",
               current_round.load(), phase.load(), kills_agent.load(), kills_child.load());
@@ -209,7 +213,7 @@ int main(int argc, char** argv) {
           std::_Exit(1);
         }
       }
-    });
+    }).detach();
     std::thread killer([&] {
       std::mt19937 rng(12345);
       std::uniform_real_distribution<double> gap(1.0, 2.5);
@@ -322,10 +326,12 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     stop = true;
+    enter("the killer's end");
     killer.join();
-    watchdog.join();
     for (const auto& [pid, agent] : victims(pool)) seen.emplace(pid, start_time(pid));
+    enter("the pool's end (~Actor, ~Pool)");
   }  // the pool ends: every process it started must go
+  enter("the wait for the run's processes to end");
   std::vector<long> left;
   for (int i = 0; i < 200; ++i) {
     left.clear();
@@ -340,6 +346,8 @@ int main(int argc, char** argv) {
     for (long p : left) pids += " " + std::to_string(p);
     fail("processes of the run still alive 20 s after its pool ended:" + pids);
   }
+  enter("the runtime's end (~Runtime, MPI_Finalize)");
+  rt.reset();
   if (failed) return 1;
   if (kills_agent + kills_child < 3) {
     fail("fewer than 3 processes were killed: the soak tested nothing");
