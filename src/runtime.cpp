@@ -166,6 +166,7 @@ Runtime::Runtime(int& argc, char**& argv) {
 
   detail::set_stop_teardown(&stop_teardown);  // (this process is the driver from here on)
   detail::set_pool_event_sink_finder(&detail::driver_event_sink);
+  detail::ChannelStore::instance().set_totals_sink(&detail::note_channel_totals);
   if (g_active.exchange(true))
     throw ConfigError(
         "fibra: a second fibra::Runtime was created while the first is alive; create one, first thing "

@@ -179,6 +179,12 @@ struct Channel {
   std::set<std::uint64_t> ahead;                    // tokens of deliveries read ahead, not yet acknowledged
   std::optional<ChannelHolder> last_reader;         // whom the last items went to
   std::deque<WaiterPtr> getters, putters, waiters;  // waiters: join and wait
+  // Its totals, for the event log's `queue` event when it goes (ChannelStore::set_totals_sink).
+  std::uint64_t put_items = 0, put_bytes = 0, sent_items = 0, came_back = 0, most_held = 0;
+  void count_put(const Span& s) {
+    put_items += s.size();
+    put_bytes += s.bytes().size();
+  }
 };
 
 struct Delivery {  // items sent to a task, owed until it acknowledges them
@@ -212,12 +218,23 @@ struct ChannelStore::Impl : WaitStore<Waiter, ChannelStore::Impl> {
   std::map<std::uint64_t, Delivery> unacked;                          // by token: in the order sent
   std::unordered_map<std::uint64_t, ChannelStore::Notify> notifiers;  // by pool
   std::vector<std::pair<ChannelStore::Notify, std::pair<ChannelHolder, wire::ChannelCall>>> notices;  // as `ready`
+  ChannelStore::TotalsSink totals_sink;                                                               // under mu
+  std::vector<ChannelStore::Totals> totals;  // channels gone, told to the sink as `ready`
 
   // Runs the completions gathered under `lk`, after releasing it.
   void run_ready(std::unique_lock<std::mutex>& lk) {
     auto now = std::exchange(ready, {});
     auto told = std::exchange(notices, {});
+    auto gone_totals = std::exchange(totals, {});
+    const auto sink = gone_totals.empty() ? ChannelStore::TotalsSink() : totals_sink;
     lk.unlock();
+    for (const auto& t : gone_totals) {
+      try {
+        sink(t);
+      } catch (const std::exception& e) {
+        log::debug("fibra: a channel's totals were not recorded: {}", e.what());
+      }
+    }
     // Answers first: a recall of items read ahead follows the reply that brought them (the task
     // also keeps a recall that comes before them, ReadAhead::keep).
     give(now, "a queue's");
@@ -289,7 +306,10 @@ struct ChannelStore::Impl : WaitStore<Waiter, ChannelStore::Impl> {
       s.first += skip;
       taken -= skip;
     }
-    for (auto s = d.items.rbegin(); s != d.items.rend(); ++s) c.items.push_front(std::move(*s));
+    for (auto s = d.items.rbegin(); s != d.items.rend(); ++s) {
+      c.came_back += s->size();
+      c.items.push_front(std::move(*s));
+    }
   }
 
   // Items another task read ahead come before those in the channel: a get from anyone else waits
@@ -341,6 +361,7 @@ struct ChannelStore::Impl : WaitStore<Waiter, ChannelStore::Impl> {
       for (auto s = taken.rbegin(); s != taken.rend(); ++s) c.items.push_front(std::move(*s));
       throw;
     }
+    c.sent_items += k;
     if (who.remote()) {
       r.token = next_token++;
       unacked[r.token] = Delivery{who, id, std::move(taken), extra > 0};
@@ -359,7 +380,9 @@ struct ChannelStore::Impl : WaitStore<Waiter, ChannelStore::Impl> {
         WaiterPtr& p = c.putters.front();
         if (c.maxsize != 0 && c.items.size() + p->items.size() > c.maxsize) break;
         c.unfinished += p->items.size();
+        c.count_put(p->items);
         c.items.push_back(std::move(p->items));
+        c.most_held = std::max<std::uint64_t>(c.most_held, c.items.size());
         finish(p, nullptr);
         c.putters.pop_front();
         moved = true;
@@ -438,6 +461,9 @@ struct ChannelStore::Impl : WaitStore<Waiter, ChannelStore::Impl> {
     for (auto* q : {&c.getters, &c.putters, &c.waiters})
       for (auto& w : *q) finish(w, gone(id, c.kind));
     std::erase_if(unacked, [&](const auto& d) { return d.second.channel == id; });
+    if (totals_sink && c.kind != ChannelKind::event)
+      totals.push_back({id, kind_name(c.kind), c.put_items, c.put_bytes, c.sent_items - c.came_back, c.came_back,
+                        c.most_held, c.items.size()});
     channels.erase(it);
   }
 
@@ -489,7 +515,9 @@ struct ChannelStore::Impl : WaitStore<Waiter, ChannelStore::Impl> {
                                               ": they could never fit at once; put them in smaller batches")));
         if (c.putters.empty() && (c.maxsize == 0 || c.items.size() + items.size() <= c.maxsize)) {
           c.unfinished += items.size();
+          c.count_put(items);
           c.items.push_back(std::move(items));
+          c.most_held = std::max<std::uint64_t>(c.most_held, c.items.size());
           finish(done, nullptr);
           return settle(id, c);
         }
@@ -623,6 +651,11 @@ void ChannelStore::call(wire::ChannelCall c, const ChannelHolder& who, Done done
   else
     impl_->call(c, items, who, done);
   impl_->run_ready(lk);
+}
+
+void ChannelStore::set_totals_sink(TotalsSink sink) {
+  std::lock_guard lk(impl_->mu);
+  impl_->totals_sink = std::move(sink);
 }
 
 void ChannelStore::set_notifier(std::uint64_t pool, Notify notify) {

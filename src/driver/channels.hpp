@@ -57,6 +57,19 @@ class ChannelStore {
   void forget(std::uint64_t pool, std::uint64_t worker, std::optional<std::uint64_t> route,
               const std::vector<std::uint64_t>& taken = {});
 
+  /// What a Queue or a Pipe direction saw, told when it goes (its last handle in the driver was
+  /// dropped): items put (and their encoded bytes), items taken for good, items that came back (sent
+  /// to a task whose process ended, or read ahead and given back), the most it held at once, and
+  /// the items left in it.
+  struct Totals {
+    std::uint64_t id = 0;
+    const char* kind = "";  ///< "queue" or "pipe"
+    std::uint64_t put = 0, bytes = 0, taken = 0, came_back = 0, most = 0, left = 0;
+  };
+  using TotalsSink = std::function<void(const Totals&)>;
+  /// Sets what is told of each channel that goes (the driver's event logs), never under the store's lock.
+  void set_totals_sink(TotalsSink sink);
+
   ChannelStore(const ChannelStore&) = delete;
   ChannelStore& operator=(const ChannelStore&) = delete;
 

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fibra/detail/core.hpp"
 #include "fibra/detail/events.hpp"
+#include "driver/channels.hpp"
 
 namespace fibra::detail {
 
@@ -33,6 +35,19 @@ inline constexpr const char* spawn_frozen_reason =
 void note_lost_joined_host(const std::string& host);
 /// The hosts noted so far, "a, b"; empty: none.
 std::string lost_joined_hosts();
+
+/// In the driver: a worker that asked to join (FIBRA_JOIN_FILE) was refused; a `join_refused`
+/// event goes to the log of every running pool that keeps one. `from`: its address and port, when
+/// the door refused it; `origin`, `host`, `pid`: its hello's, when it said one.
+void note_join_refused(const std::string& from, const std::string& origin, const std::string& host, long pid,
+                       const std::string& why);
+/// In the driver: a Queue or Pipe direction went; a `queue` event with its totals goes where
+/// note_join_refused's go (registered with ChannelStore::set_totals_sink by the Runtime).
+void note_channel_totals(const ChannelStore::Totals& totals);
+
+class PoolImpl;
+/// In the driver: the pools not yet destroyed, oldest first.
+std::vector<std::shared_ptr<PoolImpl>> live_pools();
 
 /// In the driver: the pool of that PoolCore::uid, or null if it is gone.
 std::shared_ptr<PoolCore> find_pool(std::uint64_t uid) noexcept;

@@ -33,6 +33,7 @@
 #include "roles.hpp"
 #include "fibra/detail/registry.hpp"
 #include "fibra/error.hpp"
+#include "driver/driver.hpp"
 #include "driver/run_secret.hpp"
 #include "transport/doorman.hpp"
 #include "transport/join.hpp"
@@ -217,6 +218,12 @@ struct JoinListener::Impl {
     return s.send(wire::encode(a));
   }
 
+  // A joiner let in by the door but not taken: told why, and the running pools' event logs too.
+  static void refuse(auth::Session& s, const wire::JoinHello* h, const std::string& why) {
+    note_join_refused({}, h ? h->origin : std::string(), h ? h->host : std::string(), h ? long(h->pid) : 0L, why);
+    answer(s, false, why);
+  }
+
   // This binary as `--fibra-join-standin <port>`, with the environment the driver was started
   // with (no launcher's variables: it starts MPI as a process of its own) and the name server's
   // URI; -1 if it cannot start.
@@ -331,7 +338,7 @@ struct JoinListener::Impl {
     try {
       h = wire::decode<wire::JoinHello>(*m);
     } catch (const std::exception&) {
-      answer(s, false, "its hello does not decode: another version of fibra");
+      refuse(s, nullptr, "its hello does not decode: another version of fibra");
       return;
     }
     std::string why;
@@ -344,7 +351,7 @@ struct JoinListener::Impl {
     if (why.empty()) {
       for (int i = 0; i < static_cast<int>(pool_wait_s * 20) && !pool_running(); ++i)
         if (stopping(50)) {
-          answer(s, false, "the driver is ending");
+          refuse(s, &h, "the driver is ending");
           return;
         }
       if (!pool_running())
@@ -352,16 +359,16 @@ struct JoinListener::Impl {
     }
     if (!why.empty()) {
       log::warning("fibra: a worker from {} on {} (pid {}) may not join: {}", h.origin, h.host, h.pid, why);
-      answer(s, false, why);
+      refuse(s, &h, why);
       return;
     }
     if (stopping(0)) {
-      answer(s, false, "the driver is ending");
+      refuse(s, &h, "the driver is ending");
       return;
     }
     char opened[MPI_MAX_PORT_NAME] = {};
     if (const int rc = MPI_Open_port(MPI_INFO_NULL, opened); rc != MPI_SUCCESS) {
-      answer(s, false, "the driver could not open an MPI port for it (" + mpi::error_text(rc) + ")");
+      refuse(s, &h, "the driver could not open an MPI port for it (" + mpi::error_text(rc) + ")");
       return;
     }
     const std::string port = opened;
@@ -484,7 +491,10 @@ void JoinListener::open() {
   s.door = std::make_unique<Doorman>(
       tcp::listen_on(address, "hear workers that join (FIBRA_JOIN_FILE)"), secret, wire::AuthRole::join, 0,
       "the join listener",
-      [&s](UniqueFd c, std::unique_ptr<auth::Session> session) { s.arrive(std::move(c), std::move(session)); });
+      [&s](UniqueFd c, std::unique_ptr<auth::Session> session) { s.arrive(std::move(c), std::move(session)); }, 32,
+      [](const std::string& address, const std::string& port, const std::string& why) {
+        note_join_refused(address + ":" + port, {}, {}, 0, "its handshake failed: " + why);
+      });
   join::Address a;
   a.secret = secret;
   a.fingerprint = registry_fingerprint();

@@ -43,6 +43,16 @@ bool other_pools_live() {
 
 }  // namespace
 
+// (Looked at once g_pools_mu is released: the last reference to one may go with the copy, and its
+// stop() joins a thread that may wait for g_pools_mu.)
+std::vector<std::shared_ptr<PoolImpl>> live_pools() {
+  std::vector<std::shared_ptr<PoolImpl>> live;
+  std::lock_guard lk(g_pools_mu);
+  for (auto& w : g_pools)
+    if (auto p = w.lock()) live.push_back(std::move(p));
+  return live;
+}
+
 // ---- start: Pool() spawns the first workers (PoolImpl::start) ---------------------------------
 // Far more workers than cores (over 32 a core: Pool(64) on 2 cores is fine, Pool(1000) is not): each
 // still works, but a word now saves a user a long, silent start and a crawl.
@@ -653,28 +663,15 @@ std::shared_ptr<PoolCore> find_pool(std::uint64_t uid) noexcept {
   return nullptr;
 }
 
-// (The pools are looked at once g_pools_mu is released: the last reference to one may go here,
-// and its stop() joins a thread that may wait for g_pools_mu.)
 bool pool_running() noexcept {
-  std::vector<std::shared_ptr<PoolImpl>> live;
-  {
-    std::lock_guard lk(g_pools_mu);
-    for (auto& w : g_pools)
-      if (auto p = w.lock()) live.push_back(std::move(p));
-  }
+  const auto live = live_pools();
   return std::any_of(live.begin(), live.end(), [](const auto& p) { return !p->closed(); });
 }
 
 // The pool its hello names (a worker job of that pool's Pool::adapt), else the oldest pool still
 // running (a program usually has one).
 bool offer_joined_agent(JoinedAgent& j) {
-  std::vector<std::shared_ptr<PoolImpl>> live;
-  {
-    std::lock_guard lk(g_pools_mu);
-    for (auto& w : g_pools)
-      if (auto p = w.lock()) live.push_back(std::move(p));
-  }
-  for (auto& p : live)
+  for (auto& p : live_pools())
     if ((j.hello.pool == 0 || p->uid() == j.hello.pool) && p->adopt_join(j)) return true;
   return false;
 }

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iterator>
 
 #include "driver/driver.hpp"
@@ -168,6 +169,30 @@ void PoolEvents::actor_call(std::uint64_t actor, const std::string& fn, bool cto
 void PoolEvents::pool_ended() {
   emit(*log_, "pool_end", R"(,"pool":{})", pool_);
   log_->flush();
+}
+
+// Into the log of each running pool that keeps one, once per log (pools logging to one folder
+// share it): what is the run's, not a pool's.
+void note_run_event(std::string_view ev, const std::string& fields) {
+  std::vector<std::shared_ptr<EventLog>> told;
+  for (auto& p : live_pools()) {
+    auto log = p->event_log();
+    if (!log || p->closed() || std::find(told.begin(), told.end(), log) != told.end()) continue;
+    told.push_back(log);
+    log->add(ev, fmt::format(R"(,"pool":{})", p->uid()) + fields);
+  }
+}
+
+void note_join_refused(const std::string& from, const std::string& origin, const std::string& host, long pid,
+                       const std::string& why) {
+  note_run_event("join_refused", fmt::format(R"(,"from":{},"origin":{},"host":{},"pid":{},"why":{})", json_quoted(from),
+                                             json_quoted(origin), json_quoted(host), pid, json_quoted(why)));
+}
+
+void note_channel_totals(const ChannelStore::Totals& t) {
+  note_run_event(
+      "queue", fmt::format(R"(,"id":{},"kind":"{}","put":{},"bytes":{},"taken":{},"came_back":{},"most":{},"left":{})",
+                           t.id, t.kind, t.put, t.bytes, t.taken, t.came_back, t.most, t.left));
 }
 
 // How pool_event_sink (calls/events.cpp, fibra/detail/events.hpp) finds a pool's log in the

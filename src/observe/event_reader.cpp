@@ -80,6 +80,15 @@ class Reader {
                             field<std::size_t>(e, "trials"), t});
     } else if (ev.starts_with("trial_")) {
       take_trial(ev, e, seg, pool, t);
+    } else if (ev == "join_refused") {
+      log_.refused_joins.push_back({seg, t, field<std::string>(e, "from"), field<std::string>(e, "origin"),
+                                    field<std::string>(e, "host"), field<std::int64_t>(e, "pid"),
+                                    field<std::string>(e, "why")});
+    } else if (ev == "queue") {
+      log_.queues.push_back({seg, t, field<std::uint64_t>(e, "id"), field<std::string>(e, "kind"),
+                             field<std::uint64_t>(e, "put"), field<std::uint64_t>(e, "bytes"),
+                             field<std::uint64_t>(e, "taken"), field<std::uint64_t>(e, "came_back"),
+                             field<std::uint64_t>(e, "most"), field<std::uint64_t>(e, "left")});
     } else if (ev == "left") {
       worker(seg, pool, field<int>(e, "worker")).left = t;
     } else if (ev == "lost") {

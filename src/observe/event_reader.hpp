@@ -124,6 +124,28 @@ struct TrialRecord {
   std::vector<TrialPoint> points;
 };
 
+/// A worker that asked to join the run and was refused (`join_refused`): by the join listener's
+/// door (`from`: its address and port; its handshake failed), or after its hello (`origin`, `host`,
+/// `pid`: what it said).
+struct RefusedJoinRecord {
+  int segment = 0;
+  std::int64_t t = 0;
+  std::string from, origin, host;
+  std::int64_t pid = 0;
+  std::string why;
+};
+
+/// A Queue or one direction of a Pipe, as it went (`queue`): what was put in it, taken from it,
+/// came back to it (from a task whose process ended, or read ahead and given back), the most it
+/// held, and what was left in it.
+struct QueueRecord {
+  int segment = 0;
+  std::int64_t t = 0;
+  std::uint64_t id = 0;
+  std::string kind;  ///< "queue" or "pipe"
+  std::uint64_t put = 0, bytes = 0, taken = 0, came_back = 0, most = 0, left = 0;
+};
+
 struct SegmentRecord {  ///< a process that wrote the log
   std::int64_t pid = 0, started = 0;
   std::string host, program;
@@ -138,7 +160,9 @@ struct EventLogRecord {
   std::vector<ActorCallRecord> actor_calls;
   std::vector<CheckpointRecord> checkpoints;
   std::vector<TuneRecord> tunes;
-  std::vector<TrialRecord> trials;   ///< in the order they first started
+  std::vector<TrialRecord> trials;  ///< in the order they first started
+  std::vector<RefusedJoinRecord> refused_joins;
+  std::vector<QueueRecord> queues;   ///< in the order they went
   std::int64_t first = 0, last = 0;  ///< the earliest and latest time in it
   std::uint64_t dropped = 0;         ///< events the driver could not keep (its `dropped` events)
   std::size_t unreadable = 0;        ///< lines that did not parse (the last one of a killed driver, cut)

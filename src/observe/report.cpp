@@ -250,6 +250,28 @@ th {{ background: #f3f3f3; }} td.error {{ font-family: monospace; white-space: p
         text += fmt::format(
             "<tr class=\"lost\"><td>{}</td><td>{}</td><td>{:.3f}</td><td class=\"error\">{}</td></tr>\n",
             escaped(worker_label(w.segment, w.pool, w.worker)), escaped(w.host), ms(w.lost) / 1000.0, escaped(w.why));
+    text += "</table>\n";
+    if (!log_.queues.empty()) {
+      text +=
+          "<h2>Queues and pipes</h2><table id=\"queues\"><tr><th>gone at (s)</th><th>kind</th><th>id</th><th>put</th>"
+          "<th>bytes</th><th>taken</th><th>came back</th><th>most held</th><th>left</th></tr>\n";
+      for (const auto& q : log_.queues)
+        text += fmt::format(
+            "<tr><td>{:.3f}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
+            "td>"
+            "</tr>\n",
+            ms(q.t) / 1000.0, escaped(q.kind), q.id, q.put, q.bytes, q.taken, q.came_back, q.most, q.left);
+      text += "</table>\n";
+    }
+    if (log_.refused_joins.empty()) return text;
+    text +=
+        "<h2>Joins refused</h2><table id=\"refused-joins\"><tr><th>at (s)</th><th>from</th><th>worker</th>"
+        "<th>why</th></tr>\n";
+    for (const auto& r : log_.refused_joins)
+      text += fmt::format("<tr><td>{:.3f}</td><td>{}</td><td>{}</td><td class=\"error\">{}</td></tr>\n",
+                          ms(r.t) / 1000.0, escaped(r.from),
+                          escaped(r.origin.empty() ? "" : fmt::format("{} on {} (pid {})", r.origin, r.host, r.pid)),
+                          escaped(r.why));
     return text + "</table>\n";
   }
 

@@ -141,6 +141,33 @@ std::string status_text(const EventLogRecord& log, std::int64_t now_us, std::opt
   text += fmt::format("workers    {} agents {}: {}; {} lost\n", workers.alive, s.ended ? "at the end" : "alive",
                       hosts.empty() ? "none" : hosts, workers.lost);
   text += trials_text(log, segment);
+  std::size_t refused = 0;
+  const RefusedJoinRecord* last_refused = nullptr;
+  for (const auto& r : log.refused_joins)
+    if (r.segment == segment) {
+      ++refused;
+      last_refused = &r;
+    }
+  std::uint64_t queues = 0, put = 0, taken = 0, came_back = 0, left = 0;
+  for (const auto& q : log.queues)
+    if (q.segment == segment) {
+      ++queues;
+      put += q.put;
+      taken += q.taken;
+      came_back += q.came_back;
+      left += q.left;
+    }
+  if (queues > 0)
+    text += fmt::format("queues     {} queues and pipes gone: {} items put, {} taken, {} came back, {} left in them\n",
+                        queues, put, taken, came_back, left);
+  if (last_refused) {
+    const auto& r = *last_refused;
+    const std::string who = !r.origin.empty()
+                                ? fmt::format("the worker from {} on {} (pid {})", r.origin, r.host, r.pid)
+                            : !r.from.empty() ? r.from
+                                              : "a worker";
+    text += fmt::format("joins      {} refused; the last, {}: {}\n", refused, who, r.why);
+  }
   if (log.dropped) text += fmt::format("dropped    {} events (the log fell behind)\n", log.dropped);
   return text;
 }

@@ -53,6 +53,7 @@ class TraceWriter {
     add_actor_calls();
     add_trials();
     add_workers();
+    add_refused_joins();
     add_counters();
     nest();
     for (const auto& x : slices_) {
@@ -247,6 +248,16 @@ class TraceWriter {
       out_.push_back(fmt::format(R"({{"name":"{}","ph":"C","ts":{},"pid":{},"tid":0,"args":{{"{}":{}}}}})", name,
                                  us(changes[i].first), pid, key, std::max(0L, value)));
     }
+  }
+
+  // A worker refused at the join listener: an instant on its driver's track, saying who and why.
+  void add_refused_joins() {
+    for (const auto& r : log_.refused_joins)
+      out_.push_back(fmt::format(
+          R"({{"name":"join refused","ph":"i","s":"p","ts":{},"pid":{},"tid":0,"args":{{"from":{},"worker":{},"why":{}}}}})",
+          us(r.t), driver_pid(r.segment), json_string(r.from),
+          json_string(r.origin.empty() ? "" : fmt::format("{} on {} (pid {})", r.origin, r.host, r.pid)),
+          json_string(r.why)));
   }
 
   void add_counters() {

@@ -246,7 +246,10 @@ std::unique_ptr<Session> Session::accept(int fd, const Secret& secret_, wire::Au
   if (!tcp::write_all(fd, challenge.data(), challenge.size()) ||
       !read_by(fd, answer, wire::auth_answer_bytes, deadline)) {
     sodium_memzero(in.data(), in.size());
-    why = "no answer to its challenge within " + std::to_string(ms) + " ms";
+    // A connector that finds this listener's proof wrong (it holds another run's secret) hangs up.
+    why = Clock::now() < deadline ? "it hung up without answering its challenge (a connector holding another "
+                                    "run's secret does, having found this listener's proof wrong)"
+                                  : "no answer to its challenge within " + std::to_string(ms) + " ms";
     return nullptr;
   }
   const std::string_view their_proof = std::string_view(answer).substr(0, wire::auth_proof_bytes);

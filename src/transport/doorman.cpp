@@ -44,6 +44,7 @@ struct Doorman::Impl {
   std::uint64_t pool = 0;
   std::string what;
   Serve serve;
+  Refused on_refused;
   int most_in_handshake = 32;
   UniqueFd stop[2];
   std::thread acceptor;
@@ -121,6 +122,13 @@ struct Doorman::Impl {
         log::warning("fibra: {} refused a connection from {} port {}: {} (further refusals are counted, not logged)",
                      what, peer.first, peer.second, why);
       c.reset();
+      if (on_refused) {
+        try {
+          on_refused(peer.first, peer.second, why);
+        } catch (const std::exception& e) {
+          log::debug("fibra: {}: a refusal not recorded: {}", what, e.what());
+        }
+      }
     }
     std::lock_guard lk(mu);
     if (--threads == 0) all_done.notify_all();  // (under mu: the destructor waits for it)
@@ -128,7 +136,7 @@ struct Doorman::Impl {
 };
 
 Doorman::Doorman(tcp::Listener listener, const auth::Secret& secret, wire::AuthRole role, std::uint64_t pool,
-                 std::string what, Serve serve, int most_in_handshake)
+                 std::string what, Serve serve, int most_in_handshake, Refused refused)
     : impl_(std::make_unique<Impl>(secret)) {
   Impl& d = *impl_;
   d.listener = std::move(listener.fd);
@@ -137,6 +145,7 @@ Doorman::Doorman(tcp::Listener listener, const auth::Secret& secret, wire::AuthR
   d.pool = pool;
   d.what = std::move(what);
   d.serve = std::move(serve);
+  d.on_refused = std::move(refused);
   d.most_in_handshake = most_in_handshake;
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) throw Error("fibra: cannot " + d.what + " (pipe: " + std::strerror(errno) + ")");

@@ -21,10 +21,13 @@ class Doorman {
  public:
   /// What is done with a connection let in, on its thread: it owns the socket and its session.
   using Serve = std::function<void(UniqueFd fd, std::unique_ptr<auth::Session> session)>;
+  /// Told of each connection that failed the handshake, on its thread: the peer's address and
+  /// port, and why (the log says only the first; an event log may keep them all).
+  using Refused = std::function<void(const std::string& address, const std::string& port, const std::string& why)>;
   /// Starts accepting on `listener` for `role` and `pool` (`what` names the listener in its log).
   /// Throws Error with the system's reason if it cannot.
   Doorman(tcp::Listener listener, const auth::Secret& secret, wire::AuthRole role, std::uint64_t pool, std::string what,
-          Serve serve, int most_in_handshake = 32);
+          Serve serve, int most_in_handshake = 32, Refused refused = {});
   /// Stops accepting, cuts the handshakes under way, and waits for its threads (a Serve under way
   /// is its owner's to end first).
   ~Doorman();

@@ -28,6 +28,8 @@
 #include "common/command.hpp"
 #include "common/unique_fd.hpp"
 #include "fibra/detail/registry.hpp"
+#include "observe/event_reader.hpp"
+#include "observe/status.hpp"
 #include "transport/auth.hpp"
 #include "transport/join.hpp"
 #include "transport/tcp.hpp"
@@ -371,7 +373,9 @@ TEST(Join, AJoinFileOfAnotherRunOrReadableByOthersIsRefused) {
       out << (line.rfind("secret ", 0) == 0 ? "secret " + std::string(64, 'a') : line) << "\n";
   }
   ::chmod(stale.c_str(), 0600);
-  fibra::Pool pool(1);
+  const std::string events = join_file() + ".events";
+  std::filesystem::remove_all(events);
+  fibra::Pool pool(1, {.events = events});
   const pid_t joiner = start({self_exe(), "--fibra-join", stale}, {}, log);
   ASSERT_GT(joiner, 0);
   Reaper reaper{joiner};
@@ -379,6 +383,23 @@ TEST(Join, AJoinFileOfAnotherRunOrReadableByOthersIsRefused) {
   const std::string said = text_of(log);
   EXPECT_NE(said.find("do not share the join file's secret"), std::string::npos) << said;
   EXPECT_NE(said.find("does not hold this run's secret"), std::string::npos) << said;
+  // The refusal is in the run's event log (flushed within a second), and `fibra status` says it.
+  fibra::observe::EventLogRecord read;
+  for (int i = 0; i < 100 && read.refused_joins.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    read = fibra::observe::read_event_log(events);
+  }
+  ASSERT_EQ(read.refused_joins.size(), 1u) << "no join_refused event in " << events << " within 5 s";
+  const auto& r = read.refused_joins[0];
+  const auto colon = r.from.rfind(':');  // the joiner's address and port, as the door saw them
+  ASSERT_NE(colon, std::string::npos) << r.from;
+  EXPECT_GT(colon, 0u) << r.from;
+  EXPECT_GT(std::stol(r.from.substr(colon + 1)), 0) << r.from;
+  // (The joiner finds the driver's proof wrong and hangs up before it answers.)
+  EXPECT_EQ(r.why.rfind("its handshake failed: it hung up without answering its challenge", 0), 0u) << r.why;
+  const std::string status = fibra::observe::status_text(read, r.t);
+  EXPECT_NE(status.find("joins      1 refused; the last, " + r.from + ": its handshake failed"), std::string::npos)
+      << status;
   // the real file, readable by others
   const std::string open_copy = join_file() + ".readable";
   std::filesystem::copy_file(join_file(), open_copy, std::filesystem::copy_options::overwrite_existing);
@@ -391,6 +412,8 @@ TEST(Join, AJoinFileOfAnotherRunOrReadableByOthersIsRefused) {
   EXPECT_NE(text_of(log2).find("has mode 0644: others may read or write it"), std::string::npos) << text_of(log2);
   for (const auto& w : pool.workers()) EXPECT_TRUE(w.joined_from.empty()) << "a worker joined from " << w.joined_from;
   EXPECT_EQ(pool.map(where, upto(20)).size(), 20u);  // the driver goes on
+  // The one that refused itself (its file readable by others) never reached the driver.
+  EXPECT_EQ(fibra::observe::read_event_log(events).refused_joins.size(), 1u);
 }
 
 int main(int argc, char** argv) {

@@ -24,6 +24,8 @@
 #include <vector>
 
 #include "../common/bounded.hpp"
+#include "observe/event_reader.hpp"
+#include "observe/status.hpp"
 
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
@@ -70,6 +72,13 @@ class Tally {
 };
 FIBRA_ACTOR(Tally, long);
 FIBRA_ACTOR_METHOD(Tally, add);
+
+// Puts n items (0, 10, 20, ...) into the driver's queue from a task.
+long fill(fibra::Queue<long> q, long n) {
+  for (long i = 0; i < n; ++i) q.put(i * 10);
+  return n;
+}
+FIBRA_REMOTE(fill);
 
 std::string events_dir() {
   const char* d = std::getenv("FIBRA_TEST_EVENTS_DIR");
@@ -339,6 +348,49 @@ TEST(EventLog, NamesDependenciesNestedCallsAndCheckpointWrites) {
   EXPECT_EQ(last_checkpoint.at("done"), 300);
   EXPECT_EQ(last_checkpoint.at("of"), 300);
   std::filesystem::remove_all(dir);
+}
+
+// Each Queue and Pipe direction leaves a `queue` event with its totals as it goes: a queue a task
+// fills with 4 items and the driver takes 3 from, and a duplex pipe's two directions, one sent 3
+// items and read twice, the other unused. `fibra status` sums them.
+TEST(EventLog, SaysWhatEachQueueAndPipeSaw) {
+  const std::string log_dir = events_dir() + "-queues";
+  std::filesystem::remove_all(log_dir);
+  {
+    fibra::PoolOptions o;
+    o.events = log_dir;
+    fibra::Pool pool(1, o);
+    {
+      fibra::Queue<long> q;
+      EXPECT_EQ(pool.submit(fill, q, 4L).get(bound), 4);
+      for (long i = 0; i < 3; ++i) EXPECT_EQ(q.get(bound), i * 10);
+      auto [mine, theirs] = fibra::Pipe<long>();
+      for (long v : {1L, 2L, 3L}) mine.send(v);
+      EXPECT_EQ(theirs.recv(bound), 1);
+      EXPECT_EQ(theirs.recv(bound), 2);
+    }  // both go here, while the pool runs
+  }
+  std::vector<Json> queues, pipes;
+  for (const auto& e : read_events(log_dir + "/events.jsonl"))
+    if (e.at("ev") == "queue") (e.at("kind") == "pipe" ? pipes : queues).push_back(e);
+  ASSERT_EQ(queues.size(), 1u);
+  const Json& q = queues[0];
+  EXPECT_EQ(q.at("put"), 4) << q.dump();
+  EXPECT_EQ(q.at("taken"), 3) << q.dump();
+  EXPECT_EQ(q.at("left"), 1) << q.dump();
+  EXPECT_EQ(q.at("came_back"), 0) << q.dump();
+  EXPECT_GE(q.at("most").get<int>(), 1) << q.dump();
+  EXPECT_GT(q.at("bytes").get<int>(), 0) << q.dump();
+  ASSERT_EQ(pipes.size(), 2u) << "a duplex pipe is two directions";
+  std::sort(pipes.begin(), pipes.end(), [](const Json& a, const Json& b) { return a.at("put") > b.at("put"); });
+  EXPECT_EQ(pipes[0].at("put"), 3) << pipes[0].dump();
+  EXPECT_EQ(pipes[0].at("taken"), 2) << pipes[0].dump();
+  EXPECT_EQ(pipes[0].at("left"), 1) << pipes[0].dump();
+  EXPECT_EQ(pipes[1].at("put"), 0) << pipes[1].dump();
+  const auto status = fibra::observe::status_text(fibra::observe::read_event_log(log_dir), 0);
+  EXPECT_NE(status.find("queues     3 queues and pipes gone: 7 items put, 5 taken, 0 came back, 2 left in them"),
+            std::string::npos)
+      << status;
 }
 
 int main(int argc, char** argv) {
