@@ -126,8 +126,9 @@ void PoolEvents::sent(std::uint64_t chunk, std::uint32_t attempt, int worker) {
 
 void PoolEvents::ran(int worker, const wire::ResultView& r, std::int64_t exec_pid) {
   const auto& h = r.header;
-  emit(*log_, "ran", R"(,"pool":{},"chunk":{},"attempt":{},"worker":{},"exec":{},"start":{},"run":{},"status":"{}")",
-       pool_, h.chunk, h.attempt, worker, exec_pid, h.start_us, h.run_ns / 1000, status_name(h.status));
+  emit(*log_, "ran",
+       R"(,"pool":{},"chunk":{},"attempt":{},"worker":{},"exec":{},"start":{},"run":{},"wait":{},"status":"{}")", pool_,
+       h.chunk, h.attempt, worker, exec_pid, h.start_us, h.run_ns / 1000, h.wait_ns / 1000, status_name(h.status));
 }
 
 void PoolEvents::outcome(std::string_view ev, std::uint64_t chunk, std::uint32_t attempt) {

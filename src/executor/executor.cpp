@@ -41,6 +41,7 @@ namespace fibra::detail::exec {
 
 ExecutorState g_executor;
 thread_local constinit bool t_queue_wait = false;
+thread_local constinit std::uint64_t* t_chunk_wait_ns = nullptr;
 thread_local constinit bool t_answer_soon = false;
 
 void send_frame(int fd, const std::string& body, std::uint64_t kind, const std::vector<int>& fds) {
@@ -210,6 +211,13 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
     return -1;
   }
   if (ready()) return 1;
+  // The chunk's wait is counted from here; the nested chunks run meanwhile count their own.
+  std::int64_t since = now_ns();
+  const auto count_wait = [&since] {
+    const std::int64_t now = now_ns();
+    if (t_chunk_wait_ns) *t_chunk_wait_ns += static_cast<std::uint64_t>(now - since);
+    since = now;
+  };
   // An actor's process, and a queue's wait, read the socket without running what arrives.
   const bool help = !g_executor.actor_process && !t_queue_wait;
   const auto deadline =
@@ -231,7 +239,9 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
     }
     if (std::chrono::steady_clock::now() >= deadline) break;
     if (auto b = help ? g_executor.inbox->try_batch() : std::nullopt) {
+      count_wait();
       run_nested(*b, results);
+      since = now_ns();
       g_executor.box->item.store(item, std::memory_order_relaxed);
       g_executor.box->timeout_s.store(timeout_s, std::memory_order_relaxed);
       g_executor.box->chunk.store(chunk, std::memory_order_release);
@@ -242,6 +252,7 @@ int help_while_waiting(const std::function<bool()>& ready, std::optional<std::ch
     g_executor.inbox->read_a_little(std::chrono::milliseconds(2), help);
   }
   if (help) blocked(-1);
+  count_wait();
   return ok ? 1 : 0;
 }
 

@@ -192,13 +192,18 @@ void run_chunk(const wire::TaskView& t, Mailbox& box, std::string& results, Fram
   const bool may_keep = kept && t.header.keep_from > 0;
   KeepSpill keeping(may_keep ? &results : nullptr, body, t.header.keep_id);
   FrameSpill* const spilling = may_keep ? std::exchange(FrameSpill::current, nullptr) : FrameSpill::current;
-  if (ran) ran = run(args, t.header.count, results, fail, box.item, ctl);
+  std::uint64_t waited = 0;  // (help_while_waiting adds to it)
+  {
+    ScopedSet<std::uint64_t*> counting(t_chunk_wait_ns, &waited);
+    if (ran) ran = run(args, t.header.count, results, fail, box.item, ctl);
+  }
   FrameSpill::current = spilling;
   keeping.stop();
   const bool keep = may_keep && ran && failures.empty() && results.size() - body >= t.header.keep_from;
   if (may_keep && ran && !keep) keeping.undo();
   if (joined.capacity() >= large_buffer) give_back_large(joined);  // not kept past its task
   h.run_ns = static_cast<std::uint64_t>(now_ns() - began);
+  h.wait_ns = waited;
   if (!ran) {  // a failure replaces what the chunk wrote
     h.status = wire::Status::raised;
     results.resize(body);

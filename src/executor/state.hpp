@@ -96,6 +96,9 @@ constexpr auto lane_spin = std::chrono::microseconds(100);
 // A wait on a queue, pipe or event runs no other task meanwhile (as a Python process would not):
 // a task run on top of the waiting one would hold it (and its acknowledgement) until it ended.
 extern thread_local constinit bool t_queue_wait;
+/// Where the chunk that this thread runs now adds the time its tasks wait in help_while_waiting
+/// (wire::ResultHeader::wait_ns), not counting the nested chunks run meanwhile; null outside a chunk.
+extern thread_local constinit std::uint64_t* t_chunk_wait_ns;
 // The task's thread waits for a pipe's recv (Inbox::read_a_little watches the ring a moment).
 extern thread_local constinit bool t_answer_soon;
 // Sets a thread-local for as long as it lives, then puts back what it was.

@@ -130,6 +130,7 @@ class Reader {
         a->exec = field<std::int64_t>(e, "exec");
         a->start = field<std::int64_t>(e, "start");
         a->run = field<std::int64_t>(e, "run");
+        a->wait = field<std::int64_t>(e, "wait");
         a->status = field<std::string>(e, "status");
         a->reported = t;
       }

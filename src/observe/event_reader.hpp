@@ -19,6 +19,7 @@ struct AttemptRecord {
   std::int64_t ready = 0;           ///< when it could be sent: queued, or when the attempt before ended
   std::int64_t sent = 0;            ///< microseconds since the Unix epoch, as every time here
   std::int64_t start = 0, run = 0;  ///< on the executor's clock (0: not reported)
+  std::int64_t wait = 0;            ///< of run, what its tasks waited on Futures, queues and pipes
   std::int64_t reported = 0;        ///< when its result (or its agent's report) reached the driver
   std::int64_t ended = 0;           ///< when the driver settled it (done, failed, ...); 0: never
   std::string status;               ///< what the executor or agent reported ("ok", "crashed", ...)

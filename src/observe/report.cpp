@@ -183,6 +183,19 @@ th {{ background: #f3f3f3; }} td.error {{ font-family: monospace; white-space: p
       waited += !c.after.empty();
     }
     if (nested) text += fmt::format("<tr><th>chunks a task asked for</th><td>{}</td></tr>", nested);
+    std::int64_t run = 0, wait = 0;
+    std::size_t waiting = 0;
+    for (const auto& c : log_.chunks)
+      for (const auto& a : c.attempts) {
+        run += a.run;
+        wait += a.wait;
+        waiting += a.wait > 0;
+      }
+    if (wait > 0)
+      text += fmt::format(
+          "<tr><th>waits in tasks</th><td>{:.3f} s of {:.3f} s run ({:.1f}%), in {} attempts: on Futures, queues and "
+          "pipes</td></tr>",
+          double(wait) / 1e6, double(run) / 1e6, run > 0 ? 100.0 * double(wait) / double(run) : 0.0, waiting);
     if (waited) text += fmt::format("<tr><th>tasks that waited for others</th><td>{}</td></tr>", waited);
     if (!log_.checkpoints.empty()) {
       const CheckpointRecord& last = log_.checkpoints.back();
@@ -212,12 +225,12 @@ th {{ background: #f3f3f3; }} td.error {{ font-family: monospace; white-space: p
   std::string slowest() const {
     std::string text =
         "<h2>Slowest chunks</h2><table id=\"slowest\"><tr><th>function</th><th>items</th><th>attempt</th>"
-        "<th>worker</th><th>host</th><th>executor</th><th>run (ms)</th></tr>\n";
+        "<th>worker</th><th>host</th><th>executor</th><th>run (ms)</th><th>of it waiting (ms)</th></tr>\n";
     for (const auto& [run, c, a] : slow_)
-      text +=
-          fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3f}</td></tr>\n",
-                      escaped(c->fn), c->items(), a->attempt, escaped(worker_label(c->segment, c->pool, a->worker)),
-                      escaped(host_of(c->segment, c->pool, a->worker)), a->exec, run);
+      text += fmt::format(
+          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3f}</td><td>{:.3f}</td></tr>\n",
+          escaped(c->fn), c->items(), a->attempt, escaped(worker_label(c->segment, c->pool, a->worker)),
+          escaped(host_of(c->segment, c->pool, a->worker)), a->exec, run, double(a->wait) / 1000.0);
     return text + "</table>\n";
   }
 

@@ -141,6 +141,7 @@ class TraceWriter {
       x.args = fmt::format(R"("segment":{},"pool":{},"chunk":{},"call":{},"attempt":{},"items":"{}","outcome":"{}")",
                            c.segment, c.pool, c.chunk, c.call, a.attempt, items, outcome);
       if (!a.status.empty()) x.args += ",\"status\":" + json_string(a.status);
+      if (a.wait > 0) x.args += fmt::format(R"(,"waited_us":{})", a.wait);
       if (!a.error.empty()) x.args += ",\"error\":" + json_string(a.error);
       const std::uint64_t flow = ++next_flow_;
       x.flows_in.push_back({flow, false});

@@ -602,10 +602,13 @@ struct ResultHeader {
   /// When it began, in microseconds since the Unix epoch on the executor's clock (0 in the
   /// agent's reports): the event log places the run on its executor's row.
   std::int64_t start_us = 0;
+  /// Of run_ns, how long its tasks waited on what they asked for (Futures of nested calls, queues,
+  /// pipes: help_while_waiting in the executor), not counting nested chunks run meanwhile.
+  std::uint64_t wait_ns = 0;
 };
 template <class F, class M>
 requires std::is_same_v<std::remove_const_t<M>, ResultHeader>
-void fields(F&& f, M& h) { f(h.chunk, h.attempt, h.status, h.run_ns, h.start_us); }
+void fields(F&& f, M& h) { f(h.chunk, h.attempt, h.status, h.run_ns, h.start_us, h.wait_ns); }
 
 /// Payload of a `raised`, `crashed` or `timed_out` result: detail::ItemFailure.
 template <class F, class M>

@@ -317,10 +317,13 @@ TEST(EventLog, NamesDependenciesNestedCallsAndCheckpointWrites) {
     events = read_events(log_dir + "/events.jsonl");
   }
   std::vector<Json> queued_squares, nested;
-  Json plus_queued, last_checkpoint;
+  Json plus_queued, last_checkpoint, fan_queued;
   int checkpoints = 0;
+  std::map<std::uint64_t, Json> ran;  // by chunk: the last attempt's
   for (const auto& e : events) {
     if (e.at("ev") == "queued" && e.at("fn").get<std::string>().find("plus") != std::string::npos) plus_queued = e;
+    if (e.at("ev") == "queued" && e.at("fn").get<std::string>().find("fan") != std::string::npos) fan_queued = e;
+    if (e.at("ev") == "ran") ran[e.at("chunk").get<std::uint64_t>()] = e;
     if (e.at("ev") == "queued" && e.contains("asked_by")) nested.push_back(e);
     if (e.at("ev") == "queued" && e.at("fn").get<std::string>().find("square") != std::string::npos &&
         !e.contains("asked_by") && e.at("task").get<bool>())
@@ -340,7 +343,19 @@ TEST(EventLog, NamesDependenciesNestedCallsAndCheckpointWrites) {
   for (const auto& e : nested) {
     EXPECT_NE(e.at("fn").get<std::string>().find("square"), std::string::npos) << e.dump();
     EXPECT_TRUE(workers.count(e.at("asked_by").at("worker").get<int>())) << e.dump();
+    // A square waits on nothing: its run has no wait in it.
+    const auto r = ran.find(e.at("chunk").get<std::uint64_t>());
+    ASSERT_NE(r, ran.end()) << "no ran event of " << e.dump();
+    EXPECT_EQ(r->second.at("wait"), 0) << r->second.dump();
   }
+  // fan waited on its 5 nested calls' Futures (a round trip through the driver each, at least):
+  // some of its run, never more than all of it.
+  ASSERT_FALSE(fan_queued.is_null()) << "no queued event of fan";
+  const auto fan_ran = ran.find(fan_queued.at("chunk").get<std::uint64_t>());
+  ASSERT_NE(fan_ran, ran.end()) << "no ran event of fan";
+  EXPECT_GT(fan_ran->second.at("wait").get<std::int64_t>(), 0) << fan_ran->second.dump();
+  EXPECT_LE(fan_ran->second.at("wait").get<std::int64_t>(), fan_ran->second.at("run").get<std::int64_t>())
+      << fan_ran->second.dump();
   EXPECT_GE(checkpoints, 1);
   ASSERT_FALSE(last_checkpoint.is_null());
   EXPECT_EQ(last_checkpoint.at("path"), ckpt);
