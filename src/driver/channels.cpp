@@ -310,6 +310,7 @@ struct ChannelStore::Impl : WaitStore<Waiter, ChannelStore::Impl> {
       c.came_back += s->size();
       c.items.push_front(std::move(*s));
     }
+    c.most_held = std::max<std::uint64_t>(c.most_held, c.items.size());
   }
 
   // Items another task read ahead come before those in the channel: a get from anyone else waits

@@ -58,9 +58,10 @@ class ChannelStore {
               const std::vector<std::uint64_t>& taken = {});
 
   /// What a Queue or a Pipe direction saw, told when it goes (its last handle in the driver was
-  /// dropped): items put (and their encoded bytes), items taken for good, items that came back (sent
-  /// to a task whose process ended, or read ahead and given back), the most it held at once, and
-  /// the items left in it.
+  /// dropped; one a task made is kept to the program's end, and never told): items put (and their
+  /// encoded bytes), items taken (those sent to a task that had not acknowledged them yet count),
+  /// items that came back (sent to a task whose process ended, or read ahead and given back), the
+  /// most it held at once, and the items left in it.
   struct Totals {
     std::uint64_t id = 0;
     const char* kind = "";  ///< "queue" or "pipe"

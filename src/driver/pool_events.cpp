@@ -172,13 +172,14 @@ void PoolEvents::pool_ended() {
   log_->flush();
 }
 
-// Into the log of each running pool that keeps one, once per log (pools logging to one folder
-// share it): what is the run's, not a pool's.
+// Into the log of each pool not yet destroyed that keeps one, once per log (pools logging to one
+// folder share it): what is the run's, not a pool's. Takes no pool's lock (event_log() is set
+// before the pool is handed out): a caller may hold one.
 void note_run_event(std::string_view ev, const std::string& fields) {
   std::vector<std::shared_ptr<EventLog>> told;
   for (auto& p : live_pools()) {
     auto log = p->event_log();
-    if (!log || p->closed() || std::find(told.begin(), told.end(), log) != told.end()) continue;
+    if (!log || std::find(told.begin(), told.end(), log) != told.end()) continue;
     told.push_back(log);
     log->add(ev, fmt::format(R"(,"pool":{})", p->uid()) + fields);
   }

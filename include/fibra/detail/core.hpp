@@ -125,7 +125,8 @@ class JobState {
   std::uint64_t delivered() const { return delivered_.load(std::memory_order_acquire); }
 
   /// Runs `f` once, at the first delivery, or at once on this thread if there was one already.
-  /// It runs on the delivering thread (a pool's communication thread, holding the pool's locks), so
+  /// It runs on the delivering thread (a pool's communication thread, holding the pool's locks;
+  /// for a large result nobody waited for, the same thread in unshare_held, without them), so
   /// it must only hand work on (detail::run_later), never call into a pool or wait.
   /// Returns a token for forget_on_delivered (0 when `f` already ran).
   std::uint64_t on_delivered(std::function<void()> f);
