@@ -181,9 +181,12 @@ struct Channel {
   std::deque<WaiterPtr> getters, putters, waiters;  // waiters: join and wait
   // Its totals, for the event log's `queue` event when it goes (ChannelStore::set_totals_sink).
   std::uint64_t put_items = 0, put_bytes = 0, sent_items = 0, came_back = 0, most_held = 0;
-  void count_put(const Span& s) {
+  // A put's items in at the back, counted.
+  void put_in(Span s) {
     put_items += s.size();
     put_bytes += s.bytes().size();
+    items.push_back(std::move(s));
+    most_held = std::max<std::uint64_t>(most_held, items.size());
   }
 };
 
@@ -381,9 +384,7 @@ struct ChannelStore::Impl : WaitStore<Waiter, ChannelStore::Impl> {
         WaiterPtr& p = c.putters.front();
         if (c.maxsize != 0 && c.items.size() + p->items.size() > c.maxsize) break;
         c.unfinished += p->items.size();
-        c.count_put(p->items);
-        c.items.push_back(std::move(p->items));
-        c.most_held = std::max<std::uint64_t>(c.most_held, c.items.size());
+        c.put_in(std::move(p->items));
         finish(p, nullptr);
         c.putters.pop_front();
         moved = true;
@@ -516,9 +517,7 @@ struct ChannelStore::Impl : WaitStore<Waiter, ChannelStore::Impl> {
                                               ": they could never fit at once; put them in smaller batches")));
         if (c.putters.empty() && (c.maxsize == 0 || c.items.size() + items.size() <= c.maxsize)) {
           c.unfinished += items.size();
-          c.count_put(items);
-          c.items.push_back(std::move(items));
-          c.most_held = std::max<std::uint64_t>(c.most_held, c.items.size());
+          c.put_in(std::move(items));
           finish(done, nullptr);
           return settle(id, c);
         }

@@ -37,8 +37,9 @@ void note_lost_joined_host(const std::string& host);
 std::string lost_joined_hosts();
 
 /// In the driver: a worker that asked to join (FIBRA_JOIN_FILE) was refused; a `join_refused`
-/// event goes to the log of every pool not yet destroyed that keeps one (no pool's lock taken). `from`: its address and
-/// port, when the door refused it; `origin`, `host`, `pid`: its hello's, when it said one.
+/// event goes to the log of every pool not yet destroyed that keeps one (no pool's lock taken).
+/// `from`: its address and port, when the door refused it; `origin`, `host`, `pid`: its hello's,
+/// when it said one.
 void note_join_refused(const std::string& from, const std::string& origin, const std::string& host, long pid,
                        const std::string& why);
 /// In the driver: a Queue or Pipe direction went; a `queue` event with its totals goes where

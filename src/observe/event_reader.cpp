@@ -318,6 +318,10 @@ const EventLogRecord& EventLogFollower::log() const { return impl_->log; }
 const std::string& EventLogFollower::file() const { return impl_->file; }
 bool EventLogFollower::ends_mid_line() const { return !impl_->partial.empty(); }
 
+std::string RefusedJoinRecord::worker() const {
+  return origin.empty() ? std::string() : origin + " on " + host + " (pid " + std::to_string(pid) + ")";
+}
+
 EventLogRecord read_event_log(const std::string& path) {
   EventLogFollower f(path);
   f.poll();

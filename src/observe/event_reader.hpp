@@ -134,6 +134,8 @@ struct RefusedJoinRecord {
   std::string from, origin, host;
   std::int64_t pid = 0;
   std::string why;
+  /// What its hello said, "origin on host (pid N)"; "" when it said none.
+  std::string worker() const;
 };
 
 /// A Queue or one direction of a Pipe, as it went (`queue`): what was put in it, taken from it,

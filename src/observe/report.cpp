@@ -282,9 +282,7 @@ th {{ background: #f3f3f3; }} td.error {{ font-family: monospace; white-space: p
         "<th>why</th></tr>\n";
     for (const auto& r : log_.refused_joins)
       text += fmt::format("<tr><td>{:.3f}</td><td>{}</td><td>{}</td><td class=\"error\">{}</td></tr>\n",
-                          ms(r.t) / 1000.0, escaped(r.from),
-                          escaped(r.origin.empty() ? "" : fmt::format("{} on {} (pid {})", r.origin, r.host, r.pid)),
-                          escaped(r.why));
+                          ms(r.t) / 1000.0, escaped(r.from), escaped(r.worker()), escaped(r.why));
     return text + "</table>\n";
   }
 

@@ -162,10 +162,7 @@ std::string status_text(const EventLogRecord& log, std::int64_t now_us, std::opt
                         queues, put, taken, came_back, left);
   if (last_refused) {
     const auto& r = *last_refused;
-    const std::string who = !r.origin.empty()
-                                ? fmt::format("the worker from {} on {} (pid {})", r.origin, r.host, r.pid)
-                            : !r.from.empty() ? r.from
-                                              : "a worker";
+    const std::string who = !r.origin.empty() ? "the worker from " + r.worker() : !r.from.empty() ? r.from : "a worker";
     text += fmt::format("joins      {} refused; the last, {}: {}\n", refused, who, r.why);
   }
   if (log.dropped) text += fmt::format("dropped    {} events (the log fell behind)\n", log.dropped);

@@ -256,9 +256,7 @@ class TraceWriter {
     for (const auto& r : log_.refused_joins)
       out_.push_back(fmt::format(
           R"({{"name":"join refused","ph":"i","s":"p","ts":{},"pid":{},"tid":0,"args":{{"from":{},"worker":{},"why":{}}}}})",
-          us(r.t), driver_pid(r.segment), json_string(r.from),
-          json_string(r.origin.empty() ? "" : fmt::format("{} on {} (pid {})", r.origin, r.host, r.pid)),
-          json_string(r.why)));
+          us(r.t), driver_pid(r.segment), json_string(r.from), json_string(r.worker()), json_string(r.why)));
   }
 
   void add_counters() {
