@@ -41,23 +41,45 @@ template <class T>
 class Future {
  public:
   Future() = default;
-  explicit Future(std::shared_ptr<detail::JobState> job) : s_(std::make_shared<Shared>()) { s_->job = std::move(job); }
+  explicit Future(std::shared_ptr<detail::JobState> job) : job_(std::move(job)) {
+    if (job_) job_->add_future();
+  }
+  Future(const Future& o) : job_(o.job_) {
+    if (job_) job_->add_future();
+  }
+  Future(Future&& o) noexcept = default;
+  Future& operator=(const Future& o) {
+    if (this != &o) *this = Future(o);
+    return *this;
+  }
+  Future& operator=(Future&& o) noexcept {
+    if (this != &o) {
+      release();
+      job_ = std::move(o.job_);
+    }
+    return *this;
+  }
+  ~Future() { release(); }
 
   /// @brief Waits for the result and returns it.
   /// @throws RemoteError if the task threw (its type and message are kept), ExecutorCrashed if its
   ///         process died, PoolClosed if the pool was terminated first.
   T get() const& {
-    settle();
-    if (s_->error) std::rethrow_exception(s_->error);
-    return *s_->value;  // a copy: get() may be called again, on this future or a copy of it
+    Settled& s = settle();
+    if (s.error) std::rethrow_exception(s.error);
+    return *s.value;  // a copy: get() may be called again, on this future or a copy of it
   }
   /// @brief As get(), on a future that is not kept (`pool.apply_async(f, x).get()`,
   ///        `std::move(future).get()`): when no copy of it is left to read the result again, the
   ///        result is moved out, not copied (for a 64 MiB vector, a copy of 64 MiB less).
   T get() && {
-    settle();
-    if (s_->error) std::rethrow_exception(s_->error);
-    return detail::move_if_last(s_, *s_->value);
+    Settled& s = settle();
+    if (s.error) std::rethrow_exception(s.error);
+    if (job_->futures() == 1) {
+      std::atomic_thread_fence(std::memory_order_acquire);  // after what other copies, now gone, did
+      return std::move(*s.value);
+    }
+    return *s.value;
   }
   /// @brief As get(), waiting at most `timeout`.
   /// @throws GetTimeout if the result is not there by then: the call goes on, and this future can
@@ -65,7 +87,7 @@ class Future {
   template <class Rep, class Period>
   T get(std::chrono::duration<Rep, Period> timeout) const {
     if (!wait_for(timeout))
-      throw GetTimeout("fibra: no result of " + s_->job->name() + " within " +
+      throw GetTimeout("fibra: no result of " + job_->name() + " within " +
                        std::to_string(std::chrono::duration<double>(timeout).count()) +
                        " s (Future::get(timeout)); the call goes on, and the future can be waited on again");
     return get();
@@ -80,70 +102,76 @@ class Future {
   template <class F>
   void then(F&& callback) const {
     check();
-    detail::when_delivered(s_->job, [self = *this, cb = std::forward<F>(callback)]() mutable { cb(self); });
+    detail::when_delivered(job_, [self = *this, cb = std::forward<F>(callback)]() mutable { cb(self); });
   }
   /// @brief Waits until the result (or its error) is there.
   void wait() const {
-    if (!settled()) s_->job->wait_delivered(1, std::nullopt);
+    if (!settled()) job_->wait_delivered(1, std::nullopt);
   }
   /// @brief Waits at most `d`; returns whether the result is there.
   template <class Rep, class Period>
   bool wait_for(std::chrono::duration<Rep, Period> d) const {
-    return settled() || s_->job->wait_delivered(1, std::chrono::duration_cast<std::chrono::nanoseconds>(d));
+    return settled() || job_->wait_delivered(1, std::chrono::duration_cast<std::chrono::nanoseconds>(d));
   }
   /// @brief Whether the result (or its error) is there, without waiting.
-  bool ready() const { return settled() || s_->job->delivered() >= 1; }
+  bool ready() const { return settled() || job_->delivered() >= 1; }
   /// @brief Whether this future refers to a call (a default-constructed one does not).
-  bool valid() const noexcept { return s_ != nullptr; }
+  bool valid() const noexcept { return job_ != nullptr; }
   /// The call's state, for fibra's own use (fibra::wait, dependencies).
   const std::shared_ptr<detail::JobState>& detail_job() const {
     check();
-    return s_->job;
+    return job_;
   }
 
  private:
-  struct Shared {
-    std::shared_ptr<detail::JobState> job;
-    std::mutex mu;
-    bool done = false;
+  // The outcome decoded, kept in the call's state (copies of a Future share it): made by the first
+  // get(), from whichever copy.
+  struct Settled final : detail::JobState::Settled {
     std::optional<T> value;
     std::exception_ptr error;
   };
 
+  static void fill(detail::JobState::Settled& box, detail::ChunkOutcome& o) noexcept {
+    auto& s = static_cast<Settled&>(box);
+    if (o.error) {
+      s.error = o.error;
+      return;
+    }
+    try {
+      T v{};
+      detail::decode_items(o.bytes(), &v, 1);
+      s.value = std::move(v);
+    } catch (...) {
+      s.error = std::current_exception();
+    }
+  }
+
   bool settled() const {
     check();
-    std::lock_guard lk(s_->mu);
-    return s_->done;
+    return job_->settled() != nullptr;
   }
 
   void check() const {
-    if (!s_) throw Error("fibra: this Future is empty (default-constructed); get it from apply_async");
+    if (!job_) throw Error("fibra: this Future is empty (default-constructed); get it from apply_async");
   }
 
-  // Copies of a Future may wait in several threads: they wait without holding `mu` (so that
-  // ready() and wait_for() on another copy never block), and the first to lock it takes the outcome.
-  void settle() const {
-    if (settled()) return;
-    s_->job->wait_delivered(1, std::nullopt);
-    std::lock_guard lk(s_->mu);
-    if (s_->done) return;
-    detail::ChunkOutcome o;
-    s_->job->wait_next(o);  // delivered: does not wait
-    if (o.error) {
-      s_->error = o.error;
-    } else {
-      try {
-        T v{};
-        detail::decode_items(o.bytes(), &v, 1);
-        s_->value = std::move(v);
-      } catch (...) {
-        s_->error = std::current_exception();
-      }
-    }
-    s_->done = true;
+  Settled& settle() const {
+    check();
+    if (auto* s = job_->settled()) return checked(*s);
+    return checked(job_->settle(std::make_unique<Settled>(), &fill));
+  }
+  // One call's state is read by Futures of one type; a state settled as another type is fibra's bug.
+  static Settled& checked(detail::JobState::Settled& s) {
+    auto* mine = dynamic_cast<Settled*>(&s);
+    if (!mine) throw Error("fibra: internal error: a call's result read as two different types");
+    return *mine;
   }
 
-  std::shared_ptr<Shared> s_;
+  void release() noexcept {
+    if (job_) job_->drop_future();
+  }
+
+  std::shared_ptr<detail::JobState> job_;
 };
 
 /// @brief The end of a call that returns nothing (an actor's void method): get() returns once it

@@ -44,8 +44,7 @@ Future<std::remove_cvref_t<T>> put(T&& value) {
   detail::ChunkOutcome o;
   o.count = 1;
   if (object) {
-    o.keep = object;  // the outcome views the stored bytes: get() decodes from shared memory
-    o.shared = object->bytes;
+    o.keep_at(object, object->bytes);  // the outcome views the stored bytes: get() decodes from shared memory
     job->set_object(std::move(object));
   } else {
     o.payload = std::move(bytes);  // in an executor: store_object left it here

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <unordered_map>
 
 #include "fibra/detail/codec.hpp"
 #include "fibra/detail/core.hpp"
@@ -44,59 +45,168 @@ void PoolCore::call_actor(std::uint64_t, const std::shared_ptr<JobState>& job, s
 }
 
 void ChunkOutcome::unshare() {
-  if (!keep) return;
+  if (!kept()) return;
   std::string copy;
   try {
-    append_large(copy, shared.data(), shared.size());  // split and without zero fill when large
+    const std::string_view view = extra.get()->shared;
+    append_large(copy, view.data(), view.size());  // split and without zero fill when large
   } catch (const std::bad_alloc&) {
     return;  // no memory for a copy: the result stays where it is, and is read from there
   }
   payload = std::move(copy);
-  offset = 0;
-  shared = {};
-  keep.reset();
+  auto& d = extra.data();
+  d.keep.reset();
+  d.shared = {};
+  d.offset = 0;
+  if (d.item_errors.empty()) extra.reset();
+}
+
+// ---- JobState ----
+
+struct JobState::Node {
+  ChunkOutcome outcome;
+  Node* next = nullptr;
+};
+static_assert(sizeof(ChunkOutcome) <= 64, "a done task's outcome: keep it small (issue 46)");
+// 56 bytes, and 16 of shared_ptr's count: 80 with malloc's header, the smallest size class past 64.
+static_assert(sizeof(JobState) <= 56, "a Future's state: keep it small (issue 46)");
+
+namespace {
+
+// Calls share their kinds: a JobState points at one. Never freed; past `max_kinds` distinct kinds
+// (a program that makes a new time limit per call) a call keeps its kind in its own Extras.
+constexpr std::size_t max_kinds = 4096;
+
+bool same_kind(const CallKind& k, const FunctionEntry& fn, CallMode mode, const RetryPolicy& p) {
+  const RetryPolicy& q = k.policy;
+  return k.fn == &fn && k.mode == mode && q.retries == p.retries && q.retry_exceptions == p.retry_exceptions &&
+         q.task_timeout_s == p.task_timeout_s && q.keep_going == p.keep_going && q.need.cpus == p.need.cpus &&
+         q.need.gpus == p.need.gpus && q.need.memory_mb == p.need.memory_mb;
+}
+
+const CallKind* shared_kind(const FunctionEntry& fn, CallMode mode, const RetryPolicy& p) {
+  thread_local const CallKind* last = nullptr;  // most calls in a row are of one kind
+  if (last && same_kind(*last, fn, mode, p)) return last;
+  static std::mutex mu;
+  static std::unordered_multimap<const FunctionEntry*, std::unique_ptr<CallKind>> kinds;
+  std::lock_guard lk(mu);
+  const auto [from, to] = kinds.equal_range(&fn);
+  for (auto it = from; it != to; ++it)
+    if (same_kind(*it->second, fn, mode, p)) return last = it->second.get();
+  if (kinds.size() >= max_kinds) return nullptr;
+  auto k = std::make_unique<CallKind>(CallKind{&fn, mode, p});
+  last = k.get();
+  kinds.emplace(&fn, std::move(k));
+  return last;
+}
+
+// The locks and condition variables of calls: a call uses the pair its address picks. Waiters
+// check their own call's state, so a wake-up meant for another call sharing the pair costs a check.
+struct alignas(64) WaitSlot {
+  std::mutex mu;
+  std::condition_variable cv;
+};
+constexpr std::size_t wait_slots = 256;
+WaitSlot& wait_slot(const void* job) {
+  static WaitSlot slots[wait_slots];
+  const auto a = reinterpret_cast<std::uintptr_t>(job) >> 6;
+  return slots[(a ^ (a >> 8) ^ (a >> 16)) % wait_slots];
+}
+
+}  // namespace
+
+JobState::JobState(const FunctionEntry& fn, CallMode mode, RetryPolicy policy) : kind_(shared_kind(fn, mode, policy)) {
+  if (!kind_) kind_ = &extras().kind.emplace(CallKind{&fn, mode, policy});
+}
+
+JobState::~JobState() {
+  if (tail_) {
+    Node* n = tail_->next;
+    tail_->next = nullptr;
+    while (n) delete std::exchange(n, n->next);
+  }
+  delete extras_.load(std::memory_order_acquire);
+  delete settled_.load(std::memory_order_acquire);
+}
+
+std::mutex& JobState::mu() const { return wait_slot(this).mu; }
+std::condition_variable& JobState::cv() const { return wait_slot(this).cv; }
+
+JobState::Extras& JobState::extras() {
+  Extras* e = extras_.load(std::memory_order_acquire);
+  if (e) return *e;
+  auto made = std::make_unique<Extras>();
+  if (extras_.compare_exchange_strong(e, made.get(), std::memory_order_acq_rel)) return *made.release();
+  return *e;  // another thread made it first
+}
+
+std::vector<ObjectArg> JobState::objects() const {
+  if (!has_objects()) return {};
+  std::lock_guard lk(mu());
+  return extras_.load(std::memory_order_acquire)->objects;  // (objects_bit: made)
+}
+
+void JobState::set_objects(std::vector<ObjectArg> objects) {
+  if (objects.empty()) return;
+  Extras& e = extras();
+  std::lock_guard lk(mu());
+  if (delivered_.load(std::memory_order_relaxed) > 0) return;  // cancelled meanwhile: held by nothing
+  e.objects = std::move(objects);
+  flags_.fetch_or(objects_bit, std::memory_order_release);
 }
 
 void JobState::unshare_held() {
   std::vector<std::pair<std::uint64_t, std::function<void()>>> callbacks;
   {
-    std::lock_guard lk(mu_);
+    std::lock_guard lk(mu());
     if (uncounted_ == 0) return;
-    for (std::size_t i = done_head_; i < done_.size(); ++i) done_[i].unshare();
+    if (tail_) {
+      Node* n = tail_;
+      do {
+        n = n->next;
+        n->outcome.unshare();
+      } while (n != tail_);
+    }
     if (delivered_.fetch_add(std::exchange(uncounted_, 0), std::memory_order_release) == 0)
-      callbacks.swap(on_delivered_);
+      if (Extras* e = extras_.load(std::memory_order_acquire)) callbacks.swap(e->on_delivered);
   }
-  cv_.notify_all();
+  cv().notify_all();
   for (auto& [token, f] : callbacks) f();
 }
 
 void JobState::deliver(ChunkOutcome o) {
   std::vector<std::pair<std::uint64_t, std::function<void()>>> callbacks;
-  std::vector<ObjectArg> done_with;  // the task's stored arguments: let go outside mu_ (a free tells pools)
+  std::vector<ObjectArg> done_with;  // the task's stored arguments: let go outside the lock (a free tells pools)
+  auto node = std::make_unique<Node>(Node{std::move(o)});
   {
-    std::lock_guard lk(mu_);
-    done_with.swap(objects_);
-    has_objects_.store(false, std::memory_order_release);
+    std::lock_guard lk(mu());
+    Extras* e = extras_.load(std::memory_order_acquire);
+    if (e) done_with.swap(e->objects);
+    flags_.fetch_and(std::uint8_t(~objects_bit), std::memory_order_release);
     // Nobody waits to take it: the deliverer copies it out of its lane's slot next, and counts it
     // then (unshare_held). A stored object (put's, a kept result) is not a slot: it stays there.
-    const bool later = o.keep && !object_ && waiters_.load(std::memory_order_acquire) == 0;
-    done_.push_back(std::move(o));
+    const bool later = node->outcome.kept() && !(e && e->object) && waiters_.load(std::memory_order_acquire) == 0 &&
+                       uncounted_ < UINT8_MAX;
+    Node* n = node.release();
+    n->next = tail_ ? std::exchange(tail_->next, n) : n;
+    tail_ = n;
     if (later) {
       ++uncounted_;
       return;
     }
-    if (delivered_.fetch_add(1, std::memory_order_release) == 0) callbacks.swap(on_delivered_);
+    if (delivered_.fetch_add(1, std::memory_order_release) == 0 && e) callbacks.swap(e->on_delivered);
   }
-  cv_.notify_all();
+  cv().notify_all();
   for (auto& [token, f] : callbacks) f();
 }
 
 std::uint64_t JobState::on_delivered(std::function<void()> f) {
-  {
-    std::lock_guard lk(mu_);
+  if (delivered_.load(std::memory_order_acquire) == 0) {
+    Extras& e = extras();
+    std::lock_guard lk(mu());
     if (delivered_.load(std::memory_order_acquire) == 0) {
-      const std::uint64_t token = next_token_++;
-      on_delivered_.emplace_back(token, std::move(f));
+      const std::uint64_t token = e.next_token++;
+      e.on_delivered.emplace_back(token, std::move(f));
       return token;
     }
   }
@@ -106,8 +216,10 @@ std::uint64_t JobState::on_delivered(std::function<void()> f) {
 
 void JobState::forget_on_delivered(std::uint64_t token) {
   if (token == 0) return;
-  std::lock_guard lk(mu_);
-  std::erase_if(on_delivered_, [&](const auto& c) { return c.first == token; });
+  Extras* e = extras_.load(std::memory_order_acquire);
+  if (!e) return;
+  std::lock_guard lk(mu());
+  std::erase_if(e->on_delivered, [&](const auto& c) { return c.first == token; });
 }
 
 namespace {
@@ -125,7 +237,7 @@ template <class Pred>
 bool JobState::wait_until(Pred pred, std::optional<std::chrono::nanoseconds> timeout) {
   waiters_.fetch_add(1, std::memory_order_acq_rel);
   struct Leave {
-    std::atomic<int>& n;
+    std::atomic<std::uint16_t>& n;
     ~Leave() { n.fetch_sub(1, std::memory_order_acq_rel); }
   } leave{waiters_};
   if (const WaitHook hook = g_wait_hook.load(std::memory_order_relaxed)) {
@@ -138,12 +250,12 @@ bool JobState::wait_until(Pred pred, std::optional<std::chrono::nanoseconds> tim
     if (pred()) return true;
     std::this_thread::yield();
   }
-  std::unique_lock lk(mu_);
+  std::unique_lock lk(mu());
   if (!timeout) {
-    cv_.wait(lk, pred);
+    cv().wait(lk, pred);
     return true;
   }
-  return cv_.wait_for(lk, *timeout, pred);
+  return cv().wait_for(lk, *timeout, pred);
 }
 
 bool JobState::wait_ready(std::optional<std::chrono::nanoseconds> timeout) {
@@ -156,15 +268,39 @@ bool JobState::wait_delivered(std::uint64_t n, std::optional<std::chrono::nanose
 
 bool JobState::wait_next(ChunkOutcome& out, std::optional<std::chrono::nanoseconds> timeout) {
   if (!wait_ready(timeout)) return false;
-  std::lock_guard lk(mu_);
-  out = std::move(done_[done_head_++]);
-  if (done_head_ == done_.size()) {  // all taken: the vector starts again (its memory kept)
-    done_.clear();
-    done_head_ = 0;
+  std::unique_ptr<Node> oldest;
+  {
+    std::lock_guard lk(mu());
+    oldest.reset(tail_->next);
+    if (oldest.get() == tail_)
+      tail_ = nullptr;
+    else
+      tail_->next = oldest->next;
+    out = std::move(oldest->outcome);
+    taken_.fetch_add(1, std::memory_order_release);
   }
-  taken_.fetch_add(1, std::memory_order_release);
   trace::mark(trace::taken, 0);
   return true;
+}
+
+JobState::Settled& JobState::settle(std::unique_ptr<Settled> box, void (*fill)(Settled&, ChunkOutcome&) noexcept) {
+  for (;;) {
+    if (Settled* s = settled_.load(std::memory_order_acquire)) return *s;
+    wait_delivered(1, std::nullopt);
+    std::uint8_t f = flags_.load(std::memory_order_acquire);
+    if (!(f & (settling_bit | settled_bit))) {
+      if (!flags_.compare_exchange_weak(f, f | settling_bit, std::memory_order_acq_rel)) continue;
+      ChunkOutcome o;
+      wait_next(o);  // delivered: does not wait
+      fill(*box, o);
+      Settled* s = box.release();
+      settled_.store(s, std::memory_order_release);
+      flags_.fetch_or(settled_bit, std::memory_order_release);
+      flags_.notify_all();
+      return *s;
+    }
+    if (!(f & settled_bit)) flags_.wait(f, std::memory_order_acquire);  // another thread decodes it
+  }
 }
 
 bool stderr_is_terminal() {

@@ -420,11 +420,10 @@ void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::
       ChunkOutcome o{0, 1, {}, {}, {}};
       if (keep) {  // left in its lane's large slot: decoded there by a caller waiting for it
         keep->job = call.job;
-        o.keep = keep;
-        o.shared = r.payload;
+        o.keep_at(keep, r.payload);
       } else if (whole) {
-        o.offset = static_cast<std::size_t>(r.payload.data() - whole->data());
-        o.payload = std::move(*whole);
+        const auto offset = static_cast<std::size_t>(r.payload.data() - whole->data());  // before the move
+        o.take_message(std::move(*whole), offset);
       } else {
         o.payload.assign(r.payload);
       }

@@ -304,15 +304,16 @@ void PoolImpl::requeue_or_cancel(std::uint64_t chunk, std::uint32_t attempt) {
 // function never timed is not queued behind a running task: the first results time it, and the
 // round trip that costs is a fraction of a millisecond.
 bool PoolImpl::prefetch_pays() const {
-  const Chunk* c = sched_.front();
-  if (!c) return false;
-  double per_item = c->job->seconds_per_item();
+  const JobState* job = nullptr;
+  std::uint32_t count = 0;
+  if (!sched_.front(job, count)) return false;
+  double per_item = job->seconds_per_item();
   if (per_item <= 0) {
-    const auto it = seconds_per_item_of_.find(c->job->fn().id);
+    const auto it = seconds_per_item_of_.find(job->fn().id);
     if (it == seconds_per_item_of_.end()) return false;
     per_item = it->second;
   }
-  return double(c->count) * per_item < prefetch_limit_s;
+  return double(count) * per_item < prefetch_limit_s;
 }
 
 // The batch's headers, with each chunk's payload sent from the chunk (mpi::Pieces), not copied.

@@ -374,7 +374,7 @@ bool PoolImpl::send_replies() {
       rep.payload = wire::encode(describe(o.error));
     else
       rep.payload.assign(o.bytes());
-    for (const auto& e : o.item_errors) {
+    for (const auto& e : o.item_errors()) {
       rep.error_offsets.push_back(e.offset);
       rep.errors.push_back(wire::encode(describe(e.error)));
     }

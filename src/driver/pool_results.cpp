@@ -79,16 +79,14 @@ void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view paylo
   ChunkOutcome o{c->first, c->count, {}, {}, std::move(errors)};
   const bool store = !object && late_keep(*c, payload);
   if (object) {  // a kept result: get() decodes it where it lies, and tasks given the Future read it there
-    o.keep = object;
-    o.shared = object->bytes;
+    o.keep_at(object, object->bytes);
     c->job->set_object(std::move(object));
   } else if (keep) {
     keep->job = c->job;
-    o.keep = keep;
-    o.shared = payload;
+    o.keep_at(keep, payload);
   } else if (message) {
-    o.offset = static_cast<std::size_t>(payload.data() - message->data());
-    o.payload = std::move(*message);
+    const auto offset = static_cast<std::size_t>(payload.data() - message->data());  // before the move
+    o.take_message(std::move(*message), offset);
   } else {
     o.payload.assign(payload);
   }
@@ -108,9 +106,7 @@ void PoolImpl::store_late() {
     try {
       auto object = store_bytes(o.bytes(), "fibra: a result that tasks take");
       std::string().swap(o.payload);
-      o.offset = 0;
-      o.keep = object;  // (a lane's slot the result lay in is let go here)
-      o.shared = object->bytes;
+      o.keep_at(object, object->bytes);  // (a lane's slot the result lay in is let go here)
       job->set_object(std::move(object));
       std::lock_guard lk(mu_);
       ++stats_.results_stored_on_arrival;

@@ -6,15 +6,33 @@ namespace fibra::detail {
 
 std::uint64_t Scheduler::add(std::shared_ptr<JobState> job, std::uint64_t first, std::uint32_t count,
                              std::string payload) {
+  pending_.push_back(Queued{next_id_, std::move(job), std::move(payload), first, count});
+  return next_id_++;
+}
+
+std::unique_ptr<Chunk> Scheduler::make_chunk(Queued& q) {
   auto c = std::make_unique<Chunk>();
-  c->id = next_id_++;
-  c->job = std::move(job);
-  c->first = first;
-  c->count = count;
-  c->payload = share_payload(std::move(payload));  // a large one's memory serves the next
-  pending_.push_back(c->id);
-  chunks_.emplace(c->id, std::move(c));
-  return next_id_ - 1;
+  c->id = q.id;
+  c->job = std::move(q.job);
+  c->first = q.first;
+  c->count = q.count;
+  c->payload = share_payload(std::move(q.payload));  // a large one's memory serves the next
+  return c;
+}
+
+Chunk& Scheduler::chunk_of(Queued& q) {
+  if (!q.job) return *chunks_.at(q.id);
+  Chunk& c = *chunks_.emplace(q.id, make_chunk(q)).first->second;
+  ++parked_;  // `q` now stands for it by its id
+  return c;
+}
+
+bool Scheduler::front(const JobState*& job, std::uint32_t& count) const {
+  if (pending_.empty()) return false;
+  const Queued& q = pending_.front();
+  job = &job_of(q);
+  count = q.job ? q.count : chunks_.at(q.id)->count;
+  return true;
 }
 
 std::vector<Chunk*> Scheduler::take_batch(int worker, int workers, const std::function<bool()>& others_have_room,
@@ -25,42 +43,48 @@ std::vector<Chunk*> Scheduler::take_batch(int worker, int workers, const std::fu
   std::size_t unfit = 0, retries_passed = 0;
   std::uint64_t items = 0, bytes = 0;
   while (!pending_.empty()) {
-    auto it = chunks_.find(pending_.front());
-    Chunk* c = it->second.get();
-    if (c->job->cancelled()) {  // nobody waits for it any more
-      dropped_.emplace_back(c->id, c->attempt + 1);
-      pending_.pop_front();
-      chunks_.erase(it);
+    Queued& q = pending_.front();
+    const JobState& job = job_of(q);
+    if (job.cancelled()) {  // nobody waits for it any more
+      const Queued gone = pop_front();
+      const auto it = gone.job ? chunks_.end() : chunks_.find(gone.id);
+      dropped_.emplace_back(gone.id, (it == chunks_.end() ? 0 : it->second->attempt) + 1);
+      if (it != chunks_.end()) chunks_.erase(it);
       continue;
     }
-    if (has && !fits(c->job->policy().need, *has)) {  // left for a worker that offers enough
+    if (has && !fits(job.policy().need, *has)) {  // left for a worker that offers enough
       if (++unfit > max_unfit) break;
-      passed.push_back(c->id);
-      pending_.pop_front();
+      chunk_of(q);
+      passed.push_back(pop_front().id);
       continue;
     }
-    if (workers > 1 && c->avoid_worker == worker && retries_passed < max_passed &&
-        (others < 0 ? (others = others_have_room() ? 1 : 0) : others) == 1) {
-      ++retries_passed;
-      passed.push_back(c->id);
-      pending_.pop_front();
-      continue;
+    if (!q.job) {  // one that failed on this worker is left for another, if another has room
+      const Chunk& c = *chunks_.at(q.id);
+      if (workers > 1 && c.avoid_worker == worker && retries_passed < max_passed &&
+          (others < 0 ? (others = others_have_room() ? 1 : 0) : others) == 1) {
+        ++retries_passed;
+        passed.push_back(pop_front().id);
+        continue;
+      }
     }
+    const std::uint32_t count = q.job ? q.count : chunks_.at(q.id)->count;
+    const std::size_t size = q.job ? q.payload.size() : chunks_.at(q.id)->payload->size();
     if (!batch.empty()) {
       // A fair share keeps other workers fed; only small chunks are put together.
       std::size_t share = std::max<std::size_t>(1, (pending_.size() + batch.size()) / (2 * std::max(1, workers)));
-      if (batch.size() >= std::min(share, max_batch_chunks) || items + c->count > small_chunk_items ||
-          bytes + c->payload->size() > max_batch_bytes)
+      if (batch.size() >= std::min(share, max_batch_chunks) || items + count > small_chunk_items ||
+          bytes + size > max_batch_bytes)
         break;
     }
-    pending_.pop_front();
-    c->attempt += 1;
-    c->worker = worker;
-    items += c->count;
-    bytes += c->payload->size();
-    batch.push_back(c);
+    Chunk& c = chunk_of(q);
+    pop_front();
+    c.attempt += 1;
+    c.worker = worker;
+    items += count;
+    bytes += size;
+    batch.push_back(&c);
   }
-  for (auto id = passed.rbegin(); id != passed.rend(); ++id) pending_.push_front(*id);
+  for (auto id = passed.rbegin(); id != passed.rend(); ++id) push_front_id(*id);
   return batch;
 }
 
@@ -75,14 +99,19 @@ std::unique_ptr<Chunk> Scheduler::accept(std::uint64_t chunk, std::uint32_t atte
 std::vector<std::unique_ptr<Chunk>> Scheduler::take_pending_of(const JobState* job) {
   std::vector<std::unique_ptr<Chunk>> out;
   for (auto it = pending_.begin(); it != pending_.end();) {
-    auto c = chunks_.find(*it);
-    if (c != chunks_.end() && c->second->job.get() == job) {
+    if (&job_of(*it) != job) {
+      ++it;
+      continue;
+    }
+    if (it->job) {
+      out.push_back(make_chunk(*it));
+    } else {
+      auto c = chunks_.find(it->id);
       out.push_back(std::move(c->second));
       chunks_.erase(c);
-      it = pending_.erase(it);
-    } else {
-      ++it;
+      --parked_;
     }
+    it = pending_.erase(it);
   }
   return out;
 }
@@ -91,6 +120,8 @@ void Scheduler::count_tasks(std::uint64_t& queued, std::uint64_t& in_flight) con
   queued = in_flight = 0;
   for (const auto& [id, c] : chunks_)
     if (c->job->is_task()) ++(c->worker >= 0 ? in_flight : queued);
+  for (const Queued& q : pending_)
+    if (q.job && q.job->is_task()) ++queued;
 }
 
 std::vector<Chunk*> Scheduler::in_flight_of(const JobState* job) {
@@ -104,7 +135,7 @@ bool Scheduler::requeue(std::uint64_t chunk, std::uint32_t attempt) {
   auto it = chunks_.find(chunk);
   if (it == chunks_.end() || it->second->attempt != attempt || it->second->worker < 0) return false;
   it->second->worker = -1;
-  pending_.push_front(chunk);
+  push_front_id(chunk);
   return true;
 }
 
@@ -118,7 +149,7 @@ Failed Scheduler::fail(std::uint64_t chunk, std::uint32_t attempt, std::string w
   c.failures.push_back(std::move(what));
   c.last_error = std::move(error);
   if (retryable && c.failures.size() <= c.job->policy().retries) {
-    pending_.push_front(chunk);
+    push_front_id(chunk);
     return Failed::retried;
   }
   out = std::move(it->second);
@@ -131,8 +162,8 @@ void Scheduler::readd(std::unique_ptr<Chunk> c) {
   c->failures.clear();
   c->last_error = nullptr;
   const auto id = c->id;
-  pending_.push_front(id);
   chunks_.emplace(id, std::move(c));
+  push_front_id(id);
 }
 
 const Chunk* Scheduler::find(std::uint64_t chunk, std::uint32_t attempt) const {
@@ -152,16 +183,19 @@ std::vector<std::pair<std::uint64_t, std::uint32_t>> Scheduler::owned_by(int wor
 std::vector<std::unique_ptr<Chunk>> Scheduler::take_all() {
   std::vector<std::unique_ptr<Chunk>> out;
   for (auto& [id, c] : chunks_) out.push_back(std::move(c));
+  for (Queued& q : pending_)
+    if (q.job) out.push_back(make_chunk(q));
   chunks_.clear();
   pending_.clear();
+  parked_ = 0;
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a->id < b->id; });
   return out;
 }
 
 bool Scheduler::pending_fits(const Resources& has, std::size_t look_at) const {
   for (std::size_t i = 0; i < pending_.size() && i < look_at; ++i) {
-    const Chunk& c = *chunks_.at(pending_[i]);
-    if (!c.job->cancelled() && fits(c.job->policy().need, has)) return true;
+    const JobState& job = job_of(pending_[i]);
+    if (!job.cancelled() && fits(job.policy().need, has)) return true;
   }
   return false;
 }

@@ -116,16 +116,46 @@ class Scheduler {
   /// Whether one of the first `look_at` pending chunks (of jobs not cancelled) is one that a worker
   /// offering `has` could run (Pool::adapt submits worker jobs only for those). Stops at the first.
   bool pending_fits(const Resources& has, std::size_t look_at) const;
-  /// The chunk at the front of the queue, or nullptr.
-  const Chunk* front() const { return pending_.empty() ? nullptr : chunks_.at(pending_.front()).get(); }
-  std::size_t in_flight() const { return chunks_.size() - pending_.size(); }
-  bool idle() const { return chunks_.empty(); }
+  /// The call and item count of the chunk at the front of the queue (false when it is empty).
+  bool front(const JobState*& job, std::uint32_t& count) const;
+  std::size_t in_flight() const { return chunks_.size() - parked_; }
+  bool idle() const { return chunks_.empty() && pending_.empty(); }
 
  private:
+  // A chunk in the queue. One never handed out waits here whole, with no Chunk made for it (a
+  // million queued tasks are a million of these, 72 bytes each, not a Chunk and a map entry);
+  // it becomes one in chunks_ when it is taken or passed over. One that is in chunks_ (a retry,
+  // one put back) waits here by its id alone, with `job` empty.
+  struct Queued {
+    std::uint64_t id = 0;
+    std::shared_ptr<JobState> job;
+    std::string payload;
+    std::uint64_t first = 0;
+    std::uint32_t count = 0;
+  };
+  // The Chunk of `q`: chunks_'s, or made there now from `q` (which then holds its id alone).
+  Chunk& chunk_of(Queued& q);
+  const JobState& job_of(const Queued& q) const { return q.job ? *q.job : *chunks_.at(q.id)->job; }
+  // Puts the chunk `id` (in chunks_) at the front of the queue.
+  void push_front_id(std::uint64_t id) {
+    pending_.push_front(Queued{id, nullptr, {}, 0, 0});
+    ++parked_;
+  }
+  // Takes the front of the queue off it.
+  Queued pop_front() {
+    Queued q = std::move(pending_.front());
+    pending_.pop_front();
+    if (!q.job) --parked_;
+    return q;
+  }
+  // A queued chunk never handed out, as a Chunk of its own (not in chunks_).
+  static std::unique_ptr<Chunk> make_chunk(Queued& q);
+
   std::uint64_t next_id_ = 1;
-  std::deque<std::uint64_t> pending_;
-  std::unordered_map<std::uint64_t, std::unique_ptr<Chunk>> chunks_;
-  std::vector<std::pair<std::uint64_t, std::uint32_t>> dropped_;  // take_dropped()
+  std::deque<Queued> pending_;
+  std::size_t parked_ = 0;                                            // entries of pending_ whose chunk is in chunks_
+  std::unordered_map<std::uint64_t, std::unique_ptr<Chunk>> chunks_;  // in flight, and queued again
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> dropped_;      // take_dropped()
 };
 
 }  // namespace fibra::detail

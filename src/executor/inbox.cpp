@@ -280,7 +280,7 @@ void Inbox::deliver(const wire::Reply& r) {
   else
     o.error = rebuild(wire::decode<wire::ErrorText>(r.payload));
   for (std::size_t i = 0; i < r.error_offsets.size() && i < r.errors.size(); ++i)
-    o.item_errors.push_back({r.error_offsets[i], rebuild(wire::decode<wire::ErrorText>(r.errors[i]))});
+    o.add_item_error({r.error_offsets[i], rebuild(wire::decode<wire::ErrorText>(r.errors[i]))});
   w.job->deliver(std::move(o));
   // The task's thread waits for it on the lane's bell (help_while_waiting), not on the job: a
   // reply the reader thread took from under it would otherwise leave it asleep until its 2 ms

@@ -2,6 +2,7 @@
 // another copy's ready()/wait_for() while a get() waits. The JobState is fed by hand, as the
 // driver's communication thread would.
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <atomic>
 #include <chrono>
@@ -120,6 +121,85 @@ TEST(Future, AnErrorReachesEveryCopy) {
   t.join();
   b.wait();
   EXPECT_THROW(b.get(), fibra::WorkerLost);
+}
+
+// What a future costs (issue 46): the bytes malloc hands out for a call's state and its Future,
+// counted by malloc itself (mallinfo2: chunk sizes with their headers), while the call waits and
+// once its result is in. A million outstanding tasks are a million of these.
+std::size_t heap_bytes() { return ::mallinfo2().uordblks; }
+
+TEST(Future, AFutureAndItsCallStateTakeUnder200BytesQueuedAndDone) {
+  constexpr std::size_t n = 20'000;
+  std::vector<fibra::Future<long>> fs;
+  std::vector<std::shared_ptr<JobState>> pool_refs;  // what the pool holds while the call is queued
+  fs.reserve(n);
+  pool_refs.reserve(n);
+  const std::size_t base = heap_bytes();
+  for (std::size_t i = 0; i < n; ++i) {
+    pool_refs.push_back(job());
+    fs.emplace_back(pool_refs.back());
+  }
+  // (+ 16: the Future itself, in its caller's vector, as b7_tasks --held-futures counts it)
+  const double queued = double(heap_bytes() - base) / double(n) + 16;
+  for (std::size_t i = 0; i < n; ++i) pool_refs[i]->deliver(outcome(long(i)));
+  pool_refs.clear();  // (its buffer stays: counted in neither figure)
+  const double done = double(heap_bytes() - base) / double(n) + 16;
+  std::printf("a future: %.0f bytes queued, %.0f done\n", queued, done);
+  EXPECT_LT(queued, 200) << "bytes a queued task costs its caller (its state and its Future)";
+  EXPECT_LT(done, 200) << "bytes a done, kept Future costs (its small result not read yet)";
+  for (std::size_t i = 0; i < n; i += 997) EXPECT_EQ(fs[i].get(), long(i));
+}
+
+// Calls share locks and condition variables (a table of them, chosen by address): a delivery to
+// one call must wake its own waiter and no other's into a false answer.
+TEST(Future, CallsThatShareALockSeeOnlyTheirOwnResults) {
+  constexpr int calls = 1'000, waiters = 8;  // 1,000 calls over 256 locks: many share one
+  std::vector<std::shared_ptr<JobState>> js;
+  for (int i = 0; i < calls; ++i) js.push_back(job());
+  std::vector<fibra::Future<long>> fs(js.begin(), js.end());
+  std::vector<std::thread> ts;
+  std::atomic<int> right{0}, early{0};
+  std::latch waiting(waiters);
+  for (int w = 0; w < waiters; ++w)
+    ts.emplace_back([&, w] {
+      const int mine = w * 125 + 3;  // delivered last of all
+      waiting.count_down();
+      if (fs[mine].wait_for(200ms)) ++early;  // nothing of its own came yet: every wake-up so far is another's
+      if (fs[mine].get() == mine) ++right;
+    });
+  waiting.wait();
+  for (int i = 0; i < calls; ++i)
+    if (i % 125 != 3) js[i]->deliver(outcome(i));
+  std::this_thread::sleep_for(300ms);  // the waiters' 200 ms ran out meanwhile
+  for (int w = 0; w < waiters; ++w) js[w * 125 + 3]->deliver(outcome(w * 125 + 3));
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(early, 0) << "a waiter saw a result that was not its call's";
+  EXPECT_EQ(right, waiters);
+  for (int i = 0; i < calls; i += 37) EXPECT_EQ(fs[i].get(), i);
+}
+
+// Calls of one function with one policy share one description (CallKind); past the table's size,
+// each keeps its own, and still its own policy.
+TEST(Future, EveryCallKeepsItsOwnPolicyHoweverManyKindsThereAre) {
+  const auto& fn = fibra::detail::function_by_address(reinterpret_cast<const void*>(&answer), "apply_async");
+  std::vector<std::shared_ptr<JobState>> js;
+  for (int i = 0; i < 5'000; ++i) {
+    fibra::detail::RetryPolicy p;
+    p.task_timeout_s = 1.0 + i;
+    p.retries = std::uint32_t(i % 7);
+    js.push_back(
+        std::make_shared<JobState>(fn, i % 2 ? fibra::detail::CallMode::tuple : fibra::detail::CallMode::single, p));
+  }
+  for (int i = 0; i < 5'000; ++i) {
+    EXPECT_EQ(js[i]->policy().task_timeout_s, 1.0 + i);
+    EXPECT_EQ(js[i]->policy().retries, std::uint32_t(i % 7));
+    EXPECT_EQ(js[i]->mode(), i % 2 ? fibra::detail::CallMode::tuple : fibra::detail::CallMode::single);
+    EXPECT_EQ(&js[i]->fn(), &fn);
+  }
+  auto named = job();
+  EXPECT_EQ(named->name(), "answer");
+  named->set_name("the answer");
+  EXPECT_EQ(named->name(), "the answer");
 }
 
 }  // namespace

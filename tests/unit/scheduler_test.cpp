@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include "fibra/remote.hpp"
 #include "driver/scheduler.hpp"
@@ -234,6 +235,72 @@ TEST(Scheduler, AChunkGoesOnlyToAWorkerThatOffersWhatItNeeds) {
   auto b2 = s.take_batch(2, 2, true, &with_gpu);
   ASSERT_EQ(b2.size(), 1u);
   EXPECT_EQ(b2[0]->job, g);
+}
+
+// A chunk never handed out is the queue's entry alone (issue 46: a million queued tasks): no Chunk,
+// no map entry, until a worker takes it. Counted by malloc itself (mallinfo2).
+TEST(Scheduler, AQueuedChunkCostsItsQueueEntryAloneUntilItIsTaken) {
+  Scheduler s;
+  auto j = job();
+  constexpr int n = 20'000;
+  const std::size_t before = ::mallinfo2().uordblks;
+  for (int i = 0; i < n; ++i) s.add(j, std::uint64_t(i), 1, "pay");
+  const double each = double(::mallinfo2().uordblks - before) / n;
+  EXPECT_LT(each, 90) << "bytes a queued chunk costs the driver's scheduler";
+  EXPECT_EQ(s.pending(), std::size_t(n));
+  EXPECT_EQ(s.in_flight(), 0u);
+  std::printf("a queued chunk: %.0f bytes\n", each);
+}
+
+// Chunks never handed out and chunks put back (a retry) wait in one queue and are counted,
+// cancelled, fitted and taken alike.
+TEST(Scheduler, ChunksNeverHandedOutAndChunksPutBackAreTreatedAlike) {
+  Scheduler s;
+  auto t = job(), m = job();
+  t->set_task();
+  const auto t1 = s.add(t, 0, 1, "a"), m1 = s.add(m, 0, 2, "b"), t2 = s.add(t, 1, 1, "c");
+  std::uint64_t queued = 0, running = 0;
+  s.count_tasks(queued, running);
+  EXPECT_EQ(queued, 2u);
+  EXPECT_EQ(running, 0u);
+  const JobState* front = nullptr;
+  std::uint32_t count = 0;
+  ASSERT_TRUE(s.front(front, count));
+  EXPECT_EQ(front, t.get());
+  EXPECT_EQ(count, 1u);
+
+  std::vector<Chunk*> b;  // one at a time (a fair share of three for one worker)
+  for (int i = 0; i < 3; ++i)
+    for (Chunk* c : s.take_batch(1, 1)) b.push_back(c);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(*b[1]->payload, "b");
+  EXPECT_TRUE(s.requeue(t1, 1));  // t1 back at the front, by its id
+  EXPECT_EQ(s.pending(), 1u);
+  EXPECT_EQ(s.in_flight(), 2u);
+  s.count_tasks(queued, running);
+  EXPECT_EQ(queued, 1u);
+  EXPECT_EQ(running, 1u);
+  const auto t3 = s.add(t, 2, 1, "d");  // behind it, never handed out
+  EXPECT_TRUE(s.pending_fits(fibra::Resources{}, 10));
+
+  auto mine = s.take_pending_of(t.get());  // fibra::cancel of t: both, in queue order
+  ASSERT_EQ(mine.size(), 2u);
+  EXPECT_EQ(mine[0]->id, t1);
+  EXPECT_EQ(mine[1]->id, t3);
+  EXPECT_EQ(*mine[1]->payload, "d");
+  EXPECT_EQ(mine[1]->attempt, 0u);
+  EXPECT_EQ(s.pending(), 0u);
+  EXPECT_EQ(s.in_flight(), 2u);  // m1 and t2 still run
+
+  const auto m2 = s.add(m, 2, 2, "e");
+  auto all = s.take_all();  // in flight and queued, by id
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0]->id, m1);
+  EXPECT_EQ(all[1]->id, t2);
+  EXPECT_EQ(all[2]->id, m2);
+  EXPECT_EQ(*all[2]->payload, "e");
+  EXPECT_TRUE(s.idle());
+  EXPECT_FALSE(s.front(front, count));
 }
 
 }  // namespace

@@ -119,7 +119,7 @@ class CallCheckpoint {
   template <class Put>
   static void put_ok_ranges(const ChunkOutcome& o, Put&& put) {
     std::uint32_t k = 0;
-    for (const auto& e : o.item_errors) {
+    for (const auto& e : o.item_errors()) {
       if (e.offset > k) put(k, e.offset - k);
       k = std::max(k, e.offset + 1);
     }

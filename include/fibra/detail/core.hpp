@@ -45,21 +45,79 @@ struct ItemOutcomeError {
   std::exception_ptr error;
 };
 
-/// The outcome of one chunk: its encoded results, or the error that ended it.
+/// What few outcomes carry (ChunkOutcome::extra): the items that failed in a keep_going call, and
+/// where a large result lies. Allocated only for those, so that a small result's outcome stays small
+/// (a done Future holds one until get()); copies copy it.
+class OutcomeExtra {
+ public:
+  struct Data {
+    std::vector<ItemOutcomeError> item_errors;  ///< keep_going calls: failed items (their results are R{})
+    /// A large result left where it came (the lane's slot on the driver's host, a stored object)
+    /// rather than copied into `payload`: `shared` views it, and `keep` holds it until the outcome
+    /// is dropped.
+    std::shared_ptr<const void> keep;
+    std::string_view shared;
+    /// Where the results start in `payload`: a large result keeps the message it came in, whose
+    /// headers come first, rather than being copied out of it.
+    std::size_t offset = 0;
+  };
+  OutcomeExtra() = default;
+  OutcomeExtra(std::vector<ItemOutcomeError> errors) {  // NOLINT: {first, count, payload, error, errors}
+    if (!errors.empty()) data().item_errors = std::move(errors);
+  }
+  OutcomeExtra(const OutcomeExtra& o) : d_(o.d_ ? std::make_unique<Data>(*o.d_) : nullptr) {}
+  OutcomeExtra(OutcomeExtra&&) noexcept = default;
+  OutcomeExtra& operator=(const OutcomeExtra& o) {
+    if (this != &o) d_ = o.d_ ? std::make_unique<Data>(*o.d_) : nullptr;
+    return *this;
+  }
+  OutcomeExtra& operator=(OutcomeExtra&&) noexcept = default;
+  explicit operator bool() const { return d_ != nullptr; }
+  const Data* get() const { return d_.get(); }
+  Data& data() {
+    if (!d_) d_ = std::make_unique<Data>();
+    return *d_;
+  }
+  void reset() { d_.reset(); }
+
+ private:
+  std::unique_ptr<Data> d_;
+};
+
+/// The outcome of one chunk: its encoded results, or the error that ended it. 64 bytes: what is
+/// rare (item errors, a large result's place) is in `extra`.
 struct ChunkOutcome {
-  std::uint64_t first = 0;                    ///< index of the chunk's first item in its call
-  std::uint32_t count = 0;                    ///< items in the chunk
-  std::string payload;                        ///< encoded results when `error` is empty
-  std::exception_ptr error;                   ///< a fibra::Error subclass when the chunk failed
-  std::vector<ItemOutcomeError> item_errors;  ///< keep_going calls: failed items (their results are R{})
-  /// Where the results start in `payload`: a large result keeps the message it came in, whose
-  /// headers come first, rather than being copied out of it.
-  std::size_t offset = 0;
-  /// A large result left where it came (the lane's slot on the driver's host) rather than copied
-  /// into `payload`: `shared` views it, and `keep` holds the slot until this outcome is dropped.
-  std::shared_ptr<const void> keep{};
-  std::string_view shared{};
-  std::string_view bytes() const { return keep ? shared : std::string_view(payload).substr(offset); }
+  std::uint64_t first = 0;   ///< index of the chunk's first item in its call
+  std::uint32_t count = 0;   ///< items in the chunk
+  std::string payload;       ///< encoded results when `error` is empty
+  std::exception_ptr error;  ///< a fibra::Error subclass when the chunk failed
+  OutcomeExtra extra;        ///< item errors and a large result's place (item_errors(), kept(), ...)
+
+  std::string_view bytes() const {
+    const OutcomeExtra::Data* d = extra.get();
+    if (!d) return payload;
+    return d->keep ? d->shared : std::string_view(payload).substr(d->offset);
+  }
+  /// keep_going calls: the items that failed (their results are R{}).
+  const std::vector<ItemOutcomeError>& item_errors() const {
+    static const std::vector<ItemOutcomeError> none;
+    return extra ? extra.get()->item_errors : none;
+  }
+  void add_item_error(ItemOutcomeError e) { extra.data().item_errors.push_back(std::move(e)); }
+  /// Whether the result is viewed where it lies (a lane's slot, a stored object), not in `payload`.
+  bool kept() const { return extra && extra.get()->keep != nullptr; }
+  /// The result is `bytes`, where it lies; `keep` holds that place until this outcome is dropped.
+  void keep_at(std::shared_ptr<const void> keep, std::string_view bytes) {
+    auto& d = extra.data();
+    d.keep = std::move(keep);
+    d.shared = bytes;
+    d.offset = 0;
+  }
+  /// The result is `whole` from `offset` on (the message it came in, headers first).
+  void take_message(std::string whole, std::size_t offset) {
+    payload = std::move(whole);
+    if (offset) extra.data().offset = offset;
+  }
   /// Copies a result held in shared memory into `payload` and lets the slot go; if the copy cannot
   /// be made (no memory), the outcome keeps its view.
   void unshare();
@@ -87,26 +145,47 @@ struct ObjectArg {
 /// past 2 GiB. In an executor (no store there yet) it returns nullptr and leaves `encoded` as it is.
 std::shared_ptr<const StoredObject> store_object(std::string& encoded);
 
+/// What a call is (its function, how items are passed, its retry policy): shared by every call of the
+/// same kind, so that a call's state holds a pointer (JobState::kind).
+struct CallKind {
+  const FunctionEntry* fn = nullptr;
+  CallMode mode = CallMode::single;
+  RetryPolicy policy;
+};
+
 /// One call's chunks (a map, an imap, or one apply_async) and the outcomes that came back.
 /// Thread-safe: the driver's communication thread delivers, the user's thread waits.
+///
+/// Small by design (56 bytes; a Future is this and its pointer): a million outstanding tasks are a
+/// million of these. What most calls never use (a name, stored objects, callbacks, item timings) is
+/// in `Extras`, made on first use; its lock and condition variable are shared with other calls
+/// (a table of them, chosen by address); the outcomes not yet taken are a list.
 class JobState {
  public:
-  JobState(const FunctionEntry& fn, CallMode mode, RetryPolicy policy = {}) : fn_(fn), mode_(mode), policy_(policy) {}
+  JobState(const FunctionEntry& fn, CallMode mode, RetryPolicy policy = {});
+  ~JobState();
+  JobState(const JobState&) = delete;
+  JobState& operator=(const JobState&) = delete;
 
-  const FunctionEntry& fn() const { return fn_; }
+  const FunctionEntry& fn() const { return *kind_->fn; }
   /// What messages call it: TaskOptions::name, else its function's name.
-  const std::string& name() const { return name_.empty() ? fn_.name : name_; }
+  const std::string& name() const {
+    const Extras* e = extras_.load(std::memory_order_acquire);
+    return e && !e->name.empty() ? e->name : kind_->fn->name;
+  }
   /// Set before the call is queued (TaskOptions::name).
-  void set_name(std::string name) { name_ = std::move(name); }
+  void set_name(std::string name) {
+    if (!name.empty()) extras().name = std::move(name);
+  }
   /// A task (submit, apply_async), not a map's call: the progress of task graphs counts it.
-  bool is_task() const { return is_task_; }
-  void set_task() { is_task_ = true; }
+  bool is_task() const { return has(task_bit, std::memory_order_relaxed); }
+  void set_task() { flags_.fetch_or(task_bit, std::memory_order_relaxed); }
   /// A task was given this call's Future as an argument (submit_after): its result, if large, is
   /// then kept where it is made (PoolOptions::keep_results_from) rather than sent to the driver.
-  void note_dependent() { has_dependents_.store(true, std::memory_order_relaxed); }
-  bool has_dependents() const { return has_dependents_.load(std::memory_order_relaxed); }
-  CallMode mode() const { return mode_; }
-  const RetryPolicy& policy() const { return policy_; }
+  void note_dependent() { flags_.fetch_or(dependents_bit, std::memory_order_relaxed); }
+  bool has_dependents() const { return has(dependents_bit, std::memory_order_relaxed); }
+  CallMode mode() const { return kind_->mode; }
+  const RetryPolicy& policy() const { return kind_->policy; }
 
   void deliver(ChunkOutcome o);
   /// If an outcome that views a lane's slot (not a stored object) was delivered while no thread
@@ -119,7 +198,9 @@ class JobState {
   bool wait_next(ChunkOutcome& out, std::optional<std::chrono::nanoseconds> timeout = std::nullopt);
   /// Waits until an outcome is there without taking it.
   bool wait_ready(std::optional<std::chrono::nanoseconds> timeout);
-  bool ready() const { return delivered_.load(std::memory_order_acquire) > taken_.load(std::memory_order_acquire); }
+  bool ready() const {  // (fewer than 2^32 outcomes are ever waiting to be taken: taken_ counts modulo that)
+    return std::uint32_t(delivered_.load(std::memory_order_acquire)) != taken_.load(std::memory_order_acquire);
+  }
   /// Waits until `n` outcomes were delivered in all, taken or not (a Future shared by threads).
   bool wait_delivered(std::uint64_t n, std::optional<std::chrono::nanoseconds> timeout);
   std::uint64_t delivered() const { return delivered_.load(std::memory_order_acquire); }
@@ -133,85 +214,112 @@ class JobState {
   /// Drops a callback that has not run (fibra::wait's, once it returned).
   void forget_on_delivered(std::uint64_t token);
 
-  /// Records that an executor ran `items` items of this call in `ns` nanoseconds.
+  /// The call's items are timed (seconds_per_item): a map's, whose later chunks are paced by it.
+  /// Set before it is queued; other calls (a task is one chunk) are not timed.
+  void time_items() { extras().timed = true; }
+  /// Records that an executor ran `items` items of this call in `ns` nanoseconds (timed calls).
   void note_run(std::uint32_t items, std::uint64_t ns) {
-    run_ns_.fetch_add(ns, std::memory_order_relaxed);
-    run_items_.fetch_add(items, std::memory_order_release);
+    if (Extras* e = extras_.load(std::memory_order_acquire); e && e->timed) {
+      e->run_ns.fetch_add(ns, std::memory_order_relaxed);
+      e->run_items.fetch_add(items, std::memory_order_release);
+    }
   }
-  /// Seconds an item of this call took to run so far, on average; 0 before the first result.
+  /// Seconds an item of this call took to run so far, on average; 0 before the first result, and
+  /// for calls not timed.
   double seconds_per_item() const {
-    const auto items = run_items_.load(std::memory_order_acquire);
-    return items ? double(run_ns_.load(std::memory_order_relaxed)) * 1e-9 / double(items) : 0.0;
+    const Extras* e = extras_.load(std::memory_order_acquire);
+    const auto items = e ? e->run_items.load(std::memory_order_acquire) : 0;
+    return items ? double(e->run_ns.load(std::memory_order_relaxed)) * 1e-9 / double(items) : 0.0;
   }
 
   /// The pool it was queued on (PoolCore::uid), for fibra::cancel; 0 before (waiting for its
   /// Future arguments) and in executors.
   /// (Sequentially consistent, with the flag below: a cancel that finds no pool yet is seen by the
   /// submit that sets it, and one that comes after the submit finds the pool.)
-  std::uint64_t pool_uid() const { return pool_uid_.load(); }
-  void set_pool_uid(std::uint64_t uid) { pool_uid_.store(uid); }
+  std::uint64_t pool_uid() const {
+    const std::uint32_t uid = pool_uid_.load();
+    return uid == UINT32_MAX ? ~std::uint64_t(0) : uid;  // (waiting_for_arguments)
+  }
+  /// Pools are counted from 1 in the driver's process (PoolImpl::next_uid): 32 bits are plenty.
+  void set_pool_uid(std::uint64_t uid) { pool_uid_.store(uid >= UINT32_MAX ? UINT32_MAX : std::uint32_t(uid)); }
   /// fibra::cancel was called: a task still waiting for its Future arguments is not queued.
-  void request_cancel() { cancel_requested_.store(true); }
-  bool cancel_requested() const { return cancel_requested_.load(); }
+  void request_cancel() { flags_.fetch_or(cancel_requested_bit); }
+  bool cancel_requested() const { return has(cancel_requested_bit, std::memory_order_seq_cst); }
   /// True for the first caller only: of fibra::cancel and the queueing that saw its request, one
   /// delivers the TaskCancelled of a task that had not been queued.
-  bool claim_cancel_delivery() { return !cancel_delivered_.exchange(true); }
+  bool claim_cancel_delivery() { return !(flags_.fetch_or(cancel_delivered_bit) & cancel_delivered_bit); }
 
   /// The value in shared memory: fibra::put's, or a task's result kept there (nullptr otherwise).
-  const std::shared_ptr<const StoredObject>& object() const { return object_; }
-  void set_object(std::shared_ptr<const StoredObject> o) { object_ = std::move(o); }
+  /// Set once: by fibra::put before the Future is handed out, or at the delivery of a result kept
+  /// in shared memory (before deliver(), so every reader, which reads after the delivery, sees it).
+  const std::shared_ptr<const StoredObject>& object() const {
+    static const std::shared_ptr<const StoredObject> none;
+    const Extras* e = extras_.load(std::memory_order_acquire);
+    return e ? e->object : none;
+  }
+  void set_object(std::shared_ptr<const StoredObject> o) { extras().object = std::move(o); }
   /// The stored objects a task takes as arguments, set before it is queued; they are held until
   /// its outcome is delivered. A copy (the communication thread reads it while delivery may clear it).
-  std::vector<ObjectArg> objects() const {
-    if (!has_objects_.load(std::memory_order_acquire)) return {};
-    std::lock_guard lk(mu_);
-    return objects_;
-  }
-  bool has_objects() const { return has_objects_.load(std::memory_order_acquire); }
-  void set_objects(std::vector<ObjectArg> objects) {
-    std::lock_guard lk(mu_);
-    if (delivered_.load(std::memory_order_relaxed) > 0) return;  // cancelled meanwhile: held by nothing
-    objects_ = std::move(objects);
-    has_objects_.store(!objects_.empty(), std::memory_order_release);
-  }
+  std::vector<ObjectArg> objects() const;
+  bool has_objects() const { return has(objects_bit, std::memory_order_acquire); }
+  void set_objects(std::vector<ObjectArg> objects);
 
   /// The caller no longer wants outcomes: chunks not yet started are dropped.
-  void cancel() { cancelled_.store(true, std::memory_order_release); }
-  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  void cancel() { flags_.fetch_or(cancelled_bit, std::memory_order_release); }
+  bool cancelled() const { return has(cancelled_bit, std::memory_order_acquire); }
+
+  /// What a Future made of the outcome (its decoded value or error), once, at its first get().
+  struct Settled {
+    virtual ~Settled() = default;
+  };
+  /// The settled outcome, or nullptr before the first get().
+  Settled* settled() const { return settled_.load(std::memory_order_acquire); }
+  /// Waits for the first outcome; the first caller takes it and has `fill` make `box` of it (fill
+  /// must not throw: a failed decode is the box's error), the others wait for that and get the
+  /// same. `box` is dropped when another caller settled first.
+  Settled& settle(std::unique_ptr<Settled> box, void (*fill)(Settled&, ChunkOutcome&) noexcept);
+  /// Futures that refer to this call (a result moves out of the last one read, Future::get() &&).
+  void add_future() { futures_.fetch_add(1, std::memory_order_relaxed); }
+  void drop_future() { futures_.fetch_sub(1, std::memory_order_acq_rel); }
+  std::uint32_t futures() const { return futures_.load(std::memory_order_acquire); }
 
  private:
-  const FunctionEntry& fn_;
-  std::string name_;
-  bool is_task_ = false;
-  std::atomic<bool> has_dependents_{false};
-  CallMode mode_;
-  RetryPolicy policy_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  // Outcomes delivered, done_[done_head_] first not taken yet. A vector, not a deque: libstdc++'s
-  // deque allocates 576 bytes as it is made, once per call (a tenth of apply_async's cost).
-  std::vector<ChunkOutcome> done_;
-  std::size_t done_head_ = 0;
-  // Set once: by fibra::put before the Future is handed out, or at the delivery of a result kept in
-  // shared memory (before deliver(), so every reader, which reads after the delivery, sees it).
-  std::shared_ptr<const StoredObject> object_;
-  std::vector<ObjectArg> objects_;  // under mu_; cleared at the delivery
-  std::atomic<bool> has_objects_{false};
-  std::atomic<std::uint64_t> delivered_{0};
-  std::atomic<std::uint64_t> taken_{0};  // written under mu_
-  std::atomic<int> waiters_{0};          // threads in wait_until: one will take a delivery soon
-  std::uint32_t uncounted_ = 0;          // under mu_: outcomes unshare_held() copies, then counts
+  struct Extras {
+    std::string name;
+    std::shared_ptr<const StoredObject> object;
+    std::vector<ObjectArg> objects;  // under the lock
+    std::vector<std::pair<std::uint64_t, std::function<void()>>>
+        on_delivered;                                    // under the lock; run at the first delivery
+    std::uint64_t next_token = 1;                        // under the lock
+    bool timed = false;                                  // time_items()
+    std::atomic<std::uint64_t> run_ns{0}, run_items{0};  // measured by the executors (note_run)
+    std::optional<CallKind> kind;                        // this call's kind when the shared table of kinds is full
+  };
+  struct Node;  // an outcome not taken yet
 
-  // Spins briefly, then waits on cv_ until `pred` holds (delivered_ and taken_ change under mu_).
+  Extras& extras();  // made on first use (then never moved or freed before the call's state)
+  std::mutex& mu() const;
+  std::condition_variable& cv() const;
+  // Spins briefly, then waits on cv() until `pred` holds (delivered_ and taken_ change under mu()).
   template <class Pred>
   bool wait_until(Pred pred, std::optional<std::chrono::nanoseconds> timeout);
-  std::atomic<bool> cancelled_{false};
-  std::atomic<bool> cancel_requested_{false};
-  std::atomic<bool> cancel_delivered_{false};
-  std::atomic<std::uint64_t> pool_uid_{0};
-  std::atomic<std::uint64_t> run_ns_{0}, run_items_{0};                        // measured by the executors (note_run)
-  std::vector<std::pair<std::uint64_t, std::function<void()>>> on_delivered_;  // under mu_; run at the first delivery
-  std::uint64_t next_token_ = 1;                                               // under mu_
+
+  const CallKind* kind_;
+  Node* tail_ = nullptr;  // under mu(): the outcomes not taken, a ring; tail_->next is the oldest
+  std::atomic<std::uint64_t> delivered_{0};
+  std::atomic<Extras*> extras_{nullptr};
+  std::atomic<Settled*> settled_{nullptr};
+  std::atomic<std::uint32_t> taken_{0};     // written under mu(); modulo 2^32 (ready())
+  std::atomic<std::uint32_t> pool_uid_{0};  // UINT32_MAX: waiting_for_arguments
+  std::atomic<std::uint32_t> futures_{0};
+  std::atomic<std::uint16_t> waiters_{0};  // threads in wait_until: one will take a delivery soon
+  std::uint8_t uncounted_ = 0;             // under mu(): outcomes unshare_held() copies, then counts
+  // One byte of flags: what is set once (a task, dependents, cancelled, ...) and the settling.
+  static constexpr std::uint8_t task_bit = 1, dependents_bit = 2, objects_bit = 4, cancelled_bit = 8,
+                                cancel_requested_bit = 16, cancel_delivered_bit = 32;
+  static constexpr std::uint8_t settling_bit = 64, settled_bit = 128;  // settle(): taken by one, done
+  std::atomic<std::uint8_t> flags_{0};
+  bool has(std::uint8_t bit, std::memory_order order) const { return (flags_.load(order) & bit) != 0; }
 };
 
 /// Runs `f` soon on fibra's task thread (one per driver process), in the order given: what a

@@ -101,6 +101,7 @@ class ChunkStream {
         it_(std::ranges::begin(view_)),
         progress_(std::string(call) + " " + fn.name, known_size(), o.progress),
         errors_(o.errors) {
+    job_->time_items();  // later chunks are paced by what the first took
     if (core_->closed())
       throw PoolClosed(std::string("fibra: ") + call + "() on a pool that " + core_->closed_reason());
     const std::size_t workers = static_cast<std::size_t>(std::max(1, core_->size()));
@@ -171,7 +172,7 @@ class ChunkStream {
     --outstanding_;
     if (out.error) std::rethrow_exception(out.error);
     if (errors_) {
-      for (const auto& e : out.item_errors)
+      for (const auto& e : out.item_errors())
         errors_->push_back({static_cast<std::size_t>(out.first + e.offset), e.error, what_of(e.error)});
     }
     progress_.advance(out.count);
