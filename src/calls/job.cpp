@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <bit>
 #include <cstring>
 #include <thread>
 #include <unordered_map>
@@ -73,22 +74,25 @@ static_assert(sizeof(JobState) <= 56, "a Future's state: keep it small (issue 46
 
 namespace {
 
-// Calls share their kinds: a JobState points at one. Never freed; past `max_kinds` distinct kinds
-// (a program that makes a new time limit per call) a call keeps its kind in its own Extras.
+// Calls share their kinds: a JobState points at one. Never freed (not even at exit: a call's state
+// may outlive static destruction); past `max_kinds` distinct kinds (a program that makes a new time
+// limit per call) a call keeps its kind in its own Extras.
 constexpr std::size_t max_kinds = 4096;
+
+bool same_bits(double a, double b) { return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b); }
 
 bool same_kind(const CallKind& k, const FunctionEntry& fn, CallMode mode, const RetryPolicy& p) {
   const RetryPolicy& q = k.policy;
   return k.fn == &fn && k.mode == mode && q.retries == p.retries && q.retry_exceptions == p.retry_exceptions &&
-         q.task_timeout_s == p.task_timeout_s && q.keep_going == p.keep_going && q.need.cpus == p.need.cpus &&
-         q.need.gpus == p.need.gpus && q.need.memory_mb == p.need.memory_mb;
+         same_bits(q.task_timeout_s, p.task_timeout_s) && q.keep_going == p.keep_going &&
+         same_bits(q.need.cpus, p.need.cpus) && q.need.gpus == p.need.gpus && q.need.memory_mb == p.need.memory_mb;
 }
 
 const CallKind* shared_kind(const FunctionEntry& fn, CallMode mode, const RetryPolicy& p) {
   thread_local const CallKind* last = nullptr;  // most calls in a row are of one kind
   if (last && same_kind(*last, fn, mode, p)) return last;
-  static std::mutex mu;
-  static std::unordered_multimap<const FunctionEntry*, std::unique_ptr<CallKind>> kinds;
+  static std::mutex& mu = *new std::mutex;
+  static auto& kinds = *new std::unordered_multimap<const FunctionEntry*, std::unique_ptr<CallKind>>;
   std::lock_guard lk(mu);
   const auto [from, to] = kinds.equal_range(&fn);
   for (auto it = from; it != to; ++it)
@@ -108,7 +112,9 @@ struct alignas(64) WaitSlot {
 };
 constexpr std::size_t wait_slots = 256;
 WaitSlot& wait_slot(const void* job) {
-  static WaitSlot slots[wait_slots];
+  // Never destroyed: a condition variable's destructor waits for its waiters, and a thread may
+  // still wait in a Future::get() when the program returns from main.
+  static WaitSlot* const slots = new WaitSlot[wait_slots];
   const auto a = reinterpret_cast<std::uintptr_t>(job) >> 6;
   return slots[(a ^ (a >> 8) ^ (a >> 16)) % wait_slots];
 }
@@ -116,7 +122,7 @@ WaitSlot& wait_slot(const void* job) {
 }  // namespace
 
 JobState::JobState(const FunctionEntry& fn, CallMode mode, RetryPolicy policy) : kind_(shared_kind(fn, mode, policy)) {
-  if (!kind_) kind_ = &extras().kind.emplace(CallKind{&fn, mode, policy});
+  if (!kind_) kind_ = (extras().kind = std::make_unique<CallKind>(CallKind{&fn, mode, policy})).get();
 }
 
 JobState::~JobState() {
@@ -267,10 +273,15 @@ bool JobState::wait_delivered(std::uint64_t n, std::optional<std::chrono::nanose
 }
 
 bool JobState::wait_next(ChunkOutcome& out, std::optional<std::chrono::nanoseconds> timeout) {
-  if (!wait_ready(timeout)) return false;
+  const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout : std::chrono::steady_clock::time_point{};
   std::unique_ptr<Node> oldest;
-  {
+  for (;;) {
+    const auto left =
+        timeout ? std::optional(std::max(std::chrono::nanoseconds(0), deadline - std::chrono::steady_clock::now()))
+                : std::nullopt;
+    if (!wait_ready(left)) return false;
     std::lock_guard lk(mu());
+    if (!tail_) continue;  // another thread took it between the two (ready() reads without the lock)
     oldest.reset(tail_->next);
     if (oldest.get() == tail_)
       tail_ = nullptr;
@@ -278,6 +289,7 @@ bool JobState::wait_next(ChunkOutcome& out, std::optional<std::chrono::nanosecon
       tail_->next = oldest->next;
     out = std::move(oldest->outcome);
     taken_.fetch_add(1, std::memory_order_release);
+    break;
   }
   trace::mark(trace::taken, 0);
   return true;

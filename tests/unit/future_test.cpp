@@ -150,50 +150,84 @@ TEST(Future, AFutureAndItsCallStateTakeUnder200BytesQueuedAndDone) {
   for (std::size_t i = 0; i < n; i += 997) EXPECT_EQ(fs[i].get(), long(i));
 }
 
-// Calls share locks and condition variables (a table of them, chosen by address): a delivery to
-// one call must wake its own waiter and no other's into a false answer.
+// Calls share locks and condition variables (a table of 256, chosen by address): a delivery to one
+// call must wake its own waiter, whichever other waiters share its pair, and no other's into a
+// false answer. 64 waiters over 256 pairs: some share one in practically every run.
 TEST(Future, CallsThatShareALockSeeOnlyTheirOwnResults) {
-  constexpr int calls = 1'000, waiters = 8;  // 1,000 calls over 256 locks: many share one
+  constexpr int calls = 1'000, waiters = 64, step = 15;
   std::vector<std::shared_ptr<JobState>> js;
   for (int i = 0; i < calls; ++i) js.push_back(job());
   std::vector<fibra::Future<long>> fs(js.begin(), js.end());
+  auto waited = [&](int i) { return i % step == 3 && i / step < waiters; };
   std::vector<std::thread> ts;
   std::atomic<int> right{0}, early{0};
   std::latch waiting(waiters);
   for (int w = 0; w < waiters; ++w)
     ts.emplace_back([&, w] {
-      const int mine = w * 125 + 3;  // delivered last of all
+      const int mine = w * step + 3;  // delivered last of all
       waiting.count_down();
       if (fs[mine].wait_for(200ms)) ++early;  // nothing of its own came yet: every wake-up so far is another's
-      if (fs[mine].get() == mine) ++right;
+      if (fs[mine].wait_for(10s) && fs[mine].get() == mine) ++right;
     });
   waiting.wait();
   for (int i = 0; i < calls; ++i)
-    if (i % 125 != 3) js[i]->deliver(outcome(i));
+    if (!waited(i)) js[i]->deliver(outcome(i));
   std::this_thread::sleep_for(300ms);  // the waiters' 200 ms ran out meanwhile
-  for (int w = 0; w < waiters; ++w) js[w * 125 + 3]->deliver(outcome(w * 125 + 3));
+  for (int w = 0; w < waiters; ++w) js[w * step + 3]->deliver(outcome(w * step + 3));
   for (auto& t : ts) t.join();
   EXPECT_EQ(early, 0) << "a waiter saw a result that was not its call's";
-  EXPECT_EQ(right, waiters);
+  EXPECT_EQ(right, waiters) << "a waiter was not woken by its own call's result within 10 s";
   for (int i = 0; i < calls; i += 37) EXPECT_EQ(fs[i].get(), i);
 }
 
 // Calls of one function with one policy share one description (CallKind); past the table's size,
 // each keeps its own, and still its own policy.
 TEST(Future, EveryCallKeepsItsOwnPolicyHoweverManyKindsThereAre) {
+  using fibra::detail::CallMode;
+  using fibra::detail::RetryPolicy;
   const auto& fn = fibra::detail::function_by_address(reinterpret_cast<const void*>(&answer), "apply_async");
-  std::vector<std::shared_ptr<JobState>> js;
-  for (int i = 0; i < 5'000; ++i) {
-    fibra::detail::RetryPolicy p;
+  auto policy = [](int i) {
+    RetryPolicy p;
     p.task_timeout_s = 1.0 + i;
     p.retries = std::uint32_t(i % 7);
-    js.push_back(
-        std::make_shared<JobState>(fn, i % 2 ? fibra::detail::CallMode::tuple : fibra::detail::CallMode::single, p));
+    p.retry_exceptions = i % 3 == 0;
+    p.keep_going = i % 5 == 0;
+    p.need = {0.5 * (i % 4), i % 2, 100L * (i % 3)};
+    return p;
+  };
+  auto same = [](const RetryPolicy& a, const RetryPolicy& b) {
+    return a.task_timeout_s == b.task_timeout_s && a.retries == b.retries && a.retry_exceptions == b.retry_exceptions &&
+           a.keep_going == b.keep_going && a.need.cpus == b.need.cpus && a.need.gpus == b.need.gpus &&
+           a.need.memory_mb == b.need.memory_mb;
+  };
+  // Two calls of one kind share its description; calls that differ in any one field do not.
+  auto a = std::make_shared<JobState>(fn, CallMode::single, policy(0));
+  auto b = std::make_shared<JobState>(fn, CallMode::single, policy(0));
+  EXPECT_EQ(&a->policy(), &b->policy());
+  RetryPolicy p = policy(0);
+  for (int field = 0; field < 7; ++field) {
+    RetryPolicy q = p;
+    switch (field) {
+      case 0: q.task_timeout_s += 1; break;
+      case 1: q.retries += 1; break;
+      case 2: q.retry_exceptions = !q.retry_exceptions; break;
+      case 3: q.keep_going = !q.keep_going; break;
+      case 4: q.need.cpus += 1; break;
+      case 5: q.need.gpus += 1; break;
+      case 6: q.need.memory_mb += 1; break;
+    }
+    auto c = std::make_shared<JobState>(fn, CallMode::single, q);
+    EXPECT_NE(&c->policy(), &a->policy()) << "field " << field;
+    EXPECT_TRUE(same(c->policy(), q)) << "field " << field;
   }
+  EXPECT_EQ(std::make_shared<JobState>(fn, CallMode::tuple, p)->mode(), CallMode::tuple);
+  // Past the table's 4,096 kinds, each call keeps its own.
+  std::vector<std::shared_ptr<JobState>> js;
+  for (int i = 0; i < 5'000; ++i)
+    js.push_back(std::make_shared<JobState>(fn, i % 2 ? CallMode::tuple : CallMode::single, policy(i)));
   for (int i = 0; i < 5'000; ++i) {
-    EXPECT_EQ(js[i]->policy().task_timeout_s, 1.0 + i);
-    EXPECT_EQ(js[i]->policy().retries, std::uint32_t(i % 7));
-    EXPECT_EQ(js[i]->mode(), i % 2 ? fibra::detail::CallMode::tuple : fibra::detail::CallMode::single);
+    EXPECT_TRUE(same(js[i]->policy(), policy(i))) << i;
+    EXPECT_EQ(js[i]->mode(), i % 2 ? CallMode::tuple : CallMode::single);
     EXPECT_EQ(&js[i]->fn(), &fn);
   }
   auto named = job();

@@ -232,9 +232,12 @@ TEST(Scheduler, AChunkGoesOnlyToAWorkerThatOffersWhatItNeeds) {
   EXPECT_EQ(b[0]->job, c);                                   // passed over the GPU chunk
   EXPECT_TRUE(s.take_batch(1, 2, true, &cpu_only).empty());  // nothing it can run
   EXPECT_EQ(s.pending(), 1u);
+  EXPECT_EQ(s.in_flight(), 1u);  // (the GPU chunk, passed over, waits: not in flight)
   auto b2 = s.take_batch(2, 2, true, &with_gpu);
   ASSERT_EQ(b2.size(), 1u);
   EXPECT_EQ(b2[0]->job, g);
+  EXPECT_EQ(s.in_flight(), 2u);
+  EXPECT_EQ(s.pending(), 0u);
 }
 
 // A chunk never handed out is the queue's entry alone (issue 46: a million queued tasks): no Chunk,
@@ -292,13 +295,25 @@ TEST(Scheduler, ChunksNeverHandedOutAndChunksPutBackAreTreatedAlike) {
   EXPECT_EQ(s.pending(), 0u);
   EXPECT_EQ(s.in_flight(), 2u);  // m1 and t2 still run
 
+  // A failed attempt waits again by its id; its call cancelled, it is dropped from there.
+  std::unique_ptr<Chunk> none;
+  EXPECT_EQ(s.fail(t2, 1, "lost", err("lost"), true, none), Failed::retried);
+  EXPECT_EQ(s.pending(), 1u);
+  EXPECT_EQ(s.in_flight(), 1u);
+  t->cancel();
+  EXPECT_TRUE(s.take_batch(1, 1).empty());
+  using Dropped = std::vector<std::pair<std::uint64_t, std::uint32_t>>;
+  EXPECT_EQ(s.take_dropped(), (Dropped{{t2, 2u}}));
+  EXPECT_EQ(s.pending(), 0u);
+  EXPECT_EQ(s.in_flight(), 1u);  // m1
+  EXPECT_FALSE(s.idle());
+
   const auto m2 = s.add(m, 2, 2, "e");
   auto all = s.take_all();  // in flight and queued, by id
-  ASSERT_EQ(all.size(), 3u);
+  ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0]->id, m1);
-  EXPECT_EQ(all[1]->id, t2);
-  EXPECT_EQ(all[2]->id, m2);
-  EXPECT_EQ(*all[2]->payload, "e");
+  EXPECT_EQ(all[1]->id, m2);
+  EXPECT_EQ(*all[1]->payload, "e");
   EXPECT_TRUE(s.idle());
   EXPECT_FALSE(s.front(front, count));
 }

@@ -293,7 +293,7 @@ class JobState {
     std::uint64_t next_token = 1;                        // under the lock
     bool timed = false;                                  // time_items()
     std::atomic<std::uint64_t> run_ns{0}, run_items{0};  // measured by the executors (note_run)
-    std::optional<CallKind> kind;                        // this call's kind when the shared table of kinds is full
+    std::unique_ptr<CallKind> kind;                      // this call's kind when the shared table of kinds is full
   };
   struct Node;  // an outcome not taken yet
 
