@@ -30,8 +30,9 @@ Chunk& Scheduler::chunk_of(Queued& q) {
 bool Scheduler::front(const JobState*& job, std::uint32_t& count) const {
   if (pending_.empty()) return false;
   const Queued& q = pending_.front();
-  job = &job_of(q);
-  count = q.job ? q.count : chunks_.at(q.id)->count;
+  const Chunk* p = parked(q);
+  job = p ? p->job.get() : q.job.get();
+  count = p ? p->count : q.count;
   return true;
 }
 
@@ -44,12 +45,12 @@ std::vector<Chunk*> Scheduler::take_batch(int worker, int workers, const std::fu
   std::uint64_t items = 0, bytes = 0;
   while (!pending_.empty()) {
     Queued& q = pending_.front();
-    const JobState& job = job_of(q);
+    Chunk* p = parked(q);  // (one look-up per entry: it serves every test below)
+    const JobState& job = p ? *p->job : *q.job;
     if (job.cancelled()) {  // nobody waits for it any more
-      const Queued gone = pop_front();
-      const auto it = gone.job ? chunks_.end() : chunks_.find(gone.id);
-      dropped_.emplace_back(gone.id, (it == chunks_.end() ? 0 : it->second->attempt) + 1);
-      if (it != chunks_.end()) chunks_.erase(it);
+      dropped_.emplace_back(q.id, (p ? p->attempt : 0) + 1);
+      if (p) chunks_.erase(q.id);
+      pop_front();
       continue;
     }
     if (has && !fits(job.policy().need, *has)) {  // left for a worker that offers enough
@@ -58,17 +59,15 @@ std::vector<Chunk*> Scheduler::take_batch(int worker, int workers, const std::fu
       passed.push_back(pop_front().id);
       continue;
     }
-    if (!q.job) {  // one that failed on this worker is left for another, if another has room
-      const Chunk& c = *chunks_.at(q.id);
-      if (workers > 1 && c.avoid_worker == worker && retries_passed < max_passed &&
-          (others < 0 ? (others = others_have_room() ? 1 : 0) : others) == 1) {
-        ++retries_passed;
-        passed.push_back(pop_front().id);
-        continue;
-      }
+    // One that failed on this worker is left for another, if another has room.
+    if (p && workers > 1 && p->avoid_worker == worker && retries_passed < max_passed &&
+        (others < 0 ? (others = others_have_room() ? 1 : 0) : others) == 1) {
+      ++retries_passed;
+      passed.push_back(pop_front().id);
+      continue;
     }
-    const std::uint32_t count = q.job ? q.count : chunks_.at(q.id)->count;
-    const std::size_t size = q.job ? q.payload.size() : chunks_.at(q.id)->payload->size();
+    const std::uint32_t count = p ? p->count : q.count;
+    const std::size_t size = p ? p->payload->size() : q.payload.size();
     if (!batch.empty()) {
       // A fair share keeps other workers fed; only small chunks are put together.
       std::size_t share = std::max<std::size_t>(1, (pending_.size() + batch.size()) / (2 * std::max(1, workers)));
@@ -76,7 +75,7 @@ std::vector<Chunk*> Scheduler::take_batch(int worker, int workers, const std::fu
           bytes + size > max_batch_bytes)
         break;
     }
-    Chunk& c = chunk_of(q);
+    Chunk& c = p ? *p : chunk_of(q);
     pop_front();
     c.attempt += 1;
     c.worker = worker;

@@ -135,7 +135,9 @@ class Scheduler {
   };
   // The Chunk of `q`: chunks_'s, or made there now from `q` (which then holds its id alone).
   Chunk& chunk_of(Queued& q);
-  const JobState& job_of(const Queued& q) const { return q.job ? *q.job : *chunks_.at(q.id)->job; }
+  // The Chunk of an entry that stands by its id (a retry, one put back); nullptr for one never handed out.
+  Chunk* parked(const Queued& q) const { return q.job ? nullptr : chunks_.at(q.id).get(); }
+  const JobState& job_of(const Queued& q) const { return q.job ? *q.job : *parked(q)->job; }
   // Puts the chunk `id` (in chunks_) at the front of the queue.
   void push_front_id(std::uint64_t id) {
     pending_.push_front(Queued{id, nullptr, {}, 0, 0});
