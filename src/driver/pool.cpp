@@ -24,34 +24,14 @@
 #include "calls/calls.hpp"
 #include "driver/channels.hpp"
 #include "driver/pool_impl.hpp"
+#include "driver/pool_registry.hpp"
 #include "driver/resources.hpp"
 #include "driver/driver.hpp"
 #include "task_side.hpp"
 #include "common/env.hpp"
 
 namespace fibra::detail {
-namespace {
-
-std::mutex g_pools_mu;
-std::vector<std::weak_ptr<PoolImpl>> g_pools;
-
-// Another pool of this process runs: a spawn holds the MPI lock, which its heartbeats need too.
-bool other_pools_live() {
-  std::lock_guard lk(g_pools_mu);
-  return std::any_of(g_pools.begin(), g_pools.end(), [](const auto& w) { return !w.expired(); });
-}
-
-}  // namespace
-
-// (Looked at once g_pools_mu is released: the last reference to one may go with the copy, and its
-// stop() joins a thread that may wait for g_pools_mu.)
-std::vector<std::shared_ptr<PoolImpl>> live_pools() {
-  std::vector<std::shared_ptr<PoolImpl>> live;
-  std::lock_guard lk(g_pools_mu);
-  for (auto& w : g_pools)
-    if (auto p = w.lock()) live.push_back(std::move(p));
-  return live;
-}
+std::vector<std::shared_ptr<PoolImpl>> live_pools() { return PoolRegistry::instance().live(); }
 
 // ---- start: Pool() spawns the first workers (PoolImpl::start) ---------------------------------
 // Far more workers than cores (over 32 a core: Pool(64) on 2 cores is fine, Pool(1000) is not): each
@@ -85,7 +65,8 @@ void PoolImpl::start() {
       std::lock_guard ml(mpi::lock());
       // While another pool runs, at most grow_together agents a spawn: it holds the MPI lock,
       // and that pool's agents must hear from it within driver_silence_s.
-      spawn_agents(next_agent_sizes(other_pools_live() ? grow_together : INT_MAX));
+      // (Another pool of this process runs: a spawn holds the MPI lock, which its heartbeats need too.)
+      spawn_agents(next_agent_sizes(PoolRegistry::instance().any_live() ? grow_together : INT_MAX));
       receive();
       watch_workers();
       progress_sends();
@@ -117,7 +98,7 @@ void PoolImpl::start() {
     lk.unlock();
     terminate();
     throw WorkerLost("fibra: only " + std::to_string(ready) + " of " + std::to_string(target_) +
-                     " workers started within " + seconds(s_.start_timeout_s) +
+                     " workers started within " + seconds_text(s_.start_timeout_s) +
                      " (PoolOptions::start_timeout_s); check that the machine has room for them");
   }
   const int own = target_;
@@ -208,9 +189,7 @@ void PoolImpl::loop() {
       napper.busy();
     else if (auto nap = napper.next(sending); nap.count() > 0) {
       napping_.store(true);  // before the conditions are looked at: a submit that comes after sees it, and kicks
-      wake_.wait_for(lk, nap, [&] {
-        return kicked_ || replies_waiting_.load(std::memory_order_relaxed) || inbox_waiting_.load();
-      });
+      wake_.wait_for(lk, nap, [&] { return kicked_ || replies_.waiting() || inbox_.waiting(); });
       napping_.store(false);
     } else {  // spinning for a reply: give a core to whoever needs one (the caller woken by a result)
       lk.unlock();
@@ -226,16 +205,6 @@ void PoolImpl::loop() {
   ChannelStore::instance().forget(uid_, 0, std::nullopt);
 }
 
-// A worker declared lost may still be alive (stopped, then continued; cut off, then back): what it
-// sends until its orphan guard ends it is still read, never answered, and its results count as
-// late (their attempts were given up on). Nothing is ever sent to it. Once its process is seen
-// gone from this host (watch_workers' sweep, not a kill(pid, 0) at every pass: 100 agents lost at
-// once made each pass 100 system calls), nothing more comes from it.
-bool PoolImpl::still_heard(const Worker& w, double now) const {
-  return w.state == Worker::State::lost && w.read_after_loss &&
-         now - w.lost_at < s_.driver_silence_s + 2 * s_.heartbeat_s;
-}
-
 // How long an idle worker's communicator may go unprobed, `quiet` seconds after it was last busy:
 // a 40th of that (a message waits at most 2.5% longer than the quiet before it), at most 100 ms
 // (after 4 s of quiet: its heartbeats, 1 a second, are read in time all the same).
@@ -245,7 +214,7 @@ static double probe_gap(double quiet) { return std::clamp(quiet / 40, 0.0, 0.100
 // lanes given a batch, or it is starting, retiring or leaving, or lost but still heard. Under mu_
 // (Worker::batches).
 bool PoolImpl::urgent(const Worker& w, double now) const {
-  if (!w.alive()) return still_heard(w, now);
+  if (!w.alive()) return liveness_.still_heard(w, now);
   return w.state != Worker::State::ready || !w.batches.empty() || w.blocked > 0 || !w.actor_lanes_in_use.empty();
 }
 
@@ -267,7 +236,7 @@ bool PoolImpl::receive() {
     for (Worker* w : hot_) w->hot = urgent(*w, now);
   }
   std::erase_if(hot_, [](const Worker* w) { return !w->hot; });
-  got |= read_call_rings();
+  got |= rings_.read_all();
   const std::uint64_t pass = ++receive_passes_;
   probing_.assign(hot_.begin(), hot_.end());  // a copy: hot_ grows as messages are handled
   for (Worker* w : probing_) {
@@ -305,12 +274,12 @@ bool PoolImpl::receive() {
     for (Worker* w : g->members) {
       if (w->hot || w->comm == MPI_COMM_NULL || now < w->next_probe) continue;
       const bool lost = !w->alive();
-      if (lost && !still_heard(*w, now)) continue;
+      if (lost && !liveness_.still_heard(*w, now)) continue;
       w->next_probe = now + probe_gap(now - w->last_busy);
       got |= probe(*w, lost);
     }
   }
-  last_receive_pass_ = mpi::now_s();
+  liveness_.read_all_at(mpi::now_s());
   return got;
 }
 
@@ -367,7 +336,7 @@ bool PoolImpl::receive_group(AgentGroup& g, double now, bool urgent) {
     if (m.source < 0 || member >= static_cast<int>(g.members.size())) continue;
     Worker& w = *g.members[static_cast<std::size_t>(member)];
     const bool lost = !w.alive();
-    if (lost && !still_heard(w, now)) continue;
+    if (lost && !liveness_.still_heard(w, now)) continue;
     if (!lost && m.tag != wire::tag_heartbeat) {
       got = true;
       g.last_busy = now;
@@ -441,7 +410,7 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
     case wire::tag_output: return write_output(wire::decode<wire::Output>(m.data));
     case wire::tag_route_gone: {
       const auto g = wire::decode_whole<wire::RouteGone>(m.data);
-      close_call_rings(w, g.route);  // what it put there before it ended comes first
+      rings_.close(w, g.route);  // what it put there before it ended comes first
       return ChannelStore::instance().forget(uid_, static_cast<std::uint64_t>(w.id), g.route, g.taken);
     }
     case wire::tag_actor_lane: return open_actor_lane(w, wire::decode<wire::ActorLane>(m.data));
@@ -449,7 +418,7 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
     case wire::tag_object_missing: return on_object_missing(w, wire::decode<wire::ObjectFree>(m.data).id);
     case wire::tag_actor_died: {
       const auto d = wire::decode<wire::ActorDeath>(m.data);
-      close_call_rings(w, d.actor | wire::route_actor_bit);
+      rings_.close(w, d.actor | wire::route_actor_bit);
       // What it put in its lane before it died comes first: a finished call is delivered.
       if (auto l = w.actor_lanes.find(d.actor); l != w.actor_lanes.end())
         drain_lane(w, std::shared_ptr<LaneRegion>(l->second));
@@ -458,7 +427,7 @@ void PoolImpl::handle(Worker& w, mpi::Message& m) {
     }
     case wire::tag_bye: {
       drain_lanes(w);  // before its lanes are let go with its slot
-      close_call_rings(w, std::nullopt);
+      rings_.close(w, std::nullopt);
       ChannelStore::instance().forget(uid_, static_cast<std::uint64_t>(w.id), std::nullopt);  // its processes end
       bool stopping;
       {
@@ -609,7 +578,7 @@ void PoolImpl::stop() {
   }
   if (thread_.joinable()) thread_.join();
   if (elastic) elastic->cancel(true, "the pool ended");  // what is still pending, or running after the goodbye
-  forget_object_frees(object_frees_token_);              // no thread left to tell the agents
+  freed_.stop();                                         // no thread left to tell the agents
   std::lock_guard lk(mu_);
   // Nothing answers once the communication thread is gone: what is left fails rather than waits
   // (join() and terminate() leave nothing queued; this is the net under them).
@@ -632,15 +601,14 @@ std::shared_ptr<PoolCore> start_pool(const PoolSettings& settings) {
   keep_freed_memory(settings.driver_keep_freed_bytes, false);  // the first pool asking decides for the process
   auto p = std::make_shared<PoolImpl>(settings);
   p->start();
-  std::lock_guard lk(g_pools_mu);
-  g_pools.push_back(p);
+  PoolRegistry::instance().add(p->uid(), p);
   return p;
 }
 
 void PoolImpl::check_fits(const Resources& need, const std::string& what) const {
   // The best worker: GPUs go to an agent only for all its executors at once.
   Resources best = s_.resources;
-  const int per_agent = s_.resources.gpus * agent_size(s_.workers);
+  const int per_agent = s_.resources.gpus * planner_.agent_size(s_.workers);
   best.gpus = static_cast<int>(s_.gpu_ids.size()) >= per_agent ? s_.resources.gpus : 0;
   if (fits(need, best)) return;
   throw ConfigError("fibra: " + what + " asks for " + describe(need) + ", but a worker of this pool offers at most " +
@@ -650,18 +618,11 @@ void PoolImpl::check_fits(const Resources& need, const std::string& what) const 
 
 std::shared_ptr<PoolCore> core_for_actor_handle(std::uint64_t uid) {
   if (in_executor()) return task_side()->core(uid);
-  std::lock_guard lk(g_pools_mu);
-  for (auto& w : g_pools)
-    if (auto p = w.lock(); p && p->uid() == uid) return p;
+  if (auto p = PoolRegistry::instance().find(uid)) return p;
   throw Error("fibra: an actor handle names a pool that is gone");
 }
 
-std::shared_ptr<PoolCore> find_pool(std::uint64_t uid) noexcept {
-  std::lock_guard lk(g_pools_mu);
-  for (auto& w : g_pools)
-    if (auto p = w.lock(); p && p->uid() == uid) return p;
-  return nullptr;
-}
+std::shared_ptr<PoolCore> find_pool(std::uint64_t uid) noexcept { return PoolRegistry::instance().find(uid); }
 
 bool pool_running() noexcept {
   const auto live = live_pools();
@@ -691,13 +652,7 @@ Initializer checked_initializer(const Initializer& init) {
 }  // namespace
 
 void stop_all_pools() noexcept {
-  std::vector<std::shared_ptr<PoolImpl>> live;
-  {
-    std::lock_guard lk(g_pools_mu);
-    for (auto& w : g_pools)
-      if (auto p = w.lock()) live.push_back(std::move(p));
-    g_pools.clear();
-  }
+  const auto live = PoolRegistry::instance().take_all();
   for (auto& p : live) {
     try {
       p->terminate();

@@ -99,25 +99,10 @@ bool PoolImpl::cancel_pending(const std::shared_ptr<JobState>& job) {
 // anything did. Under mu_. (FIBRA_TRACE's `submitted` is stamped here, as the chunk gets its id:
 // the moments in the inbox count as the caller's.)
 bool PoolImpl::take_inbox() {
-  // Nothing waits, and nothing a throw left: no lock at this pass. (A call appended just after
-  // this look is seen at the next one: the thread does not nap past inbox_waiting_.)
-  if (inbox_next_ == inbox_taken_.size() && !inbox_waiting_.load()) return false;
-  bool moved = false;
-  for (;;) {
-    if (inbox_next_ == inbox_taken_.size()) {
-      inbox_next_ = 0;
-      inbox_taken_.clear();
-      if (inbox_taken_.capacity() > 4096) std::vector<Submitted>().swap(inbox_taken_);  // after a burst
-      std::lock_guard il(inbox_mu_);
-      if (inbox_.empty()) return moved;
-      inbox_.swap(inbox_taken_);
-      inbox_waiting_.store(false);
-    }
-    // Not queue_unless_cancelled: submit() named the pool, and a cancel since then finds the call
-    // in the scheduler (cancel() takes the inbox first) and says it cancelled it. If add() throws
-    // (no memory), this call fails with that, and the rest stay for the next look (or fail_inbox).
-    Submitted& t = inbox_taken_[inbox_next_++];
-    moved = true;
+  // Not queue_unless_cancelled: submit() named the pool, and a cancel since then finds the call in
+  // the scheduler (cancel() takes the inbox first) and says it cancelled it. If add() throws (no
+  // memory), this call fails with that, and the rest stay for the next look (or fail_inbox).
+  return inbox_.take([&](SubmitInbox::Entry& t) {
     try {
       const std::uint64_t id = sched_.add(t.job, t.first, t.count, std::move(t.payload));
       trace::mark(trace::submitted, id);
@@ -127,21 +112,7 @@ bool PoolImpl::take_inbox() {
       throw;
     }
     graph_.tasks += t.job->is_task();
-  }
-}
-
-// Every call still in the inbox fails with `e` (the pool's end). Under mu_, the inbox closed.
-void PoolImpl::fail_inbox(const std::exception_ptr& e) {
-  {
-    std::lock_guard il(inbox_mu_);
-    for (auto& t : inbox_) inbox_taken_.push_back(std::move(t));
-    inbox_.clear();
-    inbox_waiting_.store(false);
-  }
-  for (std::size_t i = inbox_next_; i < inbox_taken_.size(); ++i)
-    inbox_taken_[i].job->deliver({inbox_taken_[i].first, inbox_taken_[i].count, {}, e, {}});
-  inbox_taken_.clear();
-  inbox_next_ = 0;
+  });
 }
 
 // Gives each ready worker with room a batch of pending chunks.
@@ -170,7 +141,7 @@ bool PoolImpl::dispatch(std::size_t batches_each) {
     std::lock_guard lk(mu_);
     take_inbox();
     if (sched_.pending() == 0 && !steal_for_idle()) return false;
-    const int ready = ready_count() + joined_ready_;
+    const int ready = ready_count() + counts_.joined_ready();
     // Least loaded first: every idle executor gets a batch before a busy one gets a second, and a
     // second batch waits on a busy executor only while chunks are short (prefetch_pays). An agent
     // gives each batch to its least busy executor.

@@ -15,8 +15,7 @@ namespace fibra::detail {
 bool PoolImpl::adopt_join(JoinedAgent& j) {
   std::lock_guard lk(mu_);
   if (closed_ || stopping_) return false;
-  joins_.push_back(j);
-  joins_waiting_.store(true, std::memory_order_release);
+  joined_.add(j);
   kick();
   return true;
 }
@@ -47,9 +46,7 @@ void PoolImpl::adapt(int min_workers, int max_workers, const AdaptOptions& optio
   }
   {
     std::lock_guard lk(mu_);
-    adapt_min_ = min_workers;
-    adapt_idle_s_ = options.idle_timeout_s;
-    drain_before_s_ = options.drain_before_s;
+    joined_.adapt(min_workers, options);
     kick();
   }
   if (old) {  // a second adapt() replaces the first: its jobs not joined yet are not wanted now
@@ -63,7 +60,7 @@ void PoolImpl::adapt(int min_workers, int max_workers, const AdaptOptions& optio
 Elastic::View PoolImpl::elastic_view() const {
   std::lock_guard lk(mu_);
   Elastic::View v;
-  v.workers = live_count() + joined_live_;
+  v.workers = live_count() + counts_.joined_live();
   // Only chunks that a joined worker could run call for a worker job (the first 4096 are enough
   // to tell, and keep the look short while a million wait).
   const std::size_t pending = sched_.pending();
@@ -73,7 +70,7 @@ Elastic::View PoolImpl::elastic_view() const {
     v.unfit = pending;
     v.unfit_example = describe(joined_offer());
   }
-  v.joined = joined_jobs_;
+  v.joined = joined_.slurm_jobs();
   return v;
 }
 
@@ -93,31 +90,19 @@ Resources PoolImpl::joined_offer() const {
 // A walk over the workers, so at most every 50 ms (a pass costs the workers at work, issue 29).
 bool PoolImpl::let_joined_go(int live) {
   const double now = mpi::now_s();
-  if (now < next_joined_look_) return false;
-  next_joined_look_ = now + 0.05;
+  if (!joined_.look_due(now)) return false;
   std::vector<std::string> lines;
   {
     std::lock_guard lk(mu_);
-    if (joined_live_ == 0) return false;
-    int total = live + joined_live_;
+    if (counts_.joined_live() == 0) return false;
+    int total = live + counts_.joined_live();
     for (auto& w : workers_) {
-      // (One rank of a launch of several that left alone would end the others: Open MPI ends a job
-      // whose process exits without MPI_Finalize, and the others are not done. They stay.)
-      if (!w->joined || w->state != Worker::State::ready || w->joined_ranks > 1) continue;
-      // (Not Worker::last_busy: a batch through a lane is no message.)
-      if (!w->batches.empty() || w->blocked > 0 || w->idle_since == 0) w->idle_since = now;
-      std::string why;
-      if (w->job_ends_at > 0 && now >= w->job_ends_at - drain_before_s_) {
-        why = ": its Slurm job's time limit is " + seconds(w->job_ends_at - now) +
-              " away (AdaptOptions::drain_before_s): it finishes what it runs and leaves the pool";
-      } else if (adapt_idle_s_ > 0 && now - w->idle_since >= adapt_idle_s_ && total - w->executors >= adapt_min_ &&
-                 std::none_of(actors_.begin(), actors_.end(), [&](auto& a) {
-                   return a.second.state == ActorState::State::placed && a.second.worker == w->id;
-                 })) {
-        why = " was idle for " + seconds(now - w->idle_since) + " (AdaptOptions::idle_timeout_s): it leaves the pool";
-      } else {
-        continue;
-      }
+      const std::string why = joined_.leave_reason(*w, now, total, [&] {
+        return std::any_of(actors_.begin(), actors_.end(), [&](auto& a) {
+          return a.second.state == ActorState::State::placed && a.second.worker == w->id;
+        });
+      });
+      if (why.empty()) continue;
       set_state(*w, Worker::State::retiring);
       mark_hot(*w);
       total -= w->executors;
@@ -138,13 +123,12 @@ bool PoolImpl::let_joined_go(int live) {
 // against its target. Under the MPI lock.
 bool PoolImpl::take_joins() {
   // (Every pass comes here: the flag spares it the pool's lock while nobody joins.)
-  if (!joins_waiting_.load(std::memory_order_acquire)) return false;
+  if (!joined_.any_waiting()) return false;
   std::vector<JoinedAgent> joins;
   {
     std::lock_guard lk(mu_);
-    joins_waiting_.store(false, std::memory_order_relaxed);
-    if (joins_.empty()) return false;
-    joins.swap(joins_);
+    joins = joined_.take();
+    if (joins.empty()) return false;
   }
   for (auto& j : joins) {
     auto group = std::make_shared<AgentGroup>();
@@ -165,8 +149,7 @@ bool PoolImpl::take_joins() {
       made->holds_slot = false;  // not of this allocation's slots
       made->joined = true;
       made->joined_from = j.hello.origin;
-      constexpr std::string_view slurm = "Slurm job ";
-      if (made->joined_from.rfind(slurm, 0) == 0) joined_jobs_.insert(made->joined_from.substr(slurm.size()));
+      joined_.note_origin(made->joined_from);
       if (j.hello.time_left_s > 0) made->job_ends_at = mpi::now_s() + j.hello.time_left_s;
       made->joined_ranks = std::max(1, static_cast<int>(j.hello.ranks));
       made->comm = j.comm;
@@ -175,7 +158,7 @@ bool PoolImpl::take_joins() {
       w = made.get();
       group->members.push_back(w);
       workers_.push_back(std::move(made));
-      count_state(*w, +1);  // starting (not PoolStats::workers_started, which counts the ones it spawned)
+      counts_.count(*w, +1);  // starting (not PoolStats::workers_started, which counts the ones it spawned)
       mark_hot(*w);
     }
     log::info("fibra: agent {} with {} worker(s) joined from {} on {} (pid {})", w->slot, w->executors, j.hello.origin,

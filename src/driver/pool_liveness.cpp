@@ -63,82 +63,31 @@ void PoolImpl::on_hello(Worker& w, const wire::Hello& h) {
   state_cv_.notify_all();
 }
 
-// Heartbeats to quiet workers, and the liveness check of every worker: a worker that has been
-// silent too long (or whose process is gone, for workers on this host) is declared lost.
+// Heartbeats to quiet workers, and the liveness check of every worker (Liveness judges): a worker
+// that has been silent too long (or whose process is gone, for workers on this host) is declared
+// lost; a lost one whose process is surely gone frees its slot.
 void PoolImpl::watch_workers() {
   const double now = mpi::now_s();
-  // A sweep every 10 ms, not every pass, over a tenth of the workers (64 at least): each is looked
-  // at every 100 ms, where the bounds are seconds (a sweep over every one of the scale
-  // simulation's 10,000 agents every pass was most of an idle driver's time).
-  if (now < next_watch_) return;
-  next_watch_ = now + 0.010;
-  // Whether its process is gone from this host: a kill(pid, 0) at most every 50 ms for each worker
-  // (a small pool's sweep covers every worker every 10 ms), and one for adjacent agents of one
-  // process (the scale simulation's: one rank of one group).
-  const Worker* last = nullptr;
-  bool last_gone = false;
-  const auto gone_here = [&](Worker& w) {
-    if (now - w.pid_checked < 0.05) return false;
-    w.pid_checked = now;
-    if (!last || last->group != w.group || last->rank != w.rank || last->pid != w.pid) last_gone = process_gone_here(w);
-    last = &w;
-    return last_gone;
-  };
-  const std::size_t n = workers_.size();
-  const std::size_t slice = std::min(n, std::max<std::size_t>(64, (n + 9) / 10));
-  for (std::size_t i = 0; i < slice; ++i) {
-    if (watch_next_ >= n) watch_next_ = 0;
-    auto& w = workers_[watch_next_++];
-    if (w->state == Worker::State::lost && (w->read_after_loss || w->holds_slot)) {
-      const bool gone = gone_here(*w);
-      if (gone) w->read_after_loss = false;  // nothing more comes from it (still_heard)
-      // Its slot is free once its process is: gone from this host, or past the orphan guard.
-      if (w->holds_slot && (gone || now - w->lost_at > s_.driver_silence_s + 2 * s_.heartbeat_s)) free_slot(*w);
+  liveness_.sweep(now, workers_, [&](Worker& w, Liveness::Verdict v, const std::string& why) {
+    switch (v) {
+      case Liveness::Verdict::lost: return declare_lost(w, why);
+      case Liveness::Verdict::heartbeat: return send(w, wire::tag_heartbeat, std::string());
+      case Liveness::Verdict::free_slot: return free_slot(w);
     }
-    if (!w->alive()) continue;
-    if (w->state == Worker::State::starting) {
-      if (now - w->spawned_at > s_.start_timeout_s)
-        declare_lost(*w, "it did not start within " + seconds(s_.start_timeout_s) + " (PoolOptions::start_timeout_s)");
-      continue;
-    }
-    // Silence is judged only right after a receive pass: a pass delayed by a long spawn has not
-    // read what the workers sent meanwhile.
-    if (now - last_receive_pass_ < 0.5 * s_.heartbeat_s && now - w->last_heard > s_.worker_silence_s) {
-      declare_lost(*w, "it has been silent for " + seconds(now - w->last_heard) +
-                           " (PoolOptions::worker_silence_s = " + seconds(s_.worker_silence_s) + ")");
-      continue;
-    }
-    if (gone_here(*w)) {
-      declare_lost(*w, "its process is gone");
-      continue;
-    }
-    const bool working = w->state == Worker::State::ready || w->state == Worker::State::retiring;
-    if (working && now - w->last_sent > s_.heartbeat_s) send(*w, wire::tag_heartbeat, std::string());
-  }
+  });
   // Groups none of whose members is read again are probed no more.
   std::erase_if(groups_, [&](const auto& g) {
     return std::none_of(g->members.begin(), g->members.end(), [&](const Worker* w) {
-      return w->comm != MPI_COMM_NULL && (w->alive() || still_heard(*w, now));
+      return w->comm != MPI_COMM_NULL && (w->alive() || liveness_.still_heard(*w, now));
     });
   });
-}
-
-// True when the worker runs on this host and its process no longer exists.
-bool PoolImpl::process_gone_here(const Worker& w) const {
-  return w.pid > 0 && w.host == my_host_ && ::kill(static_cast<pid_t>(w.pid), 0) != 0 && errno == ESRCH;
-}
-
-std::string PoolImpl::seconds(double s) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f s", s);
-  return b;
 }
 
 // The worker is dead to the pool: nothing is sent to it or read from it again, and the chunks it
 // held are failed attempts (retried elsewhere while they have retries left).
 void PoolImpl::declare_lost(Worker& w, const std::string& why) {
-  close_call_rings(w, std::nullopt);  // the puts its processes made before are the queues' still
-  std::string line;                   // written once mu_ is released: a log sink may ask the pool for its stats
+  rings_.close(w, std::nullopt);  // the puts its processes made before are the queues' still
+  std::string line;               // written once mu_ is released: a log sink may ask the pool for its stats
   {
     std::lock_guard lk(mu_);
     const bool was_leaving = w.state == Worker::State::leaving;
@@ -156,7 +105,7 @@ void PoolImpl::declare_lost(Worker& w, const std::string& why) {
     std::vector<std::uint64_t> taken;
     for (const auto& r : w.lanes) r->lane().mailbox().take_ahead_taken(taken);
     for (const auto& [key, r] : w.actor_lanes) r->lane().mailbox().take_ahead_taken(taken);
-    if (process_gone_here(w)) free_slot(w);  // its replacement may take the slot on the next pass
+    if (liveness_.process_gone_here(w)) free_slot(w);  // its replacement may take the slot on the next pass
     // A host whose agent fell silent may be cut off or gone: no agent is spawned again, there or
     // anywhere else, by any pool of this process, since every spawn involves every node's Open MPI
     // daemon (see spawn_frozen_reason). Placement "none" plans no host: the host its hello gave counts.

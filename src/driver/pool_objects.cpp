@@ -34,7 +34,7 @@ void PoolImpl::add_objects(const JobState& job, wire::TaskHeader& h,
 void PoolImpl::send_objects(Worker& w, const std::vector<std::shared_ptr<const StoredObject>>& objects) {
   if (!w.lanes.empty()) return;
   for (const auto& o : objects) {
-    if (!w.objects.insert(o->id).second) continue;
+    if (!w.objects.add(o->id)) continue;
     if (const Worker* peer = w.object_port != 0 ? object_peer(w, o->id) : nullptr) {
       // The address its server listens on; listening on every address, a peer on its own host is
       // reached through the loopback (its host name may not resolve).
@@ -43,7 +43,7 @@ void PoolImpl::send_objects(Worker& w, const std::vector<std::shared_ptr<const S
                                                            : peer->host;
       send(w, wire::tag_object_fetch,
            wire::encode(wire::ObjectFetch{{o->id, o->origin, o->bytes.size()}, host, peer->object_port}));
-      w.fetching[o->id] = {o, peer->id};
+      w.objects.fetching(o, peer->id);
       std::lock_guard lk(mu_);
       ++stats_.objects_fetched_from_peers;
       continue;
@@ -65,7 +65,7 @@ void PoolImpl::send_object_bytes(Worker& w, const std::shared_ptr<const StoredOb
 const Worker* PoolImpl::object_peer(const Worker& w, std::uint64_t id) const {
   const Worker* found = nullptr;
   for (const auto& p : workers_) {
-    if (p.get() == &w || p->object_port == 0 || !p->objects.count(id) || w.unreachable_peers.count(p->id)) continue;
+    if (p.get() == &w || p->object_port == 0 || !p->objects.holds(id) || w.objects.unreachable(p->id)) continue;
     if (p->state != Worker::State::ready && p->state != Worker::State::retiring) continue;
     if (p->host == w.host) return p.get();
     if (!found) found = p.get();
@@ -77,38 +77,23 @@ const Worker* PoolImpl::object_peer(const Worker& w, std::uint64_t id) const {
 // no task holds it any more, tells the agent to stop waiting for it. That peer is not asked of
 // this agent again.
 void PoolImpl::on_object_missing(Worker& w, std::uint64_t id) {
-  auto it = w.fetching.find(id);
-  std::shared_ptr<const StoredObject> o;
-  if (it != w.fetching.end()) {
-    o = it->second.first.lock();
-    w.unreachable_peers.insert(it->second.second);
-    w.fetching.erase(it);
+  bool was_fetching = false;
+  const std::shared_ptr<const StoredObject> o = w.objects.fetch_failed(id, was_fetching);
+  if (was_fetching) {
     std::lock_guard lk(mu_);
     --stats_.objects_fetched_from_peers;  // counted when asked: it was not
   }
   if (o) return send_object_bytes(w, o);
-  w.objects.erase(id);
+  w.objects.drop(id);
   send(w, wire::tag_object_free, wire::encode(wire::ObjectFree{id, 0}));
 }
 
 // Agents that keep a copy of an object freed since the last look are told to drop it.
 void PoolImpl::free_objects() {
-  std::vector<std::uint64_t> freed;
-  {
-    std::lock_guard lk(freed_mu_);
-    freed.swap(freed_objects_);
-  }
-  for (std::uint64_t id : freed)
-    for (auto& w : workers_) {
-      w->fetching.erase(id);
-      if (!w->objects.erase(id)) continue;
-      std::uint64_t handed = 0;
-      if (auto h = w->handed.find(id); h != w->handed.end()) {
-        handed = h->second;
-        w->handed.erase(h);
-      }
-      if (w->alive()) send(*w, wire::tag_object_free, wire::encode(wire::ObjectFree{id, handed}));
-    }
+  for (std::uint64_t id : freed_.take())
+    for (auto& w : workers_)
+      if (const auto handed = w->objects.drop(id); handed && w->alive())
+        send(*w, wire::tag_object_free, wire::encode(wire::ObjectFree{id, *handed}));
 }
 
 // FIBRA_PEER_OBJECTS=0: agents do not copy objects from each other (a cluster whose firewall lets

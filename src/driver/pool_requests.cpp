@@ -62,7 +62,7 @@ std::shared_ptr<JobState> PoolImpl::answered_job(const FunctionEntry& fn, const 
 
 void PoolImpl::on_request(Worker& w, const std::string& data) {
   auto [route, r] = wire::parse_routed_request(data);
-  if (!call_rings_.empty()) read_call_ring_of(w, route);
+  if (!rings_.empty()) rings_.read_of(w, route);
   if (r.actor == wire::actor_start_request || r.actor == wire::actor_find_request) return on_actor_request(w, route, r);
   if (r.actor == wire::channel_request) return on_channel_request(w, route, r);
   const FunctionEntry* fn = function_by_id(r.fn);
@@ -106,13 +106,13 @@ void PoolImpl::on_request(Worker& w, const std::string& data) {
 // memfds (they came with the request), which the driver maps, so that the call takes them as it
 // takes values put in the driver. Throws Error if one is not to be found.
 void PoolImpl::take_task_objects(Worker& w, const FunctionEntry& fn, const wire::Request& r, JobState& job) {
-  for (const auto& o : r.objects) w.hold_handed(o.id);  // until told it is freed (free_objects)
+  for (const auto& o : r.objects) w.objects.hold_handed(o.id);  // until told it is freed (free_objects)
   std::vector<ObjectArg> args;
   for (const auto& o : r.objects) {
     std::string why;
     auto object = take_kept_result(w.pid, o.origin, o.id, o.size, why);
     if (!object) {
-      for (const auto& x : r.objects) queue_object_free(x.id);  // (those taken are held here meanwhile)
+      for (const auto& x : r.objects) freed_.note(x.id);  // (those taken are held here meanwhile)
       throw Error("fibra: a task called " + fn.name + " with a value it stored (fibra::put), but " + why + " (" +
                   name(w) + ")");
     }
@@ -218,41 +218,8 @@ bool PoolImpl::open_call_ring(Worker& w, std::uint64_t route) {
     region = w.lanes[route - 1];
   }
   if (!region || !w.alive()) return false;
-  close_call_rings(w, route, false);  // (a process before it at that route had its route_gone)
-  auto ring = std::make_shared<CallRing>();
-  ring->worker = &w;
-  ring->worker_id = w.id;
-  ring->route = route;
-  ring->region = std::move(region);
-  call_rings_.push_back(std::move(ring));
+  rings_.open(w, w.id, route, std::move(region));
   return true;
-}
-
-bool PoolImpl::read_call_rings() {
-  if (call_rings_.empty()) return false;
-  bool got = false;
-  const auto rings = call_rings_;  // a copy: a call that does not decode loses its worker, and its rings
-  for (const auto& ring : rings) got |= read_call_ring(ring);
-  return got;
-}
-
-bool PoolImpl::read_call_ring(const std::shared_ptr<CallRing>& ring) {
-  bool got = false;
-  std::string call;
-  try {
-    // (A ring closed meanwhile is not read: its worker was lost, its calls' holder forgotten.)
-    while (!ring->closed && ring->region->lane().take_request(ring->partial, call)) {
-      got = true;
-      on_ring_call(ring, call);
-    }
-  } catch (const wire::Malformed& e) {
-    Worker& w = *ring->worker;
-    const bool closing = ring->closing;  // (read as its process ends, or as its worker is declared lost)
-    close_call_rings(w, std::nullopt, false);
-    if (!closing && w.alive())
-      declare_lost(w, std::string("its executor wrote a call that does not decode (") + e.what() + ")");
-  }
-  return got;
 }
 
 // A call from the ring, handled as on_channel_request handles one through MPI; its answer goes
@@ -306,48 +273,13 @@ void PoolImpl::on_ring_call(const std::shared_ptr<CallRing>& ring, const std::st
   ChannelStore::instance().call(std::move(call), who, std::move(answer));
 }
 
-void PoolImpl::close_call_rings(const Worker& w, std::optional<std::uint64_t> route, bool read_first) {
-  std::vector<std::shared_ptr<CallRing>> closing;
-  std::erase_if(call_rings_, [&](const std::shared_ptr<CallRing>& ring) {
-    if (ring->worker != &w || (route && ring->route != *route)) return false;
-    ring->closing = true;
-    closing.push_back(ring);
-    return true;
-  });
-  for (const auto& ring : closing) {
-    if (read_first) read_call_ring(ring);
-    std::lock_guard lk(ring->reply_mu);
-    ring->closed = true;
-    ring->shared.clear();  // memfds handed to it and not acknowledged: its process ended
-  }
-}
-
-// A request of a process through its agent (a submit, an actor's call) comes after the calls it put
-// in its ring before: those are read first, as results are after what the lanes hold.
-void PoolImpl::read_call_ring_of(const Worker& w, std::uint64_t route) {
-  for (const auto& ring : call_rings_)
-    if (ring->worker == &w && ring->route == route) {
-      read_call_ring(std::shared_ptr<CallRing>(ring));  // (a copy: a call that does not decode lets it go)
-      return;
-    }
-}
-
 void PoolImpl::queue_reply(PendingReply r) {
-  {
-    std::lock_guard lk(replies_mu_);
-    replies_.push_back(std::move(r));
-  }
-  replies_waiting_.store(true, std::memory_order_release);
+  replies_.push(std::move(r));
   wake_.notify_one();
 }
 
 bool PoolImpl::send_replies() {
-  if (!replies_waiting_.exchange(false, std::memory_order_acq_rel)) return false;
-  std::vector<PendingReply> rs;
-  {
-    std::lock_guard lk(replies_mu_);
-    rs.swap(replies_);
-  }
+  std::vector<PendingReply> rs = replies_.take();
   for (auto& p : rs) {
     Worker* w = nullptr;
     for (auto& x : workers_)

@@ -126,7 +126,7 @@ void PoolImpl::on_kept(Worker& w, const wire::ResultHeader& h, std::string_view 
     k = wire::decode_whole<wire::Kept>(payload);
   } catch (const wire::Malformed&) {
   }
-  if (k.id != 0) w.hold_handed(k.id);  // until told it is freed (free_objects)
+  if (k.id != 0) w.objects.hold_handed(k.id);  // until told it is freed (free_objects)
   // Kept on another host: the copy its agent sent first.
   std::shared_ptr<const StoredObject> copy;
   if (auto it = kept_copies_.find({exec_pid, k.id}); it != kept_copies_.end()) {
@@ -135,7 +135,7 @@ void PoolImpl::on_kept(Worker& w, const wire::ResultHeader& h, std::string_view 
   }
   Chunk* c = sched_.find(h.chunk, h.attempt);
   if (!c || k.id == 0 || k.id != c->keep_id) {  // late (or not what it was asked to keep): dropped
-    if (k.id != 0) queue_object_free(k.id);
+    if (k.id != 0) freed_.note(k.id);
     if (!c) {
       ++stats_.late_results_dropped;
       if (events_) events_->outcome("late", h.chunk, h.attempt);
@@ -152,7 +152,7 @@ void PoolImpl::on_kept(Worker& w, const wire::ResultHeader& h, std::string_view 
   std::string why;
   auto object = copy ? std::move(copy) : take_kept_result(w.pid, exec_pid, k.id, k.size, why);
   if (!object || object->bytes.size() != k.size) {
-    queue_object_free(k.id);
+    freed_.note(k.id);
     c->no_keep = true;
     ++stats_.kept_results_lost;
     requeue_or_cancel(h.chunk, h.attempt);

@@ -19,6 +19,7 @@
 #include "common/log.hpp"
 #include "driver/channels.hpp"
 #include "driver/pool_impl.hpp"
+#include "driver/spawn_planner.hpp"
 #include "driver/run_secret.hpp"
 #include "driver/resources.hpp"
 #include "common/process.hpp"
@@ -125,22 +126,22 @@ void PoolImpl::resize(int n) {
                    "node was lost (" +
                    spawn_frozen_reason + "); the pool carries on with " + std::to_string(live_count()) + " worker(s)");
   target_ = n;
-  spawn_error_ = nullptr;
-  next_spawn_ = 0;
+  backoff_.reset();
   kick();
-  const bool ok = state_cv_.wait_for(lk, std::chrono::duration<double>(s_.start_timeout_s),
-                                     [&] { return broken_ || stopped_ || spawn_error_ || ready_count() == target_; });
+  const bool ok = state_cv_.wait_for(lk, std::chrono::duration<double>(s_.start_timeout_s), [&] {
+    return broken_ || stopped_ || backoff_.error() || ready_count() == target_;
+  });
   if (broken_) std::rethrow_exception(broken_);
   if (stopped_) throw PoolClosed("fibra: the pool was terminated while resize() waited for its workers");
-  if (spawn_error_) {
+  if (backoff_.error()) {
     const int live = live_count();
     target_ = std::max(1, live);
     throw MpiError("fibra: Pool::resize(" + std::to_string(n) + ") could not start every new worker (" +
-                   error_text(spawn_error_) + "); the pool carries on with " + std::to_string(live) + " worker(s)");
+                   error_text(backoff_.error()) + "); the pool carries on with " + std::to_string(live) + " worker(s)");
   }
   if (!ok) {
     throw WorkerLost("fibra: Pool::resize(" + std::to_string(n) + "): only " + std::to_string(ready_count()) +
-                     " workers were ready after " + seconds(s_.start_timeout_s) +
+                     " workers were ready after " + seconds_text(s_.start_timeout_s) +
                      " (PoolOptions::start_timeout_s); the others may still come");
   }
 }
@@ -148,182 +149,167 @@ void PoolImpl::resize(int n) {
 // How many executors the next agent runs: PoolOptions::workers_per_agent, or automatically a
 // quarter of the pool (at most 4 agents, so that start-up costs at most 4 MPI spawns); never more
 // than the pool still lacks.
-int PoolImpl::next_agent_size() const {
-  const int target = target_now();
-  return std::max(1, std::min(agent_size(target), target - live_count()));
-}
+int PoolImpl::next_agent_size() const { return planner_.next_sizes(target_now(), live_count(), 1).front(); }
 
-// The sizes of the next agents to spawn together: what the pool lacks, at most `most` agents and
-// as many as the slots hold (at least one: a spawn that does not fit is refused, naming why).
-// Without Open MPI's recovery (a plain `mpirun -n 1 ./app`), one at a time, each agent a job of its
-// own: an agent of a larger job that resize() retires could neither end without MPI_Finalize (Open
-// MPI would end the whole job, the driver too: seen under plain mpirun) nor in it (it waits there
-// for the rest of its job).
+// The sizes of the next agents to spawn together (SpawnPlanner::next_sizes), at most `most` and as
+// many as the slots hold. Without Open MPI's recovery (a plain `mpirun -n 1 ./app`), one at a time,
+// each agent a job of its own: an agent of a larger job that resize() retires could neither end
+// without MPI_Finalize (Open MPI would end the whole job, the driver too: seen under plain mpirun)
+// nor in it (it waits there for the rest of its job).
 std::vector<int> PoolImpl::next_agent_sizes(int most) const {
-  const int target = target_now();
-  std::vector<int> sizes;
   // `most` and the slots count processes: a simulated agents' process speaks for k agents.
   const long long k = std::max<long long>(1, simulation_wanted().agents);
   const int room =
       static_cast<int>(std::min<long long>(INT_MAX, k * std::min(mpi::recovery_enabled() ? most : 1, free_slots())));
-  for (int planned = live_count(); planned < target && static_cast<int>(sizes.size()) < room;) {
-    sizes.push_back(std::max(1, std::min(agent_size(target), target - planned)));
-    planned += sizes.back();
-  }
-  if (sizes.empty()) sizes.push_back(next_agent_size());
-  return sizes;
-}
-
-// Executors per agent: PoolOptions::workers_per_agent, else spread over at most auto_agents
-// agents (or one per host the pool spreads over, if more); one each when GPUs are shared out, so
-// that each worker's GPUs are its agent's to match.
-int PoolImpl::agent_size(int target) const {
-  if (s_.workers_per_agent > 0) return s_.workers_per_agent;
-  if (!s_.gpu_ids.empty() && s_.resources.gpus > 0) return 1;
-  const int agents = s_.pack ? auto_agents : std::max(auto_agents, static_cast<int>(s_.hosts.size()));
-  return std::max(1, (target + agents - 1) / agents);
-}
-
-// "node01" and "node01.cluster.local" are one host (Slurm names nodes short, gethostname may not).
-bool PoolImpl::same_host(const std::string& a, const std::string& b) {
-  return a.substr(0, a.find('.')) == b.substr(0, b.find('.'));
+  return planner_.next_sizes(target_now(), live_count(), room);
 }
 
 // Spawns agents together, one running executors[i] workers each (the first of them at least, and
 // as many as fit one per host when the pool places them on hosts), in one MPI_Comm_spawn_multiple
 // (one Open MPI job: on a cluster their MPI_Init runs in parallel, where one spawn per agent took
-// about 0.29 s each, one after the other): for each, its first message (setup), the GPUs it gets
-// and where it goes, planned in turn (each sees the ones planned before it, as the workers that
-// stand for them are added first); then the spawn, and the setups.
+// about 0.29 s each, one after the other): planned, spawned, registered as a group, and each told
+// its setup first.
 void PoolImpl::spawn_agents(const std::vector<int>& executors) {
   const std::int64_t began_us = events_ ? event_time_us() : 0;
   if (remote_host_lost())  // a new pool, or one still starting, after another pool lost a node
     throw MpiError("fibra: MPI_Comm_spawn not tried for worker " + std::to_string(live_count() + 1) + " of " +
                    std::to_string(target_now()) + ": agents on " + lost_remote_hosts() + " were lost, and " +
                    spawn_frozen_reason);
-  std::vector<wire::AgentSetup> setups;
-  std::vector<std::unique_ptr<mpi::Info>> infos;
-  std::vector<Worker*> added;
-  std::vector<std::string> remote;  // the other hosts it starts agents on
-  // If planning or the spawn fails, none of them exists: the workers planned for them go.
-  const auto unplan = [&] {
-    std::lock_guard lk(mu_);
-    for (Worker* w : added) count_state(*w, -1);
-    std::erase_if(workers_, [&](const auto& w) { return std::count(added.begin(), added.end(), w.get()) > 0; });
-  };
+  AgentPlan plan;
   MPI_Comm inter = MPI_COMM_NULL;
+  try {
+    plan_agents(executors, plan);
+    inter = spawn_planned(plan);
+  } catch (...) {  // none of them exists: the workers planned for them go
+    std::lock_guard lk(mu_);
+    for (Worker* w : plan.added) counts_.count(*w, -1);
+    std::erase_if(workers_,
+                  [&](const auto& w) { return std::count(plan.added.begin(), plan.added.end(), w.get()) > 0; });
+    throw;
+  }
+  if (events_) {
+    int n = 0;
+    for (const Worker* w : plan.added) n += w->executors;
+    events_->spawn(plan.added.size(), n, began_us);
+  }
+  register_group(plan, inter);
+  for (std::size_t i = 0; i < plan.added.size(); ++i)
+    send(*plan.added[i], wire::tag_setup, wire::encode(plan.setups[i]));  // before anything else it hears
+}
+
+// Plans the agents of one spawn: for each, its first message (setup), the GPUs it gets and where
+// it goes, planned in turn (each sees the ones planned before it, as the workers that stand for
+// them are added to workers_ first: plan.added).
+void PoolImpl::plan_agents(const std::vector<int>& executors, AgentPlan& plan) {
   // Simulated agents (simulation_wanted): `per_rank` of them a process, on this host, one worker each.
   wire::Simulation sim = simulation_wanted();
-  const int per_rank = std::max(1, static_cast<int>(sim.agents));
+  plan.per_rank = std::max(1, static_cast<int>(sim.agents));
+  const int per_rank = plan.per_rank;
   {
     std::lock_guard lk(mu_);
     if (stats_.workers_started > 0) sim.silent_every = 0;  // only the first agents fall silent, not their replacements
   }
-  try {
-    for (const int n : executors) {
-      if (per_rank > 1 && n != 1)
-        throw ConfigError(
-            "fibra: FIBRA_SIMULATED_AGENTS simulates agents of one worker each: set "
-            "PoolOptions::workers_per_agent = 1");
-      wire::AgentSetup setup = agent_setup(n);
-      setup.simulation = sim;
-      AgentGpus gpus = share_gpus(n);
-      setup.gpus = std::move(gpus.ids);
-      auto info = std::make_unique<mpi::Info>();
-      if (oversubscribe_allowed()) info->set("map_by", ":OVERSUBSCRIBE");
-      const std::string host = per_rank > 1 ? std::string() : place_agent(n, setup.slot, *info);
-      // One agent per host in a group: Open MPI maps a job's processes on a host against the slots
-      // that host's info names ("host:n"), and refused a second agent of one job there ("All nodes
-      // which are allocated for this job are already filled", pack on virtual nodes). The next
-      // group takes it.
-      if (!host.empty() &&
-          std::any_of(added.begin(), added.end(), [&](const Worker* w) { return w->planned_host == host; }))
-        break;
-      // Each agent with its workers' GPUs, or not in this group: the pool waits for the GPUs of the
-      // first one (gpus_still_held), not for the others'.
-      if (!added.empty() && !s_.gpu_ids.empty() && s_.resources.gpus > 0 && gpus.each < s_.resources.gpus) break;
-      // An agent is one MPI process but runs several executors: Open MPI's default binding (to one
-      // core when a job has at most 2 processes) would pin them all to that core.
-      info->set("bind_to", "none");
-      if (!host.empty() && !same_host(host, my_host_) && std::count(remote.begin(), remote.end(), host) == 0)
-        remote.push_back(host);
-      auto w = std::make_unique<Worker>();
-      w->id = next_worker_id_++;
-      w->slot = setup.slot;
-      w->executors = n;
-      w->planned_host = host;
-      w->has = s_.resources;
-      w->has.gpus = gpus.each;
-      w->gpus = std::move(gpus.held);
-      // holds_slot (as Worker's default): the next agents' GPUs and places count it; counted in
-      // g_agents_in_slots once spawned, and erased if the spawn fails.
-      if (added.size() % static_cast<std::size_t>(per_rank) == 0) infos.push_back(std::move(info));  // a process
-      setups.push_back(std::move(setup));
-      Worker* planned = w.get();
-      {
-        std::lock_guard lk(mu_);
-        workers_.push_back(std::move(w));
-        count_state(*planned, +1);  // starting
-      }
-      added.push_back(planned);  // only once in workers_: unplan() erases what it lists
+  for (const int n : executors) {
+    if (per_rank > 1 && n != 1)
+      throw ConfigError(
+          "fibra: FIBRA_SIMULATED_AGENTS simulates agents of one worker each: set "
+          "PoolOptions::workers_per_agent = 1");
+    wire::AgentSetup setup = agent_setup(n);
+    setup.simulation = sim;
+    SpawnPlanner::Gpus gpus = planner_.share_gpus(workers_, n);
+    setup.gpus = std::move(gpus.ids);
+    auto info = std::make_unique<mpi::Info>();
+    if (oversubscribe_allowed()) info->set("map_by", ":OVERSUBSCRIBE");
+    const auto place = per_rank > 1 ? SpawnPlanner::Place{} : planner_.place(workers_, n, setup.slot);
+    const std::string& host = place.host;
+    // One agent per host in a group: Open MPI maps a job's processes on a host against the slots
+    // that host's info names ("host:n"), and refused a second agent of one job there ("All nodes
+    // which are allocated for this job are already filled", pack on virtual nodes). The next
+    // group takes it.
+    if (!host.empty() &&
+        std::any_of(plan.added.begin(), plan.added.end(), [&](const Worker* w) { return w->planned_host == host; }))
+      break;
+    // Each agent with its workers' GPUs, or not in this group: the pool waits for the GPUs of the
+    // first one (gpus_still_held), not for the others'.
+    if (!plan.added.empty() && !s_.gpu_ids.empty() && s_.resources.gpus > 0 && gpus.each < s_.resources.gpus) break;
+    if (!host.empty()) info->set("host", (host + ":" + std::to_string(place.slots)).c_str());
+    // An agent is one MPI process but runs several executors: Open MPI's default binding (to one
+    // core when a job has at most 2 processes) would pin them all to that core.
+    info->set("bind_to", "none");
+    if (!host.empty() && !same_host(host, my_host_) && std::count(plan.remote.begin(), plan.remote.end(), host) == 0)
+      plan.remote.push_back(host);
+    auto w = std::make_unique<Worker>();
+    w->id = next_worker_id_++;
+    w->slot = setup.slot;
+    w->executors = n;
+    w->planned_host = host;
+    w->has = s_.resources;
+    w->has.gpus = gpus.each;
+    w->gpus = std::move(gpus.held);
+    // holds_slot (as Worker's default): the next agents' GPUs and places count it; counted in
+    // g_agents_in_slots once spawned, and erased if the spawn fails.
+    if (plan.added.size() % static_cast<std::size_t>(per_rank) == 0)
+      plan.infos.push_back(std::move(info));  // a process
+    plan.setups.push_back(std::move(setup));
+    Worker* planned = w.get();
+    {
+      std::lock_guard lk(mu_);
+      workers_.push_back(std::move(w));
+      counts_.count(*planned, +1);  // starting
     }
-    // A simulated agents' process hears how many it speaks for: per_rank, or the rest (the last).
-    for (std::size_t i = 0; i < setups.size(); ++i)
-      if (per_rank > 1)
-        setups[i].simulation.agents = static_cast<std::uint32_t>(
-            std::min(added.size() - i / static_cast<std::size_t>(per_rank) * static_cast<std::size_t>(per_rank),
-                     static_cast<std::size_t>(per_rank)));
-    std::vector<const mpi::Info*> plan;
-    for (const auto& i : infos) plan.push_back(i.get());
-    int first = live_count() + 1;  // the number of its first worker among the pool's ("worker 5 of 8")
-    for (const Worker* w : added) first -= w->executors;
-    const std::string who =
-        added.size() == 1 ? "worker " + std::to_string(added[0]->slot) : std::to_string(added.size()) + " agents";
-    if (!remote.empty()) {  // only another host's daemon can fail to start so
-      std::string hosts;
-      for (const auto& h : remote) hosts += (hosts.empty() ? "" : ", ") + h;
-      SpawnWatch watch("MPI_Comm_spawn of " + who + " on host" + (remote.size() > 1 ? "s " : " ") + hosts,
-                       s_.start_timeout_s + SpawnWatch::spawn_grace_s);
-      inter = spawn_processes(plan, first);
-    } else {
-      inter = spawn_processes(plan, first);
-    }
-  } catch (...) {
-    unplan();
-    throw;
+    plan.added.push_back(planned);  // only once in workers_: the undoing erases what it lists
   }
-  if (events_) {
-    int executors = 0;
-    for (const Worker* w : added) executors += w->executors;
-    events_->spawn(added.size(), executors, began_us);
-  }
+  // A simulated agents' process hears how many it speaks for: per_rank, or the rest (the last).
+  const auto per = static_cast<std::size_t>(per_rank);
+  if (per_rank > 1)
+    for (std::size_t i = 0; i < plan.setups.size(); ++i)
+      plan.setups[i].simulation.agents = static_cast<std::uint32_t>(std::min(plan.added.size() - i / per * per, per));
+}
+
+// The planned agents' MPI_Comm_spawn_multiple, watched when it starts agents on other hosts.
+MPI_Comm PoolImpl::spawn_planned(const AgentPlan& plan) {
+  std::vector<const mpi::Info*> infos;
+  for (const auto& i : plan.infos) infos.push_back(i.get());
+  int first = live_count() + 1;  // the number of its first worker among the pool's ("worker 5 of 8")
+  for (const Worker* w : plan.added) first -= w->executors;
+  if (plan.remote.empty()) return spawn_processes(infos, first);
+  // Only another host's daemon can fail to start so.
+  const std::string who = plan.added.size() == 1 ? "worker " + std::to_string(plan.added[0]->slot)
+                                                 : std::to_string(plan.added.size()) + " agents";
+  std::string hosts;
+  for (const auto& h : plan.remote) hosts += (hosts.empty() ? "" : ", ") + h;
+  SpawnWatch watch("MPI_Comm_spawn of " + who + " on host" + (plan.remote.size() > 1 ? "s " : " ") + hosts,
+                   s_.start_timeout_s + SpawnWatch::spawn_grace_s);
+  return spawn_processes(infos, first);
+}
+
+// The spawned agents, one group on `inter`: each its rank (and, simulated, its block of tags), the
+// slot it holds, and probed at every pass while it starts.
+void PoolImpl::register_group(const AgentPlan& plan, MPI_Comm inter) {
+  const int per_rank = plan.per_rank;
   auto group = std::make_shared<AgentGroup>();
   group->comm = inter;
-  group->open = static_cast<int>(added.size());
+  group->open = static_cast<int>(plan.added.size());
   group->per_rank = per_rank;
   groups_.push_back(group);
   const double now = mpi::now_s();
-  {
-    std::lock_guard lk(mu_);
-    for (std::size_t i = 0; i < added.size(); ++i) {
-      Worker& w = *added[i];
-      w.comm = inter;
-      w.rank = static_cast<int>(i) / per_rank;
-      w.sub = static_cast<int>(i) % per_rank;
-      // Its process's slot (g_agents_in_slots counts processes), held by sub-agent 0: if that one
-      // leaves before the others, the slot counts as free early (the simulation is for
-      // benchmarks and tests, which run oversubscribed).
-      w.holds_slot = w.sub == 0;
-      w.group = group;
-      group->members.push_back(&w);
-      w.spawned_at = w.last_heard = w.last_sent = now;
-      mark_hot(w);  // starting: probed at every pass
-    }
-    stats_.workers_started += added.size();
-    spawn_failures_ = 0;
+  std::lock_guard lk(mu_);
+  for (std::size_t i = 0; i < plan.added.size(); ++i) {
+    Worker& w = *plan.added[i];
+    w.comm = inter;
+    w.rank = static_cast<int>(i) / per_rank;
+    w.sub = static_cast<int>(i) % per_rank;
+    // Its process's slot (g_agents_in_slots counts processes), held by sub-agent 0: if that one
+    // leaves before the others, the slot counts as free early (the simulation is for
+    // benchmarks and tests, which run oversubscribed).
+    w.holds_slot = w.sub == 0;
+    w.group = group;
+    group->members.push_back(&w);
+    w.spawned_at = w.last_heard = w.last_sent = now;
+    mark_hot(w);  // starting: probed at every pass
   }
-  for (std::size_t i = 0; i < added.size(); ++i)
-    send(*added[i], wire::tag_setup, wire::encode(setups[i]));  // before anything else it hears
+  stats_.workers_started += plan.added.size();
+  backoff_.succeeded();
 }
 
 // What a new agent is told first: the pool's settings (PoolOptions, resolved), its number.
@@ -332,7 +318,7 @@ wire::AgentSetup PoolImpl::agent_setup(int executors) const {
   setup.heartbeat_s = s_.heartbeat_s;
   setup.driver_silence_s = s_.driver_silence_s;
   setup.executors = executors;
-  setup.slot = free_slot_number();
+  setup.slot = SpawnPlanner::free_slot_number(workers_);
   setup.prefix_output = prefix_output();
   setup.cpus = s_.resources.cpus;
   setup.policy = s_.policy;
@@ -347,64 +333,6 @@ wire::AgentSetup PoolImpl::agent_setup(int executors) const {
   if (peer_objects_on()) setup.secret_file = run_secret().file;  // its path: the bytes never travel
   setup.encrypt_objects = s_.encrypt_objects;
   return setup;
-}
-
-// GPUs for a new agent: `resources.gpus` for each executor, from those no other agent holds (an
-// agent lost but maybe still running keeps its own until its process is surely gone). All or
-// none: an agent offers GPUs only if each of its executors gets its share.
-PoolImpl::AgentGpus PoolImpl::share_gpus(int executors) const {
-  AgentGpus out;
-  out.each = s_.resources.gpus;
-  if (s_.gpu_ids.empty()) return out;
-  std::vector<bool> held(s_.gpu_ids.size(), false);
-  for (auto& w : workers_)
-    if (w->holds_slot)
-      for (int g : w->gpus) held[static_cast<std::size_t>(g)] = true;
-  const std::size_t each = static_cast<std::size_t>(s_.resources.gpus);
-  std::size_t next = 0;
-  const auto free_ids = static_cast<std::size_t>(std::count(held.begin(), held.end(), false));
-  if (free_ids < each * static_cast<std::size_t>(executors)) next = held.size();
-  for (int e = 0; e < executors; ++e) {
-    std::string ids;
-    std::size_t got = 0;
-    for (; next < held.size() && got < each; ++next) {
-      if (held[next]) continue;
-      ids += (ids.empty() ? "" : ",") + s_.gpu_ids[next];
-      out.held.push_back(static_cast<int>(next));
-      ++got;
-    }
-    out.each = std::min<int>(out.each, static_cast<int>(got));
-    out.ids.push_back(ids);
-  }
-  return out;
-}
-
-// Where a new agent goes, set in `info`; returns the host ("" where MPI places it).
-// Spread: agent k on host k mod n (a replacement takes the slot, and so the host, of the lost
-// one), or the next host with room; pack: the first host with room (detail::choose_host).
-// Open MPI reads "host" as that host with one slot, which the driver may fill already. In a
-// Slurm allocation, "host:n" also lowers that node's slots to n for the rest of the job, never
-// raising them again (orte_util_add_dash_host_nodes, Open MPI 4.1.1 and later): so the node's
-// own slot count when it is known, which lowers nothing and leaves Open MPI's check of full nodes
-// in force; else room for one more process than the pool's and the driver's there.
-std::string PoolImpl::place_agent(int executors, int slot, mpi::Info& info) const {
-  if (s_.hosts.empty()) return {};
-  // Every host is usable: after a loss on another host nothing is spawned at all (spawn).
-  const std::size_t n = s_.hosts.size();
-  const std::vector<bool> usable(n, true);
-  std::vector<HostLoad> load(n);
-  for (std::size_t h = 0; h < n; ++h) {
-    load[h].processes = load[h].workers = same_host(s_.hosts[h], my_host_) ? 1 : 0;
-    for (auto& w : workers_)
-      if (w->planned_host == s_.hosts[h] && w->holds_slot) {
-        ++load[h].processes;
-        load[h].workers += w->executors;
-      }
-  }
-  const std::size_t h = choose_host(Placement{s_.pack, s_.hosts, s_.host_slots, {}}, usable, load, executors, slot);
-  const int count = s_.host_slots[h] > 0 ? s_.host_slots[h] : load[h].processes + 1;
-  info.set("host", (s_.hosts[h] + ":" + std::to_string(count)).c_str());
-  return s_.hosts[h];
 }
 
 // One MPI_Comm_spawn_multiple of agents (this binary, with the agent flag; their settings come as
@@ -466,8 +394,8 @@ int PoolImpl::free_slots() const {
 
 // A worker no longer holds its MPI slot: it said bye, or it was lost and its process is gone.
 void PoolImpl::free_slot(Worker& w) {
-  close_call_rings(w, std::nullopt, false);  // (read when it said bye or was lost)
-  w.lanes.clear();                           // its processes are gone, or no longer heard: nothing more comes that way
+  rings_.close(w, std::nullopt, false);  // (read when it said bye or was lost)
+  w.lanes.clear();                       // its processes are gone, or no longer heard: nothing more comes that way
   w.actor_lanes.clear();
   w.actor_lanes_in_use.clear();
   if (!w.holds_slot) return;
@@ -475,34 +403,20 @@ void PoolImpl::free_slot(Worker& w) {
   g_agents_in_slots.fetch_sub(1);
 }
 
-// The smallest worker number no live worker uses.
-// One pass over the workers (a pass per number tried took 77% of the driver's time while it
-// started 4,000 simulated agents).
-int PoolImpl::free_slot_number() const {
-  std::vector<char> used(workers_.size() + 2, 0);
-  for (auto& w : workers_)
-    if (w->alive() && w->slot > 0 && static_cast<std::size_t>(w->slot) < used.size())
-      used[static_cast<std::size_t>(w->slot)] = 1;
-  int n = 1;
-  while (used[static_cast<std::size_t>(n)]) ++n;
-  return n;
-}
-
 // Spawns or retires workers until the pool has its target size. A spawn that fails is reported
 // and tried again later; the pool carries on with the workers it has.
 bool PoolImpl::adjust_size() {
   int target, live;
-  double next_spawn;
-  bool stopping;
+  bool spawn_due, stopping;
   {
     std::lock_guard lk(mu_);  // resize() and terminate() write these from a user's thread
     target = target_;
     live = live_count();
-    next_spawn = next_spawn_;
+    spawn_due = backoff_.due(mpi::now_s());
     stopping = stopping_;
   }
   if (stopping) return false;  // no new agent only to be told to leave
-  if (live < target && !remote_host_lost() && mpi::now_s() >= next_spawn && !gpus_still_held()) {
+  if (live < target && !remote_host_lost() && spawn_due && !gpus_still_held()) {
     // MPI_Comm_spawn blocks this thread (a few hundred ms for one agent, 1.5 s for 16 on 2 cores):
     // give the workers enough to do meanwhile (retries first: they are at the front of the queue).
     dispatch(batches_per_worker + 2);
@@ -528,7 +442,7 @@ bool PoolImpl::adjust_size() {
       changed = true;
     }
   }
-  for (auto it = workers_.begin(); retiring_agents_ > 0 && it != workers_.end(); ++it) {
+  for (auto it = workers_.begin(); counts_.retiring() > 0 && it != workers_.end(); ++it) {
     auto& w = *it;
     if (w->state != Worker::State::retiring) continue;  // (states change on this thread only: read without mu_)
     {
@@ -559,17 +473,14 @@ void PoolImpl::on_spawn_failed(const Error& e) {
   double retry_in;
   {
     std::lock_guard lk(mu_);
-    spawn_error_ = std::current_exception();
-    ++spawn_failures_;
-    next_spawn_ = mpi::now_s() + std::min(60.0, 2.0 * spawn_failures_);
+    retry_in = backoff_.failed(std::current_exception(), mpi::now_s());
     live = live_count();
-    retry_in = next_spawn_ - mpi::now_s();
     // A lost worker whose process may still hold its slot frees it soon (see watch_workers), and a
     // retiring one still runs its batches: only with neither do the waiting calls give up.
     const bool may_recover = std::any_of(workers_.begin(), workers_.end(), [](auto& w) {
       return w->state == Worker::State::retiring || (w->state == Worker::State::lost && w->holds_slot);
     });
-    if (live + joined_live_ == 0 &&
+    if (live + counts_.joined_live() == 0 &&
         !may_recover) {  // nobody left to run anything: every waiting call fails now, nothing hangs
       fail_all(std::make_exception_ptr(
           WorkerLost(std::string("fibra: the pool has no workers left and cannot start new ones: ") + e.what())));
