@@ -153,12 +153,14 @@ TEST(Trainer, TheAsynchronousLearnerTakesWhatCameAndSurvivesAKill) {
   o.env = "KillingCartPoleAsync-v0";
   o.asynchronous = true;
   rl::PpoTrainer t(o);
-  std::size_t lost = 0, fragments = 0;
+  std::size_t lost = 0, most_after_a_wait = 0;
   std::uint64_t steps = 0, max_lag = 0, version = 0;
   for (int i = 0; i < 30; ++i) {
+    // The last few wait first: every fragment queued has come by then (each takes microseconds).
+    if (i >= 25) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const rl::Iteration it = t.train();
+    if (i >= 25) most_after_a_wait = std::max<std::size_t>(most_after_a_wait, it.fragments);
     lost += it.lost_fragments;
-    fragments += it.fragments;
     EXPECT_LE(it.fragments + it.lost_fragments, 4u) << "iteration " << it.iteration << ": more than were queued";
     EXPECT_EQ(it.env_steps - steps, it.fragments * 2 * 16) << "iteration " << it.iteration;
     steps = it.env_steps;
@@ -172,7 +174,8 @@ TEST(Trainer, TheAsynchronousLearnerTakesWhatCameAndSurvivesAKill) {
   EXPECT_LE(lost, 2u) << "a kill costs at most the calls queued at that worker";
   EXPECT_GE(max_lag, 1u) << "with 2 calls queued a worker, some fragments come from older weights";
   EXPECT_EQ(t.train().restarts, 1u) << "one death, counted once whatever calls it took with it";
-  EXPECT_GT(fragments, 30u);
+  // (Not a total over the 30 updates: under load every update may find just one fragment come.)
+  EXPECT_GE(most_after_a_wait, 2u) << "an update takes every fragment that has come, not one";
 }
 
 // ... and on a pool of the caller's with no task limit (nothing ends a hung call), a worker whose

@@ -422,8 +422,7 @@ void PoolImpl::on_actor_result(const Worker& w, const wire::ResultView& r, std::
         keep->job = call.job;
         o.keep_at(keep, r.payload);
       } else if (whole) {
-        const auto offset = static_cast<std::size_t>(r.payload.data() - whole->data());  // before the move
-        o.take_message(std::move(*whole), offset);
+        o.take_message(std::move(*whole), r.payload);
       } else {
         o.payload.assign(r.payload);
       }

@@ -13,9 +13,10 @@
 // and the parts that own their state, each in its own header with its own tests: Scheduler (the
 // chunks), SubmitInbox (calls submitted, not yet queued), ReplyQueue (answers to executors),
 // CallRings (calls on channels through lanes), WorkerCounts (workers by state), SpawnPlanner (the
-// next agents' sizes, GPUs, hosts), Liveness (who is silent, gone, owed a heartbeat), AgentObjects
-// and FreedObjects (stored objects' copies on agents), PoolEvents (its entries in the event log),
-// PoolRegistry (the process's pools). The records: Worker (worker.hpp), ActorState (actor_state.hpp).
+// next agents' sizes, GPUs, hosts) and SpawnBackoff (failed spawns), Liveness (who is silent,
+// gone, owed a heartbeat), AgentObjects and FreedObjects (stored objects' copies on agents),
+// JoinedWorkers (agents that joined, and when they leave), PoolEvents (its entries in the event
+// log), PoolRegistry (the process's pools). The records: Worker (worker.hpp), ActorState (actor_state.hpp).
 // All MPI traffic of a pool runs on its one communication thread, except in start(): the user's
 // thread spawns the first workers, reading their hellos and sending them heartbeats in between,
 // before that thread exists.
@@ -44,6 +45,8 @@
 //  - replies_ (ReplyQueue): its own lock; pushed from any thread, taken by the communication thread.
 //  - rings_ (CallRings): the communication thread's; each ring's answers under its reply_mu.
 //  - counts_ (WorkerCounts): as Worker::state, which it counts.
+//  - joined_ (JoinedWorkers): under mu_, but for its look's timer (the communication thread's)
+//    and its waiting flag (atomic: take_joins looks without the lock).
 //  - target_: written by resize() (a user's thread) under mu_, read under mu_ (the communication
 //    thread through target_now() or a copy taken in adjust_size()); only start() reads it bare,
 //    before the communication thread exists and before resize() can be called.

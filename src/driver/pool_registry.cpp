@@ -6,8 +6,10 @@
 namespace fibra::detail {
 
 PoolRegistry& PoolRegistry::instance() {
-  static PoolRegistry registry;
-  return registry;
+  // Never destroyed: hooks the Runtime leaves registered (a queue's totals, an event sink) and a
+  // signal's stop_all_pools may look pools up during static destruction.
+  static auto* registry = new PoolRegistry;
+  return *registry;
 }
 
 void PoolRegistry::add(std::uint64_t uid, const std::shared_ptr<PoolImpl>& pool) {

@@ -85,8 +85,7 @@ void PoolImpl::accept_result(const wire::ResultHeader& h, std::string_view paylo
     keep->job = c->job;
     o.keep_at(keep, payload);
   } else if (message) {
-    const auto offset = static_cast<std::size_t>(payload.data() - message->data());  // before the move
-    o.take_message(std::move(*message), offset);
+    o.take_message(std::move(*message), payload);
   } else {
     o.payload.assign(payload);
   }

@@ -545,7 +545,7 @@ void fields(F&& f, M& m) { f(m.actor, m.fd); }
 
 /// driver -> agent (tag_object_free): the object's last reference in the driver is gone. For an
 /// object its executors handed it (a kept result, a value a task stored), `handed` is how many
-/// times the driver saw it handed over since its last free (Worker::handed): an agent that was
+/// times the driver saw it handed over since its last free (AgentObjects::hold_handed): an agent that was
 /// handed it more often (a task sent it again meanwhile) keeps it, since the driver will map it
 /// again and free it again.
 struct ObjectFree {

@@ -237,3 +237,23 @@ TEST(Future, EveryCallKeepsItsOwnPolicyHoweverManyKindsThereAre) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(ChunkOutcome, AResultTakenWithItsMessageIsReadFromItsPlaceThere) {
+  // A message short enough to live inside its std::string (moved by copying its bytes), and a long one.
+  for (const std::string result : {std::string("ok"), std::string(100000, 'r')}) {
+    std::string message = "h|" + result;
+    const std::string_view part = std::string_view(message).substr(2);
+    ChunkOutcome o{0, 1, {}, {}, {}};
+    o.take_message(std::move(message), part);
+    EXPECT_EQ(o.bytes(), result) << "a message of " << result.size() + 2 << " bytes";
+    ChunkOutcome whole{0, 1, {}, {}, {}};
+    std::string only = result;
+    whole.take_message(std::move(only), std::string_view(only));
+    EXPECT_EQ(whole.bytes(), result) << "no headers: no offset kept";
+    EXPECT_FALSE(whole.extra) << "an outcome with no offset makes no extra";
+  }
+}
+
+}  // namespace

@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <set>
 #include <memory>
@@ -141,6 +143,33 @@ TEST(SubmitInbox, AClosedInboxRefusesAndFailingItAnswersEveryCallLeft) {
 
 // ---- ReplyQueue ---------------------------------------------------------------------------------
 
+TEST(ReplyQueue, ATakerThatLooksOnlyWhenToldItWaitsMissesNoReply) {
+  ReplyQueue q;
+  constexpr std::uint64_t each = 20000;
+  std::atomic<std::uint64_t> taken{0};
+  std::atomic<bool> out_of_order{false};
+  // As the communication thread does: it takes only when waiting() says something came.
+  std::thread taker([&] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (taken.load() < each && std::chrono::steady_clock::now() < until) {
+      if (!q.waiting()) continue;
+      for (const auto& r : q.take()) out_of_order = out_of_order || r.id != taken.fetch_add(1);
+    }
+  });
+  // Each reply is taken before the next is pushed: every push is the last so far, whose signal must
+  // not be lost (a later push would hide a lost one).
+  for (std::uint64_t k = 0; k < each; ++k) {
+    q.push({0, 0, k, nullptr, {}, {}});
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (taken.load() <= k && std::chrono::steady_clock::now() < until) {
+    }
+    if (taken.load() <= k) break;
+  }
+  taker.join();
+  EXPECT_EQ(taken.load(), each) << "reply " << taken.load() << " was pushed and never signalled";
+  EXPECT_FALSE(out_of_order);
+}
+
 TEST(ReplyQueue, RepliesFromManyThreadsAreTakenOnceInEachThreadsOrder) {
   ReplyQueue q;
   EXPECT_FALSE(q.waiting());
@@ -271,8 +300,9 @@ TEST(CallRings, ACallThatDoesNotDecodeClosesItsWorkersRingsAndNamesTheWorker) {
   rings.read_all();
   EXPECT_EQ(seen.calls.size(), 2u) << "the other worker's ring was closed with the bad one's";
   // Read as its process ends (its worker already being let go): closed, and no second verdict.
-  rings.open(other, 2, 3, b);
-  put(*b, "garbage");
+  auto d = lane();
+  rings.open(other, 2, 3, d);
+  put(*d, "garbage");
   rings.close(other, std::nullopt);
   EXPECT_EQ(seen.bad.size(), 1u) << "a bad call read while its ring closed declared the worker lost again";
   EXPECT_TRUE(rings.empty());
@@ -399,6 +429,12 @@ TEST(AgentObjects, AFailedCopyFromAPeerMarksThePeerAndGivesTheObjectBackWhileItL
   gone.reset();
   EXPECT_EQ(a.fetch_failed(id, was), nullptr) << "freed meanwhile: nothing to send";
   EXPECT_TRUE(was);
+  auto third = store_bytes("third", "a test");
+  a.add(third->id);
+  a.fetching(third, 5);
+  EXPECT_EQ(a.drop(third->id), std::optional<std::uint64_t>(0));
+  EXPECT_EQ(a.fetch_failed(third->id, was), nullptr);
+  EXPECT_FALSE(was) << "a freed object's fetch is forgotten with it: a late failure sends nothing";
 }
 
 TEST(FreedObjects, NotesEveryObjectFreedUntilStopped) {

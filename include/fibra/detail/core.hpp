@@ -113,8 +113,10 @@ struct ChunkOutcome {
     d.shared = bytes;
     d.offset = 0;
   }
-  /// The result is `whole` from `offset` on (the message it came in, headers first).
-  void take_message(std::string whole, std::size_t offset) {
+  /// The result is `result`, the end of `whole` (the message it came in, headers first: everything
+  /// from where `result` starts is read), which the outcome takes whole rather than copying it out.
+  void take_message(std::string&& whole, std::string_view result) {
+    const auto offset = static_cast<std::size_t>(result.data() - whole.data());
     payload = std::move(whole);
     if (offset) extra.data().offset = offset;
   }
