@@ -33,32 +33,26 @@ bool PoolImpl::cancel(const std::shared_ptr<JobState>& job, bool force) {
     const auto in_flight = sched_.in_flight_of(job.get());
     if (force) {
       for (Chunk* c : in_flight) {
-        if (!c->cancelled) cancels_.emplace_back(c->worker, c->id);
+        if (!c->cancelled) cancels_.kill(c->worker, c->id);
         c->cancelled = true;
         any = true;
       }
       // What is not started yet is taken back from its lane too, rather than run and then killed.
-      if (!in_flight.empty()) unstarted_cancels_.push_back({job, {}});
+      if (!in_flight.empty()) cancels_.take_back(job);
     }
     if (sched_.idle()) state_cv_.notify_all();
     if (any || in_flight.empty()) {
       if (any) kick();
       return any;
     }
-    unstarted_cancels_.push_back({job, {}});
-    verdict = unstarted_cancels_.back().verdict.get_future();
+    verdict = cancels_.take_back_and_tell(job);
     kick();
   }
   // The communication thread answers within a turn, unless it is inside a long MPI call (a spawn):
   // then the request is withdrawn, so that nothing is cancelled after this said it was not.
   if (verdict.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
     std::lock_guard lk(mu_);
-    auto it = std::find_if(unstarted_cancels_.begin(), unstarted_cancels_.end(),
-                           [&](const UnstartedCancel& u) { return u.job == job; });
-    if (it != unstarted_cancels_.end()) {
-      unstarted_cancels_.erase(it);
-      return false;
-    }
+    if (cancels_.withdraw(job)) return false;
   }
   return verdict.get();  // answered meanwhile
 }
@@ -117,12 +111,11 @@ bool PoolImpl::take_inbox() {
 
 // Gives each ready worker with room a batch of pending chunks.
 bool PoolImpl::dispatch(std::size_t batches_each) {
-  std::vector<std::pair<int, std::uint64_t>> cancels;
+  std::vector<CancelRequests::Kill> cancels;
   {
     std::lock_guard lk(mu_);
-    cancels.swap(cancels_);
-    for (auto& a : unstarted_cancels_) a.verdict.set_value(take_back_unstarted(a.job));
-    unstarted_cancels_.clear();
+    cancels = cancels_.take_kills();
+    cancels_.answer_take_backs([&](const std::shared_ptr<JobState>& job) { return take_back_unstarted(job); });
   }
   for (auto& [worker, chunk] : cancels)
     if (Worker* w = worker_by_id(worker); w && w->alive())

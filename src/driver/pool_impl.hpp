@@ -15,7 +15,8 @@
 // CallRings (calls on channels through lanes), WorkerCounts (workers by state), SpawnPlanner (the
 // next agents' sizes, GPUs, hosts) and SpawnBackoff (failed spawns), Liveness (who is silent,
 // gone, owed a heartbeat), AgentObjects and FreedObjects (stored objects' copies on agents),
-// JoinedWorkers (agents that joined, and when they leave), PoolEvents (its entries in the event
+// JoinedWorkers (agents that joined, and when they leave), CancelRequests (fibra::cancel's for
+// the communication thread), PoolEvents (its entries in the event
 // log), PoolRegistry (the process's pools). The records: Worker (worker.hpp), ActorState (actor_state.hpp).
 // All MPI traffic of a pool runs on its one communication thread, except in start(): the user's
 // thread spawns the first workers, reading their hellos and sending them heartbeats in between,
@@ -45,6 +46,7 @@
 //  - replies_ (ReplyQueue): its own lock; pushed from any thread, taken by the communication thread.
 //  - rings_ (CallRings): the communication thread's; each ring's answers under its reply_mu.
 //  - counts_ (WorkerCounts): as Worker::state, which it counts.
+//  - cancels_ (CancelRequests): under mu_.
 //  - joined_ (JoinedWorkers): under mu_, but for its look's timer (the communication thread's)
 //    and its waiting flag (atomic: take_joins looks without the lock).
 //  - target_: written by resize() (a user's thread) under mu_, read under mu_ (the communication
@@ -101,6 +103,7 @@
 #include "driver/spawn_planner.hpp"
 #include "driver/actor_state.hpp"
 #include "driver/call_rings.hpp"
+#include "driver/cancel_requests.hpp"
 #include "driver/reply_queue.hpp"
 #include "driver/submit_inbox.hpp"
 #include "driver/worker.hpp"
@@ -485,15 +488,9 @@ class PoolImpl final : public PoolCore, public std::enable_shared_from_this<Pool
   JoinedWorkers joined_;
   std::uint64_t receive_passes_ = 0;
   double next_steal_look_ = 0;  // steal_for_idle looks at most once a millisecond (communication thread)
-  // Under mu_: (worker id, chunk) to tell its agent (tag_cancel: fibra::cancel with force).
-  std::vector<std::pair<int, std::uint64_t>> cancels_;
-  // Under mu_: fibra::cancel of a task handed to a worker, which the communication thread takes
-  // back if it has not started (take_back_unstarted); the verdict goes to the waiting caller.
-  struct UnstartedCancel {
-    std::shared_ptr<JobState> job;
-    std::promise<bool> verdict;
-  };
-  std::vector<UnstartedCancel> unstarted_cancels_;
+  // fibra::cancel's requests for the communication thread (CancelRequests): kills to send, batches
+  // to take back from the lanes (take_back_unstarted). Under mu_.
+  CancelRequests cancels_;
   bool take_back_unstarted(const std::shared_ptr<JobState>& job);  // (pool_dispatch.cpp, as the next two)
   bool cancel_pending(const std::shared_ptr<JobState>& job);
   void requeue_or_cancel(std::uint64_t chunk, std::uint32_t attempt);

@@ -4,7 +4,8 @@
 // channels from processes on the driver's host (call_rings.hpp, on real lanes in memfds), and
 // what the next agents of a spawn are (spawn_planner.hpp), and the copies of stored objects that
 // agents hold (object_copies.hpp), whether agents are alive (liveness.hpp), and when a worker
-// that joined leaves again (joined_workers.hpp).
+// that joined leaves again (joined_workers.hpp), and fibra::cancel's requests for the
+// communication thread (cancel_requests.hpp).
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <map>
 #include <set>
 #include <memory>
@@ -24,6 +26,7 @@
 #include "fibra/error.hpp"
 #include "fibra/remote.hpp"
 #include "driver/call_rings.hpp"
+#include "driver/cancel_requests.hpp"
 #include "driver/joined_workers.hpp"
 #include "driver/liveness.hpp"
 #include "driver/object_copies.hpp"
@@ -653,6 +656,37 @@ TEST(SpawnBackoff, EachFailureInARowWaitsTwoSecondsLongerUpToAMinuteAndResizeTri
   EXPECT_DOUBLE_EQ(b.failed(std::make_exception_ptr(fibra::MpiError("x")), 400), 60) << "still in a row";
   b.succeeded();
   EXPECT_DOUBLE_EQ(b.failed(std::make_exception_ptr(fibra::MpiError("x")), 500), 2) << "a success ends the row";
+}
+
+// ---- CancelRequests ------------------------------------------------------------------------------
+
+TEST(CancelRequests, KillsAndTakeBacksReachTheNextDispatchAndAWaiterThatGaveUpIsNotAnswered) {
+  CancelRequests c;
+  c.kill(3, 41);
+  c.kill(4, 42);
+  EXPECT_EQ(c.take_kills(), (std::vector<CancelRequests::Kill>{{3, 41}, {4, 42}}));
+  EXPECT_TRUE(c.take_kills().empty()) << "a kill is sent once";
+  auto forced = job(), waited = job(), gave_up = job();
+  c.take_back(forced);
+  auto verdict = c.take_back_and_tell(waited);
+  auto abandoned = c.take_back_and_tell(gave_up);
+  EXPECT_EQ(verdict.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  EXPECT_TRUE(c.withdraw(gave_up)) << "unanswered: withdrawn, so nothing is cancelled after the caller said no";
+  std::vector<JobState*> asked;
+  c.answer_take_backs([&](const std::shared_ptr<JobState>& j) {
+    asked.push_back(j.get());
+    return j == waited;
+  });
+  EXPECT_EQ(asked, (std::vector<JobState*>{forced.get(), waited.get()})) << "the withdrawn one was carried out";
+  ASSERT_EQ(verdict.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_TRUE(verdict.get());
+  EXPECT_FALSE(c.withdraw(waited)) << "answered already: the caller takes the verdict";
+  asked.clear();
+  c.answer_take_backs([&](const std::shared_ptr<JobState>& j) {
+    asked.push_back(j.get());
+    return false;
+  });
+  EXPECT_TRUE(asked.empty()) << "a take-back is carried out once";
 }
 
 }  // namespace
